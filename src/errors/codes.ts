@@ -1,0 +1,66 @@
+/**
+ * The catalog of every error code upscope can report: code -> category and a one-line summary.
+ * A `ProbeError` can only be built with a code from this table, so the set of things that can
+ * go wrong is listed in one place and each maps to a CLI exit status through its category.
+ */
+
+export type ErrorCategory =
+  | 'usage'
+  | 'environment'
+  | 'resolution'
+  | 'target'
+  | 'not-supported'
+  | 'internal';
+
+/** Exit status of the CLI for each category (64+ are sysexits-style, as many tools do). */
+export const EXIT_STATUS: Readonly<Record<ErrorCategory, number>> = {
+  usage: 2,
+  resolution: 3,
+  target: 4,
+  environment: 5,
+  'not-supported': 6,
+  internal: 70,
+};
+
+interface CodeInfo {
+  readonly category: ErrorCategory;
+  readonly summary: string;
+}
+
+function code(category: ErrorCategory, summary: string): CodeInfo {
+  return { category, summary };
+}
+
+export const ERROR_CODES = {
+  ERR_USAGE: code('usage', 'The command line is not valid'),
+  ERR_SPEC_SYNTAX: code('usage', 'A probe spec cannot be parsed'),
+  ERR_SPEC_INVALID: code('usage', 'A probe spec is well formed but asks for something impossible'),
+  ERR_TARGET_NOT_FOUND: code('resolution', 'The file, program or library named cannot be found'),
+  ERR_FILE_READ: code('target', 'A file cannot be read'),
+  ERR_ELF_INVALID: code('target', 'A file is not a valid ELF file'),
+  ERR_ELF_UNSUPPORTED: code('not-supported', 'An ELF file is not 64-bit little-endian x86-64'),
+  ERR_SYMBOL_NOT_FOUND: code('resolution', 'No symbol of that name is in the file'),
+  ERR_NO_MATCH: code('resolution', 'A pattern matched no symbol'),
+  ERR_OFFSET_OUT_OF_RANGE: code('resolution', 'An offset points past the end of its function'),
+  ERR_NOT_INSTRUCTION_BOUNDARY: code('resolution', 'An address falls inside an instruction'),
+  ERR_NOT_EXECUTABLE: code('resolution', 'An address is not inside an executable segment'),
+  ERR_UNSAFE_ADDRESS: code('resolution', 'A raw address has no symbol around it'),
+  ERR_IFUNC: code('resolution', 'A symbol is an IFUNC resolver, not the function it picks'),
+  ERR_NOT_A_FUNCTION: code('resolution', 'A symbol is data, not code'),
+  ERR_DECODE: code('resolution', 'Machine code cannot be decoded'),
+  ERR_PROCESS_NOT_FOUND: code('resolution', 'No process has that PID'),
+  ERR_PROCESS_ACCESS: code('environment', 'A process cannot be inspected with these privileges'),
+  ERR_NOT_MAPPED: code('resolution', 'A file or address is not mapped in the process'),
+  ERR_LDCACHE_INVALID: code('target', 'The dynamic linker cache cannot be read'),
+  ERR_PRIVILEGES: code('environment', 'The operation needs privileges this user does not have'),
+  ERR_TRACEFS_NOT_MOUNTED: code('environment', 'tracefs is not mounted'),
+  ERR_NATIVE_UNAVAILABLE: code('environment', 'The native syscall layer cannot be loaded'),
+  ERR_NOT_SUPPORTED_ON_OS: code('not-supported', 'upscope runs on Linux x86-64 only'),
+  ERR_INTERNAL: code('internal', 'A bug in upscope'),
+} as const satisfies Record<string, CodeInfo>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export function categoryOf(errorCode: ErrorCode): ErrorCategory {
+  return ERROR_CODES[errorCode].category;
+}

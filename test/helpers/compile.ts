@@ -1,0 +1,41 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
+const CACHE = join(tmpdir(), `upscope-test-${process.getuid?.() ?? 'u'}`);
+
+export interface CompileOptions {
+  /** Extra gcc flags: -O2, -no-pie, -static, -shared -fPIC, ... */
+  readonly flags?: readonly string[];
+  /** Strip the result with `strip` (or `strip --strip-debug` when 'debug'). */
+  readonly strip?: boolean | 'debug';
+  /** Output name suffix, e.g. '.so'. */
+  readonly suffix?: string;
+}
+
+/**
+ * Compile test/programs/NAME.c with the machine's gcc at test time, so that each test checks
+ * our reading of what this compiler emits against readelf/nm/objdump on the same file.
+ * Results are cached by source and flags in the temp dir.
+ */
+export function compileProgram(name: string, options: CompileOptions = {}): string {
+  const source = join(PROGRAMS, `${name}.c`);
+  const flags = options.flags ?? [];
+  const key = createHash('sha256')
+    .update(readFileSync(source))
+    .update(JSON.stringify([flags, options.strip ?? false]))
+    .digest('hex')
+    .slice(0, 16);
+  mkdirSync(CACHE, { recursive: true });
+  const out = join(CACHE, `${name}-${key}${options.suffix ?? ''}`);
+  if (existsSync(out)) return out;
+  const tmp = `${out}.${process.pid}.tmp`;
+  execFileSync('gcc', ['-g', ...flags, '-o', tmp, source], { stdio: 'pipe' });
+  if (options.strip === true) execFileSync('strip', [tmp]);
+  if (options.strip === 'debug') execFileSync('strip', ['--strip-debug', tmp]);
+  renameSync(tmp, out);
+  return out;
+}
