@@ -1,3 +1,72 @@
-export async function main(_argv: readonly string[]): Promise<number> {
-  return 0;
+import { Command, CommanderError } from '@commander-js/extra-typings';
+import { InternalError, ProbeError, exitStatusOf, isProbeError, renderError } from '../errors/index.js';
+import { registerDoctor } from './commands/doctor.js';
+import { registerList } from './commands/list.js';
+import { registerResolve } from './commands/resolve.js';
+import { type Io, processIo } from './io.js';
+
+const VERSION = '0.1.0';
+
+/** Status a command sets when it finishes; commander actions cannot return one. */
+export interface CommandResult {
+  status: number;
+}
+
+function buildProgram(io: Io, result: CommandResult): Command {
+  const program = new Command('upscope')
+    .description(
+      'Linux user-space probes: place probes on any function, return or instruction of an ELF\n' +
+        'file, resolve what a probe spec means, and check what this machine allows.',
+    )
+    .version(VERSION, '-V, --version')
+    .showSuggestionAfterError(true)
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => io.out(text),
+      // commander's own usage errors are re-rendered in our format by run() below.
+      writeErr: () => {},
+    })
+    .addHelpText(
+      'after',
+      '\nProbe specs: [p|r|u:]TARGET:LOCATION [NAME=FETCH[:TYPE] ...]\n' +
+        '  libc:malloc size=arg0:u64     r:libc:malloc ret=retval:x64\n' +
+        '  ./app:parse_request+0x1a      ./app:0x401136      ./app:@0x1136\n' +
+        '  u:python3:python:function__entry\n',
+    );
+  registerList(program, io, result);
+  registerResolve(program, io, result);
+  registerDoctor(program, io, result);
+  return program;
+}
+
+function usageError(err: CommanderError): ProbeError {
+  const message = err.message.replace(/^error: /, '');
+  return new ProbeError('ERR_USAGE', `Cannot run command: ${message}`, {
+    hints: ['Run "upscope --help" or "upscope COMMAND --help" for usage'],
+  });
+}
+
+/** Runs the CLI and returns the exit status; never throws and never prints a stack trace. */
+export async function main(argv: readonly string[], io: Io = processIo()): Promise<number> {
+  const result: CommandResult = { status: 0 };
+  const program = buildProgram(io, result);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return result.status;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version end through exitOverride with status 0.
+      if (err.exitCode === 0) return 0;
+      io.err(`${renderError(usageError(err))}\n`);
+      return exitStatusOf(usageError(err));
+    }
+    const probeError = isProbeError(err) ? err : new InternalError(describe(err), err);
+    io.err(`${renderError(probeError)}\n`);
+    if (process.env['UPSCOPE_DEBUG'] === '1' && err instanceof Error) io.err(`${err.stack}\n`);
+    return exitStatusOf(probeError);
+  }
+}
+
+function describe(err: unknown): string {
+  return `Unexpected failure: ${err instanceof Error ? err.message : String(err)}`;
 }

@@ -17,12 +17,12 @@ export interface CompileOptions {
 }
 
 /**
- * Compile test/programs/NAME.c with the machine's gcc at test time, so that each test checks
+ * Compile test/programs/NAME.c (or a path ending in .c) with the machine's gcc at test time, so that each test checks
  * our reading of what this compiler emits against readelf/nm/objdump on the same file.
  * Results are cached by source and flags in the temp dir.
  */
 export function compileProgram(name: string, options: CompileOptions = {}): string {
-  const source = join(PROGRAMS, `${name}.c`);
+  const source = name.endsWith('.c') ? name : join(PROGRAMS, `${name}.c`);
   const flags = options.flags ?? [];
   const key = createHash('sha256')
     .update(readFileSync(source))
@@ -30,7 +30,8 @@ export function compileProgram(name: string, options: CompileOptions = {}): stri
     .digest('hex')
     .slice(0, 16);
   mkdirSync(CACHE, { recursive: true });
-  const out = join(CACHE, `${name}-${key}${options.suffix ?? ''}`);
+  const base = name.replace(/^.*\//, '').replace(/\.c$/, '');
+  const out = join(CACHE, `${base}-${key}${options.suffix ?? ''}`);
   if (existsSync(out)) return out;
   const tmp = `${out}.${process.pid}.tmp`;
   execFileSync('gcc', ['-g', ...flags, '-o', tmp, source], { stdio: 'pipe' });

@@ -1,0 +1,9 @@
+import { InvalidArgumentError } from '@commander-js/extra-typings';
+
+/** Parse a -p value: a positive decimal PID. */
+export function parsePid(value: string): number {
+  if (!/^[1-9][0-9]{0,9}$/.test(value) || Number(value) > 4194304) {
+    throw new InvalidArgumentError(`"${value}" is not a process ID (a positive number up to 4194304)`);
+  }
+  return Number(value);
+}

@@ -1,0 +1,1 @@
+export { type EventLineSite, eventName, kernelFetchArg, uprobeEventLine } from './uprobe-event-line.js';

@@ -1,0 +1,1 @@
+export { hex, renderJson, renderTable } from './json.js';

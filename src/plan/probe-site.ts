@@ -1,0 +1,52 @@
+import type { DecodedInstruction, KernelHandling } from '../arch/index.js';
+import type { FetchArg } from '../spec/index.js';
+
+/** Where a probe goes: `entry` of a function, its `return`, any `instruction`, a `usdt` note. */
+export type SiteKind = 'entry' | 'return' | 'instruction' | 'usdt';
+
+/** The file a site is in, identified as the kernel does: by device and inode. */
+export interface TargetFile {
+  /** The path upscope opens (may be under /proc/PID/root or /proc/PID/map_files). */
+  readonly path: string;
+  /** The path as the user or the process sees it. */
+  readonly displayPath: string;
+  readonly dev: bigint;
+  readonly inode: bigint;
+  readonly buildId: string | undefined;
+  readonly elfType: 'exec' | 'dyn' | 'rel' | 'core' | 'unknown';
+}
+
+export interface UsdtSite {
+  readonly provider: string;
+  readonly name: string;
+  /** The note's argument string, e.g. `-4@%edi 8@-16(%rbp)`. */
+  readonly args: string;
+  /** File offset of the semaphore (the kernel's ref_ctr_offset), when the probe has one. */
+  readonly semaphoreFileOffset: bigint | undefined;
+}
+
+/**
+ * A fully resolved probe site: plain data, the same on any machine for the same file, and
+ * everything an engine needs to attach (file + offset) and a user needs to trust it.
+ */
+export interface ProbeSite {
+  /** The spec text this site came from. */
+  readonly spec: string;
+  readonly kind: SiteKind;
+  readonly target: TargetFile;
+  /** The function holding the site (display name, with version), if any. */
+  readonly symbol: string | undefined;
+  /** Other names for the same function address. */
+  readonly aliases: readonly string[];
+  readonly symbolOffset: bigint;
+  readonly vaddr: bigint;
+  readonly fileOffset: bigint;
+  readonly usdt: UsdtSite | undefined;
+  /** The first instructions at the site (at least the probed one). */
+  readonly instructions: readonly DecodedInstruction[];
+  /** How the kernel's uprobes will run the probed instruction (cost class). */
+  readonly handling: KernelHandling;
+  readonly fetches: readonly FetchArg[];
+  /** With -p: the address of the site in that process. */
+  readonly runtimeAddress: bigint | undefined;
+}

@@ -1,0 +1,586 @@
+import { statSync } from 'node:fs';
+import {
+  type DecodedInstruction,
+  analyzeKernelHandling,
+  checkInstructionBoundary,
+  decodeInstructions,
+} from '../arch/index.js';
+import { ProbeError, type Span, quote } from '../errors/index.js';
+import { closest } from '../internal/suggest.js';
+import {
+  type FetchArg,
+  type Location,
+  type ProbeSpec,
+  globToRegExp,
+  isGlob,
+  parseSpec,
+} from '../spec/index.js';
+import {
+  type ElfFile,
+  type FunctionSymbol,
+  SymbolIndex,
+  debugFileCandidates,
+  fileOffsetToRuntime,
+  functionDisplayName,
+  openElf,
+  preferName,
+} from '../symbols/index.js';
+import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
+import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
+import { type ResolvedTarget, resolveTarget } from './targets/index.js';
+
+export interface ResolveOptions {
+  /** Resolve targets as this process sees them, and compute runtime addresses in it. */
+  readonly pid?: number | undefined;
+  /** Allow raw addresses that no symbol covers (the instruction boundary is then unchecked). */
+  readonly unsafe?: boolean | undefined;
+  readonly cwd?: string | undefined;
+}
+
+export interface ProbePlan {
+  readonly sites: ProbeSite[];
+  /** One per spec that could not be resolved; each names the spec and the span at fault. */
+  readonly errors: ProbeError[];
+  /** Things resolved with a caveat (an IFUNC skipped by a glob, ...). */
+  readonly warnings: ProbeError[];
+}
+
+/** How many instructions `resolve` shows at each site. */
+const SHOWN_INSTRUCTIONS = 4;
+/** The longest x86-64 instruction. */
+const MAX_INSTRUCTION_BYTES = 15;
+
+/** An opened target and its symbols, shared by every spec that names the same file. */
+interface OpenTarget {
+  readonly resolved: ResolvedTarget;
+  readonly elf: ElfFile;
+  readonly file: TargetFile;
+  symbols(): SymbolIndex;
+  /** Start addresses of the functions IFUNC resolvers pick (known entries without a symbol). */
+  ifuncImplementations(): Set<bigint>;
+}
+
+/**
+ * Turns spec texts into probe sites: parse, find the target, expand globs, resolve symbols and
+ * addresses, and check that every site is an instruction boundary in executable code. Errors
+ * are collected per spec (the rest still resolve); nothing is attached and nothing is changed.
+ */
+export async function resolveProbes(
+  specTexts: readonly string[],
+  options: ResolveOptions = {},
+): Promise<ProbePlan> {
+  const plan: ProbePlan = { sites: [], errors: [], warnings: [] };
+  const targets = new Map<string, OpenTarget>();
+  try {
+    for (const text of specTexts) {
+      const parsed = parseSpec(text);
+      const first = parsed.diagnostics.find((d) => d.severity === 'error');
+      if (first !== undefined || parsed.spec === undefined) {
+        const diagnostic = first ?? parsed.diagnostics[0];
+        plan.errors.push(
+          new ProbeError(diagnostic?.code ?? 'ERR_SPEC_SYNTAX', diagnostic?.message ?? 'Cannot parse probe spec', {
+            source: { text, span: diagnostic?.span ?? { start: 0, end: text.length } },
+            hints: diagnostic?.hints ?? [],
+          }),
+        );
+        continue;
+      }
+      try {
+        const target = await openTarget(parsed.spec, targets, options);
+        plan.sites.push(...resolveLocation(parsed.spec, target, options, plan.warnings));
+      } catch (err) {
+        if (!(err instanceof ProbeError)) throw err;
+        plan.errors.push(err);
+      }
+    }
+  } finally {
+    for (const target of targets.values()) target.elf.close();
+  }
+  return plan;
+}
+
+/** Like resolveProbes, but throws the first error (for callers that attach everything or nothing). */
+export async function planProbes(
+  specTexts: readonly string[],
+  options: ResolveOptions = {},
+): Promise<ProbeSite[]> {
+  const plan = await resolveProbes(specTexts, options);
+  if (plan.errors.length > 0) throw plan.errors[0];
+  return plan.sites;
+}
+
+function specError(
+  spec: ProbeSpec,
+  span: Span,
+  code: ConstructorParameters<typeof ProbeError>[0],
+  message: string,
+  hints: string[] = [],
+  cause?: unknown,
+): ProbeError {
+  return new ProbeError(code, message, { source: { text: spec.text, span }, hints, cause });
+}
+
+async function openTarget(
+  spec: ProbeSpec,
+  cache: Map<string, OpenTarget>,
+  options: ResolveOptions,
+): Promise<OpenTarget> {
+  let resolved: ResolvedTarget;
+  try {
+    resolved = await resolveTarget(spec.target.text, { pid: options.pid, cwd: options.cwd });
+  } catch (err) {
+    if (err instanceof ProbeError && err.source === undefined) {
+      throw new ProbeError(err.code, err.message, {
+        hints: [...err.hints],
+        details: err.details,
+        cause: err.cause,
+        source: { text: spec.text, span: spec.target.span },
+      });
+    }
+    throw err;
+  }
+  const known = cache.get(resolved.path);
+  if (known !== undefined) return { ...known, resolved };
+  const elf = openElf(resolved.path);
+  let index: SymbolIndex | undefined;
+  let ifuncStarts: Set<bigint> | undefined;
+  const stat = statSync(resolved.path, { bigint: true });
+  const target: OpenTarget = {
+    resolved,
+    elf,
+    file: {
+      path: resolved.path,
+      displayPath: resolved.displayPath,
+      dev: stat.dev,
+      inode: stat.ino,
+      buildId: elf.buildId(),
+      elfType: elf.type,
+    },
+    symbols: () => {
+      index ??= new SymbolIndex(elf);
+      return index;
+    },
+    ifuncImplementations: () => {
+      ifuncStarts ??= allIfuncImplementations(elf, target.symbols());
+      return ifuncStarts;
+    },
+  };
+  cache.set(resolved.path, target);
+  return target;
+}
+
+function resolveLocation(
+  spec: ProbeSpec,
+  target: OpenTarget,
+  options: ResolveOptions,
+  warnings: ProbeError[],
+): ProbeSite[] {
+  const location = spec.location;
+  switch (location.type) {
+    case 'symbol':
+      return resolveSymbol(spec, location, target, options);
+    case 'glob':
+      return resolveGlob(spec, location, target, options, warnings);
+    case 'vaddr':
+      return [siteAtAddress(spec, location.vaddr, location.span, target, options)];
+    case 'file-offset': {
+      const vaddr = target.elf.fileOffsetToVaddr(location.fileOffset);
+      if (vaddr === undefined) {
+        throw specError(
+          spec,
+          location.span,
+          'ERR_NOT_EXECUTABLE',
+          `Cannot place probe at file offset 0x${location.fileOffset.toString(16)} of ${quote(target.file.displayPath)}: no loadable segment holds that offset`,
+          [`See the segments with: readelf -lW ${target.file.displayPath}`],
+        );
+      }
+      return [siteAtAddress(spec, vaddr, location.span, target, options)];
+    }
+    case 'usdt':
+      return resolveUsdt(spec, location, target, options);
+    case 'line':
+      throw specError(
+        spec,
+        location.span,
+        'ERR_NOT_SUPPORTED',
+        `Cannot resolve source line ${quote(`${location.file}:${location.line}`)}: probes by source line need DWARF line tables, which this version does not read yet`,
+        [`Probe the function instead: ${spec.target.text}:FUNCTION`],
+      );
+  }
+}
+
+function resolveSymbol(
+  spec: ProbeSpec,
+  location: Extract<Location, { type: 'symbol' }>,
+  target: OpenTarget,
+  options: ResolveOptions,
+): ProbeSite[] {
+  const index = target.symbols();
+  let matches = index.named(location.name);
+  if (location.version !== undefined) {
+    matches = matches.filter((fn) => fn.version === location.version);
+  }
+  if (matches.length === 0) throw symbolNotFound(spec, location, target);
+  const ifunc = matches.find((fn) => fn.type === 'ifunc');
+  if (ifunc !== undefined) throw ifuncError(spec, location.span, ifunc, target);
+  // Several functions may share a name (static functions of different files): probe each.
+  const sites: ProbeSite[] = [];
+  const seen = new Set<bigint>();
+  for (const fn of matches) {
+    if (seen.has(fn.vaddr)) continue;
+    seen.add(fn.vaddr);
+    if (location.offset !== 0n && fn.sizeBytes !== 0n && location.offset >= fn.sizeBytes) {
+      throw specError(
+        spec,
+        location.offsetSpan ?? location.span,
+        'ERR_OFFSET_OUT_OF_RANGE',
+        `Cannot place probe at ${quote(`${fn.name}+0x${location.offset.toString(16)}`)}: the function is only 0x${fn.sizeBytes.toString(16)} bytes long`,
+        [`Show its instructions with: upscope resolve '${spec.target.text}:${fn.name}'`],
+      );
+    }
+    sites.push(buildSite(spec, target, fn, fn.vaddr + location.offset, location.span, options));
+  }
+  return sites;
+}
+
+function symbolNotFound(
+  spec: ProbeSpec,
+  location: Extract<Location, { type: 'symbol' }>,
+  target: OpenTarget,
+): ProbeError {
+  const index = target.symbols();
+  const name = location.name;
+  const where = quote(target.file.displayPath);
+  const other = index.anySymbolNamed(name);
+  if (other !== undefined && other.defined) {
+    return specError(
+      spec,
+      location.span,
+      'ERR_NOT_A_FUNCTION',
+      `Cannot probe ${quote(name)} in ${where}: it is a symbol of type ${other.type}, not a function`,
+      ['Probes go on code; list the functions with: upscope list ' + spec.target.text],
+    );
+  }
+  const hints: string[] = [];
+  if (other !== undefined && !other.defined) {
+    hints.push(
+      `${target.file.displayPath} imports ${quote(name)} from a shared library; probe it there, e.g. libc:${name}`,
+    );
+  }
+  const suggestions = closest(
+    name,
+    index.functions.map((fn) => fn.name),
+    3,
+  );
+  if (suggestions.length > 0) hints.push(`Did you mean ${suggestions.map((s) => quote(s)).join(', ')}?`);
+  if (index.stripped) {
+    hints.push('The file is stripped: only .dynsym (exported functions) is available');
+    const candidates = debugFileCandidates(
+      target.file.path,
+      target.file.buildId,
+      target.elf.debugLink()?.file,
+    );
+    if (candidates.length > 0) hints.push(`Debug symbols would be looked for in: ${candidates.join(', ')}`);
+  }
+  hints.push(`List candidates with: upscope list ${spec.target.text} '${name.slice(0, 3)}*'`);
+  const table = index.stripped ? '.dynsym' : '.symtab or .dynsym';
+  return specError(
+    spec,
+    location.span,
+    'ERR_SYMBOL_NOT_FOUND',
+    `Cannot resolve symbol ${quote(location.version === undefined ? name : `${name}@${location.version}`)} in ${where}: not in ${table}`,
+    hints,
+  );
+}
+
+function ifuncError(spec: ProbeSpec, span: Span, fn: FunctionSymbol, target: OpenTarget): ProbeError {
+  const implementations = findIfuncImplementations(target.elf, target.symbols(), fn);
+  const hints = [
+    `An IFUNC's resolver runs once, when the library is loaded, and picks the implementation ${fn.name} calls go to; a probe on it would fire once per process, not per call`,
+  ];
+  if (implementations.length > 0) {
+    const named = implementations.map((impl) =>
+      impl.name === undefined ? `0x${impl.vaddr.toString(16)}` : impl.name,
+    );
+    hints.push(`Its implementations: ${named.join(', ')}`);
+    const example = implementations[0]!;
+    hints.push(
+      `Probe one, e.g. ${spec.target.text}:${example.name ?? `0x${example.vaddr.toString(16)}`}, or all with a glob`,
+    );
+  }
+  return specError(
+    spec,
+    span,
+    'ERR_IFUNC',
+    `Cannot probe ${quote(fn.name)} in ${quote(target.file.displayPath)}: it is an IFUNC (GNU indirect function) resolver, not the function that runs`,
+    hints,
+  );
+}
+
+function resolveGlob(
+  spec: ProbeSpec,
+  location: Extract<Location, { type: 'glob' }>,
+  target: OpenTarget,
+  options: ResolveOptions,
+  warnings: ProbeError[],
+): ProbeSite[] {
+  const pattern = globToRegExp(location.pattern);
+  const byAddress = new Map<bigint, FunctionSymbol[]>();
+  for (const fn of target.symbols().functions) {
+    if (!pattern.test(fn.name)) continue;
+    const group = byAddress.get(fn.vaddr);
+    if (group === undefined) byAddress.set(fn.vaddr, [fn]);
+    else group.push(fn);
+  }
+  if (byAddress.size === 0) {
+    const hints: string[] = [];
+    if (target.symbols().stripped) hints.push('The file is stripped: only .dynsym (exported functions) is available');
+    hints.push(`List the functions with: upscope list ${spec.target.text}`);
+    throw specError(
+      spec,
+      location.span,
+      'ERR_NO_MATCH',
+      `Cannot expand ${quote(location.pattern)} in ${quote(target.file.displayPath)}: no function name matches`,
+      hints,
+    );
+  }
+  const sites: ProbeSite[] = [];
+  const skipped: string[] = [];
+  for (const group of byAddress.values()) {
+    const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
+    if (main.type === 'ifunc') {
+      skipped.push(main.name);
+      continue;
+    }
+    sites.push(buildSite(spec, target, main, main.vaddr, location.span, options));
+  }
+  if (skipped.length > 0) {
+    warnings.push(
+      specError(
+        spec,
+        location.span,
+        'ERR_IFUNC',
+        `Skipped ${skipped.length} IFUNC resolver${skipped.length === 1 ? '' : 's'} matched by ${quote(location.pattern)}: ${skipped.slice(0, 5).join(', ')}${skipped.length > 5 ? ', ...' : ''}`,
+        ['An IFUNC resolver runs once at load; probe its implementations instead'],
+      ),
+    );
+  }
+  return sites;
+}
+
+function resolveUsdt(
+  spec: ProbeSpec,
+  location: Extract<Location, { type: 'usdt' }>,
+  target: OpenTarget,
+  options: ResolveOptions,
+): ProbeSite[] {
+  const notes = target.elf.usdtNotes();
+  const provider = isGlob(location.provider) ? globToRegExp(location.provider) : undefined;
+  const name = isGlob(location.name) ? globToRegExp(location.name) : undefined;
+  const matches = notes.filter(
+    (note) =>
+      (provider === undefined ? note.provider === location.provider : provider.test(note.provider)) &&
+      (name === undefined ? note.name === location.name : name.test(note.name)),
+  );
+  if (matches.length === 0) {
+    const all = [...new Set(notes.map((note) => `${note.provider}:${note.name}`))];
+    const hints =
+      all.length === 0
+        ? [`${target.file.displayPath} has no .note.stapsdt section: it was built without USDT probes`]
+        : closest(`${location.provider}:${location.name}`, all, 3).map((s) => `Did you mean ${quote(s)}?`);
+    throw specError(
+      spec,
+      location.span,
+      'ERR_SYMBOL_NOT_FOUND',
+      `Cannot find USDT probe ${quote(`${location.provider}:${location.name}`)} in ${quote(target.file.displayPath)}: no such note`,
+      hints,
+    );
+  }
+  return matches.map((note) => {
+    const semaphoreFileOffset =
+      note.semaphore === 0n ? undefined : target.elf.vaddrToFileOffset(note.semaphore);
+    const usdt: UsdtSite = {
+      provider: note.provider,
+      name: note.name,
+      args: note.args,
+      semaphoreFileOffset,
+    };
+    const fn = target.symbols().containing(note.vaddr);
+    return buildSite(spec, target, fn, note.vaddr, location.span, options, usdt);
+  });
+}
+
+function siteAtAddress(
+  spec: ProbeSpec,
+  vaddr: bigint,
+  span: Span,
+  target: OpenTarget,
+  options: ResolveOptions,
+): ProbeSite {
+  const fn = target.symbols().containing(vaddr);
+  const knownStart = fn === undefined && target.ifuncImplementations().has(vaddr);
+  if (fn === undefined && !knownStart && options.unsafe !== true) {
+    throw specError(
+      spec,
+      span,
+      'ERR_UNSAFE_ADDRESS',
+      `Cannot place probe at 0x${vaddr.toString(16)} in ${quote(target.file.displayPath)}: no function symbol covers that address, so the instruction boundary cannot be checked`,
+      [
+        'A probe in the middle of an instruction corrupts the program',
+        'Pass --unsafe if you know the address starts an instruction',
+      ],
+    );
+  }
+  if (fn?.type === 'ifunc' && vaddr === fn.vaddr) throw ifuncError(spec, span, fn, target);
+  return buildSite(spec, target, fn, vaddr, span, options);
+}
+
+/** Validate a site (executable, instruction boundary) and describe it. */
+function buildSite(
+  spec: ProbeSpec,
+  target: OpenTarget,
+  fn: FunctionSymbol | undefined,
+  vaddr: bigint,
+  span: Span,
+  options: ResolveOptions,
+  usdt?: UsdtSite,
+): ProbeSite {
+  const elf = target.elf;
+  const where = quote(target.file.displayPath);
+  const hex = `0x${vaddr.toString(16)}`;
+  const segment = elf.loadSegmentOf(vaddr);
+  const fileOffset = elf.vaddrToFileOffset(vaddr);
+  if (segment === undefined || !segment.executable || fileOffset === undefined) {
+    throw specError(
+      spec,
+      span,
+      'ERR_NOT_EXECUTABLE',
+      `Cannot place probe at ${hex} in ${where}: ${segment === undefined ? 'no loadable segment holds that address' : 'the address is not in an executable segment'}`,
+      [`See the segments with: readelf -lW ${target.file.displayPath}`],
+    );
+  }
+  const instructions = decodeSite(spec, target, fn, vaddr, span, options);
+  const kind: SiteKind =
+    usdt !== undefined
+      ? 'usdt'
+      : spec.kind === 'return'
+        ? 'return'
+        : fn !== undefined && vaddr === fn.vaddr
+          ? 'entry'
+          : 'instruction';
+  const aliases =
+    fn === undefined
+      ? []
+      : target
+          .symbols()
+          .at(fn.vaddr)
+          .filter((other) => other.name !== fn.name)
+          .map((other) => other.name);
+  return {
+    spec: spec.text,
+    kind,
+    target: target.file,
+    symbol: fn === undefined ? undefined : functionDisplayName(fn),
+    aliases: [...new Set(aliases)],
+    symbolOffset: fn === undefined ? 0n : vaddr - fn.vaddr,
+    vaddr,
+    fileOffset,
+    usdt,
+    instructions,
+    handling: analyzeKernelHandling(instructions[0]!),
+    fetches: checkFetches(spec, spec.fetches, kind),
+    runtimeAddress:
+      target.resolved.mappedObject === undefined
+        ? undefined
+        : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
+  };
+}
+
+/** Decode from the function start and insist the site is an instruction boundary. */
+function decodeSite(
+  spec: ProbeSpec,
+  target: OpenTarget,
+  fn: FunctionSymbol | undefined,
+  vaddr: bigint,
+  span: Span,
+  options: ResolveOptions,
+): DecodedInstruction[] {
+  const elf = target.elf;
+  const hex = `0x${vaddr.toString(16)}`;
+  const where = quote(target.file.displayPath);
+  const segment = elf.loadSegmentOf(vaddr)!;
+  const segmentEnd = segment.vaddr + segment.fileSize;
+  const readCode = (from: bigint, to: bigint): Uint8Array => {
+    const end = to > segmentEnd ? segmentEnd : to;
+    return elf.read(elf.vaddrToFileOffset(from)!, Number(end - from));
+  };
+  if (fn !== undefined && vaddr !== fn.vaddr) {
+    const end = fn.sizeBytes === 0n ? vaddr + BigInt(MAX_INSTRUCTION_BYTES) : fn.vaddr + fn.sizeBytes;
+    const check = checkInstructionBoundary(readCode(fn.vaddr, end), fn.vaddr, vaddr);
+    if (!check.ok) {
+      const name = functionDisplayName(fn);
+      if (check.reason === 'inside-instruction') {
+        const c = check.containing;
+        throw specError(
+          spec,
+          span,
+          'ERR_NOT_INSTRUCTION_BOUNDARY',
+          `Cannot place probe at ${name}+0x${(vaddr - fn.vaddr).toString(16)} (${hex}) in ${where}: it falls inside the instruction "${c.text}" at ${name}+0x${(c.vaddr - fn.vaddr).toString(16)}`,
+          [
+            `The nearest instruction boundaries are ${name}+0x${(check.previous - fn.vaddr).toString(16)} and ${name}+0x${(check.next - fn.vaddr).toString(16)}`,
+            'A breakpoint inside an instruction would corrupt the program',
+          ],
+        );
+      }
+      throw specError(
+        spec,
+        span,
+        'ERR_DECODE',
+        `Cannot place probe at ${hex} in ${where}: the code of ${name} before it cannot be decoded`,
+        ['The function may contain data; pass --unsafe only if you know the address is right'],
+      );
+    }
+  }
+  const bytes = readCode(vaddr, vaddr + BigInt(MAX_INSTRUCTION_BYTES * SHOWN_INSTRUCTIONS));
+  const instructions = decodeInstructions(bytes, vaddr, { maxCount: SHOWN_INSTRUCTIONS });
+  if (instructions.length === 0 || instructions[0]!.invalid) {
+    if (options.unsafe !== true || instructions.length === 0) {
+      throw specError(
+        spec,
+        span,
+        'ERR_DECODE',
+        `Cannot place probe at ${hex} in ${where}: the bytes there are not a valid instruction`,
+      );
+    }
+  }
+  return instructions.filter((insn, i) => i === 0 || !insn.invalid);
+}
+
+const REGISTER_ARGS = 6;
+
+/** Fetch arguments that cannot make sense at this kind of site are refused here. */
+function checkFetches(spec: ProbeSpec, fetches: readonly FetchArg[], kind: SiteKind): FetchArg[] {
+  for (const fetch of fetches) {
+    let expr = fetch.expr;
+    while (expr.kind === 'deref') expr = expr.inner;
+    if (expr.kind === 'variable') {
+      throw specError(
+        spec,
+        expr.span,
+        'ERR_NOT_SUPPORTED',
+        `Cannot fetch ${quote(expr.name)}: variables by name need DWARF debug info, which this version does not read yet`,
+        ['Fetch by register or argument instead, e.g. arg0, +8(arg0):u32, %rdi'],
+      );
+    }
+    if (expr.kind === 'arg' && expr.index >= REGISTER_ARGS && kind !== 'entry') {
+      throw specError(
+        spec,
+        expr.span,
+        'ERR_SPEC_INVALID',
+        `Cannot fetch arg${expr.index} here: arguments passed on the stack are only where the function starts`,
+        ['Put the probe on the function entry, or fetch a stack slot with +OFF(%sp)'],
+      );
+    }
+  }
+  return [...fetches];
+}
