@@ -6,7 +6,7 @@ import {
   decodeInstructions,
 } from '../arch/index.js';
 import { ProbeError, type Span, quote } from '../errors/index.js';
-import { closest } from '../internal/suggest.js';
+import { closest, didYouMean } from '../internal/index.js';
 import {
   type FetchArg,
   type Location,
@@ -272,7 +272,8 @@ function symbolNotFound(
     index.functions.map((fn) => fn.name),
     3,
   );
-  if (suggestions.length > 0) hints.push(`Did you mean ${suggestions.map((s) => quote(s)).join(', ')}?`);
+  const suggestion = didYouMean(suggestions);
+  if (suggestion !== undefined) hints.push(suggestion);
   if (index.stripped) {
     hints.push('The file is stripped: only .dynsym (exported functions) is available');
     const candidates = debugFileCandidates(
@@ -387,7 +388,7 @@ function resolveUsdt(
     const hints =
       all.length === 0
         ? [`${target.file.displayPath} has no .note.stapsdt section: it was built without USDT probes`]
-        : closest(`${location.provider}:${location.name}`, all, 3).map((s) => `Did you mean ${quote(s)}?`);
+        : [didYouMean(closest(`${location.provider}:${location.name}`, all, 3)) ?? `Its probes: ${all.slice(0, 8).join(', ')}`];
     throw specError(
       spec,
       location.span,

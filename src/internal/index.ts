@@ -1,0 +1,1 @@
+export { closest, didYouMean, levenshtein } from './suggest.js';
