@@ -1,0 +1,86 @@
+import { ProbeError, quote } from '../errors/index.js';
+import type { FetchArg, FetchExpr, Location, ProbeKind, ProbeSpec } from './types.js';
+
+const KIND_LETTERS: Readonly<Record<ProbeKind, string>> = { entry: 'p', return: 'r', usdt: 'u' };
+const KIND_NAMES: ReadonlySet<string> = new Set(Object.values(KIND_LETTERS));
+
+/** A symbol name that reads back as the same symbol without quotes. */
+const PLAIN_SYMBOL = /^[A-Za-z_.$][A-Za-z0-9_.$]*(::[A-Za-z0-9_.$]+)*$/;
+
+function printSymbolName(name: string): string {
+  if (PLAIN_SYMBOL.test(name)) return name;
+  if (name.includes("'")) {
+    throw new ProbeError(
+      'ERR_SPEC_INVALID',
+      `Cannot print probe spec: the symbol ${quote(name)} has a quote, which a spec cannot hold`,
+    );
+  }
+  return `'${name}'`;
+}
+
+function printLocation(location: Location): string {
+  switch (location.type) {
+    case 'symbol': {
+      const version = location.version === undefined ? '' : `@${location.version}`;
+      const offset = location.offset === 0n ? '' : `+0x${location.offset.toString(16)}`;
+      return `${printSymbolName(location.name)}${version}${offset}`;
+    }
+    case 'glob':
+      return location.pattern;
+    case 'vaddr':
+      return `0x${location.vaddr.toString(16)}`;
+    case 'file-offset':
+      return `@0x${location.fileOffset.toString(16)}`;
+    case 'line':
+      return `${location.file}:${location.line}`;
+    case 'usdt':
+      return `${location.provider}:${location.name}`;
+  }
+}
+
+/** A fetch expression in canonical form: lowercase registers, decimal dereference offsets. */
+export function printFetchExpr(expr: FetchExpr): string {
+  switch (expr.kind) {
+    case 'arg':
+      return `arg${expr.index}`;
+    case 'register':
+      return `%${expr.name}`;
+    case 'deref': {
+      const sign = expr.offset < 0n ? '' : '+';
+      return `${sign}${expr.offset}(${printFetchExpr(expr.inner)})`;
+    }
+    case 'variable':
+      return (
+        expr.name +
+        expr.path
+          .map((step) => (step.op === '[]' ? `[${step.index}]` : `${step.op}${step.field}`))
+          .join('')
+      );
+    default:
+      return expr.kind;
+  }
+}
+
+function printFetch(fetch: FetchArg, position: number): string {
+  const named = fetch.nameExplicit || fetch.name !== `arg${position + 1}`;
+  const type = fetch.type === undefined ? '' : `:${fetch.type}`;
+  return `${named ? `${fetch.name}=` : ''}${printFetchExpr(fetch.expr)}${type}`;
+}
+
+/**
+ * The canonical text of a spec: the kind only when it was written (or is needed), symbol
+ * offsets and addresses in hex, names given only when they were written. Parsing the result
+ * gives an equal spec, spans and `text` aside.
+ */
+export function printSpec(spec: ProbeSpec): string {
+  const target = spec.target.text;
+  // An inferred kind is left out; a target named p, r or u needs the kind to read as a target.
+  const needsKind =
+    spec.kindExplicit ||
+    spec.kind === 'return' ||
+    (spec.kind === 'usdt') !== (spec.location.type === 'usdt') ||
+    KIND_NAMES.has(target);
+  const prefix = needsKind ? `${KIND_LETTERS[spec.kind]}:` : '';
+  const head = `${prefix}${target}:${printLocation(spec.location)}`;
+  return [head, ...spec.fetches.map(printFetch)].join(' ');
+}
