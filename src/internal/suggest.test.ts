@@ -36,8 +36,16 @@ describe('closest()', () => {
 
   it('ignores the name itself and duplicates and honours n', () => {
     assert.deepEqual(closest('malloc', ['malloc', 'calloc', 'calloc', 'malloc2', 'xalloc'], 2), [
-      'calloc',
       'malloc2',
+      'calloc',
+    ]);
+  });
+
+  it('prefers a longer common prefix among equally distant candidates', () => {
+    assert.deepEqual(closest('libfoo', ['libgio', 'libffi', 'libform'], 3), [
+      'libform',
+      'libffi',
+      'libgio',
     ]);
   });
 

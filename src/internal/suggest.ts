@@ -40,8 +40,9 @@ export interface ClosestOptions {
 }
 
 /**
- * Up to `n` candidates closest to `name` by edit distance, best first (ties in candidate
- * order), without duplicates and without `name` itself. A candidate that differs from `name`
+ * Up to `n` candidates closest to `name` by edit distance, best first (ties: the longer common
+ * prefix first, as typos are rarer at the start of a name, then candidate order), without
+ * duplicates and without `name` itself. A candidate that differs from `name`
  * only in letter case counts as distance 1 whatever its length.
  */
 export function closest(
@@ -52,17 +53,25 @@ export function closest(
 ): string[] {
   const max = options.maxDistance ?? Math.min(4, Math.max(1, Math.floor(name.length / 3)));
   const lowerName = name.toLowerCase();
-  const scored: { candidate: string; distance: number; order: number }[] = [];
+  const scored: { candidate: string; distance: number; prefix: number; order: number }[] = [];
   const seen = new Set<string>();
   let order = 0;
   for (const candidate of candidates) {
     if (candidate === name || seen.has(candidate)) continue;
     seen.add(candidate);
     const distance = candidate.toLowerCase() === lowerName ? 1 : levenshtein(name, candidate, max);
-    if (distance <= max) scored.push({ candidate, distance, order: order++ });
+    if (distance <= max) {
+      scored.push({ candidate, distance, prefix: commonPrefix(name, candidate), order: order++ });
+    }
   }
-  scored.sort((x, y) => x.distance - y.distance || x.order - y.order);
+  scored.sort((x, y) => x.distance - y.distance || y.prefix - x.prefix || x.order - y.order);
   return scored.slice(0, Math.max(0, n)).map((s) => s.candidate);
+}
+
+function commonPrefix(a: string, b: string): number {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
 }
 
 /** Join suggestions as a hint: `Did you mean "a"?` or `Did you mean "a", "b" or "c"?`. */
