@@ -1,0 +1,26 @@
+export {
+  compareVersionsDescending,
+  libraryShortName,
+  libraryVersion,
+  matchLibraryName,
+  type NameMatch,
+} from './library-name.js';
+export {
+  findInLdCache,
+  findInLibraryDirs,
+  findOnPath,
+  LD_CACHE_PATH,
+  LIBRARY_DIRS,
+  readLdCache,
+} from './library-search.js';
+export {
+  processComm,
+  processObjects,
+  readProcessMaps,
+  sameMountNamespace,
+} from './process.js';
+export {
+  type ResolvedTarget,
+  type ResolveTargetOptions,
+  resolveTarget,
+} from './resolve-target.js';

@@ -1,0 +1,116 @@
+import { readFileSync, readlinkSync } from 'node:fs';
+import { ProbeError, quote } from '../../errors/index.js';
+import { type MapEntry, type MappedObject, mappedObjects, parseProcMaps } from './symbols.js';
+
+function errnoOf(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
+    ? err.code
+    : undefined;
+}
+
+function checkPid(pid: number): void {
+  if (!Number.isSafeInteger(pid) || pid <= 0) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot use process ${quote(pid)}: a PID is a positive integer`,
+    );
+  }
+}
+
+/** The process's name from /proc/PID/comm, or undefined when it cannot be read. */
+function tryComm(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').replace(/\n$/, '');
+  } catch {
+    return undefined;
+  }
+}
+
+function describeProcess(pid: number): string {
+  const comm = tryComm(pid);
+  return comm === undefined ? `process ${pid}` : `process ${pid} (${quote(comm)})`;
+}
+
+/**
+ * Turn an error from reading /proc/PID/<file> into the ProbeError a user should see:
+ * ERR_PROCESS_NOT_FOUND when the process does not exist (or exited), ERR_PROCESS_ACCESS when
+ * the kernel refuses (another user's process, or Yama's ptrace_scope).
+ */
+export function processError(pid: number, action: string, err: unknown): ProbeError {
+  const errno = errnoOf(err);
+  if (errno === 'ENOENT' || errno === 'ESRCH') {
+    return new ProbeError('ERR_PROCESS_NOT_FOUND', `Cannot find process ${pid}: no such process`, {
+      hints: ['List running processes with: ps -e'],
+      details: { pid },
+      cause: err,
+    });
+  }
+  if (errno === 'EACCES' || errno === 'EPERM') {
+    const uid = process.getuid?.();
+    return new ProbeError(
+      'ERR_PROCESS_ACCESS',
+      `Cannot ${action} of ${describeProcess(pid)}: permission denied${uid === undefined ? '' : ` (running as uid ${uid})`}`,
+      {
+        hints: [
+          "Run as the process's owner or as root",
+          'Check kernel.yama.ptrace_scope: above 0 it limits access to your own processes (sysctl kernel.yama.ptrace_scope)',
+        ],
+        details: { pid, errno },
+        cause: err,
+      },
+    );
+  }
+  return new ProbeError(
+    'ERR_FILE_READ',
+    `Cannot ${action} of ${describeProcess(pid)}: ${err instanceof Error ? err.message : String(err)}`,
+    { details: { pid, errno }, cause: err },
+  );
+}
+
+/** The areas of /proc/PID/maps. Throws ERR_PROCESS_NOT_FOUND or ERR_PROCESS_ACCESS. */
+export function readProcessMaps(pid: number): MapEntry[] {
+  checkPid(pid);
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/maps`, 'utf8');
+  } catch (err) {
+    throw processError(pid, 'read the memory map', err);
+  }
+  return parseProcMaps(text, { source: `/proc/${pid}/maps` });
+}
+
+/** The files mapped into a process, grouped by (device, inode, path). */
+export function processObjects(pid: number): MappedObject[] {
+  return mappedObjects(readProcessMaps(pid));
+}
+
+/** The process's command name (/proc/PID/comm, at most 15 characters). */
+export function processComm(pid: number): string {
+  checkPid(pid);
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').replace(/\n$/, '');
+  } catch (err) {
+    throw processError(pid, 'read the name', err);
+  }
+}
+
+/**
+ * True when the process sees the same mounts as this one (same mount namespace), so paths in
+ * its maps name the same files here. Otherwise its files are reached through /proc/PID/root.
+ */
+export function sameMountNamespace(pid: number): boolean {
+  checkPid(pid);
+  let mine: string;
+  let theirs: string;
+  try {
+    mine = readlinkSync('/proc/self/ns/mnt');
+  } catch (err) {
+    throw processError(process.pid, 'read the mount namespace', err);
+  }
+  try {
+    theirs = readlinkSync(`/proc/${pid}/ns/mnt`);
+  } catch (err) {
+    throw processError(pid, 'read the mount namespace', err);
+  }
+  return mine === theirs;
+}
