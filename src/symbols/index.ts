@@ -1,0 +1,1 @@
+export * from './elf/index.js';
