@@ -461,6 +461,18 @@ function buildSite(
     );
   }
   const instructions = decodeSite(spec, target, fn, vaddr, span, options);
+  const handling = analyzeKernelHandling(instructions[0]!);
+  if (handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true)) {
+    throw specError(
+      spec,
+      span,
+      'ERR_UNPROBEABLE_INSTRUCTION',
+      `Cannot place probe at ${hex} in ${where}: ${handling.strategy === 'refuse' ? 'the kernel refuses uprobes on' : 'the kernel mishandles a uprobe on'} "${instructions[0]!.text}": ${handling.reason}`,
+      [
+        `Probe a neighbouring instruction instead; see them with: objdump -d --start-address=0x${vaddr.toString(16)} ${target.file.displayPath}`,
+      ],
+    );
+  }
   const kind: SiteKind =
     usdt !== undefined
       ? 'usdt'
@@ -488,7 +500,7 @@ function buildSite(
     fileOffset,
     usdt,
     instructions,
-    handling: analyzeKernelHandling(instructions[0]!),
+    handling,
     fetches: checkFetches(spec, spec.fetches, kind),
     runtimeAddress:
       target.resolved.mappedObject === undefined

@@ -99,6 +99,8 @@ function handlingText(site: ProbeSite): string {
       return `single-steps "${h.what}" out of line${h.ripRelative ? ' with a RIP-relative fixup' : ''} (a trap more per hit than an emulated instruction)`;
     case 'refuse':
       return `refuses this instruction: ${h.reason}`;
+    case 'unsafe':
+      return `accepts but mishandles "${h.what}": ${h.reason} (placed only because of --unsafe)`;
   }
 }
 

@@ -1,14 +1,12 @@
-// The symbols/ readers this folder uses. Until src/symbols/index.ts re-exports ldcache/ and
-// maps/, they are imported here directly; afterwards this file should import
-// '../../symbols/index.js' (the only line to change).
+// The symbols/ readers this folder uses, in one place.
 export {
   type LdCacheEntry,
   parseLdCache,
-} from '../../symbols/ldcache/index.js';
+} from '../../symbols/index.js';
 export {
   type MapEntry,
   type MappedObject,
   makeDev,
   mappedObjects,
   parseProcMaps,
-} from '../../symbols/maps/index.js';
+} from '../../symbols/index.js';
