@@ -1,0 +1,264 @@
+import { ProbeError } from '../../errors/index.js';
+import { type Iced, type IcedFormatter, loadIced } from './iced.js';
+
+/** One x86-64 instruction as decoded from bytes at a virtual address. */
+export interface DecodedInstruction {
+  readonly vaddr: bigint;
+  /** Length in bytes (1..15); for an invalid instruction, the bytes the decoder looked at. */
+  readonly length: number;
+  /** A copy of the instruction's bytes. */
+  readonly bytes: Uint8Array;
+  /**
+   * AT&T syntax close to `objdump -d`, lowercase, without symbols: `push %rbp`,
+   * `mov %rsp,%rbp`, `call 0x1139`, `mov 0x2ed6(%rip),%rax`. `(bad)` when invalid.
+   */
+  readonly text: string;
+  /** The mnemonic without prefixes: `push`, `mov`, `call`, `nopw`; `(bad)` when invalid. */
+  readonly mnemonic: string;
+  /** The bytes are not a valid instruction, or the instruction runs past the end of the bytes. */
+  readonly invalid: boolean;
+  /** A memory operand is addressed relative to %rip (its meaning depends on where it runs). */
+  readonly ripRelative: boolean;
+  /** The address a %rip-relative memory operand refers to; undefined without one. */
+  readonly ripTarget: bigint | undefined;
+  /** The target of a direct (relative) jmp, jcc, call or loop; undefined for anything else. */
+  readonly branchTarget: bigint | undefined;
+}
+
+export interface DecodeOptions {
+  /** Stop after this many instructions (default: decode to the end of the bytes). */
+  readonly maxCount?: number;
+}
+
+/** The longest x86 instruction. */
+export const MAX_INSTRUCTION_LENGTH = 15;
+const ADDRESS_LIMIT = 1n << 64n;
+
+function hex(value: bigint): string {
+  return `0x${value.toString(16)}`;
+}
+
+/** A formatter configured to print what `objdump -d` prints (AT&T, 0x hex, no padding). */
+function createFormatter(iced: Iced): IcedFormatter {
+  const formatter = new iced.Formatter(iced.FormatterSyntax.Gas);
+  formatter.uppercaseAll = false;
+  formatter.uppercaseHex = false;
+  formatter.hexPrefix = '0x';
+  formatter.hexSuffix = '';
+  formatter.leadingZeros = false;
+  formatter.branchLeadingZeros = false;
+  formatter.displacementLeadingZeros = false;
+  formatter.smallHexNumbersInDecimal = false;
+  formatter.spaceAfterOperandSeparator = false;
+  formatter.ripRelativeAddresses = true;
+  formatter.showBranchSize = false;
+  formatter.gasShowMnemonicSizeSuffix = false;
+  formatter.alwaysShowScale = false;
+  formatter.showZeroDisplacements = true;
+  formatter.showUselessPrefixes = true;
+  formatter.firstOperandCharIndex = 0;
+  return formatter;
+}
+
+const SEGMENT_PREFIXES: Readonly<Record<number, string>> = {
+  38: 'es',
+  46: 'cs',
+  54: 'ss',
+  62: 'ds',
+  100: 'fs',
+  101: 'gs',
+};
+
+/** Offset of the first opcode byte: after legacy prefixes and a REX prefix. */
+function opcodeOffset(bytes: Uint8Array): number {
+  let offset = 0;
+  while (offset < bytes.length) {
+    const byte = bytes[offset]!;
+    const legacy =
+      byte === 0x66 ||
+      byte === 0x67 ||
+      byte === 0xf0 ||
+      byte === 0xf2 ||
+      byte === 0xf3 ||
+      SEGMENT_PREFIXES[byte] !== undefined;
+    if (!legacy && (byte & 0xf0) !== 0x40) break;
+    offset++;
+  }
+  return offset;
+}
+
+/**
+ * Bring iced's AT&T text to objdump's spelling: an explicit scale of 1 (`(%rax,%rax,1)`), no
+ * size suffix on `call`/`push`/`pop` of memory, and padding prefixes of long nops printed as
+ * words (`data16 cs nopw 0x0(%rax,%rax,1)`), as objdump prints them.
+ */
+function objdumpSpelling(text: string, mnemonic: string, bytes: Uint8Array): string {
+  let result = text.replace(/\(([^(),]*),(%[a-z0-9]+)\)/g, '($1,$2,1)');
+  result = result.replace(
+    /^((?:notrack |bnd )?(?:call|jmp|push|pop))q (?=[*]?[-0-9a-z%(]*\()/,
+    '$1 ',
+  );
+  result = result.replace(/^imul (\$[^,]+),(%[a-z0-9]+)$/, 'imul $1,$2,$2');
+  result = result.replace(/^rep ret$/, 'repz ret');
+  result = result.replace(/^repe (?=cmps|scas)/, 'repz ').replace(/^repne (?=cmps|scas)/, 'repnz ');
+  // x87 forms whose operands iced leaves implicit.
+  result = result.replace(/^fxch$/, 'fxch %st(1)');
+  result = result.replace(/^(f(?:add|sub|subr|mul|div|divr)p)$/, '$1 %st,%st(1)');
+  const opcode = bytes[opcodeOffset(bytes)];
+  if ((opcode === 0xd0 || opcode === 0xd1) && result.includes(' $0x1,')) {
+    // The shift-by-one encodings (d0/d1) have no immediate; objdump shows none.
+    result = result.replace(' $0x1,', ' ');
+  }
+  if (mnemonic.startsWith('nop') && result.includes(':')) {
+    const words: string[] = [];
+    let operandSize = mnemonic === 'nopw' ? 1 : 0;
+    const prefixes: number[] = [];
+    for (const byte of bytes) {
+      if (byte !== 0x66 && SEGMENT_PREFIXES[byte] === undefined) break;
+      prefixes.push(byte);
+    }
+    for (let i = prefixes.length - 1; i >= 0; i--) {
+      const byte = prefixes[i]!;
+      if (byte === 0x66 && operandSize > 0) {
+        operandSize--;
+        continue;
+      }
+      words.unshift(byte === 0x66 ? 'data16' : SEGMENT_PREFIXES[byte]!);
+    }
+    result = [...words, result.replace(/%[c-gs]s:/, '')].join(' ');
+  }
+  return result;
+}
+
+function checkAddress(vaddr: bigint, sizeBytes: number): void {
+  if (vaddr < 0n || vaddr + BigInt(sizeBytes) > ADDRESS_LIMIT) {
+    throw new ProbeError(
+      'ERR_DECODE',
+      `Cannot decode machine code at ${hex(vaddr)}: ${sizeBytes} bytes from there leave the 64-bit address space`,
+    );
+  }
+}
+
+/**
+ * Visit instructions from the start of `bytes` (at `vaddr`) in order: a linear sweep, as
+ * objdump does. The visitor returns false to stop. An invalid or truncated instruction is
+ * visited (with `invalid: true`) and ends the sweep.
+ */
+export function sweepInstructions(
+  bytes: Uint8Array,
+  vaddr: bigint,
+  visit: (instruction: DecodedInstruction) => boolean,
+): void {
+  checkAddress(vaddr, bytes.length);
+  if (bytes.length === 0) return;
+  const iced = loadIced();
+  const decoder = new iced.Decoder(64, bytes, iced.DecoderOptions.None);
+  const formatter = createFormatter(iced);
+  // objdump names the segments of string instructions (`rep stos %eax,%es:(%rdi)`).
+  const stringFormatter = createFormatter(iced);
+  stringFormatter.alwaysShowSegmentRegister = true;
+  const instruction = new iced.Instruction();
+  try {
+    decoder.ip = vaddr;
+    while (decoder.canDecode) {
+      const offset = decoder.position;
+      const ip = vaddr + BigInt(offset);
+      decoder.decodeOut(instruction);
+      if (instruction.isInvalid) {
+        const length = Math.max(1, Math.min(instruction.length, bytes.length - offset));
+        visit({
+          vaddr: ip,
+          length,
+          bytes: bytes.slice(offset, offset + length),
+          text: '(bad)',
+          mnemonic: '(bad)',
+          invalid: true,
+          ripRelative: false,
+          ripTarget: undefined,
+          branchTarget: undefined,
+        });
+        return;
+      }
+      const length = instruction.length;
+      const flow = instruction.flowControl;
+      const direct =
+        (flow === iced.FlowControl.UnconditionalBranch ||
+          flow === iced.FlowControl.ConditionalBranch ||
+          flow === iced.FlowControl.Call) &&
+        instruction.op0Kind === iced.OpKind.NearBranch64;
+      const own = bytes.slice(offset, offset + length);
+      const mnemonic = formatter.formatMnemonicOptions(
+        instruction,
+        iced.FormatMnemonicOptions.NoPrefixes,
+      );
+      const text = (instruction.isStringInstruction ? stringFormatter : formatter).format(
+        instruction,
+      );
+      const spelled = objdumpSpelling(text, mnemonic, own);
+      const decoded: DecodedInstruction = {
+        vaddr: ip,
+        length,
+        bytes: own,
+        text: spelled,
+        // `callq` etc. lose their suffix in the text; the mnemonic follows.
+        mnemonic: spelled.split(' ').includes(mnemonic) ? mnemonic : mnemonic.replace(/q$/, ''),
+        invalid: false,
+        ripRelative: instruction.isIpRelMemoryOperand,
+        ripTarget: instruction.isIpRelMemoryOperand ? instruction.ipRelMemoryAddress : undefined,
+        branchTarget: direct ? instruction.nearBranchTarget : undefined,
+      };
+      if (!visit(decoded)) return;
+    }
+  } finally {
+    instruction.free();
+    stringFormatter.free();
+    formatter.free();
+    decoder.free();
+  }
+}
+
+/**
+ * Decode instructions from the start of `bytes`, which sit at virtual address `vaddr`: a
+ * linear sweep that stops at the end of the bytes or after `options.maxCount` instructions.
+ * An instruction that cannot be decoded, or that runs past the end of the bytes, is returned
+ * with `invalid: true` and ends the list.
+ */
+export function decodeInstructions(
+  bytes: Uint8Array,
+  vaddr: bigint,
+  options: DecodeOptions = {},
+): DecodedInstruction[] {
+  const maxCount = options.maxCount ?? Number.POSITIVE_INFINITY;
+  if (!(maxCount >= 0) || (Number.isFinite(maxCount) && !Number.isInteger(maxCount))) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot decode machine code: maxCount ${String(maxCount)} is not a whole number of instructions`,
+    );
+  }
+  const result: DecodedInstruction[] = [];
+  if (maxCount === 0) return result;
+  // Hand the decoder only the bytes it may need: it copies its input into WebAssembly memory.
+  const window = Number.isFinite(maxCount)
+    ? bytes.subarray(0, Math.min(bytes.length, maxCount * MAX_INSTRUCTION_LENGTH))
+    : bytes;
+  sweepInstructions(window, vaddr, (instruction) => {
+    result.push(instruction);
+    return result.length < maxCount;
+  });
+  return result;
+}
+
+/**
+ * The addresses that the %rip-relative memory operands of the code in `bytes` (at `vaddr`)
+ * refer to, in order, decoding until the end of the bytes or the first invalid instruction.
+ * Compiled code loads the address of a function or variable with such an operand (`lea
+ * 0x1234(%rip),%rax`), which is how an IFUNC resolver names its implementations.
+ */
+export function ripRelativeTargets(bytes: Uint8Array, vaddr: bigint): bigint[] {
+  const targets: bigint[] = [];
+  sweepInstructions(bytes, vaddr, (instruction) => {
+    if (instruction.ripTarget !== undefined) targets.push(instruction.ripTarget);
+    return true;
+  });
+  return targets;
+}

@@ -1,0 +1,15 @@
+export { type BoundaryCheck, checkInstructionBoundary } from './boundary.js';
+export {
+  type DecodedInstruction,
+  type DecodeOptions,
+  decodeInstructions,
+  MAX_INSTRUCTION_LENGTH,
+  ripRelativeTargets,
+  sweepInstructions,
+} from './decode.js';
+export { isIcedLoaded } from './iced.js';
+export {
+  analyzeKernelHandling,
+  type KernelHandling,
+  type KernelHandlingOptions,
+} from './kernel-handling.js';
