@@ -199,7 +199,7 @@ const CASES: readonly Case[] = [
   {
     title: 'a section whose offset is past the end',
     code: 'ERR_ELF_INVALID',
-    reason: /: section \[\d+\] at 0x[0-9a-f]+ \(\d+ bytes\) runs past the end of the file/,
+    reason: /: section \[\d+\] \.text at 0x[0-9a-f]+ \(\d+ bytes\) runs past the end of the file/,
     make: (b, path) =>
       patched(b, (x) => {
         const text = sectionHeader(path, b, '.text');
@@ -209,11 +209,12 @@ const CASES: readonly Case[] = [
   {
     title: 'a section whose size runs past the end',
     code: 'ERR_ELF_INVALID',
-    reason: /: section \[\d+\] at 0x[0-9a-f]+ \(\d+ bytes\) runs past the end of the file/,
+    reason:
+      /: section \[\d+\] \.comment at 0x[0-9a-f]+ \(\d+ bytes\) runs past the end of the file/,
     make: (b, path) =>
       patched(b, (x) => {
-        const text = sectionHeader(path, b, '.comment');
-        x.writeBigUInt64LE(0xffff_ffff_ffffn, text.headerOffset + 32);
+        const comment = sectionHeader(path, b, '.comment');
+        x.writeBigUInt64LE(0xffff_ffff_ffffn, comment.headerOffset + 32);
       }),
   },
   {

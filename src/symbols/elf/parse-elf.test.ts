@@ -199,12 +199,12 @@ function readelfSections(path: string): ReadelfSection[] {
         line,
       );
     if (!m) continue;
-    const nameAndType = m[2]!.trim();
-    const space = nameAndType.lastIndexOf(' ');
+    // The type is the last word, except for readelf's one type name with spaces in it.
+    const nameAndType = /^(?:(.*?)\s+)?(SYMTAB SECTION INDICES|\S+)$/.exec(m[2]!.trim())!;
     sections.push({
       index: Number(m[1]),
-      name: space < 0 ? '' : nameAndType.slice(0, space).trim(),
-      typeName: space < 0 ? nameAndType : nameAndType.slice(space + 1),
+      name: nameAndType[1] ?? '',
+      typeName: nameAndType[2]!,
       addr: BigInt(`0x${m[3]}`),
       offset: BigInt(`0x${m[4]}`),
       size: BigInt(`0x${m[5]}`),
@@ -533,6 +533,28 @@ describe('ELF sections and notes', () => {
       assert.equal(elf.usdtNotes()[0]?.semaphore, semaphore.value);
       assert.equal(elf.section('.stapsdt.base')?.addr, elf.usdtNotes()[0]?.base);
     }
+  });
+
+  test('reads an object file with more than 65,280 sections (e_shnum 0, SHN_XINDEX)', (t) => {
+    if (!requireHost(t, { commands: BINUTILS })) return;
+    const path = compileProgram('elf-many-sections', { flags: ['-c'], suffix: '.o' });
+    const bytes = readFileSync(path);
+    assert.equal(bytes.readUInt16LE(60), 0, 'e_shnum is 0: the count is in section 0');
+    assert.equal(bytes.readUInt16LE(62), 0xffff, 'e_shstrndx is SHN_XINDEX');
+    const elf = parseElf(bytes, { path });
+    assert.equal(elf.type, 'rel');
+    const header = tool('readelf', ['-hW', path]);
+    const count = /Number of section headers:\s+0 \((\d+)\)/.exec(header)?.[1];
+    assert.equal(elf.sections.length, Number(count));
+    const expected = readelfSections(path);
+    assert.equal(expected.length, elf.sections.length);
+    for (const want of expected.filter((_, i) => i % 997 === 0 || i > expected.length - 5)) {
+      assert.equal(elf.sections[want.index]?.name, want.name);
+      assert.equal(elf.sections[want.index]?.offset, want.offset);
+    }
+    const symtab = readelfSymbols(path).get('.symtab');
+    assertSameSymbols(elf, 'symtab', symtab);
+    assert.ok(elf.symbols('symtab').some((sym) => sym.sectionIndex > 0xff00));
   });
 
   test('usdtNotes() is empty for a file without probes', (t) => {

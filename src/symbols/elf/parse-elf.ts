@@ -226,7 +226,6 @@ class ElfReader implements ElfFile, ElfContext {
 
   #readSections(shoff: number, shnum: number, shstrndx: number): ElfSection[] {
     if (shnum === 0) return [];
-    const path = this.path;
     const view = this.#view(shoff, shnum * SHDR_SIZE);
     const raw: Omit<ElfSection, 'name'>[] = [];
     const nameOffsets: number[] = [];
@@ -234,11 +233,6 @@ class ElfReader implements ElfFile, ElfContext {
       const at = i * SHDR_SIZE;
       const type = view.getUint32(at + 4, true);
       const flags = view.getBigUint64(at + 8, true);
-      const offset = view.getBigUint64(at + 24, true);
-      const size = view.getBigUint64(at + 32, true);
-      if (i !== 0 && type !== SHT_NOBITS && type !== SHT_NULL && size !== 0n) {
-        this.#checkRange(offset, size, `section [${i}]`);
-      }
       nameOffsets.push(view.getUint32(at, true));
       raw.push({
         index: i,
@@ -247,46 +241,59 @@ class ElfReader implements ElfFile, ElfContext {
         flags,
         executable: (flags & SHF_EXECINSTR) !== 0n,
         addr: view.getBigUint64(at + 16, true),
-        offset,
-        size,
+        offset: view.getBigUint64(at + 24, true),
+        size: view.getBigUint64(at + 32, true),
         link: view.getUint32(at + 40, true),
         info: view.getUint32(at + 44, true),
         addralign: view.getBigUint64(at + 48, true),
         entSize: view.getBigUint64(at + 56, true),
       });
     }
-
-    let names: Buffer | undefined;
-    if (shstrndx !== SHN_UNDEF) {
-      const table = raw[shstrndx];
-      if (table === undefined) {
-        throw invalidElf(path, `e_shstrndx ${shstrndx} is not a section (the file has ${shnum})`);
+    const names = this.#sectionNames(raw, shstrndx);
+    const sections = raw.map((section, i): ElfSection => {
+      const name = this.#sectionName(names, nameOffsets[i]!, i);
+      // Every section but NOBITS (and the null section) must lie inside the file.
+      if (i !== 0 && section.type !== SHT_NOBITS && section.type !== SHT_NULL) {
+        this.#checkRange(section.offset, section.size, `section [${i}] ${name}`);
       }
-      if (table.type === SHT_NOBITS || table.type === SHT_NULL) {
-        throw invalidElf(path, `the section name table [${shstrndx}] has no contents`);
-      }
-      if ((table.flags & SHF_COMPRESSED) !== 0n) {
-        throw invalidElf(path, `the section name table [${shstrndx}] is compressed`);
-      }
-      names = this.#source.read(Number(table.offset), Number(table.size));
-      if (names.length > 0 && names[names.length - 1] !== 0) {
-        throw invalidElf(path, `the section name table [${shstrndx}] does not end with a NUL byte`);
-      }
-    }
-    return raw.map((section, i) => {
-      const nameOffset = nameOffsets[i]!;
-      let name = '';
-      if (names !== undefined && nameOffset !== 0) {
-        if (nameOffset >= names.length) {
-          throw invalidElf(
-            path,
-            `the name of section [${i}] is at ${hex(nameOffset)}, past the end of the section name table (${names.length} bytes)`,
-          );
-        }
-        name = names.toString('utf8', nameOffset, names.indexOf(0, nameOffset));
-      }
-      return { ...section, name } as ElfSection;
+      return { ...section, name };
     });
+    return sections;
+  }
+
+  /** The section name table, checked to lie inside the file and to end with a NUL byte. */
+  #sectionNames(raw: readonly Omit<ElfSection, 'name'>[], shstrndx: number): Buffer | undefined {
+    const path = this.path;
+    if (shstrndx === SHN_UNDEF) return undefined;
+    const table = raw[shstrndx];
+    if (table === undefined) {
+      throw invalidElf(
+        path,
+        `e_shstrndx ${shstrndx} is not a section (the file has ${raw.length})`,
+      );
+    }
+    const what = `the section name table [${shstrndx}]`;
+    if (table.type === SHT_NOBITS || table.type === SHT_NULL) {
+      throw invalidElf(path, `${what} has no contents`);
+    }
+    if ((table.flags & SHF_COMPRESSED) !== 0n) throw invalidElf(path, `${what} is compressed`);
+    this.#checkRange(table.offset, table.size, what);
+    const names = this.#source.read(Number(table.offset), Number(table.size));
+    if (names.length > 0 && names[names.length - 1] !== 0) {
+      throw invalidElf(path, `${what} does not end with a NUL byte`);
+    }
+    return names;
+  }
+
+  #sectionName(names: Buffer | undefined, offset: number, index: number): string {
+    if (names === undefined || offset === 0) return '';
+    if (offset >= names.length) {
+      throw invalidElf(
+        this.path,
+        `the name of section [${index}] is at ${hex(offset)}, past the end of the section name table (${names.length} bytes)`,
+      );
+    }
+    return names.toString('utf8', offset, names.indexOf(0, offset));
   }
 
   section(name: string): ElfSection | undefined {
