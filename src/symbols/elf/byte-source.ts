@@ -1,6 +1,10 @@
+import { constants } from 'node:buffer';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { InternalError, ProbeError, quote } from '../../errors/index.js';
-import { invalidElf } from './elf-error.js';
+import { invalidElf, unsupportedElf } from './elf-error.js';
+
+/** The largest Buffer this Node can allocate. */
+const MAX_LENGTH = constants.MAX_LENGTH;
 
 /**
  * Where an ELF file's bytes come from: a buffer in memory, or a file read with positional
@@ -42,13 +46,24 @@ export class FileSource implements ByteSource {
     } catch (err) {
       throw openError(path, err);
     }
+    let isDirectory: boolean;
     try {
       const stat = fstatSync(fd);
-      if (stat.isDirectory()) throw openError(path, Object.assign(new Error(), { code: 'EISDIR' }));
+      isDirectory = stat.isDirectory();
       this.size = stat.size;
     } catch (err) {
       closeSync(fd);
-      throw err instanceof ProbeError ? err : openError(path, err);
+      throw openError(path, err);
+    }
+    if (isDirectory) {
+      closeSync(fd);
+      throw new ProbeError(
+        'ERR_FILE_READ',
+        `Cannot open ELF file ${quote(path)}: it is a directory`,
+        {
+          details: { path },
+        },
+      );
     }
     this.#fd = fd;
   }
@@ -57,6 +72,9 @@ export class FileSource implements ByteSource {
     const fd = this.#fd;
     if (fd === undefined) {
       throw new InternalError(`Cannot read ELF file ${quote(this.#path)}: it was already closed`);
+    }
+    if (length > MAX_LENGTH) {
+      throw unsupportedElf(this.#path, `reading ${length} bytes at once`);
     }
     const buffer = Buffer.allocUnsafe(length);
     let done = 0;

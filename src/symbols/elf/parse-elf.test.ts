@@ -8,6 +8,7 @@ import { crc32 } from 'node:zlib';
 import { type CompileOptions, compileProgram } from '../../../test/helpers/compile.js';
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { readelfFileOffset, readelfLoads, tool } from '../../../test/helpers/tools.js';
+import { ProbeError } from '../../errors/index.js';
 import {
   type ElfFile,
   type ElfSymbol,
@@ -464,6 +465,31 @@ describe('ELF sections and notes', () => {
     } finally {
       elf.close();
     }
+  });
+
+  test('sectionBytes() refuses zstd-compressed sections with ERR_ELF_UNSUPPORTED', (t) => {
+    if (!requireHost(t, { commands: BINUTILS })) return;
+    const path = join(scratch, 'zstd');
+    execFileSync('objcopy', [
+      '--compress-debug-sections=zstd',
+      compileProgram('elf-basic', { flags: ['-O0'] }),
+      path,
+    ]);
+    const elf = parseElf(readFileSync(path), { path });
+    assert.throws(() => elf.sectionBytes(elf.section('.debug_info')!), {
+      code: 'ERR_ELF_UNSUPPORTED',
+      message: `Cannot use ELF file "${path}": zstd compression of section .debug_info is not supported`,
+    });
+    assert.ok(elf.symbols('symtab').length > 0, 'the rest of the file stays readable');
+  });
+
+  test('openElf() keeps what it read after close() and refuses to read more', (t) => {
+    if (!requireHost(t, { commands: BINUTILS })) return;
+    const elf = openElf(compileProgram('elf-basic', { flags: ['-O0'] }));
+    const symbols = elf.symbols('symtab');
+    elf.close();
+    assert.equal(elf.symbols('symtab'), symbols);
+    assert.throws(() => elf.sectionBytes(elf.section('.text')!), ProbeError);
   });
 
   test('debugLink() reads the file name and CRC-32 objcopy --add-gnu-debuglink wrote', (t) => {
