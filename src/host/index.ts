@@ -1,0 +1,26 @@
+export {
+  type DoctorCheck,
+  type DoctorOptions,
+  type DoctorReport,
+  type DoctorStatus,
+  runDoctor,
+} from './doctor.js';
+export { type Host, type HostFs, systemHost } from './host.js';
+export {
+  CAPABILITY_NAMES,
+  decodeCapabilities,
+  effectiveCapabilities,
+  isRoot,
+  type KernelVersion,
+  kernelVersion,
+  parseKernelRelease,
+  TRACING_CAPABILITIES,
+} from './identity.js';
+export {
+  ensureTracefs,
+  findTracefs,
+  type MountEntry,
+  parseMountinfo,
+  TRACEFS_MOUNT_COMMAND,
+  TRACEFS_PLACES,
+} from './tracefs.js';

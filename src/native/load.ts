@@ -1,0 +1,118 @@
+/**
+ * The only loader of native code. koffi (an FFI whose prebuilt binary ships inside its npm
+ * package) is loaded lazily, through `createRequire`, on the first call to `loadNative()`:
+ * about 8 ms here, paid only by commands that make syscalls Node lacks.
+ */
+import { createRequire } from 'node:module';
+import type * as KoffiModule from 'koffi';
+import { ProbeError } from '../errors/index.js';
+import type { NativeBinding } from './binding.js';
+import { SYSCALL } from './constants.js';
+
+type Koffi = typeof KoffiModule;
+
+/** What loading depends on; tests pass their own. */
+export interface NativeEnvironment {
+  readonly platform: string;
+  readonly arch: string;
+  /** Loads a package by name (koffi). */
+  readonly require: (id: string) => unknown;
+  /** C libraries to try, in order (glibc, then musl). */
+  readonly libraries: readonly string[];
+}
+
+const LIBRARIES = ['libc.so.6', 'libc.musl-x86_64.so.1'];
+
+let binding: NativeBinding | undefined;
+let failure: ProbeError | undefined;
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function bind(koffi: Koffi, library: string): NativeBinding {
+  const lib = koffi.load(library);
+  // glibc's and musl's syscall() are variadic, but both move their arguments straight into
+  // registers without va_arg, so a fixed prototype (no per-call type parsing) is safe.
+  const syscall3 = lib.func('long syscall(long number, long a1, void *a2, unsigned long a3)');
+  const close = lib.func('int close(int fd)');
+  const mount = lib.func(
+    'int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)',
+  );
+  const result = (value: unknown): number => {
+    const n = Number(value);
+    return n < 0 ? -koffi.errno() : n;
+  };
+  return {
+    bpf: (cmd, attr) => result(syscall3(SYSCALL.bpf, cmd, attr, attr.length)),
+    close: (fd) => result(close(fd)),
+    mount: (source, target, fstype, flags, data) =>
+      result(mount(source, target, fstype, flags, data)),
+    getErrno: () => koffi.errno(),
+  };
+}
+
+/** Load the binding for an environment; throws ProbeError listing everything that failed. */
+export function loadNativeWith(env: NativeEnvironment): NativeBinding {
+  if (env.platform !== 'linux' || env.arch !== 'x64') {
+    throw new ProbeError(
+      'ERR_NOT_SUPPORTED_ON_OS',
+      `Cannot load the native syscall layer: upscope runs on Linux x86-64, not ${env.platform}/${env.arch}`,
+      { details: { platform: env.platform, arch: env.arch } },
+    );
+  }
+  const failures: string[] = [];
+  let koffi: Koffi | undefined;
+  try {
+    koffi = env.require('koffi') as Koffi;
+  } catch (err) {
+    failures.push(`koffi: ${message(err)}`);
+  }
+  if (koffi !== undefined) {
+    for (const library of env.libraries) {
+      try {
+        return bind(koffi, library);
+      } catch (err) {
+        failures.push(`${library}: ${message(err)}`);
+      }
+    }
+  }
+  throw new ProbeError(
+    'ERR_NATIVE_UNAVAILABLE',
+    `Cannot load the native syscall layer: ${failures.join('; ')}`,
+    {
+      details: { tried: failures },
+      hints: [
+        'upscope needs the npm package "koffi" with its prebuilt binary for linux-x64 (reinstall upscope)',
+        'Commands that only read files (list, resolve, report) work without it',
+      ],
+    },
+  );
+}
+
+/**
+ * The native binding, loaded on first use and cached (a failure is cached too). Throws
+ * ProbeError `ERR_NATIVE_UNAVAILABLE` (listing what failed) or `ERR_NOT_SUPPORTED_ON_OS`.
+ */
+export function loadNative(): NativeBinding {
+  if (binding !== undefined) return binding;
+  if (failure !== undefined) throw failure;
+  try {
+    binding = loadNativeWith({
+      platform: process.platform,
+      arch: process.arch,
+      require: createRequire(import.meta.url),
+      libraries: LIBRARIES,
+    });
+    return binding;
+  } catch (err) {
+    failure =
+      err instanceof ProbeError ? err : new ProbeError('ERR_NATIVE_UNAVAILABLE', message(err));
+    throw failure;
+  }
+}
+
+/** True once the native layer has been loaded (tests check that loading stays lazy). */
+export function isNativeLoaded(): boolean {
+  return binding !== undefined;
+}
