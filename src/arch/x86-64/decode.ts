@@ -109,23 +109,28 @@ function objdumpSpelling(text: string, mnemonic: string, bytes: Uint8Array): str
     // The shift-by-one encodings (d0/d1) have no immediate; objdump shows none.
     result = result.replace(' $0x1,', ' ');
   }
-  if (mnemonic.startsWith('nop') && result.includes(':')) {
+  // Padding prefixes: objdump prints a 0x66 the instruction does not use as "data16", and
+  // the segment prefix of a nop ("cs nopw") as a word.
+  const prefixes: number[] = [];
+  for (const byte of bytes) {
+    if (byte !== 0x66 && SEGMENT_PREFIXES[byte] === undefined) break;
+    prefixes.push(byte);
+  }
+  const nop = mnemonic.startsWith('nop');
+  const extra66 = prefixes.filter((byte) => byte === 0x66).length - 1;
+  if ((nop && result.includes(':')) || extra66 > 0) {
     const words: string[] = [];
-    let operandSize = mnemonic === 'nopw' ? 1 : 0;
-    const prefixes: number[] = [];
-    for (const byte of bytes) {
-      if (byte !== 0x66 && SEGMENT_PREFIXES[byte] === undefined) break;
-      prefixes.push(byte);
-    }
+    let used66 = 1;
     for (let i = prefixes.length - 1; i >= 0; i--) {
       const byte = prefixes[i]!;
-      if (byte === 0x66 && operandSize > 0) {
-        operandSize--;
-        continue;
+      if (byte === 0x66 && used66 > 0) {
+        used66--;
+        if (!nop || mnemonic === 'nopw') continue;
       }
-      words.unshift(byte === 0x66 ? 'data16' : SEGMENT_PREFIXES[byte]!);
+      if (byte === 0x66) words.unshift('data16');
+      else if (nop) words.unshift(SEGMENT_PREFIXES[byte]!);
     }
-    result = [...words, result.replace(/%[c-gs]s:/, '')].join(' ');
+    result = [...words, nop ? result.replace(/%[c-gs]s:/, '') : result].join(' ');
   }
   return result;
 }
