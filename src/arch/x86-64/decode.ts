@@ -157,13 +157,19 @@ export function sweepInstructions(
   checkAddress(vaddr, bytes.length);
   if (bytes.length === 0) return;
   const iced = loadIced();
-  const decoder = new iced.Decoder(64, bytes, iced.DecoderOptions.None);
-  const formatter = createFormatter(iced);
-  // objdump names the segments of string instructions (`rep stos %eax,%es:(%rdi)`).
-  const stringFormatter = createFormatter(iced);
-  stringFormatter.alwaysShowSegmentRegister = true;
-  const instruction = new iced.Instruction();
+  // Every iced object lives in WebAssembly memory until freed, even when a later one fails.
+  const owned: { free(): void }[] = [];
+  const keep = <T extends { free(): void }>(object: T): T => {
+    owned.push(object);
+    return object;
+  };
   try {
+    const decoder = keep(new iced.Decoder(64, bytes, iced.DecoderOptions.None));
+    const formatter = keep(createFormatter(iced));
+    // objdump names the segments of string instructions (`rep stos %eax,%es:(%rdi)`).
+    const stringFormatter = keep(createFormatter(iced));
+    stringFormatter.alwaysShowSegmentRegister = true;
+    const instruction = keep(new iced.Instruction());
     decoder.ip = vaddr;
     while (decoder.canDecode) {
       const offset = decoder.position;
@@ -215,10 +221,7 @@ export function sweepInstructions(
       if (!visit(decoded)) return;
     }
   } finally {
-    instruction.free();
-    stringFormatter.free();
-    formatter.free();
-    decoder.free();
+    for (const object of owned.reverse()) object.free();
   }
 }
 
