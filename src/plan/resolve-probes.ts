@@ -6,6 +6,7 @@ import {
   decodeInstructions,
 } from '../arch/index.js';
 import { ProbeError, type Span, quote } from '../errors/index.js';
+import { kernelVersion } from '../host/index.js';
 import { closest, didYouMean } from '../internal/index.js';
 import {
   type FetchArg,
@@ -35,6 +36,8 @@ export interface ResolveOptions {
   /** Allow raw addresses that no symbol covers (the instruction boundary is then unchecked). */
   readonly unsafe?: boolean | undefined;
   readonly cwd?: string | undefined;
+  /** Whose uprobes rules decide how a probed instruction is handled (default: this kernel's). */
+  readonly kernel?: { readonly major: number; readonly minor: number } | undefined;
 }
 
 export interface ProbePlan {
@@ -305,9 +308,10 @@ function ifuncError(spec: ProbeSpec, span: Span, fn: FunctionSymbol, target: Ope
     );
     hints.push(`Its implementations: ${named.join(', ')}`);
     const example = implementations[0]!;
-    hints.push(
-      `Probe one, e.g. ${spec.target.text}:${example.name ?? `0x${example.vaddr.toString(16)}`}, or all with a glob`,
-    );
+    hints.push(`Probe one, e.g. ${spec.target.text}:${example.name ?? `0x${example.vaddr.toString(16)}`}`);
+    if (implementations.some((impl) => impl.name === undefined)) {
+      hints.push('Their names are in the file\'s debug symbols (on Debian, its -dbg or -dbgsym package)');
+    }
   }
   return specError(
     spec,
@@ -433,7 +437,7 @@ function siteAtAddress(
     );
   }
   if (fn?.type === 'ifunc' && vaddr === fn.vaddr) throw ifuncError(spec, span, fn, target);
-  return buildSite(spec, target, fn, vaddr, span, options);
+  return buildSite(spec, target, fn, vaddr, span, options, undefined, knownStart);
 }
 
 /** Validate a site (executable, instruction boundary) and describe it. */
@@ -445,6 +449,8 @@ function buildSite(
   span: Span,
   options: ResolveOptions,
   usdt?: UsdtSite,
+  /** The address is a function start known without a symbol (an IFUNC implementation). */
+  functionStart = false,
 ): ProbeSite {
   const elf = target.elf;
   const where = quote(target.file.displayPath);
@@ -461,7 +467,7 @@ function buildSite(
     );
   }
   const instructions = decodeSite(spec, target, fn, vaddr, span, options);
-  const handling = analyzeKernelHandling(instructions[0]!);
+  const handling = analyzeKernelHandling(instructions[0]!, { kernel: options.kernel ?? kernelVersion() });
   if (handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true)) {
     throw specError(
       spec,
@@ -478,7 +484,7 @@ function buildSite(
       ? 'usdt'
       : spec.kind === 'return'
         ? 'return'
-        : fn !== undefined && vaddr === fn.vaddr
+        : functionStart || (fn !== undefined && vaddr === fn.vaddr)
           ? 'entry'
           : 'instruction';
   const aliases =

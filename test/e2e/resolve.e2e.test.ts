@@ -152,7 +152,7 @@ describe('upscope resolve', () => {
       .split('\n')
       .find((l) => l.trim().split(/\s+/)[7] === 'strlen@@GLIBC_2.2.5');
     assert.ok(line?.includes('IFUNC'), 'strlen is an IFUNC in this libc');
-    const [, value, size] = line.trim().split(/\s+/);
+    const [, value, size] = line!.trim().split(/\s+/);
     const leas = objdumpLeaTargets(LIBC, BigInt(`0x${value}`), Number(size));
     const result = runCli(['resolve', 'libc:strlen']);
     assert.notEqual(result.status, 0);
