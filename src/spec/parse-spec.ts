@@ -800,7 +800,7 @@ class SpecParser {
     }
     if (depth >= MAX_DEREF_DEPTH) {
       this.invalid(
-        `Cannot read memory more than ${MAX_DEREF_DEPTH} dereferences deep`,
+        `Cannot dereference this deep: the limit is ${MAX_DEREF_DEPTH} nested dereferences`,
         { start: i, end: open + 1 },
         ['Split the fetch into shorter ones'],
       );
@@ -869,7 +869,7 @@ class SpecParser {
           `Cannot fetch ${quote(word)}: arguments go from arg0 to arg${MAX_ARG_INDEX}`,
           span,
           [
-            'arg0 to arg5 are in registers and arg6 to arg15 on the stack; read others with +OFF(%sp)',
+            'Arguments arg0 to arg5 are in registers and arg6 to arg15 on the stack; read others with +OFF(%sp)',
           ],
         );
       }
@@ -981,7 +981,7 @@ class SpecParser {
   }
 
   private checkTarget(target: { text: string; span: Span }, location: Location): void {
-    if (this.kindExplicit || location.type !== 'usdt' || !/^[a-z]$/.test(target.text)) return;
+    if (this.kindExplicit || location.type !== 'usdt' || !/^[A-Za-z]$/.test(target.text)) return;
     this.warn(
       `Reading ${quote(target.text)} as the target: the kinds are p, r and u`,
       target.span,
@@ -1058,6 +1058,14 @@ function ordered(diagnostics: Diagnostic[]): Diagnostic[] {
  * undefined when any of them is an error. Warnings come with a spec.
  */
 export function parseSpec(text: string): ParseSpecResult {
+  if (typeof text !== 'string') {
+    const message = `Cannot parse probe spec: expected a string, not ${typeof text}`;
+    const span = { start: 0, end: 0 };
+    return {
+      spec: undefined,
+      diagnostics: [{ severity: 'error', code: 'ERR_SPEC_SYNTAX', message, span, hints: [] }],
+    };
+  }
   try {
     const parser = new SpecParser(text);
     const spec = parser.parse();
