@@ -11,28 +11,44 @@ function ensurePeers() {
   try {
     execFileSync('sh', ['-c', 'command -v nm'], { stdio: 'ignore' });
   } catch {
-    execFileSync('sh', ['-c', 'apt-get update -qq && apt-get install -y -qq binutils'], { stdio: 'inherit' });
+    execFileSync('sh', ['-c', 'apt-get update -qq && apt-get install -y -qq binutils'], {
+      stdio: 'inherit',
+    });
   }
 }
 
-/** Median wall time in ms of a command whose output goes to /dev/null. */
-function time(command, args) {
-  const samples = [];
-  for (let i = 0; i < RUNS + 1; i++) {
-    const start = process.hrtime.bigint();
-    const result = spawnSync(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    const ms = Number(process.hrtime.bigint() - start) / 1e6;
-    if (result.status !== 0) throw new Error(`${command} ${args.join(' ')} failed: ${result.stderr}`);
-    if (i > 0) samples.push(ms); // the first run warms the page cache
+/** One run's wall time in ms, output to /dev/null. */
+function once(command, args) {
+  const start = process.hrtime.bigint();
+  const result = spawnSync(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const ms = Number(process.hrtime.bigint() - start) / 1e6;
+  if (result.status !== 0) throw new Error(`${command} ${args.join(' ')} failed: ${result.stderr}`);
+  return ms;
+}
+
+const median = (samples) => [...samples].sort((a, b) => a - b)[Math.floor(samples.length / 2)];
+
+/**
+ * Median wall times of several commands, run in turns (a, b, a, b, ...) so that a slow spell
+ * of the machine weighs on all of them alike; the first round warms the page cache.
+ */
+function timeTogether(commands) {
+  const samples = commands.map(() => []);
+  for (let round = 0; round <= RUNS; round++) {
+    commands.forEach(([command, args], i) => {
+      const ms = once(command, args);
+      if (round > 0) samples[i].push(ms);
+    });
   }
-  samples.sort((a, b) => a - b);
-  return samples[Math.floor(samples.length / 2)];
+  return samples.map(median);
 }
 
 /** Peak resident memory in MiB of one run, from GNU time when present. */
 function peakMemory(command, args) {
   if (!existsSync('/usr/bin/time')) return undefined;
-  const result = spawnSync('/usr/bin/time', ['-f', '%M', command, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const result = spawnSync('/usr/bin/time', ['-f', '%M', command, ...args], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   const kb = Number(result.stderr.toString().trim().split('\n').pop());
   return Number.isFinite(kb) ? kb / 1024 : undefined;
 }
@@ -47,15 +63,16 @@ const cases = [
     nm: ['nm', ['-D', '/usr/lib/x86_64-linux-gnu/libc.so.6']],
   },
 ];
-console.log(`upscope list vs nm: median of ${RUNS} runs each, output to /dev/null, Node start-up included`);
+console.log(
+  `upscope list vs nm: median of ${RUNS} runs each, output to /dev/null, Node start-up included`,
+);
 console.log('file                          nm ms   upscope ms   ratio   upscope peak MiB');
 for (const c of cases) {
-  const nmMs = time(c.nm[0], c.nm[1]);
-  const upMs = time(process.execPath, [...upscope, c.file]);
+  const [nmMs, upMs] = timeTogether([c.nm, [process.execPath, [...upscope, c.file]]]);
   const peak = peakMemory(process.execPath, [...upscope, c.file]);
   console.log(
     `${c.label.padEnd(28)}  ${nmMs.toFixed(1).padStart(6)}  ${upMs.toFixed(1).padStart(10)}  ${(upMs / nmMs).toFixed(2).padStart(5)}x  ${peak === undefined ? '-' : peak.toFixed(0).padStart(8)}`,
   );
 }
-const nodeStart = time(process.execPath, ['-e', '0']);
+const [nodeStart] = timeTogether([[process.execPath, ['-e', '0']]]);
 console.log(`(Node's own start-up on this machine: ${nodeStart.toFixed(1)} ms)`);

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Enforces the layering in shared/STYLE.md: a file may import another top-level src/ folder only
 // through that folder's index.ts, and the pure folders never import native/ or host/.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 const src = new URL('../src/', import.meta.url).pathname;
@@ -10,7 +10,11 @@ const IMPURE = new Set(['native', 'host']);
 
 function files(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') && !e.name.endsWith('.test.ts') ? [join(dir, e.name)] : [],
+    e.isDirectory()
+      ? files(join(dir, e.name))
+      : e.name.endsWith('.ts') && !e.name.endsWith('.test.ts')
+        ? [join(dir, e.name)]
+        : [],
   );
 }
 

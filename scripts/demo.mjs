@@ -34,6 +34,8 @@ upscope(
   `r:${target}:checksum hash=retval:x64`,
   'libc:malloc size=arg0:u64',
 );
-console.log('\nA probe in the middle of an instruction would corrupt the program, so it is refused:');
+console.log(
+  '\nA probe in the middle of an instruction would corrupt the program, so it is refused:',
+);
 upscope('resolve', `${target}:parse_request+0x1`);
 upscope('doctor');

@@ -13,7 +13,8 @@ function findTests(dir) {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) {
-      if (entry.name !== 'node_modules' && entry.name !== 'fixtures') found.push(...findTests(path));
+      if (entry.name !== 'node_modules' && entry.name !== 'fixtures')
+        found.push(...findTests(path));
     } else if (entry.name.endsWith('.test.ts')) {
       found.push(relative(root, path));
     }

@@ -6,26 +6,27 @@ export {
   ERROR_CODES,
   type ErrorCategory,
   type ErrorCode,
-  ProbeError,
   isNotSupported,
   isProbeError,
+  ProbeError,
 } from '../errors/index.js';
 export { type DoctorReport, runDoctor } from '../host/index.js';
 export {
   type ProbePlan,
   type ProbeSite,
-  type ResolveOptions,
-  type SiteKind,
   planProbes,
+  type ResolveOptions,
   resolveProbes,
+  type SiteKind,
 } from '../plan/index.js';
 export { type FetchArg, type ProbeSpec, parseSpec, printSpec } from '../spec/index.js';
+export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/index.js';
 export {
   type FunctionListing,
-  type ListOptions,
   type ListedFunction,
-  type ObjectListing,
+  type ListOptions,
   listFunctions,
   listObjects,
+  type ObjectListing,
 } from './list.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';

@@ -3,23 +3,36 @@ import { ProbeError, quote } from '../errors/index.js';
 import { processComm, processObjects, resolveTarget } from '../plan/index.js';
 import { globToRegExp } from '../spec/index.js';
 import {
-  type MappedObject,
-  SymbolIndex,
+  type FunctionSymbol,
   fileOffsetToRuntime,
   functionDisplayName,
+  type MappedObject,
   openElf,
+  SymbolIndex,
 } from '../symbols/index.js';
 
-export interface ListedFunction {
-  readonly name: string;
-  readonly version: string | undefined;
-  readonly vaddr: bigint;
-  readonly fileOffset: bigint | undefined;
-  readonly sizeBytes: number;
-  readonly binding: string;
-  readonly type: 'func' | 'ifunc';
-  /** With a pid: where the function is in that process. */
-  readonly runtimeAddress: bigint | undefined;
+/** A function as listed: its symbol, and with a pid, where it is in that process. */
+export interface ListedFunction extends FunctionSymbol {
+  readonly runtimeAddress?: bigint | undefined;
+}
+
+/**
+ * The listed functions as rows, for renderers that write bytes: numbers instead of bigints
+ * (exact for user-space addresses) and names as views of the file's string table.
+ */
+export interface FunctionRows {
+  readonly count: number;
+  vaddr(i: number): number;
+  fileOffset(i: number): number | undefined;
+  sizeBytes(i: number): number;
+  binding(i: number): string;
+  type(i: number): 'func' | 'ifunc';
+  /** The stored name's length in bytes; the display name is it plus `versionSuffix(i)`. */
+  nameLength(i: number): number;
+  /** Copy the stored name's bytes into `target` at `offset`; returns how many. */
+  copyName(i: number, target: Uint8Array, offset: number): number;
+  versionSuffix(i: number): string;
+  runtimeAddress(i: number): number | undefined;
 }
 
 export interface FunctionListing {
@@ -32,7 +45,9 @@ export interface FunctionListing {
     readonly type: string;
   };
   readonly stripped: boolean;
+  /** The functions as objects, sorted by address (built when first read). */
   readonly functions: readonly ListedFunction[];
+  readonly rows: FunctionRows;
 }
 
 export interface ListOptions {
@@ -43,29 +58,46 @@ export interface ListOptions {
 }
 
 /** The functions of one ELF file (a path, program or library name), sorted by address. */
-export async function listFunctions(target: string, options: ListOptions = {}): Promise<FunctionListing> {
+export async function listFunctions(
+  target: string,
+  options: ListOptions = {},
+): Promise<FunctionListing> {
   const resolved = await resolveTarget(target, { pid: options.pid });
   const elf = openElf(resolved.path);
   try {
     const index = new SymbolIndex(elf);
     const pattern = options.pattern === undefined ? undefined : globToRegExp(options.pattern);
-    const mapped: MappedObject | undefined = resolved.mappedObject;
-    const functions: ListedFunction[] = [];
-    for (const fn of index.functions) {
-      if (pattern !== undefined && !pattern.test(fn.name) && !pattern.test(functionDisplayName(fn))) continue;
-      const fileOffset = elf.vaddrToFileOffset(fn.vaddr);
-      functions.push({
-        name: functionDisplayName(fn),
-        version: fn.version,
-        vaddr: fn.vaddr,
-        fileOffset,
-        sizeBytes: Number(fn.sizeBytes),
-        binding: fn.binding,
-        type: fn.type,
-        runtimeAddress:
-          mapped === undefined || fileOffset === undefined ? undefined : fileOffsetToRuntime(mapped, fileOffset),
-      });
+    // Which index positions are listed: all, or those whose name matches.
+    let picked: number[] | undefined;
+    if (pattern !== undefined) {
+      picked = [];
+      for (let k = 0; k < index.length; k++) {
+        const fn = index.function(k);
+        if (pattern.test(fn.name) || pattern.test(functionDisplayName(fn))) picked.push(k);
+      }
     }
+    const at = picked === undefined ? (i: number) => i : (i: number) => picked[i]!;
+    const mapped: MappedObject | undefined = resolved.mappedObject;
+    const runtimeOf = (fileOffset: number | undefined) =>
+      mapped === undefined || fileOffset === undefined
+        ? undefined
+        : fileOffsetToRuntime(mapped, BigInt(fileOffset));
+    const rows: FunctionRows = {
+      count: picked?.length ?? index.length,
+      vaddr: (i) => index.vaddrAt(at(i)),
+      fileOffset: (i) => index.fileOffsetAt(at(i)),
+      sizeBytes: (i) => index.sizeAt(at(i)),
+      binding: (i) => index.bindingAt(at(i)),
+      type: (i) => index.typeAt(at(i)),
+      nameLength: (i) => index.nameLengthAt(at(i)),
+      copyName: (i, target, offset) => index.copyNameAt(at(i), target, offset),
+      versionSuffix: (i) => index.versionSuffixAt(at(i)),
+      runtimeAddress: (i) => {
+        const runtime = runtimeOf(index.fileOffsetAt(at(i)));
+        return runtime === undefined ? undefined : Number(runtime);
+      },
+    };
+    let functions: readonly ListedFunction[] | undefined;
     const stat = statSync(resolved.path, { bigint: true });
     return {
       target: {
@@ -77,7 +109,22 @@ export async function listFunctions(target: string, options: ListOptions = {}): 
         type: elf.type,
       },
       stripped: index.stripped,
-      functions,
+      get functions() {
+        functions ??= Array.from({ length: rows.count }, (_, i) => {
+          const fn = index.function(at(i));
+          return mapped === undefined
+            ? fn
+            : {
+                ...fn,
+                runtimeAddress:
+                  fn.fileOffset === undefined
+                    ? undefined
+                    : fileOffsetToRuntime(mapped, fn.fileOffset),
+              };
+        });
+        return functions;
+      },
+      rows,
     };
   } finally {
     elf.close();

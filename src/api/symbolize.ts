@@ -1,7 +1,12 @@
 import { ProbeError } from '../errors/index.js';
-import { readProcessMaps } from '../plan/index.js';
-import { SymbolIndex, functionDisplayName, openElf, runtimeToFileOffset } from '../symbols/index.js';
 import { hex } from '../output/index.js';
+import { readProcessMaps } from '../plan/index.js';
+import {
+  functionDisplayName,
+  openElf,
+  runtimeToFileOffset,
+  SymbolIndex,
+} from '../symbols/index.js';
 
 export interface Symbolized {
   readonly address: bigint;
@@ -28,7 +33,9 @@ export function symbolizeAddress(pid: number, address: bigint): Symbolized {
   const { entry, fileOffset } = hit;
   const start = entry.start.toString(16);
   const end = entry.end.toString(16);
-  const path = entry.deleted ? `/proc/${pid}/map_files/${start}-${end}` : `/proc/${pid}/root${entry.path}`;
+  const path = entry.deleted
+    ? `/proc/${pid}/map_files/${start}-${end}`
+    : `/proc/${pid}/root${entry.path}`;
   const elf = openElf(path);
   try {
     const vaddr = elf.fileOffsetToVaddr(fileOffset);

@@ -3,7 +3,7 @@ import pc from 'picocolors';
 
 /** Where commands write. The CLI is the only layer that prints; tests can pass their own. */
 export interface Io {
-  out(text: string): void;
+  out(text: string | Uint8Array): void;
   err(text: string): void;
   readonly color: boolean;
 }
@@ -12,8 +12,8 @@ export interface Io {
  * Write all of `text` to a file descriptor synchronously, so a large listing goes out in one
  * piece before the process exits, and a closed pipe (`upscope list node | head`) ends quietly.
  */
-function writeAll(fd: number, text: string): void {
-  const bytes = Buffer.from(text);
+function writeAll(fd: number, text: string | Uint8Array): void {
+  const bytes = typeof text === 'string' ? Buffer.from(text) : text;
   let offset = 0;
   while (offset < bytes.length) {
     try {

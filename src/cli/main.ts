@@ -1,5 +1,11 @@
 import { Command, CommanderError } from '@commander-js/extra-typings';
-import { InternalError, ProbeError, exitStatusOf, isProbeError, renderError } from '../errors/index.js';
+import {
+  exitStatusOf,
+  InternalError,
+  isProbeError,
+  ProbeError,
+  renderError,
+} from '../errors/index.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';

@@ -1,9 +1,18 @@
 import { InvalidArgumentError } from '@commander-js/extra-typings';
+import { splitDev } from '../api/index.js';
+
+/** A device number as `major:minor`, the way /proc/PID/maps and ls show it. */
+export function formatDev(dev: bigint): string {
+  const { major, minor } = splitDev(dev);
+  return `${major}:${minor}`;
+}
 
 /** Parse a -p value: a positive decimal PID. */
 export function parsePid(value: string): number {
   if (!/^[1-9][0-9]{0,9}$/.test(value) || Number(value) > 4194304) {
-    throw new InvalidArgumentError(`"${value}" is not a process ID (a positive number up to 4194304)`);
+    throw new InvalidArgumentError(
+      `"${value}" is not a process ID (a positive number up to 4194304)`,
+    );
   }
   return Number(value);
 }

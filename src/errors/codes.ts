@@ -56,7 +56,10 @@ export const ERROR_CODES = {
   ERR_TRACEFS_NOT_MOUNTED: code('environment', 'tracefs is not mounted'),
   ERR_NATIVE_UNAVAILABLE: code('environment', 'The native syscall layer cannot be loaded'),
   ERR_NOT_SUPPORTED_ON_OS: code('not-supported', 'upscope runs on Linux x86-64 only'),
-  ERR_UNPROBEABLE_INSTRUCTION: code('resolution', 'The kernel refuses or mishandles a probe on that instruction'),
+  ERR_UNPROBEABLE_INSTRUCTION: code(
+    'resolution',
+    'The kernel refuses or mishandles a probe on that instruction',
+  ),
   ERR_NOT_SUPPORTED: code('not-supported', 'A feature is not available in this version or kernel'),
   ERR_MAPS_INVALID: code('target', 'A /proc/PID/maps text cannot be parsed'),
   ERR_INTERNAL: code('internal', 'A bug in upscope'),

@@ -1,11 +1,17 @@
-export { ERROR_CODES, EXIT_STATUS, type ErrorCategory, type ErrorCode, categoryOf } from './codes.js';
+export {
+  categoryOf,
+  ERROR_CODES,
+  type ErrorCategory,
+  type ErrorCode,
+  EXIT_STATUS,
+} from './codes.js';
 export {
   InternalError,
-  ProbeError,
-  type ProbeErrorOptions,
-  type Span,
   isNotSupported,
   isProbeError,
+  ProbeError,
+  type ProbeErrorOptions,
   quote,
+  type Span,
 } from './probe-error.js';
 export { exitStatusOf, renderCaret, renderError } from './render.js';

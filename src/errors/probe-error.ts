@@ -1,4 +1,4 @@
-import { type ErrorCategory, type ErrorCode, categoryOf } from './codes.js';
+import { categoryOf, type ErrorCategory, type ErrorCode } from './codes.js';
 
 /** A half-open range of characters in a spec string. */
 export interface Span {

@@ -1,5 +1,5 @@
 import { EXIT_STATUS } from './codes.js';
-import { type ProbeError, type Span, isProbeError } from './probe-error.js';
+import { isProbeError, type ProbeError, type Span } from './probe-error.js';
 
 /**
  * Render an error as the CLI prints it: one line `error[CODE]: message`, then, for spec

@@ -11,8 +11,13 @@ export function hex(value: bigint): string {
 }
 
 /** A fixed-width table from rows of cells; the last column is not padded. */
-export function renderTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]?.length ?? 0)));
+export function renderTable(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+): string {
+  const widths = header.map((h, i) =>
+    Math.max(h.length, ...rows.map((row) => row[i]?.length ?? 0)),
+  );
   const line = (cells: readonly string[]) =>
     cells.map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ');
   return [line(header), ...rows.map(line)].join('\n');

@@ -20,7 +20,10 @@ export function findIfuncImplementations(
   symbols: SymbolIndex,
   resolver: FunctionSymbol,
 ): IfuncImplementation[] {
-  const size = resolver.sizeBytes === 0n || resolver.sizeBytes > MAX_RESOLVER_BYTES ? MAX_RESOLVER_BYTES : resolver.sizeBytes;
+  const size =
+    resolver.sizeBytes === 0n || resolver.sizeBytes > MAX_RESOLVER_BYTES
+      ? MAX_RESOLVER_BYTES
+      : resolver.sizeBytes;
   const fileOffset = elf.vaddrToFileOffset(resolver.vaddr);
   const segment = elf.loadSegmentOf(resolver.vaddr);
   if (fileOffset === undefined || segment === undefined) return [];

@@ -1,33 +1,33 @@
 import { statSync } from 'node:fs';
 import {
-  type DecodedInstruction,
   analyzeKernelHandling,
   checkInstructionBoundary,
+  type DecodedInstruction,
   decodeInstructions,
 } from '../arch/index.js';
-import { ProbeError, type Span, quote } from '../errors/index.js';
+import { ProbeError, quote, type Span } from '../errors/index.js';
 import { kernelVersion } from '../host/index.js';
 import { closest, didYouMean } from '../internal/index.js';
 import {
   type FetchArg,
-  type Location,
-  type ProbeSpec,
   globToRegExp,
   isGlob,
+  type Location,
+  type ProbeSpec,
   parseSpec,
 } from '../spec/index.js';
 import {
+  debugFileCandidates,
   type ElfFile,
   type FunctionSymbol,
-  SymbolIndex,
-  debugFileCandidates,
   fileOffsetToRuntime,
   functionDisplayName,
   openElf,
   preferName,
+  SymbolIndex,
 } from '../symbols/index.js';
-import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
+import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
 
 export interface ResolveOptions {
@@ -81,10 +81,14 @@ export async function resolveProbes(
       if (first !== undefined || parsed.spec === undefined) {
         const diagnostic = first ?? parsed.diagnostics[0];
         plan.errors.push(
-          new ProbeError(diagnostic?.code ?? 'ERR_SPEC_SYNTAX', diagnostic?.message ?? 'Cannot parse probe spec', {
-            source: { text, span: diagnostic?.span ?? { start: 0, end: text.length } },
-            hints: diagnostic?.hints ?? [],
-          }),
+          new ProbeError(
+            diagnostic?.code ?? 'ERR_SPEC_SYNTAX',
+            diagnostic?.message ?? 'Cannot parse probe spec',
+            {
+              source: { text, span: diagnostic?.span ?? { start: 0, end: text.length } },
+              hints: diagnostic?.hints ?? [],
+            },
+          ),
         );
         continue;
       }
@@ -255,7 +259,7 @@ function symbolNotFound(
   const name = location.name;
   const where = quote(target.file.displayPath);
   const other = index.anySymbolNamed(name);
-  if (other !== undefined && other.defined) {
+  if (other?.defined) {
     return specError(
       spec,
       location.span,
@@ -284,7 +288,8 @@ function symbolNotFound(
       target.file.buildId,
       target.elf.debugLink()?.file,
     );
-    if (candidates.length > 0) hints.push(`Debug symbols would be looked for in: ${candidates.join(', ')}`);
+    if (candidates.length > 0)
+      hints.push(`Debug symbols would be looked for in: ${candidates.join(', ')}`);
   }
   hints.push(`List candidates with: upscope list ${spec.target.text} '${name.slice(0, 3)}*'`);
   const table = index.stripped ? '.dynsym' : '.symtab or .dynsym';
@@ -297,7 +302,12 @@ function symbolNotFound(
   );
 }
 
-function ifuncError(spec: ProbeSpec, span: Span, fn: FunctionSymbol, target: OpenTarget): ProbeError {
+function ifuncError(
+  spec: ProbeSpec,
+  span: Span,
+  fn: FunctionSymbol,
+  target: OpenTarget,
+): ProbeError {
   const implementations = findIfuncImplementations(target.elf, target.symbols(), fn);
   const hints = [
     `An IFUNC's resolver runs once, when the library is loaded, and picks the implementation ${fn.name} calls go to; a probe on it would fire once per process, not per call`,
@@ -308,9 +318,13 @@ function ifuncError(spec: ProbeSpec, span: Span, fn: FunctionSymbol, target: Ope
     );
     hints.push(`Its implementations: ${named.join(', ')}`);
     const example = implementations[0]!;
-    hints.push(`Probe one, e.g. ${spec.target.text}:${example.name ?? `0x${example.vaddr.toString(16)}`}`);
+    hints.push(
+      `Probe one, e.g. ${spec.target.text}:${example.name ?? `0x${example.vaddr.toString(16)}`}`,
+    );
     if (implementations.some((impl) => impl.name === undefined)) {
-      hints.push('Their names are in the file\'s debug symbols (on Debian, its -dbg or -dbgsym package)');
+      hints.push(
+        "Their names are in the file's debug symbols (on Debian, its -dbg or -dbgsym package)",
+      );
     }
   }
   return specError(
@@ -339,7 +353,8 @@ function resolveGlob(
   }
   if (byAddress.size === 0) {
     const hints: string[] = [];
-    if (target.symbols().stripped) hints.push('The file is stripped: only .dynsym (exported functions) is available');
+    if (target.symbols().stripped)
+      hints.push('The file is stripped: only .dynsym (exported functions) is available');
     hints.push(`List the functions with: upscope list ${spec.target.text}`);
     throw specError(
       spec,
@@ -384,15 +399,22 @@ function resolveUsdt(
   const name = isGlob(location.name) ? globToRegExp(location.name) : undefined;
   const matches = notes.filter(
     (note) =>
-      (provider === undefined ? note.provider === location.provider : provider.test(note.provider)) &&
+      (provider === undefined
+        ? note.provider === location.provider
+        : provider.test(note.provider)) &&
       (name === undefined ? note.name === location.name : name.test(note.name)),
   );
   if (matches.length === 0) {
     const all = [...new Set(notes.map((note) => `${note.provider}:${note.name}`))];
     const hints =
       all.length === 0
-        ? [`${target.file.displayPath} has no .note.stapsdt section: it was built without USDT probes`]
-        : [didYouMean(closest(`${location.provider}:${location.name}`, all, 3)) ?? `Its probes: ${all.slice(0, 8).join(', ')}`];
+        ? [
+            `${target.file.displayPath} has no .note.stapsdt section: it was built without USDT probes`,
+          ]
+        : [
+            didYouMean(closest(`${location.provider}:${location.name}`, all, 3)) ??
+              `Its probes: ${all.slice(0, 8).join(', ')}`,
+          ];
     throw specError(
       spec,
       location.span,
@@ -467,8 +489,13 @@ function buildSite(
     );
   }
   const instructions = decodeSite(spec, target, fn, vaddr, span, options);
-  const handling = analyzeKernelHandling(instructions[0]!, { kernel: options.kernel ?? kernelVersion() });
-  if (handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true)) {
+  const handling = analyzeKernelHandling(instructions[0]!, {
+    kernel: options.kernel ?? kernelVersion(),
+  });
+  if (
+    handling.strategy === 'refuse' ||
+    (handling.strategy === 'unsafe' && options.unsafe !== true)
+  ) {
     throw specError(
       spec,
       span,
@@ -534,7 +561,8 @@ function decodeSite(
     return elf.read(elf.vaddrToFileOffset(from)!, Number(end - from));
   };
   if (fn !== undefined && vaddr !== fn.vaddr) {
-    const end = fn.sizeBytes === 0n ? vaddr + BigInt(MAX_INSTRUCTION_BYTES) : fn.vaddr + fn.sizeBytes;
+    const end =
+      fn.sizeBytes === 0n ? vaddr + BigInt(MAX_INSTRUCTION_BYTES) : fn.vaddr + fn.sizeBytes;
     const check = checkInstructionBoundary(readCode(fn.vaddr, end), fn.vaddr, vaddr);
     if (!check.ok) {
       const name = functionDisplayName(fn);

@@ -2,4 +2,9 @@ export { debugFileCandidates } from './debug-files.js';
 export * from './elf/index.js';
 export * from './ldcache/index.js';
 export * from './maps/index.js';
-export { type FunctionSymbol, SymbolIndex, functionDisplayName, preferName } from './symbol-index.js';
+export {
+  type FunctionSymbol,
+  functionDisplayName,
+  preferName,
+  SymbolIndex,
+} from './symbol-index.js';

@@ -1,4 +1,11 @@
-import type { ElfFile, ElfSymbol, SymbolBinding } from './elf/index.js';
+import {
+  type ElfFile,
+  type ElfSymbol,
+  type FunctionColumns,
+  SYMBOL_BINDINGS,
+  type SymbolBinding,
+  splitSymbolVersion,
+} from './elf/index.js';
 
 /** A function as `list` shows it and specs resolve to: one per (name, address). */
 export interface FunctionSymbol {
@@ -7,6 +14,8 @@ export interface FunctionSymbol {
   readonly version: string | undefined;
   readonly versionHidden: boolean;
   readonly vaddr: bigint;
+  /** Where the function's first byte is in the file (undefined if no PT_LOAD holds it). */
+  readonly fileOffset: bigint | undefined;
   readonly sizeBytes: bigint;
   readonly type: 'func' | 'ifunc';
   readonly binding: SymbolBinding;
@@ -17,114 +26,248 @@ export function functionDisplayName(fn: FunctionSymbol): string {
   return `${fn.name}${fn.versionHidden ? '@' : '@@'}${fn.version}`;
 }
 
-function isFunction(sym: ElfSymbol): boolean {
-  return sym.defined && (sym.type === 'func' || sym.type === 'ifunc');
-}
+const STT_GNU_IFUNC = 10;
 
-function toFunction(sym: ElfSymbol, versioned: ElfSymbol | undefined): FunctionSymbol {
-  const source = versioned ?? sym;
-  return {
-    name: sym.name,
-    version: source.version,
-    versionHidden: source.versionHidden,
-    vaddr: sym.value,
-    sizeBytes: sym.size,
-    type: sym.type === 'ifunc' ? 'ifunc' : 'func',
-    binding: source.binding,
-  };
+interface Version {
+  readonly name: string;
+  readonly hidden: boolean;
 }
 
 /**
  * The functions of one ELF file, from .symtab when present (with versions taken from the
- * matching .dynsym entries) or from .dynsym alone when the file is stripped. Sorted by address
- * then name; lookups by name and by containing address are built lazily.
+ * matching .dynsym entries) or from .dynsym alone when the file is stripped; sorted by address
+ * then name, one per (name, address).
+ *
+ * A listing of /usr/bin/node has 86,000 functions, so the index is kept as columns: sorted row
+ * numbers into the ELF reader's FunctionColumns, with per-row accessors for renderers that write
+ * bytes. FunctionSymbol objects are built only when asked for (`function(k)`, `functions`).
  */
 export class SymbolIndex {
   readonly stripped: boolean;
-  readonly functions: readonly FunctionSymbol[];
-  #byName: Map<string, FunctionSymbol[]> | undefined;
-  #elf: ElfFile;
+  readonly #elf: ElfFile;
+  readonly #columns: FunctionColumns;
+  /** Column rows, sorted and without repeats. */
+  readonly #order: Uint32Array;
+  /** The address of each sorted row, for binary search. */
+  readonly #addresses: Float64Array;
+  /** Versions of exported functions by name, when .symtab needs them from .dynsym. */
+  readonly #exported: Map<string, { address: number; version: Version }[]> | undefined;
+  readonly #loads: readonly { start: number; end: number; offset: number }[];
+  #lastLoad: { start: number; end: number; offset: number } | undefined;
+  #objects: (FunctionSymbol | undefined)[] | undefined;
+  #all: readonly FunctionSymbol[] | undefined;
+  #byName: Map<string, number[]> | undefined;
 
   constructor(elf: ElfFile) {
     this.#elf = elf;
     this.stripped = !elf.hasSymtab;
-    const dynamic = elf.symbols('dynsym');
-    const functions: FunctionSymbol[] = [];
-    if (this.stripped) {
-      for (const sym of dynamic) if (isFunction(sym)) functions.push(toFunction(sym, undefined));
-    } else {
-      const exported = new Map<string, ElfSymbol>();
-      for (const sym of dynamic) {
-        if (isFunction(sym) && sym.version !== undefined) exported.set(`${sym.value}:${sym.name}`, sym);
-      }
-      const seen = new Set<string>();
-      for (const sym of elf.symbols('symtab')) {
-        if (!isFunction(sym)) continue;
-        const key = `${sym.value}:${sym.name}`;
-        if (seen.has(key)) continue;
-        seen.add(key);
-        functions.push(toFunction(sym, exported.get(key)));
-      }
-      // Exported functions missing from .symtab (rare: partial strips) still count.
-      for (const [key, sym] of exported) if (!seen.has(key)) functions.push(toFunction(sym, undefined));
+    this.#columns = elf.functionColumns(this.stripped ? 'dynsym' : 'symtab');
+    // .dynsym matters beside .symtab only for symbol versions, which exist for a file's own
+    // functions only when it defines versions (.gnu.version_d: libc, not a typical program).
+    if (!this.stripped && elf.section('.gnu.version_d') !== undefined) {
+      this.#exported = exportedVersions(elf.functionColumns('dynsym'));
     }
-    functions.sort(compareFunctions);
-    this.functions = functions;
+    this.#loads = elf.segments
+      .filter((s) => s.typeName === 'LOAD')
+      .map((s) => ({
+        start: Number(s.vaddr),
+        end: Number(s.vaddr + s.fileSize),
+        offset: Number(s.offset),
+      }));
+    this.#order = sortUnique(this.#columns);
+    this.#addresses = Float64Array.from(this.#order, (row) => this.#columns.address[row]!);
+  }
+
+  /** How many functions. */
+  get length(): number {
+    return this.#order.length;
+  }
+
+  /** All functions as objects, sorted (built on first use). */
+  get functions(): readonly FunctionSymbol[] {
+    this.#all ??= Array.from({ length: this.length }, (_, k) => this.function(k));
+    return this.#all;
+  }
+
+  /** The k-th function in address order. */
+  function(k: number): FunctionSymbol {
+    this.#objects ??= new Array(this.length);
+    let fn = this.#objects[k];
+    if (fn === undefined) {
+      fn = this.#materialize(this.#order[k]!);
+      this.#objects[k] = fn;
+    }
+    return fn;
+  }
+
+  // Per-row accessors, for renderers that write bytes without building objects.
+
+  vaddrAt(k: number): number {
+    return this.#addresses[k]!;
+  }
+
+  sizeAt(k: number): number {
+    return this.#columns.size[this.#order[k]!]!;
+  }
+
+  fileOffsetAt(k: number): number | undefined {
+    const address = this.#addresses[k]!;
+    let load = this.#lastLoad;
+    if (load === undefined || address < load.start || address >= load.end) {
+      load = this.#loads.find((l) => address >= l.start && address < l.end);
+      if (load === undefined) return undefined;
+      this.#lastLoad = load;
+    }
+    return address - load.start + load.offset;
+  }
+
+  bindingAt(k: number): SymbolBinding {
+    return SYMBOL_BINDINGS[this.#columns.info[this.#order[k]!]! >> 4]!;
+  }
+
+  typeAt(k: number): 'func' | 'ifunc' {
+    return (this.#columns.info[this.#order[k]!]! & 0xf) === STT_GNU_IFUNC ? 'ifunc' : 'func';
+  }
+
+  /** The length in bytes of the name as the file stores it. */
+  nameLengthAt(k: number): number {
+    const row = this.#order[k]!;
+    return this.#columns.nameEnd[row]! - this.#columns.nameStart[row]!;
+  }
+
+  /** Copy the stored name's bytes into `target` at `offset`; returns how many. */
+  copyNameAt(k: number, target: Uint8Array, offset: number): number {
+    const row = this.#order[k]!;
+    const c = this.#columns;
+    const start = c.nameStart[row]!;
+    const end = c.nameEnd[row]!;
+    target.set(c.strings.subarray(start, end), offset);
+    return end - start;
+  }
+
+  /** What follows the stored name in the display name: `@@GLIBC_2.2.5`, or ''. */
+  versionSuffixAt(k: number): string {
+    const version = this.#versionOf(this.#order[k]!);
+    return version === undefined ? '' : `${version.hidden ? '@' : '@@'}${version.name}`;
   }
 
   /** Functions with this exact name (several when static functions in different files share it). */
   named(name: string): readonly FunctionSymbol[] {
     if (this.#byName === undefined) {
       this.#byName = new Map();
-      for (const fn of this.functions) {
-        const list = this.#byName.get(fn.name);
-        if (list === undefined) this.#byName.set(fn.name, [fn]);
-        else list.push(fn);
+      for (let k = 0; k < this.length; k++) {
+        const key = this.function(k).name;
+        const list = this.#byName.get(key);
+        if (list === undefined) this.#byName.set(key, [k]);
+        else list.push(k);
       }
     }
-    return this.#byName.get(name) ?? [];
+    return (this.#byName.get(name) ?? []).map((k) => this.function(k));
   }
 
   /** All functions at one address (aliases such as malloc and __libc_malloc). */
   at(vaddr: bigint): readonly FunctionSymbol[] {
-    let i = this.#lowerBound(vaddr);
+    const address = Number(vaddr);
     const found: FunctionSymbol[] = [];
-    while (i < this.functions.length && this.functions[i]!.vaddr === vaddr) found.push(this.functions[i++]!);
+    for (
+      let k = this.#lowerBound(address);
+      k < this.length && this.#addresses[k] === address;
+      k++
+    ) {
+      found.push(this.function(k));
+    }
     return found;
   }
 
   /** The function whose [start, start + size) holds the address, preferring exported names. */
   containing(vaddr: bigint): FunctionSymbol | undefined {
-    let i = this.#lowerBound(vaddr + 1n) - 1;
+    const address = Number(vaddr);
     let best: FunctionSymbol | undefined;
     // Walk back over functions that start at or before the address; nested or overlapping
     // symbols are rare, so this loop runs a handful of times at most.
-    for (let steps = 0; i >= 0 && steps < 64; i--, steps++) {
-      const fn = this.functions[i]!;
-      if (best !== undefined && fn.vaddr < best.vaddr) break;
-      const end = fn.vaddr + (fn.sizeBytes === 0n ? 1n : fn.sizeBytes);
-      if (vaddr < end && (best === undefined || preferName(fn, best))) best = fn;
+    for (let k = this.#lowerBound(address + 1) - 1, steps = 0; k >= 0 && steps < 64; k--, steps++) {
+      const start = this.#addresses[k]!;
+      if (best !== undefined && start < Number(best.vaddr)) break;
+      const size = this.sizeAt(k);
+      if (address < start + (size === 0 ? 1 : size)) {
+        const fn = this.function(k);
+        if (best === undefined || preferName(fn, best)) best = fn;
+      }
     }
     return best;
   }
 
-  /** Every defined symbol of any type with this name, to explain why a name is not a function. */
+  /** Any defined or imported symbol with this name, to explain why a name is not a function. */
   anySymbolNamed(name: string): ElfSymbol | undefined {
     const table = this.stripped ? 'dynsym' : 'symtab';
-    return this.#elf.symbols(table).find((sym) => sym.name === name) ??
-      this.#elf.symbols('dynsym').find((sym) => sym.name === name);
+    return (
+      this.#elf.symbols(table).find((sym) => sym.name === name) ??
+      this.#elf.symbols('dynsym').find((sym) => sym.name === name)
+    );
   }
 
-  #lowerBound(vaddr: bigint): number {
+  #versionOf(row: number): Version | undefined {
+    const c = this.#columns;
+    if (this.stripped) return c.version(row);
+    if (this.#exported === undefined) return undefined;
+    const name = c.name(row);
+    if (name.includes('@')) return undefined; // the version is written into the name
+    return this.#exported.get(name)?.find((e) => e.address === c.address[row])?.version;
+  }
+
+  #materialize(row: number): FunctionSymbol {
+    const c = this.#columns;
+    const exact =
+      c.address[row]! <= Number.MAX_SAFE_INTEGER && c.size[row]! <= Number.MAX_SAFE_INTEGER;
+    const elfSymbol = exact ? undefined : c.symbol(row);
+    const vaddr = elfSymbol?.value ?? BigInt(c.address[row]!);
+    let name = c.name(row);
+    let version = this.#versionOf(row);
+    const split = this.stripped ? undefined : splitSymbolVersion(name);
+    if (split !== undefined) {
+      name = split.name;
+      version = { name: split.version, hidden: split.hidden };
+    }
+    const load = this.#loads.find((l) => c.address[row]! >= l.start && c.address[row]! < l.end);
+    return {
+      name,
+      version: version?.name,
+      versionHidden: version?.hidden ?? false,
+      vaddr,
+      fileOffset: load === undefined ? undefined : vaddr - BigInt(load.start) + BigInt(load.offset),
+      sizeBytes: elfSymbol?.size ?? BigInt(c.size[row]!),
+      type: (c.info[row]! & 0xf) === STT_GNU_IFUNC ? 'ifunc' : 'func',
+      binding: SYMBOL_BINDINGS[c.info[row]! >> 4]!,
+    };
+  }
+
+  #lowerBound(address: number): number {
     let lo = 0;
-    let hi = this.functions.length;
+    let hi = this.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (this.functions[mid]!.vaddr < vaddr) lo = mid + 1;
+      if (this.#addresses[mid]! < address) lo = mid + 1;
       else hi = mid;
     }
     return lo;
   }
+}
+
+/** The versions .dynsym gives exported functions, by name. */
+function exportedVersions(
+  dynamic: FunctionColumns,
+): Map<string, { address: number; version: Version }[]> {
+  const exported = new Map<string, { address: number; version: Version }[]>();
+  for (let row = 0; row < dynamic.count; row++) {
+    const version = dynamic.version(row);
+    if (version === undefined) continue;
+    const name = dynamic.name(row);
+    const entry = { address: dynamic.address[row]!, version };
+    const list = exported.get(name);
+    if (list === undefined) exported.set(name, [entry]);
+    else list.push(entry);
+  }
+  return exported;
 }
 
 /** The name to show for an address with several: global over weak over local, then shortest. */
@@ -137,7 +280,54 @@ export function preferName(a: FunctionSymbol, b: FunctionSymbol): boolean {
   return a.name.length < b.name.length;
 }
 
-function compareFunctions(a: FunctionSymbol, b: FunctionSymbol): number {
-  if (a.vaddr !== b.vaddr) return a.vaddr < b.vaddr ? -1 : 1;
-  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+/**
+ * Rows sorted by address then name, without repeats of the same (name, address). Addresses
+ * are sorted as doubles without a callback when they fit: each key packs the address above the
+ * row number; rows at one address are then ordered by their name bytes.
+ */
+function sortUnique(c: FunctionColumns): Uint32Array {
+  const n = c.count;
+  const scale = 2 ** Math.max(1, Math.ceil(Math.log2(n + 1)));
+  let maxAddress = 0;
+  for (let i = 0; i < n; i++) if (c.address[i]! > maxAddress) maxAddress = c.address[i]!;
+  const order = new Uint32Array(n);
+  if (maxAddress * scale < Number.MAX_SAFE_INTEGER) {
+    const keys = new Float64Array(n);
+    for (let i = 0; i < n; i++) keys[i] = c.address[i]! * scale + i;
+    keys.sort();
+    for (let i = 0; i < n; i++) order[i] = keys[i]! % scale;
+  } else {
+    for (let i = 0; i < n; i++) order[i] = i;
+    order.sort((x, y) => c.address[x]! - c.address[y]!);
+  }
+  const name = (row: number) => c.strings.subarray(c.nameStart[row], c.nameEnd[row]);
+  // Same name and version (one object per version in .dynsym, none in .symtab): a repeat.
+  // One name at one address under several versions (realpath@GLIBC_2.2.5, ...) is kept.
+  const compare = (x: number, y: number) =>
+    Buffer.compare(name(x), name(y)) ||
+    (c.version(x) === c.version(y)
+      ? 0
+      : (c.version(x)?.name ?? '') < (c.version(y)?.name ?? '')
+        ? -1
+        : 1);
+  const unique = new Uint32Array(n);
+  let count = 0;
+  for (let i = 0; i < n; ) {
+    const address = c.address[order[i]!]!;
+    let j = i + 1;
+    while (j < n && c.address[order[j]!] === address) j++;
+    if (j === i + 1) {
+      unique[count++] = order[i]!;
+    } else {
+      const run = Array.from(order.subarray(i, j));
+      run.sort(compare);
+      for (let k = 0; k < run.length; k++) {
+        if (k === 0 || compare(run[k]!, run[k - 1]!) !== 0) {
+          unique[count++] = run[k]!;
+        }
+      }
+    }
+    i = j;
+  }
+  return unique.slice(0, count);
 }

@@ -17,7 +17,8 @@ function assertOneLineError(result: CliResult, code: string, label = ''): void {
   const errors = lines.filter((l) => l.startsWith('error'));
   assert.equal(errors.length, 1, `one error line in:\n${result.stderr}`);
   assert.match(errors[0]!, new RegExp(`^error\\[${code}\\]: \\S.*[^.]$`), result.stderr);
-  for (const line of lines) assert.doesNotMatch(line, /^\s+at |Error:|node:internal/, 'no stack trace');
+  for (const line of lines)
+    assert.doesNotMatch(line, /^\s+at |Error:|node:internal/, 'no stack trace');
 }
 
 describe('malformed probe specs', () => {
@@ -73,6 +74,12 @@ describe('malformed ELF files', () => {
   const dir = mkdtempSync(join(tmpdir(), 'upscope-bad-elf-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
 
+  /** An edit made in place, returning the same buffer. */
+  const patch = (edit: (b: Buffer) => unknown) => (b: Buffer) => {
+    edit(b);
+    return b;
+  };
+
   function variant(name: string, edit: (bytes: Buffer) => Buffer, base: string): string {
     const path = join(dir, name);
     writeFileSync(path, edit(Buffer.from(readFileSync(base))));
@@ -95,12 +102,16 @@ describe('malformed ELF files', () => {
       ['text', () => Buffer.from('#!/bin/sh\necho not an ELF file\n'), 'ERR_ELF_INVALID'],
       ['truncated-header', (b) => b.subarray(0, 40), 'ERR_ELF_INVALID'],
       ['truncated-middle', (b) => b.subarray(0, Math.floor(b.length / 2)), 'ERR_ELF_INVALID'],
-      ['class32', (b) => ((b[4] = 1), b), 'ERR_ELF_UNSUPPORTED'],
-      ['big-endian', (b) => ((b[5] = 2), b), 'ERR_ELF_UNSUPPORTED'],
-      ['aarch64', (b) => (b.writeUInt16LE(183, 18), b), 'ERR_ELF_UNSUPPORTED'],
-      ['huge-shnum', (b) => (b.writeUInt16LE(0xffff, 60), b), 'ERR_ELF_INVALID'],
-      ['shoff-past-end', (b) => (b.writeBigUInt64LE(BigInt(b.length) * 4n, 40), b), 'ERR_ELF_INVALID'],
-      ['huge-phnum', (b) => (b.writeUInt16LE(0xfff0, 56), b), 'ERR_ELF_INVALID'],
+      ['class32', patch((b) => b.writeUInt8(1, 4)), 'ERR_ELF_UNSUPPORTED'],
+      ['big-endian', patch((b) => b.writeUInt8(2, 5)), 'ERR_ELF_UNSUPPORTED'],
+      ['aarch64', patch((b) => b.writeUInt16LE(183, 18)), 'ERR_ELF_UNSUPPORTED'],
+      ['huge-shnum', patch((b) => b.writeUInt16LE(0xffff, 60)), 'ERR_ELF_INVALID'],
+      [
+        'shoff-past-end',
+        patch((b) => b.writeBigUInt64LE(BigInt(b.length) * 4n, 40)),
+        'ERR_ELF_INVALID',
+      ],
+      ['huge-phnum', patch((b) => b.writeUInt16LE(0xfff0, 56)), 'ERR_ELF_INVALID'],
       [
         'section-past-end',
         (b) => {
@@ -112,12 +123,19 @@ describe('malformed ELF files', () => {
         },
         'ERR_ELF_INVALID',
       ],
-      ['unterminated-strtab', (b) => (b.fill(0x41, strtabEnd - 8, strtabEnd), b), 'ERR_ELF_INVALID'],
+      [
+        'unterminated-strtab',
+        patch((b) => b.fill(0x41, strtabEnd - 8, strtabEnd)),
+        'ERR_ELF_INVALID',
+      ],
     ];
     for (const [name, edit, code] of cases) {
       const result = runCli(['list', variant(name, edit, app)]);
       assertOneLineError(result, code, name);
-      assert.match(result.stderr, new RegExp(name === 'text' || name === 'empty' ? 'not an ELF|empty|too short|magic' : '.'));
+      assert.match(
+        result.stderr,
+        new RegExp(name === 'text' || name === 'empty' ? 'not an ELF|empty|too short|magic' : '.'),
+      );
     }
   });
 });

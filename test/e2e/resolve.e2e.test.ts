@@ -79,8 +79,17 @@ describe('upscope resolve', () => {
         const name = site.symbol!;
         const vaddr = nmAddress(app, name);
         assert.equal(BigInt(site.vaddr), vaddr, `vaddr of ${name}`);
-        assert.equal(BigInt(site.fileOffset), readelfFileOffset(app, vaddr), `file offset of ${name}`);
-        assert.match(site.uprobeEvent, new RegExp(`^[pr]:upscope_\\d+/${name} ${app}:0x${BigInt(site.fileOffset).toString(16)}$`));
+        assert.equal(
+          BigInt(site.fileOffset),
+          readelfFileOffset(app, vaddr),
+          `file offset of ${name}`,
+        );
+        assert.match(
+          site.uprobeEvent,
+          new RegExp(
+            `^[pr]:upscope_\\d+/${name} ${app}:0x${BigInt(site.fileOffset).toString(16)}$`,
+          ),
+        );
       }
       assert.equal(sites[2]!.kind, 'return');
       assert.ok(sites[2]!.uprobeEvent.startsWith('r:'));
@@ -93,7 +102,9 @@ describe('upscope resolve', () => {
     const start = nmAddress(app, 'parse_request');
     const boundaries = objdumpBoundaries(app, start, functionSize(app, 'parse_request'));
     // The first instruction longer than one byte: probing one byte into it is mid-instruction.
-    const index = boundaries.findIndex((b, i) => i + 1 < boundaries.length && boundaries[i + 1]! - b > 1n);
+    const index = boundaries.findIndex(
+      (b, i) => i + 1 < boundaries.length && boundaries[i + 1]! - b > 1n,
+    );
     const inside = boundaries[index]! + 1n;
     const offset = inside - start;
     const result = runCli(['resolve', `${app}:parse_request+0x${offset.toString(16)}`]);
@@ -103,7 +114,9 @@ describe('upscope resolve', () => {
     const next = `parse_request+0x${(boundaries[index + 1]! - start).toString(16)}`;
     assert.ok(result.stderr.includes(`${previous} and ${next}`), result.stderr);
     // Every boundary objdump shows is accepted.
-    const ok = resolveJson(boundaries.slice(0, 6).map((b) => `${app}:parse_request+0x${(b - start).toString(16)}`));
+    const ok = resolveJson(
+      boundaries.slice(0, 6).map((b) => `${app}:parse_request+0x${(b - start).toString(16)}`),
+    );
     assert.deepEqual(ok.errors, []);
     assert.deepEqual(
       ok.sites.map((s) => BigInt(s.vaddr)),
@@ -140,7 +153,11 @@ describe('upscope resolve', () => {
     const { sites } = resolveJson(['libc:*malloc']);
     const site = sites.find((s) => BigInt(s.vaddr) === vaddr);
     assert.ok(site, 'a site at malloc');
-    assert.equal(sites.filter((s) => BigInt(s.vaddr) === vaddr).length, 1, 'aliases merged into one site');
+    assert.equal(
+      sites.filter((s) => BigInt(s.vaddr) === vaddr).length,
+      1,
+      'aliases merged into one site',
+    );
     assert.equal(site.symbol, 'malloc@@GLIBC_2.2.5');
     assert.deepEqual([...site.aliases, 'malloc'].sort(), [...new Set(aliases)].sort());
     assert.equal(BigInt(site.fileOffset), readelfFileOffset(LIBC, vaddr));
@@ -198,10 +215,18 @@ describe('upscope resolve', () => {
         const mapping = maps
           .split('\n')
           .map((l) => l.split(/\s+/))
-          .find((f) => f[0] && BigInt(`0x${f[0].split('-')[0]}`) <= runtime && runtime < BigInt(`0x${f[0].split('-')[1]}`));
+          .find(
+            (f) =>
+              f[0] &&
+              BigInt(`0x${f[0].split('-')[0]}`) <= runtime &&
+              runtime < BigInt(`0x${f[0].split('-')[1]}`),
+          );
         assert.ok(mapping, 'runtime address is mapped');
         assert.ok(mapping[1]!.includes('x'), 'in an executable mapping');
-        assert.equal(runtime - BigInt(`0x${mapping[0]!.split('-')[0]}`) + BigInt(`0x${mapping[2]}`), BigInt(site.fileOffset));
+        assert.equal(
+          runtime - BigInt(`0x${mapping[0]!.split('-')[0]}`) + BigInt(`0x${mapping[2]}`),
+          BigInt(site.fileOffset),
+        );
         const back = runCli(['resolve', '-p', pid, `0x${(runtime + 4n).toString(16)}`]);
         assert.equal(back.status, 0, back.stderr);
         assert.ok(back.stdout.includes(`${site.symbol}+0x4`), back.stdout);
@@ -221,5 +246,7 @@ function objdumpLeaTargets(path: string, start: bigint, size: number): Set<bigin
     `--stop-address=0x${(start + BigInt(size)).toString(16)}`,
     path,
   ]);
-  return new Set([...out.matchAll(/\slea\s.*\(%rip\).*#\s*([0-9a-f]+)/g)].map((m) => BigInt(`0x${m[1]}`)));
+  return new Set(
+    [...out.matchAll(/\slea\s.*\(%rip\).*#\s*([0-9a-f]+)/g)].map((m) => BigInt(`0x${m[1]}`)),
+  );
 }

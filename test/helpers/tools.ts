@@ -6,12 +6,23 @@ export function tool(command: string, args: readonly string[]): string {
 }
 
 /** `readelf -lW`: PT_LOAD segments as numbers. */
-export function readelfLoads(path: string): { offset: bigint; vaddr: bigint; filesz: bigint; flags: string }[] {
+export function readelfLoads(
+  path: string,
+): { offset: bigint; vaddr: bigint; filesz: bigint; flags: string }[] {
   const out = tool('readelf', ['-lW', path]);
   const loads = [];
   for (const line of out.split('\n')) {
-    const m = /^\s*LOAD\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+0x[0-9a-f]+\s+(0x[0-9a-f]+)\s+0x[0-9a-f]+\s+([RWE ]+?)\s+0x/.exec(line);
-    if (m) loads.push({ offset: BigInt(m[1]!), vaddr: BigInt(m[2]!), filesz: BigInt(m[3]!), flags: m[4]!.replace(/ /g, '') });
+    const m =
+      /^\s*LOAD\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+0x[0-9a-f]+\s+(0x[0-9a-f]+)\s+0x[0-9a-f]+\s+([RWE ]+?)\s+0x/.exec(
+        line,
+      );
+    if (m)
+      loads.push({
+        offset: BigInt(m[1]!),
+        vaddr: BigInt(m[2]!),
+        filesz: BigInt(m[3]!),
+        flags: m[4]!.replace(/ /g, ''),
+      });
   }
   return loads;
 }
@@ -19,7 +30,8 @@ export function readelfLoads(path: string): { offset: bigint; vaddr: bigint; fil
 /** The file offset readelf's program headers give for a virtual address. */
 export function readelfFileOffset(path: string, vaddr: bigint): bigint {
   for (const load of readelfLoads(path)) {
-    if (vaddr >= load.vaddr && vaddr < load.vaddr + load.filesz) return vaddr - load.vaddr + load.offset;
+    if (vaddr >= load.vaddr && vaddr < load.vaddr + load.filesz)
+      return vaddr - load.vaddr + load.offset;
   }
   throw new Error(`no PT_LOAD holds 0x${vaddr.toString(16)} in ${path}`);
 }

@@ -26,7 +26,9 @@ export function registerDoctor(program: Command, io: Io, result: CommandResult):
         const width = Math.max(...report.checks.map((check) => check.title.length));
         const lines = report.checks.map((check) => {
           const head = `${MARK[check.status]}  ${check.title.padEnd(width)}  ${check.detail}`;
-          return check.fix === undefined ? head : `${head}\n${' '.repeat(width + 8)}fix: ${check.fix}`;
+          return check.fix === undefined
+            ? head
+            : `${head}\n${' '.repeat(width + 8)}fix: ${check.fix}`;
         });
         io.out(`${lines.join('\n')}\n`);
       }

@@ -1,10 +1,16 @@
 import type { Command } from '@commander-js/extra-typings';
-import { type FunctionListing, type ObjectListing, listFunctions, listObjects } from '../../api/index.js';
+import {
+  type FunctionListing,
+  functionDisplayName,
+  listFunctions,
+  listObjects,
+  type ObjectListing,
+} from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { hex, renderJson, renderTable } from '../../output/index.js';
-import type { CommandResult } from '../main.js';
 import type { Io } from '../io.js';
-import { parsePid } from '../options.js';
+import type { CommandResult } from '../main.js';
+import { formatDev, parsePid } from '../options.js';
 
 export function registerList(program: Command, io: Io, result: CommandResult): void {
   program
@@ -17,20 +23,28 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
     )
     .argument('[target]', 'file, program or library (libc, libssl, ./app, /usr/bin/node)')
     .argument('[pattern]', "glob over function names, e.g. 'mall*'")
-    .option('-p, --pid <pid>', 'resolve TARGET as process PID sees it; add runtime addresses', parsePid)
+    .option(
+      '-p, --pid <pid>',
+      'resolve TARGET as process PID sees it; add runtime addresses',
+      parsePid,
+    )
     .option('--json', 'print JSON instead of a table')
     .action(async (target, pattern, options) => {
       if (target === undefined) {
         if (options.pid === undefined) {
-          throw usage('Cannot list: name a TARGET, or give -p PID to list the objects of a process');
+          throw usage(
+            'Cannot list: name a TARGET, or give -p PID to list the objects of a process',
+          );
         }
         const objects = listObjects(options.pid);
         io.out(options.json === true ? `${renderJson(objects)}\n` : renderObjects(objects));
         return;
       }
       const listing = await listFunctions(target, { pid: options.pid, pattern });
-      io.out(options.json === true ? `${renderJson(listing)}\n` : renderFunctions(listing));
-      if (listing.functions.length === 0) result.status = 1;
+      io.out(
+        options.json === true ? `${renderJson(listingJson(listing))}\n` : renderFunctions(listing),
+      );
+      if (listing.rows.count === 0) result.status = 1;
     });
 }
 
@@ -38,22 +52,119 @@ function usage(message: string): ProbeError {
   return new ProbeError('ERR_USAGE', message, { hints: ['Run "upscope list --help" for usage'] });
 }
 
-function renderFunctions(listing: FunctionListing): string {
-  const runtime = listing.functions.some((fn) => fn.runtimeAddress !== undefined);
-  const head = `VADDR             FILE OFFSET   SIZE  BIND    TYPE   ${runtime ? 'RUNTIME             ' : ''}NAME`;
-  const lines: string[] = [head];
-  for (const fn of listing.functions) {
-    const vaddr = fn.vaddr.toString(16).padStart(16, '0');
-    const offset = fn.fileOffset === undefined ? '-'.padStart(12) : fn.fileOffset.toString(16).padStart(12, '0');
-    const size = String(fn.sizeBytes).padStart(6);
-    const bind = fn.binding.padEnd(7);
-    const type = fn.type.padEnd(6);
-    const at = runtime ? `${fn.runtimeAddress === undefined ? '-'.padEnd(18) : fn.runtimeAddress.toString(16).padStart(18, '0')}  ` : '';
-    lines.push(`${vaddr}  ${offset}  ${size}  ${bind} ${type} ${at}${fn.name}`);
-  }
+/** The JSON of a listing: addresses as hex strings (as readelf prints them), sizes as numbers. */
+function listingJson(listing: FunctionListing) {
+  const { target } = listing;
+  return {
+    target: {
+      path: target.path,
+      displayPath: target.displayPath,
+      dev: formatDev(target.dev),
+      inode: Number(target.inode),
+      buildId: target.buildId,
+      type: target.type,
+    },
+    stripped: listing.stripped,
+    functions: listing.functions.map((fn) => ({
+      name: functionDisplayName(fn),
+      symbol: fn.name,
+      version: fn.version,
+      vaddr: fn.vaddr,
+      fileOffset: fn.fileOffset,
+      sizeBytes: Number(fn.sizeBytes),
+      binding: fn.binding,
+      type: fn.type,
+      runtimeAddress: fn.runtimeAddress,
+    })),
+  };
+}
+
+const HEX_DIGITS = Buffer.from('0123456789abcdef');
+
+/**
+ * The function table, written byte by byte into one Buffer: a listing of /usr/bin/node has
+ * 85,000 rows, and building a string per cell costs more than reading the symbols.
+ */
+function renderFunctions(listing: FunctionListing): Buffer {
+  const rows = listing.rows;
+  let runtime = false;
+  for (let i = 0; i < rows.count && !runtime; i++) runtime = rows.runtimeAddress(i) !== undefined;
+  const head = `VADDR             FILE OFFSET     SIZE  BIND    TYPE   ${runtime ? 'RUNTIME           ' : ''}NAME\n`;
   const note = listing.stripped ? ' (stripped: .dynsym only)' : '';
-  lines.push(`${listing.functions.length} functions in ${listing.target.displayPath}${note}`);
-  return `${lines.join('\n')}\n`;
+  const tail = `${rows.count} functions in ${listing.target.displayPath}${note}\n`;
+  // Sizes are padded to 7 digits but may take up to 20 (a u64): room for that on every row.
+  const rowWidth = 16 + 2 + 12 + 2 + 20 + 2 + 15 + (runtime ? 18 : 0) + 1;
+  let size = Buffer.byteLength(head) + Buffer.byteLength(tail);
+  for (let i = 0; i < rows.count; i++) {
+    size += rowWidth + rows.nameLength(i) + rows.versionSuffix(i).length;
+  }
+  const out = Buffer.allocUnsafe(size);
+  let at = out.write(head, 0, 'latin1');
+  // Zero-padded hex of a number below 2^53, as two 32-bit halves of integer arithmetic.
+  const hexField = (value: number | undefined, width: number) => {
+    if (value === undefined) {
+      out.fill(0x20, at, at + width - 1);
+      out[at + width - 1] = 0x2d; // '-'
+    } else {
+      let low = value >>> 0;
+      let high = (value - low) / 4294967296;
+      for (let i = width - 1, digits = 0; i >= 0; i--, digits++) {
+        if (digits < 8) {
+          out[at + i] = HEX_DIGITS[low & 15]!;
+          low >>>= 4;
+        } else {
+          out[at + i] = HEX_DIGITS[high & 15]!;
+          high >>>= 4;
+        }
+      }
+    }
+    at += width;
+  };
+  // Right-aligned decimal in at least `width` columns.
+  const decimalField = (value: number, width: number) => {
+    const digits = value < 1e7 ? 0 : String(value).length - width;
+    let end = at + width + Math.max(0, digits);
+    const start = at;
+    at = end;
+    let v = value;
+    do {
+      out[--end] = 0x30 + (v % 10);
+      v = Math.floor(v / 10);
+    } while (v > 0);
+    out.fill(0x20, start, end);
+  };
+  const columns = new Map<string, string>();
+  for (let i = 0; i < rows.count; i++) {
+    hexField(rows.vaddr(i), 16);
+    out[at++] = 0x20;
+    out[at++] = 0x20;
+    hexField(rows.fileOffset(i), 12);
+    out[at++] = 0x20;
+    out[at++] = 0x20;
+    decimalField(rows.sizeBytes(i), 7);
+    out[at++] = 0x20;
+    out[at++] = 0x20;
+    const binding = rows.binding(i);
+    const type = rows.type(i);
+    const key = `${binding}/${type}`;
+    let bindType = columns.get(key);
+    if (bindType === undefined) {
+      bindType = `${binding.padEnd(7)} ${type.padEnd(6)} `;
+      columns.set(key, bindType);
+    }
+    at += out.write(bindType, at, 'latin1');
+    if (runtime) {
+      hexField(rows.runtimeAddress(i), 16);
+      out[at++] = 0x20;
+      out[at++] = 0x20;
+    }
+    at += rows.copyName(i, out, at);
+    const suffix = rows.versionSuffix(i);
+    if (suffix !== '') at += out.write(suffix, at, 'latin1');
+    out[at++] = 0x0a;
+  }
+  at += out.write(tail, at, 'latin1');
+  return out.subarray(0, at);
 }
 
 function renderObjects(objects: ObjectListing): string {

@@ -1,11 +1,16 @@
 import type { Command } from '@commander-js/extra-typings';
-import { type ProbeSite, resolveProbes, symbolizeAddress, type Symbolized } from '../../api/index.js';
-import { ProbeError, renderError } from '../../errors/index.js';
+import {
+  type ProbeSite,
+  resolveProbes,
+  type Symbolized,
+  symbolizeAddress,
+} from '../../api/index.js';
 import { eventName, uprobeEventLine } from '../../engines/index.js';
+import { ProbeError, renderError } from '../../errors/index.js';
 import { hex, renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { parsePid } from '../options.js';
+import { formatDev, parsePid } from '../options.js';
 
 export function registerResolve(program: Command, io: Io, result: CommandResult): void {
   program
@@ -13,7 +18,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
     .summary('show exactly where probe specs would attach, without attaching')
     .description(
       'Resolve each SPEC to its probe sites and show, for each: the file, device:inode, build-id,\n' +
-        'virtual address, file offset, the line the kernel\'s uprobe_events would take, how the\n' +
+        "virtual address, file offset, the line the kernel's uprobe_events would take, how the\n" +
         'kernel will run the probed instruction, and the first instructions at the site.\n' +
         'With -p PID, a bare address (0x7f...) is symbolized: object, file offset, symbol+offset.',
     )
@@ -24,11 +29,17 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
     .action(async (specs, options) => {
       const addresses = specs.filter((spec) => /^0x[0-9a-f]+$/i.test(spec));
       if (addresses.length > 0 && options.pid === undefined) {
-        throw new ProbeError('ERR_USAGE', `Cannot resolve ${addresses[0]}: a bare address needs -p PID`, {
-          hints: ['Give the process with -p PID, or name the file: TARGET:0xADDRESS'],
-        });
+        throw new ProbeError(
+          'ERR_USAGE',
+          `Cannot resolve ${addresses[0]}: a bare address needs -p PID`,
+          {
+            hints: ['Give the process with -p PID, or name the file: TARGET:0xADDRESS'],
+          },
+        );
       }
-      const symbolized = addresses.map((address) => symbolizeAddress(options.pid!, BigInt(address)));
+      const symbolized = addresses.map((address) =>
+        symbolizeAddress(options.pid!, BigInt(address)),
+      );
       const plan = await resolveProbes(
         specs.filter((spec) => !addresses.includes(spec)),
         { pid: options.pid, unsafe: options.unsafe },
@@ -39,7 +50,11 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
           `${renderJson({
             sites: plan.sites.map((site) => ({
               ...site,
-              uprobeEvent: uprobeEventLine(site, group, eventName(site.symbol, site.symbolOffset, site.vaddr)),
+              uprobeEvent: uprobeEventLine(
+                site,
+                group,
+                eventName(site.symbol, site.symbolOffset, site.vaddr),
+              ),
             })),
             addresses: symbolized,
             errors: plan.errors.map(errorJson),
@@ -47,9 +62,13 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
           })}\n`,
         );
       } else {
-        const blocks = [...plan.sites.map((site) => renderSite(site, group)), ...symbolized.map(renderSymbolized)];
+        const blocks = [
+          ...plan.sites.map((site) => renderSite(site, group)),
+          ...symbolized.map(renderSymbolized),
+        ];
         if (blocks.length > 0) io.out(`${blocks.join('\n')}\n`);
-        for (const warning of plan.warnings) io.err(`${renderError(warning).replace(/^error/, 'warning')}\n`);
+        for (const warning of plan.warnings)
+          io.err(`${renderError(warning).replace(/^error/, 'warning')}\n`);
         for (const error of plan.errors) io.err(`${renderError(error)}\n`);
       }
       if (plan.errors.length > 0) result.status = plan.errors.length === specs.length ? 3 : 1;
@@ -57,7 +76,13 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
 }
 
 function errorJson(err: ProbeError) {
-  return { code: err.code, message: err.message, hints: err.hints, spec: err.source?.text, span: err.source?.span };
+  return {
+    code: err.code,
+    message: err.message,
+    hints: err.hints,
+    spec: err.source?.text,
+    span: err.source?.span,
+  };
 }
 
 const KIND_TEXT: Record<ProbeSite['kind'], string> = {
@@ -70,22 +95,47 @@ const KIND_TEXT: Record<ProbeSite['kind'], string> = {
 function renderSite(site: ProbeSite, group: string): string {
   const field = (name: string, value: string) => `  ${name.padEnd(10)} ${value}`;
   const where =
-    site.symbol === undefined ? hex(site.vaddr) : `${site.symbol}${site.symbolOffset === 0n ? '' : `+${hex(site.symbolOffset)}`}`;
+    site.symbol === undefined
+      ? hex(site.vaddr)
+      : `${site.symbol}${site.symbolOffset === 0n ? '' : `+${hex(site.symbolOffset)}`}`;
   const lines = [`${site.spec}  ->  ${where} (${KIND_TEXT[site.kind]})`];
-  const shown = site.target.displayPath === site.target.path ? site.target.path : `${site.target.displayPath} (read through ${site.target.path})`;
+  const shown =
+    site.target.displayPath === site.target.path
+      ? site.target.path
+      : `${site.target.displayPath} (read through ${site.target.path})`;
   lines.push(field('file', shown));
-  lines.push(field('inode', `dev ${site.target.dev >> 8n}:${site.target.dev & 0xffn}, inode ${site.target.inode}`));
+  lines.push(field('inode', `dev ${formatDev(site.target.dev)}, inode ${site.target.inode}`));
   lines.push(field('build-id', site.target.buildId ?? '(none)'));
-  lines.push(field('address', `vaddr ${hex(site.vaddr)}, file offset ${hex(site.fileOffset)}${site.runtimeAddress === undefined ? '' : `, runtime ${hex(site.runtimeAddress)}`}`));
+  lines.push(
+    field(
+      'address',
+      `vaddr ${hex(site.vaddr)}, file offset ${hex(site.fileOffset)}${site.runtimeAddress === undefined ? '' : `, runtime ${hex(site.runtimeAddress)}`}`,
+    ),
+  );
   if (site.aliases.length > 0) lines.push(field('aliases', site.aliases.join(', ')));
   if (site.usdt !== undefined) {
-    lines.push(field('usdt', `${site.usdt.provider}:${site.usdt.name} args "${site.usdt.args}"${site.usdt.semaphoreFileOffset === undefined ? '' : `, semaphore at file offset ${hex(site.usdt.semaphoreFileOffset)}`}`));
+    lines.push(
+      field(
+        'usdt',
+        `${site.usdt.provider}:${site.usdt.name} args "${site.usdt.args}"${site.usdt.semaphoreFileOffset === undefined ? '' : `, semaphore at file offset ${hex(site.usdt.semaphoreFileOffset)}`}`,
+      ),
+    );
   }
-  lines.push(field('uprobe', uprobeEventLine(site, group, eventName(site.symbol, site.symbolOffset, site.vaddr))));
+  lines.push(
+    field(
+      'uprobe',
+      uprobeEventLine(site, group, eventName(site.symbol, site.symbolOffset, site.vaddr)),
+    ),
+  );
   lines.push(field('kernel', handlingText(site)));
   site.instructions.forEach((insn, i) => {
     const bytes = Array.from(insn.bytes, (b) => b.toString(16).padStart(2, '0')).join(' ');
-    lines.push(field(i === 0 ? 'code' : '', `${hex(insn.vaddr)}  ${bytes.padEnd(24)} ${insn.text}${i === 0 ? '   <- probe' : ''}`));
+    lines.push(
+      field(
+        i === 0 ? 'code' : '',
+        `${hex(insn.vaddr)}  ${bytes.padEnd(24)} ${insn.text}${i === 0 ? '   <- probe' : ''}`,
+      ),
+    );
   });
   return lines.join('\n');
 }

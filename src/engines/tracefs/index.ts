@@ -1,1 +1,6 @@
-export { type EventLineSite, eventName, kernelFetchArg, uprobeEventLine } from './uprobe-event-line.js';
+export {
+  type EventLineSite,
+  eventName,
+  kernelFetchArg,
+  uprobeEventLine,
+} from './uprobe-event-line.js';

@@ -1,4 +1,10 @@
-import type { FetchArg, FetchExpr, FetchType } from '../../spec/index.js';
+import {
+  type FetchArg,
+  type FetchExpr,
+  type FetchType,
+  type RegisterBase,
+  registerInfo,
+} from '../../spec/index.js';
 
 /** The subset of a probe site the kernel's uprobe_events line is made of. */
 export interface EventLineSite {
@@ -12,38 +18,27 @@ export interface EventLineSite {
 /** System V x86-64 argument registers, in the kernel's fetch-arg spelling. */
 const ARG_REGISTERS = ['%di', '%si', '%dx', '%cx', '%r8', '%r9'] as const;
 
-/** Our register names (any width) -> the kernel's pt_regs name and the width they read. */
-const REGISTERS: Readonly<Record<string, readonly [string, FetchType | undefined]>> = (() => {
-  const table: Record<string, readonly [string, FetchType | undefined]> = {};
-  const legacy: [string, string, string, string, string][] = [
-    ['ax', 'rax', 'eax', 'ax', 'al'],
-    ['bx', 'rbx', 'ebx', 'bx', 'bl'],
-    ['cx', 'rcx', 'ecx', 'cx', 'cl'],
-    ['dx', 'rdx', 'edx', 'dx', 'dl'],
-    ['si', 'rsi', 'esi', 'si', 'sil'],
-    ['di', 'rdi', 'edi', 'di', 'dil'],
-    ['bp', 'rbp', 'ebp', 'bp', 'bpl'],
-    ['sp', 'rsp', 'esp', 'sp', 'spl'],
-  ];
-  for (const [kernel, q, d, w, b] of legacy) {
-    table[q] = [`%${kernel}`, undefined];
-    table[d] = [`%${kernel}`, 'u32'];
-    table[w] = [`%${kernel}`, 'u16'];
-    table[b] = [`%${kernel}`, 'u8'];
-  }
-  for (let n = 8; n <= 15; n++) {
-    table[`r${n}`] = [`%r${n}`, undefined];
-    table[`r${n}d`] = [`%r${n}`, 'u32'];
-    table[`r${n}w`] = [`%r${n}`, 'u16'];
-    table[`r${n}b`] = [`%r${n}`, 'u8'];
-  }
-  table['rip'] = ['%ip', undefined];
-  table['ip'] = ['%ip', undefined];
-  table['flags'] = ['%flags', undefined];
-  table['eflags'] = ['%flags', undefined];
-  table['rflags'] = ['%flags', undefined];
-  return table;
-})();
+/** The kernel's pt_regs name of each 64-bit register. */
+const KERNEL_REGISTER: Readonly<Record<RegisterBase, string>> = {
+  rax: '%ax',
+  rbx: '%bx',
+  rcx: '%cx',
+  rdx: '%dx',
+  rsi: '%si',
+  rdi: '%di',
+  rbp: '%bp',
+  rsp: '%sp',
+  r8: '%r8',
+  r9: '%r9',
+  r10: '%r10',
+  r11: '%r11',
+  r12: '%r12',
+  r13: '%r13',
+  r14: '%r14',
+  r15: '%r15',
+  rip: '%ip',
+  rflags: '%flags',
+};
 
 /** Our types -> the kernel's fetch types. */
 function kernelType(type: FetchType): string {
@@ -59,7 +54,10 @@ function kernelType(type: FetchType): string {
   }
 }
 
-function fetchText(expr: FetchExpr): { text: string; width: FetchType | undefined } {
+function fetchText(expr: FetchExpr): {
+  text: string;
+  width: FetchType | `b${number}@${number}/64` | undefined;
+} {
   switch (expr.kind) {
     case 'arg':
       return expr.index < ARG_REGISTERS.length
@@ -68,10 +66,17 @@ function fetchText(expr: FetchExpr): { text: string; width: FetchType | undefine
     case 'retval':
       return { text: '$retval', width: undefined };
     case 'register': {
-      const known = REGISTERS[expr.name.replace(/^%/, '')];
-      return known === undefined
-        ? { text: `%${expr.name.replace(/^%/, '')}`, width: undefined }
-        : { text: known[0], width: known[1] };
+      const info = registerInfo(expr.name.replace(/^%/, ''));
+      if (info === undefined) return { text: `%${expr.name}`, width: undefined };
+      // The kernel reads whole registers; a narrower name reads their low bits (a type), and
+      // %ah-style names the second byte (a bitfield type).
+      const width =
+        info.shift !== 0
+          ? (`b${info.bits}@${info.shift}/64` as const)
+          : info.bits === 64
+            ? undefined
+            : (`u${info.bits}` as FetchType);
+      return { text: KERNEL_REGISTER[info.base], width };
     }
     case 'ip':
       return { text: '%ip', width: undefined };
@@ -93,8 +98,8 @@ function fetchText(expr: FetchExpr): { text: string; width: FetchType | undefine
 /** The kernel's text for one fetch argument: `NAME=FETCH[:TYPE]`. */
 export function kernelFetchArg(fetch: FetchArg): string {
   const { text, width } = fetchText(fetch.expr);
-  const type = fetch.type ?? width;
-  return `${fetch.name}=${text}${type === undefined ? '' : `:${kernelType(type)}`}`;
+  const type = fetch.type === undefined ? width : kernelType(fetch.type);
+  return `${fetch.name}=${text}${type === undefined ? '' : `:${type}`}`;
 }
 
 /**
@@ -113,6 +118,9 @@ export function uprobeEventLine(site: EventLineSite, group: string, event: strin
 /** A valid tracefs event name from a symbol: letters, digits and underscores, not too long. */
 export function eventName(symbol: string | undefined, symbolOffset: bigint, vaddr: bigint): string {
   const base = symbol === undefined ? `addr_${vaddr.toString(16)}` : symbol.replace(/@.*$/, '');
-  const clean = base.replace(/[^A-Za-z0-9_]/g, '_').replace(/^([0-9])/, '_$1').slice(0, 48);
+  const clean = base
+    .replace(/[^A-Za-z0-9_]/g, '_')
+    .replace(/^([0-9])/, '_$1')
+    .slice(0, 48);
   return symbolOffset === 0n ? clean : `${clean}_${symbolOffset.toString(16)}`;
 }

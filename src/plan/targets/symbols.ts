@@ -1,12 +1,10 @@
 // The symbols/ readers this folder uses, in one place.
 export {
   type LdCacheEntry,
-  parseLdCache,
-} from '../../symbols/index.js';
-export {
   type MapEntry,
   type MappedObject,
   makeDev,
   mappedObjects,
+  parseLdCache,
   parseProcMaps,
 } from '../../symbols/index.js';

@@ -132,6 +132,10 @@ export function machineLabel(machine: number): string {
 
 export const ELF_TYPES = ['unknown', 'rel', 'exec', 'dyn', 'core'] as const;
 
+/** Symbol types (low nibble of st_info) that are code. */
+export const STT_FUNC = 2;
+export const STT_GNU_IFUNC = 10;
+
 export const SYMBOL_TYPES = [
   'notype',
   'object',

@@ -1,6 +1,13 @@
-export { machineLabel, SHN_ABS, SHN_COMMON, SHN_UNDEF, SHN_XINDEX } from './constants.js';
+export {
+  machineLabel,
+  SHN_ABS,
+  SHN_COMMON,
+  SHN_UNDEF,
+  SHN_XINDEX,
+  SYMBOL_BINDINGS,
+} from './constants.js';
 export { openElf, type ParseElfOptions, parseElf } from './parse-elf.js';
-export { symbolDisplayName } from './read-symbols.js';
+export { type FunctionColumns, splitSymbolVersion, symbolDisplayName } from './read-symbols.js';
 export type {
   DebugLink,
   ElfFile,

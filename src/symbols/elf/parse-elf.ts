@@ -31,7 +31,7 @@ import {
 import { hex, invalidElf, unsupportedElf } from './elf-error.js';
 import { inflateSection } from './inflate-section.js';
 import { readBuildId, readDebugLink, readNotes, readUsdtNotes } from './read-notes.js';
-import { readSymbols } from './read-symbols.js';
+import { type FunctionColumns, readFunctionColumns, readSymbols } from './read-symbols.js';
 import type {
   DebugLink,
   ElfFile,
@@ -94,6 +94,7 @@ class ElfReader implements ElfFile, ElfContext {
   readonly #source: ByteSource;
   readonly #sectionCache = new Map<number, Uint8Array>();
   readonly #symbolCache = new Map<SymbolTableName, readonly ElfSymbol[]>();
+  readonly #columnCache = new Map<SymbolTableName, FunctionColumns>();
   #byName: Map<string, ElfSection> | undefined;
   #notes: readonly ElfNote[] | undefined;
   #usdt: readonly UsdtNote[] | undefined;
@@ -340,6 +341,15 @@ class ElfReader implements ElfFile, ElfContext {
       this.#symbolCache.set(table, symbols);
     }
     return symbols;
+  }
+
+  functionColumns(table: SymbolTableName): FunctionColumns {
+    let columns = this.#columnCache.get(table);
+    if (columns === undefined) {
+      columns = readFunctionColumns(this, table === 'symtab' ? SHT_SYMTAB : SHT_DYNSYM, table);
+      this.#columnCache.set(table, columns);
+    }
+    return columns;
   }
 
   notes(): readonly ElfNote[] {

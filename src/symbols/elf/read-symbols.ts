@@ -5,6 +5,8 @@ import {
   SHT_DYNSYM,
   SHT_NOBITS,
   SHT_SYMTAB_SHNDX,
+  STT_FUNC,
+  STT_GNU_IFUNC,
   SYM_SIZE,
   SYMBOL_BINDINGS,
   SYMBOL_TYPES,
@@ -12,7 +14,7 @@ import {
 } from './constants.js';
 import { hex, invalidElf } from './elf-error.js';
 import type { ElfContext } from './parse-elf.js';
-import { readSymbolVersions } from './read-versions.js';
+import { readSymbolVersions, type SymbolVersion, type SymbolVersions } from './read-versions.js';
 import { stringTable } from './string-table.js';
 import type { ElfSection, ElfSymbol, SymbolTableName } from './types.js';
 
@@ -25,19 +27,21 @@ export function symbolDisplayName(sym: ElfSymbol): string {
   return `${sym.name}${sym.versionHidden ? '@' : '@@'}${sym.version}`;
 }
 
-/**
- * Decodes one symbol table. Names are decoded from one string made of the whole table when it
- * is plain ASCII (the usual case, and much faster than one decode per name), else one by one
- * as UTF-8.
- */
-export function readSymbols(
-  file: ElfContext,
-  sectionType: number,
-  table: SymbolTableName,
-): ElfSymbol[] {
+/** A symbol table validated once, as both readers below walk it. */
+interface RawSymbolTable {
+  readonly section: ElfSection;
+  readonly where: string;
+  readonly view: DataView;
+  readonly count: number;
+  readonly strings: Buffer;
+  readonly extended: DataView | undefined;
+  readonly versions: SymbolVersions | undefined;
+}
+
+function openSymbolTable(file: ElfContext, sectionType: number): RawSymbolTable | undefined {
   const path = file.path;
   const section = file.sections.find((s) => s.type === sectionType);
-  if (section === undefined || section.type === SHT_NOBITS) return [];
+  if (section === undefined || section.type === SHT_NOBITS) return undefined;
   const where = `symbol table [${section.index}] ${section.name}`;
   if (section.entSize !== BigInt(SYM_SIZE)) {
     throw invalidElf(path, `${where} has entries of ${section.entSize} bytes, not ${SYM_SIZE}`);
@@ -48,12 +52,33 @@ export function readSymbols(
   const strings = stringTable(file, section.link, section);
   const bytes = file.sectionBytes(section);
   const count = Math.floor(bytes.length / SYM_SIZE);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return {
+    section,
+    where,
+    view: new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+    count,
+    strings,
+    extended: extendedIndices(file, section, count),
+    versions: sectionType === SHT_DYNSYM ? readSymbolVersions(file, section, count) : undefined,
+  };
+}
+
+/**
+ * Decodes one symbol table. Names are decoded from one string made of the whole table when it
+ * is plain ASCII (the usual case, and much faster than one decode per name), else one by one
+ * as UTF-8.
+ */
+export function readSymbols(
+  file: ElfContext,
+  sectionType: number,
+  table: SymbolTableName,
+): ElfSymbol[] {
+  const raw = openSymbolTable(file, sectionType);
+  if (raw === undefined) return [];
+  const { view, count, strings, extended, versions, where } = raw;
+  const path = file.path;
   const stringSize = strings.length;
   const allText = isAscii(strings) ? strings.toString('latin1') : undefined;
-  const extended = extendedIndices(file, section, count);
-  const versions =
-    sectionType === SHT_DYNSYM ? readSymbolVersions(file, section, count) : undefined;
 
   // Module constants copied to locals: the loop below runs once per symbol (100,000+ times).
   const types = SYMBOL_TYPES;
@@ -64,10 +89,10 @@ export function readSymbols(
   const symbols: ElfSymbol[] = new Array(Math.max(0, count - 1));
   for (let i = 1; i < count; i++) {
     const at = i * 24; // SYM_SIZE
-    const nameAt = view.getUint32(at, true);
     const info = view.getUint8(at + 4);
-    const other = view.getUint8(at + 5);
     let sectionIndex = view.getUint16(at + 6, true);
+    const nameAt = view.getUint32(at, true);
+    const other = view.getUint8(at + 5);
     let name = '';
     if (nameAt < stringSize) {
       name =
@@ -122,15 +147,23 @@ export function readSymbols(
 
 /** `name@VERSION` (hidden) or `name@@VERSION` (default) into name and version. */
 function splitVersion(sym: Mutable<ElfSymbol>): void {
-  const name = sym.name;
-  const mark = name.indexOf('@');
-  const isDefault = name.charCodeAt(mark + 1) === 64; // '@'
+  const split = splitSymbolVersion(sym.name);
+  if (split === undefined) return;
+  sym.name = split.name;
+  sym.version = split.version;
+  sym.versionHidden = split.hidden;
+}
+
+/** A .symtab name with its version written in (`puts@GLIBC_2.2.5`, `foo@@V1`), split. */
+export function splitSymbolVersion(
+  text: string,
+): { name: string; version: string; hidden: boolean } | undefined {
+  const mark = text.indexOf('@');
+  if (mark <= 0) return undefined;
+  const isDefault = text.charCodeAt(mark + 1) === 64; // '@'
   const rest = mark + (isDefault ? 2 : 1);
-  if (rest < name.length && name.indexOf('@', rest) < 0) {
-    sym.name = name.slice(0, mark);
-    sym.version = name.slice(rest);
-    sym.versionHidden = !isDefault;
-  }
+  if (rest >= text.length || text.indexOf('@', rest) >= 0) return undefined;
+  return { name: text.slice(0, mark), version: text.slice(rest), hidden: !isDefault };
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -185,4 +218,94 @@ function extendedIndices(
     );
   }
   return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/**
+ * The defined functions (STT_FUNC, STT_GNU_IFUNC) of a symbol table as columns: one typed-array
+ * slot per function instead of one object, for listings of 100,000+ symbols. Addresses and sizes
+ * are doubles (exact below 2^53, true of every user-space address); `symbol(i)` builds the full
+ * ElfSymbol, with exact bigints, for the few rows a caller wants as objects.
+ */
+export interface FunctionColumns {
+  readonly table: SymbolTableName;
+  readonly count: number;
+  /** st_value and st_size. */
+  readonly address: Float64Array;
+  readonly size: Float64Array;
+  /** st_info: type in the low nibble, binding in the high one. */
+  readonly info: Uint8Array;
+  /** The name's bytes are strings[nameStart[i], nameEnd[i]). */
+  readonly nameStart: Uint32Array;
+  readonly nameEnd: Uint32Array;
+  readonly strings: Uint8Array;
+  /** The name as text (with a literal `@VERSION` suffix, as .symtab may hold it). */
+  name(i: number): string;
+  /** The symbol version from .gnu.version, for .dynsym. */
+  version(i: number): SymbolVersion | undefined;
+  symbol(i: number): ElfSymbol;
+}
+
+export function readFunctionColumns(
+  file: ElfContext,
+  sectionType: number,
+  table: SymbolTableName,
+): FunctionColumns {
+  const raw = openSymbolTable(file, sectionType);
+  const count = raw?.count ?? 0;
+  const rows = new Uint32Array(count);
+  let n = 0;
+  if (raw !== undefined) {
+    const view = raw.view;
+    for (let i = 1; i < count; i++) {
+      const at = i * 24; // SYM_SIZE
+      const type = view.getUint8(at + 4) & 0xf;
+      if (
+        (type === STT_FUNC || type === STT_GNU_IFUNC) &&
+        view.getUint16(at + 6, true) !== SHN_UNDEF
+      ) {
+        rows[n++] = i;
+      }
+    }
+  }
+  const address = new Float64Array(n);
+  const size = new Float64Array(n);
+  const info = new Uint8Array(n);
+  const nameStart = new Uint32Array(n);
+  const nameEnd = new Uint32Array(n);
+  const strings = raw?.strings ?? Buffer.alloc(0);
+  for (let k = 0; k < n; k++) {
+    const at = rows[k]! * 24;
+    const view = raw!.view;
+    address[k] = view.getUint32(at + 8, true) + view.getUint32(at + 12, true) * 2 ** 32;
+    size[k] = view.getUint32(at + 16, true) + view.getUint32(at + 20, true) * 2 ** 32;
+    info[k] = view.getUint8(at + 4);
+    const start = view.getUint32(at, true);
+    if (start >= strings.length && start !== 0) {
+      throw invalidElf(
+        file.path,
+        `symbol ${rows[k]} of ${raw!.where} has its name at ${hex(start)}, past the end of its string table (${strings.length} bytes)`,
+      );
+    }
+    nameStart[k] = Math.min(start, strings.length);
+    const end = strings.indexOf(0, start);
+    nameEnd[k] = end < 0 ? strings.length : end;
+  }
+  let objects: ElfSymbol[] | undefined;
+  return {
+    table,
+    count: n,
+    address,
+    size,
+    info,
+    nameStart,
+    nameEnd,
+    strings,
+    name: (i) => strings.toString('utf8', nameStart[i], nameEnd[i]),
+    version: (i) => raw?.versions?.of(rows[i]!, true),
+    symbol(i) {
+      // The object reader decodes every row the same way; index it by row.
+      objects ??= readSymbols(file, sectionType, table);
+      return objects[rows[i]! - 1]!;
+    },
+  };
 }

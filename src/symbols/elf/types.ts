@@ -1,3 +1,4 @@
+import type { FunctionColumns } from './read-symbols.js';
 /**
  * The shapes the ELF reader hands out. Everything is plain data except `ElfFile`, which reads
  * lazily and caches what it has read. Addresses and file offsets are `bigint`.
@@ -133,6 +134,8 @@ export interface ElfFile {
   readonly hasSymtab: boolean;
   /** The symbols of one table, without the null symbol at index 0; read once and cached. */
   symbols(table: SymbolTableName): readonly ElfSymbol[];
+  /** The defined functions of a table as columns (see FunctionColumns); cached. */
+  functionColumns(table: SymbolTableName): FunctionColumns;
   /** Every note in the file's note sections (or PT_NOTE segments when it has no sections). */
   notes(): readonly ElfNote[];
   /** The GNU build id as lowercase hex. */
