@@ -99,6 +99,7 @@ test('runDoctor() tells a user without privileges what to run as root', async ()
 test('runDoctor() mounts a missing tracefs as root and says so', async () => {
   const machine = rootMachine({ files: { '/proc/self/mountinfo': '' } });
   delete machine.files!['/sys/kernel/tracing/uprobe_events'];
+  machine.files!['/sys/kernel/tracing/README'] = ''; // tracefs itself is there
   const host = fakeHost(machine);
   const byId = new Map((await runDoctor({ host })).checks.map((c) => [c.id, c]));
   assert.deepEqual(host.mounts, ['/sys/kernel/tracing']);
@@ -134,8 +135,22 @@ test('runDoctor() checks that uprobe_events exists and is writable, without writ
   assert.match(notWritable.get('uprobe-events')!.detail, /not writable by uid 0/);
   const machine = rootMachine();
   delete machine.files!['/sys/kernel/tracing/uprobe_events'];
+  machine.files!['/sys/kernel/tracing/README'] = ''; // tracefs itself is there
   const missing = await checks(machine);
   assert.match(missing.get('uprobe-events')!.detail, /CONFIG_UPROBE_EVENTS/);
+});
+
+test('runDoctor() tells an unreadable tracefs (mode 0700, another user) from a missing file', async () => {
+  const hidden = await checks({
+    ...rootMachine(),
+    uid: 1000,
+    unreadable: ['/sys/kernel/tracing'],
+  });
+  const check = hidden.get('uprobe-events')!;
+  assert.equal(check.status, 'fail');
+  assert.match(check.detail, /\/sys\/kernel\/tracing is not readable by uid 1000/);
+  assert.doesNotMatch(check.detail, /CONFIG_UPROBE_EVENTS/);
+  assert.match(check.fix!, /mode=755/);
 });
 
 test('runDoctor() explains BPF failures by errno', async () => {

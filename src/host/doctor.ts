@@ -140,6 +140,16 @@ function uprobeEventsCheck(host: Host, tracefs: string | undefined): DoctorCheck
     );
   }
   const path = `${tracefs}/uprobe_events`;
+  if (!host.fs.exists(path) && !host.fs.access(tracefs, 'read')) {
+    // tracefs is mode 0700 by default: other users cannot even see what is inside.
+    return check(
+      'uprobe-events',
+      title,
+      'fail',
+      `${tracefs} is not readable by uid ${host.euid()}, so ${path} cannot be used`,
+      `${ROOT_FIX}, or remount tracefs with access for this user (mount -o remount,mode=755 ${tracefs}, then give it write access to uprobe_events)`,
+    );
+  }
   if (!host.fs.exists(path)) {
     return check(
       'uprobe-events',

@@ -13,6 +13,8 @@ export interface FakeMachine {
   release?: string;
   /** tryBpfMapCreate result (0 or -errno), or an error to throw. */
   bpf?: number | ProbeError;
+  /** Directories this user cannot look into (mode 0700 of another user): their files seem absent. */
+  unreadable?: string[];
   /** What mounting does: by default, add a tracefs line to mountinfo. */
   mount?: (target: string, machine: FakeHost) => void;
 }
@@ -39,8 +41,13 @@ export function fakeHost(machine: FakeMachine = {}): FakeHost {
     bpfCalls: 0,
     fs: {
       readFile: (path) => files[path],
-      exists: (path) => path in files || Object.keys(files).some((f) => f.startsWith(`${path}/`)),
-      access: (path, mode) => path in files && (mode === 'read' || writable.has(path)),
+      exists: (path) =>
+        !(machine.unreadable ?? []).some((dir) => path.startsWith(`${dir}/`)) &&
+        (path in files || Object.keys(files).some((f) => f.startsWith(`${path}/`))),
+      access: (path, mode) =>
+        !(machine.unreadable ?? []).some((dir) => path === dir || path.startsWith(`${dir}/`)) &&
+        (path in files || Object.keys(files).some((f) => f.startsWith(`${path}/`))) &&
+        (mode === 'read' || writable.has(path)),
     },
     uid: () => machine.uid ?? 0,
     euid: () => machine.euid ?? machine.uid ?? 0,
