@@ -245,7 +245,8 @@ function resolveSymbol(
         [`Show its instructions with: upscope resolve '${spec.target.text}:${fn.name}'`],
       );
     }
-    sites.push(buildSite(spec, target, fn, fn.vaddr + location.offset, location.span, options));
+    const span = location.offset === 0n ? location.span : (location.offsetSpan ?? location.span);
+    sites.push(buildSite(spec, target, fn, fn.vaddr + location.offset, span, options));
   }
   return sites;
 }
