@@ -1,5 +1,5 @@
 import { InternalError, ProbeError, quote, type Span } from '../errors/index.js';
-import { closest } from './closest.js';
+import { closest as closestNames } from '../internal/index.js';
 import { readGlobClass } from './glob.js';
 import { REGISTER_NAMES, registerInfo } from './registers.js';
 import {
@@ -46,6 +46,12 @@ const HINT_QUOTE_SPACES =
 const RESERVED_NAME = /^(common_|__probe_)/;
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const FETCH_TYPE_SET: ReadonlySet<string> = new Set(FETCH_TYPES);
+
+/** The one candidate close enough to `word` to be a likely typo (at most two edits). */
+function closest(word: string, candidates: Iterable<string>): string | undefined {
+  const maxDistance = Math.min(2, word.length - 1);
+  return maxDistance < 1 ? undefined : closestNames(word, candidates, 1, { maxDistance })[0];
+}
 
 function isWs(c: string): boolean {
   return c === ' ' || c === '\t' || c === '\n' || c === '\r' || c === '\f' || c === '\v';
