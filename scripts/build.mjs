@@ -2,29 +2,26 @@
 // Build: `tsc` type-checks and emits dist/ (the library, imported as `upscope`), then esbuild
 // bundles the command line into one file, dist/cli.mjs. Measured: loading the 76 modules of
 // dist/ one by one took about 75 ms of every `upscope` run; the bundle loads in about 25 ms.
+// esbuild runs as its command-line program (waited for), not through its JavaScript API, whose
+// service process outlives the build and is left for PID 1 to reap.
 import { execFileSync } from 'node:child_process';
-import { build } from 'esbuild';
 
 const root = new URL('..', import.meta.url).pathname;
-execFileSync(
-  process.execPath,
-  [`${root}node_modules/typescript/bin/tsc`, '-p', `${root}tsconfig.json`],
-  {
-    stdio: 'inherit',
-  },
-);
-await build({
-  entryPoints: [`${root}src/cli/main.ts`],
-  outfile: `${root}dist/cli.mjs`,
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node20',
+const run = (script, args) =>
+  execFileSync(process.execPath, [`${root}node_modules/${script}`, ...args], { stdio: 'inherit' });
+
+run('typescript/bin/tsc', ['-p', `${root}tsconfig.json`]);
+run('esbuild/bin/esbuild', [
+  `${root}src/cli/main.ts`,
+  `--outfile=${root}dist/cli.mjs`,
+  '--bundle',
+  '--platform=node',
+  '--format=esm',
+  '--target=node20',
   // Loaded lazily at run time (WebAssembly, native code): never bundled.
-  external: ['iced-x86', 'koffi'],
+  '--external:iced-x86',
+  '--external:koffi',
   // commander is CommonJS: give the ESM bundle a require() for its node: imports.
-  banner: {
-    js: "import { createRequire as upscopeCreateRequire } from 'node:module'; const require = upscopeCreateRequire(import.meta.url);",
-  },
-  logLevel: 'warning',
-});
+  "--banner:js=import { createRequire as upscopeCreateRequire } from 'node:module'; const require = upscopeCreateRequire(import.meta.url);",
+  '--log-level=warning',
+]);
