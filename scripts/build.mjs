@@ -7,8 +7,16 @@
 import { execFileSync } from 'node:child_process';
 
 const root = new URL('..', import.meta.url).pathname;
-const run = (script, args) =>
-  execFileSync(process.execPath, [`${root}node_modules/${script}`, ...args], { stdio: 'inherit' });
+function run(script, args) {
+  try {
+    execFileSync(process.execPath, [`${root}node_modules/${script}`, ...args], {
+      stdio: 'inherit',
+    });
+  } catch (err) {
+    // The tool has printed its own errors; end with its status, without a stack trace.
+    process.exit(typeof err.status === 'number' ? err.status : 1);
+  }
+}
 
 run('typescript/bin/tsc', ['-p', `${root}tsconfig.json`]);
 run('esbuild/bin/esbuild', [

@@ -19,7 +19,13 @@ export {
   resolveProbes,
   type SiteKind,
 } from '../plan/index.js';
-export { type FetchArg, type ProbeSpec, parseSpec, printSpec } from '../spec/index.js';
+export {
+  type FetchArg,
+  type ProbeSpec,
+  parseSpec,
+  printFetchExpr,
+  printSpec,
+} from '../spec/index.js';
 export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/index.js';
 export {
   type FunctionListing,

@@ -18,10 +18,10 @@ export interface CommandResult {
   status: number;
 }
 
-function buildProgram(io: Io, result: CommandResult): Command {
+function buildProgram(io: Io, result: CommandResult, errors: string[]): Command {
   const program = new Command('upscope')
     .description(
-      'Linux user-space probes: place probes on any function, return or instruction of an ELF\n' +
+      'Linux user-space probes: place probes on any function, return or instruction of an ELF ' +
         'file, resolve what a probe spec means, and check what this machine allows.',
     )
     .version(VERSION, '-V, --version')
@@ -29,8 +29,9 @@ function buildProgram(io: Io, result: CommandResult): Command {
     .exitOverride()
     .configureOutput({
       writeOut: (text) => io.out(text),
-      // commander's own usage errors are re-rendered in our format by run() below.
-      writeErr: () => {},
+      // Kept, not printed: usage errors are re-rendered in our format by main() below, and
+      // only help asked for by an incomplete command line is printed as it is.
+      writeErr: (text) => errors.push(text),
     })
     .addHelpText(
       'after',
@@ -55,7 +56,8 @@ function usageError(err: CommanderError): ProbeError {
 /** Runs the CLI and returns the exit status; never throws and never prints a stack trace. */
 export async function main(argv: readonly string[], io: Io = processIo()): Promise<number> {
   const result: CommandResult = { status: 0 };
-  const program = buildProgram(io, result);
+  const errors: string[] = [];
+  const program = buildProgram(io, result, errors);
   try {
     await program.parseAsync([...argv], { from: 'user' });
     return result.status;
@@ -63,6 +65,11 @@ export async function main(argv: readonly string[], io: Io = processIo()): Promi
     if (err instanceof CommanderError) {
       // --help and --version end through exitOverride with status 0.
       if (err.exitCode === 0) return 0;
+      if (err.code === 'commander.help') {
+        // `upscope` alone, or a command group without its subcommand: show the usage.
+        io.err(errors.join(''));
+        return exitStatusOf(usageError(err));
+      }
       io.err(`${renderError(usageError(err))}\n`);
       return exitStatusOf(usageError(err));
     }

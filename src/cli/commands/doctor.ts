@@ -11,9 +11,9 @@ export function registerDoctor(program: Command, io: Io, result: CommandResult):
     .command('doctor')
     .summary('report what this machine allows upscope to do, and how to fix what is missing')
     .description(
-      'Check the user and capabilities, tracefs (mounting it when root and absent), uprobe_events,\n' +
-        'BPF and BTF, the perf uprobe PMU, perf_event_paranoid, ptrace permission, lockdown and the\n' +
-        'kernel version. Each missing thing is printed with the command or setting that fixes it.\n' +
+      'Check the user and capabilities, tracefs (mounting it when root and absent), uprobe_events, ' +
+        'BPF and BTF, the perf uprobe PMU, perf_event_paranoid, ptrace permission, lockdown and the ' +
+        'kernel version. Each missing thing is printed with the command or setting that fixes it. ' +
         'Exits 1 when something upscope needs is missing.',
     )
     .option('--no-mount', 'do not mount tracefs even when root and it is missing')

@@ -17,8 +17,8 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
     .command('list')
     .summary('list the functions of an ELF file, or the objects mapped in a process')
     .description(
-      'List the functions of TARGET (a path, a program on PATH, or a library name such as libc)\n' +
-        'with their virtual address, file offset, size, binding and type; PATTERN is a glob over\n' +
+      'List the functions of TARGET (a path, a program on PATH, or a library name such as libc) ' +
+        'with their virtual address, file offset, size, binding and type; PATTERN is a glob over ' +
         'the names. With -p PID and no TARGET, list every object the process has mapped.',
     )
     .argument('[target]', 'file, program or library (libc, libssl, ./app, /usr/bin/node)')

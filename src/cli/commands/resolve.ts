@@ -1,6 +1,7 @@
 import type { Command } from '@commander-js/extra-typings';
 import {
   type ProbeSite,
+  printFetchExpr,
   resolveProbes,
   type Symbolized,
   symbolizeAddress,
@@ -17,9 +18,9 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
     .command('resolve')
     .summary('show exactly where probe specs would attach, without attaching')
     .description(
-      'Resolve each SPEC to its probe sites and show, for each: the file, device:inode, build-id,\n' +
-        "virtual address, file offset, the line the kernel's uprobe_events would take, how the\n" +
-        'kernel will run the probed instruction, and the first instructions at the site.\n' +
+      'Resolve each SPEC to its probe sites and show, for each: the file, device:inode, build-id, ' +
+        "virtual address, file offset, the line the kernel's uprobe_events would take, how the " +
+        'kernel will run the probed instruction, and the first instructions at the site. ' +
         'With -p PID, a bare address (0x7f...) is symbolized: object, file offset, symbol+offset.',
     )
     .argument('<spec...>', "probe specs, e.g. libc:malloc 'r:./app:parse_*' ./app:main+0x8")
@@ -48,14 +49,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       if (options.json === true) {
         io.out(
           `${renderJson({
-            sites: plan.sites.map((site) => ({
-              ...site,
-              uprobeEvent: uprobeEventLine(
-                site,
-                group,
-                eventName(site.symbol, site.symbolOffset, site.vaddr),
-              ),
-            })),
+            sites: plan.sites.map((site) => siteJson(site, group)),
             addresses: symbolized,
             errors: plan.errors.map(errorJson),
             warnings: plan.warnings.map(errorJson),
@@ -73,6 +67,50 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       }
       if (plan.errors.length > 0) result.status = plan.errors.length === specs.length ? 3 : 1;
     });
+}
+
+/** A site as JSON: addresses as hex strings, the device as major:minor, bytes as hex. */
+function siteJson(site: ProbeSite, group: string) {
+  return {
+    spec: site.spec,
+    kind: site.kind,
+    target: {
+      path: site.target.path,
+      displayPath: site.target.displayPath,
+      dev: formatDev(site.target.dev),
+      inode: Number(site.target.inode),
+      buildId: site.target.buildId,
+      elfType: site.target.elfType,
+    },
+    symbol: site.symbol,
+    aliases: site.aliases,
+    symbolOffset: site.symbolOffset,
+    vaddr: site.vaddr,
+    fileOffset: site.fileOffset,
+    runtimeAddress: site.runtimeAddress,
+    usdt: site.usdt,
+    uprobeEvent: uprobeEventLine(
+      site,
+      group,
+      eventName(site.symbol, site.symbolOffset, site.vaddr),
+    ),
+    handling: site.handling,
+    instructions: site.instructions.map((insn) => ({
+      vaddr: insn.vaddr,
+      length: insn.length,
+      bytes: hexBytes(insn.bytes),
+      text: insn.text,
+    })),
+    fetches: site.fetches.map((fetch) => ({
+      name: fetch.name,
+      fetch: printFetchExpr(fetch.expr),
+      type: fetch.type,
+    })),
+  };
+}
+
+function hexBytes(bytes: Uint8Array): string {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join(' ');
 }
 
 function errorJson(err: ProbeError) {
@@ -129,7 +167,7 @@ function renderSite(site: ProbeSite, group: string): string {
   );
   lines.push(field('kernel', handlingText(site)));
   site.instructions.forEach((insn, i) => {
-    const bytes = Array.from(insn.bytes, (b) => b.toString(16).padStart(2, '0')).join(' ');
+    const bytes = hexBytes(insn.bytes);
     lines.push(
       field(
         i === 0 ? 'code' : '',
