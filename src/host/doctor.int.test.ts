@@ -1,8 +1,9 @@
 // runDoctor() on this machine, as root: the truth is the kernel's own files and uname.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { test } from 'node:test';
+import { runFreshProcess } from '../../test/helpers/fresh-process.js';
 import { requireHost } from '../../test/helpers/require-host.js';
 import { runDoctor } from './doctor.js';
 
@@ -38,20 +39,11 @@ test('runDoctor({ mount: true }) leaves tracefs mounted, finds uprobe_events wri
 
 test('the doctor loads the native layer for its BPF check only', () => {
   // In a fresh process: the tracefs, kernel and capability helpers never load koffi.
-  const script = [
+  const printed = runFreshProcess([
     "const host = await import('./src/host/index.ts');",
     "const native = await import('./src/native/index.ts');",
     'host.findTracefs(); host.kernelVersion(); host.effectiveCapabilities(); host.isRoot();',
     'console.log(JSON.stringify(native.isNativeLoaded()));',
-  ].join('\n');
-  const result = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', '--input-type=module', '-e', script],
-    {
-      cwd: new URL('../..', import.meta.url).pathname,
-      encoding: 'utf8',
-    },
-  );
-  assert.equal(result.status, 0, result.stderr);
-  assert.equal(JSON.parse(result.stdout), false);
+  ]);
+  assert.equal(printed, false);
 });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { constants } from 'node:os';
 import { test } from 'node:test';
+import { runFreshProcess } from '../../test/helpers/fresh-process.js';
 import { requireHost } from '../../test/helpers/require-host.js';
 import { ProbeError } from '../errors/index.js';
 import { mapCreateAttr } from './bpf-attr.js';
@@ -12,23 +12,14 @@ import { loadNative, loadNativeWith } from './load.js';
 const realRequire = createRequire(import.meta.url);
 
 test('importing the native folder does not load koffi', () => {
-  const script = [
+  const printed = runFreshProcess([
     "const native = await import('./src/native/index.ts');",
     'const before = native.isNativeLoaded();',
     "const koffiBefore = Object.keys((await import('node:module')).createRequire(import.meta.url).cache).some((k) => k.includes('/koffi/'));",
     'native.loadNative();',
     'console.log(JSON.stringify([before, koffiBefore, native.isNativeLoaded()]));',
-  ].join('\n');
-  const result = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', '--input-type=module', '-e', script],
-    {
-      cwd: new URL('../..', import.meta.url).pathname,
-      encoding: 'utf8',
-    },
-  );
-  assert.equal(result.status, 0, result.stderr);
-  assert.deepEqual(JSON.parse(result.stdout), [false, false, true]);
+  ]);
+  assert.deepEqual(printed, [false, false, true]);
 });
 
 test('loadNativeWith() refuses anything but Linux x86-64', () => {

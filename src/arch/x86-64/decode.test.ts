@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
+import { runFreshProcess } from '../../../test/helpers/fresh-process.js';
 import { ProbeError } from '../../errors/index.js';
 import { decodeInstructions, ripRelativeTargets } from './decode.js';
 
@@ -61,22 +61,13 @@ const CASES: readonly { bytes: string; length: number; text: string; mnemonic: s
 
 test('decodeInstructions() does not load the decoder before it is first needed', () => {
   // A fresh process: importing the arch folder must not load iced-x86.
-  const script = [
+  const printed = runFreshProcess([
     "const arch = await import('./src/arch/index.ts');",
     'const before = arch.isIcedLoaded();',
     'arch.decodeInstructions(new Uint8Array([0x90]), 0n);',
     'console.log(JSON.stringify([before, arch.isIcedLoaded()]));',
-  ].join('\n');
-  const result = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', '--input-type=module', '-e', script],
-    {
-      cwd: new URL('../../..', import.meta.url).pathname,
-      encoding: 'utf8',
-    },
-  );
-  assert.equal(result.status, 0, result.stderr);
-  assert.deepEqual(JSON.parse(result.stdout), [false, true]);
+  ]);
+  assert.deepEqual(printed, [false, true]);
 });
 
 for (const c of CASES) {
