@@ -156,7 +156,7 @@ export class SymbolIndex {
     if (this.#byName === undefined) {
       this.#byName = new Map();
       for (let k = 0; k < this.length; k++) {
-        const key = this.function(k).name;
+        const key = this.#nameOf(this.#order[k]!);
         const list = this.#byName.get(key);
         if (list === undefined) this.#byName.set(key, [k]);
         else list.push(k);
@@ -213,6 +213,12 @@ export class SymbolIndex {
     const name = c.name(row);
     if (name.includes('@')) return undefined; // the version is written into the name
     return this.#exported.get(name)?.find((e) => e.address === c.address[row])?.version;
+  }
+
+  /** A row's name without any version written into it (names only: no object is built). */
+  #nameOf(row: number): string {
+    const name = this.#columns.name(row);
+    return this.stripped ? name : (splitSymbolVersion(name)?.name ?? name);
   }
 
   #materialize(row: number): FunctionSymbol {
