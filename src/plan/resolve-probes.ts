@@ -259,6 +259,16 @@ function symbolNotFound(
   const index = target.symbols();
   const name = location.name;
   const where = quote(target.file.displayPath);
+  const versions = index.named(name).map(functionDisplayName);
+  if (location.version !== undefined && versions.length > 0) {
+    return specError(
+      spec,
+      location.span,
+      'ERR_SYMBOL_NOT_FOUND',
+      `Cannot resolve symbol ${quote(`${name}@${location.version}`)} in ${where}: ${name} has no version ${location.version}`,
+      [`Its versions: ${versions.join(', ')}`],
+    );
+  }
   const other = index.anySymbolNamed(name);
   if (other?.defined) {
     return specError(

@@ -41,6 +41,7 @@ describe('malformed probe specs', () => {
     ['libc:@0xfffffffff', 'ERR_NOT_EXECUTABLE', '@0xfffffffff'],
     ['libc:malloc+0x100000', 'ERR_OFFSET_OUT_OF_RANGE', ''],
     ['libc:nosuch*', 'ERR_NO_MATCH', 'nosuch*'],
+    ['libc:malloc@GLIBC_9', 'ERR_SYMBOL_NOT_FOUND', 'malloc@GLIBC_9'],
   ];
   for (const [spec, code, underlined] of cases) {
     test(`"${spec}" gives ${code} in one line with a caret`, () => {

@@ -163,6 +163,21 @@ describe('upscope resolve', () => {
     assert.equal(BigInt(site.fileOffset), readelfFileOffset(LIBC, vaddr));
   });
 
+  test('picks one version of a symbol libc defines twice, as readelf numbers them', (t) => {
+    if (!requireHost(t, { commands: ['readelf'] })) return;
+    const dyn = tool('readelf', ['--dyn-syms', '-W', LIBC]).split('\n');
+    const addressOf = (display: string) => {
+      const line = dyn.find((l) => l.trim().split(/\s+/)[7] === display);
+      assert.ok(line, `${display} in readelf`);
+      return BigInt(`0x${line.trim().split(/\s+/)[1]}`);
+    };
+    const { sites, errors } = resolveJson(['libc:realpath@GLIBC_2.2.5', 'libc:realpath@GLIBC_2.3']);
+    assert.deepEqual(errors, []);
+    assert.equal(BigInt(sites[0]!.vaddr), addressOf('realpath@GLIBC_2.2.5'));
+    assert.equal(BigInt(sites[1]!.vaddr), addressOf('realpath@@GLIBC_2.3'));
+    assert.equal(sites[1]!.symbol, 'realpath@@GLIBC_2.3');
+  });
+
   test("explains libc's strlen IFUNC and offers the implementations its resolver loads", (t) => {
     if (!requireHost(t, { commands: ['readelf', 'objdump'] })) return;
     const line = tool('readelf', ['--dyn-syms', '-W', LIBC])
