@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { compileProgram } from '../../test/helpers/compile.js';
+import { requireHost } from '../../test/helpers/require-host.js';
+import { tool } from '../../test/helpers/tools.js';
+import { openElf } from './elf/index.js';
+import { functionDisplayName, SymbolIndex } from './symbol-index.js';
+
+const LIBC = '/usr/lib/x86_64-linux-gnu/libc.so.6';
+const SAMPLE = new URL('../../sample/app.c', import.meta.url).pathname;
+
+/** name -> [address, size] of the defined functions readelf lists in one table. */
+function readelfFunctions(path: string, dynamic: boolean): Map<string, [bigint, bigint]> {
+  const out = tool('readelf', [dynamic ? '--dyn-syms' : '-s', '-W', path]);
+  const found = new Map<string, [bigint, bigint]>();
+  for (const line of out.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 8 || !/^\d+:$/.test(f[0]!) || f[6] === 'UND' || f[3] !== 'FUNC') continue;
+    found.set(f[7]!, [BigInt(`0x${f[1]}`), BigInt(f[2]!)]);
+  }
+  return found;
+}
+
+test('SymbolIndex finds the function holding any address of its body, as readelf sizes it', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'readelf'] })) return;
+  const app = compileProgram(SAMPLE, { flags: ['-O2'] });
+  const elf = openElf(app);
+  try {
+    const index = new SymbolIndex(elf);
+    const functions = readelfFunctions(app, false);
+    for (const name of ['main', 'parse_request', 'checksum', 'handle_request']) {
+      const [start, size] = functions.get(name)!;
+      for (const address of [start, start + size / 2n, start + size - 1n]) {
+        assert.equal(index.containing(address)?.name, name, `0x${address.toString(16)}`);
+      }
+      assert.notEqual(index.containing(start + size)?.name, name, 'the byte after the end');
+      assert.deepEqual(
+        index.named(name).map((fn) => [fn.vaddr, fn.sizeBytes]),
+        [[start, size]],
+      );
+    }
+    const sorted = index.functions.map((fn) => fn.vaddr);
+    assert.deepEqual(
+      sorted,
+      [...sorted].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
+    );
+  } finally {
+    elf.close();
+  }
+});
+
+test('SymbolIndex gives every alias at an address and prefers the global name', (t) => {
+  if (!requireHost(t, { commands: ['readelf'] })) return;
+  const elf = openElf(LIBC);
+  try {
+    const index = new SymbolIndex(elf);
+    assert.equal(index.stripped, true);
+    const [malloc] = readelfFunctions(LIBC, true).get('malloc@@GLIBC_2.2.5')!;
+    const expected = [...readelfFunctions(LIBC, true)]
+      .filter(([, [address]]) => address === malloc)
+      .map(([name]) => name)
+      .sort();
+    assert.deepEqual(index.at(malloc).map(functionDisplayName).sort(), expected);
+    assert.equal(functionDisplayName(index.containing(malloc + 5n)!), 'malloc@@GLIBC_2.2.5');
+  } finally {
+    elf.close();
+  }
+});
+
+test('SymbolIndex row accessors agree with the objects it builds', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const elf = openElf(compileProgram(SAMPLE, { flags: ['-O0', '-no-pie'] }));
+  try {
+    const index = new SymbolIndex(elf);
+    for (let k = 0; k < index.length; k++) {
+      const fn = index.function(k);
+      assert.equal(BigInt(index.vaddrAt(k)), fn.vaddr);
+      assert.equal(BigInt(index.sizeAt(k)), fn.sizeBytes);
+      assert.equal(BigInt(index.fileOffsetAt(k)!), fn.fileOffset);
+      assert.equal(BigInt(index.fileOffsetAt(k)!), elf.vaddrToFileOffset(fn.vaddr));
+      assert.equal(index.bindingAt(k), fn.binding);
+      const bytes = new Uint8Array(index.nameLengthAt(k));
+      index.copyNameAt(k, bytes, 0);
+      assert.equal(
+        Buffer.from(bytes).toString() + index.versionSuffixAt(k),
+        functionDisplayName(fn),
+      );
+    }
+  } finally {
+    elf.close();
+  }
+});
