@@ -62,6 +62,8 @@ export const ERROR_CODES = {
   ),
   ERR_NOT_SUPPORTED: code('not-supported', 'A feature is not available in this version or kernel'),
   ERR_MAPS_INVALID: code('target', 'A /proc/PID/maps text cannot be parsed'),
+  ERR_KERNEL_REFUSED_PROBE: code('resolution', 'The kernel refused a uprobe_events definition'),
+  ERR_TRACEFS_WRITE: code('environment', 'A tracefs control file refused a change'),
   ERR_INTERNAL: code('internal', 'A bug in upscope'),
 } as const satisfies Record<string, CodeInfo>;
 
