@@ -1,4 +1,31 @@
 export {
+  EventNamer,
+  groupOwnerPid,
+  instanceOwnerPid,
+  type ListedEvent,
+  parseUprobeEvents,
+  sessionGroupName,
+  sessionInstanceName,
+  UPSCOPE_PREFIX,
+} from './names.js';
+export {
+  type CleanOptions,
+  type CleanResult,
+  cleanStaleGroups,
+  processExists,
+} from './stale-groups.js';
+export {
+  type CpuStats,
+  type DefinedEvent,
+  type EventHits,
+  type FilterOptions,
+  type InstanceOptions,
+  type SessionStats,
+  TracefsSession,
+  type TracefsSessionOptions,
+  type TracefsSite,
+} from './tracefs-session.js';
+export {
   type EventLineSite,
   eventName,
   kernelFetchArg,

@@ -1,0 +1,564 @@
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  writeSync,
+} from 'node:fs';
+import { InternalError, ProbeError, quote } from '../../errors/index.js';
+import { EventNamer, parseUprobeEvents, sessionGroupName, sessionInstanceName } from './names.js';
+import { type EventLineSite, eventName, uprobeEventLine } from './uprobe-event-line.js';
+
+/** The errno name of a failed file operation (`EINVAL`), or undefined for other errors. */
+export function errnoOf(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** Block the thread for `ms` milliseconds (tracefs calls are synchronous; so are retries). */
+export function sleepMs(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/**
+ * Write `text` to a tracefs control file in one write(2) call. `append` opens with O_APPEND
+ * (uprobe_events: add or remove one definition, never truncate); otherwise with O_TRUNC
+ * (trace_clock, enable, set_event_pid: replace the value). Throws the raw fs error.
+ */
+export function writeControl(path: string, text: string, mode: 'append' | 'replace'): void {
+  const fd = openSync(path, mode === 'append' ? 'a' : 'w');
+  try {
+    const bytes = Buffer.from(text);
+    const written = writeSync(fd, bytes, 0, bytes.length);
+    if (written !== bytes.length) {
+      throw new ProbeError(
+        'ERR_TRACEFS_WRITE',
+        `Cannot write to ${quote(path)}: the kernel took ${written} of ${bytes.length} bytes`,
+      );
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The text of a tracefs file, or undefined when it does not exist. */
+export function readControl(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return undefined;
+    throw new ProbeError('ERR_TRACEFS_WRITE', `Cannot read ${quote(path)}: ${errnoOf(err)}`, {
+      cause: err,
+    });
+  }
+}
+
+/**
+ * Run `action`, retrying while it fails with EBUSY (a reader still has a file of the instance
+ * open, or an event is still in use) for up to `budgetMs`. Returns true when it succeeded,
+ * false when the thing was already gone (ENOENT); throws the last error otherwise.
+ */
+export function retryBusy(action: () => void, budgetMs = 1000): boolean {
+  const deadline = Date.now() + budgetMs;
+  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+    try {
+      action();
+      return true;
+    } catch (err) {
+      const errno = errnoOf(err);
+      if (errno === 'ENOENT') return false;
+      if (errno !== 'EBUSY' || Date.now() >= deadline) throw err;
+      sleepMs(delay);
+    }
+  }
+}
+
+/** Remove a tracefs instance directory (retrying on EBUSY); false when it was already gone. */
+export function removeInstanceDir(path: string): boolean {
+  return retryBusy(() => rmdirSync(path));
+}
+
+/**
+ * Remove one uprobe event by appending `-:GROUP/EVENT` to uprobe_events (retrying on EBUSY);
+ * false when it was already gone.
+ */
+export function removeEvent(tracefs: string, group: string, event: string): boolean {
+  return retryBusy(() =>
+    writeControl(`${tracefs}/uprobe_events`, `-:${group}/${event}\n`, 'append'),
+  );
+}
+
+/** A site to define: what the uprobe_events line needs, plus what names the event. */
+export interface TracefsSite extends EventLineSite {
+  /** The function holding the site; names the event (`malloc`, `parse_request_1a`). */
+  readonly symbol?: string | undefined;
+  readonly symbolOffset?: bigint;
+  /** Names the event when there is no symbol (`addr_401136`); the file offset otherwise. */
+  readonly vaddr?: bigint;
+}
+
+/** An event this session defined in uprobe_events. */
+export interface DefinedEvent {
+  readonly group: string;
+  readonly event: string;
+  /** The line written to uprobe_events (the kernel lists it with the offset padded). */
+  readonly line: string;
+  readonly site: TracefsSite;
+}
+
+export interface TracefsSessionOptions {
+  /** Where tracefs is mounted: ensureTracefs() from host/. */
+  readonly tracefs: string;
+  /** The process owning the group and instance; this process by default. */
+  readonly ownerPid?: number;
+}
+
+export interface InstanceOptions {
+  /** Ring-buffer size per CPU, in KiB; the kernel's default when absent. */
+  readonly bufferSizeKb?: number;
+}
+
+export interface FilterOptions {
+  /** Also trace tasks the listed ones create later (forks and threads): options/event-fork. */
+  readonly followForks: boolean;
+}
+
+/** One CPU's ring-buffer counters (`per_cpu/cpuN/stats` of the instance). */
+export interface CpuStats {
+  readonly cpu: number;
+  /** Events in the buffer now. */
+  readonly entries: number;
+  /** Events overwritten before they were read (the buffer was full). */
+  readonly overrun: number;
+  readonly commitOverrun: number;
+  /** Events dropped because the buffer was full and not overwritable. */
+  readonly dropped: number;
+  /** Events read so far. */
+  readonly read: number;
+}
+
+/** Hits of one event, from uprobe_profile. */
+export interface EventHits {
+  readonly event: string;
+  readonly hits: number;
+  /** Missed hits, when the kernel reports them (its uprobe_profile lists hits only). */
+  readonly misses: number | undefined;
+}
+
+export interface SessionStats {
+  readonly cpus: readonly CpuStats[];
+  /** Sums over the CPUs. */
+  readonly entries: number;
+  readonly overrun: number;
+  readonly dropped: number;
+  readonly read: number;
+  /** One row per event of this session still defined. */
+  readonly events: readonly EventHits[];
+}
+
+/** One entry of tracefs error_log: the kernel's complaint about one command. */
+interface ErrorLogEntry {
+  readonly message: string;
+  readonly command: string;
+  /** Column of the kernel's caret in the command, when it gave one. */
+  readonly caret: number | undefined;
+  readonly text: string;
+}
+
+/** The entries of error_log text, oldest first. */
+function parseErrorLog(text: string): ErrorLogEntry[] {
+  const lines = text.split('\n');
+  const entries: ErrorLogEntry[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const head = /^\[[^\]]*\]\s*[^:]+: error: (.*)$/.exec(lines[i]!);
+    const command = /^(\s*Command: )(.*)$/.exec(lines[i + 1] ?? '');
+    if (head === null || command === null) continue;
+    const caretLine = lines[i + 2] ?? '';
+    const column = /^\s*\^\s*$/.test(caretLine)
+      ? caretLine.indexOf('^') - command[1]!.length
+      : undefined;
+    entries.push({
+      message: head[1]!.trim(),
+      command: command[2]!,
+      caret: column !== undefined && column >= 0 ? column : undefined,
+      text: lines.slice(i, column === undefined ? i + 2 : i + 3).join('\n'),
+    });
+  }
+  return entries;
+}
+
+function parseCpuStats(cpu: number, text: string): CpuStats {
+  const values = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const match = /^([a-z ]+):\s*(\d+)\s*$/.exec(line);
+    if (match !== null) values.set(match[1]!, Number(match[2]));
+  }
+  return {
+    cpu,
+    entries: values.get('entries') ?? 0,
+    overrun: values.get('overrun') ?? 0,
+    commitOverrun: values.get('commit overrun') ?? 0,
+    dropped: values.get('dropped events') ?? 0,
+    read: values.get('read events') ?? 0,
+  };
+}
+
+/** uprobe_profile rows: `  PATH EVENT HITS [MISSES]`, in the order of uprobe_events. */
+function parseProfile(text: string): { event: string; hits: number; misses?: number }[] {
+  const rows = [];
+  for (const line of text.split('\n')) {
+    const match = /^\s*\S+\s+(\S+)\s+(\d+)(?:\s+(\d+))?\s*$/.exec(line);
+    if (match === null) continue;
+    rows.push({
+      event: match[1]!,
+      hits: Number(match[2]),
+      ...(match[3] === undefined ? {} : { misses: Number(match[3]) }),
+    });
+  }
+  return rows;
+}
+
+const MAX_INSTANCES_PER_PROCESS = 64;
+
+/**
+ * upscope's control of tracefs for one session: its uprobe events in the group
+ * `upscope_<ownerPid>` and its own instance `instances/upscope_<ownerPid>` (own ring buffer,
+ * `trace_clock` mono, pid filter). Every call is synchronous. `close()` removes everything
+ * the session made and may be called any number of times.
+ *
+ * Order of use: `define()` the events, `createInstance()`, `filterPids()` if needed,
+ * `enable()`; read the instance's buffers (`instanceDir`); `stats()`; `close()`.
+ */
+export class TracefsSession {
+  readonly tracefs: string;
+  readonly ownerPid: number;
+  /** The uprobe event group: `upscope_<ownerPid>`. */
+  readonly group: string;
+  #instance: string | undefined;
+  readonly #events: DefinedEvent[] = [];
+  #closed = false;
+
+  constructor(options: TracefsSessionOptions) {
+    this.tracefs = options.tracefs;
+    this.ownerPid = options.ownerPid ?? process.pid;
+    this.group = sessionGroupName(this.ownerPid);
+  }
+
+  /** The events defined and not yet removed, in the order they were defined. */
+  get events(): readonly DefinedEvent[] {
+    return [...this.#events];
+  }
+
+  /** The instance's name (`upscope_<pid>`), once createInstance() has run. */
+  get instanceName(): string | undefined {
+    return this.#instance;
+  }
+
+  /** The instance's directory under tracefs, once createInstance() has run. */
+  get instanceDir(): string | undefined {
+    return this.#instance === undefined ? undefined : `${this.tracefs}/instances/${this.#instance}`;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Define one uprobe event per site in the session's group, appending one line per site to
+   * uprobe_events (never truncating it: other tools' events stay). Event names come from
+   * eventName() and are made unique in the group (`_2`, `_3`...). When the kernel refuses a
+   * line, the events this call defined are removed again and a ProbeError
+   * ERR_KERNEL_REFUSED_PROBE carries the kernel's error_log message, the line and its caret.
+   */
+  define(sites: readonly TracefsSite[]): DefinedEvent[] {
+    this.#assertOpen('define events');
+    const eventsFile = `${this.tracefs}/uprobe_events`;
+    const listed = parseUprobeEvents(readControl(eventsFile) ?? '');
+    const namer = new EventNamer(listed.filter((e) => e.group === this.group).map((e) => e.event));
+    const added: DefinedEvent[] = [];
+    for (const site of sites) {
+      const base = eventName(site.symbol, site.symbolOffset ?? 0n, site.vaddr ?? site.fileOffset);
+      const event = namer.take(base);
+      const line = uprobeEventLine(site, this.group, event);
+      if (/[\n\0]/.test(line)) {
+        this.#removeQuietly(added);
+        throw new ProbeError(
+          'ERR_KERNEL_REFUSED_PROBE',
+          `Cannot define uprobe event ${quote(`${this.group}/${event}`)}: its line holds a line break or NUL (in ${quote(site.target.path)}?), which uprobe_events cannot take`,
+        );
+      }
+      try {
+        writeControl(eventsFile, `${line}\n`, 'append');
+      } catch (err) {
+        const refusal = this.#refusal(line, err);
+        this.#removeQuietly(added);
+        throw refusal;
+      }
+      const defined = { group: this.group, event, line, site };
+      added.push(defined);
+      this.#events.push(defined);
+    }
+    return added;
+  }
+
+  /**
+   * Create the session's instance (`instances/upscope_<pid>`, or `upscope_<pid>_<n>` when this
+   * process already has one) with `trace_clock` mono, so that timestamps compare with
+   * process.hrtime.bigint(), and the ring-buffer size asked for. Returns its directory; a
+   * second call returns the same one.
+   */
+  createInstance(options: InstanceOptions = {}): string {
+    this.#assertOpen('create an instance');
+    if (this.#instance === undefined) {
+      const name = this.#makeInstanceDir();
+      this.#instance = name;
+      try {
+        this.#write(`${this.instanceDir}/trace_clock`, 'mono');
+        if (options.bufferSizeKb !== undefined) {
+          const size = options.bufferSizeKb;
+          if (!Number.isSafeInteger(size) || size <= 0) {
+            throw new ProbeError(
+              'ERR_TRACEFS_WRITE',
+              `Cannot size the ring buffer of instance ${quote(name)}: ${quote(size)} KiB is not a positive whole number`,
+            );
+          }
+          this.#write(`${this.instanceDir}/buffer_size_kb`, String(size));
+        }
+      } catch (err) {
+        removeInstanceDir(`${this.tracefs}/instances/${name}`);
+        this.#instance = undefined;
+        throw err;
+      }
+    }
+    return this.instanceDir!;
+  }
+
+  /** Enable events (all of this session's by default) in the session's instance. */
+  enable(events: readonly DefinedEvent[] = this.#events): void {
+    this.#assertOpen('enable events');
+    for (const event of events) {
+      this.#write(this.#enableFile(event), '1');
+    }
+  }
+
+  /** Disable events (all of this session's by default) in the session's instance. */
+  disable(events: readonly DefinedEvent[] = this.#events): void {
+    if (this.#instance === undefined) return;
+    for (const event of events) {
+      try {
+        writeControl(this.#enableFile(event), '0', 'replace');
+      } catch (err) {
+        if (errnoOf(err) !== 'ENOENT') throw this.#writeError(this.#enableFile(event), '0', err);
+      }
+    }
+  }
+
+  /**
+   * Record events only from these tasks (the kernel compares each task's pid, i.e. thread
+   * id: list every thread of a running process), in the instance's `set_event_pid`, replacing
+   * any earlier list; an empty list removes the filter. With `followForks`, tasks the listed
+   * ones create afterwards (children and threads) are added by the kernel (`event-fork`).
+   */
+  filterPids(pids: readonly number[], options: FilterOptions): void {
+    this.#assertOpen('filter by pid');
+    const dir = this.#requireInstance('filter by pid');
+    for (const pid of pids) {
+      if (!Number.isSafeInteger(pid) || pid <= 0) {
+        throw new ProbeError(
+          'ERR_TRACEFS_WRITE',
+          `Cannot filter events by pid: ${quote(pid)} is not a pid`,
+        );
+      }
+    }
+    // Fork-following first, so that a task forked while the list is written is kept.
+    this.#write(`${dir}/options/event-fork`, options.followForks ? '1' : '0');
+    this.#write(`${dir}/set_event_pid`, pids.join(' '));
+  }
+
+  /**
+   * The instance's ring-buffer counters per CPU and their sums (zero before createInstance()),
+   * and each event's hits from uprobe_profile.
+   */
+  stats(): SessionStats {
+    const cpus: CpuStats[] = [];
+    const dir = this.instanceDir;
+    if (dir !== undefined && existsSync(`${dir}/per_cpu`)) {
+      for (const entry of readdirSync(`${dir}/per_cpu`)) {
+        const cpu = /^cpu(\d+)$/.exec(entry);
+        if (cpu === null) continue;
+        const text = readControl(`${dir}/per_cpu/${entry}/stats`);
+        if (text !== undefined) cpus.push(parseCpuStats(Number(cpu[1]), text));
+      }
+      cpus.sort((a, b) => a.cpu - b.cpu);
+    }
+    const sum = (key: 'entries' | 'overrun' | 'dropped' | 'read') =>
+      cpus.reduce((total, cpu) => total + cpu[key], 0);
+    return {
+      cpus,
+      entries: sum('entries'),
+      overrun: sum('overrun'),
+      dropped: sum('dropped'),
+      read: sum('read'),
+      events: this.#hits(),
+    };
+  }
+
+  /**
+   * Disable this session's events, remove its instance and its events. Safe to call again
+   * (it does nothing once everything is gone); never fails for something already removed.
+   * Throws ERR_TRACEFS_WRITE only when something stays after retrying (a later close() or
+   * `upscope clean` after this process exits removes it).
+   */
+  close(): void {
+    this.#closed = true;
+    const failures: string[] = [];
+    const attempt = (what: string, action: () => void) => {
+      try {
+        action();
+      } catch (err) {
+        failures.push(`${what}: ${errnoOf(err) ?? (err as Error).message}`);
+      }
+    };
+    if (this.#instance !== undefined) {
+      const name = this.#instance;
+      for (const event of this.#events)
+        attempt(`disable ${event.event}`, () => this.disable([event]));
+      attempt(`remove instance ${name}`, () => {
+        removeInstanceDir(`${this.tracefs}/instances/${name}`);
+        this.#instance = undefined;
+      });
+    }
+    for (const event of [...this.#events]) {
+      attempt(`remove event ${event.group}/${event.event}`, () => {
+        removeEvent(this.tracefs, event.group, event.event);
+        this.#events.splice(this.#events.indexOf(event), 1);
+      });
+    }
+    if (failures.length > 0) {
+      throw new ProbeError(
+        'ERR_TRACEFS_WRITE',
+        `Cannot remove everything session ${quote(this.group)} defined: ${failures.join('; ')}`,
+        { hints: ['Run "upscope clean" after this process exits to remove what is left'] },
+      );
+    }
+  }
+
+  #assertOpen(action: string): void {
+    if (this.#closed) throw new InternalError(`Cannot ${action}: the tracefs session is closed`);
+  }
+
+  #requireInstance(action: string): string {
+    const dir = this.instanceDir;
+    if (dir === undefined) {
+      throw new InternalError(`Cannot ${action}: createInstance() has not run`);
+    }
+    return dir;
+  }
+
+  #enableFile(event: DefinedEvent): string {
+    const dir = this.#requireInstance('enable or disable events');
+    return `${dir}/events/${event.group}/${event.event}/enable`;
+  }
+
+  #makeInstanceDir(): string {
+    for (let ordinal = 1; ordinal <= MAX_INSTANCES_PER_PROCESS; ordinal++) {
+      const name = sessionInstanceName(this.ownerPid, ordinal);
+      try {
+        mkdirSync(`${this.tracefs}/instances/${name}`);
+        return name;
+      } catch (err) {
+        if (errnoOf(err) === 'EEXIST') continue;
+        throw new ProbeError(
+          'ERR_TRACEFS_WRITE',
+          `Cannot create tracefs instance ${quote(name)}: ${errnoOf(err) ?? (err as Error).message}`,
+          { cause: err, hints: [`Check that ${quote(`${this.tracefs}/instances`)} exists`] },
+        );
+      }
+    }
+    throw new ProbeError(
+      'ERR_TRACEFS_WRITE',
+      `Cannot create a tracefs instance for pid ${this.ownerPid}: ${MAX_INSTANCES_PER_PROCESS} already exist`,
+      { hints: ['Run "upscope clean" to remove stale ones'] },
+    );
+  }
+
+  #write(path: string, value: string): void {
+    try {
+      writeControl(path, value, 'replace');
+    } catch (err) {
+      throw this.#writeError(path, value, err);
+    }
+  }
+
+  #writeError(path: string, value: string, err: unknown): ProbeError {
+    if (err instanceof ProbeError) return err;
+    return new ProbeError(
+      'ERR_TRACEFS_WRITE',
+      `Cannot write ${quote(value)} to ${quote(path)}: ${errnoOf(err) ?? (err as Error).message}`,
+      { cause: err },
+    );
+  }
+
+  /** The kernel refused `line`: its error_log entry for it as a ProbeError. */
+  #refusal(line: string, err: unknown): ProbeError {
+    const errno = errnoOf(err) ?? 'error';
+    const log = parseErrorLog(readControl(`${this.tracefs}/error_log`) ?? '');
+    const entry = log.reverse().find((e) => e.command === line);
+    const prefix = 'Line written: ';
+    const hints = [`${prefix}${line}`];
+    if (entry?.caret !== undefined) hints.push(`${' '.repeat(prefix.length + entry.caret)}^`);
+    const reason =
+      entry?.message ?? `the kernel answered ${errno} and error_log has no entry for it`;
+    const name = /^[pr]:(\S+)/.exec(line)?.[1] ?? line;
+    return new ProbeError(
+      'ERR_KERNEL_REFUSED_PROBE',
+      `Cannot define uprobe event ${quote(name)}: ${reason}`,
+      {
+        hints,
+        details: { line, errno, ...(entry === undefined ? {} : { errorLog: entry.text }) },
+        cause: err,
+      },
+    );
+  }
+
+  /** Remove events after a failed define(); what stays is left to close(). */
+  #removeQuietly(events: readonly DefinedEvent[]): void {
+    for (const event of events) {
+      try {
+        removeEvent(this.tracefs, event.group, event.event);
+        this.#events.splice(this.#events.indexOf(event), 1);
+      } catch {
+        // Still listed in #events: close() tries again and reports it.
+      }
+    }
+  }
+
+  /** Hits per event of this session: uprobe_profile lists events in uprobe_events' order. */
+  #hits(): EventHits[] {
+    const ours = new Set(this.#events.map((e) => e.event));
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const listed = parseUprobeEvents(readControl(`${this.tracefs}/uprobe_events`) ?? '');
+      const profile = parseProfile(readControl(`${this.tracefs}/uprobe_profile`) ?? '');
+      // Another tool may add or remove an event between the two reads: check and read again.
+      if (
+        listed.length !== profile.length ||
+        listed.some((e, i) => e.event !== profile[i]!.event)
+      ) {
+        continue;
+      }
+      const rows: EventHits[] = [];
+      listed.forEach((e, i) => {
+        if (e.group !== this.group || !ours.has(e.event)) return;
+        rows.push({ event: e.event, hits: profile[i]!.hits, misses: profile[i]!.misses });
+      });
+      return rows;
+    }
+    throw new ProbeError(
+      'ERR_TRACEFS_WRITE',
+      'Cannot read probe hits: uprobe_events and uprobe_profile kept changing while read',
+    );
+  }
+}
