@@ -1,0 +1,188 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ProbeError } from '../../errors/index.js';
+import { parseEventFormat, parseHeaderPage } from './event-format.js';
+
+// Texts as the kernel (6.18, x86-64) printed them in tracefs.
+const UPROBE_FORMAT = `name: ev
+ID: 2326
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;
+\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;
+\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;
+\tfield:u32 c;\toffset:32;\tsize:4;\tsigned:0;
+\tfield:s8 d;\toffset:36;\tsize:1;\tsigned:1;
+\tfield:u16 e;\toffset:37;\tsize:2;\tsigned:0;
+
+print fmt: "(%lx) a=%d b=%Lu s=\\"%s\\" c=0x%x d=%d e=%u", REC->__probe_ip, REC->a, REC->b, __get_str(s), REC->c, REC->d, REC->e
+`;
+
+const SCHED_SWITCH_FORMAT = `name: sched_switch
+ID: 372
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
+\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
+\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;
+\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
+\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;
+
+print fmt: "prev_comm=%s prev_pid=%d", REC->prev_comm, REC->prev_pid
+`;
+
+const PRINT_FORMAT = `name: print
+ID: 5
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:0;
+
+print fmt: "%ps: %s", (void *)REC->ip, REC->buf
+`;
+
+const HEADER_PAGE = `\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
+`;
+
+function rejects(fn: () => unknown, pattern: RegExp): void {
+  assert.throws(fn, (err: unknown) => {
+    assert.ok(err instanceof ProbeError, `a ProbeError, not ${String(err)}`);
+    assert.equal(err.code, 'ERR_TRACEFS_FORMAT');
+    assert.match(err.message, pattern);
+    return true;
+  });
+}
+
+test('parseEventFormat() reads a uprobe event: name, id, common and own fields', () => {
+  const format = parseEventFormat(UPROBE_FORMAT);
+  assert.equal(format.name, 'ev');
+  assert.equal(format.id, 2326);
+  assert.deepEqual(
+    format.fields.map((f) => [f.name, f.type, f.offset, f.sizeBytes, f.signed, f.common]),
+    [
+      ['common_type', 'unsigned short', 0, 2, false, true],
+      ['common_flags', 'unsigned char', 2, 1, false, true],
+      ['common_preempt_count', 'unsigned char', 3, 1, false, true],
+      ['common_pid', 'int', 4, 4, true, true],
+      ['__probe_ip', 'unsigned long', 8, 8, false, false],
+      ['a', 's32', 16, 4, true, false],
+      ['b', 'u64', 20, 8, false, false],
+      ['s', '__data_loc char[]', 28, 4, true, false],
+      ['c', 'u32', 32, 4, false, false],
+      ['d', 's8', 36, 1, true, false],
+      ['e', 'u16', 37, 2, false, false],
+    ],
+  );
+  const s = format.fields.find((f) => f.name === 's')!;
+  assert.equal(s.location, 'data_loc');
+  assert.equal(s.elementType, 'char');
+  assert.ok(format.fields.filter((f) => f.name !== 's').every((f) => f.location === 'static'));
+});
+
+test('parseEventFormat() reads fixed and flexible arrays with their element type', () => {
+  const sched = parseEventFormat(SCHED_SWITCH_FORMAT);
+  const comm = sched.fields.find((f) => f.name === 'prev_comm')!;
+  assert.deepEqual(
+    [comm.type, comm.arrayLength, comm.elementType, comm.sizeBytes],
+    ['char[16]', 16, 'char', 16],
+  );
+  const buf = parseEventFormat(PRINT_FORMAT).fields.find((f) => f.name === 'buf')!;
+  assert.deepEqual(
+    [buf.type, buf.arrayLength, buf.elementType, buf.sizeBytes],
+    ['char[]', undefined, 'char', 0],
+  );
+});
+
+test('parseEventFormat() reads __rel_loc fields and lines without signed:', () => {
+  const text = `name: x\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\n\tfield:__rel_loc u64[] v;\toffset:8;\tsize:4;\tsigned:0;\n`;
+  const [type, v] = parseEventFormat(text).fields;
+  assert.equal(type!.signed, false);
+  assert.deepEqual([v!.location, v!.type, v!.elementType], ['rel_loc', '__rel_loc u64[]', 'u64']);
+});
+
+test('parseEventFormat() rejects broken text with a clear message', () => {
+  rejects(() => parseEventFormat(''), /^Cannot parse event format: no "name:" line$/);
+  rejects(() => parseEventFormat('name: x\n'), /event format of "x": no "ID:" line/);
+  rejects(() => parseEventFormat('name: x\nID: 12a\n'), /ID "12a" is not a number/);
+  rejects(() => parseEventFormat('name: x\nID: 99999\n'), /ID "99999" is not a number up to 65535/);
+  rejects(() => parseEventFormat('name: x\nID: 1\nformat:\n'), /no "field:" lines/);
+  rejects(
+    () => parseEventFormat('name: x\nID: 1\n\tfield:int a;\toffset:zero;\tsize:4;\n'),
+    /\(line 3\): field line "field:int a;\toffset:zero;\tsize:4;" is not/,
+  );
+  rejects(
+    () => parseEventFormat('name: x\nID: 1\n\tfield:int a;\toffset:99999999999;\tsize:4;\n'),
+    /beyond any record/,
+  );
+  rejects(
+    () =>
+      parseEventFormat(
+        'name: x\nID: 1\n\tfield:int a;\toffset:0;\tsize:4;\n\tfield:int a;\toffset:4;\tsize:4;\n',
+      ),
+    /field "a" appears twice/,
+  );
+  rejects(
+    () => parseEventFormat('name: x\nID: 1\n\tfield:__data_loc char[] s;\toffset:0;\tsize:8;\n'),
+    /dynamic field "s" has size 8, not 4/,
+  );
+  rejects(
+    () => parseEventFormat('name: x\nID: 1\n\tfield:[];\toffset:0;\tsize:8;\n'),
+    /declaration "\[\]" has no type and name/,
+  );
+});
+
+test('parseHeaderPage() reads the offsets and sizes of the page header', () => {
+  const header = parseHeaderPage(HEADER_PAGE);
+  assert.deepEqual(header.timestamp, { offset: 0, sizeBytes: 8, signed: false });
+  assert.deepEqual(header.commit, { offset: 8, sizeBytes: 8, signed: true });
+  assert.deepEqual(header.overwrite, { offset: 8, sizeBytes: 1, signed: true });
+  assert.deepEqual(header.data, { offset: 16, sizeBytes: 4080, signed: false });
+});
+
+test('parseHeaderPage() reads a 32-bit kernel layout with a 4-byte commit', () => {
+  const text = HEADER_PAGE.replace('size:8;\tsigned:1', 'size:4;\tsigned:1').replace(
+    'offset:16;\tsize:4080',
+    'offset:12;\tsize:4084',
+  );
+  const header = parseHeaderPage(text);
+  assert.deepEqual([header.commit.sizeBytes, header.data.offset], [4, 12]);
+});
+
+test('parseHeaderPage() rejects a missing, mis-sized or overlapping field', () => {
+  rejects(
+    () => parseHeaderPage(''),
+    /^Cannot parse ring-buffer header_page: no "timestamp" field$/,
+  );
+  rejects(() => parseHeaderPage(HEADER_PAGE.replace(/.*data;.*\n/, '')), /no "data" field/);
+  rejects(
+    () => parseHeaderPage(HEADER_PAGE.replace('offset:0;\tsize:8', 'offset:0;\tsize:4')),
+    /timestamp is 4 bytes, not 8/,
+  );
+  rejects(
+    () => parseHeaderPage(HEADER_PAGE.replace('offset:8;\tsize:8', 'offset:8;\tsize:2')),
+    /commit is 2 bytes, not 4 or 8/,
+  );
+  rejects(() => parseHeaderPage(HEADER_PAGE.replace('offset:16;', 'offset:12;')), /overlap/);
+  rejects(
+    () => parseHeaderPage(HEADER_PAGE.replace('offset:8;\tsize:8', 'offset:4;\tsize:8')),
+    /overlap/,
+  );
+});
