@@ -1,3 +1,12 @@
+export { type DecodedEvent, decodeEvent, type FieldValue, recordType } from './decode-event.js';
+export {
+  type EventField,
+  type EventFormat,
+  type HeaderPage,
+  type HeaderPageField,
+  parseEventFormat,
+  parseHeaderPage,
+} from './event-format.js';
 export {
   EventNamer,
   groupOwnerPid,
@@ -8,6 +17,7 @@ export {
   sessionInstanceName,
   UPSCOPE_PREFIX,
 } from './names.js';
+export { type DecodedPage, decodePage, type PageRecord } from './page-decoder.js';
 export {
   type CleanOptions,
   type CleanResult,
