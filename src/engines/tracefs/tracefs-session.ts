@@ -29,6 +29,8 @@ export function sleepMs(ms: number): void {
  * (trace_clock, enable, set_event_pid: replace the value). Throws the raw fs error.
  */
 export function writeControl(path: string, text: string, mode: 'append' | 'replace'): void {
+  // Node's 'a' and 'w' add O_CREAT; tracefs refuses to create files (EACCES), so a missing
+  // control file still fails.
   const fd = openSync(path, mode === 'append' ? 'a' : 'w');
   try {
     const bytes = Buffer.from(text);
