@@ -1,0 +1,183 @@
+// The ring-buffer decoders against the running kernel. The test makes its own tracefs instance
+// and uprobe event group (both named upscope_test_<pid>; nothing else is touched), probes a C
+// program that calls a function with known values and counts its calls, reads every CPU's
+// trace_pipe_raw page by page, and checks each call is decoded once with the values passed.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import {
+  appendFileSync,
+  closeSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  rmdirSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { compileProgram } from '../../../test/helpers/compile.js';
+import { requireHost } from '../../../test/helpers/require-host.js';
+import { readelfFileOffset, tool } from '../../../test/helpers/tools.js';
+import { ensureTracefs, findTracefs } from '../../host/index.js';
+import { decodeEvent, recordType } from './decode-event.js';
+import { parseEventFormat, parseHeaderPage } from './event-format.js';
+import { decodePage } from './page-decoder.js';
+
+const NAME = `upscope_test_${process.pid}`;
+const EVENT = 'rb_record';
+const CALLS = 10_000;
+
+/** What rb-calls.c passes on call i (the program's comment gives the same rules). */
+function expected(i: number): { a: number; b: bigint; s: string } {
+  const a = i === 3 ? -2147483648 : (i & 1 ? -1 : 1) * i * 7919;
+  const b = 0xfedc_ba98_7654_3210n ^ BigInt(i);
+  const s = i % 50 === 0 ? '' : `call-${i}-${'abcdefghijklmnopqrstuvwxyz'.slice(0, i % 20)}`;
+  return { a: a === 0 ? 0 : a, b, s };
+}
+
+function ourUprobeLines(tracefs: string): string[] {
+  return readFileSync(join(tracefs, 'uprobe_events'), 'utf8')
+    .split('\n')
+    .filter((line) => line.includes(`${NAME}/`));
+}
+
+after(() => {
+  const tracefs = findTracefs();
+  if (tracefs === undefined) return;
+  const instance = join(tracefs, 'instances', NAME);
+  const enable = join(instance, 'events', NAME, EVENT, 'enable');
+  if (existsSync(enable)) writeFileSync(enable, '0');
+  if (existsSync(instance)) rmdirSync(instance);
+  if (ourUprobeLines(tracefs).length > 0) {
+    appendFileSync(join(tracefs, 'uprobe_events'), `-:${NAME}/${EVENT}\n`);
+  }
+  assert.deepEqual(ourUprobeLines(tracefs), [], 'no event of this test is left in uprobe_events');
+  assert.equal(existsSync(instance), false, 'the test instance is removed');
+});
+
+/** Every page of a CPU's trace_pipe_raw, read without blocking until the kernel has no more. */
+function readPages(path: string, pageSizeBytes: number): Uint8Array[] {
+  const pages: Uint8Array[] = [];
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    for (;;) {
+      const page = new Uint8Array(pageSizeBytes);
+      let got: number;
+      try {
+        got = readSync(fd, page, 0, pageSizeBytes, null);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EAGAIN') break;
+        throw err;
+      }
+      if (got === 0) break;
+      assert.equal(got, pageSizeBytes, `${path} gives whole pages`);
+      pages.push(page);
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return pages;
+}
+
+test('parseEventFormat() and parseHeaderPage() read every format file of this kernel', (t) => {
+  if (!requireHost(t, { root: true })) return;
+  const tracefs = ensureTracefs();
+  const header = parseHeaderPage(readFileSync(join(tracefs, 'events/header_page'), 'utf8'));
+  const subbufKb = join(tracefs, 'buffer_subbuf_size_kb');
+  if (existsSync(subbufKb)) {
+    const kb = Number(readFileSync(subbufKb, 'utf8').trim());
+    assert.equal(
+      header.data.offset + header.data.sizeBytes,
+      kb * 1024,
+      'header + data = sub-buffer',
+    );
+  }
+  let parsed = 0;
+  for (const system of readdirSync(join(tracefs, 'events'), { withFileTypes: true })) {
+    if (!system.isDirectory()) continue;
+    for (const event of readdirSync(join(tracefs, 'events', system.name), {
+      withFileTypes: true,
+    })) {
+      const path = join(tracefs, 'events', system.name, event.name, 'format');
+      if (!event.isDirectory() || !existsSync(path)) continue;
+      const format = parseEventFormat(readFileSync(path, 'utf8'));
+      assert.equal(format.name, event.name, path);
+      // ftrace's own events have no id file.
+      const idPath = join(tracefs, 'events', system.name, event.name, 'id');
+      if (existsSync(idPath)) {
+        assert.equal(format.id, Number(readFileSync(idPath, 'utf8')), `${path}: ID matches id`);
+      }
+      parsed++;
+    }
+  }
+  t.diagnostic(`parsed ${parsed} format files`);
+  assert.ok(parsed > 100, `${parsed} format files`);
+});
+
+test('decodePage() and decodeEvent() give back every call of a probed program with its values', (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
+  const tracefs = ensureTracefs();
+  const program = compileProgram('rb-calls');
+  const symbol = tool('nm', [program])
+    .split('\n')
+    .find((line) => line.endsWith(` T ${EVENT}`));
+  assert.ok(symbol, `nm lists ${EVENT}`);
+  const fileOffset = readelfFileOffset(program, BigInt(`0x${symbol.split(' ')[0]}`));
+
+  const instance = join(tracefs, 'instances', NAME);
+  mkdirSync(instance);
+  appendFileSync(
+    join(tracefs, 'uprobe_events'),
+    `p:${NAME}/${EVENT} ${program}:0x${fileOffset.toString(16)} a=%di:s32 b=%si:u64 s=+0(%dx):string\n`,
+  );
+  writeFileSync(join(instance, 'trace_clock'), 'mono');
+  writeFileSync(join(instance, 'buffer_size_kb'), '4096');
+  writeFileSync(join(instance, 'events', NAME, EVENT, 'enable'), '1');
+
+  const before = process.hrtime.bigint();
+  const run = spawnSync(program, [String(CALLS)], { encoding: 'utf8' });
+  const afterRun = process.hrtime.bigint();
+  writeFileSync(join(instance, 'events', NAME, EVENT, 'enable'), '0');
+  assert.equal(run.status, 0, run.stderr);
+  assert.equal(Number(run.stdout.trim()), CALLS, 'the program counts its own calls');
+
+  const format = parseEventFormat(
+    readFileSync(join(instance, 'events', NAME, EVENT, 'format'), 'utf8'),
+  );
+  const header = parseHeaderPage(readFileSync(join(tracefs, 'events/header_page'), 'utf8'));
+  const pageSizeBytes = header.data.offset + header.data.sizeBytes;
+
+  const seen: { timestampNs: bigint; a: unknown; b: unknown; s: unknown }[] = [];
+  let pageCount = 0;
+  const cpus = readdirSync(join(instance, 'per_cpu')).filter((name) => /^cpu\d+$/.test(name));
+  for (const cpu of cpus) {
+    let last = -1n;
+    for (const page of readPages(join(instance, 'per_cpu', cpu, 'trace_pipe_raw'), pageSizeBytes)) {
+      pageCount++;
+      const decoded = decodePage(page, header);
+      assert.equal(decoded.missedEvents, false, `${cpu}: no events lost`);
+      for (const record of decoded.records) {
+        assert.equal(recordType(record.data), format.id, 'only our event is in our instance');
+        assert.ok(record.timestampNs > last, `${cpu}: time stamps increase`);
+        last = record.timestampNs;
+        const event = decodeEvent(record.data, format);
+        assert.equal(event.pid, run.pid, 'common_pid is the program');
+        seen.push({ timestampNs: record.timestampNs, ...event.fields });
+      }
+    }
+  }
+  t.diagnostic(`${seen.length} records in ${pageCount} pages from ${cpus.length} CPUs`);
+  assert.equal(seen.length, CALLS, 'every call is seen exactly once');
+  seen.sort((x, y) => (x.timestampNs < y.timestampNs ? -1 : x.timestampNs > y.timestampNs ? 1 : 0));
+  for (const [i, record] of seen.entries()) {
+    const want = expected(i);
+    assert.deepEqual({ a: record.a, b: record.b, s: record.s }, want, `call ${i}`);
+  }
+  // trace_clock mono is the clock of process.hrtime.bigint().
+  assert.ok(seen[0]!.timestampNs > before, 'the first hit is after the program started');
+  assert.ok(seen.at(-1)!.timestampNs < afterRun, 'the last hit is before it ended');
+});

@@ -1,0 +1,33 @@
+/* Calls rb_record() N times (argv[1]) with values the ring-buffer test recomputes:
+ * a = +/- i * 7919 (INT_MIN at i == 3), b = 0xfedcba9876543210 ^ i,
+ * s = "" when i % 50 == 0, else "call-<i>-" and the first i % 20 letters of the alphabet.
+ * Prints how many calls it made. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static volatile int calls;
+
+__attribute__((noinline)) void rb_record(int a, unsigned long long b, const char *s) {
+  (void)a;
+  (void)b;
+  (void)s;
+  calls++;
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 100;
+  char text[64];
+  for (int i = 0; i < n; i++) {
+    int a = (i & 1) ? -(i * 7919) : i * 7919;
+    if (i == 3) a = INT_MIN;
+    unsigned long long b = 0xfedcba9876543210ULL ^ (unsigned long long)i;
+    if (i % 50 == 0)
+      text[0] = '\0';
+    else
+      snprintf(text, sizeof text, "call-%d-%.*s", i, i % 20, "abcdefghijklmnopqrstuvwxyz");
+    rb_record(a, b, text);
+  }
+  printf("%d\n", calls);
+  return 0;
+}
