@@ -27,6 +27,7 @@ export {
   printSpec,
 } from '../spec/index.js';
 export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/index.js';
+export { cleanStale } from './clean.js';
 export {
   type FunctionListing,
   type ListedFunction,

@@ -6,6 +6,7 @@ import {
   ProbeError,
   renderError,
 } from '../errors/index.js';
+import { registerClean } from './commands/clean.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
@@ -43,6 +44,7 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerList(program, io, result);
   registerResolve(program, io, result);
   registerDoctor(program, io, result);
+  registerClean(program, io, result);
   return program;
 }
 

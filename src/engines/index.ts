@@ -1,1 +1,1 @@
-export { type EventLineSite, eventName, kernelFetchArg, uprobeEventLine } from './tracefs/index.js';
+export * from './tracefs/index.js';
