@@ -1,10 +1,12 @@
 /* Calls rb_record() N times (argv[1]) with values the ring-buffer test recomputes:
  * a = +/- i * 7919 (INT_MIN at i == 3), b = 0xfedcba9876543210 ^ i,
  * s = "" when i % 50 == 0, else "call-<i>-" and the first i % 20 letters of the alphabet.
- * Prints how many calls it made. */
+ * With argv[2], sleeps 200 ms before call number argv[2], so that the kernel must write a
+ * time extend (a delta over 27 bits of ns). Prints how many calls it made. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static volatile int calls;
 
@@ -17,6 +19,7 @@ __attribute__((noinline)) void rb_record(int a, unsigned long long b, const char
 
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 100;
+  int pause_at = argc > 2 ? atoi(argv[2]) : -1;
   char text[64];
   for (int i = 0; i < n; i++) {
     int a = (i & 1) ? -(i * 7919) : i * 7919;
@@ -26,6 +29,7 @@ int main(int argc, char **argv) {
       text[0] = '\0';
     else
       snprintf(text, sizeof text, "call-%d-%.*s", i, i % 20, "abcdefghijklmnopqrstuvwxyz");
+    if (i == pause_at) usleep(200000);
     rb_record(a, b, text);
   }
   printf("%d\n", calls);

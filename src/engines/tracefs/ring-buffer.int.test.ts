@@ -18,7 +18,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { after, type TestContext, test } from 'node:test';
 import { compileProgram } from '../../../test/helpers/compile.js';
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { readelfFileOffset, tool } from '../../../test/helpers/tools.js';
@@ -118,66 +118,130 @@ test('parseEventFormat() and parseHeaderPage() read every format file of this ke
   assert.ok(parsed > 100, `${parsed} format files`);
 });
 
-test('decodePage() and decodeEvent() give back every call of a probed program with its values', (t) => {
-  if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
+interface Traced {
+  readonly run: ReturnType<typeof spawnSync>;
+  readonly before: bigint;
+  readonly after: bigint;
+  readonly calls: { timestampNs: bigint; a: unknown; b: unknown; s: unknown }[];
+  readonly pages: number;
+  readonly missedPages: number;
+  readonly storedLost: number;
+  /** Pages flagged after a loss but with no room for the count. */
+  readonly unstoredLost: number;
+  /** Events the kernel overwrote, summed over the CPUs' stats files. */
+  readonly overrun: number;
+}
+
+/**
+ * Probe rb-calls.c in this test's instance (made on first use) with a ring buffer of
+ * `bufferKb` per CPU, run it, and decode every page of every CPU.
+ */
+function trace(t: TestContext, bufferKb: number, args: readonly string[]): Traced {
   const tracefs = ensureTracefs();
-  const program = compileProgram('rb-calls');
-  const symbol = tool('nm', [program])
-    .split('\n')
-    .find((line) => line.endsWith(` T ${EVENT}`));
-  assert.ok(symbol, `nm lists ${EVENT}`);
-  const fileOffset = readelfFileOffset(program, BigInt(`0x${symbol.split(' ')[0]}`));
-
   const instance = join(tracefs, 'instances', NAME);
-  mkdirSync(instance);
-  appendFileSync(
-    join(tracefs, 'uprobe_events'),
-    `p:${NAME}/${EVENT} ${program}:0x${fileOffset.toString(16)} a=%di:s32 b=%si:u64 s=+0(%dx):string\n`,
-  );
-  writeFileSync(join(instance, 'trace_clock'), 'mono');
-  writeFileSync(join(instance, 'buffer_size_kb'), '4096');
-  writeFileSync(join(instance, 'events', NAME, EVENT, 'enable'), '1');
-
+  const enable = join(instance, 'events', NAME, EVENT, 'enable');
+  if (!existsSync(instance)) {
+    const program = compileProgram('rb-calls');
+    const symbol = tool('nm', [program])
+      .split('\n')
+      .find((line) => line.endsWith(` T ${EVENT}`));
+    assert.ok(symbol, `nm lists ${EVENT}`);
+    const fileOffset = readelfFileOffset(program, BigInt(`0x${symbol.split(' ')[0]}`));
+    mkdirSync(instance);
+    appendFileSync(
+      join(tracefs, 'uprobe_events'),
+      `p:${NAME}/${EVENT} ${program}:0x${fileOffset.toString(16)} a=%di:s32 b=%si:u64 s=+0(%dx):string\n`,
+    );
+    writeFileSync(join(instance, 'trace_clock'), 'mono');
+  }
+  writeFileSync(join(instance, 'buffer_size_kb'), String(bufferKb));
+  writeFileSync(join(instance, 'trace'), ''); // empties the buffer and its counters
+  writeFileSync(enable, '1');
   const before = process.hrtime.bigint();
-  const run = spawnSync(program, [String(CALLS)], { encoding: 'utf8' });
-  const afterRun = process.hrtime.bigint();
-  writeFileSync(join(instance, 'events', NAME, EVENT, 'enable'), '0');
-  assert.equal(run.status, 0, run.stderr);
-  assert.equal(Number(run.stdout.trim()), CALLS, 'the program counts its own calls');
+  const run = spawnSync(compileProgram('rb-calls'), args, { encoding: 'utf8' });
+  const after = process.hrtime.bigint();
+  writeFileSync(enable, '0');
+  assert.equal(run.status, 0, String(run.stderr));
+  assert.equal(Number(String(run.stdout).trim()), Number(args[0]), 'the program counts its calls');
 
   const format = parseEventFormat(
     readFileSync(join(instance, 'events', NAME, EVENT, 'format'), 'utf8'),
   );
   const header = parseHeaderPage(readFileSync(join(tracefs, 'events/header_page'), 'utf8'));
   const pageSizeBytes = header.data.offset + header.data.sizeBytes;
-
-  const seen: { timestampNs: bigint; a: unknown; b: unknown; s: unknown }[] = [];
-  let pageCount = 0;
+  const calls: Traced['calls'] = [];
+  let pages = 0;
+  let missedPages = 0;
+  let storedLost = 0;
+  let unstoredLost = 0;
+  let overrun = 0;
   const cpus = readdirSync(join(instance, 'per_cpu')).filter((name) => /^cpu\d+$/.test(name));
   for (const cpu of cpus) {
+    const stats = readFileSync(join(instance, 'per_cpu', cpu, 'stats'), 'utf8');
+    overrun += Number(/^overrun: (\d+)$/m.exec(stats)?.[1]);
     let last = -1n;
     for (const page of readPages(join(instance, 'per_cpu', cpu, 'trace_pipe_raw'), pageSizeBytes)) {
-      pageCount++;
+      pages++;
       const decoded = decodePage(page, header);
-      assert.equal(decoded.missedEvents, false, `${cpu}: no events lost`);
+      if (decoded.missedEvents) missedPages++;
+      storedLost += decoded.lostCount ?? 0;
+      if (decoded.missedEvents && decoded.lostCount === undefined) unstoredLost++;
       for (const record of decoded.records) {
         assert.equal(recordType(record.data), format.id, 'only our event is in our instance');
         assert.ok(record.timestampNs > last, `${cpu}: time stamps increase`);
         last = record.timestampNs;
         const event = decodeEvent(record.data, format);
         assert.equal(event.pid, run.pid, 'common_pid is the program');
-        seen.push({ timestampNs: record.timestampNs, ...event.fields });
+        const { a, b, s } = event.fields;
+        calls.push({ timestampNs: record.timestampNs, a, b, s });
       }
     }
   }
-  t.diagnostic(`${seen.length} records in ${pageCount} pages from ${cpus.length} CPUs`);
-  assert.equal(seen.length, CALLS, 'every call is seen exactly once');
-  seen.sort((x, y) => (x.timestampNs < y.timestampNs ? -1 : x.timestampNs > y.timestampNs ? 1 : 0));
-  for (const [i, record] of seen.entries()) {
-    const want = expected(i);
-    assert.deepEqual({ a: record.a, b: record.b, s: record.s }, want, `call ${i}`);
+  calls.sort((x, y) =>
+    x.timestampNs < y.timestampNs ? -1 : x.timestampNs > y.timestampNs ? 1 : 0,
+  );
+  t.diagnostic(
+    `${calls.length} records in ${pages} pages from ${cpus.length} CPUs; ${missedPages} pages after a loss, ${storedLost} lost counted in pages, ${overrun} overrun in stats`,
+  );
+  return { run, before, after, calls, pages, missedPages, storedLost, unstoredLost, overrun };
+}
+
+test('decodePage() and decodeEvent() give back every call of a probed program with its values', (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
+  const pauseAt = 5000;
+  const traced = trace(t, 4096, [String(CALLS), String(pauseAt)]);
+  assert.equal(traced.missedPages, 0, 'no events lost');
+  assert.equal(traced.overrun, 0);
+  assert.equal(traced.calls.length, CALLS, 'every call is seen exactly once');
+  for (const [i, call] of traced.calls.entries()) {
+    assert.deepEqual({ a: call.a, b: call.b, s: call.s }, expected(i), `call ${i}`);
   }
   // trace_clock mono is the clock of process.hrtime.bigint().
-  assert.ok(seen[0]!.timestampNs > before, 'the first hit is after the program started');
-  assert.ok(seen.at(-1)!.timestampNs < afterRun, 'the last hit is before it ended');
+  assert.ok(traced.calls[0]!.timestampNs > traced.before, 'the first hit is after the start');
+  assert.ok(traced.calls.at(-1)!.timestampNs < traced.after, 'the last hit is before the end');
+  // The 200 ms pause is over 27 bits of ns: the kernel wrote a time extend there.
+  const gap = traced.calls[pauseAt]!.timestampNs - traced.calls[pauseAt - 1]!.timestampNs;
+  assert.ok(gap >= 200_000_000n && gap < 1_000_000_000n, `the pause is seen as ${gap} ns`);
+});
+
+test('decodePage() flags the pages after events the kernel overwrote, as its counters do', (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
+  // A ring buffer of a few pages per CPU, overrun many times by the calls.
+  const traced = trace(t, 16, [String(CALLS)]);
+  assert.ok(traced.overrun > 0, 'the kernel counts overwritten events');
+  assert.ok(traced.missedPages > 0, 'a page says events were missed before it');
+  if (traced.unstoredLost === 0) {
+    assert.equal(traced.storedLost, traced.overrun, 'the lost counts in pages add up to it');
+  } else {
+    assert.ok(traced.storedLost <= traced.overrun, 'lost counts stored in pages are a part of it');
+  }
+  assert.equal(traced.calls.length + traced.overrun, CALLS, 'what was read plus what was lost');
+  // Each call read has its own values (b tells which call it was: b ^ i is a constant).
+  const indexes = new Set<number>();
+  for (const call of traced.calls) {
+    const i = Number((call.b as bigint) ^ 0xfedc_ba98_7654_3210n);
+    assert.ok(i >= 0 && i < CALLS && !indexes.has(i), `call ${i} is read once`);
+    indexes.add(i);
+    assert.deepEqual({ a: call.a, b: call.b, s: call.s }, expected(i), `call ${i}`);
+  }
 });
