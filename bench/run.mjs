@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 // `npm run bench`: timings of upscope next to the tools people use today, measured in the
 // same run on the same files, printed as ratios. Installs the peers it needs (binutils' nm).
+// Then the tracing part (bench/trace.mjs): probe cost per hit and event rate against perf and
+// bpftrace.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { runTraceBench } from './trace.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
 const RUNS = Number(process.env.BENCH_RUNS ?? 9);
@@ -76,3 +79,4 @@ for (const c of cases) {
 }
 const [nodeStart] = timeTogether([[process.execPath, ['-e', '0']]]);
 console.log(`(Node's own start-up on this machine: ${nodeStart.toFixed(1)} ms)`);
+runTraceBench();
