@@ -10,6 +10,7 @@ export {
   isProbeError,
   ProbeError,
 } from '../errors/index.js';
+export type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
 export { type DoctorReport, runDoctor } from '../host/index.js';
 export {
   type ProbePlan,
@@ -37,3 +38,4 @@ export {
   type ObjectListing,
 } from './list.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
+export { Attachment, type AttachOptions, type ConsumerOptions, Tracer } from './tracer.js';

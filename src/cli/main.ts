@@ -10,6 +10,7 @@ import { registerClean } from './commands/clean.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
+import { registerTrace } from './commands/trace.js';
 import { type Io, processIo } from './io.js';
 
 const VERSION = '0.1.0';
@@ -43,6 +44,7 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
     );
   registerList(program, io, result);
   registerResolve(program, io, result);
+  registerTrace(program, io, result);
   registerDoctor(program, io, result);
   registerClean(program, io, result);
   return program;

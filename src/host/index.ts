@@ -16,6 +16,7 @@ export {
   parseKernelRelease,
   TRACING_CAPABILITIES,
 } from './identity.js';
+export { type Exit, type LaunchedCommand, launchStopped, threadsOf } from './launch.js';
 export {
   ensureTracefs,
   findTracefs,

@@ -1,3 +1,4 @@
+export { BufferReader, type CpuRecord } from './buffer-reader.js';
 export { type DecodedEvent, decodeEvent, type FieldValue, recordType } from './decode-event.js';
 export {
   type EventField,
@@ -35,6 +36,7 @@ export {
   type TracefsSessionOptions,
   type TracefsSite,
 } from './tracefs-session.js';
+export { type StreamOptions, type StreamSite, TracefsStream } from './tracefs-stream.js';
 export {
   type EventLineSite,
   eventName,

@@ -1,0 +1,303 @@
+import { existsSync } from 'node:fs';
+import { cleanStaleGroups, type StreamSite, TracefsStream } from '../engines/index.js';
+import { ProbeError } from '../errors/index.js';
+import type { ProbeEvent, StreamStats } from '../events/index.js';
+import {
+  type Exit,
+  ensureTracefs,
+  type LaunchedCommand,
+  launchStopped,
+  threadsOf,
+} from '../host/index.js';
+import { type ProbeSite, planProbes } from '../plan/index.js';
+
+export interface AttachOptions {
+  /** Trace only this process (all its threads, and the threads and children it creates). */
+  readonly pid?: number | undefined;
+  /**
+   * Start this command (a shell command line) stopped, trace only it and what it starts, then
+   * let it run; the stream ends when it exits. Exclusive with `pid`.
+   */
+  readonly command?: string | undefined;
+  /** Ends the attachment when aborted. */
+  readonly signal?: AbortSignal | undefined;
+  /** Ring-buffer size per CPU (default 4096 KiB). */
+  readonly bufferSizeKb?: number | undefined;
+  /** How often the ring buffer is read (default 25 ms). */
+  readonly pollIntervalMs?: number | undefined;
+  /** Allow raw addresses no symbol covers. */
+  readonly unsafe?: boolean | undefined;
+}
+
+export interface ConsumerOptions {
+  /** Only events this returns true for reach the handler. */
+  readonly filter?: ((event: ProbeEvent) => boolean) | undefined;
+}
+
+type Handler = (event: ProbeEvent) => void;
+
+interface Consumer {
+  readonly probe: string;
+  readonly handler: Handler;
+  readonly filter: ((event: ProbeEvent) => boolean) | undefined;
+}
+
+/** Return instances kept per thread and function: deeper recursion than this is not paired. */
+const MAX_PENDING_CALLS = 1024;
+
+/**
+ * Traces probe specs. Today's engine is tracefs (kernel uprobes through uprobe_events and the
+ * ring buffer); it needs root or write access to tracefs.
+ *
+ * ```ts
+ * const tracer = new Tracer();
+ * await using attachment = await tracer.attach(['libc:malloc size=arg0:u64'], { pid: 1234 });
+ * for await (const event of attachment.events()) console.log(event.fields.size);
+ * ```
+ */
+export class Tracer {
+  /** Resolve the specs, define and enable their probes, and start streaming. */
+  async attach(
+    specs: string | readonly string[],
+    options: AttachOptions = {},
+  ): Promise<Attachment> {
+    if (options.pid !== undefined && options.command !== undefined) {
+      throw new ProbeError(
+        'ERR_USAGE',
+        'Cannot trace both a process and a command: give -p or -c, not both',
+      );
+    }
+    if (options.pid !== undefined && !existsSync(`/proc/${options.pid}`)) {
+      throw new ProbeError(
+        'ERR_PROCESS_NOT_FOUND',
+        `Cannot find process ${options.pid}: no such process`,
+        {
+          hints: ['List running processes with: ps -e'],
+        },
+      );
+    }
+    const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
+      pid: options.pid,
+      unsafe: options.unsafe,
+    });
+    const tracefs = ensureTracefs();
+    cleanStaleGroups(tracefs);
+    const launched =
+      options.command === undefined ? undefined : await launchStopped(options.command);
+    try {
+      const pids =
+        launched !== undefined
+          ? [launched.pid]
+          : options.pid !== undefined
+            ? threadsOf(options.pid)
+            : undefined;
+      const { streamSites, hidden } = streamSitesFor(sites);
+      const stream = TracefsStream.open(streamSites, {
+        tracefs,
+        pids,
+        followForks: true,
+        bufferSizeKb: options.bufferSizeKb ?? 4096,
+        startAtExecOf: launched?.pid,
+      });
+      const attachment = new Attachment(stream, sites, hidden, options, launched);
+      launched?.resume();
+      return attachment;
+    } catch (err) {
+      launched?.kill();
+      throw err;
+    }
+  }
+}
+
+/** Sites to stream: the user's, plus a hidden entry for each return probe, to time calls. */
+function streamSitesFor(sites: readonly ProbeSite[]): {
+  streamSites: StreamSite[];
+  hidden: Set<string>;
+} {
+  const key = (site: ProbeSite) => `${site.target.path}:${site.fileOffset}`;
+  const entries = new Set(sites.filter((s) => s.kind === 'entry').map(key));
+  const streamSites: StreamSite[] = sites.map((site) => ({ ...site, probe: probeName(site) }));
+  const hidden = new Set<string>();
+  for (const site of sites) {
+    if (site.kind !== 'return' || entries.has(key(site))) continue;
+    entries.add(key(site));
+    const probe = `${probeName(site)} (entry)`;
+    hidden.add(probe);
+    streamSites.push({ ...site, kind: 'entry', fetches: [], probe });
+  }
+  return { streamSites, hidden };
+}
+
+function probeName(site: ProbeSite): string {
+  if (site.symbol === undefined) return `0x${site.vaddr.toString(16)}`;
+  const name = site.symbol.replace(/@.*$/, '');
+  return site.symbolOffset === 0n ? name : `${name}+0x${site.symbolOffset.toString(16)}`;
+}
+
+/**
+ * Live probes. Events go to consumers registered with on() as they are read, and to one
+ * events() iterator. The attachment ends (and removes everything it defined) on close(), on
+ * the abort signal, or when the traced command or process exits.
+ */
+export class Attachment {
+  readonly sites: readonly ProbeSite[];
+  /** The traced command's pid, with `-c`. */
+  readonly commandPid: number | undefined;
+  /** Resolves when the attachment has ended and everything is removed. */
+  readonly ended: Promise<void>;
+  readonly #stream: TracefsStream;
+  readonly #hidden: Set<string>;
+  readonly #consumers: Consumer[] = [];
+  readonly #pending = new Map<string, bigint[]>();
+  readonly #launched: LaunchedCommand | undefined;
+  readonly #watchedPid: number | undefined;
+  readonly #timer: NodeJS.Timeout;
+  #queue: ProbeEvent[] = [];
+  #wake: (() => void) | undefined;
+  #closed = false;
+  #finalStats: StreamStats | undefined;
+  #exit: Exit | undefined;
+  #resolveEnded!: () => void;
+
+  constructor(
+    stream: TracefsStream,
+    sites: readonly ProbeSite[],
+    hidden: Set<string>,
+    options: AttachOptions,
+    launched: LaunchedCommand | undefined,
+  ) {
+    this.#stream = stream;
+    this.sites = sites;
+    this.#hidden = hidden;
+    this.#launched = launched;
+    this.commandPid = launched?.pid;
+    this.#watchedPid = options.pid;
+    this.ended = new Promise((resolve) => {
+      this.#resolveEnded = resolve;
+    });
+    this.#timer = setInterval(() => this.#tick(), options.pollIntervalMs ?? 25);
+    options.signal?.addEventListener('abort', () => void this.close(), { once: true });
+    launched?.exited.then((exit) => {
+      this.#exit = exit;
+      void this.close();
+    });
+  }
+
+  /** How the traced command ended (with `-c`), once it has. */
+  get exit(): Exit | undefined {
+    return this.#exit;
+  }
+
+  /** Call `handler` for each event of `probe` ('*' for all) that passes `filter`. */
+  on(probe: string, handler: Handler, options: ConsumerOptions = {}): () => void {
+    const consumer: Consumer = { probe, handler, filter: options.filter };
+    this.#consumers.push(consumer);
+    return () => {
+      const at = this.#consumers.indexOf(consumer);
+      if (at >= 0) this.#consumers.splice(at, 1);
+    };
+  }
+
+  /** Every event, in the order read, until the attachment ends. */
+  async *events(): AsyncGenerator<ProbeEvent, void, undefined> {
+    for (;;) {
+      if (this.#queue.length > 0) {
+        const batch = this.#queue;
+        this.#queue = [];
+        yield* batch;
+        continue;
+      }
+      if (this.#closed) return;
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+      });
+    }
+  }
+
+  /** Delivered, lost and missed, in all and per probe (hidden timing probes left out). */
+  stats(): StreamStats {
+    const stats = this.#finalStats ?? this.#stream.stats();
+    const hidden = stats.perProbe.filter((p) => this.#hidden.has(p.probe));
+    return {
+      ...stats,
+      delivered: stats.delivered - hidden.reduce((sum, p) => sum + p.delivered, 0),
+      perProbe: stats.perProbe.filter((p) => !this.#hidden.has(p.probe)),
+    };
+  }
+
+  /** Stop, deliver what is still buffered, and remove every probe and the instance. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return this.ended;
+    this.#closed = true;
+    clearInterval(this.#timer);
+    try {
+      this.#stream.stop();
+      this.#drain();
+      this.#finalStats = this.#stream.stats();
+    } finally {
+      this.#stream.close();
+      this.#launched?.kill();
+      this.#wake?.();
+      this.#resolveEnded();
+    }
+    return this.ended;
+  }
+
+  /** The same, synchronously, for exit handlers: nothing more is delivered. */
+  closeSync(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#timer);
+    this.#stream.close();
+    this.#launched?.kill();
+    this.#wake?.();
+    this.#resolveEnded();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  #tick(): void {
+    try {
+      this.#drain();
+      if (this.#watchedPid !== undefined && !existsSync(`/proc/${this.#watchedPid}`))
+        void this.close();
+    } catch (err) {
+      // A reader failing mid-trace ends the trace; the error reaches events() consumers as the end.
+      void this.close();
+      throw err;
+    }
+  }
+
+  #drain(): void {
+    this.#stream.poll((event) => {
+      const timed = this.#time(event);
+      if (timed === undefined) return;
+      for (const consumer of this.#consumers) {
+        if (consumer.probe !== '*' && consumer.probe !== timed.probe) continue;
+        if (consumer.filter !== undefined && !consumer.filter(timed)) continue;
+        consumer.handler(timed);
+      }
+      this.#queue.push(timed);
+    });
+    if (this.#queue.length > 0) this.#wake?.();
+  }
+
+  /** Pair returns with the entry of the same function on the same thread; hide timing probes. */
+  #time(event: ProbeEvent): ProbeEvent | undefined {
+    const base = event.probe.replace(/ \(entry\)$/, '');
+    const key = `${event.tid}:${base}`;
+    if (event.kind === 'entry') {
+      let stack = this.#pending.get(key);
+      if (stack === undefined) this.#pending.set(key, (stack = []));
+      if (stack.length < MAX_PENDING_CALLS) stack.push(event.timestampNs);
+      return this.#hidden.has(event.probe) ? undefined : event;
+    }
+    if (event.kind === 'return') {
+      const entry = this.#pending.get(key)?.pop();
+      return entry === undefined ? event : { ...event, latencyNs: event.timestampNs - entry };
+    }
+    return event;
+  }
+}

@@ -1,0 +1,194 @@
+import { constants } from 'node:os';
+import type { Command } from '@commander-js/extra-typings';
+import {
+  type Attachment,
+  type FieldValue,
+  type ProbeEvent,
+  type ProbeSite,
+  Tracer,
+} from '../../api/index.js';
+import { ProbeError } from '../../errors/index.js';
+import type { Io } from '../io.js';
+import type { CommandResult } from '../main.js';
+import { parsePid } from '../options.js';
+
+function positive(what: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n <= 0) {
+      throw new ProbeError('ERR_USAGE', `Cannot use ${what} "${value}": give a positive number`);
+    }
+    return n;
+  };
+}
+
+export function registerTrace(program: Command, io: Io, result: CommandResult): void {
+  program
+    .command('trace')
+    .summary('print every hit of the probes, with fetched values, return values and latencies')
+    .description(
+      'Trace each SPEC with kernel uprobes (tracefs engine; needs root) and print one line per ' +
+        'event: time, command, pid/tid, probe and fetched fields. Return probes show the return ' +
+        'value and the time since the matching call. With -p, only that process (all its ' +
+        'threads and children) is traced; with -c, the command is started, traced from its first ' +
+        'instruction, and its exit ends the trace and sets the exit status. Ctrl-C ends the ' +
+        'trace; a summary of events delivered, lost and missed goes to stderr.',
+    )
+    .argument('<spec...>', "probe specs, e.g. 'libc:malloc size=arg0:u64' 'r:./app:parse_request'")
+    .option('-p, --pid <pid>', 'trace only this process', parsePid)
+    .option('-c, --command <command>', "start this command and trace only it, e.g. -c './app 5'")
+    .option('--json', 'print JSON lines instead of text')
+    .option('--duration <seconds>', 'end the trace after this many seconds', positive('--duration'))
+    .option('--max-events <n>', 'end the trace after this many events', positive('--max-events'))
+    .option('--unsafe', 'allow raw addresses no symbol covers')
+    .action(async (specs, options) => {
+      const attachment = await new Tracer().attach(specs, {
+        pid: options.pid,
+        command: options.command,
+        unsafe: options.unsafe,
+      });
+      const endedBy = installLifecycle(attachment);
+      const types = fieldTypes(attachment.sites);
+      const probes = attachment.sites.length;
+      io.err(`Tracing ${probes} probe${probes === 1 ? '' : 's'} (tracefs). Ctrl-C to end.\n`);
+      const timer =
+        options.duration === undefined
+          ? undefined
+          : setTimeout(() => void attachment.close(), options.duration * 1000);
+      const start = process.hrtime.bigint();
+      let count = 0;
+      const lines: string[] = [];
+      const flush = () => {
+        if (lines.length > 0) io.out(`${lines.join('\n')}\n`);
+        lines.length = 0;
+      };
+      for await (const event of attachment.events()) {
+        lines.push(
+          options.json === true ? eventJson(event, types) : eventText(event, start, types),
+        );
+        if (lines.length >= 1024) flush();
+        if (options.maxEvents !== undefined && ++count >= options.maxEvents) {
+          await attachment.close();
+          break;
+        }
+      }
+      flush();
+      clearTimeout(timer);
+      await attachment.close();
+      const stats = attachment.stats();
+      io.err(
+        `upscope: ${stats.delivered} events delivered, ${stats.lost} lost, ${stats.missed ?? 0} missed\n`,
+      );
+      const exit = attachment.exit;
+      if (exit !== undefined) {
+        result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);
+      } else if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
+        result.status = 128 + constants.signals[endedBy.signal];
+      }
+    });
+}
+
+/**
+ * End the trace cleanly on Ctrl-C, SIGTERM and SIGHUP (a second signal forces it), and remove
+ * every probe on any exit, including an uncaught error.
+ */
+function installLifecycle(attachment: Attachment): { signal: NodeJS.Signals | undefined } {
+  const state: { signal: NodeJS.Signals | undefined } = { signal: undefined };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (state.signal !== undefined) {
+      attachment.closeSync();
+      process.exit(128 + constants.signals[signal]);
+    }
+    state.signal = signal;
+    void attachment.close();
+  };
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const signal of signals) process.on(signal, onSignal);
+  const onExit = () => attachment.closeSync();
+  process.on('exit', onExit);
+  const onUncaught = (err: unknown) => {
+    attachment.closeSync();
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`error[ERR_INTERNAL]: Trace failed: ${message}\n`);
+    process.exit(70);
+  };
+  process.on('uncaughtException', onUncaught);
+  void attachment.ended.then(() => {
+    for (const signal of signals) process.off(signal, onSignal);
+    process.off('exit', onExit);
+    process.off('uncaughtException', onUncaught);
+  });
+  return state;
+}
+
+type Types = Map<string, Map<string, string | undefined>>;
+
+/** The type each probe's fields were fetched as, to print hex where the user asked for it. */
+function fieldTypes(sites: readonly ProbeSite[]): Types {
+  const types: Types = new Map();
+  for (const site of sites) {
+    const name =
+      site.symbol === undefined
+        ? `0x${site.vaddr.toString(16)}`
+        : `${site.symbol.replace(/@.*$/, '')}${site.symbolOffset === 0n ? '' : `+0x${site.symbolOffset.toString(16)}`}`;
+    types.set(name, new Map(site.fetches.map((f) => [f.name, f.type])));
+  }
+  return types;
+}
+
+function formatValue(value: FieldValue, type: string | undefined): string {
+  if (value === null) return '(fault)';
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (value instanceof Uint8Array) return Buffer.from(value).toString('hex');
+  const hex = type !== undefined && (type.startsWith('x') || type === 'ptr');
+  if (hex) {
+    const n = BigInt(value);
+    return `0x${(n < 0n ? n + (1n << 64n) : n).toString(16)}`;
+  }
+  return String(value);
+}
+
+function eventText(event: ProbeEvent, start: bigint, types: Types): string {
+  const seconds = Number(event.timestampNs - start) / 1e9;
+  const own = types.get(event.probe);
+  const fields = Object.entries(event.fields).map(
+    ([name, value]) => `${name}=${formatValue(value, own?.get(name))}`,
+  );
+  const probe = event.kind === 'return' ? `r:${event.probe}` : event.probe;
+  const latency = event.latencyNs === undefined ? '' : ` (${formatDuration(event.latencyNs)})`;
+  return `${seconds.toFixed(6)} ${event.comm} ${event.pid}/${event.tid} ${probe}${fields.length > 0 ? ` ${fields.join(' ')}` : ''}${latency}`;
+}
+
+function formatDuration(ns: bigint): string {
+  const n = Number(ns);
+  if (n < 1e3) return `${n} ns`;
+  if (n < 1e6) return `${(n / 1e3).toFixed(3)} us`;
+  if (n < 1e9) return `${(n / 1e6).toFixed(3)} ms`;
+  return `${(n / 1e9).toFixed(3)} s`;
+}
+
+function eventJson(event: ProbeEvent, types: Types): string {
+  const own = types.get(event.probe);
+  const fields: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(event.fields)) {
+    const type = own?.get(name);
+    fields[name] =
+      typeof value === 'bigint' ||
+      (typeof value === 'number' && type !== undefined && (type.startsWith('x') || type === 'ptr'))
+        ? formatValue(value, type).replace(/^"|"$/g, '')
+        : value instanceof Uint8Array
+          ? formatValue(value, type)
+          : value;
+  }
+  return JSON.stringify({
+    timeNs: String(event.timestampNs),
+    probe: event.probe,
+    kind: event.kind,
+    pid: event.pid,
+    tid: event.tid,
+    cpu: event.cpu,
+    comm: event.comm,
+    fields,
+    ...(event.latencyNs === undefined ? {} : { latencyNs: String(event.latencyNs) }),
+  });
+}

@@ -1,0 +1,116 @@
+import {
+  closeSync,
+  constants,
+  existsSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { ProbeError } from '../../errors/index.js';
+import { type HeaderPage, parseHeaderPage } from './event-format.js';
+import { decodePage, type PageRecord } from './page-decoder.js';
+
+/** A record of one CPU's buffer. */
+export interface CpuRecord extends PageRecord {
+  readonly cpu: number;
+}
+
+/**
+ * Reads an instance's ring buffer: every CPU's `trace_pipe_raw`, opened without blocking, page
+ * by page, decoding the binary pages (never the text of trace_pipe). A read takes whatever the
+ * kernel has, full pages or not, and stops at EAGAIN: call drain() on a timer, and once more
+ * after the probes are disabled.
+ */
+export class BufferReader {
+  readonly #fds: { cpu: number; fd: number }[] = [];
+  readonly #header: HeaderPage;
+  readonly #page: Uint8Array;
+  #lost = 0;
+  #lostPages = 0;
+
+  constructor(tracefs: string, instanceDir: string) {
+    this.#header = parseHeaderPage(readFileSync(join(tracefs, 'events/header_page'), 'utf8'));
+    const subbuf = join(instanceDir, 'buffer_subbuf_size_kb');
+    const pageBytes = existsSync(subbuf)
+      ? Number(readFileSync(subbuf, 'utf8').trim()) * 1024
+      : this.#header.data.offset + this.#header.data.sizeBytes;
+    this.#page = new Uint8Array(
+      Math.max(pageBytes, this.#header.data.offset + this.#header.data.sizeBytes),
+    );
+    const cpus = readdirSync(join(instanceDir, 'per_cpu'))
+      .map((name) => /^cpu(\d+)$/.exec(name)?.[1])
+      .filter((n): n is string => n !== undefined)
+      .map(Number)
+      .sort((a, b) => a - b);
+    try {
+      for (const cpu of cpus) {
+        const path = join(instanceDir, 'per_cpu', `cpu${cpu}`, 'trace_pipe_raw');
+        this.#fds.push({ cpu, fd: openSync(path, constants.O_RDONLY | constants.O_NONBLOCK) });
+      }
+    } catch (cause) {
+      this.close();
+      throw new ProbeError(
+        'ERR_TRACEFS_WRITE',
+        `Cannot open the ring buffer of ${instanceDir}: ${(cause as Error).message}`,
+        { cause },
+      );
+    }
+  }
+
+  /** Events the kernel reported dropped, from the pages' missed-events counts. */
+  get lost(): number {
+    return this.#lost;
+  }
+
+  /** Pages that said events were dropped before them without saying how many. */
+  get pagesWithUncountedLoss(): number {
+    return this.#lostPages;
+  }
+
+  /**
+   * Read everything the kernel has now and hand each record to `onRecord`, in page order per
+   * CPU. Records are views into a reused page: copy what must outlive the call.
+   */
+  drain(onRecord: (record: CpuRecord) => void): number {
+    let count = 0;
+    for (const { cpu, fd } of this.#fds) {
+      for (;;) {
+        let got: number;
+        try {
+          got = readSync(fd, this.#page, 0, this.#page.length, null);
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code === 'EAGAIN' || code === 'EWOULDBLOCK') break;
+          throw new ProbeError(
+            'ERR_TRACEFS_WRITE',
+            `Cannot read the ring buffer of CPU ${cpu}: ${(err as Error).message}`,
+            { cause: err },
+          );
+        }
+        if (got <= 0) break;
+        const page = decodePage(this.#page.subarray(0, got), this.#header);
+        if (page.missedEvents) {
+          if (page.lostCount === undefined) this.#lostPages++;
+          else this.#lost += page.lostCount;
+        }
+        for (const record of page.records) {
+          onRecord({ cpu, timestampNs: record.timestampNs, data: record.data });
+          count++;
+        }
+      }
+    }
+    return count;
+  }
+
+  close(): void {
+    for (const { fd } of this.#fds.splice(0)) {
+      try {
+        closeSync(fd);
+      } catch {
+        // Already closed: nothing to release.
+      }
+    }
+  }
+}

@@ -1,0 +1,1 @@
+export type { FieldValue, ProbeEvent, StreamStats } from './probe-event.js';

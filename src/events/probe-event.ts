@@ -1,0 +1,36 @@
+/** A value fetched when a probe fired: integers by width (bigint for 64-bit), strings. */
+export type FieldValue = number | bigint | string | Uint8Array | null;
+
+/** One hit of a probe, as every engine delivers it. */
+export interface ProbeEvent {
+  /** The probe's name: the function and offset (`parse_request`, `main+0x1a`), or an address. */
+  readonly probe: string;
+  /** The spec the probe came from. */
+  readonly spec: string;
+  readonly kind: 'entry' | 'return' | 'instruction' | 'usdt';
+  /** Process (thread group) and thread ids. */
+  readonly pid: number;
+  readonly tid: number;
+  readonly cpu: number;
+  /** CLOCK_MONOTONIC, in nanoseconds: comparable with process.hrtime.bigint(). */
+  readonly timestampNs: bigint;
+  readonly comm: string;
+  /** The fetched values, by the names the spec gave them. */
+  readonly fields: Readonly<Record<string, FieldValue>>;
+  /** For a return: the time since the matching entry of the same thread, when it was seen. */
+  readonly latencyNs?: bigint | undefined;
+}
+
+/** What a stream delivered and what it lost, per probe and in all. */
+export interface StreamStats {
+  readonly delivered: number;
+  /** Events the kernel dropped (ring buffer full) before upscope could read them. */
+  readonly lost: number;
+  /** Probe hits the kernel could not record at all (uprobe_profile misses), when it says. */
+  readonly missed: number | undefined;
+  readonly perProbe: readonly {
+    readonly probe: string;
+    readonly delivered: number;
+    readonly hits: number | undefined;
+  }[];
+}

@@ -1,0 +1,131 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { accessSync, constants, readdirSync, readFileSync, statSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { ProbeError, quote } from '../errors/index.js';
+
+export interface Exit {
+  /** The exit status, or undefined when a signal ended the process. */
+  readonly code: number | undefined;
+  readonly signal: NodeJS.Signals | undefined;
+}
+
+/** A command started stopped: its pid exists, none of its code has run yet. */
+export interface LaunchedCommand {
+  readonly pid: number;
+  /** Let it run (it execs the command, keeping its pid). */
+  resume(): void;
+  readonly exited: Promise<Exit>;
+  kill(signal?: NodeJS.Signals): void;
+}
+
+const STOP_TIMEOUT_MS = 5000;
+
+/**
+ * Start `command` (a shell command line, as with `sh -c`) so that it stops itself before it
+ * execs: the caller can set up tracing for its pid, which the exec keeps, then resume() it.
+ * The program is looked up first, so a missing one is an error before anything else is done.
+ */
+export async function launchStopped(command: string): Promise<LaunchedCommand> {
+  const program = firstWord(command);
+  if (program === undefined) {
+    throw new ProbeError('ERR_USAGE', 'Cannot run the command: it is empty', {
+      hints: ["Give the program and its arguments, e.g. -c './app 5'"],
+    });
+  }
+  if (program !== null) checkProgram(program);
+  const child = spawn('/bin/sh', ['-c', `kill -STOP $$ && exec ${command}`], { stdio: 'inherit' });
+  const exited = new Promise<Exit>((resolve) => {
+    child.once('exit', (code, signal) =>
+      resolve({ code: code ?? undefined, signal: signal ?? undefined }),
+    );
+  });
+  const pid = child.pid;
+  if (pid === undefined) {
+    throw new ProbeError(
+      'ERR_TARGET_NOT_FOUND',
+      `Cannot run ${quote(command)}: /bin/sh could not be started`,
+    );
+  }
+  await waitStopped(child, pid, exited);
+  return {
+    pid,
+    resume: () => {
+      process.kill(pid, 'SIGCONT');
+    },
+    exited,
+    kill: (signal = 'SIGKILL') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    },
+  };
+}
+
+/** The program of a simple command line; null when the shell must decide (quotes, $, ...). */
+function firstWord(command: string): string | null | undefined {
+  const word = command.trim().split(/\s+/)[0];
+  if (word === undefined || word === '') return undefined;
+  return /^[A-Za-z0-9_./+,:@%-]+$/.test(word) && !word.includes('=') ? word : null;
+}
+
+function checkProgram(program: string): void {
+  const candidates = program.includes('/')
+    ? [program]
+    : (process.env['PATH'] ?? '/usr/bin:/bin')
+        .split(delimiter)
+        .map((dir) => join(dir || '.', program));
+  for (const path of candidates) {
+    try {
+      if (statSync(path).isFile()) {
+        accessSync(path, constants.X_OK);
+        return;
+      }
+    } catch {
+      // Not here, or not executable: try the next directory.
+    }
+  }
+  throw new ProbeError(
+    'ERR_TARGET_NOT_FOUND',
+    `Cannot run ${quote(program)}: ${program.includes('/') ? 'no such executable file' : 'not found on PATH'}`,
+    { hints: ['Check the command given with -c; write ./prog for a program in this directory'] },
+  );
+}
+
+/** Wait until the shell has stopped itself (state T in /proc/PID/stat). */
+async function waitStopped(child: ChildProcess, pid: number, exited: Promise<Exit>): Promise<void> {
+  let done = false;
+  void exited.then(() => {
+    done = true;
+  });
+  const deadline = Date.now() + STOP_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (done) {
+      throw new ProbeError(
+        'ERR_TARGET_NOT_FOUND',
+        `Cannot start the command: it exited before it could be traced`,
+      );
+    }
+    let state: string | undefined;
+    try {
+      state = /\) (\S)/.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1];
+    } catch {
+      state = undefined;
+    }
+    if (state === 'T') return;
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  child.kill('SIGKILL');
+  throw new ProbeError(
+    'ERR_INTERNAL',
+    `Cannot start the command: it did not stop within ${STOP_TIMEOUT_MS} ms`,
+  );
+}
+
+/** Every thread of a process (its /proc/PID/task entries). */
+export function threadsOf(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).map(Number).filter(Number.isInteger);
+  } catch {
+    throw new ProbeError('ERR_PROCESS_NOT_FOUND', `Cannot find process ${pid}: no such process`, {
+      hints: ['List running processes with: ps -e'],
+    });
+  }
+}
