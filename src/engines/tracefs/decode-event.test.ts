@@ -99,6 +99,21 @@ test('decodeEvent() reads integers of each width and sign, and __data_loc string
   assert.equal(recordType(new Uint8Array(1)), -1);
 });
 
+test('decodeEvent() reads records that are views at any offset of different buffers', () => {
+  const one = uprobeRecord(encoder.encode('one\0'));
+  const two = uprobeRecord(encoder.encode('two\0'));
+  const page = new Uint8Array(200);
+  page.set(one, 4);
+  page.set(two, 4 + one.length);
+  const first = page.subarray(4, 4 + one.length);
+  const second = page.subarray(4 + one.length, 4 + one.length + two.length);
+  assert.equal(decodeEvent(second, UPROBE).fields['s'], 'two');
+  assert.equal(decodeEvent(one, UPROBE).fields['s'], 'one');
+  assert.equal(decodeEvent(first, UPROBE).fields['s'], 'one');
+  assert.equal(decodeEvent(first, UPROBE).fields['a'], -1000);
+  assert.equal(decodeEvent(two, UPROBE).fields['b'], 0xfedc_ba98_7654_3210n);
+});
+
 test('decodeEvent() reads UTF-8, empty and faulted strings', () => {
   const utf8 = decodeEvent(uprobeRecord(encoder.encode('héllo → wörld\0')), UPROBE);
   assert.equal(utf8.fields['s'], 'héllo → wörld');

@@ -18,7 +18,8 @@ export interface DecodedEvent {
   readonly fields: Record<string, FieldValue>;
 }
 
-type Reader = (view: DataView, data: Uint8Array) => FieldValue;
+/** Reads one field; `view` spans the record's whole buffer and `base` is the record's start. */
+type Reader = (view: DataView, base: number, data: Uint8Array) => FieldValue;
 
 interface CompiledFormat {
   readonly names: readonly string[];
@@ -33,6 +34,8 @@ interface CompiledFormat {
 
 const compiled = new WeakMap<EventFormat, CompiledFormat>();
 const utf8 = new TextDecoder('utf-8');
+let viewBuffer: ArrayBufferLike | undefined;
+let bufferView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
 
 /** Text of bytes up to the first NUL: short ASCII built directly (fastest), else UTF-8. */
 function text(bytes: Uint8Array): string {
@@ -57,13 +60,19 @@ function isChar(type: string): boolean {
 function integerReader(offset: number, sizeBytes: number, signed: boolean): Reader | undefined {
   switch (sizeBytes) {
     case 1:
-      return signed ? (v) => v.getInt8(offset) : (v) => v.getUint8(offset);
+      return signed ? (v, b) => v.getInt8(b + offset) : (v, b) => v.getUint8(b + offset);
     case 2:
-      return signed ? (v) => v.getInt16(offset, true) : (v) => v.getUint16(offset, true);
+      return signed
+        ? (v, b) => v.getInt16(b + offset, true)
+        : (v, b) => v.getUint16(b + offset, true);
     case 4:
-      return signed ? (v) => v.getInt32(offset, true) : (v) => v.getUint32(offset, true);
+      return signed
+        ? (v, b) => v.getInt32(b + offset, true)
+        : (v, b) => v.getUint32(b + offset, true);
     case 8:
-      return signed ? (v) => v.getBigInt64(offset, true) : (v) => v.getBigUint64(offset, true);
+      return signed
+        ? (v, b) => v.getBigInt64(b + offset, true)
+        : (v, b) => v.getBigUint64(b + offset, true);
     default:
       return undefined;
   }
@@ -73,8 +82,8 @@ function dynamicReader(field: EventField, eventName: string): Reader {
   const { offset, name } = field;
   const relativeTo = field.location === 'rel_loc' ? offset + 4 : 0;
   const asText = isChar(field.elementType);
-  return (view, data) => {
-    const loc = view.getUint32(offset, true);
+  return (view, base, data) => {
+    const loc = view.getUint32(base + offset, true);
     const start = relativeTo + (loc & 0xffff);
     const length = loc >>> 16;
     if (start + length > data.length) {
@@ -95,16 +104,16 @@ function fieldReader(field: EventField, eventName: string): Reader {
   if (field.arrayLength !== undefined || field.type.endsWith(']')) {
     if (sizeBytes === 0) {
       // A flexible array (`char buf[]`): the rest of the record.
-      if (isChar(field.elementType)) return (_v, data) => text(data.subarray(offset));
-      return (_v, data) => data.slice(offset);
+      if (isChar(field.elementType)) return (_v, _b, data) => text(data.subarray(offset));
+      return (_v, _b, data) => data.slice(offset);
     }
     if (isChar(field.elementType))
-      return (_v, data) => text(data.subarray(offset, offset + sizeBytes));
-    return (_v, data) => data.slice(offset, offset + sizeBytes);
+      return (_v, _b, data) => text(data.subarray(offset, offset + sizeBytes));
+    return (_v, _b, data) => data.slice(offset, offset + sizeBytes);
   }
   return (
     integerReader(offset, sizeBytes, field.signed) ??
-    ((_v, data) => data.slice(offset, offset + sizeBytes))
+    ((_v, _b, data) => data.slice(offset, offset + sizeBytes))
   );
 }
 
@@ -151,8 +160,14 @@ export function decodeEvent(data: Uint8Array, format: EventFormat): DecodedEvent
       `Cannot decode event ${quote(format.name)}: the record is ${data.length} bytes, its format needs ${plan.minSizeBytes}`,
     );
   }
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  const type = view.getUint16(plan.typeOffset, true);
+  // One DataView per buffer, not per record: records are views into the same page.
+  if (data.buffer !== viewBuffer) {
+    viewBuffer = data.buffer;
+    bufferView = new DataView(data.buffer);
+  }
+  const view = bufferView;
+  const base = data.byteOffset;
+  const type = view.getUint16(base + plan.typeOffset, true);
   if (type !== format.id) {
     throw new ProbeError(
       'ERR_TRACEFS_FORMAT',
@@ -162,8 +177,8 @@ export function decodeEvent(data: Uint8Array, format: EventFormat): DecodedEvent
   }
   const fields: Record<string, FieldValue> = { ...plan.template };
   const { names, readers } = plan;
-  for (let i = 0; i < names.length; i++) fields[names[i]!] = readers[i]!(view, data);
-  return { type, pid: view.getInt32(plan.pidOffset, true), fields };
+  for (let i = 0; i < names.length; i++) fields[names[i]!] = readers[i]!(view, base, data);
+  return { type, pid: view.getInt32(base + plan.pidOffset, true), fields };
 }
 
 /**
