@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ProbeError } from '../../errors/index.js';
-import { decodeEvent, recordType } from './decode-event.js';
+import { decodeEvent, recordPid, recordType } from './decode-event.js';
 import { parseEventFormat } from './event-format.js';
 
 // Formats as the kernel (6.18, x86-64) printed them in tracefs: a uprobe defined with
@@ -97,6 +97,8 @@ test('decodeEvent() reads integers of each width and sign, and __data_loc string
   });
   assert.equal(recordType(uprobeRecord(encoder.encode('x\0'))), 2326);
   assert.equal(recordType(new Uint8Array(1)), -1);
+  assert.equal(recordPid(uprobeRecord(encoder.encode('x\0'))), 4242);
+  assert.equal(recordPid(new Uint8Array(7)), -1);
 });
 
 test('decodeEvent() reads records that are views at any offset of different buffers', () => {

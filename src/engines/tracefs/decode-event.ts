@@ -188,3 +188,12 @@ export function decodeEvent(data: Uint8Array, format: EventFormat): DecodedEvent
 export function recordType(data: Uint8Array): number {
   return data.length < 2 ? -1 : data[0]! | (data[1]! << 8);
 }
+
+/**
+ * The thread id (`common_pid`) of a record without decoding it: the kernel's
+ * `struct trace_entry` keeps it as an int at offset 4 (after type, flags, preempt count).
+ * Returns -1 for a record shorter than 8 bytes.
+ */
+export function recordPid(data: Uint8Array): number {
+  return data.length < 8 ? -1 : data[4]! | (data[5]! << 8) | (data[6]! << 16) | (data[7]! << 24);
+}

@@ -1,5 +1,11 @@
 export { BufferReader, type CpuRecord } from './buffer-reader.js';
-export { type DecodedEvent, decodeEvent, type FieldValue, recordType } from './decode-event.js';
+export {
+  type DecodedEvent,
+  decodeEvent,
+  type FieldValue,
+  recordPid,
+  recordType,
+} from './decode-event.js';
 export {
   type EventField,
   type EventFormat,
