@@ -12,6 +12,8 @@ export interface CompileOptions {
   readonly flags?: readonly string[];
   /** Strip the result with `strip` (or `strip --strip-debug` when 'debug'). */
   readonly strip?: boolean | 'debug';
+  /** Libraries and linker flags, placed after the source as the linker needs them. */
+  readonly link?: readonly string[];
   /** Output name suffix, e.g. '.so'. */
   readonly suffix?: string;
 }
@@ -26,7 +28,7 @@ export function compileProgram(name: string, options: CompileOptions = {}): stri
   const flags = options.flags ?? [];
   const key = createHash('sha256')
     .update(readFileSync(source))
-    .update(JSON.stringify([flags, options.strip ?? false]))
+    .update(JSON.stringify([flags, options.link ?? [], options.strip ?? false]))
     .digest('hex')
     .slice(0, 16);
   mkdirSync(CACHE, { recursive: true });
@@ -34,7 +36,9 @@ export function compileProgram(name: string, options: CompileOptions = {}): stri
   const out = join(CACHE, `${base}-${key}${options.suffix ?? ''}`);
   if (existsSync(out)) return out;
   const tmp = `${out}.${process.pid}.tmp`;
-  execFileSync('gcc', ['-g', ...flags, '-o', tmp, source], { stdio: 'pipe' });
+  execFileSync('gcc', ['-g', ...flags, '-o', tmp, source, ...(options.link ?? [])], {
+    stdio: 'pipe',
+  });
   if (options.strip === true) execFileSync('strip', [tmp]);
   if (options.strip === 'debug') execFileSync('strip', ['--strip-debug', tmp]);
   renameSync(tmp, out);

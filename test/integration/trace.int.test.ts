@@ -1,0 +1,281 @@
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { afterEach, describe, test } from 'node:test';
+import { compileProgram } from '../helpers/compile.js';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+
+const TRACEFS = '/sys/kernel/tracing';
+const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
+const CALLS = 50;
+
+interface JsonEvent {
+  probe: string;
+  kind: string;
+  pid: number;
+  tid: number;
+  comm: string;
+  fields: Record<string, number | string>;
+  latencyNs?: string;
+}
+
+/**
+ * upscope's event groups and instances in tracefs; by default only those whose owner process
+ * is gone (a leak), since another upscope may be tracing on this machine at the same time.
+ */
+function leftovers(includeLive = false): string[] {
+  if (!existsSync(`${TRACEFS}/uprobe_events`)) return [];
+  const owner = (name: string) => Number(/upscope_(\d+)/.exec(name)?.[1]);
+  const counts = (name: string) => includeLive || !existsSync(`/proc/${owner(name)}`);
+  const events = readFileSync(`${TRACEFS}/uprobe_events`, 'utf8')
+    .split('\n')
+    .filter((line) => /^[pr]:upscope_\d+\//.test(line) && counts(line));
+  const instances = readdirSync(`${TRACEFS}/instances`).filter(
+    (name) => /^upscope_\d+/.test(name) && counts(name),
+  );
+  return [...events, ...instances];
+}
+
+function targets(pie = true): { app: string; lib: string } {
+  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
+  const app = compileProgram('trace-target', {
+    flags: pie ? ['-O2'] : ['-O2', '-no-pie'],
+    link: [lib, `-Wl,-rpath,${dirname(lib)}`, '-lpthread'],
+  });
+  return { app, lib };
+}
+
+function specs(app: string, lib: string): string[] {
+  return [
+    `${app}:f_ints a=arg0:s8 b=arg1:u16 c=arg2:s32 d=arg3:s64 e=arg4:u64`,
+    `r:${app}:f_ints ret=retval:s32`,
+    `${app}:f_str s=+0(arg0):string`,
+    `${app}:f_item id=+0(arg0):s32 len=+4(arg0):u32 name=+8(arg0):string`,
+    `${lib}:lib_add x=arg0:s32`,
+  ];
+}
+
+/** The call indices the target uses: 4 threads, then a forked child, then its exec. */
+function expectedIndices(): number[] {
+  const indices: number[] = [];
+  for (let t = 0; t < 4; t++) for (let i = 0; i < CALLS; i++) indices.push(t * 100000 + i);
+  for (let i = 0; i < 10; i++) indices.push(800000 + i);
+  for (let i = 0; i < 5; i++) indices.push(900000 + i);
+  return indices.sort((a, b) => a - b);
+}
+
+afterEach(() => {
+  assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+});
+
+describe('upscope trace', () => {
+  for (const pie of [true, false]) {
+    test(`sees every call once, with the values passed, in threads, a fork, an exec and a library (${pie ? 'PIE' : 'non-PIE'})`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const { app, lib } = targets(pie);
+      const result = runCli(['trace', '--json', '-c', `${app} ${CALLS}`, ...specs(app, lib)]);
+      assert.equal(result.status, 0, result.stderr);
+      const lines = result.stdout.split('\n').filter((l) => l.startsWith('{'));
+      const printed = result.stdout.split('\n').filter((l) => /^(main|fork|exec) pid=/.test(l));
+      assert.equal(printed.length, 3, result.stdout.slice(0, 500));
+      const events: JsonEvent[] = lines.map((l) => JSON.parse(l));
+      const of = (probe: string, kind = 'entry') =>
+        events.filter((e) => e.probe === probe && e.kind === kind);
+      // The target's own counts, per process.
+      const counts = new Map(
+        printed.map((l) => {
+          const [, who, pid, ints] = /^(\w+) pid=(\d+) f_ints=(\d+)/.exec(l)!;
+          return [who!, { pid: Number(pid), calls: Number(ints) }];
+        }),
+      );
+      assert.equal(counts.get('main')!.calls, 4 * CALLS);
+      // The forked child execs itself: one pid for both, so its calls add up.
+      const forkPid = counts.get('fork')!.pid;
+      assert.equal(counts.get('exec')!.pid, forkPid);
+      for (const probe of ['f_ints', 'f_str', 'f_item', 'lib_add']) {
+        const seen = (pid: number) => of(probe).filter((e) => e.pid === pid).length;
+        assert.equal(
+          seen(counts.get('main')!.pid),
+          counts.get('main')!.calls,
+          `${probe} in the main process`,
+        );
+        assert.equal(
+          seen(forkPid),
+          counts.get('fork')!.calls + counts.get('exec')!.calls,
+          `${probe} after fork and exec`,
+        );
+        assert.equal(of(probe).length, expectedIndices().length, `${probe}: no other events`);
+      }
+      assert.equal(of('f_ints', 'return').length, of('f_ints').length, 'one return per call');
+      // Four threads of the main process.
+      const mainPid = counts.get('main')!.pid;
+      assert.equal(
+        new Set(
+          of('f_ints')
+            .filter((e) => e.pid === mainPid)
+            .map((e) => e.tid),
+        ).size,
+        4,
+      );
+      // Values of every width and sign, as passed.
+      const indices = of('f_ints').map((e) => {
+        const i = Math.abs(Number(e.fields['c']) / 3);
+        assert.equal(e.fields['a'], ((i - 100) << 24) >> 24, 'int8 a'); // wraps like (int8_t)
+        assert.equal(e.fields['b'], (i * 7) & 0xffff);
+        assert.equal(String(e.fields['d']), String(-BigInt(i) * 10000000000n));
+        assert.equal(String(e.fields['e']), String(BigInt(i) * 0x1000000001n));
+        return i;
+      });
+      assert.deepEqual(
+        indices.sort((a, b) => a - b),
+        expectedIndices(),
+      );
+      assert.deepEqual(
+        of('f_str')
+          .map((e) => e.fields['s'])
+          .sort(),
+        expectedIndices()
+          .map((i) => `call-${i}`)
+          .sort(),
+      );
+      for (const e of of('f_item')) {
+        const i = Number(e.fields['id']);
+        assert.equal(e.fields['len'], i * 2 + 1);
+        assert.equal(e.fields['name'], `item${i}`);
+      }
+      assert.deepEqual(
+        of('lib_add')
+          .map((e) => Number(e.fields['x']))
+          .sort((a, b) => a - b),
+        expectedIndices(),
+      );
+      // Return values pair with their calls, thread by thread, and carry a latency.
+      const byTid = new Map<number, JsonEvent[]>();
+      for (const e of events.filter((x) => x.probe === 'f_ints')) {
+        byTid.set(e.tid, [...(byTid.get(e.tid) ?? []), e]);
+      }
+      for (const sequence of byTid.values()) {
+        for (let k = 0; k + 1 < sequence.length; k += 2) {
+          assert.equal(sequence[k]!.kind, 'entry');
+          assert.equal(sequence[k + 1]!.kind, 'return');
+          assert.equal(sequence[k + 1]!.fields['ret'], Number(sequence[k]!.fields['c']) + 1);
+          assert.ok(BigInt(sequence[k + 1]!.latencyNs!) > 0n);
+        }
+      }
+      assert.match(result.stderr, new RegExp(`upscope: ${events.length} events delivered, 0 lost`));
+    });
+  }
+
+  test('two sessions on one target each get exactly their own events', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const { app, lib } = targets();
+    const run = (spec: string) => {
+      const child = spawn(process.execPath, [BIN, 'trace', '--json', '-c', `${app} 20`, spec], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (chunk) => {
+        out += chunk;
+      });
+      return once(child, 'exit').then(([code]) => ({ code, out }));
+    };
+    const [a, b] = await Promise.all([
+      run(`${app}:f_str s=+0(arg0):string`),
+      run(`${lib}:lib_add x=arg0:s32`),
+    ]);
+    for (const [session, probe] of [
+      [a, 'f_str'],
+      [b, 'lib_add'],
+    ] as const) {
+      assert.equal(session.code, 0);
+      const events: JsonEvent[] = session.out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l));
+      const pids = session.out.match(/^main pid=(\d+)/m)!;
+      assert.ok(
+        events.every((e) => e.probe === probe),
+        'only its own probe',
+      );
+      assert.equal(
+        events.filter((e) => e.pid === Number(pids[1])).length,
+        80,
+        'only its own target, every call',
+      );
+    }
+  });
+
+  test('after upscope is killed with SIGKILL, the next start removes what it left, and only that', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const { app } = targets();
+    const foreign = `othertool_${process.pid}`;
+    appendFileSync(`${TRACEFS}/uprobe_events`, `p:${foreign}/probe ${app}:0x1000\n`);
+    try {
+      const child = spawn(process.execPath, [BIN, 'trace', '-c', `${app} 100000`, `${app}:f_str`], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let err = '';
+      child.stderr.on('data', (chunk) => {
+        err += chunk;
+      });
+      while (!err.includes('Tracing')) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(leftovers(true).length > 0, 'the trace has defined its probes');
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+      // The target lives on without its tracer; end it.
+      spawnSync('pkill', ['-KILL', '-f', `${app} 100000`]);
+      assert.ok(leftovers().length > 0, 'a SIGKILL leaves the probes behind');
+      const next = runCli(['clean']);
+      assert.equal(next.status, 0, next.stderr);
+      assert.deepEqual(leftovers(), []);
+      assert.ok(
+        readFileSync(`${TRACEFS}/uprobe_events`, 'utf8').includes(`${foreign}/probe`),
+        "another tool's event is kept",
+      );
+    } finally {
+      appendFileSync(`${TRACEFS}/uprobe_events`, `-:${foreign}/probe\n`);
+    }
+  });
+
+  test('bad input gets one clear line', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
+    const { app } = targets();
+    const cases: [string[], RegExp][] = [
+      [
+        ['trace', `${app}:f_ints x=%r8:u64 y=+0(%r15):string`, '-p', '999999'],
+        /^error\[ERR_PROCESS_NOT_FOUND\]/,
+      ],
+      [
+        ['trace', `${app}:f_ints`, '-c', '/nonexistent/prog 1'],
+        /^error\[ERR_TARGET_NOT_FOUND\]: Cannot run "\/nonexistent\/prog"/,
+      ],
+      [['trace', `${app}:f_ints`, '-c', 'nosuchprogram-xyz'], /not found on PATH/],
+      [['trace', `${app}:f_ints x=+0(arg0):u128`], /^error\[ERR_SPEC_SYNTAX\]/],
+    ];
+    for (const [args, expected] of cases) {
+      const result = runCli(args);
+      assert.notEqual(result.status, 0);
+      assert.match(result.stderr, expected);
+      assert.doesNotMatch(result.stderr, /\n\s+at /);
+    }
+    const unprivileged = spawnSync(
+      'setpriv',
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        process.execPath,
+        BIN,
+        'trace',
+        `${app}:f_ints`,
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.notEqual(unprivileged.status, 0);
+    assert.match(unprivileged.stderr, /^error\[ERR_[A-Z_]+\]: Cannot /);
+    assert.doesNotMatch(unprivileged.stderr, /\n\s+at /);
+  });
+});
