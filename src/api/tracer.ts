@@ -290,7 +290,10 @@ export class Attachment {
     const key = `${event.tid}:${base}`;
     if (event.kind === 'entry') {
       let stack = this.#pending.get(key);
-      if (stack === undefined) this.#pending.set(key, (stack = []));
+      if (stack === undefined) {
+        stack = [];
+        this.#pending.set(key, stack);
+      }
       if (stack.length < MAX_PENDING_CALLS) stack.push(event.timestampNs);
       return this.#hidden.has(event.probe) ? undefined : event;
     }
