@@ -400,7 +400,7 @@ export function runTraceBench() {
     rmSync(dir, { recursive: true, force: true });
   }
   const left = probesLeft(dir);
-  const others = left.others ? ` (${left.others} other line(s), other sessions')` : '';
+  const others = left.others ? ` (${left.others} other line(s) from other sessions)` : '';
   console.log();
   console.log(
     left.ours.length === 0
