@@ -35,7 +35,12 @@ const CALLS = 10_000;
 function expected(i: number): { a: number; b: bigint; s: string } {
   const a = i === 3 ? -2147483648 : (i & 1 ? -1 : 1) * i * 7919;
   const b = 0xfedc_ba98_7654_3210n ^ BigInt(i);
-  const s = i % 50 === 0 ? '' : `call-${i}-${'abcdefghijklmnopqrstuvwxyz'.slice(0, i % 20)}`;
+  const s =
+    i % 50 === 0
+      ? ''
+      : i % 100 === 7
+        ? `long-${i}-${'x'.repeat(150)}`
+        : `call-${i}-${'abcdefghijklmnopqrstuvwxyz'.slice(0, i % 20)}`;
   return { a: a === 0 ? 0 : a, b, s };
 }
 
@@ -132,6 +137,8 @@ interface Traced {
   readonly after: bigint;
   readonly calls: { timestampNs: bigint; a: unknown; b: unknown; s: unknown }[];
   readonly pages: number;
+  /** Records over 112 bytes: the kernel writes their length in array[0] (type_len 0). */
+  readonly longRecords: number;
   readonly missedPages: number;
   readonly storedLost: number;
   /** Pages flagged after a loss but with no room for the count. */
@@ -179,6 +186,7 @@ function trace(t: TestContext, bufferKb: number, args: readonly string[]): Trace
   const pageSizeBytes = header.data.offset + header.data.sizeBytes;
   const calls: Traced['calls'] = [];
   let pages = 0;
+  let longRecords = 0;
   let missedPages = 0;
   let storedLost = 0;
   let unstoredLost = 0;
@@ -198,6 +206,7 @@ function trace(t: TestContext, bufferKb: number, args: readonly string[]): Trace
         assert.equal(recordType(record.data), format.id, 'only our event is in our instance');
         assert.ok(record.timestampNs > last, `${cpu}: time stamps increase`);
         last = record.timestampNs;
+        if (record.data.length > 112) longRecords++;
         const event = decodeEvent(record.data, format);
         assert.equal(event.pid, run.pid, 'common_pid is the program');
         const { a, b, s } = event.fields;
@@ -211,7 +220,18 @@ function trace(t: TestContext, bufferKb: number, args: readonly string[]): Trace
   t.diagnostic(
     `${calls.length} records in ${pages} pages from ${cpus.length} CPUs; ${missedPages} pages after a loss, ${storedLost} lost counted in pages, ${overrun} overrun in stats`,
   );
-  return { run, before, after, calls, pages, missedPages, storedLost, unstoredLost, overrun };
+  return {
+    run,
+    before,
+    after,
+    calls,
+    pages,
+    longRecords,
+    missedPages,
+    storedLost,
+    unstoredLost,
+    overrun,
+  };
 }
 
 test('decodePage() and decodeEvent() give back every call of a probed program with its values', (t) => {
@@ -221,6 +241,7 @@ test('decodePage() and decodeEvent() give back every call of a probed program wi
   assert.equal(traced.missedPages, 0, 'no events lost');
   assert.equal(traced.overrun, 0);
   assert.equal(traced.calls.length, CALLS, 'every call is seen exactly once');
+  assert.equal(traced.longRecords, CALLS / 100, 'the long strings made long records');
   for (const [i, call] of traced.calls.entries()) {
     assert.deepEqual({ a: call.a, b: call.b, s: call.s }, expected(i), `call ${i}`);
   }
