@@ -39,3 +39,12 @@ console.log(
 );
 upscope('resolve', `${target}:parse_request+0x1`);
 upscope('doctor');
+console.log('\nTracing the sample from its first instruction (kernel uprobes; needs root):');
+upscope(
+  'trace',
+  '-c',
+  `${target} 2`,
+  `${target}:parse_request line=+0(arg0):string`,
+  `r:${target}:checksum hash=retval:x64`,
+  'libc:malloc size=arg0:u64',
+);
