@@ -185,6 +185,19 @@ test('decodeEvent() reads __rel_loc and non-char dynamic arrays as bytes', () =>
   assert.notEqual((fields['v'] as Uint8Array).buffer, data.buffer, 'bytes are copied');
 });
 
+test('decodeEvent() keeps a field named __proto__ as a plain field', () => {
+  const format = parseEventFormat(`name: x\nID: 9\nformat:\n${COMMON}
+\tfield:u32 __proto__;\toffset:8;\tsize:4;\tsigned:0;
+`);
+  const data = record(12, (v) => {
+    v.setUint16(0, 9, true);
+    v.setUint32(8, 77, true);
+  });
+  const { fields } = decodeEvent(data, format);
+  assert.equal(Object.getPrototypeOf(fields), Object.prototype);
+  assert.deepEqual(Object.getOwnPropertyDescriptor(fields, '__proto__')?.value, 77);
+});
+
 test('decodeEvent() rejects short records, wrong types and out-of-record strings', () => {
   const rejects = (fn: () => unknown, pattern: RegExp): void => {
     assert.throws(fn, (err: unknown) => {

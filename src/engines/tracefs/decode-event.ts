@@ -138,7 +138,11 @@ function compile(format: EventFormat): CompiledFormat {
     );
   }
   const template: Record<string, FieldValue> = {};
-  for (const name of names) template[name] = null;
+  // Own data properties (even one named `__proto__`, a name the kernel allows): copies made
+  // by spreading keep them own, so assigning to them never reaches Object.prototype.
+  for (const name of names) {
+    Object.defineProperty(template, name, { value: null, enumerable: true, writable: true });
+  }
   return { names, readers, minSizeBytes, typeOffset, pidOffset, template };
 }
 
