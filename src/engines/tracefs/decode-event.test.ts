@@ -243,3 +243,27 @@ test('decodeEvent() decodes a large batch of uprobe records quickly', (t) => {
   assert.equal(count, 300_000);
   assert.ok(rate > 500_000, `at least half a million records/s (was ${rate})`);
 });
+
+test('decodeEvent() never throws anything but ProbeError on random records', () => {
+  let seed = 99;
+  const random = (): number => {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    return seed;
+  };
+  let decoded = 0;
+  for (let i = 0; i < 5000; i++) {
+    const data = new Uint8Array(random() % 80);
+    for (let k = 0; k < data.length; k++) data[k] = random() & 0xff;
+    if (data.length >= 2 && random() % 2 === 0) new DataView(data.buffer).setUint16(0, 2326, true);
+    if (data.length >= 32 && random() % 2 === 0) {
+      new DataView(data.buffer).setUint32(28, ((random() % 60) << 16) | (random() % 60), true);
+    }
+    try {
+      decodeEvent(data, UPROBE);
+      decoded++;
+    } catch (err) {
+      assert.ok(err instanceof ProbeError, `record ${i}: ${String(err)}`);
+    }
+  }
+  assert.ok(decoded > 0, 'some random records decode');
+});

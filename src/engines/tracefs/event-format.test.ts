@@ -186,3 +186,25 @@ test('parseHeaderPage() rejects a missing, mis-sized or overlapping field', () =
     /overlap/,
   );
 });
+
+test('parseEventFormat() never throws anything but ProbeError on mangled text', () => {
+  let seed = 7;
+  const random = (): number => {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    return seed;
+  };
+  const pieces = [':', ';', '\t', '\n', ' ', '[', ']', '0', '99999999999999999999', 'field:', 'x'];
+  for (let i = 0; i < 3000; i++) {
+    const chars = [...UPROBE_FORMAT];
+    for (let k = random() % 6; k >= 0; k--) {
+      const at = random() % chars.length;
+      if (random() % 2 === 0) chars.splice(at, 1 + (random() % 10));
+      else chars.splice(at, 0, pieces[random() % pieces.length]!);
+    }
+    try {
+      parseEventFormat(chars.join(''));
+    } catch (err) {
+      assert.ok(err instanceof ProbeError, `text ${i}: ${String(err)}`);
+    }
+  }
+});
