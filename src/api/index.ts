@@ -38,4 +38,10 @@ export {
   type ObjectListing,
 } from './list.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
-export { Attachment, type AttachOptions, type ConsumerOptions, Tracer } from './tracer.js';
+export {
+  Attachment,
+  type AttachOptions,
+  type ConsumerOptions,
+  probeName,
+  Tracer,
+} from './tracer.js';

@@ -128,7 +128,8 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   return { streamSites, hidden };
 }
 
-function probeName(site: ProbeSite): string {
+/** A probe's name in events: `parse_request`, `main+0x1a`, or the address without a symbol. */
+export function probeName(site: ProbeSite): string {
   if (site.symbol === undefined) return `0x${site.vaddr.toString(16)}`;
   const name = site.symbol.replace(/@.*$/, '');
   return site.symbolOffset === 0n ? name : `${name}+0x${site.symbolOffset.toString(16)}`;
@@ -155,6 +156,7 @@ export class Attachment {
   #queue: ProbeEvent[] = [];
   #wake: (() => void) | undefined;
   #closed = false;
+  #error: unknown;
   #finalStats: StreamStats | undefined;
   #exit: Exit | undefined;
   #resolveEnded!: () => void;
@@ -198,7 +200,7 @@ export class Attachment {
     };
   }
 
-  /** Every event, in the order read, until the attachment ends. */
+  /** Every event, in the order read, until the attachment ends; throws if reading failed. */
   async *events(): AsyncGenerator<ProbeEvent, void, undefined> {
     for (;;) {
       if (this.#queue.length > 0) {
@@ -207,7 +209,10 @@ export class Attachment {
         yield* batch;
         continue;
       }
-      if (this.#closed) return;
+      if (this.#closed) {
+        if (this.#error !== undefined) throw this.#error;
+        return;
+      }
       await new Promise<void>((resolve) => {
         this.#wake = resolve;
       });
@@ -264,9 +269,9 @@ export class Attachment {
       if (this.#watchedPid !== undefined && !existsSync(`/proc/${this.#watchedPid}`))
         void this.close();
     } catch (err) {
-      // A reader failing mid-trace ends the trace; the error reaches events() consumers as the end.
-      void this.close();
-      throw err;
+      // A reader failing mid-trace ends the trace; events() rethrows the error at its end.
+      this.#error = err;
+      void this.close().catch(() => {});
     }
   }
 

@@ -36,16 +36,6 @@ export class ProbeError extends Error {
     this.details = options.details ?? {};
     this.source = options.source;
   }
-
-  /** The same error with more hints (errors are immutable once thrown). */
-  withHints(hints: readonly string[]): ProbeError {
-    return new ProbeError(this.code, this.message, {
-      hints: [...this.hints, ...hints],
-      details: this.details,
-      cause: this.cause,
-      source: this.source,
-    });
-  }
 }
 
 /** A broken invariant: a bug in upscope, never the user's fault. */

@@ -5,6 +5,7 @@ import {
   type FieldValue,
   type ProbeEvent,
   type ProbeSite,
+  probeName,
   Tracer,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
@@ -127,11 +128,7 @@ type Types = Map<string, Map<string, string | undefined>>;
 function fieldTypes(sites: readonly ProbeSite[]): Types {
   const types: Types = new Map();
   for (const site of sites) {
-    const name =
-      site.symbol === undefined
-        ? `0x${site.vaddr.toString(16)}`
-        : `${site.symbol.replace(/@.*$/, '')}${site.symbolOffset === 0n ? '' : `+0x${site.symbolOffset.toString(16)}`}`;
-    types.set(name, new Map(site.fetches.map((f) => [f.name, f.type])));
+    types.set(probeName(site), new Map(site.fetches.map((f) => [f.name, f.type])));
   }
   return types;
 }

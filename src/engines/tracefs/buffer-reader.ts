@@ -28,7 +28,6 @@ export class BufferReader {
   readonly #header: HeaderPage;
   readonly #page: Uint8Array;
   #lost = 0;
-  #lostPages = 0;
 
   constructor(tracefs: string, instanceDir: string) {
     this.#header = parseHeaderPage(readFileSync(join(tracefs, 'events/header_page'), 'utf8'));
@@ -59,14 +58,9 @@ export class BufferReader {
     }
   }
 
-  /** Events the kernel reported dropped, from the pages' missed-events counts. */
+  /** Events the kernel reported dropped, from the counts pages carry. */
   get lost(): number {
     return this.#lost;
-  }
-
-  /** Pages that said events were dropped before them without saying how many. */
-  get pagesWithUncountedLoss(): number {
-    return this.#lostPages;
   }
 
   /**
@@ -91,10 +85,9 @@ export class BufferReader {
         }
         if (got <= 0) break;
         const page = decodePage(this.#page.subarray(0, got), this.#header);
-        if (page.missedEvents) {
-          if (page.lostCount === undefined) this.#lostPages++;
-          else this.#lost += page.lostCount;
-        }
+        // A page that lost events without room to say how many is covered by the per-CPU
+        // overrun count, which stats() takes when it is larger.
+        if (page.lostCount !== undefined) this.#lost += page.lostCount;
         for (const record of page.records) {
           onRecord({ cpu, timestampNs: record.timestampNs, data: record.data });
           count++;
