@@ -42,6 +42,15 @@ interface Consumer {
   readonly filter: ((event: ProbeEvent) => boolean) | undefined;
 }
 
+/** What a hidden entry probe's name adds to its function's. */
+const HIDDEN_SUFFIX = ' (entry)';
+
+interface Timing {
+  readonly hidden: boolean;
+  /** Entry times not yet matched by a return, per thread. */
+  readonly calls: Map<number, bigint[]>;
+}
+
 /** Return instances kept per thread and function: deeper recursion than this is not paired. */
 const MAX_PENDING_CALLS = 1024;
 
@@ -99,7 +108,7 @@ export class Tracer {
         bufferSizeKb: options.bufferSizeKb ?? 4096,
         startAtExecOf: launched?.pid,
       });
-      const attachment = new Attachment(stream, sites, hidden, options, launched);
+      const attachment = new Attachment(stream, sites, streamSites, hidden, options, launched);
       launched?.resume();
       return attachment;
     } catch (err) {
@@ -121,7 +130,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   for (const site of sites) {
     if (site.kind !== 'return' || entries.has(key(site))) continue;
     entries.add(key(site));
-    const probe = `${probeName(site)} (entry)`;
+    const probe = `${probeName(site)}${HIDDEN_SUFFIX}`;
     hidden.add(probe);
     streamSites.push({ ...site, kind: 'entry', fetches: [], probe });
   }
@@ -149,11 +158,15 @@ export class Attachment {
   readonly #stream: TracefsStream;
   readonly #hidden: Set<string>;
   readonly #consumers: Consumer[] = [];
-  readonly #pending = new Map<string, bigint[]>();
+  /** Per probe name: the entry times waiting for their return, per thread (shared by a
+   * function's entry, hidden or not, and its return). */
+  readonly #timing = new Map<string, Timing>();
   readonly #launched: LaunchedCommand | undefined;
   readonly #watchedPid: number | undefined;
   readonly #timer: NodeJS.Timeout;
   #queue: ProbeEvent[] = [];
+  #iterating = false;
+  #draining = false;
   #wake: (() => void) | undefined;
   #closed = false;
   #error: unknown;
@@ -164,6 +177,7 @@ export class Attachment {
   constructor(
     stream: TracefsStream,
     sites: readonly ProbeSite[],
+    streamSites: readonly StreamSite[],
     hidden: Set<string>,
     options: AttachOptions,
     launched: LaunchedCommand | undefined,
@@ -171,6 +185,16 @@ export class Attachment {
     this.#stream = stream;
     this.sites = sites;
     this.#hidden = hidden;
+    const byFunction = new Map<string, Map<number, bigint[]>>();
+    for (const site of streamSites) {
+      const base = hidden.has(site.probe) ? site.probe.slice(0, -HIDDEN_SUFFIX.length) : site.probe;
+      let calls = byFunction.get(base);
+      if (calls === undefined) {
+        calls = new Map();
+        byFunction.set(base, calls);
+      }
+      this.#timing.set(site.probe, { hidden: hidden.has(site.probe), calls });
+    }
     this.#launched = launched;
     this.commandPid = launched?.pid;
     this.#watchedPid = options.pid;
@@ -185,6 +209,11 @@ export class Attachment {
     });
   }
 
+  /** Why reading failed, when it did (the attachment then ended). */
+  get error(): unknown {
+    return this.#error;
+  }
+
   /** How the traced command ended (with `-c`), once it has. */
   get exit(): Exit | undefined {
     return this.#exit;
@@ -194,19 +223,31 @@ export class Attachment {
   on(probe: string, handler: Handler, options: ConsumerOptions = {}): () => void {
     const consumer: Consumer = { probe, handler, filter: options.filter };
     this.#consumers.push(consumer);
+    // With consumers and no iterator, nothing would ever take the queue.
+    if (!this.#iterating) this.#queue = [];
     return () => {
       const at = this.#consumers.indexOf(consumer);
       if (at >= 0) this.#consumers.splice(at, 1);
     };
   }
 
-  /** Every event, in the order read, until the attachment ends; throws if reading failed. */
+  /**
+   * Every event, in the order read, until the attachment ends; throws if reading failed.
+   * Events are kept for the iterator from the start, unless consumers registered with on()
+   * take them before any iterator is started.
+   */
   async *events(): AsyncGenerator<ProbeEvent, void, undefined> {
+    for await (const batch of this.batches()) yield* batch;
+  }
+
+  /** The same as events(), a batch (all the events of one read of the buffers) at a time. */
+  async *batches(): AsyncGenerator<readonly ProbeEvent[], void, undefined> {
+    this.#iterating = true;
     for (;;) {
       if (this.#queue.length > 0) {
         const batch = this.#queue;
         this.#queue = [];
-        yield* batch;
+        yield batch;
         continue;
       }
       if (this.#closed) {
@@ -233,6 +274,11 @@ export class Attachment {
   /** Stop, deliver what is still buffered, and remove every probe and the instance. Idempotent. */
   async close(): Promise<void> {
     if (this.#closed) return this.ended;
+    if (this.#draining) {
+      // Called by a consumer: end once the read under way is done.
+      queueMicrotask(() => void this.close());
+      return this.ended;
+    }
     this.#closed = true;
     clearInterval(this.#timer);
     try {
@@ -276,6 +322,17 @@ export class Attachment {
   }
 
   #drain(): void {
+    const queue = this.#iterating || this.#consumers.length === 0;
+    this.#draining = true;
+    try {
+      this.#poll(queue);
+    } finally {
+      this.#draining = false;
+    }
+    if (this.#queue.length > 0) this.#wake?.();
+  }
+
+  #poll(queue: boolean): void {
     this.#stream.poll((event) => {
       const timed = this.#time(event);
       if (timed === undefined) return;
@@ -284,28 +341,26 @@ export class Attachment {
         if (consumer.filter !== undefined && !consumer.filter(timed)) continue;
         consumer.handler(timed);
       }
-      this.#queue.push(timed);
+      if (queue) this.#queue.push(timed);
     });
-    if (this.#queue.length > 0) this.#wake?.();
   }
 
   /** Pair returns with the entry of the same function on the same thread; hide timing probes. */
   #time(event: ProbeEvent): ProbeEvent | undefined {
-    const base = event.probe.replace(/ \(entry\)$/, '');
-    const key = `${event.tid}:${base}`;
+    const timing = this.#timing.get(event.probe);
+    if (timing === undefined || event.kind === 'instruction' || event.kind === 'usdt') {
+      return event;
+    }
     if (event.kind === 'entry') {
-      let stack = this.#pending.get(key);
+      let stack = timing.calls.get(event.tid);
       if (stack === undefined) {
         stack = [];
-        this.#pending.set(key, stack);
+        timing.calls.set(event.tid, stack);
       }
       if (stack.length < MAX_PENDING_CALLS) stack.push(event.timestampNs);
-      return this.#hidden.has(event.probe) ? undefined : event;
+      return timing.hidden ? undefined : event;
     }
-    if (event.kind === 'return') {
-      const entry = this.#pending.get(key)?.pop();
-      return entry === undefined ? event : { ...event, latencyNs: event.timestampNs - entry };
-    }
-    return event;
+    const entry = timing.calls.get(event.tid)?.pop();
+    return entry === undefined ? event : { ...event, latencyNs: event.timestampNs - entry };
   }
 }

@@ -5,10 +5,10 @@ import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
+import { leftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 
-const TRACEFS = '/sys/kernel/tracing';
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
 const CALLS = 50;
 
@@ -20,23 +20,6 @@ interface JsonEvent {
   comm: string;
   fields: Record<string, number | string>;
   latencyNs?: string;
-}
-
-/**
- * upscope's event groups and instances in tracefs; by default only those whose owner process
- * is gone (a leak), since another upscope may be tracing on this machine at the same time.
- */
-function leftovers(includeLive = false): string[] {
-  if (!existsSync(`${TRACEFS}/uprobe_events`)) return [];
-  const owner = (name: string) => Number(/upscope_(\d+)/.exec(name)?.[1]);
-  const counts = (name: string) => includeLive || !existsSync(`/proc/${owner(name)}`);
-  const events = readFileSync(`${TRACEFS}/uprobe_events`, 'utf8')
-    .split('\n')
-    .filter((line) => /^[pr]:upscope_\d+\//.test(line) && counts(line));
-  const instances = readdirSync(`${TRACEFS}/instances`).filter(
-    (name) => /^upscope_\d+/.test(name) && counts(name),
-  );
-  return [...events, ...instances];
 }
 
 function targets(pie = true): { app: string; lib: string } {

@@ -49,33 +49,34 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         unsafe: options.unsafe,
       });
       const endedBy = installLifecycle(attachment);
-      const types = fieldTypes(attachment.sites);
+      const format =
+        options.json === true
+          ? jsonFormatter(attachment.sites)
+          : textFormatter(attachment.sites, process.hrtime.bigint());
       const probes = attachment.sites.length;
       io.err(`Tracing ${probes} probe${probes === 1 ? '' : 's'} (tracefs). Ctrl-C to end.\n`);
       const timer =
         options.duration === undefined
           ? undefined
           : setTimeout(() => void attachment.close(), options.duration * 1000);
-      const start = process.hrtime.bigint();
+      // Lines are made as events are read (none is kept) and written 64 KiB at a time.
       let count = 0;
-      const lines: string[] = [];
+      let text = '';
       const flush = () => {
-        if (lines.length > 0) io.out(`${lines.join('\n')}\n`);
-        lines.length = 0;
+        if (text.length > 0) io.out(text);
+        text = '';
       };
-      for await (const event of attachment.events()) {
-        lines.push(
-          options.json === true ? eventJson(event, types) : eventText(event, start, types),
-        );
-        if (lines.length >= 1024) flush();
-        if (options.maxEvents !== undefined && ++count >= options.maxEvents) {
-          await attachment.close();
-          break;
-        }
-      }
+      const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
+      attachment.on('*', (event) => {
+        if (count >= max) return;
+        text += `${format(event)}\n`;
+        if (text.length >= 1 << 16) flush();
+        if (++count === max) void attachment.close();
+      });
+      await attachment.ended;
       flush();
       clearTimeout(timer);
-      await attachment.close();
+      if (attachment.error !== undefined) throw attachment.error;
       const stats = attachment.stats();
       io.err(
         `upscope: ${stats.delivered} events delivered, ${stats.lost} lost, ${stats.missed ?? 0} missed\n`,
@@ -122,38 +123,49 @@ function installLifecycle(attachment: Attachment): { signal: NodeJS.Signals | un
   return state;
 }
 
-type Types = Map<string, Map<string, string | undefined>>;
+/** Formats one event as a line. */
+type Formatter = (event: ProbeEvent) => string;
 
-/** The type each probe's fields were fetched as, to print hex where the user asked for it. */
-function fieldTypes(sites: readonly ProbeSite[]): Types {
-  const types: Types = new Map();
+/** Per probe, how each field prints: hex for the x* types and pointers, else as it comes. */
+function valueFormats(sites: readonly ProbeSite[]): Map<string, Map<string, boolean>> {
+  const hex = new Map<string, Map<string, boolean>>();
   for (const site of sites) {
-    types.set(probeName(site), new Map(site.fetches.map((f) => [f.name, f.type])));
+    const own = hex.get(probeName(site)) ?? new Map<string, boolean>();
+    for (const fetch of site.fetches) {
+      own.set(
+        fetch.name,
+        fetch.type !== undefined && (fetch.type.startsWith('x') || fetch.type === 'ptr'),
+      );
+    }
+    hex.set(probeName(site), own);
   }
-  return types;
+  return hex;
 }
 
-function formatValue(value: FieldValue, type: string | undefined): string {
+function formatValue(value: FieldValue, hex: boolean | undefined): string {
   if (value === null) return '(fault)';
   if (typeof value === 'string') return JSON.stringify(value);
   if (value instanceof Uint8Array) return Buffer.from(value).toString('hex');
-  const hex = type !== undefined && (type.startsWith('x') || type === 'ptr');
-  if (hex) {
+  if (hex === true) {
     const n = BigInt(value);
     return `0x${(n < 0n ? n + (1n << 64n) : n).toString(16)}`;
   }
   return String(value);
 }
 
-function eventText(event: ProbeEvent, start: bigint, types: Types): string {
-  const seconds = Number(event.timestampNs - start) / 1e9;
-  const own = types.get(event.probe);
-  const fields = Object.entries(event.fields).map(
-    ([name, value]) => `${name}=${formatValue(value, own?.get(name))}`,
-  );
-  const probe = event.kind === 'return' ? `r:${event.probe}` : event.probe;
-  const latency = event.latencyNs === undefined ? '' : ` (${formatDuration(event.latencyNs)})`;
-  return `${seconds.toFixed(6)} ${event.comm} ${event.pid}/${event.tid} ${probe}${fields.length > 0 ? ` ${fields.join(' ')}` : ''}${latency}`;
+/** Text lines: seconds since `start`, comm, pid/tid, probe, fields, and a return's latency. */
+function textFormatter(sites: readonly ProbeSite[], start: bigint): Formatter {
+  const hex = valueFormats(sites);
+  return (event) => {
+    const seconds = Number(event.timestampNs - start) / 1e9;
+    const own = hex.get(event.probe);
+    let fields = '';
+    const values = event.fields;
+    for (const name in values) fields += ` ${name}=${formatValue(values[name]!, own?.get(name))}`;
+    const probe = event.kind === 'return' ? `r:${event.probe}` : event.probe;
+    const latency = event.latencyNs === undefined ? '' : ` (${formatDuration(event.latencyNs)})`;
+    return `${seconds.toFixed(6)} ${event.comm} ${event.pid}/${event.tid} ${probe}${fields}${latency}`;
+  };
 }
 
 function formatDuration(ns: bigint): string {
@@ -164,28 +176,31 @@ function formatDuration(ns: bigint): string {
   return `${(n / 1e9).toFixed(3)} s`;
 }
 
-function eventJson(event: ProbeEvent, types: Types): string {
-  const own = types.get(event.probe);
-  const fields: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(event.fields)) {
-    const type = own?.get(name);
-    fields[name] =
-      typeof value === 'bigint' ||
-      (typeof value === 'number' && type !== undefined && (type.startsWith('x') || type === 'ptr'))
-        ? formatValue(value, type).replace(/^"|"$/g, '')
-        : value instanceof Uint8Array
-          ? formatValue(value, type)
-          : value;
-  }
-  return JSON.stringify({
-    timeNs: String(event.timestampNs),
-    probe: event.probe,
-    kind: event.kind,
-    pid: event.pid,
-    tid: event.tid,
-    cpu: event.cpu,
-    comm: event.comm,
-    fields,
-    ...(event.latencyNs === undefined ? {} : { latencyNs: String(event.latencyNs) }),
-  });
+/** JSON lines: 64-bit values and hex fields as strings, byte arrays as hex. */
+function jsonFormatter(sites: readonly ProbeSite[]): Formatter {
+  const hex = valueFormats(sites);
+  return (event) => {
+    const own = hex.get(event.probe);
+    const fields: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(event.fields)) {
+      const asHex = own?.get(name);
+      fields[name] =
+        typeof value === 'bigint' || (typeof value === 'number' && asHex === true)
+          ? formatValue(value, asHex)
+          : value instanceof Uint8Array
+            ? formatValue(value, asHex)
+            : value;
+    }
+    return JSON.stringify({
+      timeNs: String(event.timestampNs),
+      probe: event.probe,
+      kind: event.kind,
+      pid: event.pid,
+      tid: event.tid,
+      cpu: event.cpu,
+      comm: event.comm,
+      fields,
+      ...(event.latencyNs === undefined ? {} : { latencyNs: String(event.latencyNs) }),
+    });
+  };
 }

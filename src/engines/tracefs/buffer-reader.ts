@@ -10,12 +10,21 @@ import {
 import { join } from 'node:path';
 import { ProbeError } from '../../errors/index.js';
 import { type HeaderPage, parseHeaderPage } from './event-format.js';
-import { decodePage, type PageRecord } from './page-decoder.js';
+import { walkPage } from './page-decoder.js';
 
-/** A record of one CPU's buffer. */
-export interface CpuRecord extends PageRecord {
-  readonly cpu: number;
-}
+/**
+ * Receives one record of CPU `cpu`'s buffer: its bytes are `bytes[start, end)`, read through
+ * `view` (which spans `bytes` from offset 0). Both are the reader's reused page: copy what
+ * must outlive the call.
+ */
+export type CpuRecordVisitor = (
+  cpu: number,
+  view: DataView,
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  timestampNs: bigint,
+) => void;
 
 /**
  * Reads an instance's ring buffer: every CPU's `trace_pipe_raw`, opened without blocking, page
@@ -27,6 +36,7 @@ export class BufferReader {
   readonly #fds: { cpu: number; fd: number }[] = [];
   readonly #header: HeaderPage;
   readonly #page: Uint8Array;
+  readonly #view: DataView;
   #lost = 0;
 
   constructor(tracefs: string, instanceDir: string) {
@@ -38,6 +48,7 @@ export class BufferReader {
     this.#page = new Uint8Array(
       Math.max(pageBytes, this.#header.data.offset + this.#header.data.sizeBytes),
     );
+    this.#view = new DataView(this.#page.buffer);
     const cpus = readdirSync(join(instanceDir, 'per_cpu'))
       .map((name) => /^cpu(\d+)$/.exec(name)?.[1])
       .filter((n): n is string => n !== undefined)
@@ -64,16 +75,23 @@ export class BufferReader {
   }
 
   /**
-   * Read everything the kernel has now and hand each record to `onRecord`, in page order per
-   * CPU. Records are views into a reused page: copy what must outlive the call.
+   * Read everything the kernel has now and hand each record to `visit`, in page order per
+   * CPU; returns how many records there were.
    */
-  drain(onRecord: (record: CpuRecord) => void): number {
+  drain(visit: CpuRecordVisitor): number {
     let count = 0;
+    const bytes = this.#page;
+    const view = this.#view;
+    const header = this.#header;
     for (const { cpu, fd } of this.#fds) {
+      const onRecord = (start: number, end: number, timestampNs: bigint) => {
+        count++;
+        visit(cpu, view, bytes, start, end, timestampNs);
+      };
       for (;;) {
         let got: number;
         try {
-          got = readSync(fd, this.#page, 0, this.#page.length, null);
+          got = readSync(fd, bytes, 0, bytes.length, null);
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
           if (code === 'EAGAIN' || code === 'EWOULDBLOCK') break;
@@ -84,14 +102,15 @@ export class BufferReader {
           );
         }
         if (got <= 0) break;
-        const page = decodePage(this.#page.subarray(0, got), this.#header);
+        const page = walkPage(
+          got === bytes.length ? bytes : bytes.subarray(0, got),
+          view,
+          header,
+          onRecord,
+        );
         // A page that lost events without room to say how many is covered by the per-CPU
         // overrun count, which stats() takes when it is larger.
         if (page.lostCount !== undefined) this.#lost += page.lostCount;
-        for (const record of page.records) {
-          onRecord({ cpu, timestampNs: record.timestampNs, data: record.data });
-          count++;
-        }
       }
     }
     return count;

@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ProbeError } from '../../errors/index.js';
-import { decodeEvent, recordPid, recordType } from './decode-event.js';
+import {
+  decodeEvent,
+  recordDecoder,
+  recordPid,
+  recordType,
+  repeatedTextReader,
+} from './decode-event.js';
 import { parseEventFormat } from './event-format.js';
 
 // Formats as the kernel (6.18, x86-64) printed them in tracefs: a uprobe defined with
@@ -266,4 +272,53 @@ test('decodeEvent() never throws anything but ProbeError on random records', () 
     }
   }
   assert.ok(decoded > 0, 'some random records decode');
+});
+
+test('recordDecoder() reads records in place, at any offset of a page, leaving out skipped fields', () => {
+  const one = uprobeRecord(encoder.encode('one\0'));
+  const two = uprobeRecord(encoder.encode('two\0'));
+  const page = new Uint8Array(100 + one.length + two.length);
+  page.set(one, 100);
+  page.set(two, 100 + one.length);
+  const view = new DataView(page.buffer);
+  const decoder = recordDecoder(UPROBE, (name) => name === 's' || name.startsWith('__probe_'));
+  const second = decoder.fields(view, page, 100 + one.length, page.length);
+  assert.deepEqual(second, {
+    a: -1000,
+    b: 0xfedc_ba98_7654_3210n,
+    c: 0xdead_beef,
+    d: -7,
+    e: 65535,
+  });
+  assert.deepEqual(Object.keys(decoder.fields(view, page, 100, 100 + one.length)), [
+    'a',
+    'b',
+    'c',
+    'd',
+    'e',
+  ]);
+  assert.throws(() => decoder.fields(view, page, 100, 120), /the record is 20 bytes/);
+});
+
+test('repeatedTextReader() gives each text once decoded, tells texts apart by their bytes', () => {
+  const read = repeatedTextReader(UPROBE, 's');
+  const at = (text: string | Uint8Array) => {
+    const data = uprobeRecord(typeof text === 'string' ? encoder.encode(text) : text);
+    return read(new DataView(data.buffer), data, 0, data.length);
+  };
+  const first = at('worker\0');
+  assert.equal(first, 'worker');
+  assert.equal(at('worker\0'), first);
+  assert.equal(at('worker-2\0'), 'worker-2');
+  assert.equal(at('workeR\0'), 'workeR');
+  assert.equal(at('wörker\0'), 'wörker');
+  assert.equal(at('\0'), '');
+  assert.equal(at(new Uint8Array(0)), null, 'a faulted fetch');
+  const long = `${'x'.repeat(100)}\0`;
+  assert.equal(at(long), 'x'.repeat(100));
+  // Ever new texts keep decoding right after the cache starts again.
+  for (let i = 0; i < 5000; i++) assert.equal(at(`t${i}\0`), `t${i}`);
+  assert.equal(at('worker\0'), 'worker');
+  assert.throws(() => repeatedTextReader(UPROBE, 'a'), /not a dynamic char array/);
+  assert.throws(() => repeatedTextReader(UPROBE, 'nope'), /not a dynamic char array/);
 });

@@ -18,35 +18,46 @@ export interface DecodedEvent {
   readonly fields: Record<string, FieldValue>;
 }
 
-/** Reads one field; `view` spans the record's whole buffer and `base` is the record's start. */
-type Reader = (view: DataView, base: number, data: Uint8Array) => FieldValue;
+/**
+ * Reads one field of the record at `bytes[start, end)`; `view` spans the same buffer as
+ * `bytes`, from its offset 0.
+ */
+type Reader = (view: DataView, bytes: Uint8Array, start: number, end: number) => FieldValue;
 
-interface CompiledFormat {
-  readonly names: readonly string[];
-  readonly readers: readonly Reader[];
+/** A format compiled into field readers, to decode many records of one event. */
+export interface RecordDecoder {
+  readonly format: EventFormat;
   /** Bytes a record must have to hold every fixed part. */
   readonly minSizeBytes: number;
+  /**
+   * The fields kept (all but `common_*` and those the compile's `skip` named), in format
+   * order, of the record at `bytes[start, end)`; `view` spans `bytes` from its offset 0.
+   * Throws ProbeError ERR_TRACEFS_FORMAT when the record is shorter than the format's fixed
+   * fields or a dynamic field points outside it.
+   */
+  fields(view: DataView, bytes: Uint8Array, start: number, end: number): Record<string, FieldValue>;
+}
+
+interface CompiledFormat extends RecordDecoder {
   readonly typeOffset: number;
   readonly pidOffset: number;
-  /** An object with every field name, in order: each record's fields start as a copy. */
-  readonly template: Readonly<Record<string, FieldValue>>;
 }
 
 const compiled = new WeakMap<EventFormat, CompiledFormat>();
 const utf8 = new TextDecoder('utf-8');
 let viewBuffer: ArrayBufferLike | undefined;
 let bufferView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
+let bufferBytes: Uint8Array<ArrayBufferLike> = new Uint8Array(0);
 
-/** Text of bytes up to the first NUL: short ASCII built directly (fastest), else UTF-8. */
-function text(bytes: Uint8Array): string {
+/** Text of `bytes[start, end)` up to the first NUL: short ASCII built directly, else UTF-8. */
+function text(bytes: Uint8Array, start: number, end: number): string {
   let result = '';
-  const length = bytes.length;
-  for (let i = 0; i < length; i++) {
+  for (let i = start; i < end; i++) {
     const byte = bytes[i]!;
     if (byte === 0) return result;
-    if (byte >= 0x80 || i === 64) {
-      const end = bytes.indexOf(0, i);
-      return utf8.decode(bytes.subarray(0, end < 0 ? length : end));
+    if (byte >= 0x80 || i - start === 64) {
+      const nul = bytes.indexOf(0, i);
+      return utf8.decode(bytes.subarray(start, nul < 0 || nul > end ? end : nul));
     }
     result += String.fromCharCode(byte);
   }
@@ -60,41 +71,63 @@ function isChar(type: string): boolean {
 function integerReader(offset: number, sizeBytes: number, signed: boolean): Reader | undefined {
   switch (sizeBytes) {
     case 1:
-      return signed ? (v, b) => v.getInt8(b + offset) : (v, b) => v.getUint8(b + offset);
+      return signed ? (v, _b, s) => v.getInt8(s + offset) : (v, _b, s) => v.getUint8(s + offset);
     case 2:
       return signed
-        ? (v, b) => v.getInt16(b + offset, true)
-        : (v, b) => v.getUint16(b + offset, true);
+        ? (v, _b, s) => v.getInt16(s + offset, true)
+        : (v, _b, s) => v.getUint16(s + offset, true);
     case 4:
       return signed
-        ? (v, b) => v.getInt32(b + offset, true)
-        : (v, b) => v.getUint32(b + offset, true);
+        ? (v, _b, s) => v.getInt32(s + offset, true)
+        : (v, _b, s) => v.getUint32(s + offset, true);
     case 8:
       return signed
-        ? (v, b) => v.getBigInt64(b + offset, true)
-        : (v, b) => v.getBigUint64(b + offset, true);
+        ? (v, _b, s) => v.getBigInt64(s + offset, true)
+        : (v, _b, s) => v.getBigUint64(s + offset, true);
     default:
       return undefined;
   }
 }
 
-function dynamicReader(field: EventField, eventName: string): Reader {
+/**
+ * Where a `__data_loc`/`__rel_loc` field's bytes are: `[from, from + length)` of the buffer,
+ * packed as from * 2^16 + length (a loc's length is 16 bits). Throws when they leave the record.
+ */
+function dynamicSpanReader(
+  field: EventField,
+  eventName: string,
+): (view: DataView, start: number, end: number) => number {
   const { offset, name } = field;
   const relativeTo = field.location === 'rel_loc' ? offset + 4 : 0;
-  const asText = isChar(field.elementType);
-  return (view, base, data) => {
-    const loc = view.getUint32(base + offset, true);
-    const start = relativeTo + (loc & 0xffff);
+  return (view, start, end) => {
+    const loc = view.getUint32(start + offset, true);
+    const from = start + relativeTo + (loc & 0xffff);
     const length = loc >>> 16;
-    if (start + length > data.length) {
+    if (from + length > end) {
       throw new ProbeError(
         'ERR_TRACEFS_FORMAT',
-        `Cannot decode event ${quote(eventName)}: field ${quote(name)} points at ${length} bytes at offset ${start}, past the record's ${data.length} bytes`,
+        `Cannot decode event ${quote(eventName)}: field ${quote(name)} points at ${length} bytes at offset ${from - start}, past the record's ${end - start} bytes`,
       );
     }
-    if (!asText) return data.slice(start, start + length);
+    return from * 0x1_0000 + length;
+  };
+}
+
+function dynamicReader(field: EventField, eventName: string): Reader {
+  const span = dynamicSpanReader(field, eventName);
+  if (!isChar(field.elementType)) {
+    return (view, bytes, start, end) => {
+      const packed = span(view, start, end);
+      const from = Math.floor(packed / 0x1_0000);
+      return bytes.slice(from, from + (packed & 0xffff));
+    };
+  }
+  return (view, bytes, start, end) => {
+    const packed = span(view, start, end);
+    const length = packed & 0xffff;
     if (length === 0) return null;
-    return text(data.subarray(start, start + length));
+    const from = Math.floor(packed / 0x1_0000);
+    return text(bytes, from, from + length);
   };
 }
 
@@ -104,20 +137,19 @@ function fieldReader(field: EventField, eventName: string): Reader {
   if (field.arrayLength !== undefined || field.type.endsWith(']')) {
     if (sizeBytes === 0) {
       // A flexible array (`char buf[]`): the rest of the record.
-      if (isChar(field.elementType)) return (_v, _b, data) => text(data.subarray(offset));
-      return (_v, _b, data) => data.slice(offset);
+      if (isChar(field.elementType)) return (_v, b, s, e) => text(b, s + offset, e);
+      return (_v, b, s, e) => b.slice(s + offset, e);
     }
-    if (isChar(field.elementType))
-      return (_v, _b, data) => text(data.subarray(offset, offset + sizeBytes));
-    return (_v, _b, data) => data.slice(offset, offset + sizeBytes);
+    if (isChar(field.elementType)) return (_v, b, s) => text(b, s + offset, s + offset + sizeBytes);
+    return (_v, b, s) => b.slice(s + offset, s + offset + sizeBytes);
   }
   return (
     integerReader(offset, sizeBytes, field.signed) ??
-    ((_v, _b, data) => data.slice(offset, offset + sizeBytes))
+    ((_v, b, s) => b.slice(s + offset, s + offset + sizeBytes))
   );
 }
 
-function compile(format: EventFormat): CompiledFormat {
+function compile(format: EventFormat, skip?: (name: string) => boolean): CompiledFormat {
   const names: string[] = [];
   const readers: Reader[] = [];
   let minSizeBytes = 0;
@@ -127,7 +159,7 @@ function compile(format: EventFormat): CompiledFormat {
     minSizeBytes = Math.max(minSizeBytes, field.offset + field.sizeBytes);
     if (field.name === 'common_type' && field.sizeBytes === 2) typeOffset = field.offset;
     else if (field.name === 'common_pid' && field.sizeBytes === 4) pidOffset = field.offset;
-    if (field.common) continue;
+    if (field.common || skip?.(field.name) === true) continue;
     names.push(field.name);
     readers.push(fieldReader(field, format.name));
   }
@@ -137,13 +169,91 @@ function compile(format: EventFormat): CompiledFormat {
       `Cannot decode event ${quote(format.name)}: its format has no 2-byte common_type or 4-byte common_pid field`,
     );
   }
+  // Each record's fields start as a copy of an object with every name, in order (one shape
+  // for all). Own data properties, even one named `__proto__` (a name the kernel allows):
+  // copies made by spreading keep them own, so assigning to them never reaches the prototype.
   const template: Record<string, FieldValue> = {};
-  // Own data properties (even one named `__proto__`, a name the kernel allows): copies made
-  // by spreading keep them own, so assigning to them never reaches Object.prototype.
   for (const name of names) {
     Object.defineProperty(template, name, { value: null, enumerable: true, writable: true });
   }
-  return { names, readers, minSizeBytes, typeOffset, pidOffset, template };
+  const count = names.length;
+  return {
+    format,
+    minSizeBytes,
+    typeOffset,
+    pidOffset,
+    fields(view, bytes, start, end) {
+      if (end - start < minSizeBytes) {
+        throw new ProbeError(
+          'ERR_TRACEFS_FORMAT',
+          `Cannot decode event ${quote(format.name)}: the record is ${end - start} bytes, its format needs ${minSizeBytes}`,
+        );
+      }
+      const fields: Record<string, FieldValue> = { ...template };
+      for (let i = 0; i < count; i++) fields[names[i]!] = readers[i]!(view, bytes, start, end);
+      return fields;
+    },
+  };
+}
+
+/**
+ * Compile `format` into a RecordDecoder, leaving out the fields `skip` names (besides the
+ * `common_*` ones, always left out). Throws ProbeError ERR_TRACEFS_FORMAT when the format
+ * has no common_type or common_pid.
+ */
+export function recordDecoder(
+  format: EventFormat,
+  skip?: (name: string) => boolean,
+): RecordDecoder {
+  return compile(format, skip);
+}
+
+/**
+ * A reader of one `__data_loc char[]` field whose values repeat (a thread's `comm`): each
+ * distinct text is decoded once, then found again by its bytes. Returns null for a faulted
+ * (empty) fetch. Throws ProbeError ERR_TRACEFS_FORMAT when the field is missing or not a
+ * dynamic char array, or when a record's field points outside the record.
+ */
+export function repeatedTextReader(
+  format: EventFormat,
+  name: string,
+): (view: DataView, bytes: Uint8Array, start: number, end: number) => string | null {
+  const field = format.fields.find((f) => f.name === name);
+  if (field === undefined || field.location === 'static' || !isChar(field.elementType)) {
+    throw new ProbeError(
+      'ERR_TRACEFS_FORMAT',
+      `Cannot read field ${quote(name)} of event ${quote(format.name)}: it is not a dynamic char array`,
+    );
+  }
+  const span = dynamicSpanReader(field, format.name);
+  const cache = new Map<number, { readonly bytes: Uint8Array; readonly text: string }[]>();
+  return (view, bytes, start, end) => {
+    const packed = span(view, start, end);
+    const length = packed & 0xffff;
+    if (length === 0) return null;
+    const from = Math.floor(packed / 0x1_0000);
+    if (length > 64) return text(bytes, from, from + length);
+    // FNV-1a over the bytes; the bytes themselves decide between texts with one hash.
+    let hash = 0x811c9dc5;
+    for (let i = from; i < from + length; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193);
+    const known = cache.get(hash);
+    if (known !== undefined) {
+      for (const entry of known) {
+        if (entry.bytes.length !== length) continue;
+        let same = true;
+        for (let i = 0; i < length && same; i++) same = entry.bytes[i] === bytes[from + i];
+        if (same) return entry.text;
+      }
+    }
+    const decoded = text(bytes, from, from + length);
+    // A bound on memory for a stream of ever new texts: start again.
+    if (cache.size >= 4096) cache.clear();
+    const entry = { bytes: bytes.slice(from, from + length), text: decoded };
+    const list = cache.get(hash);
+    if (list === undefined) cache.set(hash, [entry]);
+    else list.push(entry);
+    return decoded;
+  };
 }
 
 /**
@@ -158,20 +268,22 @@ export function decodeEvent(data: Uint8Array, format: EventFormat): DecodedEvent
     plan = compile(format);
     compiled.set(format, plan);
   }
+  // One DataView per buffer, not per record: records are views into the same page.
+  if (data.buffer !== viewBuffer) {
+    viewBuffer = data.buffer;
+    bufferView = new DataView(data.buffer);
+    bufferBytes = new Uint8Array(data.buffer);
+  }
+  const view = bufferView;
+  const start = data.byteOffset;
+  const end = start + data.length;
   if (data.length < plan.minSizeBytes) {
     throw new ProbeError(
       'ERR_TRACEFS_FORMAT',
       `Cannot decode event ${quote(format.name)}: the record is ${data.length} bytes, its format needs ${plan.minSizeBytes}`,
     );
   }
-  // One DataView per buffer, not per record: records are views into the same page.
-  if (data.buffer !== viewBuffer) {
-    viewBuffer = data.buffer;
-    bufferView = new DataView(data.buffer);
-  }
-  const view = bufferView;
-  const base = data.byteOffset;
-  const type = view.getUint16(base + plan.typeOffset, true);
+  const type = view.getUint16(start + plan.typeOffset, true);
   if (type !== format.id) {
     throw new ProbeError(
       'ERR_TRACEFS_FORMAT',
@@ -179,10 +291,8 @@ export function decodeEvent(data: Uint8Array, format: EventFormat): DecodedEvent
       { hints: ['Pick the format by the record type: recordType(data)'] },
     );
   }
-  const fields: Record<string, FieldValue> = { ...plan.template };
-  const { names, readers } = plan;
-  for (let i = 0; i < names.length; i++) fields[names[i]!] = readers[i]!(view, base, data);
-  return { type, pid: view.getInt32(base + plan.pidOffset, true), fields };
+  const fields = plan.fields(view, bufferBytes, start, end);
+  return { type, pid: view.getInt32(start + plan.pidOffset, true), fields };
 }
 
 /**

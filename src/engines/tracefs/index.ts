@@ -1,4 +1,4 @@
-export { BufferReader, type CpuRecord } from './buffer-reader.js';
+export { BufferReader, type CpuRecordVisitor } from './buffer-reader.js';
 export {
   type DecodedEvent,
   decodeEvent,

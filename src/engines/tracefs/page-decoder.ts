@@ -12,16 +12,8 @@ export interface PageRecord {
   readonly data: Uint8Array;
 }
 
-/** One page read from `per_cpu/cpuN/trace_pipe_raw`. */
-export interface DecodedPage {
-  /** The page header's time stamp: the base the first event's delta adds to. */
-  readonly timestamp: bigint;
-  /** The kernel dropped events (ring buffer full, overwritten) before this page. */
-  readonly missedEvents: boolean;
-  /** How many were dropped, when the kernel had room to store the count after the data. */
-  readonly lostCount: number | undefined;
-  /** Bytes of event data the page commits (its commit field without the flag bits). */
-  readonly dataSizeBytes: number;
+/** One page read from `per_cpu/cpuN/trace_pipe_raw`, with its events. */
+export interface DecodedPage extends PageSummary {
   readonly records: PageRecord[];
 }
 
@@ -54,6 +46,25 @@ function hex(n: number): string {
   return `0x${n.toString(16)}`;
 }
 
+/** What a page's header says besides its events. */
+export interface PageSummary {
+  /** The page header's time stamp: the base the first event's delta adds to. */
+  readonly timestamp: bigint;
+  /** The kernel dropped events (ring buffer full, overwritten) before this page. */
+  readonly missedEvents: boolean;
+  /** How many were dropped, when the kernel had room to store the count after the data. */
+  readonly lostCount: number | undefined;
+  /** Bytes of event data the page commits (its commit field without the flag bits). */
+  readonly dataSizeBytes: number;
+}
+
+/**
+ * Receives each data event of a page: its bytes are `page[start, end)` (the `struct
+ * trace_entry` and the event's fields), read through `view`, which spans the same bytes as
+ * `page` from its offset 0.
+ */
+export type RecordVisitor = (start: number, end: number, timestampNs: bigint) => void;
+
 /**
  * Decode one ring-buffer page (a sub-buffer as read from `trace_pipe_raw`): the header
  * (time stamp; commit with the data size and the missed-events flags; the lost count when
@@ -64,11 +75,29 @@ function hex(n: number): string {
  * size runs past the page, or an event runs past the committed data.
  */
 export function decodePage(page: Uint8Array, header: HeaderPage): DecodedPage {
+  const records: PageRecord[] = [];
+  const view = new DataView(page.buffer, page.byteOffset, page.byteLength);
+  const summary = walkPage(page, view, header, (start, end, timestampNs) => {
+    records.push({ timestampNs, data: page.subarray(start, end) });
+  });
+  return { ...summary, records };
+}
+
+/**
+ * The same as decodePage() without building records: `visit` is called for each data event,
+ * in page order, with where its bytes are. `view` must span `page` (the reader keeps one for
+ * its reused page buffer, so that no object is made per event).
+ */
+export function walkPage(
+  page: Uint8Array,
+  view: DataView,
+  header: HeaderPage,
+  visit: RecordVisitor,
+): PageSummary {
   const dataOffset = header.data.offset;
   if (page.length < dataOffset) {
     throw corrupt(`page is ${page.length} bytes, shorter than its ${dataOffset}-byte header`);
   }
-  const view = new DataView(page.buffer, page.byteOffset, page.byteLength);
   const timestamp = view.getBigUint64(header.timestamp.offset, true);
   // Only the low 32 bits of commit carry the size and flags: the kernel adds the flag
   // (1 << 31, an int) to a long, which sets the high bits too.
@@ -92,7 +121,6 @@ export function decodePage(page: Uint8Array, header: HeaderPage): DecodedPage {
     lostCount = Number(view.getBigUint64(at, true));
   }
 
-  const records: PageRecord[] = [];
   const end = dataOffset + dataSizeBytes;
   let now = timestamp;
   let pos = dataOffset;
@@ -106,8 +134,8 @@ export function decodePage(page: Uint8Array, header: HeaderPage): DecodedPage {
     if (typeLen >= 1 && typeLen <= 28) {
       const next = pos + 4 + typeLen * 4;
       if (next > end) throw pastEnd(pos, next - pos, end);
-      now += BigInt(delta);
-      records.push({ timestampNs: now, data: page.subarray(pos + 4, next) });
+      if (delta !== 0) now += BigInt(delta);
+      visit(pos + 4, next, now);
       pos = next;
       continue;
     }
@@ -122,8 +150,8 @@ export function decodePage(page: Uint8Array, header: HeaderPage): DecodedPage {
         }
         const next = pos + 4 + array0;
         if (next > end) throw pastEnd(pos, 4 + array0, end);
-        now += BigInt(delta);
-        records.push({ timestampNs: now, data: page.subarray(pos + 8, next) });
+        if (delta !== 0) now += BigInt(delta);
+        visit(pos + 8, next, now);
         pos = next;
         break;
       }
@@ -155,7 +183,7 @@ export function decodePage(page: Uint8Array, header: HeaderPage): DecodedPage {
         throw corrupt(`event at ${hex(pos)} has type ${typeLen}, which the kernel never writes`);
     }
   }
-  return { timestamp, missedEvents, lostCount, dataSizeBytes, records };
+  return { timestamp, missedEvents, lostCount, dataSizeBytes };
 }
 
 function pastEnd(pos: number, length: number, end: number): ProbeError {

@@ -1,10 +1,15 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProbeError } from '../../errors/index.js';
-import type { FieldValue, ProbeEvent, StreamStats } from '../../events/index.js';
+import type { ProbeEvent, StreamStats } from '../../events/index.js';
 import type { FetchArg } from '../../spec/index.js';
-import { BufferReader, type CpuRecord } from './buffer-reader.js';
-import { decodeEvent, recordType } from './decode-event.js';
+import { BufferReader } from './buffer-reader.js';
+import {
+  decodeEvent,
+  type RecordDecoder,
+  recordDecoder,
+  repeatedTextReader,
+} from './decode-event.js';
 import { type EventFormat, parseEventFormat } from './event-format.js';
 import { type DefinedEvent, TracefsSession, type TracefsSite } from './tracefs-session.js';
 
@@ -42,9 +47,21 @@ const COMM_FETCH: FetchArg = {
 
 interface Route {
   readonly site: StreamSite;
-  readonly format: EventFormat;
+  /** The user's fields (upscope's comm and the kernel's `__probe_*` left out). */
+  readonly decoder: RecordDecoder;
+  readonly comm: (view: DataView, bytes: Uint8Array, start: number, end: number) => string | null;
   delivered: number;
 }
+
+/** A record kept, copied, until the launched command's exec is seen. */
+interface WaitingRecord {
+  readonly cpu: number;
+  readonly bytes: Uint8Array;
+  readonly timestampNs: bigint;
+}
+
+/** `struct trace_entry` begins every record: u16 type, u8 flags, u8 preempt count, int pid. */
+const ENTRY_BYTES = 8;
 
 /**
  * The tracefs engine's event stream: uprobe events in upscope's own group, enabled only in a
@@ -90,7 +107,15 @@ export class TracefsStream {
       const routes = new Map<number, Route>();
       defined.forEach((event, i) => {
         const format = readFormat(dir, event);
-        routes.set(format.id, { site: sites[i]!, format, delivered: 0 });
+        routes.set(format.id, {
+          site: sites[i]!,
+          decoder: recordDecoder(
+            format,
+            (name) => name === COMM_FIELD || name.startsWith('__probe_'),
+          ),
+          comm: repeatedTextReader(format, COMM_FIELD),
+          delivered: 0,
+        });
       });
       writeOption(dir, 'record-tgid', '1');
       if (options.pids !== undefined) {
@@ -113,48 +138,58 @@ export class TracefsStream {
   poll(onEvent: (event: ProbeEvent) => void): number {
     // Until the launched command's exec is seen, records wait (copied: the reader reuses its
     // page) so that those from before the exec can be told apart; after it, none do.
-    const waiting: CpuRecord[] = [];
+    let waiting: WaitingRecord[] | undefined;
     let delivered = 0;
-    this.#reader.drain((record) => {
+    this.#reader.drain((cpu, view, bytes, start, end, timestampNs) => {
+      if (end - start < ENTRY_BYTES) return;
       const exec = this.#exec;
       if (exec !== undefined && exec.seenAtNs === undefined) {
-        if (recordType(record.data) === exec.type) {
-          if (decodeEvent(record.data, exec.format).pid === exec.pid)
-            exec.seenAtNs = record.timestampNs;
+        if (view.getUint16(start, true) === exec.type) {
+          if (decodeEvent(bytes.subarray(start, end), exec.format).pid === exec.pid)
+            exec.seenAtNs = timestampNs;
           return;
         }
-        waiting.push({
-          cpu: record.cpu,
-          timestampNs: record.timestampNs,
-          data: record.data.slice(),
-        });
+        waiting ??= [];
+        waiting.push({ cpu, bytes: bytes.slice(start, end), timestampNs });
         return;
       }
-      if (this.#deliver(record, onEvent)) delivered++;
+      if (this.#deliver(cpu, view, bytes, start, end, timestampNs, onEvent)) delivered++;
     });
-    for (const record of waiting) if (this.#deliver(record, onEvent)) delivered++;
+    for (const record of waiting ?? []) {
+      const { cpu, bytes, timestampNs } = record;
+      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      if (this.#deliver(cpu, view, bytes, 0, bytes.length, timestampNs, onEvent)) delivered++;
+    }
     return delivered;
   }
 
-  #deliver(record: CpuRecord, onEvent: (event: ProbeEvent) => void): boolean {
-    const route = this.#routes.get(recordType(record.data));
+  #deliver(
+    cpu: number,
+    view: DataView,
+    bytes: Uint8Array,
+    start: number,
+    end: number,
+    timestampNs: bigint,
+    onEvent: (event: ProbeEvent) => void,
+  ): boolean {
+    const route = this.#routes.get(view.getUint16(start, true));
     if (route === undefined) return false;
-    const decoded = decodeEvent(record.data, route.format);
-    if (this.#beforeExec(decoded.pid, record.timestampNs)) return false;
-    const { [COMM_FIELD]: comm, ...all } = decoded.fields;
-    const fields: Record<string, FieldValue> = {};
-    for (const name in all) if (!name.startsWith('__probe_')) fields[name] = all[name]!;
+    const tid = view.getInt32(start + 4, true);
+    if (this.#beforeExec(tid, timestampNs)) return false;
+    const fields = route.decoder.fields(view, bytes, start, end);
+    const comm = route.comm(view, bytes, start, end);
     route.delivered++;
     this.#delivered++;
+    const site = route.site;
     onEvent({
-      probe: route.site.probe,
-      spec: route.site.spec,
-      kind: route.site.kind,
-      pid: this.#tgidOf(decoded.pid),
-      tid: decoded.pid,
-      cpu: record.cpu,
-      timestampNs: record.timestampNs,
-      comm: typeof comm === 'string' ? comm : '',
+      probe: site.probe,
+      spec: site.spec,
+      kind: site.kind,
+      pid: this.#tgidOf(tid),
+      tid,
+      cpu,
+      timestampNs,
+      comm: comm ?? '',
       fields,
     });
     return true;

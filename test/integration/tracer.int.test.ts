@@ -1,0 +1,170 @@
+// The library API: Tracer.attach() and what an Attachment gives (events(), batches(), on()
+// consumers with filters, stats(), close() from a consumer, AbortSignal, `await using`),
+// against the C target that counts its own calls. Every test ends with nothing of this
+// process left in tracefs and no child left running.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import { afterEach, test } from 'node:test';
+import { type ProbeEvent, Tracer } from '../../src/api/index.js';
+import { compileProgram } from '../helpers/compile.js';
+import { leftovers, ownLeftovers } from '../helpers/leftovers.js';
+import { requireHost } from '../helpers/require-host.js';
+
+const CALLS = 30;
+
+afterEach(() => {
+  assert.deepEqual(ownLeftovers(), [], 'nothing of this process is left in tracefs');
+  assert.deepEqual(leftovers(), [], 'nothing of a dead upscope is left in tracefs');
+});
+
+function target(): string {
+  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
+  return compileProgram('trace-target', {
+    flags: ['-O2'],
+    link: [lib, `-Wl,-rpath,${dirname(lib)}`, '-lpthread'],
+  });
+}
+
+/** The command line that runs the target with its report written to a file; the report. */
+function command(app: string): {
+  line: string;
+  report: () => Map<string, number>;
+  remove: () => void;
+} {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-tracer-'));
+  const file = join(dir, 'report');
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  return {
+    line: `${app} ${CALLS} > ${file}`,
+    remove,
+    report: () => {
+      const text = readFileSync(file, 'utf8');
+      remove();
+      return new Map(
+        [...text.matchAll(/^(\w+) pid=\d+ f_ints=(\d+)/gm)].map((m) => [m[1]!, Number(m[2])]),
+      );
+    },
+  };
+}
+
+/** f_ints calls the target says it made: its threads, the forked child and the exec. */
+function totalCalls(report: Map<string, number>): number {
+  assert.deepEqual([...report.keys()].sort(), ['exec', 'fork', 'main']);
+  return [...report.values()].reduce((sum, n) => sum + n, 0);
+}
+
+test('events() gives every call with typed fields; stats() counts them; nothing is left', async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+  const app = target();
+  const run = command(app);
+  const attachment = await new Tracer().attach(
+    [`${app}:f_ints c=arg2:s32 d=arg3:s64`, `r:${app}:f_ints ret=retval:s32`],
+    { command: run.line },
+  );
+  const events: ProbeEvent[] = [];
+  const started = process.hrtime.bigint();
+  for await (const event of attachment.events()) events.push(event);
+  const report = run.report();
+  const calls = totalCalls(report);
+  assert.equal(attachment.exit?.code, 0);
+  const entries = events.filter((e) => e.kind === 'entry');
+  const returns = events.filter((e) => e.kind === 'return');
+  assert.equal(entries.length, calls);
+  assert.equal(returns.length, calls);
+  for (const e of entries) {
+    assert.equal(e.probe, 'f_ints');
+    assert.equal(typeof e.fields['c'], 'number');
+    // d = -i * 10^10 where c = -3i.
+    assert.equal((e.fields['d'] as bigint) * 3n, BigInt(e.fields['c'] as number) * 10n ** 10n);
+    assert.ok(e.timestampNs > started, 'timestamps are CLOCK_MONOTONIC, after the attach began');
+  }
+  // comm is the kernel's name of the thread: the program's, then `exe` after its exec of
+  // /proc/self/exe.
+  const byComm = (comm: string) => entries.filter((e) => e.comm === comm).length;
+  assert.equal(byComm('exe'), report.get('exec'));
+  assert.equal(byComm(basename(app).slice(0, 15)), calls - report.get('exec')!);
+  for (const e of returns) assert.ok(e.latencyNs !== undefined && e.latencyNs > 0n);
+  const stats = attachment.stats();
+  assert.equal(stats.delivered, 2 * calls);
+  assert.equal(stats.lost, 0);
+  assert.deepEqual(
+    stats.perProbe.map((p) => p.delivered),
+    [calls, calls],
+  );
+});
+
+test('on() consumers: several on one probe, each with its filter; batches() sees the same', async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+  const app = target();
+  const run = command(app);
+  const attachment = await new Tracer().attach([`${app}:f_ints c=arg2:s32`, `${app}:f_str`], {
+    command: run.line,
+  });
+  const even = (e: ProbeEvent) => (e.fields['c'] as number) % 2 === 0;
+  const seen = { even: 0, odd: 0, all: 0, str: 0 };
+  attachment.on('f_ints', () => seen.even++, { filter: even });
+  attachment.on('f_ints', () => seen.odd++, { filter: (e) => !even(e) });
+  attachment.on('*', () => seen.all++);
+  const stop = attachment.on('f_str', () => seen.str++);
+  stop();
+  let batched = 0;
+  for await (const batch of attachment.batches()) batched += batch.length;
+  const calls = totalCalls(run.report());
+  // c = -3i: even exactly when the call index is.
+  assert.equal(seen.even + seen.odd, calls);
+  assert.ok(seen.even > 0 && seen.odd > 0);
+  assert.equal(seen.all, 2 * calls, 'the * consumer gets both probes');
+  assert.equal(seen.str, 0, 'a removed consumer gets nothing');
+  assert.equal(batched, 2 * calls, 'the iterator started after on() still gets every event');
+});
+
+test('close() from a consumer ends the attachment after the read under way', async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+  const app = target();
+  const run = command(app);
+  const attachment = await new Tracer().attach(`${app}:f_ints`, { command: run.line });
+  let seen = 0;
+  attachment.on('*', () => {
+    if (++seen === 5) void attachment.close();
+  });
+  await attachment.ended;
+  assert.equal(attachment.error, undefined);
+  assert.ok(seen >= 5);
+  assert.equal(attachment.stats().delivered, seen);
+  // The command is killed with the attachment: its report may be partial or missing.
+  run.remove();
+});
+
+test('an AbortSignal and `await using` end the attachment; the traced process is unharmed', async (t) => {
+  if (!requireHost(t, { root: true })) return;
+  const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
+  try {
+    const controller = new AbortController();
+    {
+      await using attachment = await new Tracer().attach('libc:nanosleep', {
+        pid: sleeper.pid!,
+        signal: controller.signal,
+      });
+      setTimeout(() => controller.abort(), 100);
+      await attachment.ended;
+      assert.deepEqual(ownLeftovers(), [], 'the abort removed everything');
+    }
+    assert.equal(sleeper.exitCode, null, 'sleep still runs');
+    assert.equal(sleeper.signalCode, null);
+  } finally {
+    sleeper.kill('SIGKILL');
+  }
+});
+
+test('attach() rejects a pid and a command together, and a pid that does not exist', async (t) => {
+  if (!requireHost(t, { root: true })) return;
+  await assert.rejects(new Tracer().attach('libc:malloc', { pid: 1, command: 'true' }), {
+    code: 'ERR_USAGE',
+  });
+  await assert.rejects(new Tracer().attach('libc:malloc', { pid: 2 ** 22 + 1 }), {
+    code: 'ERR_PROCESS_NOT_FOUND',
+  });
+});
