@@ -13,6 +13,7 @@ const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
 const CALLS = 50;
 
 interface JsonEvent {
+  timeNs: string;
   probe: string;
   kind: string;
   pid: number;
@@ -93,6 +94,13 @@ describe('upscope trace', () => {
         assert.equal(of(probe).length, expectedIndices().length, `${probe}: no other events`);
       }
       assert.equal(of('f_ints', 'return').length, of('f_ints').length, 'one return per call');
+      // Events come in time order, whichever CPU each thread ran on.
+      for (let k = 1; k < events.length; k++) {
+        assert.ok(
+          BigInt(events[k]!.timeNs) >= BigInt(events[k - 1]!.timeNs),
+          `event ${k} at ${events[k]!.timeNs} follows one at ${events[k - 1]!.timeNs}`,
+        );
+      }
       // Four threads of the main process.
       const mainPid = counts.get('main')!.pid;
       assert.equal(

@@ -10,12 +10,12 @@ import {
 import { join } from 'node:path';
 import { ProbeError } from '../../errors/index.js';
 import { type HeaderPage, parseHeaderPage } from './event-format.js';
-import { walkPage } from './page-decoder.js';
+import { PageCursor } from './page-decoder.js';
 
 /**
  * Receives one record of CPU `cpu`'s buffer: its bytes are `bytes[start, end)`, read through
- * `view` (which spans `bytes` from offset 0). Both are the reader's reused page: copy what
- * must outlive the call.
+ * `view` (which spans `bytes` from offset 0). Both are a page the reader reuses once its
+ * records are delivered: copy what must outlive the call.
  */
 export type CpuRecordVisitor = (
   cpu: number,
@@ -26,17 +26,39 @@ export type CpuRecordVisitor = (
   timestampNs: bigint,
 ) => void;
 
+/** A page buffer, and how many bytes the last read put in it. */
+interface Page {
+  readonly bytes: Uint8Array;
+  readonly view: DataView;
+  length: number;
+}
+
+/** One CPU's pages read and not yet delivered, in its buffer's order (time order). */
+interface CpuQueue {
+  readonly cpu: number;
+  readonly fd: number;
+  /** pages[0] is the one the cursor is on, once opened. */
+  readonly pages: Page[];
+  readonly cursor: PageCursor;
+  opened: boolean;
+  /** The cursor stands on a record not yet delivered. */
+  ready: boolean;
+}
+
 /**
  * Reads an instance's ring buffer: every CPU's `trace_pipe_raw`, opened without blocking, page
  * by page, decoding the binary pages (never the text of trace_pipe). A read takes whatever the
  * kernel has, full pages or not, and stops at EAGAIN: call drain() on a timer, and once more
- * after the probes are disabled.
+ * after the probes are disabled, with `all`.
+ *
+ * Records are delivered in time order across CPUs (each CPU's buffer is in order; drain()
+ * merges them), so that a thread that moves between CPUs is seen in the order it ran.
  */
 export class BufferReader {
-  readonly #fds: { cpu: number; fd: number }[] = [];
+  readonly #queues: CpuQueue[] = [];
   readonly #header: HeaderPage;
-  readonly #page: Uint8Array;
-  readonly #view: DataView;
+  readonly #pageBytes: number;
+  readonly #free: Page[] = [];
   #lost = 0;
 
   constructor(tracefs: string, instanceDir: string) {
@@ -45,10 +67,7 @@ export class BufferReader {
     const pageBytes = existsSync(subbuf)
       ? Number(readFileSync(subbuf, 'utf8').trim()) * 1024
       : this.#header.data.offset + this.#header.data.sizeBytes;
-    this.#page = new Uint8Array(
-      Math.max(pageBytes, this.#header.data.offset + this.#header.data.sizeBytes),
-    );
-    this.#view = new DataView(this.#page.buffer);
+    this.#pageBytes = Math.max(pageBytes, this.#header.data.offset + this.#header.data.sizeBytes);
     const cpus = readdirSync(join(instanceDir, 'per_cpu'))
       .map((name) => /^cpu(\d+)$/.exec(name)?.[1])
       .filter((n): n is string => n !== undefined)
@@ -57,7 +76,15 @@ export class BufferReader {
     try {
       for (const cpu of cpus) {
         const path = join(instanceDir, 'per_cpu', `cpu${cpu}`, 'trace_pipe_raw');
-        this.#fds.push({ cpu, fd: openSync(path, constants.O_RDONLY | constants.O_NONBLOCK) });
+        const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+        this.#queues.push({
+          cpu,
+          fd,
+          pages: [],
+          cursor: new PageCursor(this.#header),
+          opened: false,
+          ready: false,
+        });
       }
     } catch (cause) {
       this.close();
@@ -75,51 +102,108 @@ export class BufferReader {
   }
 
   /**
-   * Read everything the kernel has now and hand each record to `visit`, in page order per
-   * CPU; returns how many records there were.
+   * Read everything the kernel has now and hand records to `visit` in time order: all of
+   * them with `all` (after the probes are disabled), else those up to the time the read
+   * began. A CPU whose reader was behind could still hold records older than the newest
+   * seen elsewhere; those after that time wait for the next drain(), so that what is
+   * delivered is never followed by an older record. Returns how many were delivered.
    */
-  drain(visit: CpuRecordVisitor): number {
-    let count = 0;
-    const bytes = this.#page;
-    const view = this.#view;
-    const header = this.#header;
-    for (const { cpu, fd } of this.#fds) {
-      const onRecord = (start: number, end: number, timestampNs: bigint) => {
-        count++;
-        visit(cpu, view, bytes, start, end, timestampNs);
-      };
-      for (;;) {
-        let got: number;
-        try {
-          got = readSync(fd, bytes, 0, bytes.length, null);
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          if (code === 'EAGAIN' || code === 'EWOULDBLOCK') break;
-          throw new ProbeError(
-            'ERR_TRACEFS_WRITE',
-            `Cannot read the ring buffer of CPU ${cpu}: ${(err as Error).message}`,
-            { cause: err },
-          );
-        }
-        if (got <= 0) break;
-        const page = walkPage(
-          got === bytes.length ? bytes : bytes.subarray(0, got),
-          view,
-          header,
-          onRecord,
+  drain(visit: CpuRecordVisitor, all = false): number {
+    const upTo = all ? undefined : process.hrtime.bigint();
+    for (const queue of this.#queues) {
+      this.#read(queue);
+      if (!queue.ready) this.#advance(queue);
+    }
+    return this.#merge(visit, upTo);
+  }
+
+  /** Read the CPU's pages until the kernel has no more. */
+  #read(queue: CpuQueue): void {
+    for (;;) {
+      const page = this.#free.pop() ?? this.#newPage();
+      let got: number;
+      try {
+        got = readSync(queue.fd, page.bytes, 0, page.bytes.length, null);
+      } catch (err) {
+        this.#free.push(page);
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return;
+        throw new ProbeError(
+          'ERR_TRACEFS_WRITE',
+          `Cannot read the ring buffer of CPU ${queue.cpu}: ${(err as Error).message}`,
+          { cause: err },
         );
-        // A page that lost events without room to say how many is covered by the per-CPU
-        // overrun count, which stats() takes when it is larger.
-        if (page.lostCount !== undefined) this.#lost += page.lostCount;
       }
+      if (got <= 0) {
+        this.#free.push(page);
+        return;
+      }
+      page.length = got;
+      queue.pages.push(page);
+    }
+  }
+
+  /** Put the queue's cursor on its next record, opening pages as needed. */
+  #advance(queue: CpuQueue): void {
+    const { cursor, pages } = queue;
+    for (;;) {
+      if (queue.opened) {
+        if (cursor.next()) {
+          queue.ready = true;
+          return;
+        }
+        this.#free.push(pages.shift()!);
+        queue.opened = false;
+      }
+      const page = pages[0];
+      if (page === undefined) {
+        queue.ready = false;
+        return;
+      }
+      const bytes =
+        page.length === page.bytes.length ? page.bytes : page.bytes.subarray(0, page.length);
+      const summary = cursor.open(bytes, page.view);
+      queue.opened = true;
+      // A page that lost events without room to say how many is covered by the per-CPU
+      // overrun count, which stats() takes when it is larger.
+      if (summary.lostCount !== undefined) this.#lost += summary.lostCount;
+    }
+  }
+
+  #newPage(): Page {
+    const bytes = new Uint8Array(this.#pageBytes);
+    return { bytes, view: new DataView(bytes.buffer), length: 0 };
+  }
+
+  #merge(visit: CpuRecordVisitor, upTo: bigint | undefined): number {
+    const queues = this.#queues.filter((q) => q.ready);
+    let count = 0;
+    for (;;) {
+      // The queue whose next record is oldest (few CPUs have records at once: a scan will do).
+      let best: CpuQueue | undefined;
+      let bestStamp = 0n;
+      for (const queue of queues) {
+        if (!queue.ready) continue;
+        const stamp = queue.cursor.timestampNs;
+        if (best === undefined || stamp < bestStamp) {
+          best = queue;
+          bestStamp = stamp;
+        }
+      }
+      if (best === undefined || (upTo !== undefined && bestStamp > upTo)) break;
+      const page = best.pages[0]!;
+      const { start, end } = best.cursor;
+      count++;
+      visit(best.cpu, page.view, page.bytes, start, end, bestStamp);
+      this.#advance(best);
     }
     return count;
   }
 
   close(): void {
-    for (const { fd } of this.#fds.splice(0)) {
+    for (const queue of this.#queues.splice(0)) {
       try {
-        closeSync(fd);
+        closeSync(queue.fd);
       } catch {
         // Already closed: nothing to release.
       }

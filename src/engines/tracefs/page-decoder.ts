@@ -85,8 +85,7 @@ export function decodePage(page: Uint8Array, header: HeaderPage): DecodedPage {
 
 /**
  * The same as decodePage() without building records: `visit` is called for each data event,
- * in page order, with where its bytes are. `view` must span `page` (the reader keeps one for
- * its reused page buffer, so that no object is made per event).
+ * in page order, with where its bytes are. `view` must span `page` from its offset 0.
  */
 export function walkPage(
   page: Uint8Array,
@@ -94,96 +93,148 @@ export function walkPage(
   header: HeaderPage,
   visit: RecordVisitor,
 ): PageSummary {
-  const dataOffset = header.data.offset;
-  if (page.length < dataOffset) {
-    throw corrupt(`page is ${page.length} bytes, shorter than its ${dataOffset}-byte header`);
-  }
-  const timestamp = view.getBigUint64(header.timestamp.offset, true);
-  // Only the low 32 bits of commit carry the size and flags: the kernel adds the flag
-  // (1 << 31, an int) to a long, which sets the high bits too.
-  const commit = view.getUint32(header.commit.offset, true);
-  const dataSizeBytes = commit & COMMIT_SIZE_MASK;
-  const room = page.length - dataOffset;
-  if (dataSizeBytes > room) {
-    throw corrupt(`commit says ${dataSizeBytes} bytes of data, but the page holds ${room}`, {
-      commit,
-    });
-  }
-  const missedEvents = (commit & MISSED_EVENTS) !== 0;
-  let lostCount: number | undefined;
-  if (missedEvents && (commit & MISSED_STORED) !== 0) {
-    const at = dataOffset + dataSizeBytes;
-    if (at + 8 > page.length) {
-      throw corrupt(
-        `the lost-events count at ${hex(at)} runs past the page (${page.length} bytes)`,
-      );
-    }
-    lostCount = Number(view.getBigUint64(at, true));
+  const cursor = new PageCursor(header);
+  const summary = cursor.open(page, view);
+  while (cursor.next()) visit(cursor.start, cursor.end, cursor.timestampNs);
+  return summary;
+}
+
+/**
+ * Steps through the data events of one page at a time, without making an object per event:
+ * open() a page, then each true next() leaves the event's bytes at `[start, end)` and its
+ * time in `timestampNs`. A reader merging several CPUs' pages keeps one cursor per CPU.
+ */
+export class PageCursor {
+  readonly #header: HeaderPage;
+  #view: DataView = new DataView(new ArrayBuffer(0));
+  #pos = 0;
+  #end = 0;
+  #now = 0n;
+  /** The current event's bytes, after a true next(). */
+  start = 0;
+  end = 0;
+  timestampNs = 0n;
+
+  constructor(header: HeaderPage) {
+    this.#header = header;
   }
 
-  const end = dataOffset + dataSizeBytes;
-  let now = timestamp;
-  let pos = dataOffset;
-  while (pos < end) {
-    if (end - pos < 4) {
-      throw corrupt(`event header at ${hex(pos)} runs past the committed data end ${hex(end)}`);
+  /**
+   * Read a page's header and stand before its first event. `view` must span `page` from its
+   * offset 0. Throws ProbeError ERR_TRACEFS_FORMAT when the header does not fit the page.
+   */
+  open(page: Uint8Array, view: DataView): PageSummary {
+    const header = this.#header;
+    const dataOffset = header.data.offset;
+    if (page.length < dataOffset) {
+      throw corrupt(`page is ${page.length} bytes, shorter than its ${dataOffset}-byte header`);
     }
-    const word = view.getUint32(pos, true);
-    const typeLen = word & 0x1f;
-    const delta = word >>> 5;
-    if (typeLen >= 1 && typeLen <= 28) {
-      const next = pos + 4 + typeLen * 4;
-      if (next > end) throw pastEnd(pos, next - pos, end);
-      if (delta !== 0) now += BigInt(delta);
-      visit(pos + 4, next, now);
-      pos = next;
-      continue;
+    const timestamp = view.getBigUint64(header.timestamp.offset, true);
+    // Only the low 32 bits of commit carry the size and flags: the kernel adds the flag
+    // (1 << 31, an int) to a long, which sets the high bits too.
+    const commit = view.getUint32(header.commit.offset, true);
+    const dataSizeBytes = commit & COMMIT_SIZE_MASK;
+    const room = page.length - dataOffset;
+    if (dataSizeBytes > room) {
+      throw corrupt(`commit says ${dataSizeBytes} bytes of data, but the page holds ${room}`, {
+        commit,
+      });
     }
-    if (typeLen === TYPE_PADDING && delta === 0) break; // the rest of the page is unused
-    if (end - pos < 8) throw pastEnd(pos, 8, end);
-    const array0 = view.getUint32(pos + 4, true);
-    switch (typeLen) {
-      case 0: {
-        // array[0] is the length after the header word, itself included; data follows it.
-        if (array0 < 4) {
-          throw corrupt(`event at ${hex(pos)} has length ${array0}, shorter than its length word`);
-        }
-        const next = pos + 4 + array0;
-        if (next > end) throw pastEnd(pos, 4 + array0, end);
-        if (delta !== 0) now += BigInt(delta);
-        visit(pos + 8, next, now);
-        pos = next;
-        break;
+    const missedEvents = (commit & MISSED_EVENTS) !== 0;
+    let lostCount: number | undefined;
+    if (missedEvents && (commit & MISSED_STORED) !== 0) {
+      const at = dataOffset + dataSizeBytes;
+      if (at + 8 > page.length) {
+        throw corrupt(
+          `the lost-events count at ${hex(at)} runs past the page (${page.length} bytes)`,
+        );
       }
-      case TYPE_PADDING: {
-        // A discarded event: array[0] is its length after the header word. Its delta counts,
-        // as libtraceevent's reader counts it.
-        const next = pos + 4 + array0;
-        if (next > end) throw pastEnd(pos, 4 + array0, end);
-        now += BigInt(delta);
-        pos = next;
-        break;
-      }
-      case TYPE_TIME_EXTEND:
-        now += (BigInt(array0) << TS_SHIFT) + BigInt(delta);
-        pos += 8;
-        break;
-      case TYPE_TIME_STAMP: {
-        // An absolute time, whose 5 top bits are those of the running time.
-        let absolute = (BigInt(array0) << TS_SHIFT) + BigInt(delta);
-        if ((now & TS_MSB) !== 0n) {
-          absolute |= now & TS_MSB;
-          if (absolute < now) absolute += ABS_TS_CARRY;
-        }
-        now = absolute;
-        pos += 8;
-        break;
-      }
-      default:
-        throw corrupt(`event at ${hex(pos)} has type ${typeLen}, which the kernel never writes`);
+      lostCount = Number(view.getBigUint64(at, true));
     }
+    this.#view = view;
+    this.#pos = dataOffset;
+    this.#end = dataOffset + dataSizeBytes;
+    this.#now = timestamp;
+    return { timestamp, missedEvents, lostCount, dataSizeBytes };
   }
-  return { timestamp, missedEvents, lostCount, dataSizeBytes };
+
+  /**
+   * Step to the next data event; false at the end of the page. Throws ProbeError
+   * ERR_TRACEFS_FORMAT when an event runs past the committed data.
+   */
+  next(): boolean {
+    const view = this.#view;
+    const end = this.#end;
+    let pos = this.#pos;
+    while (pos < end) {
+      if (end - pos < 4) {
+        throw corrupt(`event header at ${hex(pos)} runs past the committed data end ${hex(end)}`);
+      }
+      const word = view.getUint32(pos, true);
+      const typeLen = word & 0x1f;
+      const delta = word >>> 5;
+      if (typeLen >= 1 && typeLen <= 28) {
+        const next = pos + 4 + typeLen * 4;
+        if (next > end) throw pastEnd(pos, next - pos, end);
+        if (delta !== 0) this.#now += BigInt(delta);
+        return this.#found(pos + 4, next);
+      }
+      if (typeLen === TYPE_PADDING && delta === 0) break; // the rest of the page is unused
+      if (end - pos < 8) throw pastEnd(pos, 8, end);
+      const array0 = view.getUint32(pos + 4, true);
+      switch (typeLen) {
+        case 0: {
+          // array[0] is the length after the header word, itself included; data follows it.
+          if (array0 < 4) {
+            throw corrupt(
+              `event at ${hex(pos)} has length ${array0}, shorter than its length word`,
+            );
+          }
+          const next = pos + 4 + array0;
+          if (next > end) throw pastEnd(pos, 4 + array0, end);
+          if (delta !== 0) this.#now += BigInt(delta);
+          return this.#found(pos + 8, next);
+        }
+        case TYPE_PADDING: {
+          // A discarded event: array[0] is its length after the header word. Its delta
+          // counts, as libtraceevent's reader counts it.
+          const next = pos + 4 + array0;
+          if (next > end) throw pastEnd(pos, 4 + array0, end);
+          this.#now += BigInt(delta);
+          pos = next;
+          break;
+        }
+        case TYPE_TIME_EXTEND:
+          this.#now += (BigInt(array0) << TS_SHIFT) + BigInt(delta);
+          pos += 8;
+          break;
+        case TYPE_TIME_STAMP: {
+          // An absolute time, whose 5 top bits are those of the running time.
+          const now = this.#now;
+          let absolute = (BigInt(array0) << TS_SHIFT) + BigInt(delta);
+          if ((now & TS_MSB) !== 0n) {
+            absolute |= now & TS_MSB;
+            if (absolute < now) absolute += ABS_TS_CARRY;
+          }
+          this.#now = absolute;
+          pos += 8;
+          break;
+        }
+        default:
+          throw corrupt(`event at ${hex(pos)} has type ${typeLen}, which the kernel never writes`);
+      }
+    }
+    this.#pos = end;
+    return false;
+  }
+
+  #found(start: number, next: number): true {
+    this.start = start;
+    this.end = next;
+    this.timestampNs = this.#now;
+    this.#pos = next;
+    return true;
+  }
 }
 
 function pastEnd(pos: number, length: number, end: number): ProbeError {

@@ -53,13 +53,6 @@ interface Route {
   delivered: number;
 }
 
-/** A record kept, copied, until the launched command's exec is seen. */
-interface WaitingRecord {
-  readonly cpu: number;
-  readonly bytes: Uint8Array;
-  readonly timestampNs: bigint;
-}
-
 /** `struct trace_entry` begins every record: u16 type, u8 flags, u8 preempt count, int pid. */
 const ENTRY_BYTES = 8;
 
@@ -84,6 +77,7 @@ export class TracefsStream {
       }
     | undefined;
   #delivered = 0;
+  #stopped = false;
 
   private constructor(
     session: TracefsSession,
@@ -134,11 +128,11 @@ export class TracefsStream {
     }
   }
 
-  /** Decode whatever the kernel has buffered; returns how many events were delivered. */
+  /**
+   * Decode what the kernel has buffered, in time order (after stop(), all of it); returns how
+   * many events were delivered.
+   */
   poll(onEvent: (event: ProbeEvent) => void): number {
-    // Until the launched command's exec is seen, records wait (copied: the reader reuses its
-    // page) so that those from before the exec can be told apart; after it, none do.
-    let waiting: WaitingRecord[] | undefined;
     let delivered = 0;
     this.#reader.drain((cpu, view, bytes, start, end, timestampNs) => {
       if (end - start < ENTRY_BYTES) return;
@@ -149,17 +143,9 @@ export class TracefsStream {
             exec.seenAtNs = timestampNs;
           return;
         }
-        waiting ??= [];
-        waiting.push({ cpu, bytes: bytes.slice(start, end), timestampNs });
-        return;
       }
       if (this.#deliver(cpu, view, bytes, start, end, timestampNs, onEvent)) delivered++;
-    });
-    for (const record of waiting ?? []) {
-      const { cpu, bytes, timestampNs } = record;
-      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      if (this.#deliver(cpu, view, bytes, 0, bytes.length, timestampNs, onEvent)) delivered++;
-    }
+    }, this.#stopped);
     return delivered;
   }
 
@@ -205,6 +191,7 @@ export class TracefsStream {
   /** Stop recording (the buffer keeps what it has for a last poll()). */
   stop(): void {
     this.#session.disable();
+    this.#stopped = true;
   }
 
   stats(): StreamStats {
