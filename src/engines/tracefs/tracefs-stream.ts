@@ -2,15 +2,10 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProbeError } from '../../errors/index.js';
 import type { ProbeEvent, StreamStats } from '../../events/index.js';
-import type { FetchArg } from '../../spec/index.js';
 import { BufferReader } from './buffer-reader.js';
-import {
-  decodeEvent,
-  type RecordDecoder,
-  recordDecoder,
-  repeatedTextReader,
-} from './decode-event.js';
+import { type FieldValue, type RecordDecoder, recordDecoder } from './decode-event.js';
 import { type EventFormat, parseEventFormat } from './event-format.js';
+import { ThreadTable } from './threads.js';
 import { type DefinedEvent, TracefsSession, type TracefsSite } from './tracefs-session.js';
 
 /** A site to stream, with what events of it are called. */
@@ -35,23 +30,15 @@ export interface StreamOptions {
   readonly startAtExecOf?: number | undefined;
 }
 
-/** The fetch every event gets for its thread's name; the user's fetches keep their names. */
-const COMM_FIELD = 'upscope_comm';
-const COMM_FETCH: FetchArg = {
-  name: COMM_FIELD,
-  nameExplicit: true,
-  expr: { kind: 'comm', span: { start: 0, end: 0 } },
-  type: 'string',
-  span: { start: 0, end: 0 },
-};
-
 interface Route {
   readonly site: StreamSite;
-  /** The user's fields (upscope's comm and the kernel's `__probe_*` left out). */
+  /** The user's fields (the kernel's `__probe_*` left out). */
   readonly decoder: RecordDecoder;
-  readonly comm: (view: DataView, bytes: Uint8Array, start: number, end: number) => string | null;
   delivered: number;
 }
+
+/** Handles a record of a kernel event the stream records for itself. */
+type SideEvent = (fields: Record<string, FieldValue>, tid: number, timestampNs: bigint) => void;
 
 /** `struct trace_entry` begins every record: u16 type, u8 flags, u8 preempt count, int pid. */
 const ENTRY_BYTES = 8;
@@ -67,15 +54,10 @@ export class TracefsStream {
   readonly #session: TracefsSession;
   readonly #reader: BufferReader;
   readonly #routes = new Map<number, Route>();
-  readonly #tgids = new Map<number, number>();
-  readonly #exec:
-    | {
-        readonly pid: number;
-        readonly type: number;
-        readonly format: EventFormat;
-        seenAtNs: bigint | undefined;
-      }
-    | undefined;
+  readonly #threads: ThreadTable;
+  readonly #side = new Map<number, { decoder: RecordDecoder; handle: SideEvent }>();
+  /** With startAtExecOf: the launched process, and when its exec was seen. */
+  readonly #exec: { readonly pid: number; seenAtNs: bigint | undefined } | undefined;
   #delivered = 0;
   #stopped = false;
 
@@ -83,31 +65,27 @@ export class TracefsStream {
     session: TracefsSession,
     reader: BufferReader,
     routes: Map<number, Route>,
-    exec: { pid: number; type: number; format: EventFormat } | undefined,
+    startAtExecOf: number | undefined,
   ) {
     this.#session = session;
     this.#reader = reader;
     this.#routes = routes;
-    this.#exec = exec === undefined ? undefined : { ...exec, seenAtNs: undefined };
+    this.#threads = new ThreadTable(session.tracefs);
+    this.#exec =
+      startAtExecOf === undefined ? undefined : { pid: startAtExecOf, seenAtNs: undefined };
   }
 
   static open(sites: readonly StreamSite[], options: StreamOptions): TracefsStream {
     const session = new TracefsSession({ tracefs: options.tracefs });
     try {
-      const defined = session.define(
-        sites.map((site) => ({ ...site, fetches: [...site.fetches, COMM_FETCH] })),
-      );
+      const defined = session.define(sites);
       const dir = session.createInstance({ bufferSizeKb: options.bufferSizeKb });
       const routes = new Map<number, Route>();
       defined.forEach((event, i) => {
         const format = readFormat(dir, event);
         routes.set(format.id, {
           site: sites[i]!,
-          decoder: recordDecoder(
-            format,
-            (name) => name === COMM_FIELD || name.startsWith('__probe_'),
-          ),
-          comm: repeatedTextReader(format, COMM_FIELD),
+          decoder: recordDecoder(format, (name) => name.startsWith('__probe_')),
           delivered: 0,
         });
       });
@@ -115,17 +93,48 @@ export class TracefsStream {
       if (options.pids !== undefined) {
         session.filterPids(options.pids, { followForks: options.followForks ?? true });
       }
-      const exec =
-        options.startAtExecOf === undefined
-          ? undefined
-          : { pid: options.startAtExecOf, ...enableExecEvent(dir) };
       const reader = new BufferReader(options.tracefs, dir);
+      const stream = new TracefsStream(session, reader, routes, options.startAtExecOf);
+      stream.#recordSideEvents(dir);
       session.enable();
-      return new TracefsStream(session, reader, routes, exec);
+      return stream;
     } catch (err) {
       session.close();
       throw err;
     }
+  }
+
+  /**
+   * The kernel events the stream records besides the probes (filtered by pid like them):
+   * threads made and renamed, for events' comm and pid, and with startAtExecOf, the exec
+   * that starts the command.
+   */
+  #recordSideEvents(instanceDir: string): void {
+    const threads = this.#threads;
+    this.#enableSide(instanceDir, 'task', 'task_newtask', (fields, tid) => {
+      threads.created(
+        tid,
+        Number(fields['pid']),
+        String(fields['comm']),
+        typeof fields['clone_flags'] === 'bigint' ? fields['clone_flags'] : 0n,
+      );
+    });
+    this.#enableSide(instanceDir, 'task', 'task_rename', (fields) => {
+      threads.renamed(Number(fields['pid']), String(fields['newcomm']));
+    });
+    const exec = this.#exec;
+    if (exec !== undefined) {
+      this.#enableSide(instanceDir, 'sched', 'sched_process_exec', (fields, _tid, timestampNs) => {
+        if (exec.seenAtNs === undefined && fields['pid'] === exec.pid) exec.seenAtNs = timestampNs;
+      });
+    }
+  }
+
+  #enableSide(instanceDir: string, system: string, name: string, handle: SideEvent): void {
+    const dir = join(instanceDir, 'events', system, name);
+    const format = parseEventFormat(readFileSync(join(dir, 'format'), 'utf8'));
+    writeFileSync(join(dir, 'enable'), '1');
+    this.#side.set(format.id, { decoder: recordDecoder(format), handle });
   }
 
   /**
@@ -136,49 +145,33 @@ export class TracefsStream {
     let delivered = 0;
     this.#reader.drain((cpu, view, bytes, start, end, timestampNs) => {
       if (end - start < ENTRY_BYTES) return;
-      const exec = this.#exec;
-      if (exec !== undefined && exec.seenAtNs === undefined) {
-        if (view.getUint16(start, true) === exec.type) {
-          if (decodeEvent(bytes.subarray(start, end), exec.format).pid === exec.pid)
-            exec.seenAtNs = timestampNs;
-          return;
-        }
+      const type = view.getUint16(start, true);
+      const tid = view.getInt32(start + 4, true);
+      const route = this.#routes.get(type);
+      if (route === undefined) {
+        const side = this.#side.get(type);
+        side?.handle(side.decoder.fields(view, bytes, start, end), tid, timestampNs);
+        return;
       }
-      if (this.#deliver(cpu, view, bytes, start, end, timestampNs, onEvent)) delivered++;
+      if (this.#beforeExec(tid, timestampNs)) return;
+      const fields = route.decoder.fields(view, bytes, start, end);
+      route.delivered++;
+      this.#delivered++;
+      delivered++;
+      const site = route.site;
+      onEvent({
+        probe: site.probe,
+        spec: site.spec,
+        kind: site.kind,
+        pid: this.#threads.tgid(tid),
+        tid,
+        cpu,
+        timestampNs,
+        comm: this.#threads.comm(tid),
+        fields,
+      });
     }, this.#stopped);
     return delivered;
-  }
-
-  #deliver(
-    cpu: number,
-    view: DataView,
-    bytes: Uint8Array,
-    start: number,
-    end: number,
-    timestampNs: bigint,
-    onEvent: (event: ProbeEvent) => void,
-  ): boolean {
-    const route = this.#routes.get(view.getUint16(start, true));
-    if (route === undefined) return false;
-    const tid = view.getInt32(start + 4, true);
-    if (this.#beforeExec(tid, timestampNs)) return false;
-    const fields = route.decoder.fields(view, bytes, start, end);
-    const comm = route.comm(view, bytes, start, end);
-    route.delivered++;
-    this.#delivered++;
-    const site = route.site;
-    onEvent({
-      probe: site.probe,
-      spec: site.spec,
-      kind: site.kind,
-      pid: this.#tgidOf(tid),
-      tid,
-      cpu,
-      timestampNs,
-      comm: comm ?? '',
-      fields,
-    });
-    return true;
   }
 
   /** An event of the launched process from before its exec: the launcher's, not the command's. */
@@ -217,30 +210,6 @@ export class TracefsStream {
     this.#reader.close();
     this.#session.close();
   }
-
-  /** The process a thread belongs to: /proc while it lives, the kernel's saved_tgids after. */
-  #tgidOf(tid: number): number {
-    let tgid = this.#tgids.get(tid);
-    if (tgid !== undefined) return tgid;
-    try {
-      const status = readFileSync(`/proc/${tid}/status`, 'utf8');
-      tgid = Number(/^Tgid:\s+(\d+)/m.exec(status)?.[1] ?? tid);
-    } catch {
-      const saved = readText(join(this.#session.tracefs, 'saved_tgids'));
-      const match = new RegExp(`^${tid} (\\d+)$`, 'm').exec(saved);
-      tgid = match === null ? tid : Number(match[1]);
-    }
-    this.#tgids.set(tid, tgid);
-    return tgid;
-  }
-}
-
-/** Record sched_process_exec in the instance (filtered by pid like the probes). */
-function enableExecEvent(instanceDir: string): { type: number; format: EventFormat } {
-  const dir = join(instanceDir, 'events', 'sched', 'sched_process_exec');
-  const format = parseEventFormat(readFileSync(join(dir, 'format'), 'utf8'));
-  writeFileSync(join(dir, 'enable'), '1');
-  return { type: format.id, format };
 }
 
 function readFormat(instanceDir: string, event: DefinedEvent): EventFormat {
@@ -260,12 +229,4 @@ function readFormat(instanceDir: string, event: DefinedEvent): EventFormat {
 function writeOption(instanceDir: string, option: string, value: string): void {
   const path = join(instanceDir, 'options', option);
   if (existsSync(path)) writeFileSync(path, value);
-}
-
-function readText(path: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return '';
-  }
 }
