@@ -1,13 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ProbeError } from '../../errors/index.js';
-import {
-  decodeEvent,
-  recordDecoder,
-  recordPid,
-  recordType,
-  repeatedTextReader,
-} from './decode-event.js';
+import { decodeEvent, recordDecoder, recordPid, recordType } from './decode-event.js';
 import { parseEventFormat } from './event-format.js';
 
 // Formats as the kernel (6.18, x86-64) printed them in tracefs: a uprobe defined with
@@ -298,27 +292,4 @@ test('recordDecoder() reads records in place, at any offset of a page, leaving o
     'e',
   ]);
   assert.throws(() => decoder.fields(view, page, 100, 120), /the record is 20 bytes/);
-});
-
-test('repeatedTextReader() gives each text once decoded, tells texts apart by their bytes', () => {
-  const read = repeatedTextReader(UPROBE, 's');
-  const at = (text: string | Uint8Array) => {
-    const data = uprobeRecord(typeof text === 'string' ? encoder.encode(text) : text);
-    return read(new DataView(data.buffer), data, 0, data.length);
-  };
-  const first = at('worker\0');
-  assert.equal(first, 'worker');
-  assert.equal(at('worker\0'), first);
-  assert.equal(at('worker-2\0'), 'worker-2');
-  assert.equal(at('workeR\0'), 'workeR');
-  assert.equal(at('wörker\0'), 'wörker');
-  assert.equal(at('\0'), '');
-  assert.equal(at(new Uint8Array(0)), null, 'a faulted fetch');
-  const long = `${'x'.repeat(100)}\0`;
-  assert.equal(at(long), 'x'.repeat(100));
-  // Ever new texts keep decoding right after the cache starts again.
-  for (let i = 0; i < 5000; i++) assert.equal(at(`t${i}\0`), `t${i}`);
-  assert.equal(at('worker\0'), 'worker');
-  assert.throws(() => repeatedTextReader(UPROBE, 'a'), /not a dynamic char array/);
-  assert.throws(() => repeatedTextReader(UPROBE, 'nope'), /not a dynamic char array/);
 });

@@ -209,54 +209,6 @@ export function recordDecoder(
 }
 
 /**
- * A reader of one `__data_loc char[]` field whose values repeat (a thread's `comm`): each
- * distinct text is decoded once, then found again by its bytes. Returns null for a faulted
- * (empty) fetch. Throws ProbeError ERR_TRACEFS_FORMAT when the field is missing or not a
- * dynamic char array, or when a record's field points outside the record.
- */
-export function repeatedTextReader(
-  format: EventFormat,
-  name: string,
-): (view: DataView, bytes: Uint8Array, start: number, end: number) => string | null {
-  const field = format.fields.find((f) => f.name === name);
-  if (field === undefined || field.location === 'static' || !isChar(field.elementType)) {
-    throw new ProbeError(
-      'ERR_TRACEFS_FORMAT',
-      `Cannot read field ${quote(name)} of event ${quote(format.name)}: it is not a dynamic char array`,
-    );
-  }
-  const span = dynamicSpanReader(field, format.name);
-  const cache = new Map<number, { readonly bytes: Uint8Array; readonly text: string }[]>();
-  return (view, bytes, start, end) => {
-    const packed = span(view, start, end);
-    const length = packed & 0xffff;
-    if (length === 0) return null;
-    const from = Math.floor(packed / 0x1_0000);
-    if (length > 64) return text(bytes, from, from + length);
-    // FNV-1a over the bytes; the bytes themselves decide between texts with one hash.
-    let hash = 0x811c9dc5;
-    for (let i = from; i < from + length; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193);
-    const known = cache.get(hash);
-    if (known !== undefined) {
-      for (const entry of known) {
-        if (entry.bytes.length !== length) continue;
-        let same = true;
-        for (let i = 0; i < length && same; i++) same = entry.bytes[i] === bytes[from + i];
-        if (same) return entry.text;
-      }
-    }
-    const decoded = text(bytes, from, from + length);
-    // A bound on memory for a stream of ever new texts: start again.
-    if (cache.size >= 4096) cache.clear();
-    const entry = { bytes: bytes.slice(from, from + length), text: decoded };
-    const list = cache.get(hash);
-    if (list === undefined) cache.set(hash, [entry]);
-    else list.push(entry);
-    return decoded;
-  };
-}
-
-/**
  * Decode one record's bytes (PageRecord.data) with its event's format. The format is
  * compiled into field readers once and cached. Throws ProbeError ERR_TRACEFS_FORMAT when the
  * record is shorter than the format's fixed fields, its common_type is not the format's id,
