@@ -11,7 +11,7 @@
 // creates is removed, and uprobe_events is checked at the end.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -108,7 +108,7 @@ function ensurePeers() {
 /** Compiles bench/programs/hot.c with gcc -O2 into `dir`; the binary is named `hot`. */
 function compileTarget(dir) {
   const bin = join(dir, 'hot');
-  const result = run('gcc', ['-O2', '-o', bin, join(root, 'bench/programs/hot.c')], {
+  const result = run('gcc', ['-O2', '-pthread', '-o', bin, join(root, 'bench/programs/hot.c')], {
     stdout: 'pipe',
   });
   if (result.status !== 0) throw new Error(`gcc failed on bench/programs/hot.c: ${result.stderr}`);
@@ -123,14 +123,14 @@ function failed(tool, result) {
   return { error: `${tool} failed (exit ${result.status}: ${error})` };
 }
 
-function upscopeRun(bin, kind) {
+function upscopeRun(bin, kind, threads = 1) {
   const spec = `${kind === 'return' ? 'r:' : ''}${bin}:hot_function`;
   const result = run(process.execPath, [
     join(root, 'bin/upscope.js'),
     'trace',
     spec,
     '-c',
-    `${bin} ${N}`,
+    `${bin} ${N} ${threads}`,
   ]);
   const summary = /upscope: (\d+) events delivered, (\d+) lost, (\d+) missed/.exec(result.stderr);
   const calls = parseCalls(result.stderr);
@@ -168,7 +168,7 @@ function bpftraceCountRun(bin, kind) {
 }
 
 /** perf record of every hit; samples counted once per timestamp (perf 6.1 doubles a few). */
-function perfRecordRun(bin, dir) {
+function perfRecordRun(bin, dir, threads = 1) {
   const data = join(dir, 'perf.data');
   const result = run('perf', [
     'record',
@@ -180,6 +180,7 @@ function perfRecordRun(bin, dir) {
     '--',
     bin,
     String(N),
+    String(threads),
   ]);
   const calls = parseCalls(result.stderr);
   if (result.status !== 0 || !calls) return failed('perf record', result);
@@ -205,10 +206,10 @@ function perfRecordRun(bin, dir) {
 }
 
 /** bpftrace printf of every hit into a file, whose lines are counted. */
-function bpftracePrintfRun(bin, dir) {
+function bpftracePrintfRun(bin, dir, threads = 1) {
   const out = join(dir, 'bpftrace.out');
   const script = `uprobe:${bin}:hot_function { printf("%d\\n", arg0); }`;
-  const result = sh(`bpftrace -e '${script}' -c '${bin} ${N}' > ${out} 2>${out}.err`);
+  const result = sh(`bpftrace -e '${script}' -c '${bin} ${N} ${threads}' > ${out} 2>${out}.err`);
   const stderr = readFileSync(`${out}.err`, 'utf8');
   const calls = parseCalls(stderr);
   if (result.status !== 0 || !calls) return failed('bpftrace', { ...result, stderr });
@@ -326,7 +327,7 @@ export function runTraceBench() {
     );
     console.log(
       `${'tool'.padEnd(28)}${'probe'.padEnd(8)}${'ns/call'.padStart(10)}${'per hit ns'.padStart(12)}` +
-        `${'events seen'.padStart(13)}${'lost'.padStart(9)}${'vs kernel-only'.padStart(16)}`,
+        `${'events seen'.padStart(13)}${'lost'.padStart(11)}${'vs kernel-only'.padStart(16)}`,
     );
     for (const row of costRows) {
       const head = `${row.label.padEnd(28)}${row.kind.padEnd(8)}`;
@@ -346,54 +347,76 @@ export function runTraceBench() {
           : `${(perHit / kernelOnly[row.kind]).toFixed(2)}x`;
       console.log(
         `${head}${fmt(ns, 1).padStart(10)}${fmt(perHit, 1).padStart(12)}` +
-          `${fmt(mid.seen).padStart(13)}${fmt(mid.lost).padStart(9)}${ratio.padStart(16)}`,
+          `${fmt(mid.seen).padStart(13)}${fmt(mid.lost).padStart(11)}${ratio.padStart(16)}`,
       );
     }
     console.log('(vs kernel-only: per-hit cost over that of perf stat on the same probe)');
-    const upscopeReturn = costRows.at(-1);
-    if (!upscopeReturn.error && upscopeReturn.samples.some((s) => s.seen === 2 * s.calls)) {
+    if (!costRows.at(-1).error) {
       console.log(
-        "(upscope's return spec also places an entry probe, to pair each return with its call " +
-          'for latency: two events per call)',
+        "(upscope's return probe comes with a hidden entry probe, to time each call: two probes " +
+          'hit per call; events seen counts the returns, lost counts both)',
       );
     }
 
-    // b. Event rate, every event streamed, one run each.
-    const rateRows = [
-      { label: 'upscope trace >/dev/null', measure: () => upscopeRun(bin, 'entry') },
-      {
-        label: 'perf record',
-        measure: perfCan ? () => perfRecordRun(bin, dir) : skip(perfWhy),
-      },
-      {
-        label: 'bpftrace printf',
-        measure: peers.bpftrace.ok ? () => bpftracePrintfRun(bin, dir) : skip(peers.bpftrace.why),
-      },
-    ];
+    // b. Event rate, every event streamed, one run each, from one thread and from as many
+    // threads as there are CPUs (the tool then competes with the program for CPU time).
+    const cpus = Math.min(availableParallelism(), 64);
+    const rateRows = [];
+    for (const threads of cpus > 1 ? [1, cpus] : [1]) {
+      rateRows.push(
+        {
+          label: 'upscope trace >/dev/null',
+          threads,
+          measure: () => upscopeRun(bin, 'entry', threads),
+        },
+        {
+          label: 'perf record',
+          threads,
+          measure: perfCan ? () => perfRecordRun(bin, dir, threads) : skip(perfWhy),
+        },
+        {
+          label: 'bpftrace printf',
+          threads,
+          measure: peers.bpftrace.ok
+            ? () => bpftracePrintfRun(bin, dir, threads)
+            : skip(peers.bpftrace.why),
+        },
+      );
+    }
     console.log();
     console.log(
       'b. Event rate, every hit of the entry probe streamed (one run each); events/s = delivered / ' +
         "the program's loop time; wall includes the tool's start and end",
     );
     console.log(
-      `${'tool'.padEnd(28)}${'delivered'.padStart(11)}${'lost'.padStart(10)}${'of N'.padStart(8)}` +
-        `${'events/s'.padStart(12)}${'ns/call'.padStart(9)}${'loop ms'.padStart(9)}${'wall ms'.padStart(9)}`,
+      `${'tool'.padEnd(26)}${'threads'.padStart(7)}${'delivered'.padStart(12)}${'lost'.padStart(11)}` +
+        `${'of N'.padStart(8)}${'events/s'.padStart(12)}${'vs perf'.padStart(9)}${'ns/call'.padStart(9)}` +
+        `${'loop ms'.padStart(9)}${'wall ms'.padStart(9)}`,
     );
-    for (const row of rateRows) {
-      const r = row.measure();
-      const head = row.label.padEnd(28);
+    const perfRate = new Map();
+    const results = rateRows.map((row) => ({ row, r: row.measure() }));
+    for (const { row, r } of results) {
+      if (!r.error && row.label === 'perf record')
+        perfRate.set(row.threads, r.seen / ((r.nsPerCall * r.calls) / 1e9));
+    }
+    for (const { row, r } of results) {
+      const head = `${row.label.padEnd(26)}${String(row.threads).padStart(7)}`;
       if (r.error) {
-        console.log(`${head}${r.error}`);
+        console.log(`${head}  ${r.error}`);
         continue;
       }
       const loopMs = (r.nsPerCall * r.calls) / 1e6;
+      const rate = r.seen / (loopMs / 1e3);
+      const versus = perfRate.has(row.threads)
+        ? `${(rate / perfRate.get(row.threads)).toFixed(2)}x`
+        : '-';
       console.log(
-        `${head}${fmt(r.seen).padStart(11)}${fmt(r.lost).padStart(10)}` +
+        `${head}${fmt(r.seen).padStart(12)}${fmt(r.lost).padStart(11)}` +
           `${`${((100 * r.seen) / r.calls).toFixed(1)}%`.padStart(8)}` +
-          `${fmt(r.seen / (loopMs / 1e3)).padStart(12)}${fmt(r.nsPerCall, 1).padStart(9)}` +
+          `${fmt(rate).padStart(12)}${versus.padStart(9)}${fmt(r.nsPerCall, 1).padStart(9)}` +
           `${fmt(loopMs).padStart(9)}${fmt(r.wallMs).padStart(9)}`,
       );
-      if (r.note) console.log(`${''.padEnd(28)}(${r.note})`);
+      if (r.note) console.log(`${''.padEnd(33)}(${r.note})`);
     }
   } finally {
     if (perfOk) run('perf', ['probe', '-q', '-d', 'probe_hot:*']);

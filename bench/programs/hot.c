@@ -1,7 +1,9 @@
-// The benchmark target: hot_function() called N times in a tight loop (N from argv[1]); the
-// loop times itself and prints `calls=N ns_per_call=F`, so a probe's cost per hit is the
-// difference between a probed run and a bare one. The line goes to stderr, so that a tracer's
-// stdout can go to /dev/null or a file without losing it.
+// The benchmark target: hot_function() called N times in tight loops (N from argv[1]), split
+// over T threads (argv[2], 1 by default). The program times its loops and prints
+// `calls=N ns_per_call=F` (F = loop wall time / N, so with T threads, events/s = 1e9 / F); a
+// probe's cost per hit is the difference between a probed run and a bare one. The line goes
+// to stderr, so that a tracer's stdout can go to /dev/null or a file without losing it.
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -15,15 +17,42 @@ __attribute__((noinline, noipa)) int hot_function(int x) {
   return x + 1;
 }
 
+#define MAX_THREADS 64
+
+static long per_thread;
+static int results[MAX_THREADS];
+
+static void *loop(void *arg) {
+  int x = 0;
+  for (long i = 0; i < per_thread; i++) x = hot_function(x);
+  // x depends on every call, so none can be optimised away; storing it keeps it live.
+  results[(long)arg] = x;
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   long n = argc > 1 ? strtol(argv[1], NULL, 10) : 1000000;
+  long threads = argc > 2 ? strtol(argv[2], NULL, 10) : 1;
+  if (threads < 1 || threads > MAX_THREADS) {
+    fprintf(stderr, "hot: threads must be 1 to %d\n", MAX_THREADS);
+    return 2;
+  }
+  per_thread = n / threads;
+  pthread_t ids[MAX_THREADS];
   struct timespec start, end;
-  int x = 0;
   clock_gettime(CLOCK_MONOTONIC, &start);
-  for (long i = 0; i < n; i++) x = hot_function(x);
+  if (threads == 1) {
+    loop(0);
+  } else {
+    for (long t = 0; t < threads; t++) pthread_create(&ids[t], NULL, loop, (void *)t);
+    for (long t = 0; t < threads; t++) pthread_join(ids[t], NULL);
+  }
   clock_gettime(CLOCK_MONOTONIC, &end);
+  long calls = per_thread * threads;
+  long sum = 0;
+  for (long t = 0; t < threads; t++) sum += results[t];
   double ns = (double)(end.tv_sec - start.tv_sec) * 1e9 + (double)(end.tv_nsec - start.tv_nsec);
-  // x depends on every call, so none can be optimised away; printing it keeps it live.
-  fprintf(stderr, "calls=%ld ns_per_call=%.2f x=%d\n", n, n > 0 ? ns / (double)n : 0.0, x);
+  fprintf(stderr, "calls=%ld ns_per_call=%.2f x=%ld\n", calls, calls > 0 ? ns / (double)calls : 0.0,
+          sum);
   return 0;
 }

@@ -169,6 +169,8 @@ export class TracefsStream {
         timestampNs,
         comm: this.#threads.comm(tid),
         fields,
+        // Present on every event, so that all have one shape (a return's is filled in later).
+        latencyNs: undefined,
       });
     }, this.#stopped);
     return delivered;
