@@ -4,13 +4,13 @@
 // process left in tracefs and no child left running.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { afterEach, test } from 'node:test';
 import { type ProbeEvent, Tracer } from '../../src/api/index.js';
 import { compileProgram } from '../helpers/compile.js';
-import { leftovers, ownLeftovers } from '../helpers/leftovers.js';
+import { leftovers, ownLeftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 
 const CALLS = 30;
@@ -167,4 +167,52 @@ test('attach() rejects a pid and a command together, and a pid that does not exi
   await assert.rejects(new Tracer().attach('libc:malloc', { pid: 2 ** 22 + 1 }), {
     code: 'ERR_PROCESS_NOT_FOUND',
   });
+});
+
+test("lost events match the kernel's overrun counters, and delivered + lost = the calls made", async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+  const app = compileProgram('burst', { flags: ['-O2'] });
+  const calls = 200_000;
+  const child = spawn(app, [String(calls)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let output = '';
+  const printed = (text: string) =>
+    new Promise<void>((resolve) => {
+      const check = () => {
+        if (output.includes(text)) resolve();
+      };
+      child.stdout!.on('data', (chunk) => {
+        output += chunk;
+        check();
+      });
+      check();
+    });
+  try {
+    await printed('ready');
+    // A small buffer read rarely: the burst overruns it.
+    const attachment = await new Tracer().attach(`${app}:burst_call`, {
+      pid: child.pid!,
+      bufferSizeKb: 64,
+      pollIntervalMs: 60_000,
+    });
+    child.kill('SIGUSR1');
+    await printed(`calls=${calls}`);
+    // The kernel's own count of events overwritten, read before upscope removes its instance.
+    const instances = readdirSync(`${TRACEFS}/instances`).filter((name) =>
+      name.startsWith(`upscope_${process.pid}`),
+    );
+    assert.equal(instances.length, 1);
+    let overrun = 0;
+    const perCpu = join(TRACEFS, 'instances', instances[0]!, 'per_cpu');
+    for (const cpu of readdirSync(perCpu)) {
+      const stats = readFileSync(join(perCpu, cpu, 'stats'), 'utf8');
+      overrun += Number(/^overrun: (\d+)/m.exec(stats)?.[1] ?? Number.NaN);
+    }
+    await attachment.close();
+    const stats = attachment.stats();
+    assert.ok(overrun > 0, 'the burst overran the buffer');
+    assert.equal(stats.lost, overrun);
+    assert.equal(stats.delivered + stats.lost, calls);
+  } finally {
+    child.kill('SIGKILL');
+  }
 });
