@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
@@ -229,6 +229,27 @@ describe('upscope trace', () => {
     } finally {
       appendFileSync(`${TRACEFS}/uprobe_events`, `-:${foreign}/probe\n`);
     }
+  });
+
+  test('--buffer-size sizes the session ring buffer per CPU', async (t) => {
+    if (!requireHost(t, { root: true })) return;
+    const child = spawn(
+      process.execPath,
+      [BIN, 'trace', '--buffer-size', '8192', '-c', 'sleep 1', 'libc:nanosleep'],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let err = '';
+    child.stderr.on('data', (chunk) => {
+      err += chunk;
+    });
+    while (!err.includes('Tracing')) await new Promise((r) => setTimeout(r, 20));
+    const instance = `${TRACEFS}/instances/upscope_${child.pid}`;
+    const size = readFileSync(`${instance}/buffer_size_kb`, 'utf8').trim();
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0, err);
+    // The kernel rounds up to whole pages of data (4080 bytes of each 4096).
+    assert.ok(Number(size) >= 8192 && Number(size) < 8192 * 1.01, `buffer_size_kb ${size}`);
+    assert.equal(existsSync(instance), false);
   });
 
   test('bad input gets one clear line', (t) => {

@@ -41,6 +41,11 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option('--json', 'print JSON lines instead of text')
     .option('--duration <seconds>', 'end the trace after this many seconds', positive('--duration'))
     .option('--max-events <n>', 'end the trace after this many events', positive('--max-events'))
+    .option(
+      '--buffer-size <KiB>',
+      'ring-buffer size per CPU (default 4096): more absorbs longer bursts',
+      positive('--buffer-size'),
+    )
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .action(async (specs, options) => {
       // Times print as seconds since the trace began: no event is older than this.
@@ -49,6 +54,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         pid: options.pid,
         command: options.command,
         unsafe: options.unsafe,
+        bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
       });
       const endedBy = installLifecycle(attachment);
       const format =
