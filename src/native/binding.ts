@@ -10,6 +10,20 @@ export interface NativeBinding {
   close(fd: number): number;
   /** mount(2). */
   mount(source: string, target: string, fstype: string, flags: number, data: string | null): number;
+  /** ptrace(2) with a number or address as `data` (CONT's signal, SEIZE's options...). */
+  ptrace(request: number, pid: number, addr: bigint, data: bigint): number;
+  /** ptrace(2) with a buffer as `data` (GETREGS, SETREGS, GETEVENTMSG, GETSIGINFO). */
+  ptraceBuffer(request: number, pid: number, addr: bigint, data: Uint8Array): number;
+  /** waitpid(2): the pid, with the status in `status[0]`; 0 with WNOHANG and nothing to report. */
+  waitpid(pid: number, status: Int32Array, options: number): number;
+  /**
+   * posix_spawnp(3) of `argv` (argv[0] looked up on PATH) with `env`, sharing this process's
+   * stdin, stdout and stderr (Node marks them close-on-exec; they are dup2'ed to themselves).
+   * Returns the child's pid. The child is not Node's: libuv never waits for it.
+   */
+  spawn(argv: readonly string[], env: readonly string[]): number;
+  /** tgkill(2): a signal to one thread. */
+  tgkill(tgid: number, tid: number, signal: number): number;
   /** The calling thread's errno as the C library left it after the last native call. */
   getErrno(): number;
 }

@@ -17,6 +17,11 @@ test('constants.ts holds the numbers this machine’s kernel headers define', (t
       BPF_MAP_TYPE: constants.BPF_MAP_TYPE,
       BPF_MAP_CREATE_ATTR: constants.BPF_MAP_CREATE_ATTR,
       MOUNT_FLAGS: constants.MOUNT_FLAGS,
+      PTRACE: constants.PTRACE,
+      PTRACE_O: constants.PTRACE_O,
+      PTRACE_EVENT: constants.PTRACE_EVENT,
+      WAIT: constants.WAIT,
+      USER_REGS: constants.USER_REGS,
     },
     truth,
   );

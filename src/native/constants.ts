@@ -3,6 +3,7 @@
 //   /usr/include/x86_64-linux-gnu/asm/unistd_64.h   (__NR_*)
 //   /usr/include/linux/bpf.h                         (enum bpf_cmd, enum bpf_map_type, bpf_attr)
 //   /usr/include/linux/mount.h                       (MS_*)
+//   /usr/include/linux/ptrace.h, <sys/wait.h>, <sys/user.h> (PTRACE_*, W*, user_regs_struct)
 // constants.test.ts checks every value here against those headers when they are installed.
 // These are kernel ABI numbers: they never change for x86-64 once assigned.
 
@@ -73,4 +74,81 @@ export const MOUNT_FLAGS = {
   MS_NODEV: 4,
   MS_NOEXEC: 8,
   MS_RELATIME: 0x200000,
+} as const;
+
+/** ptrace(2) requests used by upscope. */
+export const PTRACE = {
+  PTRACE_CONT: 7,
+  PTRACE_KILL: 8,
+  PTRACE_SINGLESTEP: 9,
+  PTRACE_GETREGS: 12,
+  PTRACE_SETREGS: 13,
+  PTRACE_DETACH: 17,
+  PTRACE_SETOPTIONS: 0x4200,
+  PTRACE_GETEVENTMSG: 0x4201,
+  PTRACE_GETSIGINFO: 0x4202,
+  PTRACE_SEIZE: 0x4206,
+  PTRACE_INTERRUPT: 0x4207,
+  PTRACE_LISTEN: 0x4208,
+} as const;
+
+/** PTRACE_SETOPTIONS / PTRACE_SEIZE options (`PTRACE_O_*`). */
+export const PTRACE_O = {
+  PTRACE_O_TRACESYSGOOD: 0x1,
+  PTRACE_O_TRACEFORK: 0x2,
+  PTRACE_O_TRACEVFORK: 0x4,
+  PTRACE_O_TRACECLONE: 0x8,
+  PTRACE_O_TRACEEXEC: 0x10,
+  PTRACE_O_TRACEEXIT: 0x40,
+  PTRACE_O_EXITKILL: 0x100000,
+} as const;
+
+/** The event in bits 16-23 of a ptrace-stop's wait status (`PTRACE_EVENT_*`). */
+export const PTRACE_EVENT = {
+  PTRACE_EVENT_FORK: 1,
+  PTRACE_EVENT_VFORK: 2,
+  PTRACE_EVENT_CLONE: 3,
+  PTRACE_EVENT_EXEC: 4,
+  PTRACE_EVENT_VFORK_DONE: 5,
+  PTRACE_EVENT_EXIT: 6,
+  PTRACE_EVENT_STOP: 128,
+} as const;
+
+/** waitpid(2) options. */
+export const WAIT = {
+  WNOHANG: 1,
+  WUNTRACED: 2,
+  __WALL: 0x40000000,
+} as const;
+
+/** Byte offsets in `struct user_regs_struct` (PTRACE_GETREGS), and its size. */
+export const USER_REGS = {
+  r15: 0,
+  r14: 8,
+  r13: 16,
+  r12: 24,
+  rbp: 32,
+  rbx: 40,
+  r11: 48,
+  r10: 56,
+  r9: 64,
+  r8: 72,
+  rax: 80,
+  rcx: 88,
+  rdx: 96,
+  rsi: 104,
+  rdi: 112,
+  orig_rax: 120,
+  rip: 128,
+  cs: 136,
+  eflags: 144,
+  rsp: 152,
+  ss: 160,
+  fs_base: 168,
+  gs_base: 176,
+  ds: 184,
+  es: 192,
+  fs: 200,
+  gs: 208,
+  sizeBytes: 216,
 } as const;

@@ -39,15 +39,55 @@ function bind(koffi: Koffi, library: string): NativeBinding {
   const mount = lib.func(
     'int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)',
   );
+  const syscall4 = lib.func(
+    'long syscall(long number, long a1, long a2, uintptr_t a3, uintptr_t a4)',
+  );
+  const syscall4Buffer = lib.func(
+    'long syscall(long number, long a1, long a2, uintptr_t a3, void *a4)',
+  );
+  const waitpid = lib.func('int waitpid(int pid, void *status, int options)');
+  const spawnp = lib.func(
+    'int posix_spawnp(_Out_ int *pid, const char *file, void *actions, void *attr, const char **argv, const char **envp)',
+  );
+  const actionsInit = lib.func('int posix_spawn_file_actions_init(void *actions)');
+  const actionsDup2 = lib.func(
+    'int posix_spawn_file_actions_adddup2(void *actions, int fd, int to)',
+  );
+  const actionsDestroy = lib.func('int posix_spawn_file_actions_destroy(void *actions)');
   const result = (value: unknown): number => {
     const n = Number(value);
     return n < 0 ? -koffi.errno() : n;
   };
+  // posix_spawn_file_actions_t is 80 bytes in glibc and smaller in musl.
+  const ACTIONS_BYTES = 256;
   return {
     bpf: (cmd, attr) => result(syscall3(SYSCALL.bpf, cmd, attr, attr.length)),
     close: (fd) => result(close(fd)),
     mount: (source, target, fstype, flags, data) =>
       result(mount(source, target, fstype, flags, data)),
+    ptrace: (request, pid, addr, data) =>
+      result(syscall4(SYSCALL.ptrace, request, pid, addr, data)),
+    ptraceBuffer: (request, pid, addr, data) =>
+      result(syscall4Buffer(SYSCALL.ptrace, request, pid, addr, data)),
+    waitpid: (pid, status, options) => result(waitpid(pid, status, options)),
+    spawn: (argv, env) => {
+      const actions = new Uint8Array(ACTIONS_BYTES);
+      let status = actionsInit(actions) as number;
+      if (status !== 0) return -status;
+      try {
+        for (const fd of [0, 1, 2]) {
+          status = actionsDup2(actions, fd, fd) as number;
+          if (status !== 0) return -status;
+        }
+        const pid = [0];
+        // posix_spawn returns the error number itself rather than setting errno.
+        status = spawnp(pid, argv[0], actions, null, [...argv, null], [...env, null]) as number;
+        return status === 0 ? pid[0]! : -status;
+      } finally {
+        actionsDestroy(actions);
+      }
+    },
+    tgkill: (tgid, tid, signal) => result(syscall4(SYSCALL.tgkill, tgid, tid, BigInt(signal), 0n)),
     getErrno: () => koffi.errno(),
   };
 }

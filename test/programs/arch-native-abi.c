@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/mount.h>
+#include <linux/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
 
 #define ATTR(field) offsetof(union bpf_attr, field)
 
@@ -36,7 +39,34 @@ int main(void) {
   printf("\"btf_value_type_id\":%zu,\"btf_vmlinux_value_type_id\":%zu,\"map_extra\":%zu,",
          ATTR(btf_value_type_id), ATTR(btf_vmlinux_value_type_id), ATTR(map_extra));
   printf("\"sizeBytes\":%zu},", offsetof(union bpf_attr, map_extra) + sizeof(__u64));
-  printf("\"MOUNT_FLAGS\":{\"MS_RDONLY\":%d,\"MS_NOSUID\":%d,\"MS_NODEV\":%d,\"MS_NOEXEC\":%d,\"MS_RELATIME\":%d}}\n",
+  printf("\"MOUNT_FLAGS\":{\"MS_RDONLY\":%d,\"MS_NOSUID\":%d,\"MS_NODEV\":%d,\"MS_NOEXEC\":%d,\"MS_RELATIME\":%d},",
          MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RELATIME);
+  printf("\"PTRACE\":{\"PTRACE_CONT\":%d,\"PTRACE_KILL\":%d,\"PTRACE_SINGLESTEP\":%d,", PTRACE_CONT,
+         PTRACE_KILL, PTRACE_SINGLESTEP);
+  printf("\"PTRACE_GETREGS\":%d,\"PTRACE_SETREGS\":%d,\"PTRACE_DETACH\":%d,", PTRACE_GETREGS,
+         PTRACE_SETREGS, PTRACE_DETACH);
+  printf("\"PTRACE_SETOPTIONS\":%d,\"PTRACE_GETEVENTMSG\":%d,\"PTRACE_GETSIGINFO\":%d,",
+         PTRACE_SETOPTIONS, PTRACE_GETEVENTMSG, PTRACE_GETSIGINFO);
+  printf("\"PTRACE_SEIZE\":%d,\"PTRACE_INTERRUPT\":%d,\"PTRACE_LISTEN\":%d},", PTRACE_SEIZE,
+         PTRACE_INTERRUPT, PTRACE_LISTEN);
+  printf("\"PTRACE_O\":{\"PTRACE_O_TRACESYSGOOD\":%d,\"PTRACE_O_TRACEFORK\":%d,", PTRACE_O_TRACESYSGOOD,
+         PTRACE_O_TRACEFORK);
+  printf("\"PTRACE_O_TRACEVFORK\":%d,\"PTRACE_O_TRACECLONE\":%d,\"PTRACE_O_TRACEEXEC\":%d,",
+         PTRACE_O_TRACEVFORK, PTRACE_O_TRACECLONE, PTRACE_O_TRACEEXEC);
+  printf("\"PTRACE_O_TRACEEXIT\":%d,\"PTRACE_O_EXITKILL\":%d},", PTRACE_O_TRACEEXIT,
+         PTRACE_O_EXITKILL);
+  printf("\"PTRACE_EVENT\":{\"PTRACE_EVENT_FORK\":%d,\"PTRACE_EVENT_VFORK\":%d,", PTRACE_EVENT_FORK,
+         PTRACE_EVENT_VFORK);
+  printf("\"PTRACE_EVENT_CLONE\":%d,\"PTRACE_EVENT_EXEC\":%d,\"PTRACE_EVENT_VFORK_DONE\":%d,",
+         PTRACE_EVENT_CLONE, PTRACE_EVENT_EXEC, PTRACE_EVENT_VFORK_DONE);
+  printf("\"PTRACE_EVENT_EXIT\":%d,\"PTRACE_EVENT_STOP\":%d},", PTRACE_EVENT_EXIT,
+         PTRACE_EVENT_STOP);
+  printf("\"WAIT\":{\"WNOHANG\":%d,\"WUNTRACED\":%d,\"__WALL\":%d},", WNOHANG, WUNTRACED, __WALL);
+#define REG(field) printf("\"" #field "\":%zu,", offsetof(struct user_regs_struct, field))
+  printf("\"USER_REGS\":{");
+  REG(r15); REG(r14); REG(r13); REG(r12); REG(rbp); REG(rbx); REG(r11); REG(r10); REG(r9); REG(r8);
+  REG(rax); REG(rcx); REG(rdx); REG(rsi); REG(rdi); REG(orig_rax); REG(rip); REG(cs); REG(eflags);
+  REG(rsp); REG(ss); REG(fs_base); REG(gs_base); REG(ds); REG(es); REG(fs); REG(gs);
+  printf("\"sizeBytes\":%zu}}\n", sizeof(struct user_regs_struct));
   return 0;
 }
