@@ -68,6 +68,12 @@ export const ERROR_CODES = {
     'environment',
     "A tracefs format file or ring-buffer page is not what the kernel's layout says",
   ),
+  ERR_TARGET_GONE: code('target', 'The traced process or thread ended while upscope worked on it'),
+  ERR_TARGET_MEMORY: code('target', "The traced process's memory cannot be read or written there"),
+  ERR_XOL_UNAVAILABLE: code(
+    'target',
+    'No room for the out-of-line area within reach of the probed code in the traced process',
+  ),
   ERR_INTERNAL: code('internal', 'A bug in upscope'),
 } as const satisfies Record<string, CodeInfo>;
 

@@ -17,11 +17,12 @@ export interface NativeBinding {
   /** waitpid(2): the pid, with the status in `status[0]`; 0 with WNOHANG and nothing to report. */
   waitpid(pid: number, status: Int32Array, options: number): number;
   /**
-   * posix_spawnp(3) of `argv` (argv[0] looked up on PATH) with `env`, sharing this process's
-   * stdin, stdout and stderr (Node marks them close-on-exec; they are dup2'ed to themselves).
-   * Returns the child's pid. The child is not Node's: libuv never waits for it.
+   * posix_spawnp(3) of `argv` (argv[0] looked up on PATH) with `env`; the child's stdin,
+   * stdout and stderr are `stdio`'s descriptors (this process's own by default: Node marks
+   * them close-on-exec, so they are dup2'ed explicitly). Returns the child's pid, or -errno.
+   * The child is not Node's: libuv never waits for it.
    */
-  spawn(argv: readonly string[], env: readonly string[]): number;
+  spawn(argv: readonly string[], env: readonly string[], stdio?: readonly number[]): number;
   /** tgkill(2): a signal to one thread. */
   tgkill(tgid: number, tid: number, signal: number): number;
   /** The calling thread's errno as the C library left it after the last native call. */

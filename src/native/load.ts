@@ -70,13 +70,13 @@ function bind(koffi: Koffi, library: string): NativeBinding {
     ptraceBuffer: (request, pid, addr, data) =>
       result(syscall4Buffer(SYSCALL.ptrace, request, pid, addr, data)),
     waitpid: (pid, status, options) => result(waitpid(pid, status, options)),
-    spawn: (argv, env) => {
+    spawn: (argv, env, stdio = [0, 1, 2]) => {
       const actions = new Uint8Array(ACTIONS_BYTES);
       let status = actionsInit(actions) as number;
       if (status !== 0) return -status;
       try {
-        for (const fd of [0, 1, 2]) {
-          status = actionsDup2(actions, fd, fd) as number;
+        for (const [to, fd] of stdio.entries()) {
+          status = actionsDup2(actions, fd, to) as number;
           if (status !== 0) return -status;
         }
         const pid = [0];

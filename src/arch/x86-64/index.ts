@@ -13,3 +13,12 @@ export {
   type KernelHandling,
   type KernelHandlingOptions,
 } from './kernel-handling.js';
+export {
+  type Emulation,
+  type EmulationResult,
+  emulate,
+  planXol,
+  XOL_SLOT_BYTES,
+  type XolPlan,
+  type XolRegisters,
+} from './xol.js';

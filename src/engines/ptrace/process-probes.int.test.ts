@@ -1,0 +1,193 @@
+// The ptrace engine against real processes: breakpoints counted against the target's own
+// count, threads, a handler that changes a return value, and a detach that leaves the text as
+// the file has it. No root needed: the tracer traces its own children.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { compileProgram } from '../../../test/helpers/compile.js';
+import { requireHost } from '../../../test/helpers/require-host.js';
+import { readelfFileOffset, tool } from '../../../test/helpers/tools.js';
+import { ProcessProbes } from './process-probes.js';
+
+/** A symbol's address in the file, from nm. */
+function symbolVaddr(path: string, name: string): bigint {
+  const line = tool('nm', [path])
+    .split('\n')
+    .find((l) => l.endsWith(` ${name}`));
+  assert.ok(line, `nm finds ${name}`);
+  return BigInt(`0x${line.split(' ')[0]}`);
+}
+
+/** Where a file offset of `path` is mapped in process `pid`, from /proc/PID/maps. */
+function runtimeAddress(pid: number, path: string, fileOffset: bigint): bigint {
+  for (const line of readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n')) {
+    const fields = line.split(/\s+/);
+    if (fields[5] !== path) continue;
+    const [start, end] = fields[0]!.split('-').map((h) => BigInt(`0x${h}`));
+    const offset = BigInt(`0x${fields[2]}`);
+    if (fileOffset >= offset && fileOffset < offset + (end! - start!)) {
+      return start! + fileOffset - offset;
+    }
+  }
+  throw new Error(`offset 0x${fileOffset.toString(16)} of ${path} is not mapped in ${pid}`);
+}
+
+/** Runs a spawned program's stdout into a file, and reads it back. */
+function capture(): { fd: number; text: () => string } {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-ptrace-'));
+  const path = join(dir, 'out');
+  const fd = openSync(path, 'w+');
+  return {
+    fd,
+    text: () => {
+      closeSync(fd);
+      const out = readFileSync(path, 'utf8');
+      rmSync(dir, { recursive: true, force: true });
+      return out;
+    },
+  };
+}
+
+function noZombies(pid: number): void {
+  let state = '';
+  try {
+    state = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return; // gone and reaped
+  }
+  assert.fail(`process ${pid} is still there: ${state.slice(0, 80)}`);
+}
+
+test('every hit of a breakpoint in 4 threads is counted, and the output is as without probes', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const calls = 2500;
+  const bare = execFileSync(app, [String(calls)], { encoding: 'utf8' });
+  const out = capture();
+  const probes = ProcessProbes.spawn([app, String(calls)], { stdio: [0, out.fd, 2] });
+  const pid = probes.pid;
+  const offset = readelfFileOffset(app, symbolVaddr(app, 'probed_add'));
+  const where = runtimeAddress(pid, app, offset);
+  let hits = 0;
+  const threads = new Set<number>();
+  probes.register({
+    id: 'add',
+    event: 'breakpoint',
+    where,
+    handler: (hit) => {
+      hits++;
+      threads.add(hit.tid);
+      assert.equal(hit.regs.rip, where);
+    },
+  });
+  let exit: number | undefined;
+  probes.register({ id: 'exit', event: 'exit' });
+  for (;;) {
+    const event = probes.poll();
+    if (event === null) break;
+    if (event.event === 'exit') exit = event.detail;
+  }
+  const printed = out.text();
+  assert.equal(printed, bare, 'the program prints what it prints untraced');
+  assert.equal(hits, 4 * calls, printed);
+  assert.equal(threads.size, 4);
+  assert.equal(exit, 0);
+  assert.equal(probes.exitCode, 0);
+  noZombies(pid);
+});
+
+test('poll() returns each hit of a breakpoint without a handler, n registrations n times', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const out = capture();
+  const probes = ProcessProbes.spawn([app, '5'], { stdio: [0, out.fd, 2] });
+  const where = runtimeAddress(
+    probes.pid,
+    app,
+    readelfFileOffset(app, symbolVaddr(app, 'probed_add')),
+  );
+  probes.register({ id: 'one', event: 'breakpoint', where });
+  probes.register({ id: 'two', event: 'breakpoint', where });
+  const seen: string[] = [];
+  for (;;) {
+    const event = probes.poll(10_000);
+    if (event === null) break;
+    seen.push(event.id);
+    // The thread waits for both: 'one' then 'two' for every hit.
+    if (seen.length % 2 === 0) assert.deepEqual(seen.slice(-2), ['one', 'two']);
+  }
+  assert.equal(seen.length, 2 * 4 * 5);
+  assert.match(out.text(), /^calls=20 /);
+});
+
+test('a return handler that changes the return value changes what the program does', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  for (const force of [false, true]) {
+    const out = capture();
+    const probes = ProcessProbes.spawn([app, 'gate'], { stdio: [0, out.fd, 2] });
+    const where = runtimeAddress(
+      probes.pid,
+      app,
+      readelfFileOffset(app, symbolVaddr(app, 'check_gate')),
+    );
+    let key = '';
+    let returned: bigint | undefined;
+    probes.register({
+      id: 'gate',
+      event: 'return',
+      where,
+      handler: (hit) => {
+        key = hit.readCString(hit.entry!.get('rdi'));
+        returned = hit.retval;
+        if (force) hit.retval = 1n;
+      },
+    });
+    while (probes.poll() !== null) {
+      // every event has a handler
+    }
+    assert.equal(key, 'guess', 'the entry registers hold the argument');
+    assert.equal(returned, 0n);
+    assert.equal(out.text(), force ? 'open\n' : 'closed\n');
+  }
+});
+
+test('detach() puts every byte back: the text in memory equals the file, and the process runs on', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const out = capture();
+  // Enough calls to still be running when detached.
+  const probes = ProcessProbes.spawn([app, '3000000'], { stdio: [0, out.fd, 2] });
+  const pid = probes.pid;
+  const fileOffset = readelfFileOffset(app, symbolVaddr(app, 'probed_add'));
+  const where = runtimeAddress(pid, app, fileOffset);
+  let hits = 0;
+  probes.register({ id: 'add', event: 'breakpoint', where, handler: () => void hits++ });
+  probes.register({ id: 'ret', event: 'return', where, handler: () => {} });
+  const started = performance.now();
+  while (hits < 20_000 && performance.now() - started < 20_000) probes.poll(50);
+  probes.detach();
+  // The probed function's bytes in the process, against the file's.
+  const fromFile = Buffer.alloc(64);
+  const fd = openSync(app, 'r');
+  readSync(fd, fromFile, 0, 64, Number(fileOffset));
+  closeSync(fd);
+  const mem = openSync(`/proc/${pid}/mem`, 'r');
+  const inMemory = Buffer.alloc(64);
+  readSync(mem, inMemory, 0, 64, Number(where));
+  closeSync(mem);
+  assert.deepEqual(inMemory, fromFile);
+  // No out-of-line page is left: every mapping is one the program made.
+  const maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
+  assert.doesNotMatch(maps, /^[0-9a-f]+-[0-9a-f]+ r-xp 00000000 00:00 0 +$/m, maps);
+  // Untraced now (TracerPid 0), it finishes on its own with the right count.
+  assert.match(readFileSync(`/proc/${pid}/status`, 'utf8'), /^TracerPid:\s+0$/m);
+  // It is still this process's child: reap it.
+  const end = probes.tracee.waitChild(pid);
+  assert.deepEqual(end, { kind: 'exited', tid: pid, code: 0 });
+  assert.match(out.text(), /^calls=12000000 /);
+  noZombies(pid);
+});

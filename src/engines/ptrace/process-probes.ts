@@ -1,0 +1,697 @@
+import { readFileSync } from 'node:fs';
+import {
+  emulate,
+  planXol,
+  XOL_SLOT_BYTES,
+  type XolPlan,
+  type XolRegisters,
+} from '../../arch/index.js';
+import { ProbeError } from '../../errors/index.js';
+import { PTRACE_EVENT } from '../../native/index.js';
+import { Registers } from './registers.js';
+import { SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
+import { XolArea } from './xol-area.js';
+
+const INT3 = 0xcc;
+const SIGSTOP = 19;
+
+/** What a registration waits for (seed 002's events, and the process events it lists). */
+export type ProbeEventKind = 'breakpoint' | 'return' | 'exit' | 'clone' | 'fork' | 'exec';
+
+/** The state of a thread stopped at an event, handed to handlers and poll()'s caller. */
+export interface HitContext {
+  readonly id: string;
+  readonly event: ProbeEventKind;
+  readonly pid: number;
+  readonly tid: number;
+  /** CLOCK_MONOTONIC when the tracer saw the stop, in ns. */
+  readonly timeNs: bigint;
+  /** The probe's address (breakpoint, return: the function's entry). */
+  readonly where: bigint | undefined;
+  /** The thread's registers: changes are written back before it runs on. */
+  readonly regs: Registers;
+  /** For a return: the return value (%rax); set it to change what the caller gets. */
+  retval: bigint | undefined;
+  /** For a return: the registers at the matching entry. */
+  readonly entry: Registers | undefined;
+  /** For exit: the exit status, or the signal that ended it (negative). For clone and fork: the new thread or child. */
+  readonly detail: number | undefined;
+  readU64(vaddr: bigint): bigint;
+  read(vaddr: bigint, length: number): Uint8Array;
+  readCString(vaddr: bigint, maxBytes?: number): string;
+  write(vaddr: bigint, bytes: Uint8Array): void;
+}
+
+export interface Registration {
+  readonly id: string;
+  readonly event: ProbeEventKind;
+  /** The probe's runtime address, for breakpoint and return. */
+  readonly where?: bigint | undefined;
+  /** Runs while the thread is stopped; without one, poll() returns the event instead. */
+  readonly handler?: ((hit: HitContext) => void) | undefined;
+  /** Only hits this returns true for count. */
+  readonly filter?: ((hit: HitContext) => boolean) | undefined;
+}
+
+/** A breakpoint: the original byte and how the displaced instruction runs. */
+interface Breakpoint {
+  readonly vaddr: bigint;
+  readonly original: number;
+  readonly plan: XolPlan;
+  readonly slot: bigint | undefined;
+}
+
+/** A return waiting for its function to come back, on one thread. */
+interface ReturnInstance {
+  readonly function: bigint;
+  /** Where the return address was swapped for the trampoline (the stack pointer at entry). */
+  readonly stackVaddr: bigint;
+  readonly returnAddress: bigint;
+  readonly entry: Registers;
+}
+
+/** A stopped thread with the events it still has to deliver before it runs on. */
+interface Stopped {
+  readonly tid: number;
+  readonly regs: Registers;
+  /** How the thread goes on once every event is out. */
+  resume: () => void;
+  readonly pending: HitContext[];
+}
+
+/** Deeper call chains than this are not given return events (the instances would grow without end). */
+const MAX_RETURN_INSTANCES = 4096;
+
+/**
+ * Probes on one process, placed and served from user space over ptrace (seed 002's tracer and
+ * tracee): int3 breakpoints whose displaced instruction runs from an out-of-line slot (one stop
+ * per hit), return probes through a trampoline, and the process's clones, forks, execs and
+ * exit as events. Every call must come from the thread that made it.
+ */
+export class ProcessProbes {
+  readonly tracee: Tracee;
+  readonly #registrations = new Map<string, Registration>();
+  readonly #breakpoints = new Map<bigint, Breakpoint>();
+  readonly #xol: XolArea;
+  #trampoline: bigint | undefined;
+  readonly #returns = new Map<number, ReturnInstance[]>();
+  /** The thread whose events are being delivered, and what is left of them. */
+  #current: Stopped | undefined;
+  /** Threads stopped that the tracer has not handled yet (seen while handling another). */
+  readonly #queue: StopReport[] = [];
+  /** The thread stopped at attach or spawn, until the first poll lets it run. */
+  #held: number[];
+  #ended = false;
+  #exitCode: number | undefined;
+
+  private constructor(tracee: Tracee) {
+    this.tracee = tracee;
+    this.#xol = new XolArea(tracee, XOL_SLOT_BYTES);
+    this.#held = [...tracee.threads];
+  }
+
+  static spawn(argv: readonly string[], options: SpawnOptions = {}): ProcessProbes {
+    return new ProcessProbes(Tracee.spawn(argv, options));
+  }
+
+  static attach(pid: number): ProcessProbes {
+    return new ProcessProbes(Tracee.attach(pid));
+  }
+
+  get pid(): number {
+    return this.tracee.pid;
+  }
+
+  /** True once the process has exited or the tracer detached. */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** The process's exit status once it exited (negative: killed by that signal). */
+  get exitCode(): number | undefined {
+    return this.#exitCode;
+  }
+
+  /**
+   * Register interest in an event. For breakpoint and return, the int3 is placed now (the
+   * displaced instruction analysed once); an instruction that cannot run out of line is
+   * refused with ProbeError ERR_UNPROBEABLE_INSTRUCTION and its reason.
+   */
+  register(registration: Registration): void {
+    if (this.#ended) throw ended(this.pid);
+    if (this.#registrations.has(registration.id)) {
+      throw new ProbeError('ERR_USAGE', `Cannot register "${registration.id}": that id is taken`);
+    }
+    const { event, where } = registration;
+    if (event === 'breakpoint' || event === 'return') {
+      if (where === undefined) {
+        throw new ProbeError(
+          'ERR_USAGE',
+          `Cannot register "${registration.id}": a ${event} needs an address`,
+        );
+      }
+      this.#arm(where);
+      if (event === 'return') this.#armTrampoline(where);
+    }
+    this.#registrations.set(registration.id, registration);
+  }
+
+  /** Unregister one registration, or all; a breakpoint no registration uses is removed. */
+  unregister(id: string | 'all'): void {
+    const ids = id === 'all' ? [...this.#registrations.keys()] : [id];
+    for (const one of ids) {
+      const registration = this.#registrations.get(one);
+      if (registration === undefined) continue;
+      this.#registrations.delete(one);
+      if (this.#current !== undefined) {
+        const pending = this.#current.pending;
+        for (let i = pending.length - 1; i >= 0; i--)
+          if (pending[i]!.id === one) pending.splice(i, 1);
+      }
+      const where = registration.where;
+      if (where !== undefined && !this.#usedAt(where)) this.#disarm(where);
+    }
+  }
+
+  /**
+   * Let the thread stopped at the last event go on (once every event of its stop is out),
+   * then wait for the next event with no handler, at most `timeoutMs` (forever when
+   * undefined). Returns null on timeout or once the process has ended.
+   */
+  poll(timeoutMs?: number): HitContext | null {
+    const deadline = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
+    for (;;) {
+      if (this.#current !== undefined) {
+        const next = this.#current.pending.shift();
+        if (next !== undefined) return next;
+        this.#finish(this.#current);
+        this.#current = undefined;
+      }
+      for (const tid of this.#held.splice(0)) this.tracee.cont(tid);
+      if (this.#ended) return null;
+      const report = this.#queue.shift() ?? this.tracee.takeDeferred() ?? this.#wait(deadline);
+      if (report === undefined) return null;
+      this.#handle(report);
+    }
+  }
+
+  /**
+   * Remove every breakpoint and pending return, put back every byte changed, and let the
+   * process run on untraced. Threads stopped in an out-of-line slot are moved back to the
+   * code they came from.
+   */
+  detach(): void {
+    if (this.#ended) return;
+    const tracee = this.tracee;
+    const stopped = new Set<number>(this.#held);
+    if (this.#current !== undefined) {
+      stopped.add(this.#current.tid);
+      this.tracee.setRegs(this.#current.tid, this.#current.regs);
+      this.#current = undefined;
+    }
+    const seen = [...this.#queue.splice(0)];
+    for (let report = tracee.takeDeferred(); report !== undefined; report = tracee.takeDeferred())
+      seen.push(report);
+    // Stop every thread still running.
+    for (const report of seen) if (report.kind === 'stopped') stopped.add(report.tid);
+    for (const tid of tracee.threads) if (!stopped.has(tid)) tracee.interrupt(tid);
+    while ([...tracee.threads].some((tid) => !stopped.has(tid))) {
+      const report = tracee.wait(true);
+      if (report === undefined) break;
+      seen.push(report);
+      if (report.kind === 'stopped') stopped.add(report.tid);
+    }
+    // A thread that trapped on a breakpoint or the trampoline goes back as if it had not.
+    for (const report of seen) {
+      if (report.kind === 'stopped' && report.signal === SIGTRAP && report.event === 0) {
+        this.#unwindTrap(report.tid);
+      }
+    }
+    // A trap can also still be pending behind a thread's interrupt stop: let it come.
+    for (const tid of tracee.threads) {
+      while (tracee.threads.has(tid) && pendingSignals(tid) & (1n << BigInt(SIGTRAP - 1))) {
+        tracee.cont(tid);
+        const report = tracee.waitChild(tid);
+        if (report.kind !== 'stopped') {
+          tracee.threads.delete(tid);
+          break;
+        }
+        if (report.signal === SIGTRAP && report.event === 0) this.#unwindTrap(tid);
+      }
+    }
+    for (const tid of tracee.threads) this.#leaveSlots(tid);
+    for (const [tid, stack] of this.#returns) {
+      for (const instance of stack) this.#writeU64(instance.stackVaddr, instance.returnAddress);
+      this.#returns.delete(tid);
+    }
+    for (const vaddr of [...this.#breakpoints.keys()]) this.#disarm(vaddr);
+    // No thread is in an out-of-line page any more: unmap them.
+    const [someThread] = tracee.threads;
+    if (someThread !== undefined) this.#xol.unmapAll(someThread);
+    this.#registrations.clear();
+    tracee.detach();
+    this.#ended = true;
+  }
+
+  /** A thread stopped by our int3: back onto the instruction, or (trampoline) to its caller. */
+  #unwindTrap(tid: number): void {
+    const regs = this.tracee.regs(tid);
+    const at = regs.rip - 1n;
+    if (this.#breakpoints.has(at)) {
+      regs.rip = at;
+    } else if (at === this.#trampoline) {
+      const stack = this.#returns.get(tid) ?? [];
+      const sp = regs.rsp - 8n;
+      while (stack.length > 0 && stack.at(-1)!.stackVaddr < sp) stack.pop();
+      const instance = stack.pop();
+      if (instance === undefined) return;
+      regs.rip = instance.returnAddress;
+    } else {
+      return;
+    }
+    this.tracee.setRegs(tid, regs);
+  }
+
+  /** Kill the process (a spawned one that must not outlive its tracer). */
+  kill(): void {
+    if (this.#ended) return;
+    this.tracee.kill();
+    this.#ended = true;
+  }
+
+  #wait(deadline: number | undefined): StopReport | undefined {
+    if (deadline === undefined) return this.tracee.wait(true);
+    return this.tracee.waitFor(Math.max(0, deadline - performance.now()));
+  }
+
+  #usedAt(where: bigint): boolean {
+    for (const r of this.#registrations.values()) if (r.where === where) return true;
+    return false;
+  }
+
+  #arm(vaddr: bigint): void {
+    if (this.#breakpoints.has(vaddr)) return;
+    const tracee = this.tracee;
+    const bytes = tracee.read(vaddr, 16);
+    if (bytes[0] === INT3) {
+      throw new ProbeError(
+        'ERR_UNPROBEABLE_INSTRUCTION',
+        `Cannot probe 0x${vaddr.toString(16)} in process ${this.pid}: it is already an int3 (another debugger's breakpoint?)`,
+      );
+    }
+    const tid = this.#stoppedThread();
+    // The slot's address decides %rip-relative re-encoding: plan once a slot is known.
+    let slot = this.#xol.take(vaddr, tid);
+    const plan = planXol(bytes, vaddr, slot);
+    if (plan.kind === 'refuse') {
+      this.#xol.release(slot);
+      throw new ProbeError(
+        'ERR_UNPROBEABLE_INSTRUCTION',
+        `Cannot probe 0x${vaddr.toString(16)} in process ${this.pid}: its instruction "${plan.text}" cannot run out of line: ${plan.reason}`,
+      );
+    }
+    if (plan.kind === 'relocate') {
+      this.#xol.fill(slot, plan.slotBytes);
+    } else {
+      this.#xol.release(slot);
+      slot = undefined as unknown as bigint;
+    }
+    this.#breakpoints.set(vaddr, {
+      vaddr,
+      original: bytes[0]!,
+      plan,
+      slot: plan.kind === 'relocate' ? slot : undefined,
+    });
+    tracee.write(vaddr, new Uint8Array([INT3]));
+  }
+
+  #disarm(vaddr: bigint): void {
+    const breakpoint = this.#breakpoints.get(vaddr);
+    if (breakpoint === undefined) return;
+    this.#breakpoints.delete(vaddr);
+    if (!this.#ended && this.tracee.threads.size > 0) {
+      this.tracee.write(vaddr, new Uint8Array([breakpoint.original]));
+    }
+    // The slot is not reused: a thread may still be running the instruction in it.
+  }
+
+  #armTrampoline(near: bigint): void {
+    if (this.#trampoline !== undefined) return;
+    const slot = this.#xol.take(near, this.#stoppedThread());
+    this.#xol.fill(slot, new Uint8Array([INT3]));
+    this.#trampoline = slot;
+  }
+
+  /** A thread that is stopped now, to run injected system calls. */
+  #stoppedThread(): number {
+    const tid = this.#current?.tid ?? this.#held[0];
+    if (tid === undefined) {
+      throw new ProbeError(
+        'ERR_USAGE',
+        `Cannot place a probe in process ${this.pid} while it runs: register before poll(), or from a handler`,
+      );
+    }
+    return tid;
+  }
+
+  #handle(report: StopReport): void {
+    const tracee = this.tracee;
+    if (report.kind === 'exited' || report.kind === 'killed') {
+      this.#returns.delete(report.tid);
+      if (report.tid === this.pid) {
+        this.#exitCode = report.kind === 'exited' ? report.code : -report.signal;
+        this.#deliverProcessEvent('exit', report.tid, undefined, this.#exitCode, () => {});
+        this.#ended = tracee.threads.size === 0;
+        if (this.#current === undefined) this.#ended = true;
+      }
+      return;
+    }
+    const { tid, signal, event } = report;
+    switch (event) {
+      case 0:
+        if (signal === SIGTRAP && this.#breakpointStop(tid)) return;
+        // A signal for the program: it gets it.
+        tracee.cont(tid, signal);
+        return;
+      case PTRACE_EVENT.PTRACE_EVENT_CLONE:
+      case PTRACE_EVENT.PTRACE_EVENT_FORK:
+      case PTRACE_EVENT.PTRACE_EVENT_VFORK: {
+        const child = Number(tracee.eventMessage(tid));
+        if (event !== PTRACE_EVENT.PTRACE_EVENT_CLONE) this.#forked(tid, child);
+        const kind = event === PTRACE_EVENT.PTRACE_EVENT_CLONE ? 'clone' : 'fork';
+        this.#deliverProcessEvent(kind, tid, undefined, child, () => tracee.cont(tid));
+        return;
+      }
+      case PTRACE_EVENT.PTRACE_EVENT_EXEC:
+        // The old image and its probes are gone.
+        this.#breakpoints.clear();
+        this.#returns.clear();
+        this.#trampoline = undefined;
+        this.#xol.forget();
+        this.#deliverProcessEvent('exec', tid, undefined, undefined, () => tracee.cont(tid));
+        return;
+      case PTRACE_EVENT.PTRACE_EVENT_STOP:
+        // A new thread's first stop, or a group stop: the thread goes on (a stop signal keeps
+        // the process stopped as the kernel decides, with PTRACE_LISTEN semantics not needed
+        // for upscope's own interrupts).
+        if (signal === SIGSTOP || signal === SIGTRAP) tracee.cont(tid);
+        else tracee.cont(tid);
+        return;
+      default:
+        tracee.cont(tid);
+    }
+  }
+
+  /** A SIGTRAP: one of our breakpoints or the trampoline, or none (the program's own). */
+  #breakpointStop(tid: number): boolean {
+    const tracee = this.tracee;
+    const regs = tracee.regs(tid);
+    const at = regs.rip - 1n;
+    if (at === this.#trampoline) {
+      this.#returnStop(tid, regs);
+      return true;
+    }
+    const breakpoint = this.#breakpoints.get(at);
+    if (breakpoint === undefined) return false;
+    regs.rip = at;
+    const timeNs = process.hrtime.bigint();
+    const pending: HitContext[] = [];
+    const hasReturn = [...this.#registrations.values()].some(
+      (r) => r.event === 'return' && r.where === at,
+    );
+    for (const registration of this.#registrations.values()) {
+      if (registration.event !== 'breakpoint' || registration.where !== at) continue;
+      const hit = this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined);
+      if (registration.filter !== undefined && !registration.filter(hit)) continue;
+      if (registration.handler !== undefined) registration.handler(hit);
+      else pending.push(hit);
+    }
+    if (hasReturn) this.#pushReturn(tid, at, regs);
+    this.#stop({ tid, regs, pending, resume: () => this.#stepOver(tid, regs, at) });
+    return true;
+  }
+
+  #pushReturn(tid: number, at: bigint, regs: Registers): void {
+    const trampoline = this.#trampoline!;
+    let stack = this.#returns.get(tid);
+    if (stack === undefined) {
+      stack = [];
+      this.#returns.set(tid, stack);
+    }
+    const sp = regs.rsp;
+    // Instances a longjmp skipped over are below the stack pointer now: drop them.
+    while (stack.length > 0 && stack.at(-1)!.stackVaddr <= sp) stack.pop();
+    if (stack.length >= MAX_RETURN_INSTANCES) return;
+    const returnAddress = this.tracee.readU64(sp);
+    if (returnAddress === trampoline) return;
+    stack.push({ function: at, stackVaddr: sp, returnAddress, entry: regs.clone() });
+    this.#writeU64(sp, trampoline);
+  }
+
+  #returnStop(tid: number, regs: Registers): void {
+    const stack = this.#returns.get(tid) ?? [];
+    // The return popped the trampoline's address: the stack pointer is 8 above where it was.
+    const sp = regs.rsp - 8n;
+    while (stack.length > 0 && stack.at(-1)!.stackVaddr < sp) stack.pop();
+    const instance = stack.pop();
+    if (instance === undefined) {
+      throw new ProbeError(
+        'ERR_INTERNAL',
+        `Cannot return from a probed function in thread ${tid} of process ${this.pid}: no return address was saved for it`,
+      );
+    }
+    regs.rip = instance.returnAddress;
+    const timeNs = process.hrtime.bigint();
+    const pending: HitContext[] = [];
+    for (const registration of this.#registrations.values()) {
+      if (registration.event !== 'return' || registration.where !== instance.function) continue;
+      const hit = this.#context(
+        registration,
+        tid,
+        regs,
+        timeNs,
+        instance.entry,
+        regs.get('rax'),
+        undefined,
+      );
+      if (registration.filter !== undefined && !registration.filter(hit)) continue;
+      if (registration.handler !== undefined) registration.handler(hit);
+      else pending.push(hit);
+      if (hit.retval !== undefined) regs.set('rax', hit.retval);
+    }
+    this.#stop({
+      tid,
+      regs,
+      pending,
+      resume: () => {
+        this.tracee.setRegs(tid, regs);
+        this.tracee.cont(tid);
+      },
+    });
+  }
+
+  #deliverProcessEvent(
+    event: ProbeEventKind,
+    tid: number,
+    regs: Registers | undefined,
+    detail: number | undefined,
+    resume: () => void,
+  ): void {
+    const registrations = [...this.#registrations.values()].filter((r) => r.event === event);
+    if (registrations.length === 0) {
+      resume();
+      return;
+    }
+    const live = regs ?? (event === 'exit' ? new Registers() : this.tracee.regs(tid));
+    const timeNs = process.hrtime.bigint();
+    const pending: HitContext[] = [];
+    for (const registration of registrations) {
+      const hit = this.#context(registration, tid, live, timeNs, undefined, undefined, detail);
+      if (registration.filter !== undefined && !registration.filter(hit)) continue;
+      if (registration.handler !== undefined) registration.handler(hit);
+      else pending.push(hit);
+    }
+    this.#stop({ tid, regs: live, pending, resume });
+  }
+
+  /** Hold the thread until its pending events are out (at once when there are none). */
+  #stop(stopped: Stopped): void {
+    if (stopped.pending.length === 0) {
+      this.#finish(stopped);
+      return;
+    }
+    this.#current = stopped;
+  }
+
+  #finish(stopped: Stopped): void {
+    if (!this.tracee.threads.has(stopped.tid)) return;
+    stopped.resume();
+  }
+
+  /** Run the displaced instruction: from its slot, or emulated; or where a handler moved rip. */
+  #stepOver(tid: number, regs: Registers, at: bigint): void {
+    const tracee = this.tracee;
+    const breakpoint = this.#breakpoints.get(at);
+    if (regs.rip !== at || breakpoint === undefined) {
+      // A handler moved the thread, or the breakpoint is gone: it runs from where rip is.
+      tracee.setRegs(tid, regs);
+      tracee.cont(tid);
+      return;
+    }
+    const plan = breakpoint.plan;
+    if (plan.kind === 'relocate') {
+      regs.rip = breakpoint.slot!;
+    } else if (plan.kind === 'emulate') {
+      const result = emulate(plan.emulation, toXol(regs), (vaddr) => tracee.readU64(vaddr));
+      if (result.write !== undefined) this.#writeU64(result.write.vaddr, result.write.value);
+      fromXol(regs, result.regs);
+    }
+    tracee.setRegs(tid, regs);
+    tracee.cont(tid);
+  }
+
+  /** A forked child (auto-attached) gets its copy of every breakpoint removed, then runs free. */
+  #forked(parent: number, child: number): void {
+    const tracee = this.tracee;
+    // Its first stop: it must be stopped before its memory is changed.
+    for (;;) {
+      const report = tracee.waitChild(child);
+      if (report.kind !== 'stopped') return;
+      if (report.event === PTRACE_EVENT.PTRACE_EVENT_STOP || report.signal === SIGSTOP) break;
+      this.#queue.push(report);
+    }
+    const writes = [...this.#breakpoints.values()].map((b) => ({
+      vaddr: b.vaddr,
+      bytes: new Uint8Array([b.original]),
+    }));
+    // The child is a copy of the thread that forked: its pending returns hold the trampoline.
+    for (const instance of this.#returns.get(parent) ?? []) {
+      const bytes = new Uint8Array(8);
+      new DataView(bytes.buffer).setBigUint64(0, instance.returnAddress, true);
+      writes.push({ vaddr: instance.stackVaddr, bytes });
+    }
+    tracee.releaseChild(child, writes);
+  }
+
+  /** A thread stopped inside a slot goes back to the code its instruction came from. */
+  #leaveSlots(tid: number): void {
+    const regs = this.tracee.regs(tid);
+    for (const breakpoint of this.#breakpoints.values()) {
+      const slot = breakpoint.slot;
+      if (slot === undefined || breakpoint.plan.kind !== 'relocate') continue;
+      const end = slot + BigInt(breakpoint.plan.slotBytes.length);
+      if (regs.rip < slot || regs.rip >= end) continue;
+      // At the slot's start the instruction has not run; past it, only the jump back is left.
+      regs.rip =
+        regs.rip === slot ? breakpoint.vaddr : breakpoint.vaddr + BigInt(breakpoint.plan.length);
+      this.tracee.setRegs(tid, regs);
+      return;
+    }
+  }
+
+  #writeU64(vaddr: bigint, value: bigint): void {
+    const bytes = new Uint8Array(8);
+    new DataView(bytes.buffer).setBigUint64(0, BigInt.asUintN(64, value), true);
+    this.tracee.write(vaddr, bytes);
+  }
+
+  #context(
+    registration: Registration,
+    tid: number,
+    regs: Registers,
+    timeNs: bigint,
+    entry: Registers | undefined,
+    retval: bigint | undefined,
+    detail: number | undefined,
+  ): HitContext {
+    const tracee = this.tracee;
+    return {
+      id: registration.id,
+      event: registration.event,
+      pid: this.pid,
+      tid,
+      timeNs,
+      where: registration.where,
+      regs,
+      retval,
+      entry,
+      detail,
+      readU64: (vaddr) => tracee.readU64(vaddr),
+      read: (vaddr, length) => tracee.read(vaddr, length),
+      readCString: (vaddr, maxBytes = 4096) => readCString(tracee, vaddr, maxBytes),
+      write: (vaddr, bytes) => tracee.write(vaddr, bytes),
+    };
+  }
+}
+
+/** The signals pending for one thread (SigPnd in /proc), as a bit mask (bit n-1: signal n). */
+function pendingSignals(tid: number): bigint {
+  try {
+    const status = readFileSync(`/proc/${tid}/status`, 'utf8');
+    return BigInt(`0x${/^SigPnd:\s+([0-9a-f]+)$/m.exec(status)?.[1] ?? '0'}`);
+  } catch {
+    return 0n;
+  }
+}
+
+function ended(pid: number): ProbeError {
+  return new ProbeError(
+    'ERR_TARGET_GONE',
+    `Cannot change probes of process ${pid}: it has ended or was detached`,
+  );
+}
+
+function readCString(tracee: Tracee, vaddr: bigint, maxBytes: number): string {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  while (total < maxBytes) {
+    // Read up to the end of the page, so that a string ending before an unmapped page reads.
+    const pageLeft = 4096 - Number((vaddr + BigInt(total)) % 4096n);
+    const chunk = tracee.read(vaddr + BigInt(total), Math.min(pageLeft, maxBytes - total));
+    const nul = chunk.indexOf(0);
+    if (nul >= 0) {
+      chunks.push(chunk.subarray(0, nul));
+      break;
+    }
+    chunks.push(chunk);
+    total += chunk.length;
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const XOL_NAMES = [
+  'rax',
+  'rbx',
+  'rcx',
+  'rdx',
+  'rsi',
+  'rdi',
+  'rbp',
+  'r8',
+  'r9',
+  'r10',
+  'r11',
+  'r12',
+  'r13',
+  'r14',
+  'r15',
+] as const;
+
+function toXol(regs: Registers): XolRegisters {
+  const out = {
+    rip: regs.rip,
+    rsp: regs.rsp,
+    rflags: regs.get('eflags'),
+    fsBase: regs.get('fs_base'),
+    gsBase: regs.get('gs_base'),
+  } as Record<string, bigint>;
+  for (const name of XOL_NAMES) out[name] = regs.get(name);
+  return out as unknown as XolRegisters;
+}
+
+function fromXol(regs: Registers, xol: XolRegisters): void {
+  regs.rip = xol.rip;
+  regs.rsp = xol.rsp;
+  regs.set('eflags', xol.rflags);
+  for (const name of XOL_NAMES) regs.set(name, xol[name]);
+}

@@ -1,0 +1,525 @@
+import { closeSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
+import { ProbeError, quote } from '../../errors/index.js';
+import {
+  describeErrno,
+  loadNative,
+  type NativeBinding,
+  PTRACE,
+  PTRACE_EVENT,
+  PTRACE_O,
+  WAIT,
+} from '../../native/index.js';
+import { Registers } from './registers.js';
+
+/** waitpid's flag to see only the children and tracees of the calling thread. */
+const WNOTHREAD = 0x20000000;
+export const SIGTRAP = 5;
+const SIGCONT = 18;
+
+/** What one waitpid() reported for one thread. */
+export type StopReport =
+  | { readonly kind: 'exited'; readonly tid: number; readonly code: number }
+  | { readonly kind: 'killed'; readonly tid: number; readonly signal: number }
+  /**
+   * A ptrace-stop: a signal about to be delivered (`event` 0), or an event stop
+   * (PTRACE_EVENT_CLONE, _FORK, _EXEC, _STOP...), whose `signal` is SIGTRAP or a stop signal.
+   */
+  | {
+      readonly kind: 'stopped';
+      readonly tid: number;
+      readonly signal: number;
+      readonly event: number;
+    };
+
+export interface SpawnOptions {
+  /** The environment (`KEY=value` strings); this process's by default. */
+  readonly env?: readonly string[] | undefined;
+  /** The program's stdin, stdout and stderr: file descriptors of this process (its own by default). */
+  readonly stdio?: readonly number[] | undefined;
+}
+
+/** Options every traced thread gets: follow clones, forks and execs. */
+const TRACE_OPTIONS =
+  PTRACE_O.PTRACE_O_TRACECLONE |
+  PTRACE_O.PTRACE_O_TRACEFORK |
+  PTRACE_O.PTRACE_O_TRACEVFORK |
+  PTRACE_O.PTRACE_O_TRACEEXEC;
+
+/** Sleeps without burning CPU and without an event loop (usable in any thread). */
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+function sleepMs(ms: number): void {
+  Atomics.wait(sleeper, 0, 0, ms);
+}
+
+/**
+ * One process traced with ptrace from the calling thread, with every thread it has and makes:
+ * the requests must all come from the thread that attached (run a tracer on its own
+ * worker_thread), and waits see only this thread's tracees (`__WNOTHREAD`), never the
+ * children Node's own child_process made from the main thread.
+ *
+ * Memory is read and written through /proc/PID/mem, which (for a tracer) also writes to
+ * read-only text, as breakpoints need.
+ */
+export class Tracee {
+  readonly pid: number;
+  /** Threads traced and not yet gone. */
+  readonly threads = new Set<number>();
+  readonly #native: NativeBinding;
+  readonly #status = new Int32Array(1);
+  #mem: number | undefined;
+  #spawned: boolean;
+
+  private constructor(native: NativeBinding, pid: number, spawned: boolean) {
+    this.#native = native;
+    this.pid = pid;
+    this.#spawned = spawned;
+  }
+
+  /** Whether this tracer started the process (it is killed, not detached, if the tracer dies). */
+  get spawned(): boolean {
+    return this.#spawned;
+  }
+
+  /**
+   * Start `argv` (argv[0] found on PATH) traced, and return once it is stopped at its exec,
+   * before the first instruction of the new program (its dynamic loader's entry). It is
+   * started through `sh`, which stops itself first so that it can be seized, then execs.
+   */
+  static spawn(argv: readonly string[], options: SpawnOptions = {}): Tracee {
+    const program = argv[0];
+    if (program === undefined || program === '') {
+      throw new ProbeError('ERR_USAGE', 'Cannot start a process: no command given');
+    }
+    const native = loadNative();
+    const env =
+      options.env ??
+      Object.entries(process.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
+    const pid = native.spawn(
+      ['/bin/sh', '-c', 'kill -STOP $$ && exec "$0" "$@"', ...argv],
+      env,
+      options.stdio,
+    );
+    if (pid < 0) {
+      throw new ProbeError(
+        'ERR_TARGET_NOT_FOUND',
+        `Cannot start ${quote(program)}: ${describeErrno(pid)}`,
+      );
+    }
+    const tracee = new Tracee(native, pid, true);
+    try {
+      const status = tracee.#status;
+      const got = native.waitpid(pid, status, WAIT.WUNTRACED | WNOTHREAD);
+      if (got !== pid || (status[0]! & 0xff) !== 0x7f) {
+        throw new ProbeError(
+          'ERR_TARGET_NOT_FOUND',
+          `Cannot start ${quote(program)}: its launcher ended before it could be traced`,
+        );
+      }
+      tracee.#seize(pid, TRACE_OPTIONS | PTRACE_O.PTRACE_O_EXITKILL);
+      native.tgkill(pid, pid, SIGCONT);
+      // Let the launcher run to its exec, passing nothing on: its own stop and continue are
+      // the only signals it gets.
+      for (;;) {
+        const report = tracee.wait(true)!;
+        if (report.kind !== 'stopped') {
+          throw new ProbeError(
+            'ERR_TARGET_NOT_FOUND',
+            `Cannot start ${quote(program)}: ${report.kind === 'exited' ? `the shell exited with status ${report.code} (command not found?)` : `the shell was killed by signal ${report.signal}`}`,
+            { hints: ['Check the command runs on its own: give its path or put it on PATH'] },
+          );
+        }
+        if (report.event === PTRACE_EVENT.PTRACE_EVENT_EXEC) break;
+        tracee.cont(report.tid);
+      }
+      tracee.#openMemory();
+      return tracee;
+    } catch (err) {
+      tracee.kill();
+      throw err;
+    }
+  }
+
+  /**
+   * Trace every thread of the running process `pid`, and return with each one stopped.
+   * Needs ptrace permission (the same user and ptrace_scope 0, or a descendant, or
+   * CAP_SYS_PTRACE).
+   */
+  static attach(pid: number): Tracee {
+    const native = loadNative();
+    const tracee = new Tracee(native, pid, false);
+    try {
+      // Threads made while this runs are seized through their creator's clone event.
+      for (let changed = true; changed; ) {
+        changed = false;
+        for (const tid of listThreads(pid)) {
+          if (tracee.threads.has(tid)) continue;
+          tracee.#seize(tid, TRACE_OPTIONS);
+          native.ptrace(PTRACE.PTRACE_INTERRUPT, tid, 0n, 0n);
+          changed = true;
+        }
+      }
+      const waiting = new Set(tracee.threads);
+      while (waiting.size > 0) {
+        const report = tracee.wait(true)!;
+        if (report.kind !== 'stopped') {
+          waiting.delete(report.tid);
+          continue;
+        }
+        if (report.event === PTRACE_EVENT.PTRACE_EVENT_STOP) {
+          waiting.delete(report.tid);
+          continue;
+        }
+        // A signal that was on its way: it is delivered once tracing starts.
+        if (report.event === 0) tracee.cont(report.tid, report.signal);
+        else tracee.cont(report.tid);
+      }
+      tracee.#openMemory();
+      return tracee;
+    } catch (err) {
+      tracee.detach();
+      throw err;
+    }
+  }
+
+  #seize(tid: number, options: number): void {
+    const result = this.#native.ptrace(PTRACE.PTRACE_SEIZE, tid, 0n, BigInt(options));
+    if (result < 0) {
+      throw new ProbeError(
+        'ERR_PROCESS_ACCESS',
+        `Cannot trace process ${this.pid} (thread ${tid}): ptrace: ${describeErrno(result)}`,
+        {
+          hints: [
+            'Trace your own processes, or run as root (CAP_SYS_PTRACE)',
+            'With /proc/sys/kernel/yama/ptrace_scope at 1, only descendants can be traced: start the program with upscope',
+          ],
+        },
+      );
+    }
+    this.threads.add(tid);
+  }
+
+  /**
+   * The next stop or end of any traced thread (waiting for one when `block`), or undefined.
+   * Threads that exit are forgotten; a clone's new thread is added.
+   */
+  wait(block: boolean): StopReport | undefined {
+    const status = this.#status;
+    for (;;) {
+      const tid = this.#native.waitpid(
+        -1,
+        status,
+        WAIT.__WALL | WNOTHREAD | (block ? 0 : WAIT.WNOHANG),
+      );
+      if (tid === 0) return undefined;
+      if (tid < 0) {
+        if (-tid === 4) continue; // EINTR
+        if (this.threads.size === 0) return undefined;
+        throw new ProbeError(
+          'ERR_INTERNAL',
+          `Cannot wait for process ${this.pid}: waitpid: ${describeErrno(tid)}`,
+        );
+      }
+      const s = status[0]!;
+      if ((s & 0x7f) === 0) {
+        this.threads.delete(tid);
+        return { kind: 'exited', tid, code: (s >> 8) & 0xff };
+      }
+      if ((s & 0xff) !== 0x7f) {
+        this.threads.delete(tid);
+        return { kind: 'killed', tid, signal: s & 0x7f };
+      }
+      const signal = (s >> 8) & 0xff;
+      const event = (s >> 16) & 0xff;
+      if (event === PTRACE_EVENT.PTRACE_EVENT_CLONE) {
+        this.threads.add(Number(this.eventMessage(tid)));
+      }
+      if (event === PTRACE_EVENT.PTRACE_EVENT_EXEC) {
+        // The thread that execs takes the process's pid; the others are gone.
+        this.threads.clear();
+        this.threads.add(this.pid);
+        this.#openMemory();
+      }
+      return { kind: 'stopped', tid, signal, event };
+    }
+  }
+
+  /** The next report, waiting at most `timeoutMs` (polling with short sleeps). */
+  waitFor(timeoutMs: number): StopReport | undefined {
+    const deadline = performance.now() + timeoutMs;
+    let nap = 0.05;
+    for (;;) {
+      const report = this.wait(false);
+      if (report !== undefined) return report;
+      const left = deadline - performance.now();
+      if (left <= 0) return undefined;
+      sleepMs(Math.min(nap, left));
+      nap = Math.min(nap * 2, 5);
+    }
+  }
+
+  /** Stop a running thread (it reports a PTRACE_EVENT_STOP). */
+  interrupt(tid: number): void {
+    this.#native.ptrace(PTRACE.PTRACE_INTERRUPT, tid, 0n, 0n);
+  }
+
+  /**
+   * Wait for the next report of `child`, a process this tracer got through a fork event (not
+   * one of its threads).
+   */
+  waitChild(child: number): StopReport {
+    const status = this.#status;
+    for (;;) {
+      const got = this.#native.waitpid(child, status, WAIT.__WALL | WNOTHREAD);
+      if (got === -4) continue; // EINTR
+      if (got < 0) return { kind: 'exited', tid: child, code: -1 };
+      const s = status[0]!;
+      if ((s & 0x7f) === 0) return { kind: 'exited', tid: child, code: (s >> 8) & 0xff };
+      if ((s & 0xff) !== 0x7f) return { kind: 'killed', tid: child, signal: s & 0x7f };
+      return { kind: 'stopped', tid: child, signal: (s >> 8) & 0xff, event: (s >> 16) & 0xff };
+    }
+  }
+
+  /**
+   * Put bytes back in a stopped forked child (its copy of the breakpoints and return
+   * addresses), then let it go untraced.
+   */
+  releaseChild(child: number, writes: readonly { vaddr: bigint; bytes: Uint8Array }[]): void {
+    let fd: number | undefined;
+    try {
+      fd = openSync(`/proc/${child}/mem`, 'r+');
+      for (const { vaddr, bytes } of writes) writeSync(fd, bytes, 0, bytes.length, Number(vaddr));
+    } catch (cause) {
+      // A child that cannot be cleaned must not run into a breakpoint untraced.
+      this.#native.tgkill(child, child, 9);
+      throw new ProbeError(
+        'ERR_TARGET_MEMORY',
+        `Cannot remove the breakpoints from forked child ${child} of process ${this.pid}: ${(cause as Error).message}`,
+        { cause },
+      );
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
+    this.#native.ptrace(PTRACE.PTRACE_DETACH, child, 0n, 0n);
+  }
+
+  /** Resume a stopped thread, delivering `signal` (0: none). */
+  cont(tid: number, signal = 0): void {
+    this.#check(
+      this.#native.ptrace(PTRACE.PTRACE_CONT, tid, 0n, BigInt(signal)),
+      `resume thread ${tid}`,
+    );
+  }
+
+  /** Run one instruction of a stopped thread (it stops again with SIGTRAP). */
+  step(tid: number): void {
+    this.#check(this.#native.ptrace(PTRACE.PTRACE_SINGLESTEP, tid, 0n, 0n), `step thread ${tid}`);
+  }
+
+  regs(tid: number): Registers {
+    const regs = new Registers();
+    this.#check(
+      this.#native.ptraceBuffer(PTRACE.PTRACE_GETREGS, tid, 0n, regs.bytes),
+      `read the registers of thread ${tid}`,
+    );
+    return regs;
+  }
+
+  setRegs(tid: number, regs: Registers): void {
+    this.#check(
+      this.#native.ptraceBuffer(PTRACE.PTRACE_SETREGS, tid, 0n, regs.bytes),
+      `write the registers of thread ${tid}`,
+    );
+  }
+
+  /** PTRACE_GETEVENTMSG: the new thread or child of a clone/fork event, the old tid of an exec. */
+  eventMessage(tid: number): bigint {
+    const message = new Uint8Array(8);
+    this.#check(
+      this.#native.ptraceBuffer(PTRACE.PTRACE_GETEVENTMSG, tid, 0n, message),
+      `read the event of thread ${tid}`,
+    );
+    return new DataView(message.buffer).getBigUint64(0, true);
+  }
+
+  read(vaddr: bigint, length: number): Uint8Array {
+    const bytes = new Uint8Array(length);
+    let done = 0;
+    while (done < length) {
+      let got: number;
+      try {
+        got = readSync(this.#memory(), bytes, done, length - done, Number(vaddr) + done);
+      } catch (err) {
+        throw this.#memoryError('read', vaddr, length, err);
+      }
+      if (got <= 0) throw this.#memoryError('read', vaddr, length, undefined);
+      done += got;
+    }
+    return bytes;
+  }
+
+  write(vaddr: bigint, bytes: Uint8Array): void {
+    let done = 0;
+    while (done < bytes.length) {
+      let put: number;
+      try {
+        put = writeSync(this.#memory(), bytes, done, bytes.length - done, Number(vaddr) + done);
+      } catch (err) {
+        throw this.#memoryError('write', vaddr, bytes.length, err);
+      }
+      if (put <= 0) throw this.#memoryError('write', vaddr, bytes.length, undefined);
+      done += put;
+    }
+  }
+
+  readU64(vaddr: bigint): bigint {
+    const bytes = this.read(vaddr, 8);
+    return new DataView(bytes.buffer).getBigUint64(0, true);
+  }
+
+  /**
+   * Make stopped thread `tid` run one system call (`number` with up to 6 arguments) and return
+   * its result (negative: -errno). The thread's registers and the two bytes borrowed at its
+   * instruction pointer for the `syscall` instruction are put back.
+   */
+  injectSyscall(tid: number, number: number, args: readonly bigint[]): bigint {
+    const saved = this.regs(tid);
+    const at = saved.rip;
+    const original = this.read(at, 2);
+    const regs = saved.clone();
+    regs.set('rax', BigInt(number));
+    // No restart of an interrupted system call: orig_rax -1.
+    regs.set('orig_rax', -1n);
+    const names = ['rdi', 'rsi', 'rdx', 'r10', 'r8', 'r9'] as const;
+    names.forEach((name, i) => {
+      regs.set(name, args[i] ?? 0n);
+    });
+    try {
+      this.write(at, SYSCALL_INSTRUCTION);
+      // A thread stopped on its way out of a system call (an exec's event stop) reports a
+      // step at once, before the `syscall` runs, and with the old call's result in %rax:
+      // set the registers and step until it has run.
+      for (let attempt = 0; ; attempt++) {
+        this.setRegs(tid, regs);
+        this.step(tid);
+        this.#waitStep(tid);
+        const after = this.regs(tid);
+        if (after.rip === at + 2n) return BigInt.asIntN(64, after.get('rax'));
+        if (after.rip !== at || attempt === 2) {
+          throw new ProbeError(
+            'ERR_INTERNAL',
+            `Cannot run a system call in process ${this.pid}: thread ${tid} went to 0x${after.rip.toString(16)} instead`,
+          );
+        }
+      }
+    } finally {
+      this.write(at, original);
+      this.setRegs(tid, saved);
+    }
+  }
+
+  /** Wait for `tid`'s single-step trap; other threads' stops wait in the deferred list. */
+  #waitStep(tid: number): void {
+    for (;;) {
+      const report = this.wait(true);
+      if (report === undefined || report.kind !== 'stopped') {
+        if (report !== undefined && report.tid !== tid) {
+          this.#deferred.push(report);
+          continue;
+        }
+        throw new ProbeError(
+          'ERR_TARGET_GONE',
+          `Cannot run a system call in process ${this.pid}: thread ${tid} ended`,
+        );
+      }
+      if (report.tid === tid && report.signal === SIGTRAP) return;
+      // Another thread's stop, or a signal on its way: it waits until the call is done.
+      this.#deferred.push(report);
+    }
+  }
+
+  /** Stops seen while a system call was injected, to be reported by takeDeferred(). */
+  readonly #deferred: StopReport[] = [];
+
+  takeDeferred(): StopReport | undefined {
+    return this.#deferred.shift();
+  }
+
+  /** Let go of every thread (they must be stopped); the process runs on untraced. */
+  detach(): void {
+    for (const tid of this.threads) this.#native.ptrace(PTRACE.PTRACE_DETACH, tid, 0n, 0n);
+    this.threads.clear();
+    this.#closeMemory();
+  }
+
+  /** End the process (SIGKILL) and reap what is left of it. */
+  kill(): void {
+    this.#native.tgkill(this.pid, this.pid, 9);
+    process.kill(this.pid, 'SIGKILL');
+    while (this.threads.size > 0) {
+      const report = this.wait(true);
+      if (report === undefined) break;
+      if (report.kind === 'stopped') this.#native.ptrace(PTRACE.PTRACE_CONT, report.tid, 0n, 0n);
+    }
+    this.#closeMemory();
+  }
+
+  #memory(): number {
+    if (this.#mem === undefined) this.#openMemory();
+    return this.#mem!;
+  }
+
+  #openMemory(): void {
+    this.#closeMemory();
+    try {
+      this.#mem = openSync(`/proc/${this.pid}/mem`, 'r+');
+    } catch (cause) {
+      throw new ProbeError(
+        'ERR_PROCESS_ACCESS',
+        `Cannot open the memory of process ${this.pid}: ${(cause as Error).message}`,
+        { cause },
+      );
+    }
+  }
+
+  #closeMemory(): void {
+    if (this.#mem === undefined) return;
+    try {
+      closeSync(this.#mem);
+    } catch {
+      // Already closed.
+    }
+    this.#mem = undefined;
+  }
+
+  #memoryError(what: string, vaddr: bigint, length: number, cause: unknown): ProbeError {
+    const why = cause instanceof Error ? cause.message : 'end of the mapping';
+    return new ProbeError(
+      'ERR_TARGET_MEMORY',
+      `Cannot ${what} ${length} bytes at 0x${vaddr.toString(16)} in process ${this.pid}: ${why}`,
+      { cause },
+    );
+  }
+
+  #check(result: number, what: string): void {
+    if (result < 0) {
+      throw new ProbeError(
+        'ERR_TARGET_GONE',
+        `Cannot ${what} of process ${this.pid}: ptrace: ${describeErrno(result)}`,
+      );
+    }
+  }
+}
+
+const SYSCALL_INSTRUCTION = new Uint8Array([0x0f, 0x05]);
+
+/** The threads of a process, from /proc. */
+function listThreads(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).map(Number);
+  } catch (cause) {
+    throw new ProbeError('ERR_PROCESS_NOT_FOUND', `Cannot find process ${pid}: no such process`, {
+      cause,
+      hints: ['List running processes with: ps -e'],
+    });
+  }
+}

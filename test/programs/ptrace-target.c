@@ -1,0 +1,48 @@
+/*
+ * Target for the ptrace engine: THREADS threads each call probed_add() CALLS times (argv[1],
+ * default 1000); the program counts the calls itself and prints the count and a checksum of
+ * the results, so a test can compare hits with calls, and output with and without probes.
+ * `ptrace-target gate` asks check_gate() instead: it prints "open" only if it returns 1.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define THREADS 4
+
+static atomic_long calls;
+static long per_thread;
+
+/* noipa: a real call every time, never inlined or folded. */
+__attribute__((noipa)) long probed_add(long a, long b) {
+  atomic_fetch_add(&calls, 1);
+  return a + b;
+}
+
+__attribute__((noipa)) int check_gate(const char *key) { return strcmp(key, "secret") == 0; }
+
+static void *worker(void *arg) {
+  long sum = 0;
+  for (long i = 0; i < per_thread; i++) sum += probed_add(i, (long)arg);
+  return (void *)sum;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "gate") == 0) {
+    puts(check_gate("guess") ? "open" : "closed");
+    return 0;
+  }
+  per_thread = argc > 1 ? atol(argv[1]) : 1000;
+  pthread_t threads[THREADS];
+  for (long t = 0; t < THREADS; t++) pthread_create(&threads[t], NULL, worker, (void *)t);
+  long checksum = 0;
+  for (long t = 0; t < THREADS; t++) {
+    void *sum;
+    pthread_join(threads[t], &sum);
+    checksum += (long)sum;
+  }
+  printf("calls=%ld checksum=%ld\n", atomic_load(&calls), checksum);
+  return 0;
+}
