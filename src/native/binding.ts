@@ -23,6 +23,12 @@ export interface NativeBinding {
    * The child is not Node's: libuv never waits for it.
    */
   spawn(argv: readonly string[], env: readonly string[], stdio?: readonly number[]): number;
+  /** sched_getaffinity(2) of a thread (0: the calling one): the CPU mask's bytes, or -errno. */
+  getAffinity(tid: number): Uint8Array | number;
+  /** sched_setaffinity(2) of a thread (0: the calling one). */
+  setAffinity(tid: number, mask: Uint8Array): number;
+  /** The CPU the calling thread runs on now. */
+  currentCpu(): number;
   /** tgkill(2): a signal to one thread. */
   tgkill(tgid: number, tid: number, signal: number): number;
   /** The calling thread's errno as the C library left it after the last native call. */

@@ -54,6 +54,9 @@ function bind(koffi: Koffi, library: string): NativeBinding {
     'int posix_spawn_file_actions_adddup2(void *actions, int fd, int to)',
   );
   const actionsDestroy = lib.func('int posix_spawn_file_actions_destroy(void *actions)');
+  const getAffinity = lib.func('int sched_getaffinity(int pid, size_t size, void *mask)');
+  const setAffinity = lib.func('int sched_setaffinity(int pid, size_t size, void *mask)');
+  const getCpu = lib.func('int sched_getcpu(void)');
   const result = (value: unknown): number => {
     const n = Number(value);
     return n < 0 ? -koffi.errno() : n;
@@ -87,6 +90,14 @@ function bind(koffi: Koffi, library: string): NativeBinding {
         actionsDestroy(actions);
       }
     },
+    getAffinity: (tid) => {
+      // 1024 CPUs, as glibc's cpu_set_t.
+      const mask = new Uint8Array(128);
+      const status = result(getAffinity(tid, mask.length, mask));
+      return status < 0 ? status : mask;
+    },
+    setAffinity: (tid, mask) => result(setAffinity(tid, mask.length, mask)),
+    currentCpu: () => result(getCpu()),
     tgkill: (tgid, tid, signal) => result(syscall4(SYSCALL.tgkill, tgid, tid, BigInt(signal), 0n)),
     getErrno: () => koffi.errno(),
   };

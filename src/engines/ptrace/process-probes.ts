@@ -53,6 +53,14 @@ export interface Registration {
   readonly filter?: ((hit: HitContext) => boolean) | undefined;
 }
 
+export interface ProbesOptions {
+  /**
+   * Run the tracer and the traced threads on one CPU (default true): about 3x faster per hit,
+   * but the process's threads share that CPU until detach.
+   */
+  readonly pin?: boolean | undefined;
+}
+
 /** A breakpoint: the original byte and how the displaced instruction runs. */
 interface Breakpoint {
   readonly vaddr: bigint;
@@ -110,12 +118,17 @@ export class ProcessProbes {
     this.#held = [...tracee.threads];
   }
 
-  static spawn(argv: readonly string[], options: SpawnOptions = {}): ProcessProbes {
-    return new ProcessProbes(Tracee.spawn(argv, options));
+  static spawn(argv: readonly string[], options: ProbesOptions & SpawnOptions = {}): ProcessProbes {
+    return ProcessProbes.#start(Tracee.spawn(argv, options), options);
   }
 
-  static attach(pid: number): ProcessProbes {
-    return new ProcessProbes(Tracee.attach(pid));
+  static attach(pid: number, options: ProbesOptions = {}): ProcessProbes {
+    return ProcessProbes.#start(Tracee.attach(pid), options);
+  }
+
+  static #start(tracee: Tracee, options: ProbesOptions): ProcessProbes {
+    if (options.pin ?? true) tracee.pin();
+    return new ProcessProbes(tracee);
   }
 
   get pid(): number {
