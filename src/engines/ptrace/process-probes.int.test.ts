@@ -158,6 +158,9 @@ test('a return handler that changes the return value changes what the program do
 test('detach() puts every byte back: the text in memory equals the file, and the process runs on', (t) => {
   if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
   const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const cpus = (pid: number | 'self') =>
+    /^Cpus_allowed_list:\s+(\S+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  const ownCpus = cpus('self');
   const out = capture();
   // Enough calls to still be running when detached.
   const probes = ProcessProbes.spawn([app, '3000000'], { stdio: [0, out.fd, 2] });
@@ -183,6 +186,9 @@ test('detach() puts every byte back: the text in memory equals the file, and the
   // No out-of-line page is left: every mapping is one the program made.
   const maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
   assert.doesNotMatch(maps, /^[0-9a-f]+-[0-9a-f]+ r-xp 00000000 00:00 0 +$/m, maps);
+  // The CPU masks pinning changed are back: the process's and the tracer's own.
+  assert.equal(cpus(pid), ownCpus);
+  assert.equal(cpus('self'), ownCpus);
   // Untraced now (TracerPid 0), it finishes on its own with the right count.
   assert.match(readFileSync(`/proc/${pid}/status`, 'utf8'), /^TracerPid:\s+0$/m);
   // It is still this process's child: reap it.
