@@ -197,3 +197,39 @@ test('detach() puts every byte back: the text in memory equals the file, and the
   assert.match(out.text(), /^calls=12000000 /);
   noZombies(pid);
 });
+
+test('instructions run out of line (relocated or emulated) compute what they compute in place', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
+  for (const flags of [['-O2'], ['-O2', '-no-pie']]) {
+    const app = compileProgram('xol-insns', { flags });
+    const inPlace = execFileSync(app, { encoding: 'utf8' });
+    const labels = tool('nm', [app])
+      .split('\n')
+      .map((l) => l.split(' '))
+      .filter((f) => /^xol_i\d+$/.test(f[2] ?? ''));
+    assert.equal(labels.length, 16, 'nm finds every labelled instruction');
+    const out = capture();
+    const probes = ProcessProbes.spawn([app], { stdio: [0, out.fd, 2] });
+    const hits = new Map<string, number>();
+    for (const [vaddr, , name] of labels) {
+      const where = runtimeAddress(probes.pid, app, readelfFileOffset(app, BigInt(`0x${vaddr}`)));
+      probes.register({
+        id: name!,
+        event: 'breakpoint',
+        where,
+        handler: (hit) => hits.set(hit.id, (hits.get(hit.id) ?? 0) + 1),
+      });
+    }
+    while (probes.poll() !== null) {
+      // every event has a handler
+    }
+    assert.equal(out.text(), inPlace, `${flags.join(' ')}: the same results`);
+    assert.equal(probes.exitCode, 0);
+    assert.deepEqual(
+      [...hits.keys()].sort(),
+      labels.map((l) => l[2]).sort(),
+      'every instruction was hit',
+    );
+    assert.ok([...hits.values()].every((n) => n === 1));
+  }
+});
