@@ -2,7 +2,7 @@
 // count, threads, a handler that changes a return value, and a detach that leaves the text as
 // the file has it. No root needed: the tracer traces its own children.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -232,4 +232,47 @@ test('instructions run out of line (relocated or emulated) compute what they com
     );
     assert.ok([...hits.values()].every((n) => n === 1));
   }
+});
+
+test('an unprivileged user traces its own child, no root needed', (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf', 'setpriv'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const fileOffset = readelfFileOffset(app, symbolVaddr(app, 'probed_add'));
+  const library = new URL('../../../dist/engines/ptrace/process-probes.js', import.meta.url).pathname;
+  // Runs as nobody: spawn the target, probe it, count the hits, print the count and output.
+  const script = `
+    import { ProcessProbes } from ${JSON.stringify(library)};
+    import { readFileSync } from 'node:fs';
+    const app = ${JSON.stringify(app)};
+    const probes = ProcessProbes.spawn([app, '100'], { stdio: [0, 2, 2] });
+    let where;
+    for (const line of readFileSync('/proc/' + probes.pid + '/maps', 'utf8').split('\\n')) {
+      const f = line.split(/\\s+/);
+      if (f[5] !== app) continue;
+      const [start, end] = f[0].split('-').map((h) => BigInt('0x' + h));
+      const off = BigInt('0x' + f[2]);
+      const want = ${fileOffset}n;
+      if (want >= off && want < off + end - start) where = start + want - off;
+    }
+    let hits = 0;
+    probes.register({ id: 'add', event: 'breakpoint', where, handler: () => void hits++ });
+    while (probes.poll() !== null) {}
+    console.log(JSON.stringify({ uid: process.getuid(), hits, exit: probes.exitCode }));
+  `;
+  const result = spawnSync(
+    'setpriv',
+    [
+      '--reuid=65534',
+      '--regid=65534',
+      '--clear-groups',
+      process.execPath,
+      '--input-type=module',
+      '-e',
+      script,
+    ],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
+  assert.equal(result.status, 0, result.stderr);
+  assert.deepEqual(JSON.parse(result.stdout), { uid: 65534, hits: 400, exit: 0 });
+  assert.match(result.stderr, /^calls=400 /m, 'the target counted 400 calls');
 });
