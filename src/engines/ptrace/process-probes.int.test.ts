@@ -238,7 +238,8 @@ test('an unprivileged user traces its own child, no root needed', (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf', 'setpriv'] })) return;
   const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
   const fileOffset = readelfFileOffset(app, symbolVaddr(app, 'probed_add'));
-  const library = new URL('../../../dist/engines/ptrace/process-probes.js', import.meta.url).pathname;
+  const library = new URL('../../../dist/engines/ptrace/process-probes.js', import.meta.url)
+    .pathname;
   // Runs as nobody: spawn the target, probe it, count the hits, print the count and output.
   const script = `
     import { ProcessProbes } from ${JSON.stringify(library)};
@@ -275,4 +276,48 @@ test('an unprivileged user traces its own child, no root needed', (t) => {
   assert.equal(result.status, 0, result.stderr);
   assert.deepEqual(JSON.parse(result.stdout), { uid: 65534, hits: 400, exit: 0 });
   assert.match(result.stderr, /^calls=400 /m, 'the target counted 400 calls');
+});
+
+test('a forked child runs free of the breakpoints; clone and fork are events; threads inherit probes', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
+  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
+  const app = compileProgram('trace-target', {
+    flags: ['-O2'],
+    link: [lib, `-Wl,-rpath,${lib.slice(0, lib.lastIndexOf('/'))}`, '-lpthread'],
+  });
+  const calls = 40;
+  const out = capture();
+  const probes = ProcessProbes.spawn([app, String(calls)], { stdio: [0, out.fd, 2] });
+  const where = runtimeAddress(probes.pid, app, readelfFileOffset(app, symbolVaddr(app, 'f_ints')));
+  const hitsByTid = new Map<number, number>();
+  probes.register({
+    id: 'f_ints',
+    event: 'breakpoint',
+    where,
+    handler: (hit) => hitsByTid.set(hit.tid, (hitsByTid.get(hit.tid) ?? 0) + 1),
+  });
+  const events: string[] = [];
+  probes.register({ id: 'clone', event: 'clone', handler: () => void events.push('clone') });
+  probes.register({ id: 'fork', event: 'fork', handler: () => void events.push('fork') });
+  while (probes.poll() !== null) {
+    // every event has a handler
+  }
+  const printed = out.text();
+  const report = (who: string) => {
+    const m = new RegExp(`^${who} pid=(\\d+) f_ints=(\\d+)`, 'm').exec(printed);
+    assert.ok(m, `${who} line in ${printed}`);
+    return { pid: Number(m[1]), calls: Number(m[2]) };
+  };
+  assert.equal(report('main').calls, 4 * calls);
+  // The child and its exec ran their calls untraced and unharmed.
+  assert.equal(report('fork').calls, 10);
+  assert.equal(report('exec').calls, 5);
+  assert.equal(probes.exitCode, 0);
+  // Every hit came from one of the 4 threads the main process made.
+  assert.equal(hitsByTid.size, 4);
+  assert.equal(
+    [...hitsByTid.values()].reduce((a, b) => a + b, 0),
+    4 * calls,
+  );
+  assert.deepEqual(events, ['clone', 'clone', 'clone', 'clone', 'fork']);
 });
