@@ -321,3 +321,43 @@ test('a forked child runs free of the breakpoints; clone and fork are events; th
   );
   assert.deepEqual(events, ['clone', 'clone', 'clone', 'clone', 'fork']);
 });
+
+test('return probes pair each return with its call through recursion and longjmp', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
+  const app = compileProgram('ptrace-returns', { flags: ['-O2'] });
+  const untraced = execFileSync(app, { encoding: 'utf8' });
+  const out = capture();
+  const probes = ProcessProbes.spawn([app], { stdio: [0, out.fd, 2] });
+  const at = (name: string) =>
+    runtimeAddress(probes.pid, app, readelfFileOffset(app, symbolVaddr(app, name)));
+  const factorial = (n: bigint): bigint => (n <= 1n ? 1n : n * factorial(n - 1n));
+  let returns = 0;
+  let mismatched = 0;
+  probes.register({
+    id: 'fact',
+    event: 'return',
+    where: at('fact'),
+    handler: (hit) => {
+      returns++;
+      if (hit.retval !== factorial(hit.entry!.get('rdi'))) mismatched++;
+    },
+  });
+  let diveReturns = 0;
+  probes.register({
+    id: 'dive',
+    event: 'return',
+    where: at('dive'),
+    handler: () => void diveReturns++,
+  });
+  while (probes.poll() !== null) {
+    // every event has a handler
+  }
+  const printed = out.text();
+  assert.equal(printed, untraced);
+  const calls = Number(/fact_calls=(\d+)/.exec(printed)?.[1]);
+  assert.equal(calls, 100 * 10 + 100 * 5, 'fact() recursed: one call per level');
+  assert.equal(returns, calls, 'one return event per call of fact()');
+  assert.equal(mismatched, 0, 'each return value is the factorial of its own call’s argument');
+  assert.equal(diveReturns, 0, 'dive() never returns: longjmp leaves it');
+  assert.equal(probes.exitCode, 0);
+});
