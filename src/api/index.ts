@@ -37,6 +37,13 @@ export {
   listObjects,
   type ObjectListing,
 } from './list.js';
+export {
+  type HitContext,
+  type ProbeEventKind,
+  type ProcessRegistration,
+  ProcessTracer,
+  type ProcessTracerOptions,
+} from './process-tracer.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
 export {
   Attachment,

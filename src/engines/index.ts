@@ -1,1 +1,2 @@
+export * from './ptrace/index.js';
 export * from './tracefs/index.js';

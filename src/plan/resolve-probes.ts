@@ -38,6 +38,12 @@ export interface ResolveOptions {
   readonly cwd?: string | undefined;
   /** Whose uprobes rules decide how a probed instruction is handled (default: this kernel's). */
   readonly kernel?: { readonly major: number; readonly minor: number } | undefined;
+  /**
+   * The engine the sites are for. The kernel's refusals apply to the kernel engines only:
+   * the ptrace engine runs displaced instructions itself and checks them when it places a
+   * probe. Default 'tracefs'.
+   */
+  readonly engine?: 'tracefs' | 'ptrace' | undefined;
 }
 
 export interface ProbePlan {
@@ -504,8 +510,8 @@ function buildSite(
     kernel: options.kernel ?? kernelVersion(),
   });
   if (
-    handling.strategy === 'refuse' ||
-    (handling.strategy === 'unsafe' && options.unsafe !== true)
+    options.engine !== 'ptrace' &&
+    (handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true))
   ) {
     throw specError(
       spec,

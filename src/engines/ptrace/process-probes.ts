@@ -44,6 +44,8 @@ export interface HitContext {
 
 export interface Registration {
   readonly id: string;
+  /** The id events carry, when not `id` (one user registration placed at several sites). */
+  readonly reportAs?: string | undefined;
   readonly event: ProbeEventKind;
   /** The probe's runtime address, for breakpoint and return. */
   readonly where?: bigint | undefined;
@@ -111,6 +113,8 @@ export class ProcessProbes {
   #held: number[];
   #ended = false;
   #exitCode: number | undefined;
+  /** The thread whose handler runs now. */
+  #handling: number | undefined;
 
   private constructor(tracee: Tracee) {
     this.tracee = tracee;
@@ -178,8 +182,12 @@ export class ProcessProbes {
       this.#registrations.delete(one);
       if (this.#current !== undefined) {
         const pending = this.#current.pending;
-        for (let i = pending.length - 1; i >= 0; i--)
-          if (pending[i]!.id === one) pending.splice(i, 1);
+        const reported = registration.reportAs ?? registration.id;
+        for (let i = pending.length - 1; i >= 0; i--) {
+          if (pending[i]!.id === reported && pending[i]!.where === registration.where) {
+            pending.splice(i, 1);
+          }
+        }
       }
       const where = registration.where;
       if (where !== undefined && !this.#usedAt(where)) this.#disarm(where);
@@ -356,8 +364,19 @@ export class ProcessProbes {
   }
 
   /** A thread that is stopped now, to run injected system calls. */
+  /** Call a handler; the thread it runs for is the one probes are placed through meanwhile. */
+  #run(handler: (hit: HitContext) => void, hit: HitContext): void {
+    const outer = this.#handling;
+    this.#handling = hit.tid;
+    try {
+      handler(hit);
+    } finally {
+      this.#handling = outer;
+    }
+  }
+
   #stoppedThread(): number {
-    const tid = this.#current?.tid ?? this.#held[0];
+    const tid = this.#handling ?? this.#current?.tid ?? this.#held[0];
     if (tid === undefined) {
       throw new ProbeError(
         'ERR_USAGE',
@@ -436,7 +455,7 @@ export class ProcessProbes {
       if (registration.event !== 'breakpoint' || registration.where !== at) continue;
       const hit = this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined);
       if (registration.filter !== undefined && !registration.filter(hit)) continue;
-      if (registration.handler !== undefined) registration.handler(hit);
+      if (registration.handler !== undefined) this.#run(registration.handler, hit);
       else pending.push(hit);
     }
     if (hasReturn) this.#pushReturn(tid, at, regs);
@@ -488,7 +507,7 @@ export class ProcessProbes {
         undefined,
       );
       if (registration.filter !== undefined && !registration.filter(hit)) continue;
-      if (registration.handler !== undefined) registration.handler(hit);
+      if (registration.handler !== undefined) this.#run(registration.handler, hit);
       else pending.push(hit);
       if (hit.retval !== undefined) regs.set('rax', hit.retval);
     }
@@ -521,7 +540,7 @@ export class ProcessProbes {
     for (const registration of registrations) {
       const hit = this.#context(registration, tid, live, timeNs, undefined, undefined, detail);
       if (registration.filter !== undefined && !registration.filter(hit)) continue;
-      if (registration.handler !== undefined) registration.handler(hit);
+      if (registration.handler !== undefined) this.#run(registration.handler, hit);
       else pending.push(hit);
     }
     this.#stop({ tid, regs: live, pending, resume });
@@ -619,7 +638,7 @@ export class ProcessProbes {
   ): HitContext {
     const tracee = this.tracee;
     return {
-      id: registration.id,
+      id: registration.reportAs ?? registration.id,
       event: registration.event,
       pid: this.pid,
       tid,

@@ -1,0 +1,9 @@
+export {
+  type HitContext,
+  type ProbeEventKind,
+  type ProbesOptions,
+  ProcessProbes,
+  type Registration,
+} from './process-probes.js';
+export { type RegisterName, Registers } from './registers.js';
+export type { SpawnOptions } from './tracee.js';

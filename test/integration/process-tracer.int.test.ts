@@ -1,0 +1,94 @@
+// The ProcessTracer API (ptrace engine) with probe specs: a function of the program, and one
+// of a library the program has not loaded yet when it is started (placed when the dynamic
+// loader maps it). No root needed.
+import assert from 'node:assert/strict';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { ProcessTracer } from '../../src/api/index.js';
+import { compileProgram } from '../helpers/compile.js';
+import { requireHost } from '../helpers/require-host.js';
+
+function capture(): { fd: number; text: () => string } {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-ptracer-'));
+  const path = join(dir, 'out');
+  const fd = openSync(path, 'w+');
+  return {
+    fd,
+    text: () => {
+      closeSync(fd);
+      const out = readFileSync(path, 'utf8');
+      rmSync(dir, { recursive: true, force: true });
+      return out;
+    },
+  };
+}
+
+test('specs resolve in the process: the program’s function now, libc’s once it is loaded', async (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const out = capture();
+  const tracer = await ProcessTracer.spawn([app, 'gate'], { stdio: [0, out.fd, 2] });
+  const seen: string[] = [];
+  await tracer.register({
+    id: 'gate',
+    event: 'return',
+    where: `${app}:check_gate`,
+    handler: (hit) => {
+      seen.push(`gate ${hit.readCString(hit.entry!.get('rdi'))} -> ${hit.retval}`);
+      hit.retval = 1n;
+    },
+  });
+  // puts() is in libc, which is not mapped yet at the exec stop.
+  await tracer.register({ id: 'puts', event: 'breakpoint', where: 'libc:puts' });
+  for (;;) {
+    const hit = tracer.poll(20_000);
+    if (hit === null) break;
+    assert.equal(hit.id, 'puts');
+    seen.push(`puts ${hit.readCString(hit.regs.get('rdi'))}`);
+  }
+  assert.deepEqual(seen, ['gate guess -> 0', 'puts open']);
+  assert.equal(out.text(), 'open\n');
+  assert.equal(tracer.exitCode, 0);
+});
+
+test('register() refuses a taken id and a spec that does not resolve, with clear errors', async (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const out = capture();
+  const tracer = await ProcessTracer.spawn([app, 'gate'], { stdio: [0, out.fd, 2] });
+  try {
+    await tracer.register({ id: 'a', event: 'breakpoint', where: `${app}:check_gate` });
+    await assert.rejects(
+      tracer.register({ id: 'a', event: 'breakpoint', where: `${app}:main` }),
+      /Cannot register "a": that id is taken/,
+    );
+    await assert.rejects(
+      tracer.register({ id: 'b', event: 'breakpoint', where: `${app}:no_such_function` }),
+      { code: 'ERR_SYMBOL_NOT_FOUND' },
+    );
+  } finally {
+    tracer.kill();
+    out.text();
+  }
+});
+
+test('unregister() of a probe whose hit is being delivered cancels what is left of it', async (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const out = capture();
+  const tracer = await ProcessTracer.spawn([app, '3'], { stdio: [0, out.fd, 2] });
+  await tracer.register({ id: 'first', event: 'breakpoint', where: `${app}:probed_add` });
+  await tracer.register({ id: 'second', event: 'breakpoint', where: `${app}:probed_add` });
+  const seen: string[] = [];
+  for (;;) {
+    const hit = tracer.poll(20_000);
+    if (hit === null) break;
+    seen.push(hit.id);
+    // At the first hit, 'second' (still to come for this hit) is taken back.
+    if (seen.length === 1) tracer.unregister('second');
+  }
+  assert.deepEqual(seen, Array(12).fill('first'), 'only first, 4 threads x 3 calls');
+  assert.match(out.text(), /^calls=12 /);
+});
