@@ -2,6 +2,8 @@
  * upscope's programmatic API. Everything here works without privileges except where noted:
  * resolving specs and listing symbols only read files and /proc.
  */
+
+export { evaluateFetch, type FetchSource } from '../engines/index.js';
 export {
   ERROR_CODES,
   type ErrorCategory,

@@ -21,8 +21,11 @@ export interface ProcessRegistration {
    * not loaded yet are placed when the dynamic loader maps it.
    */
   readonly where?: bigint | string | undefined;
-  /** Runs while the thread is stopped; without one, poll() returns the event. */
-  readonly handler?: ((hit: HitContext) => void) | undefined;
+  /**
+   * Runs while the thread is stopped; without one, poll() returns the event. With a spec,
+   * `site` is the resolved site that fired.
+   */
+  readonly handler?: ((hit: HitContext, site: ProbeSite | undefined) => void) | undefined;
   readonly filter?: ((hit: HitContext) => boolean) | undefined;
   /** Allow raw addresses no symbol covers, in specs. */
   readonly unsafe?: boolean | undefined;
@@ -115,7 +118,7 @@ export class ProcessTracer {
     for (const site of sites) {
       const address = site.runtimeAddress ?? this.#runtimeAddress(site);
       if (address !== undefined) {
-        this.#place(registration, address);
+        this.#place(registration, address, site);
         continue;
       }
       this.#pending.push({ registration, site, internalId: this.#internalId(registration.id) });
@@ -158,7 +161,7 @@ export class ProcessTracer {
     return `${id}\u0000${this.#next++}`;
   }
 
-  #place(registration: ProcessRegistration, where: bigint | undefined): void {
+  #place(registration: ProcessRegistration, where: bigint | undefined, site?: ProbeSite): void {
     const internalId = this.#internalId(registration.id);
     const known = this.#ids.get(registration.id) ?? [];
     this.#ids.set(registration.id, known);
@@ -168,7 +171,8 @@ export class ProcessTracer {
       where,
       reportAs: registration.id,
       filter: registration.filter,
-      handler: registration.handler,
+      handler:
+        registration.handler === undefined ? undefined : (hit) => registration.handler!(hit, site),
     });
     known.push(internalId);
   }
@@ -220,7 +224,7 @@ export class ProcessTracer {
       const address = this.#runtimeAddress(pending.site);
       if (address === undefined) continue;
       this.#pending.splice(i, 1);
-      this.#place(pending.registration, address);
+      this.#place(pending.registration, address, pending.site);
     }
   }
 }

@@ -12,6 +12,12 @@ import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { parsePid } from '../options.js';
+import { tracePtrace } from './trace-ptrace.js';
+
+function parseEngine(value: string): 'tracefs' | 'ptrace' {
+  if (value === 'tracefs' || value === 'ptrace') return value;
+  throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}": give tracefs or ptrace`);
+}
 
 function positive(what: string) {
   return (value: string): number => {
@@ -28,12 +34,14 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .command('trace')
     .summary('print every hit of the probes, with fetched values, return values and latencies')
     .description(
-      'Trace each SPEC with kernel uprobes (tracefs engine; needs root) and print one line per ' +
+      'Trace each SPEC and print one line per ' +
         'event: time, command, pid/tid, probe and fetched fields. Return probes show the return ' +
         'value and the time since the matching call. With -p, only that process (all its ' +
         'threads and children) is traced; with -c, the command is started, traced from its first ' +
         'instruction, and its exit ends the trace and sets the exit status. Ctrl-C ends the ' +
-        'trace; a summary of events delivered, lost and missed goes to stderr.',
+        'trace; a summary of events delivered, lost and missed goes to stderr. Engines: tracefs ' +
+        '(kernel uprobes; root; every process, or the one given) and ptrace (one process, -p or ' +
+        '-c, probes served in user space; no root needed for your own processes).',
     )
     .argument('<spec...>', "probe specs, e.g. 'libc:malloc size=arg0:u64' 'r:./app:parse_request'")
     .option('-p, --pid <pid>', 'trace only this process', parsePid)
@@ -47,9 +55,41 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
       positive('--buffer-size'),
     )
     .option('--unsafe', 'allow raw addresses no symbol covers')
+    .option(
+      '--engine <engine>',
+      'tracefs (kernel uprobes, root) or ptrace (one process, no root); by default tracefs as root, else ptrace',
+      parseEngine,
+    )
     .action(async (specs, options) => {
       // Times print as seconds since the trace began: no event is older than this.
       const start = process.hrtime.bigint();
+      const engine = options.engine ?? (process.getuid?.() === 0 ? 'tracefs' : 'ptrace');
+      if (engine === 'ptrace') {
+        if (options.bufferSize !== undefined) {
+          throw new ProbeError(
+            'ERR_USAGE',
+            'Cannot use --buffer-size with the ptrace engine: it has no ring buffer',
+          );
+        }
+        const ended = await tracePtrace(
+          specs,
+          {
+            pid: options.pid,
+            command: options.command,
+            unsafe: options.unsafe,
+            durationSeconds: options.duration,
+            maxEvents: options.maxEvents,
+          },
+          io,
+          (sites) => (options.json === true ? jsonFormatter(sites) : textFormatter(sites, start)),
+        );
+        if (ended.exitCode !== undefined) {
+          result.status = ended.exitCode >= 0 ? ended.exitCode : 128 - ended.exitCode;
+        } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {
+          result.status = 128 + constants.signals[ended.signal];
+        }
+        return;
+      }
       const attachment = await new Tracer().attach(specs, {
         pid: options.pid,
         command: options.command,

@@ -1,3 +1,4 @@
+export { evaluateFetch, type FetchSource } from './fetch.js';
 export {
   type HitContext,
   type ProbeEventKind,

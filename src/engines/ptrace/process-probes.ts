@@ -34,6 +34,8 @@ export interface HitContext {
   retval: bigint | undefined;
   /** For a return: the registers at the matching entry. */
   readonly entry: Registers | undefined;
+  /** For a return: when the matching entry was hit (CLOCK_MONOTONIC, ns). */
+  readonly entryTimeNs: bigint | undefined;
   /** For exit: the exit status, or the signal that ended it (negative). For clone and fork: the new thread or child. */
   readonly detail: number | undefined;
   readU64(vaddr: bigint): bigint;
@@ -78,6 +80,7 @@ interface ReturnInstance {
   readonly stackVaddr: bigint;
   readonly returnAddress: bigint;
   readonly entry: Registers;
+  readonly entryTimeNs: bigint;
 }
 
 /** A stopped thread with the events it still has to deliver before it runs on. */
@@ -210,6 +213,8 @@ export class ProcessProbes {
       }
       for (const tid of this.#held.splice(0)) this.tracee.cont(tid);
       if (this.#ended) return null;
+      // Hits served by handlers do not end a poll early, but its time does.
+      if (deadline !== undefined && performance.now() >= deadline) return null;
       const report = this.#queue.shift() ?? this.tracee.takeDeferred() ?? this.#wait(deadline);
       if (report === undefined) return null;
       this.#handle(report);
@@ -476,7 +481,13 @@ export class ProcessProbes {
     if (stack.length >= MAX_RETURN_INSTANCES) return;
     const returnAddress = this.tracee.readU64(sp);
     if (returnAddress === trampoline) return;
-    stack.push({ function: at, stackVaddr: sp, returnAddress, entry: regs.clone() });
+    stack.push({
+      function: at,
+      stackVaddr: sp,
+      returnAddress,
+      entry: regs.clone(),
+      entryTimeNs: process.hrtime.bigint(),
+    });
     this.#writeU64(sp, trampoline);
   }
 
@@ -505,6 +516,7 @@ export class ProcessProbes {
         instance.entry,
         regs.get('rax'),
         undefined,
+        instance.entryTimeNs,
       );
       if (registration.filter !== undefined && !registration.filter(hit)) continue;
       if (registration.handler !== undefined) this.#run(registration.handler, hit);
@@ -635,6 +647,7 @@ export class ProcessProbes {
     entry: Registers | undefined,
     retval: bigint | undefined,
     detail: number | undefined,
+    entryTimeNs?: bigint,
   ): HitContext {
     const tracee = this.tracee;
     return {
@@ -647,6 +660,7 @@ export class ProcessProbes {
       regs,
       retval,
       entry,
+      entryTimeNs,
       detail,
       readU64: (vaddr) => tracee.readU64(vaddr),
       read: (vaddr, length) => tracee.read(vaddr, length),

@@ -36,6 +36,8 @@ export interface SpawnOptions {
   readonly env?: readonly string[] | undefined;
   /** The program's stdin, stdout and stderr: file descriptors of this process (its own by default). */
   readonly stdio?: readonly number[] | undefined;
+  /** argv is one shell command line (`./app 5 > out`), run by `sh` (which execs it). */
+  readonly shell?: boolean | undefined;
 }
 
 /** Options every traced thread gets: follow clones, forks and execs. */
@@ -96,11 +98,11 @@ export class Tracee {
     const env =
       options.env ??
       Object.entries(process.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
-    const pid = native.spawn(
-      ['/bin/sh', '-c', 'kill -STOP $$ && exec "$0" "$@"', ...argv],
-      env,
-      options.stdio,
-    );
+    const launcher =
+      options.shell === true
+        ? ['/bin/sh', '-c', `kill -STOP $$ && exec ${program}`]
+        : ['/bin/sh', '-c', 'kill -STOP $$ && exec "$0" "$@"', ...argv];
+    const pid = native.spawn(launcher, env, options.stdio);
     if (pid < 0) {
       throw new ProbeError(
         'ERR_TARGET_NOT_FOUND',

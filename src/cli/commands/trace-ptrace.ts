@@ -1,0 +1,160 @@
+import { readFileSync } from 'node:fs';
+import {
+  evaluateFetch,
+  type FieldValue,
+  type HitContext,
+  type ProbeEvent,
+  type ProbeSite,
+  ProcessTracer,
+  planProbes,
+  probeName,
+} from '../../api/index.js';
+import { ProbeError } from '../../errors/index.js';
+import type { Io } from '../io.js';
+
+export interface PtraceTraceOptions {
+  readonly pid?: number | undefined;
+  readonly command?: string | undefined;
+  readonly unsafe?: boolean | undefined;
+  readonly durationSeconds?: number | undefined;
+  readonly maxEvents?: number | undefined;
+}
+
+/** How a ptrace trace ended: the command's status (with -c), and the signal that ended it. */
+export interface PtraceTraceResult {
+  readonly exitCode: number | undefined;
+  readonly signal: NodeJS.Signals | undefined;
+}
+
+/**
+ * `upscope trace` on the ptrace engine: one process (-p) or command (-c), probes served in
+ * user space, each hit formatted by `format` and written as it happens. Ends when the process
+ * exits, after --duration or --max-events, or on Ctrl-C/SIGTERM/SIGHUP, and then detaches
+ * (a process attached with -p runs on; a command started with -c is killed if still running).
+ */
+export async function tracePtrace(
+  specs: readonly string[],
+  options: PtraceTraceOptions,
+  io: Io,
+  makeFormat: (sites: readonly ProbeSite[]) => (event: ProbeEvent) => string,
+): Promise<PtraceTraceResult> {
+  if ((options.pid === undefined) === (options.command === undefined)) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      'Cannot trace with the ptrace engine without a process: give -p PID or -c COMMAND',
+      {
+        hints: [
+          'The ptrace engine probes one process; the tracefs engine (root) traces every process',
+        ],
+      },
+    );
+  }
+  const tracer =
+    options.command !== undefined
+      ? await ProcessTracer.spawn([options.command], { shell: true })
+      : await ProcessTracer.attach(options.pid!);
+  let signal: NodeJS.Signals | undefined;
+  const onSignal = (name: NodeJS.Signals) => {
+    signal = name;
+  };
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const name of signals) process.on(name, onSignal);
+  const cleanup = () => {
+    if (tracer.ended) return;
+    if (options.command !== undefined) tracer.kill();
+    else tracer.detach();
+  };
+  process.on('exit', cleanup);
+  try {
+    const sites = await planProbes(specs, {
+      pid: tracer.pid,
+      unsafe: options.unsafe,
+      engine: 'ptrace',
+    });
+    const format = makeFormat(sites);
+    const comms = new Map<number, string>();
+    const comm = (tid: number) => {
+      let name = comms.get(tid);
+      if (name === undefined) {
+        try {
+          name = readFileSync(`/proc/${tid}/comm`, 'utf8').replace(/\n$/, '');
+        } catch {
+          name = '';
+        }
+        comms.set(tid, name);
+      }
+      return name;
+    };
+    let count = 0;
+    const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
+    let text = '';
+    const flush = () => {
+      if (text.length > 0) io.out(text);
+      text = '';
+    };
+    const handler = (hit: HitContext, site: ProbeSite | undefined) => {
+      if (site === undefined || count >= max) return;
+      count++;
+      text += `${format(toEvent(hit, site, comm(hit.tid)))}\n`;
+      if (text.length >= 1 << 16) flush();
+    };
+    const probes = new Set<string>();
+    for (const [i, spec] of specs.entries()) {
+      const kind = sites.find((s) => s.spec === spec)?.kind;
+      await tracer.register({
+        id: `spec${i}`,
+        event: kind === 'return' ? 'return' : 'breakpoint',
+        where: spec,
+        unsafe: options.unsafe,
+        handler,
+      });
+    }
+    for (const site of sites) probes.add(probeName(site));
+    io.err(
+      `Tracing ${probes.size} probe${probes.size === 1 ? '' : 's'} (ptrace, process ${tracer.pid}). Ctrl-C to end.\n`,
+    );
+    const deadline =
+      options.durationSeconds === undefined
+        ? Number.POSITIVE_INFINITY
+        : performance.now() + options.durationSeconds * 1000;
+    while (!tracer.ended && signal === undefined && count < max && performance.now() < deadline) {
+      tracer.poll(Math.min(100, Math.max(0, deadline - performance.now())));
+      flush();
+      // Let signal handlers and timers run between polls.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    flush();
+    const exitCode = tracer.exitCode;
+    cleanup();
+    io.err(`upscope: ${count} events delivered, 0 lost, 0 missed\n`);
+    return { exitCode, signal };
+  } finally {
+    cleanup();
+    process.off('exit', cleanup);
+    for (const name of signals) process.off(name, onSignal);
+  }
+}
+
+function toEvent(hit: HitContext, site: ProbeSite, comm: string): ProbeEvent {
+  const fields: Record<string, FieldValue> = {};
+  const source = {
+    regs: hit.regs,
+    retval: hit.retval,
+    read: (vaddr: bigint, length: number) => hit.read(vaddr, length),
+    readCString: (vaddr: bigint, maxBytes: number) => hit.readCString(vaddr, maxBytes),
+    comm: () => comm,
+  };
+  for (const fetch of site.fetches) fields[fetch.name] = evaluateFetch(fetch, source);
+  return {
+    probe: probeName(site),
+    spec: site.spec,
+    kind: site.kind,
+    pid: hit.pid,
+    tid: hit.tid,
+    cpu: -1,
+    timestampNs: hit.timeNs,
+    comm,
+    fields,
+    latencyNs: hit.entryTimeNs === undefined ? undefined : hit.timeNs - hit.entryTimeNs,
+  };
+}
