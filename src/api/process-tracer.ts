@@ -62,6 +62,7 @@ export class ProcessTracer {
   readonly #ids = new Map<string, string[]>();
   readonly #pending: Pending[] = [];
   #loaderHooked = false;
+  #unwinderHooked = false;
   #next = 0;
 
   private constructor(probes: ProcessProbes) {
@@ -104,6 +105,7 @@ export class ProcessTracer {
     if (this.#ids.has(registration.id)) {
       throw new ProbeError('ERR_USAGE', `Cannot register "${registration.id}": that id is taken`);
     }
+    if (registration.event === 'return') await this.#hookUnwinder();
     const where = registration.where;
     if (typeof where !== 'string') {
       this.#place(registration, where);
@@ -216,6 +218,29 @@ export class ProcessTracer {
       handler: () => this.#placePending(),
     });
     this.#loaderHooked = true;
+  }
+
+  /**
+   * Return probes swap return addresses for a trampoline the C++ unwinder knows nothing of:
+   * when a thread starts an unwind (`_Unwind_RaiseException`, `_Unwind_ForcedUnwind` in
+   * libgcc_s, once it is loaded), its return addresses are put back first.
+   */
+  async #hookUnwinder(): Promise<void> {
+    if (this.#unwinderHooked) return;
+    this.#unwinderHooked = true;
+    for (const name of ['_Unwind_RaiseException', '_Unwind_ForcedUnwind']) {
+      try {
+        await this.register({
+          id: `\u0000${name}`,
+          event: 'breakpoint',
+          where: `libgcc_s.so.1:${name}`,
+          handler: (hit) => this.#probes.restoreReturns(hit.tid),
+        });
+      } catch (err) {
+        // No libgcc_s on this machine: nothing can unwind through it.
+        if (!(err instanceof ProbeError)) throw err;
+      }
+    }
   }
 
   #placePending(): void {

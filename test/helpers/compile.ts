@@ -19,12 +19,16 @@ export interface CompileOptions {
 }
 
 /**
- * Compile test/programs/NAME.c (or a path ending in .c) with the machine's gcc at test time, so that each test checks
+ * Compile test/programs/NAME.c or NAME.cpp (or a path ending in .c or .cpp) with the machine's gcc or g++ at test time, so that each test checks
  * our reading of what this compiler emits against readelf/nm/objdump on the same file.
  * Results are cached by source and flags in the temp dir.
  */
 export function compileProgram(name: string, options: CompileOptions = {}): string {
-  const source = name.endsWith('.c') ? name : join(PROGRAMS, `${name}.c`);
+  const source = /\.(c|cpp)$/.test(name)
+    ? name
+    : existsSync(join(PROGRAMS, `${name}.cpp`))
+      ? join(PROGRAMS, `${name}.cpp`)
+      : join(PROGRAMS, `${name}.c`);
   const flags = options.flags ?? [];
   const key = createHash('sha256')
     .update(readFileSync(source))
@@ -32,11 +36,12 @@ export function compileProgram(name: string, options: CompileOptions = {}): stri
     .digest('hex')
     .slice(0, 16);
   mkdirSync(CACHE, { recursive: true });
-  const base = name.replace(/^.*\//, '').replace(/\.c$/, '');
+  const base = name.replace(/^.*\//, '').replace(/\.(c|cpp)$/, '');
   const out = join(CACHE, `${base}-${key}${options.suffix ?? ''}`);
   if (existsSync(out)) return out;
   const tmp = `${out}.${process.pid}.tmp`;
-  execFileSync('gcc', ['-g', ...flags, '-o', tmp, source, ...(options.link ?? [])], {
+  const compiler = source.endsWith('.cpp') ? 'g++' : 'gcc';
+  execFileSync(compiler, ['-g', ...flags, '-o', tmp, source, ...(options.link ?? [])], {
     stdio: 'pipe',
   });
   if (options.strip === true) execFileSync('strip', [tmp]);

@@ -2,6 +2,7 @@
 // of a library the program has not loaded yet when it is started (placed when the dynamic
 // loader maps it). No root needed.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -91,4 +92,35 @@ test('unregister() of a probe whose hit is being delivered cancels what is left 
   }
   assert.deepEqual(seen, Array(12).fill('first'), 'only first, 4 threads x 3 calls');
   assert.match(out.text(), /^calls=12 /);
+});
+
+test('a C++ exception thrown through return-probed frames still unwinds to its catch', async (t) => {
+  if (!requireHost(t, { commands: ['g++'] })) return;
+  const app = compileProgram('ptrace-exceptions', { flags: ['-O2'] });
+  const untraced = execFileSync(app, { encoding: 'utf8' });
+  const out = capture();
+  const tracer = await ProcessTracer.spawn([app], { stdio: [0, out.fd, 2] });
+  const returns: string[] = [];
+  for (const [id, symbol] of [
+    ['middle', '_Z6middlei'],
+    ['thrower', '_Z7throweri'],
+  ] as const) {
+    await tracer.register({
+      id,
+      event: 'return',
+      where: `${app}:${symbol}`,
+      handler: (hit) => void returns.push(`${id}=${BigInt.asIntN(32, hit.retval!)}`),
+    });
+  }
+  while (tracer.poll(20_000) !== null) {
+    // every event has a handler
+  }
+  const printed = out.text();
+  assert.equal(printed, untraced, 'caught as without probes');
+  assert.equal(tracer.exitCode, 0);
+  // Only the even calls return; the odd ones leave both frames by the exception.
+  assert.deepEqual(
+    returns,
+    [0, 2, 4, 6, 8].flatMap((n) => [`thrower=${n}`, `middle=${n + 1}`]),
+  );
 });

@@ -298,6 +298,18 @@ export class ProcessProbes {
     this.tracee.setRegs(tid, regs);
   }
 
+  /**
+   * Put back the return addresses of `tid`'s pending returns and forget them: for an unwinder
+   * about to walk the stack (a C++ throw), which cannot read the trampoline's address. Those
+   * calls give no return event.
+   */
+  restoreReturns(tid: number): void {
+    const stack = this.#returns.get(tid);
+    if (stack === undefined) return;
+    for (const instance of stack) this.#writeU64(instance.stackVaddr, instance.returnAddress);
+    this.#returns.delete(tid);
+  }
+
   /** Kill the process (a spawned one that must not outlive its tracer). */
   kill(): void {
     if (this.#ended) return;
