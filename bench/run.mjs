@@ -5,6 +5,7 @@
 // bpftrace.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { runPtraceBench } from './ptrace.mjs';
 import { runTraceBench } from './trace.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -80,3 +81,4 @@ for (const c of cases) {
 const [nodeStart] = timeTogether([[process.execPath, ['-e', '0']]]);
 console.log(`(Node's own start-up on this machine: ${nodeStart.toFixed(1)} ms)`);
 runTraceBench();
+runPtraceBench();

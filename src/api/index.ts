@@ -3,7 +3,12 @@
  * resolving specs and listing symbols only read files and /proc.
  */
 
-export { evaluateFetch, type FetchSource } from '../engines/index.js';
+export {
+  alarmIn,
+  evaluateFetch,
+  type FetchSource,
+  interruptWaitsOn,
+} from '../engines/index.js';
 export {
   ERROR_CODES,
   type ErrorCategory,

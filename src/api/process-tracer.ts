@@ -149,6 +149,11 @@ export class ProcessTracer {
     return this.#probes.poll(timeoutMs);
   }
 
+  /** Make the poll() under way return null once the current event is handled (from a handler). */
+  interrupt(): void {
+    this.#probes.interrupt();
+  }
+
   /** Remove every probe, put back every byte changed, and let the process run on untraced. */
   detach(): void {
     this.#probes.detach();

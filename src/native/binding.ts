@@ -29,6 +29,13 @@ export interface NativeBinding {
   setAffinity(tid: number, mask: Uint8Array): number;
   /** The CPU the calling thread runs on now. */
   currentCpu(): number;
+  /**
+   * Make a signal's handler interrupt blocking system calls (clear SA_RESTART on the handler
+   * installed now, such as libuv's): a waitpid() then fails with EINTR when it arrives.
+   */
+  interruptOnSignal(signal: number): number;
+  /** alarm(2): SIGALRM to this process in `seconds` (0 cancels). */
+  alarm(seconds: number): number;
   /** tgkill(2): a signal to one thread. */
   tgkill(tgid: number, tid: number, signal: number): number;
   /** The calling thread's errno as the C library left it after the last native call. */

@@ -57,10 +57,15 @@ function bind(koffi: Koffi, library: string): NativeBinding {
   const getAffinity = lib.func('int sched_getaffinity(int pid, size_t size, void *mask)');
   const setAffinity = lib.func('int sched_setaffinity(int pid, size_t size, void *mask)');
   const getCpu = lib.func('int sched_getcpu(void)');
+  const sigaction = lib.func('int sigaction(int signum, void *act, void *oldact)');
+  const alarm = lib.func('unsigned int alarm(unsigned int seconds)');
   const result = (value: unknown): number => {
     const n = Number(value);
     return n < 0 ? -koffi.errno() : n;
   };
+  const SIGACTION_BYTES = 152;
+  const SIGACTION_FLAGS = 136;
+  const SA_RESTART = 0x10000000;
   // posix_spawn_file_actions_t is 80 bytes in glibc and smaller in musl.
   const ACTIONS_BYTES = 256;
   return {
@@ -98,6 +103,17 @@ function bind(koffi: Koffi, library: string): NativeBinding {
     },
     setAffinity: (tid, mask) => result(setAffinity(tid, mask.length, mask)),
     currentCpu: () => result(getCpu()),
+    interruptOnSignal: (signal) => {
+      // glibc's struct sigaction on x86-64: handler (8), mask (128), flags (int) at 136, ...
+      const action = new Uint8Array(SIGACTION_BYTES);
+      let status = result(sigaction(signal, null, action));
+      if (status < 0) return status;
+      const view = new DataView(action.buffer);
+      view.setInt32(SIGACTION_FLAGS, view.getInt32(SIGACTION_FLAGS, true) & ~SA_RESTART, true);
+      status = result(sigaction(signal, action, null));
+      return status;
+    },
+    alarm: (seconds) => Number(alarm(seconds)),
     tgkill: (tgid, tid, signal) => result(syscall4(SYSCALL.tgkill, tgid, tid, BigInt(signal), 0n)),
     getErrno: () => koffi.errno(),
   };

@@ -1,7 +1,9 @@
 // `upscope trace` on the ptrace engine: the same specs and output as the kernel engine, for
 // one command or process, and chosen by itself when the user is not root.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { requireHost } from '../helpers/require-host.js';
@@ -105,5 +107,41 @@ test('the ptrace engine explains what it needs', (t) => {
     assert.notEqual(result.status, 0, args.join(' '));
     assert.match(result.stderr, expected);
     assert.doesNotMatch(result.stderr, /\n\s+at /);
+  }
+});
+
+test('-p: Ctrl-C and --duration end the trace and leave the process running, untraced', async (t) => {
+  if (!requireHost(t, { commands: ['sleep'] })) return;
+  for (const how of ['SIGINT', '--duration'] as const) {
+    const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
+    try {
+      const args = [
+        BIN,
+        'trace',
+        '--engine',
+        'ptrace',
+        '-p',
+        String(sleeper.pid),
+        'libc:clock_nanosleep',
+      ];
+      if (how === '--duration') args.push('--duration', '1');
+      const started = performance.now();
+      const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (chunk) => {
+        err += chunk;
+      });
+      while (!err.includes('Tracing')) await new Promise((r) => setTimeout(r, 20));
+      if (how === 'SIGINT') child.kill('SIGINT');
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 0, err);
+      assert.ok(performance.now() - started < 10_000, `${how} ended it`);
+      assert.match(err, /upscope: 0 events delivered/);
+      const status = readFileSync(`/proc/${sleeper.pid}/status`, 'utf8');
+      assert.match(status, /^TracerPid:\s+0$/m);
+      assert.equal(sleeper.exitCode, null, 'sleep still runs');
+    } finally {
+      sleeper.kill('SIGKILL');
+    }
   }
 });

@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import {
+  alarmIn,
   evaluateFetch,
   type FieldValue,
   type HitContext,
+  interruptWaitsOn,
   type ProbeEvent,
   type ProbeSite,
   ProcessTracer,
@@ -54,11 +56,18 @@ export async function tracePtrace(
       ? await ProcessTracer.spawn([options.command], { shell: true })
       : await ProcessTracer.attach(options.pid!);
   let signal: NodeJS.Signals | undefined;
+  let timedOut = false;
   const onSignal = (name: NodeJS.Signals) => {
     signal = name;
   };
+  const onAlarm = () => {
+    timedOut = true;
+  };
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const name of signals) process.on(name, onSignal);
+  process.on('SIGALRM', onAlarm);
+  // poll() blocks in waitpid (the fastest wait): these signals end it.
+  interruptWaitsOn([...signals, 'SIGALRM']);
   const cleanup = () => {
     if (tracer.ended) return;
     if (options.command !== undefined) tracer.kill();
@@ -97,6 +106,7 @@ export async function tracePtrace(
       count++;
       text += `${format(toEvent(hit, site, comm(hit.tid)))}\n`;
       if (text.length >= 1 << 16) flush();
+      if (count >= max) tracer.interrupt();
     };
     const probes = new Set<string>();
     for (const [i, spec] of specs.entries()) {
@@ -113,15 +123,13 @@ export async function tracePtrace(
     io.err(
       `Tracing ${probes.size} probe${probes.size === 1 ? '' : 's'} (ptrace, process ${tracer.pid}). Ctrl-C to end.\n`,
     );
-    const deadline =
-      options.durationSeconds === undefined
-        ? Number.POSITIVE_INFINITY
-        : performance.now() + options.durationSeconds * 1000;
-    while (!tracer.ended && signal === undefined && count < max && performance.now() < deadline) {
-      tracer.poll(Math.min(100, Math.max(0, deadline - performance.now())));
+    if (options.durationSeconds !== undefined) alarmIn(options.durationSeconds);
+    while (!tracer.ended && signal === undefined && !timedOut && count < max) {
+      tracer.poll();
       flush();
-      // Let signal handlers and timers run between polls.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      // Let the handlers of the signals that ended the wait run: libuv reads its signal pipe
+      // in the poll phase, which a setImmediate() alone can pass over.
+      await new Promise<void>((resolve) => setTimeout(resolve, 5));
     }
     flush();
     const exitCode = tracer.exitCode;
@@ -130,7 +138,9 @@ export async function tracePtrace(
     return { exitCode, signal };
   } finally {
     cleanup();
+    alarmIn(0);
     process.off('exit', cleanup);
+    process.off('SIGALRM', onAlarm);
     for (const name of signals) process.off(name, onSignal);
   }
 }

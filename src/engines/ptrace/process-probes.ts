@@ -118,6 +118,7 @@ export class ProcessProbes {
   #exitCode: number | undefined;
   /** The thread whose handler runs now. */
   #handling: number | undefined;
+  #interrupted = false;
 
   private constructor(tracee: Tracee) {
     this.tracee = tracee;
@@ -200,7 +201,9 @@ export class ProcessProbes {
   /**
    * Let the thread stopped at the last event go on (once every event of its stop is out),
    * then wait for the next event with no handler, at most `timeoutMs` (forever when
-   * undefined). Returns null on timeout or once the process has ended.
+   * undefined). Returns null on timeout, once the process has ended, after interrupt(), and
+   * when a signal this process handles interrupts an unbounded wait (see the native
+   * layer's interruptOnSignal()).
    */
   poll(timeoutMs?: number): HitContext | null {
     const deadline = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
@@ -213,12 +216,21 @@ export class ProcessProbes {
       }
       for (const tid of this.#held.splice(0)) this.tracee.cont(tid);
       if (this.#ended) return null;
-      // Hits served by handlers do not end a poll early, but its time does.
+      // Hits served by handlers do not end a poll early, but its time does, and interrupt().
       if (deadline !== undefined && performance.now() >= deadline) return null;
+      if (this.#interrupted) {
+        this.#interrupted = false;
+        return null;
+      }
       const report = this.#queue.shift() ?? this.tracee.takeDeferred() ?? this.#wait(deadline);
       if (report === undefined) return null;
       this.#handle(report);
     }
+  }
+
+  /** Make the poll() under way return null once the event being handled is done (from a handler). */
+  interrupt(): void {
+    this.#interrupted = true;
   }
 
   /**
@@ -318,7 +330,7 @@ export class ProcessProbes {
   }
 
   #wait(deadline: number | undefined): StopReport | undefined {
-    if (deadline === undefined) return this.tracee.wait(true);
+    if (deadline === undefined) return this.tracee.wait(true, true);
     return this.tracee.waitFor(Math.max(0, deadline - performance.now()));
   }
 

@@ -203,10 +203,11 @@ export class Tracee {
   }
 
   /**
-   * The next stop or end of any traced thread (waiting for one when `block`), or undefined.
-   * Threads that exit are forgotten; a clone's new thread is added.
+   * The next stop or end of any traced thread (waiting for one when `block`), or undefined:
+   * also when `interruptible` and a signal interrupted the wait. Threads that exit are
+   * forgotten; a clone's new thread is added.
    */
-  wait(block: boolean): StopReport | undefined {
+  wait(block: boolean, interruptible = false): StopReport | undefined {
     const status = this.#status;
     for (;;) {
       const tid = this.#native.waitpid(
@@ -216,7 +217,11 @@ export class Tracee {
       );
       if (tid === 0) return undefined;
       if (tid < 0) {
-        if (-tid === 4) continue; // EINTR
+        // EINTR: a signal this process handles arrived (see interruptOnSignal()).
+        if (-tid === 4) {
+          if (interruptible) return undefined;
+          continue;
+        }
         if (this.threads.size === 0) return undefined;
         throw new ProbeError(
           'ERR_INTERNAL',

@@ -1,0 +1,18 @@
+import { constants } from 'node:os';
+import { loadNative } from '../../native/index.js';
+
+/**
+ * Make these signals end a blocking poll(): their handlers (install them first, with
+ * process.on) no longer restart an interrupted waitpid, so the wait returns and the event loop
+ * can run them. A signal sent to the process goes to its main thread first, where a tracer
+ * polling there is waiting.
+ */
+export function interruptWaitsOn(signals: readonly NodeJS.Signals[]): void {
+  const native = loadNative();
+  for (const name of signals) native.interruptOnSignal(constants.signals[name]);
+}
+
+/** SIGALRM to this process in `seconds` (whole seconds, rounded up; 0 cancels). */
+export function alarmIn(seconds: number): void {
+  loadNative().alarm(Math.ceil(seconds));
+}
