@@ -124,3 +124,53 @@ test('a C++ exception thrown through return-probed frames still unwinds to its c
     [0, 2, 4, 6, 8].flatMap((n) => [`thrower=${n}`, `middle=${n + 1}`]),
   );
 });
+
+test('torture: 8 threads, 1,000,000 calls with recursion, longjmp, C++ exceptions, a fork and an exec', async (t) => {
+  if (!requireHost(t, { commands: ['g++'] })) return;
+  const app = compileProgram('ptrace-torture', { flags: ['-O2', '-pthread'] });
+  const untraced = execFileSync(app, { encoding: 'utf8' });
+  const out = capture();
+  const tracer = await ProcessTracer.spawn([app], { stdio: [0, out.fd, 2] });
+  let entries = 0;
+  let returns = 0;
+  const threads = new Set<number>();
+  await tracer.register({
+    id: 'entry',
+    event: 'breakpoint',
+    where: `${app}:counted`,
+    handler: (hit) => {
+      entries++;
+      threads.add(hit.tid);
+    },
+  });
+  await tracer.register({
+    id: 'return',
+    event: 'return',
+    where: `${app}:counted`,
+    handler: () => void returns++,
+  });
+  const forks: number[] = [];
+  await tracer.register({
+    id: 'fork',
+    event: 'fork',
+    handler: (hit) => void forks.push(hit.detail!),
+  });
+  while (tracer.poll() !== null) {
+    // every event has a handler
+  }
+  const printed = out.text();
+  assert.equal(printed, untraced, 'the program prints what it prints untraced');
+  const count = (key: string) => Number(new RegExp(`${key}=(-?\\d+)`).exec(printed)?.[1]);
+  assert.equal(count('calls'), 1_050_000, 'the target made 1,000,000 calls and 50,000 recursions');
+  assert.equal(entries, count('calls'), 'every call of the traced process was hit once');
+  assert.equal(
+    returns,
+    count('calls') - count('caught') - count('jumped'),
+    'every call returned but those left by an exception or a longjmp',
+  );
+  assert.equal(threads.size, 8);
+  assert.equal(forks.length, 1);
+  assert.match(printed, /^child calls=1000$/m, 'the forked child ran its calls untraced');
+  assert.match(printed, /^child exit=0$/m, 'and exec’d /bin/true');
+  assert.equal(tracer.exitCode, 0);
+});
