@@ -3,6 +3,7 @@
  * default 1000); the program counts the calls itself and prints the count and a checksum of
  * the results, so a test can compare hits with calls, and output with and without probes.
  * `ptrace-target gate` asks check_gate() instead: it prints "open" only if it returns 1.
+ * `ptrace-target exec` calls probed_add() 3 times, then execs itself with 2 calls per thread.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +31,15 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "exec") == 0) {
+    /* Some calls, then the process becomes a new image of itself that makes more. */
+    long sum = 0;
+    for (long i = 0; i < 3; i++) sum += probed_add(i, 1);
+    printf("before exec calls=%ld\n", atomic_load(&calls));
+    fflush(stdout);
+    execl("/proc/self/exe", argv[0], "2", (char *)NULL);
+    return 127;
+  }
   if (argc > 1 && strcmp(argv[1], "gate") == 0) {
     puts(check_gate("guess") ? "open" : "closed");
     return 0;

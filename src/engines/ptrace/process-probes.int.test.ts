@@ -361,3 +361,30 @@ test('return probes pair each return with its call through recursion and longjmp
   assert.equal(diveReturns, 0, 'dive() never returns: longjmp leaves it');
   assert.equal(probes.exitCode, 0);
 });
+
+test('an exec of the traced process is an event, drops the old image’s probes, and runs on', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const untraced = execFileSync(app, ['exec'], { encoding: 'utf8' });
+  const out = capture();
+  const probes = ProcessProbes.spawn([app, 'exec'], { stdio: [0, out.fd, 2] });
+  const where = runtimeAddress(
+    probes.pid,
+    app,
+    readelfFileOffset(app, symbolVaddr(app, 'probed_add')),
+  );
+  let hits = 0;
+  probes.register({ id: 'add', event: 'breakpoint', where, handler: () => void hits++ });
+  const events: string[] = [];
+  probes.register({ id: 'exec', event: 'exec' });
+  for (;;) {
+    const event = probes.poll(20_000);
+    if (event === null) break;
+    events.push(event.event);
+  }
+  assert.deepEqual(events, ['exec']);
+  assert.equal(hits, 3, 'the old image’s 3 calls; the new image has no probes');
+  assert.equal(out.text(), untraced);
+  assert.match(untraced, /^before exec calls=3\ncalls=8 /);
+  assert.equal(probes.exitCode, 0);
+});

@@ -444,7 +444,10 @@ export class ProcessProbes {
         return;
       }
       case PTRACE_EVENT.PTRACE_EVENT_EXEC:
-        // The old image and its probes are gone.
+        // The old image and its probes are gone: so are the registrations at its addresses.
+        for (const [id, registration] of this.#registrations) {
+          if (registration.where !== undefined) this.#registrations.delete(id);
+        }
         this.#breakpoints.clear();
         this.#returns.clear();
         this.#trampoline = undefined;
