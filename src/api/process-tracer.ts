@@ -37,7 +37,6 @@ export interface ProcessTracerOptions extends ProbesOptions, SpawnOptions {}
 interface Pending {
   readonly registration: ProcessRegistration;
   readonly site: ProbeSite;
-  readonly internalId: string;
 }
 
 /**
@@ -98,10 +97,10 @@ export class ProcessTracer {
 
   /**
    * Register interest in an event. A spec is resolved against the process first (hence the
-   * promise); an address registers at once, also from a handler. Events carry the id given
-   * here, whichever of a spec's sites fired.
+   * promise), and its sites are returned; an address registers at once, also from a handler.
+   * Events carry the id given here, whichever of a spec's sites fired.
    */
-  async register(registration: ProcessRegistration): Promise<void> {
+  async register(registration: ProcessRegistration): Promise<readonly ProbeSite[]> {
     if (this.#ids.has(registration.id)) {
       throw new ProbeError('ERR_USAGE', `Cannot register "${registration.id}": that id is taken`);
     }
@@ -109,7 +108,7 @@ export class ProcessTracer {
     const where = registration.where;
     if (typeof where !== 'string') {
       this.#place(registration, where);
-      return;
+      return [];
     }
     const sites = await planProbes([where], {
       pid: this.pid,
@@ -123,9 +122,10 @@ export class ProcessTracer {
         this.#place(registration, address, site);
         continue;
       }
-      this.#pending.push({ registration, site, internalId: this.#internalId(registration.id) });
+      this.#pending.push({ registration, site });
       this.#hookLoader();
     }
+    return sites;
   }
 
   /** Unregister one registration (all its sites), or all. */

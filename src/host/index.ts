@@ -16,7 +16,15 @@ export {
   parseKernelRelease,
   TRACING_CAPABILITIES,
 } from './identity.js';
-export { type Exit, type LaunchedCommand, launchStopped, threadsOf } from './launch.js';
+export {
+  checkCommand,
+  checkProgram,
+  type Exit,
+  type LaunchedCommand,
+  launchStopped,
+  stopThenExec,
+  threadsOf,
+} from './launch.js';
 export {
   ensureTracefs,
   findTracefs,

@@ -26,14 +26,9 @@ const STOP_TIMEOUT_MS = 5000;
  * The program is looked up first, so a missing one is an error before anything else is done.
  */
 export async function launchStopped(command: string): Promise<LaunchedCommand> {
-  const program = firstWord(command);
-  if (program === undefined) {
-    throw new ProbeError('ERR_USAGE', 'Cannot run the command: it is empty', {
-      hints: ["Give the program and its arguments, e.g. -c './app 5'"],
-    });
-  }
-  if (program !== null) checkProgram(program);
-  const child = spawn('/bin/sh', ['-c', `kill -STOP $$ && exec ${command}`], { stdio: 'inherit' });
+  checkCommand(command);
+  const [shell, ...args] = stopThenExec(command);
+  const child = spawn(shell!, args, { stdio: 'inherit' });
   const exited = new Promise<Exit>((resolve) => {
     child.once('exit', (code, signal) =>
       resolve({ code: code ?? undefined, signal: signal ?? undefined }),
@@ -59,6 +54,29 @@ export async function launchStopped(command: string): Promise<LaunchedCommand> {
   };
 }
 
+/**
+ * The launcher of a command to be traced from its first instruction: `sh -c` stops itself
+ * (so that a tracer can take its pid), and once continued, execs the command in its place.
+ */
+export function stopThenExec(command: string): string[] {
+  return ['/bin/sh', '-c', `kill -STOP $$ && exec ${command}`];
+}
+
+/**
+ * Check a shell command line before starting it: not empty, and its program (when the line is
+ * simple enough to tell) an executable file, given by path or found on PATH. Throws
+ * ProbeError ERR_USAGE or ERR_TARGET_NOT_FOUND.
+ */
+export function checkCommand(command: string): void {
+  const program = firstWord(command);
+  if (program === undefined) {
+    throw new ProbeError('ERR_USAGE', 'Cannot run the command: it is empty', {
+      hints: ["Give the program and its arguments, e.g. -c './app 5'"],
+    });
+  }
+  if (program !== null) checkProgram(program);
+}
+
 /** The program of a simple command line; null when the shell must decide (quotes, $, ...). */
 function firstWord(command: string): string | null | undefined {
   const word = command.trim().split(/\s+/)[0];
@@ -66,7 +84,8 @@ function firstWord(command: string): string | null | undefined {
   return /^[A-Za-z0-9_./+,:@%-]+$/.test(word) && !word.includes('=') ? word : null;
 }
 
-function checkProgram(program: string): void {
+/** Throws ProbeError ERR_TARGET_NOT_FOUND unless `program` (a path, or a name on PATH) is executable. */
+export function checkProgram(program: string): void {
   const candidates = program.includes('/')
     ? [program]
     : (process.env['PATH'] ?? '/usr/bin:/bin')

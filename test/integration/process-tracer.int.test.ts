@@ -3,28 +3,11 @@
 // loader maps it). No root needed.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { ProcessTracer } from '../../src/api/index.js';
+import { capture } from '../helpers/capture.js';
 import { compileProgram } from '../helpers/compile.js';
 import { requireHost } from '../helpers/require-host.js';
-
-function capture(): { fd: number; text: () => string } {
-  const dir = mkdtempSync(join(tmpdir(), 'upscope-ptracer-'));
-  const path = join(dir, 'out');
-  const fd = openSync(path, 'w+');
-  return {
-    fd,
-    text: () => {
-      closeSync(fd);
-      const out = readFileSync(path, 'utf8');
-      rmSync(dir, { recursive: true, force: true });
-      return out;
-    },
-  };
-}
 
 test('specs resolve in the process: the program’s function now, libc’s once it is loaded', async (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;

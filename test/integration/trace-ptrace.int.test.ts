@@ -101,6 +101,10 @@ test('the ptrace engine explains what it needs', (t) => {
       ['trace', '--engine', 'ptrace', '-p', '999999', `${app}:probed_add`],
       /^error\[ERR_PROCESS_NOT_FOUND\]/,
     ],
+    [
+      ['trace', '--engine', 'ptrace', '-c', 'no-such-program-xyz 1', `${app}:probed_add`],
+      /^error\[ERR_TARGET_NOT_FOUND\]: Cannot run "no-such-program-xyz": not found on PATH/,
+    ],
   ];
   for (const [args, expected] of cases) {
     const result = runCli(args);

@@ -2,13 +2,14 @@ import { readFileSync } from 'node:fs';
 import {
   alarmIn,
   evaluateFetch,
+  type FetchSource,
   type FieldValue,
   type HitContext,
   interruptWaitsOn,
   type ProbeEvent,
   type ProbeSite,
   ProcessTracer,
-  planProbes,
+  parseSpec,
   probeName,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
@@ -75,12 +76,8 @@ export async function tracePtrace(
   };
   process.on('exit', cleanup);
   try {
-    const sites = await planProbes(specs, {
-      pid: tracer.pid,
-      unsafe: options.unsafe,
-      engine: 'ptrace',
-    });
-    const format = makeFormat(sites);
+    // Sites are known once registered; no hit comes before the first poll().
+    let format: (event: ProbeEvent) => string = () => '';
     const comms = new Map<number, string>();
     const comm = (tid: number) => {
       let name = comms.get(tid);
@@ -108,18 +105,20 @@ export async function tracePtrace(
       if (text.length >= 1 << 16) flush();
       if (count >= max) tracer.interrupt();
     };
-    const probes = new Set<string>();
+    const sites: ProbeSite[] = [];
     for (const [i, spec] of specs.entries()) {
-      const kind = sites.find((s) => s.spec === spec)?.kind;
-      await tracer.register({
-        id: `spec${i}`,
-        event: kind === 'return' ? 'return' : 'breakpoint',
-        where: spec,
-        unsafe: options.unsafe,
-        handler,
-      });
+      sites.push(
+        ...(await tracer.register({
+          id: `spec${i}`,
+          event: parseSpec(spec).spec?.kind === 'return' ? 'return' : 'breakpoint',
+          where: spec,
+          unsafe: options.unsafe,
+          handler,
+        })),
+      );
     }
-    for (const site of sites) probes.add(probeName(site));
+    format = makeFormat(sites);
+    const probes = new Set(sites.map(probeName));
     io.err(
       `Tracing ${probes.size} probe${probes.size === 1 ? '' : 's'} (ptrace, process ${tracer.pid}). Ctrl-C to end.\n`,
     );
@@ -132,10 +131,8 @@ export async function tracePtrace(
       await new Promise<void>((resolve) => setTimeout(resolve, 5));
     }
     flush();
-    const exitCode = tracer.exitCode;
-    cleanup();
     io.err(`upscope: ${count} events delivered, 0 lost, 0 missed\n`);
-    return { exitCode, signal };
+    return { exitCode: tracer.exitCode, signal };
   } finally {
     cleanup();
     alarmIn(0);
@@ -147,13 +144,7 @@ export async function tracePtrace(
 
 function toEvent(hit: HitContext, site: ProbeSite, comm: string): ProbeEvent {
   const fields: Record<string, FieldValue> = {};
-  const source = {
-    regs: hit.regs,
-    retval: hit.retval,
-    read: (vaddr: bigint, length: number) => hit.read(vaddr, length),
-    readCString: (vaddr: bigint, maxBytes: number) => hit.readCString(vaddr, maxBytes),
-    comm: () => comm,
-  };
+  const source: FetchSource = { ...hit, comm: () => comm };
   for (const fetch of site.fetches) fields[fetch.name] = evaluateFetch(fetch, source);
   return {
     probe: probeName(site),

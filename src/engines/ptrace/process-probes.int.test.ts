@@ -3,10 +3,9 @@
 // the file has it. No root needed: the tracer traces its own children.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { test } from 'node:test';
+import { capture } from '../../../test/helpers/capture.js';
 import { compileProgram } from '../../../test/helpers/compile.js';
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { readelfFileOffset, tool } from '../../../test/helpers/tools.js';
@@ -33,22 +32,6 @@ function runtimeAddress(pid: number, path: string, fileOffset: bigint): bigint {
     }
   }
   throw new Error(`offset 0x${fileOffset.toString(16)} of ${path} is not mapped in ${pid}`);
-}
-
-/** Runs a spawned program's stdout into a file, and reads it back. */
-function capture(): { fd: number; text: () => string } {
-  const dir = mkdtempSync(join(tmpdir(), 'upscope-ptrace-'));
-  const path = join(dir, 'out');
-  const fd = openSync(path, 'w+');
-  return {
-    fd,
-    text: () => {
-      closeSync(fd);
-      const out = readFileSync(path, 'utf8');
-      rmSync(dir, { recursive: true, force: true });
-      return out;
-    },
-  };
 }
 
 function noZombies(pid: number): void {
@@ -386,5 +369,35 @@ test('an exec of the traced process is an event, drops the old image’s probes,
   assert.equal(hits, 3, 'the old image’s 3 calls; the new image has no probes');
   assert.equal(out.text(), untraced);
   assert.match(untraced, /^before exec calls=3\ncalls=8 /);
+  assert.equal(probes.exitCode, 0);
+});
+
+test('SIGSTOP sent to a traced process stops it as it would untraced, until SIGCONT', (t) => {
+  if (!requireHost(t, { commands: ['sh', 'sleep'] })) return;
+  const out = capture();
+  const probes = ProcessProbes.spawn(
+    ['/bin/sh', '-c', 'i=0; while [ $i -lt 10 ]; do i=$((i+1)); sleep 0.05; done; echo done'],
+    { stdio: [0, out.fd, 2] },
+  );
+  const state = () =>
+    /^State:\s+(\S)/m.exec(readFileSync(`/proc/${probes.pid}/status`, 'utf8'))?.[1];
+  const started = performance.now();
+  const states: string[] = [];
+  let phase: 'run' | 'stopped' | 'continued' = 'run';
+  while (!probes.ended) {
+    probes.poll(50);
+    const ms = performance.now() - started;
+    if (phase === 'run' && ms > 150) {
+      process.kill(probes.pid, 'SIGSTOP');
+      phase = 'stopped';
+    } else if (phase === 'stopped' && ms > 700) {
+      // Stopped for over half a second: still there, in a stop, not running its loop.
+      states.push(state() ?? '?');
+      process.kill(probes.pid, 'SIGCONT');
+      phase = 'continued';
+    }
+  }
+  assert.deepEqual(states, ['t']);
+  assert.equal(out.text(), 'done\n');
   assert.equal(probes.exitCode, 0);
 });

@@ -14,6 +14,8 @@ import { XolArea } from './xol-area.js';
 
 const INT3 = 0xcc;
 const SIGSTOP = 19;
+/** The last of the stop signals (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU are 19 to 22). */
+const SIGTTOU = 22;
 
 /** What a registration waits for (seed 002's events, and the process events it lists). */
 export type ProbeEventKind = 'breakpoint' | 'return' | 'exit' | 'clone' | 'fork' | 'exec';
@@ -351,21 +353,16 @@ export class ProcessProbes {
     }
     const tid = this.#stoppedThread();
     // The slot's address decides %rip-relative re-encoding: plan once a slot is known.
-    let slot = this.#xol.take(vaddr, tid);
+    const slot = this.#xol.take(vaddr, tid);
     const plan = planXol(bytes, vaddr, slot);
+    if (plan.kind !== 'relocate') this.#xol.release(slot);
     if (plan.kind === 'refuse') {
-      this.#xol.release(slot);
       throw new ProbeError(
         'ERR_UNPROBEABLE_INSTRUCTION',
         `Cannot probe 0x${vaddr.toString(16)} in process ${this.pid}: its instruction "${plan.text}" cannot run out of line: ${plan.reason}`,
       );
     }
-    if (plan.kind === 'relocate') {
-      this.#xol.fill(slot, plan.slotBytes);
-    } else {
-      this.#xol.release(slot);
-      slot = undefined as unknown as bigint;
-    }
+    if (plan.kind === 'relocate') this.#xol.fill(slot, plan.slotBytes);
     this.#breakpoints.set(vaddr, {
       vaddr,
       original: bytes[0]!,
@@ -421,9 +418,10 @@ export class ProcessProbes {
       this.#returns.delete(report.tid);
       if (report.tid === this.pid) {
         this.#exitCode = report.kind === 'exited' ? report.code : -report.signal;
+        // The leader's end is reported once every thread has gone: the process is over. A
+        // pending exit event is still returned by poll() before it says so.
         this.#deliverProcessEvent('exit', report.tid, undefined, this.#exitCode, () => {});
-        this.#ended = tracee.threads.size === 0;
-        if (this.#current === undefined) this.#ended = true;
+        this.#ended = true;
       }
       return;
     }
@@ -455,10 +453,9 @@ export class ProcessProbes {
         this.#deliverProcessEvent('exec', tid, undefined, undefined, () => tracee.cont(tid));
         return;
       case PTRACE_EVENT.PTRACE_EVENT_STOP:
-        // A new thread's first stop, or a group stop: the thread goes on (a stop signal keeps
-        // the process stopped as the kernel decides, with PTRACE_LISTEN semantics not needed
-        // for upscope's own interrupts).
-        if (signal === SIGSTOP || signal === SIGTRAP) tracee.cont(tid);
+        // A group stop (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU sent to the process) holds the
+        // thread as it would untraced; a new thread's first stop (SIGTRAP) goes on.
+        if (signal >= SIGSTOP && signal <= SIGTTOU) tracee.listen(tid);
         else tracee.cont(tid);
         return;
       default:

@@ -1,5 +1,6 @@
 import { closeSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
 import { ProbeError, quote } from '../../errors/index.js';
+import { checkCommand, checkProgram, stopThenExec } from '../../host/index.js';
 import {
   describeErrno,
   loadNative,
@@ -69,19 +70,12 @@ export class Tracee {
   readonly #native: NativeBinding;
   readonly #status = new Int32Array(1);
   #mem: number | undefined;
-  #spawned: boolean;
   /** With pin(): the CPU masks to put back (the tracer's own under 0). */
   #affinity: Map<number, Uint8Array> | undefined;
 
-  private constructor(native: NativeBinding, pid: number, spawned: boolean) {
+  private constructor(native: NativeBinding, pid: number) {
     this.#native = native;
     this.pid = pid;
-    this.#spawned = spawned;
-  }
-
-  /** Whether this tracer started the process (it is killed, not detached, if the tracer dies). */
-  get spawned(): boolean {
-    return this.#spawned;
   }
 
   /**
@@ -98,10 +92,11 @@ export class Tracee {
     const env =
       options.env ??
       Object.entries(process.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
+    // A missing program is an error before anything starts (the shell would only say so).
+    if (options.shell === true) checkCommand(program);
+    else checkProgram(program);
     const launcher =
-      options.shell === true
-        ? ['/bin/sh', '-c', `kill -STOP $$ && exec ${program}`]
-        : ['/bin/sh', '-c', 'kill -STOP $$ && exec "$0" "$@"', ...argv];
+      options.shell === true ? stopThenExec(program) : [...stopThenExec('"$0" "$@"'), ...argv];
     const pid = native.spawn(launcher, env, options.stdio);
     if (pid < 0) {
       throw new ProbeError(
@@ -109,7 +104,7 @@ export class Tracee {
         `Cannot start ${quote(program)}: ${describeErrno(pid)}`,
       );
     }
-    const tracee = new Tracee(native, pid, true);
+    const tracee = new Tracee(native, pid);
     try {
       const status = tracee.#status;
       const got = native.waitpid(pid, status, WAIT.WUNTRACED | WNOTHREAD);
@@ -150,7 +145,7 @@ export class Tracee {
    */
   static attach(pid: number): Tracee {
     const native = loadNative();
-    const tracee = new Tracee(native, pid, false);
+    const tracee = new Tracee(native, pid);
     try {
       // Threads made while this runs are seized through their creator's clone event.
       for (let changed = true; changed; ) {
@@ -316,6 +311,17 @@ export class Tracee {
     this.#check(
       this.#native.ptrace(PTRACE.PTRACE_CONT, tid, 0n, BigInt(signal)),
       `resume thread ${tid}`,
+    );
+  }
+
+  /**
+   * Leave a thread in the group-stop it reported (someone sent the process SIGSTOP), still
+   * traced: it runs again when the process gets SIGCONT, as it would untraced.
+   */
+  listen(tid: number): void {
+    this.#check(
+      this.#native.ptrace(PTRACE.PTRACE_LISTEN, tid, 0n, 0n),
+      `keep thread ${tid} stopped`,
     );
   }
 
@@ -499,8 +505,11 @@ export class Tracee {
   /** End the process (SIGKILL) and reap what is left of it. */
   kill(): void {
     this.#unpin();
-    this.#native.tgkill(this.pid, this.pid, 9);
-    process.kill(this.pid, 'SIGKILL');
+    try {
+      process.kill(this.pid, 'SIGKILL');
+    } catch {
+      // Already gone: what is left is reaped below.
+    }
     while (this.threads.size > 0) {
       const report = this.wait(true);
       if (report === undefined) break;

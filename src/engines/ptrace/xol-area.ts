@@ -41,11 +41,6 @@ export class XolArea {
     this.#slotBytes = slotBytes;
   }
 
-  /** The pages mapped so far. */
-  get pages(): readonly bigint[] {
-    return this.#areas.map((a) => a.vaddr);
-  }
-
   /**
    * A free slot within reach of `near` (a new page is mapped through thread `tid`, which must
    * be stopped, when none has room). Throws ProbeError ERR_XOL_UNAVAILABLE when no address

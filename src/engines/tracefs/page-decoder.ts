@@ -59,13 +59,6 @@ export interface PageSummary {
 }
 
 /**
- * Receives each data event of a page: its bytes are `page[start, end)` (the `struct
- * trace_entry` and the event's fields), read through `view`, which spans the same bytes as
- * `page` from its offset 0.
- */
-export type RecordVisitor = (start: number, end: number, timestampNs: bigint) => void;
-
-/**
  * Decode one ring-buffer page (a sub-buffer as read from `trace_pipe_raw`): the header
  * (time stamp; commit with the data size and the missed-events flags; the lost count when
  * stored) and every data event in it with its absolute time stamp. Time extends, absolute
@@ -76,27 +69,15 @@ export type RecordVisitor = (start: number, end: number, timestampNs: bigint) =>
  */
 export function decodePage(page: Uint8Array, header: HeaderPage): DecodedPage {
   const records: PageRecord[] = [];
-  const view = new DataView(page.buffer, page.byteOffset, page.byteLength);
-  const summary = walkPage(page, view, header, (start, end, timestampNs) => {
-    records.push({ timestampNs, data: page.subarray(start, end) });
-  });
-  return { ...summary, records };
-}
-
-/**
- * The same as decodePage() without building records: `visit` is called for each data event,
- * in page order, with where its bytes are. `view` must span `page` from its offset 0.
- */
-export function walkPage(
-  page: Uint8Array,
-  view: DataView,
-  header: HeaderPage,
-  visit: RecordVisitor,
-): PageSummary {
   const cursor = new PageCursor(header);
-  const summary = cursor.open(page, view);
-  while (cursor.next()) visit(cursor.start, cursor.end, cursor.timestampNs);
-  return summary;
+  const summary = cursor.open(page, new DataView(page.buffer, page.byteOffset, page.byteLength));
+  while (cursor.next()) {
+    records.push({
+      timestampNs: cursor.timestampNs,
+      data: page.subarray(cursor.start, cursor.end),
+    });
+  }
+  return { ...summary, records };
 }
 
 /**
