@@ -49,18 +49,7 @@ test('upscope clean removes a dead session group and instance, and nothing else'
 
 test('upscope clean without capabilities says what is missing', (t) => {
   if (!requireHost(t, { root: true, commands: ['setpriv'] })) return;
-  const out = spawnSync(
-    'setpriv',
-    [
-      '--reuid=65534',
-      '--regid=65534',
-      '--clear-groups',
-      process.execPath,
-      'bin/upscope.js',
-      'clean',
-    ],
-    { encoding: 'utf8', cwd: new URL('../..', import.meta.url).pathname },
-  );
+  const out = runCli(['clean'], { asNobody: true });
   // Either tracefs itself or uprobe_events is out of reach of uid 65534: one clear line.
   assert.notEqual(out.status, 0);
   assert.match(out.stderr, /^error\[ERR_(PRIVILEGES|TRACEFS_NOT_MOUNTED)\]: Cannot /);

@@ -8,13 +8,29 @@ export interface CliResult {
   readonly stderr: string;
 }
 
+export interface RunOptions {
+  readonly cwd?: string;
+  /** Run as user and group 65534 (nobody), without supplementary groups (needs root). */
+  readonly asNobody?: boolean;
+}
+
 /** Run the built CLI (dist/, built by `npm test` before the tests) as a user would. */
-export function runCli(args: readonly string[], options: { cwd?: string } = {}): CliResult {
-  const result = spawnSync(process.execPath, [BIN, ...args], {
+export function runCli(args: readonly string[], options: RunOptions = {}): CliResult {
+  return runNode([BIN, ...args], options);
+}
+
+/** Run node with these arguments, as runCli() runs the CLI. */
+export function runNode(args: readonly string[], options: RunOptions = {}): CliResult {
+  const command = [process.execPath, ...args];
+  if (options.asNobody === true) {
+    command.unshift('setpriv', '--reuid=65534', '--regid=65534', '--clear-groups');
+  }
+  const result = spawnSync(command[0]!, command.slice(1), {
     encoding: 'utf8',
     cwd: options.cwd,
     env: { ...process.env, NO_COLOR: '1' },
     maxBuffer: 256 * 1024 * 1024,
+    timeout: 120_000,
   });
   return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }

@@ -1,7 +1,7 @@
 // `upscope trace` on the ptrace engine: the same specs and output as the kernel engine, for
 // one command or process, and chosen by itself when the user is not root.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
@@ -63,21 +63,9 @@ test('trace --engine ptrace -c: every call, its arguments, return values and lat
 test('without root, trace picks the ptrace engine and traces the user’s own command', (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
   const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
-  const result = spawnSync(
-    'setpriv',
-    [
-      '--reuid=65534',
-      '--regid=65534',
-      '--clear-groups',
-      process.execPath,
-      BIN,
-      'trace',
-      '-c',
-      `${app} gate`,
-      `r:${app}:check_gate ok=retval:s32`,
-    ],
-    { encoding: 'utf8', timeout: 60_000 },
-  );
+  const result = runCli(['trace', '-c', `${app} gate`, `r:${app}:check_gate ok=retval:s32`], {
+    asNobody: true,
+  });
   assert.equal(result.status, 0, result.stderr);
   assert.match(result.stderr, /\(ptrace, process \d+\)/);
   assert.match(result.stdout, / r:check_gate ok=0 \(/);

@@ -2,12 +2,13 @@
 // count, threads, a handler that changes a return value, and a detach that leaves the text as
 // the file has it. No root needed: the tracer traces its own children.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { test } from 'node:test';
 import { capture } from '../../../test/helpers/capture.js';
 import { compileProgram } from '../../../test/helpers/compile.js';
 import { requireHost } from '../../../test/helpers/require-host.js';
+import { runNode } from '../../../test/helpers/run-cli.js';
 import { readelfFileOffset, tool } from '../../../test/helpers/tools.js';
 import { ProcessProbes } from './process-probes.js';
 
@@ -243,19 +244,7 @@ test('an unprivileged user traces its own child, no root needed', (t) => {
     while (probes.poll() !== null) {}
     console.log(JSON.stringify({ uid: process.getuid(), hits, exit: probes.exitCode }));
   `;
-  const result = spawnSync(
-    'setpriv',
-    [
-      '--reuid=65534',
-      '--regid=65534',
-      '--clear-groups',
-      process.execPath,
-      '--input-type=module',
-      '-e',
-      script,
-    ],
-    { encoding: 'utf8', timeout: 60_000 },
-  );
+  const result = runNode(['--input-type=module', '-e', script], { asNobody: true });
   assert.equal(result.status, 0, result.stderr);
   assert.deepEqual(JSON.parse(result.stdout), { uid: 65534, hits: 400, exit: 0 });
   assert.match(result.stderr, /^calls=400 /m, 'the target counted 400 calls');

@@ -52,10 +52,30 @@ export function readControl(path: string): string | undefined {
     return readFileSync(path, 'utf8');
   } catch (err) {
     if (errnoOf(err) === 'ENOENT') return undefined;
-    throw new ProbeError('ERR_TRACEFS_WRITE', `Cannot read ${quote(path)}: ${errnoOf(err)}`, {
+    throw controlError(`read ${quote(path)}`, err);
+  }
+}
+
+/**
+ * A tracefs file refused an access: not being allowed (EACCES, EPERM) is a privileges error
+ * with what to do instead; anything else a tracefs error.
+ */
+function controlError(action: string, err: unknown): ProbeError {
+  const errno = errnoOf(err);
+  if (errno === 'EACCES' || errno === 'EPERM') {
+    return new ProbeError('ERR_PRIVILEGES', `Cannot ${action}: ${errno} (permission denied)`, {
       cause: err,
+      hints: [
+        'Kernel probes need root (or write access to tracefs): run upscope with sudo',
+        'Without root, probe one process of your own: --engine ptrace with -p PID or -c CMD',
+      ],
     });
   }
+  return new ProbeError(
+    'ERR_TRACEFS_WRITE',
+    `Cannot ${action}: ${errno ?? (err as Error).message}`,
+    { cause: err },
+  );
 }
 
 /**
@@ -497,11 +517,7 @@ export class TracefsSession {
 
   #writeError(path: string, value: string, err: unknown): ProbeError {
     if (err instanceof ProbeError) return err;
-    return new ProbeError(
-      'ERR_TRACEFS_WRITE',
-      `Cannot write ${quote(value)} to ${quote(path)}: ${errnoOf(err) ?? (err as Error).message}`,
-      { cause: err },
-    );
+    return controlError(`write ${quote(value)} to ${quote(path)}`, err);
   }
 
   /** The kernel refused `line`: its error_log entry for it as a ProbeError. */
