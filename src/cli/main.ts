@@ -23,8 +23,9 @@ export interface CommandResult {
 function buildProgram(io: Io, result: CommandResult, errors: string[]): Command {
   const program = new Command('upscope')
     .description(
-      'Linux user-space probes: place probes on any function, return or instruction of an ELF ' +
-        'file, resolve what a probe spec means, and check what this machine allows.',
+      'Linux user-space probes: trace any function, return or instruction of an ELF file with ' +
+        'kernel uprobes (root) or from user space over ptrace (one process, no root), resolve ' +
+        'what a probe spec means, and check what this machine allows.',
     )
     .version(VERSION, '-V, --version')
     .showSuggestionAfterError(true)
