@@ -35,6 +35,7 @@ export {
   printSpec,
 } from '../spec/index.js';
 export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/index.js';
+export { AsyncProcessTracer } from './async-process-tracer.js';
 export { cleanStale } from './clean.js';
 export {
   type FunctionListing,

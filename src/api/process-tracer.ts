@@ -107,7 +107,7 @@ export class ProcessTracer {
     if (registration.event === 'return') await this.#hookUnwinder();
     const where = registration.where;
     if (typeof where !== 'string') {
-      this.#place(registration, where);
+      this.registerAddress(registration);
       return [];
     }
     const sites = await planProbes([where], {
@@ -126,6 +126,26 @@ export class ProcessTracer {
       this.#hookLoader();
     }
     return sites;
+  }
+
+  /**
+   * Register at a runtime address, or for a process event, at once (no promise): from a
+   * handler, the probe is in place before the thread that hit goes on. A spec must go through
+   * register().
+   */
+  registerAddress(registration: ProcessRegistration): void {
+    if (typeof registration.where === 'string') {
+      throw new ProbeError(
+        'ERR_USAGE',
+        `Cannot register "${registration.id}" at once: "${registration.where}" is a spec, which register() resolves`,
+      );
+    }
+    if (this.#ids.has(registration.id)) {
+      throw new ProbeError('ERR_USAGE', `Cannot register "${registration.id}": that id is taken`);
+    }
+    // Placed in the background when not yet: it resolves libgcc_s's unwinder by spec.
+    if (registration.event === 'return' && !this.#unwinderHooked) void this.#hookUnwinder();
+    this.#place(registration, registration.where);
   }
 
   /** Unregister one registration (all its sites), or all. */

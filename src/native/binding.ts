@@ -34,6 +34,14 @@ export interface NativeBinding {
    * installed now, such as libuv's): a waitpid() then fails with EINTR when it arrives.
    */
   interruptOnSignal(signal: number): number;
+  /**
+   * Install a handler for `signal` that does nothing and does not restart system calls, and
+   * unblock it in the calling thread: sent to that thread with tgkill(), it ends a blocking
+   * waitpid() there with EINTR.
+   */
+  wakeOnSignal(signal: number): number;
+  /** gettid(2): the calling thread's id. */
+  threadId(): number;
   /** alarm(2): SIGALRM to this process in `seconds` (0 cancels). */
   alarm(seconds: number): number;
   /** tgkill(2): a signal to one thread. */

@@ -59,6 +59,8 @@ function bind(koffi: Koffi, library: string): NativeBinding {
   const getCpu = lib.func('int sched_getcpu(void)');
   const sigaction = lib.func('int sigaction(int signum, void *act, void *oldact)');
   const alarm = lib.func('unsigned int alarm(unsigned int seconds)');
+  const dlsym = lib.func('void *dlsym(void *handle, const char *name)');
+  const sigmask = lib.func('int pthread_sigmask(int how, void *set, void *oldset)');
   const result = (value: unknown): number => {
     const n = Number(value);
     return n < 0 ? -koffi.errno() : n;
@@ -113,6 +115,25 @@ function bind(koffi: Koffi, library: string): NativeBinding {
       status = result(sigaction(signal, action, null));
       return status;
     },
+    wakeOnSignal: (signal) => {
+      // A handler that does nothing, in C, so that no JavaScript runs in signal context:
+      // __errno_location ignores its argument and only returns an address (glibc and musl).
+      // Not sched_yield: a busy thread on the same CPU then keeps the woken one from running.
+      // RTLD_DEFAULT is NULL.
+      const handler = dlsym(null, '__errno_location');
+      if (handler === null) return -38; // ENOSYS
+      const action = new Uint8Array(SIGACTION_BYTES);
+      new DataView(action.buffer).setBigUint64(0, BigInt(koffi.address(handler)), true);
+      const status = result(sigaction(signal, action, null));
+      if (status < 0) return status;
+      // Node starts its worker threads with every signal blocked: let this one in here.
+      const set = new Uint8Array(128);
+      set[(signal - 1) >> 3] = 1 << ((signal - 1) & 7);
+      const SIG_UNBLOCK = 1;
+      // pthread_sigmask returns the error number itself.
+      return -Number(sigmask(SIG_UNBLOCK, set, null));
+    },
+    threadId: () => result(syscall4(SYSCALL.gettid, 0, 0, 0n, 0n)),
     alarm: (seconds) => Number(alarm(seconds)),
     tgkill: (tgid, tid, signal) => result(syscall4(SYSCALL.tgkill, tgid, tid, BigInt(signal), 0n)),
     getErrno: () => koffi.errno(),

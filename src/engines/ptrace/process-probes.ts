@@ -107,6 +107,8 @@ export class ProcessProbes {
   readonly tracee: Tracee;
   readonly #registrations = new Map<string, Registration>();
   readonly #breakpoints = new Map<bigint, Breakpoint>();
+  /** Where breakpoints were removed: a trap still on its way from one is not the program's. */
+  readonly #removed = new Set<bigint>();
   readonly #xol: XolArea;
   #trampoline: bigint | undefined;
   readonly #returns = new Map<number, ReturnInstance[]>();
@@ -376,6 +378,7 @@ export class ProcessProbes {
     const breakpoint = this.#breakpoints.get(vaddr);
     if (breakpoint === undefined) return;
     this.#breakpoints.delete(vaddr);
+    this.#removed.add(vaddr);
     if (!this.#ended && this.tracee.threads.size > 0) {
       this.tracee.write(vaddr, new Uint8Array([breakpoint.original]));
     }
@@ -403,13 +406,41 @@ export class ProcessProbes {
 
   #stoppedThread(): number {
     const tid = this.#handling ?? this.#current?.tid ?? this.#held[0];
-    if (tid === undefined) {
-      throw new ProbeError(
-        'ERR_USAGE',
-        `Cannot place a probe in process ${this.pid} while it runs: register before poll(), or from a handler`,
-      );
+    if (tid !== undefined) return tid;
+    if (this.#ended) throw ended(this.pid);
+    return this.#stopOne();
+  }
+
+  /**
+   * Between polls every thread may be running: stop one to inject system calls through. A
+   * thread already reported stopped serves as it is; otherwise the leader is interrupted and
+   * held until the next poll, and what other threads report meanwhile waits in the queue.
+   */
+  #stopOne(): number {
+    const tracee = this.tracee;
+    for (let report = tracee.takeDeferred(); report !== undefined; report = tracee.takeDeferred())
+      this.#queue.push(report);
+    const stopped = this.#queue.find((r) => r.kind === 'stopped' && tracee.threads.has(r.tid));
+    if (stopped !== undefined) return stopped.tid;
+    const target = tracee.threads.has(this.pid) ? this.pid : [...tracee.threads][0];
+    if (target === undefined) throw ended(this.pid);
+    tracee.interrupt(target);
+    for (;;) {
+      const report = tracee.wait(true);
+      if (report === undefined) throw ended(this.pid);
+      if (
+        report.kind === 'stopped' &&
+        report.tid === target &&
+        report.event === PTRACE_EVENT.PTRACE_EVENT_STOP &&
+        report.signal === SIGTRAP
+      ) {
+        this.#held.push(target);
+        return target;
+      }
+      this.#queue.push(report);
+      // Stopped at something else first: it serves, and the interrupt comes after.
+      if (report.kind === 'stopped' && tracee.threads.has(report.tid)) return report.tid;
     }
-    return tid;
   }
 
   #handle(report: StopReport): void {
@@ -447,6 +478,7 @@ export class ProcessProbes {
           if (registration.where !== undefined) this.#registrations.delete(id);
         }
         this.#breakpoints.clear();
+        this.#removed.clear();
         this.#returns.clear();
         this.#trampoline = undefined;
         this.#xol.forget();
@@ -473,7 +505,16 @@ export class ProcessProbes {
       return true;
     }
     const breakpoint = this.#breakpoints.get(at);
-    if (breakpoint === undefined) return false;
+    if (breakpoint === undefined) {
+      // A thread that trapped on a breakpoint just before it was removed: it runs the
+      // instruction now in place (the kernel's uprobes do the same when they race with an
+      // unregister). An int3 still there is the program's own.
+      if (!this.#removed.has(at) || tracee.read(at, 1)[0] === INT3) return false;
+      regs.rip = at;
+      tracee.setRegs(tid, regs);
+      tracee.cont(tid);
+      return true;
+    }
     regs.rip = at;
     const timeNs = process.hrtime.bigint();
     const pending: HitContext[] = [];
