@@ -271,7 +271,7 @@ export class AsyncProcessTracer implements AsyncDisposable {
       if (entry !== undefined) {
         const { filter, handler } = entry.registration;
         pass = filter === undefined || filter(hit);
-        if (pass && handler !== undefined) handler(hit, entry.sites[message.site]);
+        if (pass && handler !== undefined) handler(hit, message.site);
       }
     } catch (err) {
       this.#failure ??= err;

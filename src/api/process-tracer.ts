@@ -6,7 +6,7 @@ import {
   type SpawnOptions,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
-import { type ProbeSite, planProbes, processObjects } from '../plan/index.js';
+import { type ProbeSite, planProbesSync, processObjects } from '../plan/index.js';
 import { fileOffsetToRuntime, openElf, SymbolIndex } from '../symbols/index.js';
 
 export type { HitContext, ProbeEventKind } from '../engines/index.js';
@@ -31,7 +31,17 @@ export interface ProcessRegistration {
   readonly unsafe?: boolean | undefined;
 }
 
-export interface ProcessTracerOptions extends ProbesOptions, SpawnOptions {}
+export interface FollowOptions {
+  /**
+   * After an exec, resolve every spec registration again in the new image (default false:
+   * an exec drops the probes with the image they were placed in).
+   */
+  readonly followExec?: boolean | undefined;
+}
+
+export interface ProcessAttachOptions extends ProbesOptions, FollowOptions {}
+
+export interface ProcessTracerOptions extends ProcessAttachOptions, SpawnOptions {}
 
 /** A site of a spec whose library the process has not mapped yet. */
 interface Pending {
@@ -60,12 +70,25 @@ export class ProcessTracer {
   /** User id -> the engine's ids of its sites. */
   readonly #ids = new Map<string, string[]>();
   readonly #pending: Pending[] = [];
+  /** Spec registrations, to resolve again after an exec. */
+  readonly #specs = new Map<string, ProcessRegistration>();
+  readonly #sites = new Map<string, readonly ProbeSite[]>();
+  readonly #followExec: boolean;
   #loaderHooked = false;
   #unwinderHooked = false;
   #next = 0;
 
-  private constructor(probes: ProcessProbes) {
+  private constructor(probes: ProcessProbes, options: FollowOptions) {
     this.#probes = probes;
+    this.#followExec = options.followExec ?? false;
+    // A followed child's exec drops its own probes only.
+    probes.register({
+      id: '\u0000exec',
+      event: 'exec',
+      handler: (hit) => {
+        if (hit.pid === this.pid) this.#execed();
+      },
+    });
   }
 
   /** Start `argv` traced, held before its first instruction until the first poll(). */
@@ -73,12 +96,12 @@ export class ProcessTracer {
     argv: readonly string[],
     options: ProcessTracerOptions = {},
   ): Promise<ProcessTracer> {
-    return new ProcessTracer(ProcessProbes.spawn(argv, options));
+    return new ProcessTracer(ProcessProbes.spawn(argv, options), options);
   }
 
   /** Trace every thread of running process `pid`, held until the first poll(). */
-  static async attach(pid: number, options: ProbesOptions = {}): Promise<ProcessTracer> {
-    return new ProcessTracer(ProcessProbes.attach(pid, options));
+  static async attach(pid: number, options: ProcessAttachOptions = {}): Promise<ProcessTracer> {
+    return new ProcessTracer(ProcessProbes.attach(pid, options), options);
   }
 
   get pid(): number {
@@ -96,26 +119,43 @@ export class ProcessTracer {
   }
 
   /**
-   * Register interest in an event. A spec is resolved against the process first (hence the
-   * promise), and its sites are returned; an address registers at once, also from a handler.
-   * Events carry the id given here, whichever of a spec's sites fired.
+   * Register interest in an event. A spec is resolved against the process and its sites are
+   * returned (the promise is only for symmetry with the kernel engine: registerSync() does the
+   * same at once). Events carry the id given here, whichever of a spec's sites fired.
    */
   async register(registration: ProcessRegistration): Promise<readonly ProbeSite[]> {
+    return this.registerSync(registration);
+  }
+
+  /**
+   * register() without a promise: from a handler, the probe is in place before the thread
+   * that hit goes on.
+   */
+  registerSync(registration: ProcessRegistration): readonly ProbeSite[] {
     if (this.#ids.has(registration.id)) {
       throw new ProbeError('ERR_USAGE', `Cannot register "${registration.id}": that id is taken`);
     }
-    if (registration.event === 'return') await this.#hookUnwinder();
+    if (registration.event === 'return') this.#hookUnwinder();
     const where = registration.where;
     if (typeof where !== 'string') {
-      this.registerAddress(registration);
+      this.#place(registration, where);
       return [];
     }
-    const sites = await planProbes([where], {
+    const sites = this.#resolve(registration, where);
+    // upscope's own hooks (ids starting with NUL) are placed again by their own logic.
+    if (!registration.id.startsWith('\u0000')) this.#specs.set(registration.id, registration);
+    return sites;
+  }
+
+  /** Resolve a spec in the process now and place its sites (pending: when mapped). */
+  #resolve(registration: ProcessRegistration, spec: string): readonly ProbeSite[] {
+    const sites = planProbesSync([spec], {
       pid: this.pid,
       unsafe: registration.unsafe,
       engine: 'ptrace',
     });
-    this.#ids.set(registration.id, []);
+    this.#ids.set(registration.id, this.#ids.get(registration.id) ?? []);
+    this.#sites.set(registration.id, sites);
     for (const site of sites) {
       const address = site.runtimeAddress ?? this.#runtimeAddress(site);
       if (address !== undefined) {
@@ -128,24 +168,9 @@ export class ProcessTracer {
     return sites;
   }
 
-  /**
-   * Register at a runtime address, or for a process event, at once (no promise): from a
-   * handler, the probe is in place before the thread that hit goes on. A spec must go through
-   * register().
-   */
-  registerAddress(registration: ProcessRegistration): void {
-    if (typeof registration.where === 'string') {
-      throw new ProbeError(
-        'ERR_USAGE',
-        `Cannot register "${registration.id}" at once: "${registration.where}" is a spec, which register() resolves`,
-      );
-    }
-    if (this.#ids.has(registration.id)) {
-      throw new ProbeError('ERR_USAGE', `Cannot register "${registration.id}": that id is taken`);
-    }
-    // Placed in the background when not yet: it resolves libgcc_s's unwinder by spec.
-    if (registration.event === 'return' && !this.#unwinderHooked) void this.#hookUnwinder();
-    this.#place(registration, registration.where);
+  /** The sites a spec registration resolved to (again after an exec, with followExec). */
+  sitesOf(id: string): readonly ProbeSite[] {
+    return this.#sites.get(id) ?? [];
   }
 
   /** Unregister one registration (all its sites), or all. */
@@ -154,6 +179,8 @@ export class ProcessTracer {
     for (const one of ids) {
       for (const internal of this.#ids.get(one) ?? []) this.#probes.unregister(internal);
       this.#ids.delete(one);
+      this.#specs.delete(one);
+      this.#sites.delete(one);
       for (let i = this.#pending.length - 1; i >= 0; i--) {
         if (this.#pending[i]!.registration.id === one) this.#pending.splice(i, 1);
       }
@@ -240,7 +267,10 @@ export class ProcessTracer {
       id: '\u0000loader',
       event: 'breakpoint',
       where: address,
-      handler: () => this.#placePending(),
+      // Libraries a followed child loads on its own are not waited for.
+      handler: (hit) => {
+        if (hit.pid === this.pid) this.#placePending();
+      },
     });
     this.#loaderHooked = true;
   }
@@ -250,12 +280,12 @@ export class ProcessTracer {
    * when a thread starts an unwind (`_Unwind_RaiseException`, `_Unwind_ForcedUnwind` in
    * libgcc_s, once it is loaded), its return addresses are put back first.
    */
-  async #hookUnwinder(): Promise<void> {
+  #hookUnwinder(): void {
     if (this.#unwinderHooked) return;
     this.#unwinderHooked = true;
     for (const name of ['_Unwind_RaiseException', '_Unwind_ForcedUnwind']) {
       try {
-        await this.register({
+        this.registerSync({
           id: `\u0000${name}`,
           event: 'breakpoint',
           where: `libgcc_s.so.1:${name}`,
@@ -263,6 +293,40 @@ export class ProcessTracer {
         });
       } catch (err) {
         // No libgcc_s on this machine: nothing can unwind through it.
+        if (!(err instanceof ProbeError)) throw err;
+      }
+    }
+  }
+
+  /**
+   * After an exec the old image's probes are gone (the engine dropped them), and so are the
+   * hooks on its loader and unwinder. With followExec, every spec is resolved again in the
+   * new image, while the thread is held at the exec: a spec that names nothing there (another
+   * program's function) is left without sites.
+   */
+  #execed(): void {
+    this.#loaderHooked = false;
+    this.#unwinderHooked = false;
+    this.#pending.length = 0;
+    for (const [id, internals] of this.#ids) {
+      this.#ids.set(
+        id,
+        internals.filter((internal) => this.#probes.isRegistered(internal)),
+      );
+    }
+    for (const id of [...this.#ids.keys()]) {
+      if (id.startsWith('\u0000')) this.#ids.delete(id);
+    }
+    this.#sites.clear();
+    if (!this.#followExec) {
+      this.#specs.clear();
+      return;
+    }
+    for (const registration of this.#specs.values()) {
+      if (registration.event === 'return') this.#hookUnwinder();
+      try {
+        this.#resolve(registration, registration.where as string);
+      } catch (err) {
         if (!(err instanceof ProbeError)) throw err;
       }
     }

@@ -97,8 +97,8 @@ export interface HitMessage {
   readonly entry: Uint8Array | undefined;
   readonly entryTimeNs: bigint | undefined;
   readonly detail: number | undefined;
-  /** Which of the registration's sites fired (-1: an address, not a spec). */
-  readonly site: number;
+  /** The site of the registration's spec that fired (none for an address). */
+  readonly site: ProbeSite | undefined;
 }
 
 export interface State {

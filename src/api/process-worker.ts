@@ -50,8 +50,6 @@ class Server {
   readonly #control: Int32Array;
   readonly #rpc: MessagePort;
   readonly #out: Outbox;
-  /** The sites of each spec registration, in the order the caller was given them. */
-  readonly #sites = new Map<string, readonly ProbeSite[]>();
   /** Events whose thread waits: handled in the caller's thread now, or the last one polled. */
   readonly #hits = new Map<number, HitContext>();
   #nextKey = 1;
@@ -70,14 +68,14 @@ class Server {
     this.#out = out;
   }
 
-  async run(): Promise<void> {
+  run(): void {
     const control = this.#control;
     while (!this.#closed) {
       const seen = Atomics.load(control, CONTROL.requests);
       for (let request = this.#take(); request !== undefined; request = this.#take()) {
         this.#later.push(request);
       }
-      while (this.#later.length > 0 && !this.#closed) await this.#serve(this.#later.shift()!);
+      while (this.#later.length > 0 && !this.#closed) this.#serve(this.#later.shift()!);
       if (this.#closed) break;
       if (this.#poll === undefined || this.#tracer.ended) {
         if (this.#poll !== undefined) this.#answerPoll(null);
@@ -126,7 +124,7 @@ class Server {
     }
     const key = this.#nextKey++;
     this.#hits.set(key, hit);
-    this.#reply(seq, message(key, hit, -1));
+    this.#reply(seq, message(key, hit, undefined));
   }
 
   /** The next request, if one has come; the caller learns it was taken. */
@@ -153,15 +151,7 @@ class Server {
   }
 
   /** Serve a request between polls, where anything may be done. */
-  async #serve(request: Request): Promise<void> {
-    if (request.op === 'register') {
-      try {
-        this.#reply(request.seq, await this.#register(request));
-      } catch (err) {
-        this.#reply(request.seq, undefined, err);
-      }
-      return;
-    }
+  #serve(request: Request): void {
     if (this.#serveNow(request)) return;
     try {
       switch (request.op) {
@@ -207,7 +197,6 @@ class Server {
           return true;
         case 'unregister':
           this.#tracer.unregister(request.id);
-          this.#sites.delete(request.id);
           this.#reply(request.seq, null);
           return true;
         case 'interrupt':
@@ -216,9 +205,7 @@ class Server {
           this.#reply(request.seq, null);
           return true;
         case 'register':
-          if (typeof request.registration.where === 'string') return false;
-          this.#tracer.registerAddress(this.#registration(request));
-          this.#reply(request.seq, []);
+          this.#reply(request.seq, this.#tracer.registerSync(this.#registration(request)));
           return true;
         case 'done':
           // A hit whose handler ran after its thread went on (it was interrupted): nothing to do.
@@ -243,17 +230,6 @@ class Server {
     return hit;
   }
 
-  async #register(request: Extract<Request, { op: 'register' }>): Promise<readonly ProbeSite[]> {
-    const registration = this.#registration(request);
-    if (typeof registration.where !== 'string') {
-      await this.#tracer.register(registration);
-      return [];
-    }
-    const sites = await this.#tracer.register(registration);
-    this.#sites.set(registration.id, sites);
-    return sites;
-  }
-
   /** The registration as the tracer takes it: what runs in the caller's thread is asked for. */
   #registration(request: Extract<Request, { op: 'register' }>) {
     const { id, event, where, unsafe, handler, filter } = request.registration;
@@ -264,22 +240,18 @@ class Server {
       unsafe,
       handler: handler
         ? (hit: HitContext, site: ProbeSite | undefined) => {
-            this.#ask(hit, this.#siteIndex(id, site));
+            this.#ask(hit, site);
           }
         : undefined,
-      filter: !handler && filter ? (hit: HitContext) => this.#ask(hit, -1) : undefined,
+      filter: !handler && filter ? (hit: HitContext) => this.#ask(hit, undefined) : undefined,
     };
-  }
-
-  #siteIndex(id: string, site: ProbeSite | undefined): number {
-    return site === undefined ? -1 : (this.#sites.get(id)?.indexOf(site) ?? -1);
   }
 
   /**
    * Send a hit to the caller's thread, and serve its requests until it is done with it: the
    * probed thread waits meanwhile. Returns the filter's verdict.
    */
-  #ask(hit: HitContext, site: number): boolean {
+  #ask(hit: HitContext, site: ProbeSite | undefined): boolean {
     const control = this.#control;
     const key = this.#nextKey++;
     this.#hits.set(key, hit);
@@ -306,7 +278,7 @@ class Server {
   }
 }
 
-function message(key: number, hit: HitContext, site: number): HitMessage {
+function message(key: number, hit: HitContext, site: ProbeSite | undefined): HitMessage {
   return {
     key,
     id: hit.id,
@@ -345,7 +317,7 @@ async function main(data: WorkerData): Promise<void> {
       pid: tracer.pid,
       tid: native.threadId(),
     } satisfies WorkerMessage);
-    await new Server(tracer, data, out).run();
+    new Server(tracer, data, out).run();
   } catch (err) {
     out.postMessage({ type: 'failed', error: serializeError(err) } satisfies WorkerMessage);
   } finally {

@@ -78,6 +78,14 @@ export async function resolveProbes(
   specTexts: readonly string[],
   options: ResolveOptions = {},
 ): Promise<ProbePlan> {
+  return resolveProbesSync(specTexts, options);
+}
+
+/** resolveProbes() without a promise: for a tracer placing probes while a thread waits. */
+export function resolveProbesSync(
+  specTexts: readonly string[],
+  options: ResolveOptions = {},
+): ProbePlan {
   const plan: ProbePlan = { sites: [], errors: [], warnings: [] };
   const targets = new Map<string, OpenTarget>();
   try {
@@ -99,7 +107,7 @@ export async function resolveProbes(
         continue;
       }
       try {
-        const target = await openTarget(parsed.spec, targets, options);
+        const target = openTarget(parsed.spec, targets, options);
         plan.sites.push(...resolveLocation(parsed.spec, target, options, plan.warnings));
       } catch (err) {
         if (!(err instanceof ProbeError)) throw err;
@@ -117,7 +125,15 @@ export async function planProbes(
   specTexts: readonly string[],
   options: ResolveOptions = {},
 ): Promise<ProbeSite[]> {
-  const plan = await resolveProbes(specTexts, options);
+  return planProbesSync(specTexts, options);
+}
+
+/** planProbes() without a promise. */
+export function planProbesSync(
+  specTexts: readonly string[],
+  options: ResolveOptions = {},
+): ProbeSite[] {
+  const plan = resolveProbesSync(specTexts, options);
   if (plan.errors.length > 0) throw plan.errors[0];
   return plan.sites;
 }
@@ -133,14 +149,14 @@ function specError(
   return new ProbeError(code, message, { source: { text: spec.text, span }, hints, cause });
 }
 
-async function openTarget(
+function openTarget(
   spec: ProbeSpec,
   cache: Map<string, OpenTarget>,
   options: ResolveOptions,
-): Promise<OpenTarget> {
+): OpenTarget {
   let resolved: ResolvedTarget;
   try {
-    resolved = await resolveTarget(spec.target.text, { pid: options.pid, cwd: options.cwd });
+    resolved = resolveTarget(spec.target.text, { pid: options.pid, cwd: options.cwd });
   } catch (err) {
     if (err instanceof ProbeError && err.source === undefined) {
       throw new ProbeError(err.code, err.message, {

@@ -157,3 +157,40 @@ test('torture: 8 threads, 1,000,000 calls with recursion, longjmp, C++ exception
   assert.match(printed, /^child exit=0$/m, 'and exec’d /bin/true');
   assert.equal(tracer.exitCode, 0);
 });
+
+test('followExec resolves the specs again in the new image; without it an exec drops them', async (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  // `exec`: 3 calls, then the program execs itself to make 4 threads x 2 calls.
+  for (const followExec of [true, false]) {
+    const out = capture();
+    const tracer = await ProcessTracer.spawn([app, 'exec'], {
+      stdio: [0, out.fd, 2],
+      followExec,
+    });
+    let calls = 0;
+    let returns = 0;
+    let execs = 0;
+    await tracer.register({
+      id: 'add',
+      event: 'breakpoint',
+      where: `${app}:probed_add`,
+      handler: () => calls++,
+    });
+    await tracer.register({
+      id: 'ret',
+      event: 'return',
+      where: `${app}:probed_add`,
+      handler: () => returns++,
+    });
+    await tracer.register({ id: 'exec', event: 'exec', handler: () => execs++ });
+    assert.equal(tracer.poll(20_000), null);
+    const printed = out.text();
+    assert.match(printed, /^before exec calls=3\ncalls=8 /, 'the program ran as untraced');
+    assert.equal(execs, 1);
+    assert.equal(calls, followExec ? 11 : 3, `followExec ${followExec}`);
+    assert.equal(returns, followExec ? 11 : 3, `followExec ${followExec}`);
+    assert.equal(tracer.sitesOf('add').length, followExec ? 1 : 0);
+    assert.equal(tracer.exitCode, 0);
+  }
+});

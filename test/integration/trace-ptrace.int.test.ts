@@ -137,3 +137,46 @@ test('-p: Ctrl-C and --duration end the trace and leave the process running, unt
     }
   }
 });
+
+test('trace --engine ptrace follows forked children and the command’s own re-exec, as tracefs would', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
+  const app = compileProgram('trace-target', {
+    flags: ['-O2'],
+    link: [lib, `-Wl,-rpath,${lib.slice(0, lib.lastIndexOf('/'))}`, '-lpthread'],
+  });
+  const result = runCli([
+    'trace',
+    '--engine',
+    'ptrace',
+    '--json',
+    '-c',
+    `${app} 3`,
+    `${app}:f_ints`,
+  ]);
+  assert.equal(result.status, 0, result.stderr);
+  const events: JsonEvent[] = result.stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l));
+  const pidOf = (who: string) =>
+    Number(new RegExp(`^${who} pid=(\\d+)`, 'm').exec(result.stdout)?.[1]);
+  const byPid = new Map<number, number>();
+  for (const e of events) byPid.set(e.pid, (byPid.get(e.pid) ?? 0) + 1);
+  // 4 threads x 3 calls in the command, 10 in its forked child (which the target counts).
+  assert.deepEqual(Object.fromEntries(byPid), { [pidOf('main')]: 12, [pidOf('fork')]: 10 });
+
+  // `ptrace-target exec` makes 3 calls, then execs itself into 4 threads x 2 calls.
+  const target = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const again = runCli([
+    'trace',
+    '--engine',
+    'ptrace',
+    '--json',
+    '-c',
+    `${target} exec`,
+    `${target}:probed_add`,
+  ]);
+  assert.equal(again.status, 0, again.stderr);
+  assert.equal(again.stdout.split('\n').filter((l) => l.startsWith('{')).length, 11);
+});

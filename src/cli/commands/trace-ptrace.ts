@@ -54,16 +54,18 @@ export async function tracePtrace(
   }
   const tracer =
     options.command !== undefined
-      ? await ProcessTracer.spawn([options.command], { shell: true })
-      : await ProcessTracer.attach(options.pid!);
+      ? await ProcessTracer.spawn([options.command], {
+          shell: true,
+          followExec: true,
+          followForks: true,
+        })
+      : await ProcessTracer.attach(options.pid!, { followExec: true, followForks: true });
   let signal: NodeJS.Signals | undefined;
-  let timedOut = false;
   const onSignal = (name: NodeJS.Signals) => {
     signal = name;
   };
-  const onAlarm = () => {
-    timedOut = true;
-  };
+  // SIGALRM only ends a wait: the loop below looks at the time.
+  const onAlarm = () => {};
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const name of signals) process.on(name, onSignal);
   process.on('SIGALRM', onAlarm);
@@ -122,8 +124,14 @@ export async function tracePtrace(
     io.err(
       `Tracing ${probes.size} probe${probes.size === 1 ? '' : 's'} (ptrace, process ${tracer.pid}). Ctrl-C to end.\n`,
     );
-    if (options.durationSeconds !== undefined) alarmIn(options.durationSeconds);
-    while (!tracer.ended && signal === undefined && !timedOut && count < max) {
+    const deadline =
+      options.durationSeconds === undefined
+        ? Number.POSITIVE_INFINITY
+        : performance.now() + options.durationSeconds * 1000;
+    while (!tracer.ended && signal === undefined && count < max && performance.now() < deadline) {
+      // A signal that came after the last turn of the event loop but before poll() blocked
+      // interrupted nothing: a SIGALRM each second ends the wait so that its handler runs.
+      alarmIn(1);
       tracer.poll();
       flush();
       // Let the handlers of the signals that ended the wait run: libuv reads its signal pipe

@@ -294,6 +294,56 @@ test('a forked child runs free of the breakpoints; clone and fork are events; th
   assert.deepEqual(events, ['clone', 'clone', 'clone', 'clone', 'fork']);
 });
 
+test('followForks: a forked child is traced too, with the probes of its parent, until it execs', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
+  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
+  const app = compileProgram('trace-target', {
+    flags: ['-O2'],
+    link: [lib, `-Wl,-rpath,${lib.slice(0, lib.lastIndexOf('/'))}`, '-lpthread'],
+  });
+  const calls = 40;
+  const out = capture();
+  const probes = ProcessProbes.spawn([app, String(calls)], {
+    stdio: [0, out.fd, 2],
+    followForks: true,
+  });
+  const where = runtimeAddress(probes.pid, app, readelfFileOffset(app, symbolVaddr(app, 'f_ints')));
+  const count = (map: Map<number, number>, pid: number) => map.set(pid, (map.get(pid) ?? 0) + 1);
+  const hits = new Map<number, number>();
+  const returns = new Map<number, number>();
+  probes.register({ id: 'in', event: 'breakpoint', where, handler: (hit) => count(hits, hit.pid) });
+  probes.register({ id: 'out', event: 'return', where, handler: (hit) => count(returns, hit.pid) });
+  const events: string[] = [];
+  for (const event of ['fork', 'exec', 'exit'] as const) {
+    probes.register({
+      id: event,
+      event,
+      handler: (hit) =>
+        void events.push(
+          `${event} ${hit.pid === probes.pid ? 'main' : 'child'} ${hit.detail ?? ''}`,
+        ),
+    });
+  }
+  while (probes.poll() !== null) {
+    // every event has a handler
+  }
+  const printed = out.text();
+  const report = (who: string) => {
+    const m = new RegExp(`^${who} pid=(\\d+) f_ints=(\\d+)`, 'm').exec(printed);
+    assert.ok(m, `${who} line in ${printed}`);
+    return { pid: Number(m[1]), calls: Number(m[2]) };
+  };
+  const child = report('fork').pid;
+  assert.equal(report('main').calls, 4 * calls);
+  assert.equal(report('fork').calls, 10);
+  assert.equal(report('exec').calls, 5, 'the exec ran untraced and unharmed');
+  assert.deepEqual(Object.fromEntries(hits), { [probes.pid]: 4 * calls, [child]: 10 });
+  assert.deepEqual(Object.fromEntries(returns), { [probes.pid]: 4 * calls, [child]: 10 });
+  assert.deepEqual(events, [`fork main ${child}`, 'exec child ', 'exit child 0', 'exit main 0']);
+  assert.equal(probes.exitCode, 0);
+  noZombies(child);
+});
+
 test('return probes pair each return with its call through recursion and longjmp', (t) => {
   if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
   const app = compileProgram('ptrace-returns', { flags: ['-O2'] });

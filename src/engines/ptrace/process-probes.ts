@@ -61,6 +61,11 @@ export interface Registration {
 
 export interface ProbesOptions {
   /**
+   * Trace the children the process forks too, with the probes it had (default false: a child
+   * has every breakpoint removed and runs untraced). Their events carry their pid.
+   */
+  readonly followForks?: boolean | undefined;
+  /**
    * Run the tracer and the traced threads on one CPU (default true): about 3x faster per hit,
    * but the process's threads share that CPU until detach.
    */
@@ -87,11 +92,28 @@ interface ReturnInstance {
 
 /** A stopped thread with the events it still has to deliver before it runs on. */
 interface Stopped {
+  /** The process the thread belongs to. */
+  readonly probes: ProcessProbes;
   readonly tid: number;
   readonly regs: Registers;
   /** How the thread goes on once every event is out. */
   resume: () => void;
   readonly pending: HitContext[];
+}
+
+/** What the processes of one tracer share: one wait, and one event delivered at a time. */
+interface Delivery {
+  /** The thread whose events are being delivered, and what is left of them. */
+  current: Stopped | undefined;
+  /** Threads stopped that the tracer has not handled yet (seen while handling another). */
+  readonly queue: StopReport[];
+  /** Threads stopped at attach, spawn or fork, or to place probes, until the next poll. */
+  held: number[];
+  interrupted: boolean;
+  /** Every process followed and not ended, by pid: the first one, and forked children. */
+  readonly members: Map<number, ProcessProbes>;
+  /** First stops of forked children whose parent's fork event has not been handled yet. */
+  readonly newborns: Map<number, StopReport>;
 }
 
 /** Deeper call chains than this are not given return events (the instances would grow without end). */
@@ -109,25 +131,32 @@ export class ProcessProbes {
   readonly #breakpoints = new Map<bigint, Breakpoint>();
   /** Where breakpoints were removed: a trap still on its way from one is not the program's. */
   readonly #removed = new Set<bigint>();
-  readonly #xol: XolArea;
+  #xol: XolArea;
   #trampoline: bigint | undefined;
   readonly #returns = new Map<number, ReturnInstance[]>();
-  /** The thread whose events are being delivered, and what is left of them. */
-  #current: Stopped | undefined;
-  /** Threads stopped that the tracer has not handled yet (seen while handling another). */
-  readonly #queue: StopReport[] = [];
-  /** The thread stopped at attach or spawn, until the first poll lets it run. */
-  #held: number[];
+  /** What every process this tracer follows shares (it and the children it forked). */
+  readonly #d: Delivery;
+  /** The image the probes were placed in: a forked child shares its parent's until it execs. */
+  #image: object = {};
+  readonly #followForks: boolean;
   #ended = false;
   #exitCode: number | undefined;
   /** The thread whose handler runs now. */
   #handling: number | undefined;
-  #interrupted = false;
 
-  private constructor(tracee: Tracee) {
+  private constructor(tracee: Tracee, options: ProbesOptions, delivery?: Delivery) {
     this.tracee = tracee;
     this.#xol = new XolArea(tracee, XOL_SLOT_BYTES);
-    this.#held = [...tracee.threads];
+    this.#followForks = options.followForks ?? false;
+    this.#d = delivery ?? {
+      current: undefined,
+      queue: [],
+      held: [...tracee.threads],
+      interrupted: false,
+      members: new Map(),
+      newborns: new Map(),
+    };
+    this.#d.members.set(tracee.pid, this);
   }
 
   static spawn(argv: readonly string[], options: ProbesOptions & SpawnOptions = {}): ProcessProbes {
@@ -140,7 +169,7 @@ export class ProcessProbes {
 
   static #start(tracee: Tracee, options: ProbesOptions): ProcessProbes {
     if (options.pin ?? true) tracee.pin();
-    return new ProcessProbes(tracee);
+    return new ProcessProbes(tracee, options);
   }
 
   get pid(): number {
@@ -164,6 +193,14 @@ export class ProcessProbes {
    */
   register(registration: Registration): void {
     if (this.#ended) throw ended(this.pid);
+    this.#registerOne(registration);
+    // Followed children still running the same image get it too.
+    for (const member of this.#d.members.values()) {
+      if (member !== this && member.#image === this.#image) member.#registerOne(registration);
+    }
+  }
+
+  #registerOne(registration: Registration): void {
     if (this.#registrations.has(registration.id)) {
       throw new ProbeError('ERR_USAGE', `Cannot register "${registration.id}": that id is taken`);
     }
@@ -181,15 +218,25 @@ export class ProcessProbes {
     this.#registrations.set(registration.id, registration);
   }
 
+  /** Whether `id` is registered (an exec drops the registrations at addresses). */
+  isRegistered(id: string): boolean {
+    return this.#registrations.has(id);
+  }
+
   /** Unregister one registration, or all; a breakpoint no registration uses is removed. */
   unregister(id: string | 'all'): void {
+    for (const member of this.#d.members.values()) member.#unregisterOne(id);
+    if (!this.#d.members.has(this.pid)) this.#unregisterOne(id);
+  }
+
+  #unregisterOne(id: string | 'all'): void {
     const ids = id === 'all' ? [...this.#registrations.keys()] : [id];
     for (const one of ids) {
       const registration = this.#registrations.get(one);
       if (registration === undefined) continue;
       this.#registrations.delete(one);
-      if (this.#current !== undefined) {
-        const pending = this.#current.pending;
+      if (this.#d.current?.probes === this) {
+        const pending = this.#d.current.pending;
         const reported = registration.reportAs ?? registration.id;
         for (let i = pending.length - 1; i >= 0; i--) {
           if (pending[i]!.id === reported && pending[i]!.where === registration.where) {
@@ -212,29 +259,30 @@ export class ProcessProbes {
   poll(timeoutMs?: number): HitContext | null {
     const deadline = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
     for (;;) {
-      if (this.#current !== undefined) {
-        const next = this.#current.pending.shift();
+      if (this.#d.current !== undefined) {
+        const next = this.#d.current.pending.shift();
         if (next !== undefined) return next;
-        this.#finish(this.#current);
-        this.#current = undefined;
+        this.#finish(this.#d.current);
+        this.#d.current = undefined;
       }
-      for (const tid of this.#held.splice(0)) this.tracee.cont(tid);
-      if (this.#ended) return null;
+      for (const tid of this.#d.held.splice(0)) this.tracee.cont(tid);
+      // Over once the process and every child followed have ended.
+      if (this.#d.members.size === 0) return null;
       // Hits served by handlers do not end a poll early, but its time does, and interrupt().
       if (deadline !== undefined && performance.now() >= deadline) return null;
-      if (this.#interrupted) {
-        this.#interrupted = false;
+      if (this.#d.interrupted) {
+        this.#d.interrupted = false;
         return null;
       }
-      const report = this.#queue.shift() ?? this.tracee.takeDeferred() ?? this.#wait(deadline);
+      const report = this.#d.queue.shift() ?? this.tracee.takeDeferred() ?? this.#wait(deadline);
       if (report === undefined) return null;
-      this.#handle(report);
+      this.#route(report);
     }
   }
 
   /** Make the poll() under way return null once the event being handled is done (from a handler). */
   interrupt(): void {
-    this.#interrupted = true;
+    this.#d.interrupted = true;
   }
 
   /**
@@ -243,25 +291,51 @@ export class ProcessProbes {
    * code they came from.
    */
   detach(): void {
+    // Followed children first: each leaves the family; then the process itself.
+    for (const member of [...this.#d.members.values()]) if (member !== this) member.#detachOne();
+    this.#detachOne();
+  }
+
+  #detachOne(): void {
     if (this.#ended) return;
     const tracee = this.tracee;
-    const stopped = new Set<number>(this.#held);
-    if (this.#current !== undefined) {
-      stopped.add(this.#current.tid);
-      this.tracee.setRegs(this.#current.tid, this.#current.regs);
-      this.#current = undefined;
+    const own = (tid: number) => tracee.threads.has(tid);
+    const stopped = new Set<number>(this.#d.held.filter(own));
+    this.#d.held = this.#d.held.filter((tid) => !own(tid));
+    const current = this.#d.current;
+    if (current?.probes === this) {
+      stopped.add(current.tid);
+      tracee.setRegs(current.tid, current.regs);
+      this.#d.current = undefined;
     }
-    const seen = [...this.#queue.splice(0)];
+    // What other processes of the family reported stays theirs.
+    const seen: StopReport[] = [];
+    const sort = (report: StopReport) => {
+      if (this.#owns(report)) seen.push(report);
+      else this.#d.queue.push(report);
+    };
+    const queued = this.#d.queue.splice(0);
     for (let report = tracee.takeDeferred(); report !== undefined; report = tracee.takeDeferred())
-      seen.push(report);
+      queued.push(report);
+    for (const report of queued) sort(report);
     // Stop every thread still running.
     for (const report of seen) if (report.kind === 'stopped') stopped.add(report.tid);
     for (const tid of tracee.threads) if (!stopped.has(tid)) tracee.interrupt(tid);
     while ([...tracee.threads].some((tid) => !stopped.has(tid))) {
       const report = tracee.wait(true);
       if (report === undefined) break;
-      seen.push(report);
-      if (report.kind === 'stopped') stopped.add(report.tid);
+      sort(report);
+      if (report.kind === 'stopped' && this.#owns(report)) stopped.add(report.tid);
+    }
+    // A fork not handled yet: its child, traced with copies of the breakpoints, is freed.
+    for (const report of seen) {
+      if (
+        report.kind === 'stopped' &&
+        (report.event === PTRACE_EVENT.PTRACE_EVENT_FORK ||
+          report.event === PTRACE_EVENT.PTRACE_EVENT_VFORK)
+      ) {
+        this.#forked(report.tid, Number(tracee.eventMessage(report.tid)));
+      }
     }
     // A thread that trapped on a breakpoint or the trampoline goes back as if it had not.
     for (const report of seen) {
@@ -292,7 +366,19 @@ export class ProcessProbes {
     if (someThread !== undefined) this.#xol.unmapAll(someThread);
     this.#registrations.clear();
     tracee.detach();
+    this.#end();
+  }
+
+  /** A report about one of this process's threads. */
+  #owns(report: StopReport): boolean {
+    return report.pid === undefined ? this.tracee.threads.has(report.tid) : report.pid === this.pid;
+  }
+
+  /** The process is no longer followed. */
+  #end(): void {
     this.#ended = true;
+    this.#d.members.delete(this.pid);
+    this.tracee.leaveFamily();
   }
 
   /** A thread stopped by our int3: back onto the instruction, or (trampoline) to its caller. */
@@ -320,6 +406,11 @@ export class ProcessProbes {
    * calls give no return event.
    */
   restoreReturns(tid: number): void {
+    const owner = [...this.#d.members.values()].find((m) => m.tracee.threads.has(tid));
+    if (owner !== undefined && owner !== this) {
+      owner.restoreReturns(tid);
+      return;
+    }
     const stack = this.#returns.get(tid);
     if (stack === undefined) return;
     for (const instance of stack) this.#writeU64(instance.stackVaddr, instance.returnAddress);
@@ -328,9 +419,14 @@ export class ProcessProbes {
 
   /** Kill the process (a spawned one that must not outlive its tracer). */
   kill(): void {
+    for (const member of [...this.#d.members.values()]) if (member !== this) member.#killOne();
+    this.#killOne();
+  }
+
+  #killOne(): void {
     if (this.#ended) return;
     this.tracee.kill();
-    this.#ended = true;
+    this.#end();
   }
 
   #wait(deadline: number | undefined): StopReport | undefined {
@@ -405,7 +501,9 @@ export class ProcessProbes {
   }
 
   #stoppedThread(): number {
-    const tid = this.#handling ?? this.#current?.tid ?? this.#held[0];
+    const current = this.#d.current?.probes === this ? this.#d.current.tid : undefined;
+    const tid =
+      this.#handling ?? current ?? this.#d.held.find((held) => this.tracee.threads.has(held));
     if (tid !== undefined) return tid;
     if (this.#ended) throw ended(this.pid);
     return this.#stopOne();
@@ -419,8 +517,8 @@ export class ProcessProbes {
   #stopOne(): number {
     const tracee = this.tracee;
     for (let report = tracee.takeDeferred(); report !== undefined; report = tracee.takeDeferred())
-      this.#queue.push(report);
-    const stopped = this.#queue.find((r) => r.kind === 'stopped' && tracee.threads.has(r.tid));
+      this.#d.queue.push(report);
+    const stopped = this.#d.queue.find((r) => r.kind === 'stopped' && tracee.threads.has(r.tid));
     if (stopped !== undefined) return stopped.tid;
     const target = tracee.threads.has(this.pid) ? this.pid : [...tracee.threads][0];
     if (target === undefined) throw ended(this.pid);
@@ -434,13 +532,26 @@ export class ProcessProbes {
         report.event === PTRACE_EVENT.PTRACE_EVENT_STOP &&
         report.signal === SIGTRAP
       ) {
-        this.#held.push(target);
+        this.#d.held.push(target);
         return target;
       }
-      this.#queue.push(report);
+      this.#d.queue.push(report);
       // Stopped at something else first: it serves, and the interrupt comes after.
       if (report.kind === 'stopped' && tracee.threads.has(report.tid)) return report.tid;
     }
+  }
+
+  /** Hand a report to the process its thread belongs to. */
+  #route(report: StopReport): void {
+    const members = this.#d.members;
+    const known = [...members.values()].some((m) => m.tracee.threads.has(report.tid));
+    if (!known && report.kind === 'stopped' && isProcess(report.tid)) {
+      // A forked child's first stop, seen before its parent's fork event: it waits for it.
+      this.#d.newborns.set(report.tid, report);
+      return;
+    }
+    const member = (report.pid === undefined ? undefined : members.get(report.pid)) ?? this;
+    member.#handle(report);
   }
 
   #handle(report: StopReport): void {
@@ -452,7 +563,8 @@ export class ProcessProbes {
         // The leader's end is reported once every thread has gone: the process is over. A
         // pending exit event is still returned by poll() before it says so.
         this.#deliverProcessEvent('exit', report.tid, undefined, this.#exitCode, () => {});
-        this.#ended = true;
+        this.#end();
+        this.tracee.unpin();
       }
       return;
     }
@@ -467,7 +579,10 @@ export class ProcessProbes {
       case PTRACE_EVENT.PTRACE_EVENT_FORK:
       case PTRACE_EVENT.PTRACE_EVENT_VFORK: {
         const child = Number(tracee.eventMessage(tid));
-        if (event !== PTRACE_EVENT.PTRACE_EVENT_CLONE) this.#forked(tid, child);
+        if (event !== PTRACE_EVENT.PTRACE_EVENT_CLONE) {
+          if (this.#followForks) this.#adopt(tid, child);
+          else this.#forked(tid, child);
+        }
         const kind = event === PTRACE_EVENT.PTRACE_EVENT_CLONE ? 'clone' : 'fork';
         this.#deliverProcessEvent(kind, tid, undefined, child, () => tracee.cont(tid));
         return;
@@ -479,6 +594,7 @@ export class ProcessProbes {
         }
         this.#breakpoints.clear();
         this.#removed.clear();
+        this.#image = {};
         this.#returns.clear();
         this.#trampoline = undefined;
         this.#xol.forget();
@@ -529,7 +645,7 @@ export class ProcessProbes {
       else pending.push(hit);
     }
     if (hasReturn) this.#pushReturn(tid, at, regs);
-    this.#stop({ tid, regs, pending, resume: () => this.#stepOver(tid, regs, at) });
+    this.#stop({ probes: this, tid, regs, pending, resume: () => this.#stepOver(tid, regs, at) });
     return true;
   }
 
@@ -589,6 +705,7 @@ export class ProcessProbes {
       if (hit.retval !== undefined) regs.set('rax', hit.retval);
     }
     this.#stop({
+      probes: this,
       tid,
       regs,
       pending,
@@ -620,7 +737,7 @@ export class ProcessProbes {
       if (registration.handler !== undefined) this.#run(registration.handler, hit);
       else pending.push(hit);
     }
-    this.#stop({ tid, regs: live, pending, resume });
+    this.#stop({ probes: this, tid, regs: live, pending, resume });
   }
 
   /** Hold the thread until its pending events are out (at once when there are none). */
@@ -629,11 +746,11 @@ export class ProcessProbes {
       this.#finish(stopped);
       return;
     }
-    this.#current = stopped;
+    this.#d.current = stopped;
   }
 
   #finish(stopped: Stopped): void {
-    if (!this.tracee.threads.has(stopped.tid)) return;
+    if (!stopped.probes.tracee.threads.has(stopped.tid)) return;
     stopped.resume();
   }
 
@@ -662,13 +779,7 @@ export class ProcessProbes {
   /** A forked child (auto-attached) gets its copy of every breakpoint removed, then runs free. */
   #forked(parent: number, child: number): void {
     const tracee = this.tracee;
-    // Its first stop: it must be stopped before its memory is changed.
-    for (;;) {
-      const report = tracee.waitChild(child);
-      if (report.kind !== 'stopped') return;
-      if (report.event === PTRACE_EVENT.PTRACE_EVENT_STOP || report.signal === SIGSTOP) break;
-      this.#queue.push(report);
-    }
+    if (!this.#firstStop(child)) return;
     const writes = [...this.#breakpoints.values()].map((b) => ({
       vaddr: b.vaddr,
       bytes: new Uint8Array([b.original]),
@@ -680,6 +791,42 @@ export class ProcessProbes {
       writes.push({ vaddr: instance.stackVaddr, bytes });
     }
     tracee.releaseChild(child, writes);
+  }
+
+  /** Wait for a forked child's first stop (it must be stopped before it is changed); false if it ended. */
+  #firstStop(child: number): boolean {
+    if (this.#d.newborns.delete(child)) return true;
+    for (;;) {
+      const report = this.tracee.waitChild(child);
+      if (report.kind !== 'stopped') return false;
+      if (report.event === PTRACE_EVENT.PTRACE_EVENT_STOP || report.signal === SIGSTOP) return true;
+      this.#d.queue.push(report);
+    }
+  }
+
+  /**
+   * A forked child is followed (followForks): it has a copy of every breakpoint, out-of-line
+   * page and return address of its parent, so it gets the same probes, and is held until the
+   * next poll lets it run.
+   */
+  #adopt(parent: number, child: number): void {
+    if (!this.#firstStop(child)) return;
+    const probes = new ProcessProbes(
+      Tracee.adopt(child, this.tracee),
+      { followForks: true },
+      this.#d,
+    );
+    for (const [id, registration] of this.#registrations)
+      probes.#registrations.set(id, registration);
+    for (const [vaddr, breakpoint] of this.#breakpoints) probes.#breakpoints.set(vaddr, breakpoint);
+    for (const vaddr of this.#removed) probes.#removed.add(vaddr);
+    probes.#xol = this.#xol.copyFor(probes.tracee);
+    probes.#trampoline = this.#trampoline;
+    probes.#image = this.#image;
+    // The child is a copy of the thread that forked, pending returns and all.
+    const stack = this.#returns.get(parent);
+    if (stack !== undefined) probes.#returns.set(child, [...stack]);
+    this.#d.held.push(child);
   }
 
   /** A thread stopped inside a slot goes back to the code its instruction came from. */
@@ -732,6 +879,16 @@ export class ProcessProbes {
       readCString: (vaddr, maxBytes = 4096) => readCString(tracee, vaddr, maxBytes),
       write: (vaddr, bytes) => tracee.write(vaddr, bytes),
     };
+  }
+}
+
+/** Whether `tid` leads a process of its own (a forked child), rather than being a thread. */
+function isProcess(tid: number): boolean {
+  try {
+    const status = readFileSync(`/proc/${tid}/status`, 'utf8');
+    return Number(/^Tgid:\s+(\d+)$/m.exec(status)?.[1]) === tid;
+  } catch {
+    return false;
   }
 }
 

@@ -19,8 +19,13 @@ const SIGCONT = 18;
 
 /** What one waitpid() reported for one thread. */
 export type StopReport =
-  | { readonly kind: 'exited'; readonly tid: number; readonly code: number }
-  | { readonly kind: 'killed'; readonly tid: number; readonly signal: number }
+  | { readonly kind: 'exited'; readonly tid: number; readonly code: number; readonly pid?: number }
+  | {
+      readonly kind: 'killed';
+      readonly tid: number;
+      readonly signal: number;
+      readonly pid?: number;
+    }
   /**
    * A ptrace-stop: a signal about to be delivered (`event` 0), or an event stop
    * (PTRACE_EVENT_CLONE, _FORK, _EXEC, _STOP...), whose `signal` is SIGTRAP or a stop signal.
@@ -30,7 +35,16 @@ export type StopReport =
       readonly tid: number;
       readonly signal: number;
       readonly event: number;
+      /** The traced process the thread belongs to (reports of wait()). */
+      readonly pid?: number;
     };
+
+/** The processes one tracer thread follows: one traced, and the children it forked. */
+class Family {
+  readonly members: Tracee[] = [];
+  /** Stops seen while a system call was injected, to be reported by takeDeferred(). */
+  readonly deferred: StopReport[] = [];
+}
 
 export interface SpawnOptions {
   /** The environment (`KEY=value` strings); this process's by default. */
@@ -73,9 +87,28 @@ export class Tracee {
   /** With pin(): the CPU masks to put back (the tracer's own under 0). */
   #affinity: Map<number, Uint8Array> | undefined;
 
-  private constructor(native: NativeBinding, pid: number) {
+  readonly #family: Family;
+
+  private constructor(native: NativeBinding, pid: number, family = new Family()) {
     this.#native = native;
     this.pid = pid;
+    this.#family = family;
+    family.members.push(this);
+  }
+
+  /**
+   * A child `parent`'s process forked, traced already (auto-attached by the fork event) and
+   * stopped: traced from now on with it, by the same thread, whose waits report both.
+   */
+  static adopt(child: number, parent: Tracee): Tracee {
+    const tracee = new Tracee(parent.#native, child, parent.#family);
+    tracee.threads.add(child);
+    if (parent.#affinity !== undefined) {
+      // It inherited the pinned mask of the thread that forked: it gets the process's back.
+      const own = parent.#affinity.get(parent.pid) ?? parent.#affinity.get(0);
+      if (own !== undefined) tracee.#affinity = new Map([[child, own]]);
+    }
+    return tracee;
   }
 
   /**
@@ -224,26 +257,29 @@ export class Tracee {
         );
       }
       const s = status[0]!;
+      // Another process of the family (a forked child) keeps its own accounts.
+      const owner = this.#family.members.find((m) => m.threads.has(tid)) ?? this;
+      const pid = owner.pid;
       if ((s & 0x7f) === 0) {
-        this.threads.delete(tid);
-        return { kind: 'exited', tid, code: (s >> 8) & 0xff };
+        owner.threads.delete(tid);
+        return { kind: 'exited', tid, code: (s >> 8) & 0xff, pid };
       }
       if ((s & 0xff) !== 0x7f) {
-        this.threads.delete(tid);
-        return { kind: 'killed', tid, signal: s & 0x7f };
+        owner.threads.delete(tid);
+        return { kind: 'killed', tid, signal: s & 0x7f, pid };
       }
       const signal = (s >> 8) & 0xff;
       const event = (s >> 16) & 0xff;
       if (event === PTRACE_EVENT.PTRACE_EVENT_CLONE) {
-        this.threads.add(Number(this.eventMessage(tid)));
+        owner.threads.add(Number(this.eventMessage(tid)));
       }
       if (event === PTRACE_EVENT.PTRACE_EVENT_EXEC) {
         // The thread that execs takes the process's pid; the others are gone.
-        this.threads.clear();
-        this.threads.add(this.pid);
-        this.#openMemory();
+        owner.threads.clear();
+        owner.threads.add(owner.pid);
+        owner.#openMemory();
       }
-      return { kind: 'stopped', tid, signal, event };
+      return { kind: 'stopped', tid, signal, event, pid };
     }
   }
 
@@ -438,7 +474,7 @@ export class Tracee {
       const report = this.wait(true);
       if (report === undefined || report.kind !== 'stopped') {
         if (report !== undefined && report.tid !== tid) {
-          this.#deferred.push(report);
+          this.#family.deferred.push(report);
           continue;
         }
         throw new ProbeError(
@@ -448,15 +484,20 @@ export class Tracee {
       }
       if (report.tid === tid && report.signal === SIGTRAP) return;
       // Another thread's stop, or a signal on its way: it waits until the call is done.
-      this.#deferred.push(report);
+      this.#family.deferred.push(report);
     }
   }
 
-  /** Stops seen while a system call was injected, to be reported by takeDeferred(). */
-  readonly #deferred: StopReport[] = [];
-
+  /** A stop seen while a system call was injected (in any process of the family). */
   takeDeferred(): StopReport | undefined {
-    return this.#deferred.shift();
+    return this.#family.deferred.shift();
+  }
+
+  /** Stop following this process with its family (it was detached from, or it ended). */
+  leaveFamily(): void {
+    const members = this.#family.members;
+    const at = members.indexOf(this);
+    if (at >= 0) members.splice(at, 1);
   }
 
   /**
@@ -483,20 +524,23 @@ export class Tracee {
     this.#affinity = saved;
   }
 
-  #unpin(): void {
+  /** Give the CPU masks pin() changed back (also done by detach() and kill()). */
+  unpin(): void {
     const saved = this.#affinity;
     if (saved === undefined) return;
     this.#affinity = undefined;
     const native = this.#native;
-    native.setAffinity(0, saved.get(0)!);
+    // The tracer's own (a forked child's tracee has none to give back).
+    const tracer = saved.get(0);
+    if (tracer !== undefined) native.setAffinity(0, tracer);
     // Threads made while pinned get what the process's main thread had.
-    const main = saved.get(this.pid) ?? saved.get(0)!;
+    const main = saved.get(this.pid) ?? tracer!;
     for (const tid of this.threads) native.setAffinity(tid, saved.get(tid) ?? main);
   }
 
   /** Let go of every thread (they must be stopped); the process runs on untraced. */
   detach(): void {
-    this.#unpin();
+    this.unpin();
     for (const tid of this.threads) this.#native.ptrace(PTRACE.PTRACE_DETACH, tid, 0n, 0n);
     this.threads.clear();
     this.#closeMemory();
@@ -504,7 +548,7 @@ export class Tracee {
 
   /** End the process (SIGKILL) and reap what is left of it. */
   kill(): void {
-    this.#unpin();
+    this.unpin();
     try {
       process.kill(this.pid, 'SIGKILL');
     } catch {

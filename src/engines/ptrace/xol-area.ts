@@ -64,6 +64,13 @@ export class XolArea {
     }
   }
 
+  /** The same pages in a forked child of the process (it has a copy of each, slots included). */
+  copyFor(child: Tracee): XolArea {
+    const copy = new XolArea(child, this.#slotBytes);
+    for (const area of this.#areas) copy.#areas.push({ ...area, free: [...area.free] });
+    return copy;
+  }
+
   /** Forget every page: the process exec'd, and its memory is new. */
   forget(): void {
     this.#areas.length = 0;
