@@ -107,6 +107,10 @@ export function runPtraceBench() {
       { label: 'upscope ptrace, entry', measure: upscope(`${bin}:hot_function`) },
       { label: 'upscope ptrace, return', measure: upscope(`r:${bin}:hot_function`) },
       {
+        label: 'AsyncProcessTracer, entry',
+        measure: () => run(process.execPath, [join(root, 'bench/async-hit.mjs'), bin, String(N)]),
+      },
+      {
         label: 'gdb break/silent/continue',
         why: missing.gdb,
         measure: () => run('gdb', ['-q', '-batch', '-x', gdbScript, bin]),
