@@ -55,10 +55,8 @@ export class AsyncProcessTracer implements AsyncDisposable {
   readonly #spawned: boolean;
   #seq = 0;
   readonly #waiting = new Map<number, Waiter>();
-  readonly #registrations = new Map<
-    string,
-    { readonly registration: ProcessRegistration; sites: readonly ProbeSite[] }
-  >();
+  /** Registrations by id: their filters and handlers run here, on the worker's behalf. */
+  readonly #registrations = new Map<string, ProcessRegistration>();
   #state: State = { ended: false, exitCode: undefined };
   #polling = false;
   /** The event the last poll gave: its thread waits, and its registers go back at the next. */
@@ -85,9 +83,7 @@ export class AsyncProcessTracer implements AsyncDisposable {
     worker.on('message', (message: WorkerMessage) => {
       if (message.type === 'hit') this.#onHit(message.hit);
     });
-    worker.on('exit', () =>
-      this.#lose(new ProbeError('ERR_TARGET_GONE', 'The tracer thread has ended')),
-    );
+    worker.on('exit', () => this.#lose(threadGone()));
   }
 
   /** Start `argv` traced, held before its first instruction until the first poll(). */
@@ -151,16 +147,14 @@ export class AsyncProcessTracer implements AsyncDisposable {
   }
 
   /**
-   * Register interest in an event (see ProcessTracer.register). From a handler, a
-   * registration at an address is in place before the probed thread goes on; a spec's once
-   * the promise resolves.
+   * Register interest in an event (see ProcessTracer.register). From a handler, the probe is
+   * in place before the probed thread goes on, whether the promise has resolved yet or not.
    */
   async register(registration: ProcessRegistration): Promise<readonly ProbeSite[]> {
     if (this.#registrations.has(registration.id)) {
       throw new ProbeError('ERR_USAGE', `Cannot register "${registration.id}": that id is taken`);
     }
-    const entry = { registration, sites: [] as readonly ProbeSite[] };
-    this.#registrations.set(registration.id, entry);
+    this.#registrations.set(registration.id, registration);
     const request = {
       op: 'register',
       registration: {
@@ -173,14 +167,14 @@ export class AsyncProcessTracer implements AsyncDisposable {
       },
     } as const;
     try {
-      entry.sites = (
+      // A spec is resolved in the worker (reading symbols takes a while): not blocking here.
+      return (
         typeof registration.where === 'string' ? await this.#call(request) : this.#callNow(request)
       ) as readonly ProbeSite[];
     } catch (err) {
       this.#registrations.delete(registration.id);
       throw err;
     }
-    return entry.sites;
   }
 
   /** Unregister one registration (all its sites), or all; also from a handler. */
@@ -267,9 +261,9 @@ export class AsyncProcessTracer implements AsyncDisposable {
     const hit = new RemoteHit(message, (request) => this.#callNow(request));
     let pass = false;
     try {
-      const entry = this.#registrations.get(message.id);
-      if (entry !== undefined) {
-        const { filter, handler } = entry.registration;
+      const registration = this.#registrations.get(message.id);
+      if (registration !== undefined) {
+        const { filter, handler } = registration;
         pass = filter === undefined || filter(hit);
         if (pass && handler !== undefined) handler(hit, message.site);
       }
@@ -312,7 +306,7 @@ export class AsyncProcessTracer implements AsyncDisposable {
         continue;
       }
       if (Atomics.load(control, CONTROL.gone) === 1) {
-        this.#lose(new ProbeError('ERR_TARGET_GONE', 'The tracer thread has ended'));
+        this.#lose(threadGone());
         break;
       }
       Atomics.wait(control, CONTROL.replies, replies, 10);
@@ -356,6 +350,13 @@ export class AsyncProcessTracer implements AsyncDisposable {
     for (const waiter of this.#waiting.values()) waiter.reject(err);
     this.#waiting.clear();
   }
+}
+
+function threadGone(): ProbeError {
+  return new ProbeError(
+    'ERR_TARGET_GONE',
+    'Cannot reach the tracer thread: it has ended (after detach() or kill(), or it failed); start a new tracer',
+  );
 }
 
 /** A hit in the caller's thread: a copy of the registers, and memory through the worker. */

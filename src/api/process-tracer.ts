@@ -309,13 +309,12 @@ export class ProcessTracer {
     this.#unwinderHooked = false;
     this.#pending.length = 0;
     for (const [id, internals] of this.#ids) {
-      this.#ids.set(
-        id,
-        internals.filter((internal) => this.#probes.isRegistered(internal)),
-      );
-    }
-    for (const id of [...this.#ids.keys()]) {
       if (id.startsWith('\u0000')) this.#ids.delete(id);
+      else
+        this.#ids.set(
+          id,
+          internals.filter((internal) => this.#probes.isRegistered(internal)),
+        );
     }
     this.#sites.clear();
     if (!this.#followExec) {

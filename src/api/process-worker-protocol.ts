@@ -133,6 +133,3 @@ export function serializeError(err: unknown): SerializedError {
 export function deserializeError(error: SerializedError): ProbeError {
   return new ProbeError(error.code, error.message);
 }
-
-/** The sites a spec resolved to, as the caller gets them. */
-export type Sites = readonly ProbeSite[];

@@ -49,3 +49,16 @@ export function compileProgram(name: string, options: CompileOptions = {}): stri
   renameSync(tmp, out);
   return out;
 }
+
+/**
+ * test/programs/trace-target.c linked with its library trace-lib.c (found through an rpath),
+ * position-independent unless `pie` is false.
+ */
+export function compileTraceTarget(pie = true): { app: string; lib: string } {
+  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
+  const app = compileProgram('trace-target', {
+    flags: pie ? ['-O2'] : ['-O2', '-no-pie'],
+    link: [lib, `-Wl,-rpath,${lib.slice(0, lib.lastIndexOf('/'))}`, '-lpthread'],
+  });
+  return { app, lib };
+}

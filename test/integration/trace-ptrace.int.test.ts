@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { compileProgram } from '../helpers/compile.js';
+import { compileProgram, compileTraceTarget } from '../helpers/compile.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 
@@ -140,11 +140,7 @@ test('-p: Ctrl-C and --duration end the trace and leave the process running, unt
 
 test('trace --engine ptrace follows forked children and the command’s own re-exec, as tracefs would', (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;
-  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
-  const app = compileProgram('trace-target', {
-    flags: ['-O2'],
-    link: [lib, `-Wl,-rpath,${lib.slice(0, lib.lastIndexOf('/'))}`, '-lpthread'],
-  });
+  const { app } = compileTraceTarget();
   const result = runCli([
     'trace',
     '--engine',

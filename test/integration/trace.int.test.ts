@@ -2,9 +2,8 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
-import { compileProgram } from '../helpers/compile.js';
+import { compileTraceTarget } from '../helpers/compile.js';
 import { leftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
@@ -21,15 +20,6 @@ interface JsonEvent {
   comm: string;
   fields: Record<string, number | string>;
   latencyNs?: string;
-}
-
-function targets(pie = true): { app: string; lib: string } {
-  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
-  const app = compileProgram('trace-target', {
-    flags: pie ? ['-O2'] : ['-O2', '-no-pie'],
-    link: [lib, `-Wl,-rpath,${dirname(lib)}`, '-lpthread'],
-  });
-  return { app, lib };
 }
 
 function specs(app: string, lib: string): string[] {
@@ -59,7 +49,7 @@ describe('upscope trace', () => {
   for (const pie of [true, false]) {
     test(`sees every call once, with the values passed, in threads, a fork, an exec and a library (${pie ? 'PIE' : 'non-PIE'})`, (t) => {
       if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
-      const { app, lib } = targets(pie);
+      const { app, lib } = compileTraceTarget(pie);
       const result = runCli(['trace', '--json', '-c', `${app} ${CALLS}`, ...specs(app, lib)]);
       assert.equal(result.status, 0, result.stderr);
       const lines = result.stdout.split('\n').filter((l) => l.startsWith('{'));
@@ -162,7 +152,7 @@ describe('upscope trace', () => {
 
   test('two sessions on one target each get exactly their own events', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
-    const { app, lib } = targets();
+    const { app, lib } = compileTraceTarget();
     const run = (spec: string) => {
       const child = spawn(process.execPath, [BIN, 'trace', '--json', '-c', `${app} 20`, spec], {
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -201,7 +191,7 @@ describe('upscope trace', () => {
 
   test('after upscope is killed with SIGKILL, the next start removes what it left, and only that', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
-    const { app } = targets();
+    const { app } = compileTraceTarget();
     const foreign = `othertool_${process.pid}`;
     appendFileSync(`${TRACEFS}/uprobe_events`, `p:${foreign}/probe ${app}:0x1000\n`);
     try {
@@ -254,7 +244,7 @@ describe('upscope trace', () => {
 
   test('bad input gets one clear line', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
-    const { app } = targets();
+    const { app } = compileTraceTarget();
     const cases: [string[], RegExp][] = [
       [
         ['trace', `${app}:f_ints x=%r8:u64 y=+0(%r15):string`, '-p', '999999'],

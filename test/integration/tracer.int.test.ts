@@ -6,10 +6,10 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterEach, test } from 'node:test';
 import { type ProbeEvent, Tracer } from '../../src/api/index.js';
-import { compileProgram } from '../helpers/compile.js';
+import { compileProgram, compileTraceTarget } from '../helpers/compile.js';
 import { leftovers, ownLeftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 
@@ -21,11 +21,7 @@ afterEach(() => {
 });
 
 function target(): string {
-  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
-  return compileProgram('trace-target', {
-    flags: ['-O2'],
-    link: [lib, `-Wl,-rpath,${dirname(lib)}`, '-lpthread'],
-  });
+  return compileTraceTarget().app;
 }
 
 /** The command line that runs the target with its report written to a file; the report. */

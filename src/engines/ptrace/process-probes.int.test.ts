@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { test } from 'node:test';
 import { capture } from '../../../test/helpers/capture.js';
-import { compileProgram } from '../../../test/helpers/compile.js';
+import { compileProgram, compileTraceTarget } from '../../../test/helpers/compile.js';
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { runNode } from '../../../test/helpers/run-cli.js';
 import { readelfFileOffset, tool } from '../../../test/helpers/tools.js';
@@ -252,11 +252,7 @@ test('an unprivileged user traces its own child, no root needed', (t) => {
 
 test('a forked child runs free of the breakpoints; clone and fork are events; threads inherit probes', (t) => {
   if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
-  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
-  const app = compileProgram('trace-target', {
-    flags: ['-O2'],
-    link: [lib, `-Wl,-rpath,${lib.slice(0, lib.lastIndexOf('/'))}`, '-lpthread'],
-  });
+  const { app } = compileTraceTarget();
   const calls = 40;
   const out = capture();
   const probes = ProcessProbes.spawn([app, String(calls)], { stdio: [0, out.fd, 2] });
@@ -296,11 +292,7 @@ test('a forked child runs free of the breakpoints; clone and fork are events; th
 
 test('followForks: a forked child is traced too, with the probes of its parent, until it execs', (t) => {
   if (!requireHost(t, { commands: ['gcc', 'nm', 'readelf'] })) return;
-  const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
-  const app = compileProgram('trace-target', {
-    flags: ['-O2'],
-    link: [lib, `-Wl,-rpath,${lib.slice(0, lib.lastIndexOf('/'))}`, '-lpthread'],
-  });
+  const { app } = compileTraceTarget();
   const calls = 40;
   const out = capture();
   const probes = ProcessProbes.spawn([app, String(calls)], {

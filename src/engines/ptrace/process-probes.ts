@@ -406,7 +406,7 @@ export class ProcessProbes {
    * calls give no return event.
    */
   restoreReturns(tid: number): void {
-    const owner = [...this.#d.members.values()].find((m) => m.tracee.threads.has(tid));
+    const owner = this.#memberOf(tid);
     if (owner !== undefined && owner !== this) {
       owner.restoreReturns(tid);
       return;
@@ -541,10 +541,17 @@ export class ProcessProbes {
     }
   }
 
+  /** The process followed that thread `tid` belongs to (none: unknown yet, or gone). */
+  #memberOf(tid: number): ProcessProbes | undefined {
+    for (const member of this.#d.members.values())
+      if (member.tracee.threads.has(tid)) return member;
+    return undefined;
+  }
+
   /** Hand a report to the process its thread belongs to. */
   #route(report: StopReport): void {
     const members = this.#d.members;
-    const known = [...members.values()].some((m) => m.tracee.threads.has(report.tid));
+    const known = this.#memberOf(report.tid) !== undefined;
     if (!known && report.kind === 'stopped' && isProcess(report.tid)) {
       // A forked child's first stop, seen before its parent's fork event: it waits for it.
       this.#d.newborns.set(report.tid, report);

@@ -5,7 +5,9 @@ import { loadNative } from '../../native/index.js';
  * Make these signals end a blocking poll(): their handlers (install them first, with
  * process.on) no longer restart an interrupted waitpid, so the wait returns and the event loop
  * can run them. A signal sent to the process goes to its main thread first, where a tracer
- * polling there is waiting.
+ * polling there is waiting. One that comes after the event loop's last turn but before poll()
+ * blocks interrupts nothing: bound the wait too (`upscope trace` sets alarmIn(1) before each
+ * poll, and SIGALRM is one of its signals).
  */
 export function interruptWaitsOn(signals: readonly NodeJS.Signals[]): void {
   const native = loadNative();
