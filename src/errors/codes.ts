@@ -74,6 +74,10 @@ export const ERROR_CODES = {
     'target',
     'No room for the out-of-line area within reach of the probed code in the traced process',
   ),
+  ERR_BPF_VERIFIER: code(
+    'not-supported',
+    "The kernel's BPF verifier refused a program upscope generated for a handler",
+  ),
   ERR_INTERNAL: code('internal', 'A bug in upscope'),
 } as const satisfies Record<string, CodeInfo>;
 

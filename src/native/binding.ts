@@ -48,4 +48,25 @@ export interface NativeBinding {
   tgkill(tgid: number, tid: number, signal: number): number;
   /** The calling thread's errno as the C library left it after the last native call. */
   getErrno(): number;
+  /**
+   * syscall(2) with six integer arguments (addresses of `alloc()`ed memory as bigints), for
+   * calls whose arguments hold pointers (perf_event_open, ioctl, bpf commands that point at
+   * buffers).
+   */
+  syscall(number: number, a1: bigint, a2: bigint, a3: bigint, a4: bigint, a5: bigint): number;
+  /**
+   * `bytes` of zeroed memory outside the JavaScript heap, at an address that does not move
+   * (for pointers inside syscall arguments). Its `bytes` view must not be used after free().
+   */
+  alloc(bytes: number): NativeMemory;
+  /** mmap(2) of `fd` (shared); free() unmaps it. The mapping, or -errno. */
+  mmap(length: number, prot: number, fd: number, offset: number): NativeMemory | number;
+}
+
+/** Memory at a fixed address, seen from JavaScript without copies. */
+export interface NativeMemory {
+  readonly address: bigint;
+  readonly bytes: Uint8Array;
+  /** Give it back (free or munmap); calling it again does nothing. */
+  free(): void;
 }

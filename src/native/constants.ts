@@ -35,6 +35,113 @@ export const BPF_CMD = {
   BPF_MAP_DELETE_ELEM: 3,
   BPF_MAP_GET_NEXT_KEY: 4,
   BPF_PROG_LOAD: 5,
+  BPF_OBJ_GET_INFO_BY_FD: 15,
+  BPF_MAP_LOOKUP_BATCH: 24,
+  BPF_LINK_CREATE: 28,
+} as const;
+
+/** `enum bpf_prog_type`: uprobes run programs of the kprobe type. */
+export const BPF_PROG_TYPE = {
+  BPF_PROG_TYPE_KPROBE: 2,
+} as const;
+
+/** `enum bpf_attach_type` values used by upscope. */
+export const BPF_ATTACH_TYPE = {
+  BPF_PERF_EVENT: 41,
+} as const;
+
+/**
+ * Kernel 6.6's uprobe_multi link, newer than the headers of the build machine: checked by
+ * attaching with it (src/engines/bpf tests), not against a header.
+ */
+export const UPROBE_MULTI = {
+  BPF_TRACE_UPROBE_MULTI: 48,
+  BPF_F_UPROBE_MULTI_RETURN: 1,
+  /** Offsets in the link_create part of `union bpf_attr`. */
+  path: 16,
+  offsets: 24,
+  ref_ctr_offsets: 32,
+  cookies: 40,
+  cnt: 48,
+  flags: 52,
+  pid: 56,
+} as const;
+
+/** BPF helper function numbers (`BPF_FUNC_*`). */
+export const BPF_FUNC = {
+  map_lookup_elem: 1,
+  map_update_elem: 2,
+  map_delete_elem: 3,
+  ktime_get_ns: 5,
+  get_smp_processor_id: 8,
+  get_current_pid_tgid: 14,
+  get_current_comm: 16,
+  get_stackid: 27,
+  probe_read_user: 112,
+  probe_read_user_str: 114,
+  ringbuf_output: 130,
+  ringbuf_reserve: 131,
+  ringbuf_submit: 132,
+  ringbuf_discard: 133,
+  get_attach_cookie: 174,
+} as const;
+
+/** Layout of the BPF_PROG_LOAD part of `union bpf_attr`. */
+export const BPF_PROG_LOAD_ATTR = {
+  prog_type: 0,
+  insn_cnt: 4,
+  insns: 8,
+  license: 16,
+  log_level: 24,
+  log_size: 28,
+  log_buf: 32,
+  kern_version: 40,
+  prog_flags: 44,
+  prog_name: 48,
+  expected_attach_type: 68,
+} as const;
+
+/** Layout of the map element commands' part of `union bpf_attr` (lookup, update, delete, next key). */
+export const BPF_MAP_ELEM_ATTR = {
+  map_fd: 0,
+  key: 8,
+  value: 16,
+  next_key: 16,
+  flags: 24,
+} as const;
+
+/** Layout of the BPF_LINK_CREATE part of `union bpf_attr` (a perf event's link). */
+export const BPF_LINK_CREATE_ATTR = {
+  prog_fd: 0,
+  target_fd: 4,
+  attach_type: 8,
+  flags: 12,
+  bpf_cookie: 16,
+} as const;
+
+/** `sizeof(union bpf_attr)` in the build machine's headers; newer kernels take it as it is. */
+export const BPF_ATTR_BYTES = 144;
+
+/** Layout of `struct perf_event_attr` (PERF_ATTR_SIZE_VER7, 128 bytes). */
+export const PERF_EVENT_ATTR = {
+  type: 0,
+  size: 4,
+  config: 8,
+  sample_period: 16,
+  /** The bit fields: `disabled` is bit 0. */
+  flags: 40,
+  wakeup_events: 48,
+  config1: 56,
+  config2: 64,
+  sizeBytes: 128,
+} as const;
+
+/** perf event ioctls and perf_event_open flags. */
+export const PERF_EVENT_IOC = {
+  PERF_EVENT_IOC_ENABLE: 0x2400,
+  PERF_EVENT_IOC_DISABLE: 0x2401,
+  PERF_EVENT_IOC_SET_BPF: 0x40042408,
+  PERF_FLAG_FD_CLOEXEC: 8,
 } as const;
 
 /** `enum bpf_map_type` values used by upscope. */

@@ -1,14 +1,24 @@
-export type { NativeBinding } from './binding.js';
+export type { NativeBinding, NativeMemory } from './binding.js';
 export { type MapCreateSpec, mapCreateAttr } from './bpf-attr.js';
 export {
+  BPF_ATTACH_TYPE,
+  BPF_ATTR_BYTES,
   BPF_CMD,
+  BPF_FUNC,
+  BPF_LINK_CREATE_ATTR,
   BPF_MAP_CREATE_ATTR,
+  BPF_MAP_ELEM_ATTR,
   BPF_MAP_TYPE,
+  BPF_PROG_LOAD_ATTR,
+  BPF_PROG_TYPE,
   MOUNT_FLAGS,
+  PERF_EVENT_ATTR,
+  PERF_EVENT_IOC,
   PTRACE,
   PTRACE_EVENT,
   PTRACE_O,
   SYSCALL,
+  UPROBE_MULTI,
   USER_REGS,
   WAIT,
 } from './constants.js';

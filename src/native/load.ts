@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import type * as KoffiModule from 'koffi';
 import { ProbeError } from '../errors/index.js';
-import type { NativeBinding } from './binding.js';
+import type { NativeBinding, NativeMemory } from './binding.js';
 import { SYSCALL } from './constants.js';
 
 type Koffi = typeof KoffiModule;
@@ -61,6 +61,27 @@ function bind(koffi: Koffi, library: string): NativeBinding {
   const alarm = lib.func('unsigned int alarm(unsigned int seconds)');
   const dlsym = lib.func('void *dlsym(void *handle, const char *name)');
   const sigmask = lib.func('int pthread_sigmask(int how, void *set, void *oldset)');
+  const syscall6 = lib.func(
+    'long syscall(long number, uintptr_t a1, uintptr_t a2, uintptr_t a3, uintptr_t a4, uintptr_t a5)',
+  );
+  const mmap = lib.func(
+    'void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset)',
+  );
+  const munmap = lib.func('int munmap(void *addr, size_t length)');
+  const MAP_SHARED = 0x01;
+  const MAP_FAILED = (1n << 64n) - 1n;
+  const memory = (pointer: unknown, length: number, release: () => void): NativeMemory => {
+    let freed = false;
+    return {
+      address: koffi.address(pointer),
+      bytes: new Uint8Array(koffi.view(pointer, length)),
+      free: () => {
+        if (freed) return;
+        freed = true;
+        release();
+      },
+    };
+  };
   const result = (value: unknown): number => {
     const n = Number(value);
     return n < 0 ? -koffi.errno() : n;
@@ -137,6 +158,18 @@ function bind(koffi: Koffi, library: string): NativeBinding {
     alarm: (seconds) => Number(alarm(seconds)),
     tgkill: (tgid, tid, signal) => result(syscall4(SYSCALL.tgkill, tgid, tid, BigInt(signal), 0n)),
     getErrno: () => koffi.errno(),
+    syscall: (number, a1, a2, a3, a4, a5) => result(syscall6(number, a1, a2, a3, a4, a5)),
+    alloc: (bytes) => {
+      const pointer = koffi.alloc('uint8_t', Math.max(bytes, 1));
+      const block = memory(pointer, bytes, () => koffi.free(pointer));
+      block.bytes.fill(0);
+      return block;
+    },
+    mmap: (length, prot, fd, offset) => {
+      const pointer = mmap(null, length, prot, MAP_SHARED, fd, offset);
+      if (koffi.address(pointer) === MAP_FAILED) return -koffi.errno();
+      return memory(pointer, length, () => munmap(pointer, length));
+    },
   };
 }
 

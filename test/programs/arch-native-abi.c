@@ -2,6 +2,7 @@
  * machine's headers and compiler define them: syscall numbers, BPF commands and map types,
  * the BPF_MAP_CREATE layout of union bpf_attr, and mount flags. */
 #include <linux/bpf.h>
+#include <linux/perf_event.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/mount.h>
@@ -22,8 +23,42 @@ int main(void) {
          SYS_perf_event_open, SYS_process_vm_readv, SYS_process_vm_writev, SYS_bpf);
   printf("\"BPF_CMD\":{\"BPF_MAP_CREATE\":%d,\"BPF_MAP_LOOKUP_ELEM\":%d,\"BPF_MAP_UPDATE_ELEM\":%d,",
          BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM);
-  printf("\"BPF_MAP_DELETE_ELEM\":%d,\"BPF_MAP_GET_NEXT_KEY\":%d,\"BPF_PROG_LOAD\":%d},",
+  printf("\"BPF_MAP_DELETE_ELEM\":%d,\"BPF_MAP_GET_NEXT_KEY\":%d,\"BPF_PROG_LOAD\":%d,",
          BPF_MAP_DELETE_ELEM, BPF_MAP_GET_NEXT_KEY, BPF_PROG_LOAD);
+  printf("\"BPF_OBJ_GET_INFO_BY_FD\":%d,\"BPF_MAP_LOOKUP_BATCH\":%d,\"BPF_LINK_CREATE\":%d},",
+         BPF_OBJ_GET_INFO_BY_FD, BPF_MAP_LOOKUP_BATCH, BPF_LINK_CREATE);
+  printf("\"BPF_PROG_TYPE\":{\"BPF_PROG_TYPE_KPROBE\":%d},", BPF_PROG_TYPE_KPROBE);
+  printf("\"BPF_ATTACH_TYPE\":{\"BPF_PERF_EVENT\":%d},", BPF_PERF_EVENT);
+#define FUNC(name) printf("\"" #name "\":%d,", BPF_FUNC_##name)
+  printf("\"BPF_FUNC\":{");
+  FUNC(map_lookup_elem); FUNC(map_update_elem); FUNC(map_delete_elem); FUNC(ktime_get_ns);
+  FUNC(get_smp_processor_id); FUNC(get_current_pid_tgid); FUNC(get_current_comm); FUNC(get_stackid);
+  FUNC(probe_read_user); FUNC(probe_read_user_str); FUNC(ringbuf_output); FUNC(ringbuf_reserve);
+  FUNC(ringbuf_submit); FUNC(ringbuf_discard);
+  printf("\"get_attach_cookie\":%d},", BPF_FUNC_get_attach_cookie);
+  printf("\"BPF_PROG_LOAD_ATTR\":{\"prog_type\":%zu,\"insn_cnt\":%zu,\"insns\":%zu,\"license\":%zu,",
+         ATTR(prog_type), ATTR(insn_cnt), ATTR(insns), ATTR(license));
+  printf("\"log_level\":%zu,\"log_size\":%zu,\"log_buf\":%zu,\"kern_version\":%zu,", ATTR(log_level),
+         ATTR(log_size), ATTR(log_buf), ATTR(kern_version));
+  printf("\"prog_flags\":%zu,\"prog_name\":%zu,\"expected_attach_type\":%zu},", ATTR(prog_flags),
+         ATTR(prog_name), ATTR(expected_attach_type));
+  printf("\"BPF_MAP_ELEM_ATTR\":{\"map_fd\":%zu,\"key\":%zu,\"value\":%zu,\"next_key\":%zu,\"flags\":%zu},",
+         ATTR(map_fd), ATTR(key), ATTR(value), ATTR(next_key), ATTR(flags));
+  printf("\"BPF_LINK_CREATE_ATTR\":{\"prog_fd\":%zu,\"target_fd\":%zu,\"attach_type\":%zu,",
+         ATTR(link_create.prog_fd), ATTR(link_create.target_fd), ATTR(link_create.attach_type));
+  printf("\"flags\":%zu,\"bpf_cookie\":%zu},", ATTR(link_create.flags),
+         ATTR(link_create.perf_event.bpf_cookie));
+  printf("\"BPF_ATTR_BYTES\":%zu,", sizeof(union bpf_attr));
+#define PERF(field) printf("\"" #field "\":%zu,", offsetof(struct perf_event_attr, field))
+  printf("\"PERF_EVENT_ATTR\":{");
+  PERF(type); PERF(size); PERF(config); PERF(sample_period);
+  printf("\"flags\":%zu,", offsetof(struct perf_event_attr, read_format) + sizeof(__u64));
+  PERF(wakeup_events); PERF(config1); PERF(config2);
+  printf("\"sizeBytes\":%zu},", sizeof(struct perf_event_attr));
+  printf("\"PERF_EVENT_IOC\":{\"PERF_EVENT_IOC_ENABLE\":%d,\"PERF_EVENT_IOC_DISABLE\":%d,",
+         PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE);
+  printf("\"PERF_EVENT_IOC_SET_BPF\":%lu,\"PERF_FLAG_FD_CLOEXEC\":%d},",
+         (unsigned long)PERF_EVENT_IOC_SET_BPF, PERF_FLAG_FD_CLOEXEC);
   printf("\"BPF_MAP_TYPE\":{\"BPF_MAP_TYPE_HASH\":%d,\"BPF_MAP_TYPE_ARRAY\":%d,", BPF_MAP_TYPE_HASH,
          BPF_MAP_TYPE_ARRAY);
   printf("\"BPF_MAP_TYPE_PERF_EVENT_ARRAY\":%d,\"BPF_MAP_TYPE_PERCPU_HASH\":%d,",

@@ -63,6 +63,7 @@ export type Size = keyof typeof SIZE;
 /** Memory access modes. */
 const MODE_IMM = 0x00;
 const MODE_MEM = 0x60;
+const MODE_ATOMIC = 0xc0;
 
 /** `src` of a 64-bit immediate load whose immediate is a map's file descriptor. */
 export const PSEUDO_MAP_FD = 1;
@@ -127,6 +128,11 @@ export function stx(size: Size, dst: Reg, off: number, src: Reg): Insn {
 /** *(size *)(dst + off) = imm. */
 export function st(size: Size, dst: Reg, off: number, imm: number): Insn {
   return insn(CLASS.ST | SIZE[size] | MODE_MEM, dst, 0, off, imm);
+}
+
+/** *(size *)(dst + off) += src, atomically (`lock xadd`); W or DW only. */
+export function atomicAdd(size: 'W' | 'DW', dst: Reg, off: number, src: Reg): Insn {
+  return insn(CLASS.STX | SIZE[size] | MODE_ATOMIC, dst, src, off, ALU.ADD);
 }
 
 /** dst = a 64-bit immediate: two slots, the high half in the second one's imm. */

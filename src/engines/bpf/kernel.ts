@@ -1,0 +1,543 @@
+/**
+ * BPF maps, programs, perf uprobe events and links as file descriptors, over the native
+ * bpf(2), perf_event_open(2) and close(2). Each failure becomes a ProbeError that says which
+ * object could not be made, why (errno in words), and what would allow it.
+ */
+import { readFileSync } from 'node:fs';
+import { ProbeError } from '../../errors/index.js';
+import {
+  BPF_ATTACH_TYPE,
+  BPF_ATTR_BYTES,
+  BPF_CMD,
+  BPF_LINK_CREATE_ATTR,
+  BPF_MAP_ELEM_ATTR,
+  BPF_MAP_TYPE,
+  BPF_PROG_LOAD_ATTR,
+  BPF_PROG_TYPE,
+  describeErrno,
+  errnoName,
+  loadNative,
+  mapCreateAttr,
+  type NativeBinding,
+  type NativeMemory,
+  PERF_EVENT_ATTR,
+  PERF_EVENT_IOC,
+  SYSCALL,
+  UPROBE_MULTI,
+} from '../../native/index.js';
+import { encode, type Insn } from './insn.js';
+
+const EPERM = 1;
+const EACCES = 13;
+const ENOSPC = 28;
+const E2BIG = 7;
+
+/** What to say when the kernel refuses a BPF or perf operation for lack of privilege. */
+export function privilegeError(what: string, errno: number): ProbeError {
+  return new ProbeError('ERR_PRIVILEGES', `Cannot ${what}: ${describeErrno(errno)}`, {
+    details: { errno: errnoName(errno) },
+    hints: [
+      'The bpf engine needs root, or CAP_BPF and CAP_PERFMON (e.g. sudo upscope ...)',
+      'Without them, use --engine ptrace on your own processes (no privileges needed)',
+    ],
+  });
+}
+
+function failure(what: string, errno: number): ProbeError {
+  if (-errno === EPERM || -errno === EACCES) return privilegeError(what, -errno);
+  return new ProbeError('ERR_NOT_SUPPORTED', `Cannot ${what}: ${describeErrno(errno)}`, {
+    details: { errno: errnoName(errno) },
+    hints: ['Check what this machine allows with: upscope doctor'],
+  });
+}
+
+/** The number of possible CPUs: per-CPU maps hold one value for each. */
+export function possibleCpus(): number {
+  const text = readFileSync('/sys/devices/system/cpu/possible', 'utf8').trim();
+  let count = 0;
+  for (const range of text.split(',')) {
+    const [first, last] = range.split('-').map(Number);
+    count += (last ?? first!) - first! + 1;
+  }
+  return count;
+}
+
+function bpfAttr(native: NativeBinding): NativeMemory {
+  return native.alloc(BPF_ATTR_BYTES);
+}
+
+export type MapKind = 'hash' | 'array' | 'percpu-hash' | 'percpu-array' | 'ringbuf';
+
+const MAP_TYPES: Record<MapKind, number> = {
+  hash: BPF_MAP_TYPE.BPF_MAP_TYPE_HASH,
+  array: BPF_MAP_TYPE.BPF_MAP_TYPE_ARRAY,
+  'percpu-hash': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_HASH,
+  'percpu-array': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_ARRAY,
+  ringbuf: BPF_MAP_TYPE.BPF_MAP_TYPE_RINGBUF,
+};
+
+export interface MapSpec {
+  readonly kind: MapKind;
+  readonly name: string;
+  readonly keyBytes: number;
+  readonly valueBytes: number;
+  readonly maxEntries: number;
+}
+
+/** `BPF_NOEXIST`: create only. */
+export const BPF_NOEXIST = 1n;
+
+/**
+ * A BPF map. Reads go through scratch memory of its own; a per-CPU map's lookup gives one
+ * value per possible CPU, each in an 8-byte-aligned slot.
+ */
+export class BpfMap {
+  readonly fd: number;
+  readonly spec: MapSpec;
+  readonly perCpu: boolean;
+  /** Bytes of one lookup's value: `valueBytes`, or a slot per CPU for per-CPU maps. */
+  readonly lookupBytes: number;
+  readonly cpus: number;
+  readonly #native: NativeBinding;
+  readonly #attr: NativeMemory;
+  readonly #key: NativeMemory;
+  readonly #next: NativeMemory;
+  readonly #value: NativeMemory;
+  #closed = false;
+
+  private constructor(native: NativeBinding, fd: number, spec: MapSpec, cpus: number) {
+    this.#native = native;
+    this.fd = fd;
+    this.spec = spec;
+    this.perCpu = spec.kind === 'percpu-hash' || spec.kind === 'percpu-array';
+    this.cpus = this.perCpu ? cpus : 1;
+    this.lookupBytes = this.perCpu ? Math.ceil(spec.valueBytes / 8) * 8 * cpus : spec.valueBytes;
+    this.#attr = bpfAttr(native);
+    this.#key = native.alloc(spec.keyBytes);
+    this.#next = native.alloc(spec.keyBytes);
+    this.#value = native.alloc(this.lookupBytes);
+  }
+
+  static create(spec: MapSpec): BpfMap {
+    const native = loadNative();
+    const fd = native.bpf(
+      BPF_CMD.BPF_MAP_CREATE,
+      mapCreateAttr({
+        mapType: MAP_TYPES[spec.kind],
+        keySizeBytes: spec.keyBytes,
+        valueSizeBytes: spec.valueBytes,
+        maxEntries: spec.maxEntries,
+        name: spec.name,
+      }),
+    );
+    if (fd < 0) {
+      if (-fd === E2BIG || -fd === ENOSPC || fd === -12) {
+        throw new ProbeError(
+          'ERR_NOT_SUPPORTED',
+          `Cannot create BPF map "${spec.name}" of ${spec.maxEntries} entries: ${describeErrno(fd)}`,
+          { hints: ['Trace fewer probes at once, or raise the locked-memory limit (ulimit -l)'] },
+        );
+      }
+      throw failure(`create BPF map "${spec.name}"`, fd);
+    }
+    return new BpfMap(native, fd, spec, possibleCpus());
+  }
+
+  #elem(cmd: number, flags = 0n): number {
+    const view = new DataView(this.#attr.bytes.buffer, this.#attr.bytes.byteOffset);
+    this.#attr.bytes.fill(0);
+    view.setUint32(BPF_MAP_ELEM_ATTR.map_fd, this.fd, true);
+    view.setBigUint64(BPF_MAP_ELEM_ATTR.key, this.#key.address, true);
+    view.setBigUint64(
+      BPF_MAP_ELEM_ATTR.value,
+      cmd === BPF_CMD.BPF_MAP_GET_NEXT_KEY ? this.#next.address : this.#value.address,
+      true,
+    );
+    view.setBigUint64(BPF_MAP_ELEM_ATTR.flags, flags, true);
+    return this.#native.syscall(
+      SYSCALL.bpf,
+      BigInt(cmd),
+      this.#attr.address,
+      BigInt(BPF_ATTR_BYTES),
+      0n,
+      0n,
+    );
+  }
+
+  /** The value under `key` (a copy), or undefined when there is none. */
+  lookup(key: Uint8Array): Uint8Array | undefined {
+    this.#key.bytes.set(key);
+    const status = this.#elem(BPF_CMD.BPF_MAP_LOOKUP_ELEM);
+    if (status === -2) return undefined; // ENOENT
+    if (status < 0) throw failure(`read BPF map "${this.spec.name}"`, status);
+    return this.#value.bytes.slice();
+  }
+
+  /** A 64-bit counter under `key`, summed over CPUs for per-CPU maps (0 when absent). */
+  lookupSum(key: Uint8Array, index = 0): bigint {
+    const value = this.lookup(key);
+    if (value === undefined) return 0n;
+    return sumSlots(value, this.cpus, Math.ceil(this.spec.valueBytes / 8) * 8, index * 8);
+  }
+
+  update(key: Uint8Array, value: Uint8Array, flags = 0n): void {
+    this.#key.bytes.set(key);
+    this.#value.bytes.set(value);
+    const status = this.#elem(BPF_CMD.BPF_MAP_UPDATE_ELEM, flags);
+    if (status < 0) throw failure(`write BPF map "${this.spec.name}"`, status);
+  }
+
+  delete(key: Uint8Array): boolean {
+    this.#key.bytes.set(key);
+    const status = this.#elem(BPF_CMD.BPF_MAP_DELETE_ELEM);
+    if (status === -2) return false;
+    if (status < 0) throw failure(`write BPF map "${this.spec.name}"`, status);
+    return true;
+  }
+
+  /** Every key (copies), in the map's own order. */
+  keys(): Uint8Array[] {
+    const keys: Uint8Array[] = [];
+    // A key not in the map makes the kernel start from the first one.
+    let first = true;
+    for (;;) {
+      if (first) this.#key.bytes.fill(0xff);
+      const status = this.#elem(BPF_CMD.BPF_MAP_GET_NEXT_KEY);
+      if (status === -2) return keys;
+      if (status < 0) throw failure(`read BPF map "${this.spec.name}"`, status);
+      const key = this.#next.bytes.slice();
+      if (first && this.spec.kind.endsWith('hash')) {
+        // 0xff... might itself be a key: then the walk began after it. Look it up too.
+        first = false;
+        const all = this.#key.bytes.slice();
+        if (this.lookup(all) !== undefined) keys.push(all);
+      }
+      first = false;
+      keys.push(key);
+      this.#key.bytes.set(key);
+    }
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#native.close(this.fd);
+    this.#attr.free();
+    this.#key.free();
+    this.#next.free();
+    this.#value.free();
+  }
+}
+
+/** The sum of the 64-bit values at `offset` in each CPU's slot of a per-CPU lookup. */
+export function sumSlots(value: Uint8Array, cpus: number, slotBytes: number, offset = 0): bigint {
+  const view = new DataView(value.buffer, value.byteOffset, value.byteLength);
+  let sum = 0n;
+  for (let cpu = 0; cpu < cpus; cpu++) sum += view.getBigUint64(cpu * slotBytes + offset, true);
+  return BigInt.asUintN(64, sum);
+}
+
+export interface ProgramOptions {
+  /** Up to 15 characters: [A-Za-z0-9_]. */
+  readonly name: string;
+  /** What the program is for, in errors: `the count handler of libc:malloc`. */
+  readonly purpose: string;
+  /** For uprobe_multi links. */
+  readonly multi?: boolean | undefined;
+}
+
+const LOG_BYTES = 1 << 20;
+const LICENSE = 'GPL';
+
+/**
+ * Load a kprobe-type program (uprobes run those). A refusal by the verifier becomes
+ * ERR_BPF_VERIFIER naming the verifier's reason (its last meaningful log line), with the
+ * whole log in the error's details.
+ */
+export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options: ProgramOptions) {
+  const native = loadNative();
+  const code = encode(insns);
+  const program = native.alloc(code.length);
+  const license = native.alloc(LICENSE.length + 1);
+  const attr = bpfAttr(native);
+  let log: NativeMemory | undefined;
+  try {
+    program.bytes.set(code);
+    license.bytes.set(new TextEncoder().encode(LICENSE));
+    const load = (logLevel: number): number => {
+      attr.bytes.fill(0);
+      const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
+      view.setUint32(BPF_PROG_LOAD_ATTR.prog_type, BPF_PROG_TYPE.BPF_PROG_TYPE_KPROBE, true);
+      view.setUint32(BPF_PROG_LOAD_ATTR.insn_cnt, code.length / 8, true);
+      view.setBigUint64(BPF_PROG_LOAD_ATTR.insns, program.address, true);
+      view.setBigUint64(BPF_PROG_LOAD_ATTR.license, license.address, true);
+      if (logLevel > 0 && log !== undefined) {
+        view.setUint32(BPF_PROG_LOAD_ATTR.log_level, logLevel, true);
+        view.setUint32(BPF_PROG_LOAD_ATTR.log_size, LOG_BYTES, true);
+        view.setBigUint64(BPF_PROG_LOAD_ATTR.log_buf, log.address, true);
+      }
+      attr.bytes.set(
+        new TextEncoder().encode(options.name.slice(0, 15)),
+        BPF_PROG_LOAD_ATTR.prog_name,
+      );
+      if (options.multi === true) {
+        view.setUint32(
+          BPF_PROG_LOAD_ATTR.expected_attach_type,
+          UPROBE_MULTI.BPF_TRACE_UPROBE_MULTI,
+          true,
+        );
+      }
+      return native.syscall(SYSCALL.bpf, BigInt(BPF_CMD.BPF_PROG_LOAD), attr.address, 144n, 0n, 0n);
+    };
+    // Loading without a log is faster; the log is asked for only to explain a refusal.
+    let fd = load(0);
+    if (fd >= 0) return fd;
+    if (-fd === EPERM || -fd === EACCES) {
+      // EACCES is also the verifier's answer: tell them apart by the log.
+      log = native.alloc(LOG_BYTES);
+      fd = load(1);
+      if (fd >= 0) return fd;
+      const said = logText(log);
+      if (said === '') throw privilegeError(`load the BPF program for ${options.purpose}`, -fd);
+      throw verifierError(options.purpose, said);
+    }
+    log = native.alloc(LOG_BYTES);
+    fd = load(1);
+    if (fd >= 0) return fd;
+    const said = logText(log);
+    if (said !== '') throw verifierError(options.purpose, said);
+    throw failure(`load the BPF program for ${options.purpose}`, fd);
+  } finally {
+    program.free();
+    license.free();
+    attr.free();
+    log?.free();
+  }
+}
+
+function logText(log: NativeMemory): string {
+  const end = log.bytes.indexOf(0);
+  return new TextDecoder().decode(log.bytes.subarray(0, end < 0 ? log.bytes.length : end)).trim();
+}
+
+/** A verifier log's reason: its last line that is not the processed-instructions summary. */
+export function verifierReason(log: string): string {
+  const lines = log
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(
+      (line) =>
+        line !== '' &&
+        !/^processed \d+ insns/.test(line) &&
+        !/^verification time/.test(line) &&
+        !/^stack depth/.test(line),
+    );
+  return lines.at(-1) ?? 'no reason given';
+}
+
+export function verifierError(purpose: string, log: string): ProbeError {
+  const reason = verifierReason(log);
+  const helper = /unknown func (\S+)/.exec(log)?.[1];
+  if (helper !== undefined) {
+    return new ProbeError(
+      'ERR_NOT_SUPPORTED',
+      `Cannot load the BPF program for ${purpose}: this kernel lacks the helper ${helper}`,
+      {
+        details: { verifierLog: log },
+        hints: [
+          'upscope needs kernel 5.15 or later for the bpf engine',
+          'Use --engine tracefs or --engine ptrace instead',
+        ],
+      },
+    );
+  }
+  return new ProbeError(
+    'ERR_BPF_VERIFIER',
+    `Cannot load the BPF program for ${purpose}: the kernel's verifier refused it: ${reason}`,
+    {
+      details: { verifierLog: log },
+      hints: ['Run with UPSCOPE_DEBUG=1 to print the whole verifier log'],
+    },
+  );
+}
+
+/** The perf PMU of uprobes: its type number and the config bit for return probes. */
+export interface UprobePmu {
+  readonly type: number;
+  readonly retprobeBit: number;
+}
+
+const PMU_DIR = '/sys/bus/event_source/devices/uprobe';
+
+export function uprobePmu(): UprobePmu {
+  try {
+    const type = Number(readFileSync(`${PMU_DIR}/type`, 'utf8').trim());
+    const format = readFileSync(`${PMU_DIR}/format/retprobe`, 'utf8').trim();
+    const bit = /^config:(\d+)$/.exec(format)?.[1];
+    if (!Number.isInteger(type) || bit === undefined) throw new Error(`format "${format}"`);
+    return { type, retprobeBit: Number(bit) };
+  } catch (err) {
+    throw new ProbeError(
+      'ERR_NOT_SUPPORTED',
+      `Cannot use the perf uprobe PMU: ${PMU_DIR} is missing or unreadable (${err instanceof Error ? err.message : String(err)})`,
+      {
+        hints: [
+          'The kernel needs CONFIG_UPROBE_EVENTS (4.17 or later)',
+          'Use --engine ptrace instead',
+        ],
+      },
+    );
+  }
+}
+
+export interface UprobeEventSpec {
+  readonly path: string;
+  readonly offset: bigint;
+  readonly retprobe: boolean;
+  /** The file offset of a USDT semaphore to count up while attached. */
+  readonly refCtrOffset?: bigint | undefined;
+  /** Only this process; undefined for every process. */
+  readonly pid?: number | undefined;
+}
+
+/** perf_event_open(2) of one uprobe through the PMU: its file descriptor. */
+export function openUprobeEvent(pmu: UprobePmu, spec: UprobeEventSpec): number {
+  const native = loadNative();
+  const attr = native.alloc(PERF_EVENT_ATTR.sizeBytes);
+  const path = native.alloc(Buffer.byteLength(spec.path) + 1);
+  try {
+    path.bytes.set(new TextEncoder().encode(spec.path));
+    const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
+    view.setUint32(PERF_EVENT_ATTR.type, pmu.type, true);
+    view.setUint32(PERF_EVENT_ATTR.size, PERF_EVENT_ATTR.sizeBytes, true);
+    let config = spec.retprobe ? 1n << BigInt(pmu.retprobeBit) : 0n;
+    if (spec.refCtrOffset !== undefined) config |= spec.refCtrOffset << 32n;
+    view.setBigUint64(PERF_EVENT_ATTR.config, config, true);
+    view.setBigUint64(PERF_EVENT_ATTR.sample_period, 1n, true);
+    view.setUint32(PERF_EVENT_ATTR.wakeup_events, 1, true);
+    view.setBigUint64(PERF_EVENT_ATTR.config1, path.address, true);
+    view.setBigUint64(PERF_EVENT_ATTR.config2, spec.offset, true);
+    // Every process: pid -1 on one CPU (a uprobe fires on all of them); one process: any CPU.
+    const pid = spec.pid ?? -1;
+    const cpu = spec.pid === undefined ? 0 : -1;
+    const fd = native.syscall(
+      SYSCALL.perf_event_open,
+      attr.address,
+      BigInt.asUintN(64, BigInt(pid)),
+      BigInt.asUintN(64, BigInt(cpu)),
+      BigInt.asUintN(64, -1n),
+      BigInt(PERF_EVENT_IOC.PERF_FLAG_FD_CLOEXEC),
+    );
+    if (fd < 0) {
+      const where = `${spec.path} at offset 0x${spec.offset.toString(16)}`;
+      if (fd === -3) {
+        throw new ProbeError(
+          'ERR_PROCESS_NOT_FOUND',
+          `Cannot probe process ${spec.pid}: it has ended`,
+        );
+      }
+      throw failure(`open a perf uprobe event on ${where}`, fd);
+    }
+    return fd;
+  } finally {
+    attr.free();
+    path.free();
+  }
+}
+
+/** BPF_LINK_CREATE of a program on a perf event, with a cookie the program reads. */
+export function linkPerfEvent(programFd: number, perfFd: number, cookie: bigint): number {
+  const native = loadNative();
+  const attr = bpfAttr(native);
+  try {
+    const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
+    view.setUint32(BPF_LINK_CREATE_ATTR.prog_fd, programFd, true);
+    view.setUint32(BPF_LINK_CREATE_ATTR.target_fd, perfFd, true);
+    view.setUint32(BPF_LINK_CREATE_ATTR.attach_type, BPF_ATTACH_TYPE.BPF_PERF_EVENT, true);
+    view.setBigUint64(BPF_LINK_CREATE_ATTR.bpf_cookie, cookie, true);
+    const fd = native.syscall(
+      SYSCALL.bpf,
+      BigInt(BPF_CMD.BPF_LINK_CREATE),
+      attr.address,
+      BigInt(BPF_ATTR_BYTES),
+      0n,
+      0n,
+    );
+    if (fd < 0) throw failure('link a BPF program to a perf uprobe event', fd);
+    return fd;
+  } finally {
+    attr.free();
+  }
+}
+
+export interface MultiLinkSpec {
+  readonly path: string;
+  readonly offsets: readonly bigint[];
+  readonly cookies: readonly bigint[];
+  /** Semaphore file offsets (0 for none), or undefined when no probe has one. */
+  readonly refCtrOffsets?: readonly bigint[] | undefined;
+  readonly retprobe: boolean;
+  readonly pid?: number | undefined;
+}
+
+/**
+ * BPF_LINK_CREATE of a uprobe_multi link: every offset of one file in one call (kernel
+ * 6.6+). Returns the link's fd, or the negative errno (the caller decides on a fallback).
+ */
+export function linkUprobeMulti(programFd: number, spec: MultiLinkSpec): number {
+  const native = loadNative();
+  const count = spec.offsets.length;
+  const attr = bpfAttr(native);
+  const path = native.alloc(Buffer.byteLength(spec.path) + 1);
+  const offsets = native.alloc(count * 8);
+  const cookies = native.alloc(count * 8);
+  const refs = spec.refCtrOffsets === undefined ? undefined : native.alloc(count * 8);
+  try {
+    path.bytes.set(new TextEncoder().encode(spec.path));
+    const offsetView = new DataView(offsets.bytes.buffer, offsets.bytes.byteOffset);
+    const cookieView = new DataView(cookies.bytes.buffer, cookies.bytes.byteOffset);
+    const refView = refs && new DataView(refs.bytes.buffer, refs.bytes.byteOffset);
+    for (let i = 0; i < count; i++) {
+      offsetView.setBigUint64(i * 8, spec.offsets[i]!, true);
+      cookieView.setBigUint64(i * 8, spec.cookies[i]!, true);
+      refView?.setBigUint64(i * 8, spec.refCtrOffsets![i]!, true);
+    }
+    const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
+    view.setUint32(BPF_LINK_CREATE_ATTR.prog_fd, programFd, true);
+    view.setUint32(BPF_LINK_CREATE_ATTR.attach_type, UPROBE_MULTI.BPF_TRACE_UPROBE_MULTI, true);
+    view.setBigUint64(UPROBE_MULTI.path, path.address, true);
+    view.setBigUint64(UPROBE_MULTI.offsets, offsets.address, true);
+    if (refs !== undefined) view.setBigUint64(UPROBE_MULTI.ref_ctr_offsets, refs.address, true);
+    view.setBigUint64(UPROBE_MULTI.cookies, cookies.address, true);
+    view.setUint32(UPROBE_MULTI.cnt, count, true);
+    view.setUint32(
+      UPROBE_MULTI.flags,
+      spec.retprobe ? UPROBE_MULTI.BPF_F_UPROBE_MULTI_RETURN : 0,
+      true,
+    );
+    view.setUint32(UPROBE_MULTI.pid, spec.pid ?? 0, true);
+    return native.syscall(
+      SYSCALL.bpf,
+      BigInt(BPF_CMD.BPF_LINK_CREATE),
+      attr.address,
+      BigInt(BPF_ATTR_BYTES),
+      0n,
+      0n,
+    );
+  } finally {
+    attr.free();
+    path.free();
+    offsets.free();
+    cookies.free();
+    refs?.free();
+  }
+}
+
+/** Throw the error a refused uprobe_multi link means. */
+export function multiLinkError(path: string, errno: number): ProbeError {
+  return failure(`attach uprobes to ${path} through a uprobe_multi link`, errno);
+}
+
+export function closeFd(fd: number): void {
+  loadNative().close(fd);
+}

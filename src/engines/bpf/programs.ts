@@ -1,0 +1,595 @@
+/**
+ * The code generator: the in-kernel handlers upscope needs, as BPF instructions. Every handler
+ * starts with the same prologue (keep the context, apply the filters, learn which probe fired
+ * from the attach cookie) and ends by updating maps with atomic adds, so that counts stay
+ * exact when two threads, or a preempted handler and another one, update the same slot.
+ *
+ * Registers: r6 the saved `struct pt_regs *`, r7 the value being handled, r8 the probe index
+ * (the attach cookie), r9 a map value pointer; r1-r5 are clobbered by helper calls.
+ */
+import { ProbeError } from '../../errors/index.js';
+import { BPF_FUNC, USER_REGS } from '../../native/index.js';
+import {
+  type FetchArg,
+  type FetchExpr,
+  type FetchType,
+  printFetchExpr,
+  registerInfo,
+} from '../../spec/index.js';
+import { Asm } from './asm.js';
+import {
+  alu64Imm,
+  alu64Reg,
+  atomicAdd,
+  call,
+  type Insn,
+  ld64Imm,
+  ldMapFd,
+  ldx,
+  mov64Imm,
+  mov64Reg,
+  type Reg,
+  st,
+  stx,
+} from './insn.js';
+
+/** Frame layout (offsets from r10). */
+const SCRATCH = -8;
+const ONE = -16;
+const HIST_KEY = -24;
+const DEPTH_KEY = -32;
+const START_KEY = -48;
+const KEY = -128;
+const COMM = -144;
+/** The return's time, taken first (the key at KEY ends just below it). */
+const NOW = -56;
+
+/** Bytes of a keyed count's key: the probe index (u32), padding, then the key's own bytes. */
+export const KEY_HEADER_BYTES = 8;
+/** Longest string key kept (the rest is cut). */
+export const STRING_KEY_BYTES = 64;
+
+/** Indexes in the per-CPU `errors` array. */
+export const ERROR_SLOT = {
+  /** A hit not counted because its map was full. */
+  dropped: 0,
+  /** A hit whose fetch could not read the target's memory. */
+  faults: 1,
+  /** A return whose entry was not seen (attached mid-call, or the entry's slot was full). */
+  unmatched: 2,
+} as const;
+export const ERROR_SLOTS = 3;
+
+/** Bytes of a `stats` value: count, sum, ~min and max (both biased for signed values). */
+export const STATS_BYTES = 32;
+
+/** Bucket index of negative values: added to the bucket of their magnitude. */
+export const NEGATIVE_BUCKETS = 0x10000;
+
+export type ComparisonOp = '==' | '!=' | '<' | '<=' | '>' | '>=';
+
+export interface Predicate {
+  readonly fetch: FetchArg;
+  readonly op: ComparisonOp;
+  readonly value: bigint;
+}
+
+/** Which hits a handler takes. */
+export interface Filters {
+  /** Only this process (thread group id). */
+  readonly pid?: number | undefined;
+  readonly tid?: number | undefined;
+  /** Only threads with this name (the first 15 bytes). */
+  readonly comm?: string | undefined;
+  readonly predicate?: Predicate | undefined;
+}
+
+/** What a count is kept per, besides the probe. */
+export type CountKey =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'pid' }
+  | { readonly kind: 'tid' }
+  | { readonly kind: 'comm' }
+  | { readonly kind: 'value'; readonly fetch: FetchArg };
+
+export type Buckets =
+  | { readonly kind: 'log2' }
+  | {
+      readonly kind: 'linear';
+      readonly min: bigint;
+      readonly max: bigint;
+      readonly step: bigint;
+    };
+
+/** Bytes of a count key's own part. */
+export function countKeyBytes(key: CountKey): number {
+  switch (key.kind) {
+    case 'none':
+      return 0;
+    case 'pid':
+    case 'tid':
+      return 8;
+    case 'comm':
+      return 16;
+    case 'value':
+      return isStringType(key.fetch) ? STRING_KEY_BYTES : 8;
+  }
+}
+
+export function isStringType(fetch: FetchArg): boolean {
+  return fetch.type === 'string' || fetch.type === 'ustring';
+}
+
+/** A fetch's type, as evaluated here (u64 when none is given). */
+export function fetchType(fetch: FetchArg): FetchType {
+  return fetch.type ?? 'u64';
+}
+
+export function isSigned(type: FetchType): boolean {
+  return type.startsWith('s');
+}
+
+const WIDTH: Partial<Record<FetchType, number>> = {
+  s8: 1,
+  u8: 1,
+  x8: 1,
+  char: 1,
+  bool: 1,
+  s16: 2,
+  u16: 2,
+  x16: 2,
+  s32: 4,
+  u32: 4,
+  x32: 4,
+};
+
+/** The six argument registers of the x86-64 SysV ABI, as offsets in `struct pt_regs`. */
+const ARG_OFFSETS = [
+  USER_REGS.rdi,
+  USER_REGS.rsi,
+  USER_REGS.rdx,
+  USER_REGS.rcx,
+  USER_REGS.r8,
+  USER_REGS.r9,
+];
+
+function regOffset(base: string): number {
+  if (base === 'rflags') return USER_REGS.eflags;
+  const offset = (USER_REGS as Record<string, number>)[base];
+  if (offset === undefined) throw new Error(`no pt_regs slot for ${base}`);
+  return offset;
+}
+
+/** Maps a handler updates, by file descriptor. */
+export interface HandlerMaps {
+  readonly errors: number;
+  readonly counts?: number | undefined;
+  readonly hist?: number | undefined;
+  readonly stats?: number | undefined;
+  readonly depth?: number | undefined;
+  readonly start?: number | undefined;
+}
+
+function need(fd: number | undefined, name: string): number {
+  if (fd === undefined) throw new Error(`BPF handler needs its ${name} map`);
+  return fd;
+}
+
+/** `r0 = *(u64 *)(errors[slot])++` */
+function countError(a: Asm, maps: HandlerMaps, slot: number): void {
+  const skip = a.fresh('error.done');
+  a.emit(st('W', 10, SCRATCH, slot), ldMapFd(1, maps.errors), mov64Reg(2, 10));
+  a.emit(alu64Imm('ADD', 2, SCRATCH), call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, skip);
+  a.emit(mov64Imm(1, 1), atomicAdd('DW', 0, 0, 1));
+  a.label(skip);
+}
+
+/**
+ * Load the value of a numeric fetch into r7, typed: narrowed to the type's width and sign- or
+ * zero-extended. A read of the target's memory that fails jumps to `fault`.
+ */
+export function emitFetch(a: Asm, fetch: FetchArg, fault: string): void {
+  const type = fetchType(fetch);
+  if (type === 'string' || type === 'ustring') {
+    throw new ProbeError(
+      'ERR_SPEC_INVALID',
+      `Cannot use ${fetch.name}=${printFetchExpr(fetch.expr)}:${type} as a number: it is a string`,
+    );
+  }
+  const width = WIDTH[type] ?? 8;
+  emitExpr(a, fetch.expr, width, fault);
+  if (width < 8) {
+    const shift = 64 - width * 8;
+    a.emit(alu64Imm('LSH', 7, shift), alu64Imm(isSigned(type) ? 'ARSH' : 'RSH', 7, shift));
+  }
+}
+
+/** r7 = the expression's value; a dereference at the top reads `width` bytes, inner ones 8. */
+function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
+  switch (expr.kind) {
+    case 'arg': {
+      const offset = ARG_OFFSETS[expr.index];
+      if (offset !== undefined) {
+        a.emit(ldx('DW', 7, 6, offset));
+        return;
+      }
+      // At a function's entry the return address is at the stack pointer; arguments follow.
+      a.emit(ldx('DW', 3, 6, USER_REGS.rsp), alu64Imm('ADD', 3, 8 * (expr.index - 5)));
+      readUser(a, 8, fault);
+      return;
+    }
+    case 'retval':
+      a.emit(ldx('DW', 7, 6, USER_REGS.rax));
+      return;
+    case 'ip':
+      a.emit(ldx('DW', 7, 6, USER_REGS.rip));
+      return;
+    case 'sp':
+      a.emit(ldx('DW', 7, 6, USER_REGS.rsp));
+      return;
+    case 'register': {
+      const info = registerInfo(expr.name);
+      if (info === undefined) {
+        throw new ProbeError('ERR_SPEC_INVALID', `Cannot fetch %${expr.name}: no such register`);
+      }
+      a.emit(ldx('DW', 7, 6, regOffset(info.base)));
+      if (info.shift > 0) a.emit(alu64Imm('RSH', 7, info.shift));
+      if (info.bits < 64) {
+        a.emit(alu64Imm('LSH', 7, 64 - info.bits), alu64Imm('RSH', 7, 64 - info.bits));
+      }
+      return;
+    }
+    case 'deref': {
+      emitExpr(a, expr.inner, 8, fault);
+      a.emit(mov64Reg(3, 7));
+      addConstant(a, 3, expr.offset);
+      readUser(a, width, fault);
+      return;
+    }
+    case 'comm':
+      throw new ProbeError('ERR_SPEC_INVALID', 'Cannot use comm as a number: it is a string');
+    case 'variable':
+      throw new ProbeError(
+        'ERR_NOT_SUPPORTED',
+        `Cannot fetch "${expr.name}": variables by name need debug information, which the bpf engine does not read yet`,
+      );
+  }
+}
+
+/** r7 = an address whose string a fetch reads: `+off(X)` is X + off, anything else its value. */
+function emitAddress(a: Asm, fetch: FetchArg, fault: string): void {
+  const expr = fetch.expr;
+  if (expr.kind === 'deref') {
+    emitExpr(a, expr.inner, 8, fault);
+    addConstant(a, 7, expr.offset);
+  } else {
+    emitExpr(a, expr, 8, fault);
+  }
+}
+
+function addConstant(a: Asm, reg: Reg, value: bigint): void {
+  if (value === 0n) return;
+  if (value >= -0x8000_0000n && value < 0x8000_0000n) {
+    a.emit(alu64Imm('ADD', reg, Number(value)));
+  } else {
+    a.emit(ld64Imm(1, value), alu64Reg('ADD', reg, 1));
+  }
+}
+
+/** r7 = `width` bytes of user memory at r3 (zero-extended); a fault jumps to `fault`. */
+function readUser(a: Asm, width: number, fault: string): void {
+  a.emit(st('DW', 10, SCRATCH, 0), mov64Reg(1, 10), alu64Imm('ADD', 1, SCRATCH));
+  a.emit(mov64Imm(2, width), call(BPF_FUNC.probe_read_user));
+  a.jmpImm('JNE', 0, 0, fault);
+  a.emit(ldx('DW', 7, 10, SCRATCH));
+}
+
+/** Save the context, apply the filters (jumping to `out` when a hit is not wanted). */
+function prologue(a: Asm, filters: Filters, out: string): void {
+  a.emit(mov64Reg(6, 1));
+  if (filters.pid !== undefined) {
+    a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32));
+    a.jmpImm('JNE', 0, filters.pid, out);
+  }
+  if (filters.tid !== undefined) {
+    a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('LSH', 0, 32), alu64Imm('RSH', 0, 32));
+    a.jmpImm('JNE', 0, filters.tid, out);
+  }
+  if (filters.comm !== undefined) {
+    const bytes = new Uint8Array(16);
+    bytes.set(new TextEncoder().encode(filters.comm).subarray(0, 15));
+    const view = new DataView(bytes.buffer);
+    a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, COMM), mov64Imm(2, 16));
+    a.emit(call(BPF_FUNC.get_current_comm));
+    for (const half of [0, 8]) {
+      a.emit(ldx('DW', 1, 10, COMM + half), ld64Imm(2, view.getBigUint64(half, true)));
+      a.jmpReg('JNE', 1, 2, out);
+    }
+  }
+  if (filters.predicate !== undefined) {
+    const { fetch, op, value } = filters.predicate;
+    emitFetch(a, fetch, out);
+    a.emit(ld64Imm(1, value));
+    const signed = isSigned(fetchType(fetch));
+    // Jump out when the comparison is false.
+    const negated = {
+      '==': 'JNE',
+      '!=': 'JEQ',
+      '<': signed ? 'JSGE' : 'JGE',
+      '<=': signed ? 'JSGT' : 'JGT',
+      '>': signed ? 'JSLE' : 'JLE',
+      '>=': signed ? 'JSLT' : 'JLT',
+    } as const;
+    a.jmpReg(negated[op], 7, 1, out);
+  }
+  a.emit(mov64Reg(1, 6), call(BPF_FUNC.get_attach_cookie), mov64Reg(8, 0));
+}
+
+/**
+ * Add `r1`'s worth (1 when `by` is undefined, else the register given) to the u64 under the
+ * key at `fp + keyAt` in a per-CPU hash: the slot is made when missing. A full map counts
+ * the hit as dropped.
+ */
+function addToHash(a: Asm, maps: HandlerMaps, map: number, keyAt: number, by?: Reg): void {
+  const add = a.fresh('hash.add');
+  const done = a.fresh('hash.done');
+  const lookup = () =>
+    a.emit(
+      ldMapFd(1, map),
+      mov64Reg(2, 10),
+      alu64Imm('ADD', 2, keyAt),
+      call(BPF_FUNC.map_lookup_elem),
+    );
+  if (by !== undefined) a.emit(stx('DW', 10, ONE, by));
+  else a.emit(st('DW', 10, ONE, 1));
+  lookup();
+  a.jmpImm('JNE', 0, 0, add);
+  a.emit(ldMapFd(1, map), mov64Reg(2, 10), alu64Imm('ADD', 2, keyAt));
+  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, ONE), mov64Imm(4, 1)); // BPF_NOEXIST
+  a.emit(call(BPF_FUNC.map_update_elem));
+  a.jmpImm('JEQ', 0, 0, done);
+  // Another CPU made the slot first: add to it.
+  lookup();
+  a.jmpImm('JNE', 0, 0, add);
+  countError(a, maps, ERROR_SLOT.dropped);
+  a.goto(done);
+  a.label(add);
+  a.emit(ldx('DW', 1, 10, ONE), atomicAdd('DW', 0, 0, 1));
+  a.label(done);
+}
+
+function epilogue(a: Asm, out: string, fault: string | undefined, maps: HandlerMaps): Insn[] {
+  a.goto(out);
+  if (fault !== undefined) {
+    a.label(fault);
+    countError(a, maps, ERROR_SLOT.faults);
+  }
+  a.label(out);
+  a.returnZero();
+  return a.finish();
+}
+
+/**
+ * Count hits per probe (a per-CPU array indexed by probe) or per probe and key (a per-CPU
+ * hash of `{u32 probe, u32 0, key bytes}`).
+ */
+export function countProgram(maps: HandlerMaps, key: CountKey, filters: Filters): Insn[] {
+  const a = new Asm();
+  const out = 'out';
+  const fault = 'fault';
+  prologue(a, filters, out);
+  const counts = need(maps.counts, 'counts');
+  if (key.kind === 'none') {
+    a.emit(stx('W', 10, SCRATCH, 8), ldMapFd(1, counts), mov64Reg(2, 10));
+    a.emit(alu64Imm('ADD', 2, SCRATCH), call(BPF_FUNC.map_lookup_elem));
+    a.jmpImm('JEQ', 0, 0, out);
+    a.emit(mov64Imm(1, 1), atomicAdd('DW', 0, 0, 1));
+    return epilogue(a, out, undefined, maps);
+  }
+  const bytes = KEY_HEADER_BYTES + countKeyBytes(key);
+  for (let at = 0; at < bytes; at += 8) a.emit(st('DW', 10, KEY + at, 0));
+  a.emit(stx('W', 10, KEY, 8));
+  const into = KEY + KEY_HEADER_BYTES;
+  switch (key.kind) {
+    case 'pid':
+      a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('DW', 10, into, 0));
+      break;
+    case 'tid':
+      a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('LSH', 0, 32), alu64Imm('RSH', 0, 32));
+      a.emit(stx('DW', 10, into, 0));
+      break;
+    case 'comm':
+      a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, into), mov64Imm(2, 16));
+      a.emit(call(BPF_FUNC.get_current_comm));
+      break;
+    case 'value':
+      if (isStringType(key.fetch)) {
+        emitAddress(a, key.fetch, fault);
+        a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, into), mov64Imm(2, STRING_KEY_BYTES));
+        a.emit(mov64Reg(3, 7), call(BPF_FUNC.probe_read_user_str));
+        a.jmpImm('JSLT', 0, 0, fault);
+      } else {
+        emitFetch(a, key.fetch, fault);
+        a.emit(stx('DW', 10, into, 7));
+      }
+      break;
+  }
+  addToHash(a, maps, counts, KEY);
+  return epilogue(a, out, fault, maps);
+}
+
+/** r1 = the bucket of r7 (see `bucketBounds` in aggregate/ for what each index holds). */
+function emitBucket(a: Asm, buckets: Buckets, signed: boolean): void {
+  const done = a.fresh('bucket.done');
+  if (buckets.kind === 'linear') {
+    const under = signed ? 'JSLT' : 'JLT';
+    const atLeast = signed ? 'JSGE' : 'JGE';
+    const count = Number((buckets.max - buckets.min + buckets.step - 1n) / buckets.step);
+    a.emit(ld64Imm(1, buckets.min), mov64Imm(2, 0));
+    const below = a.fresh('bucket.under');
+    a.jmpReg(under, 7, 1, below);
+    a.emit(ld64Imm(1, buckets.max), mov64Imm(2, count + 1));
+    a.jmpReg(atLeast, 7, 1, below);
+    a.emit(mov64Reg(2, 7), ld64Imm(1, buckets.min), alu64Reg('SUB', 2, 1));
+    a.emit(ld64Imm(1, buckets.step), alu64Reg('DIV', 2, 1), alu64Imm('ADD', 2, 1));
+    a.label(below);
+    a.emit(mov64Reg(1, 2));
+    return;
+  }
+  // Log2 with 8 linear steps in each power of two: values below 8 have a bucket each; v with
+  // floor(log2 v) = k >= 3 goes to 8 + (k - 3) * 8 + (the 3 bits after its top one).
+  a.emit(mov64Reg(5, 7), mov64Imm(4, 0));
+  if (signed) {
+    const positive = a.fresh('bucket.positive');
+    a.jmpImm('JSGE', 5, 0, positive);
+    a.emit(alu64Imm('NEG', 5, 0), mov64Imm(4, NEGATIVE_BUCKETS));
+    a.label(positive);
+  }
+  const small = a.fresh('bucket.small');
+  a.emit(mov64Reg(1, 5));
+  a.jmpImm('JLT', 5, 8, small);
+  a.emit(mov64Reg(2, 5), mov64Imm(1, 0));
+  for (const shift of [32, 16, 8, 4, 2, 1]) {
+    const skip = a.fresh('bucket.skip');
+    a.emit(mov64Reg(3, 2), alu64Imm('RSH', 3, shift));
+    a.jmpImm('JEQ', 3, 0, skip);
+    a.emit(mov64Reg(2, 3), alu64Imm('ADD', 1, shift));
+    a.label(skip);
+  }
+  a.emit(alu64Imm('SUB', 1, 3), mov64Reg(3, 5), alu64Reg('RSH', 3, 1), alu64Imm('AND', 3, 7));
+  a.emit(alu64Imm('LSH', 1, 3), alu64Imm('ADD', 1, 8), alu64Reg('ADD', 1, 3));
+  a.label(small);
+  a.emit(alu64Reg('ADD', 1, 4));
+  a.label(done);
+}
+
+/** Histogram r7 into `hist` under {probe, bucket} and add it to the probe's `stats`. */
+function emitRecord(a: Asm, maps: HandlerMaps, buckets: Buckets, signed: boolean): void {
+  const hist = need(maps.hist, 'hist');
+  const stats = need(maps.stats, 'stats');
+  emitBucket(a, buckets, signed);
+  a.emit(stx('W', 10, HIST_KEY, 8), stx('W', 10, HIST_KEY + 4, 1));
+  addToHash(a, maps, hist, HIST_KEY);
+  const none = a.fresh('stats.none');
+  a.emit(stx('W', 10, SCRATCH, 8), ldMapFd(1, stats), mov64Reg(2, 10));
+  a.emit(alu64Imm('ADD', 2, SCRATCH), call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, none);
+  a.emit(mov64Reg(9, 0), mov64Imm(1, 1), atomicAdd('DW', 9, 0, 1), atomicAdd('DW', 9, 8, 7));
+  a.emit(mov64Reg(1, 7));
+  if (signed) a.emit(ld64Imm(2, 1n << 63n), alu64Reg('XOR', 1, 2));
+  a.emit(mov64Reg(2, 1), alu64Imm('XOR', 2, -1));
+  const notLower = a.fresh('stats.min');
+  const notHigher = a.fresh('stats.max');
+  a.emit(ldx('DW', 3, 9, 16));
+  a.jmpReg('JLE', 2, 3, notLower);
+  a.emit(stx('DW', 9, 16, 2));
+  a.label(notLower);
+  a.emit(ldx('DW', 3, 9, 24));
+  a.jmpReg('JLE', 1, 3, notHigher);
+  a.emit(stx('DW', 9, 24, 1));
+  a.label(notHigher);
+  a.label(none);
+}
+
+/** Histogram a fetched value per probe (with its count, sum, min and max). */
+export function valueProgram(
+  maps: HandlerMaps,
+  fetch: FetchArg,
+  buckets: Buckets,
+  filters: Filters,
+): Insn[] {
+  const a = new Asm();
+  const out = 'out';
+  const fault = 'fault';
+  prologue(a, filters, out);
+  emitFetch(a, fetch, fault);
+  emitRecord(a, maps, buckets, isSigned(fetchType(fetch)));
+  return epilogue(a, out, fault, maps);
+}
+
+/** r9 = this thread's id (low half of pid_tgid); the depth key {tid, probe} at DEPTH_KEY. */
+function depthKey(a: Asm): void {
+  a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('LSH', 0, 32), alu64Imm('RSH', 0, 32));
+  a.emit(mov64Reg(9, 0), stx('W', 10, DEPTH_KEY, 9), stx('W', 10, DEPTH_KEY + 4, 8));
+}
+
+/** The start key {tid, probe, depth (r1), 0} at START_KEY. */
+function startKey(a: Asm): void {
+  a.emit(stx('W', 10, START_KEY, 9), stx('W', 10, START_KEY + 4, 8));
+  a.emit(stx('W', 10, START_KEY + 8, 1), st('W', 10, START_KEY + 12, 0));
+}
+
+function mapCall(a: Asm, helper: number, map: number, keyAt: number, valueAt?: number): void {
+  a.emit(ldMapFd(1, map), mov64Reg(2, 10), alu64Imm('ADD', 2, keyAt));
+  if (valueAt !== undefined) a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, valueAt), mov64Imm(4, 0));
+  a.emit(call(helper));
+}
+
+/**
+ * At a function's entry: note the time under {thread, probe, depth}, where depth counts this
+ * thread's calls of the function not yet returned, so that recursion keeps one start per call.
+ */
+export function latencyEntryProgram(maps: HandlerMaps, filters: Filters): Insn[] {
+  const a = new Asm();
+  const out = 'out';
+  const depth = need(maps.depth, 'depth');
+  const start = need(maps.start, 'start');
+  prologue(a, filters, out);
+  depthKey(a);
+  mapCall(a, BPF_FUNC.map_lookup_elem, depth, DEPTH_KEY);
+  const fresh = 'fresh';
+  const stamp = 'stamp';
+  a.jmpImm('JEQ', 0, 0, fresh);
+  // Deeper in: the next depth, kept in place (only this thread touches its own slot).
+  a.emit(ldx('DW', 1, 0, 0), mov64Reg(2, 1), alu64Imm('ADD', 2, 1), stx('DW', 0, 0, 2));
+  a.goto(stamp);
+  a.label(fresh);
+  a.emit(st('DW', 10, ONE, 1));
+  mapCall(a, BPF_FUNC.map_update_elem, depth, DEPTH_KEY, ONE);
+  a.jmpImm('JNE', 0, 0, 'full');
+  a.emit(mov64Imm(1, 0));
+  a.label(stamp);
+  startKey(a);
+  // The time last, so that the handler's own cost is not in the measured call.
+  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 10, SCRATCH, 0));
+  mapCall(a, BPF_FUNC.map_update_elem, start, START_KEY, SCRATCH);
+  a.jmpImm('JEQ', 0, 0, out);
+  a.label('full');
+  countError(a, maps, ERROR_SLOT.dropped);
+  return epilogue(a, out, undefined, maps);
+}
+
+/** At a function's return: the time since its matching entry, histogrammed per probe. */
+export function latencyReturnProgram(maps: HandlerMaps, filters: Filters): Insn[] {
+  const a = new Asm();
+  const out = 'out';
+  const depth = need(maps.depth, 'depth');
+  const start = need(maps.start, 'start');
+  // The time first, before the handler's own work.
+  a.emit(mov64Reg(6, 1), call(BPF_FUNC.ktime_get_ns), stx('DW', 10, NOW, 0), mov64Reg(1, 6));
+  prologue(a, filters, out);
+  depthKey(a);
+  mapCall(a, BPF_FUNC.map_lookup_elem, depth, DEPTH_KEY);
+  const unmatched = 'unmatched';
+  a.jmpImm('JEQ', 0, 0, unmatched);
+  a.emit(ldx('DW', 1, 0, 0));
+  a.jmpImm('JEQ', 1, 0, unmatched);
+  a.emit(alu64Imm('SUB', 1, 1), stx('DW', 0, 0, 1), stx('DW', 10, ONE, 1));
+  const kept = 'kept';
+  a.jmpImm('JNE', 1, 0, kept);
+  // Back at depth 0: free the thread's slot, so the map holds only threads inside a call.
+  mapCall(a, BPF_FUNC.map_delete_elem, depth, DEPTH_KEY);
+  a.label(kept);
+  a.emit(ldx('DW', 1, 10, ONE));
+  startKey(a);
+  mapCall(a, BPF_FUNC.map_lookup_elem, start, START_KEY);
+  a.jmpImm('JEQ', 0, 0, unmatched);
+  a.emit(ldx('DW', 7, 10, NOW), ldx('DW', 1, 0, 0), alu64Reg('SUB', 7, 1));
+  mapCall(a, BPF_FUNC.map_delete_elem, start, START_KEY);
+  emitRecord(a, maps, { kind: 'log2' }, false);
+  a.goto(out);
+  a.label(unmatched);
+  countError(a, maps, ERROR_SLOT.unmatched);
+  return epilogue(a, out, undefined, maps);
+}

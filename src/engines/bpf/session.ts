@@ -1,0 +1,178 @@
+import { ProbeError } from '../../errors/index.js';
+import type { Insn } from './insn.js';
+import {
+  BpfMap,
+  closeFd,
+  linkPerfEvent,
+  linkUprobeMulti,
+  loadProgram,
+  type MapSpec,
+  multiLinkError,
+  openUprobeEvent,
+  privilegeError,
+  type UprobePmu,
+  uprobePmu,
+} from './kernel.js';
+
+/** One uprobe to attach: where, which way, and the cookie its handler reads (the probe index). */
+export interface BpfProbe {
+  readonly path: string;
+  readonly offset: bigint;
+  readonly kind: 'entry' | 'return';
+  readonly cookie: number;
+  readonly refCtrOffset?: bigint | undefined;
+}
+
+/**
+ * How probes are attached: `multi` through uprobe_multi links (one per file and direction,
+ * kernel 6.6+), `perf` one perf event and link per probe, `auto` multi with a fallback to
+ * perf where the kernel refuses it.
+ */
+export type AttachMode = 'auto' | 'multi' | 'perf';
+
+export interface AttachReport {
+  readonly probes: number;
+  /** Probes attached through uprobe_multi links, and through perf events. */
+  readonly multi: number;
+  readonly perf: number;
+  /** Why uprobe_multi was not used, when it was not. */
+  readonly fallbackReason: string | undefined;
+  readonly milliseconds: number;
+}
+
+export interface AttachOptions {
+  readonly pid?: number | undefined;
+  readonly mode?: AttachMode | undefined;
+  /** What the handlers are for, in errors. */
+  readonly purpose: string;
+}
+
+type Programs = Readonly<Record<'entry' | 'return', (() => Insn[]) | undefined>>;
+
+const EPERM = 1;
+const EACCES = 13;
+
+/**
+ * The kernel objects of one aggregation or stream: maps, programs, perf events and links, all
+ * file descriptors of this process, so that the kernel releases them even if the process is
+ * killed. close() releases them at once, links first (no handler runs after it).
+ */
+export class BpfSession {
+  readonly #maps: BpfMap[] = [];
+  readonly #programs = new Map<string, number>();
+  readonly #links: number[] = [];
+  readonly #events: number[] = [];
+  #pmu: UprobePmu | undefined;
+  #closed = false;
+
+  map(spec: MapSpec): BpfMap {
+    const map = BpfMap.create(spec);
+    this.#maps.push(map);
+    return map;
+  }
+
+  #program(kind: 'entry' | 'return', multi: boolean, programs: Programs, purpose: string): number {
+    const key = `${kind}:${multi}`;
+    let fd = this.#programs.get(key);
+    if (fd === undefined) {
+      const build = programs[kind];
+      if (build === undefined) throw new Error(`no ${kind} handler`);
+      fd = loadProgram(build(), { name: `upscope_${kind}`, purpose, multi });
+      this.#programs.set(key, fd);
+    }
+    return fd;
+  }
+
+  /**
+   * Attach every probe, in order of groups (a group is one file and direction, in the order
+   * of their first probe), with the handler for its direction.
+   */
+  attach(probes: readonly BpfProbe[], programs: Programs, options: AttachOptions): AttachReport {
+    const began = performance.now();
+    const mode = options.mode ?? 'auto';
+    const groups = new Map<string, BpfProbe[]>();
+    for (const probe of probes) {
+      const key = `${probe.kind}\u0000${probe.path}`;
+      const group = groups.get(key) ?? [];
+      group.push(probe);
+      groups.set(key, group);
+    }
+    let multi = 0;
+    let perf = 0;
+    let fallbackReason: string | undefined;
+    let multiWorks = mode !== 'perf';
+    for (const group of groups.values()) {
+      const { kind, path } = group[0]!;
+      if (multiWorks) {
+        let program: number | undefined;
+        try {
+          program = this.#program(kind, true, programs, options.purpose);
+        } catch (err) {
+          if (mode === 'multi' || !(err instanceof ProbeError) || err.code === 'ERR_PRIVILEGES') {
+            throw err;
+          }
+          multiWorks = false;
+          fallbackReason = `the kernel does not load uprobe_multi programs (${err.message})`;
+        }
+        if (program !== undefined) {
+          const semaphores = group.some((p) => p.refCtrOffset !== undefined);
+          const link = linkUprobeMulti(program, {
+            path,
+            offsets: group.map((p) => p.offset),
+            cookies: group.map((p) => BigInt(p.cookie)),
+            refCtrOffsets: semaphores ? group.map((p) => p.refCtrOffset ?? 0n) : undefined,
+            retprobe: kind === 'return',
+            pid: options.pid,
+          });
+          if (link >= 0) {
+            this.#links.push(link);
+            multi += group.length;
+            continue;
+          }
+          if (-link === EPERM || -link === EACCES) {
+            throw privilegeError(`attach uprobes to ${path}`, -link);
+          }
+          if (mode === 'multi') throw multiLinkError(path, link);
+          // One probe the kernel refuses (or no uprobe_multi at all): the perf path names it.
+          fallbackReason = multiLinkError(path, link).message;
+        }
+      }
+      this.#pmu ??= uprobePmu();
+      const program = this.#program(kind, false, programs, options.purpose);
+      for (const probe of group) {
+        const event = openUprobeEvent(this.#pmu, {
+          path: probe.path,
+          offset: probe.offset,
+          retprobe: probe.kind === 'return',
+          refCtrOffset: probe.refCtrOffset,
+          pid: options.pid,
+        });
+        this.#events.push(event);
+        this.#links.push(linkPerfEvent(program, event, BigInt(probe.cookie)));
+        perf++;
+      }
+    }
+    return {
+      probes: probes.length,
+      multi,
+      perf,
+      fallbackReason,
+      milliseconds: performance.now() - began,
+    };
+  }
+
+  /** Detach every probe (the maps stay readable until close()). */
+  detach(): void {
+    for (const fd of this.#links.splice(0)) closeFd(fd);
+    for (const fd of this.#events.splice(0)) closeFd(fd);
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.detach();
+    for (const fd of this.#programs.values()) closeFd(fd);
+    this.#programs.clear();
+    for (const map of this.#maps.splice(0)) map.close();
+  }
+}
