@@ -4,6 +4,17 @@
  */
 
 export {
+  type BucketRange,
+  type BucketScheme,
+  bucketRange,
+  type Histogram,
+  type HistogramRow,
+  histogramRows,
+  mean,
+  percentile,
+} from '../aggregate/index.js';
+export type { AttachMode, AttachReport, HandlerErrors } from '../engines/index.js';
+export {
   alarmIn,
   evaluateFetch,
   type FetchSource,
@@ -35,6 +46,20 @@ export {
   printSpec,
 } from '../spec/index.js';
 export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/index.js';
+export {
+  Aggregate,
+  type AggregateOptions,
+  type CountOptions,
+  countHits,
+  type HistogramOptions,
+  histogramOf,
+  type LatencyOptions,
+  type LatencyUnit,
+  latencyOf,
+  type ProbeCount,
+  type ProbeHistogram,
+  UNIT_NS,
+} from './aggregate.js';
 export { AsyncProcessTracer } from './async-process-tracer.js';
 export { cleanStale } from './clean.js';
 export {

@@ -10,6 +10,17 @@ import {
   threadsOf,
 } from '../host/index.js';
 import { type ProbeSite, planProbes } from '../plan/index.js';
+import {
+  type Aggregate,
+  type CountOptions,
+  countHits,
+  type HistogramOptions,
+  histogramOf,
+  type LatencyOptions,
+  latencyOf,
+  type ProbeCount,
+  type ProbeHistogram,
+} from './aggregate.js';
 
 export interface AttachOptions {
   /** Trace only this process (all its threads, and the threads and children it creates). */
@@ -65,6 +76,34 @@ const MAX_PENDING_CALLS = 1024;
  * ```
  */
 export class Tracer {
+  /**
+   * Count hits per probe (and per key with `by`) in the kernel (bpf engine: root, or
+   * CAP_BPF and CAP_PERFMON). The result is live: `read()` it at any time, `close()` it.
+   */
+  count(
+    specs: string | readonly string[],
+    options?: CountOptions,
+  ): Promise<Aggregate<ProbeCount[]>> {
+    return countHits(specs, options);
+  }
+
+  /** A histogram of a fetched value per probe, in the kernel (bpf engine). */
+  histogram(
+    specs: string | readonly string[],
+    value: string,
+    options?: HistogramOptions,
+  ): Promise<Aggregate<ProbeHistogram[]>> {
+    return histogramOf(specs, value, options);
+  }
+
+  /** Entry-to-return time of each function, histogrammed in the kernel (bpf engine). */
+  latency(
+    specs: string | readonly string[],
+    options?: LatencyOptions,
+  ): Promise<Aggregate<ProbeHistogram[]>> {
+    return latencyOf(specs, options);
+  }
+
   /** Resolve the specs, define and enable their probes, and start streaming. */
   async attach(
     specs: string | readonly string[],

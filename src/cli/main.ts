@@ -6,6 +6,7 @@ import {
   ProbeError,
   renderError,
 } from '../errors/index.js';
+import { registerAggregate } from './commands/aggregate.js';
 import { registerClean } from './commands/clean.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerList } from './commands/list.js';
@@ -46,6 +47,7 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerList(program, io, result);
   registerResolve(program, io, result);
   registerTrace(program, io, result);
+  registerAggregate(program, io, result);
   registerDoctor(program, io, result);
   registerClean(program, io, result);
   return program;
@@ -80,7 +82,11 @@ export async function main(argv: readonly string[], io: Io = processIo()): Promi
     }
     const probeError = isProbeError(err) ? err : new InternalError(describe(err), err);
     io.err(`${renderError(probeError)}\n`);
-    if (process.env['UPSCOPE_DEBUG'] === '1' && err instanceof Error) io.err(`${err.stack}\n`);
+    if (process.env['UPSCOPE_DEBUG'] === '1') {
+      const log = isProbeError(err) ? err.details['verifierLog'] : undefined;
+      if (typeof log === 'string') io.err(`The verifier's log:\n${log}\n`);
+      if (err instanceof Error) io.err(`${err.stack}\n`);
+    }
     return exitStatusOf(probeError);
   }
 }

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '@commander-js/extra-typings';
-import { splitDev } from '../api/index.js';
+import { ProbeError, splitDev } from '../api/index.js';
 
 /** A device number as `major:minor`, the way /proc/PID/maps and ls show it. */
 export function formatDev(dev: bigint): string {
@@ -15,4 +15,15 @@ export function parsePid(value: string): number {
     );
   }
   return Number(value);
+}
+
+/** A parser for an option that takes a positive number. */
+export function positive(what: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n <= 0) {
+      throw new ProbeError('ERR_USAGE', `Cannot use ${what} "${value}": give a positive number`);
+    }
+    return n;
+  };
 }

@@ -1,2 +1,3 @@
+export * from './bpf/index.js';
 export * from './ptrace/index.js';
 export * from './tracefs/index.js';

@@ -1,1 +1,2 @@
+export { formatBound, formatDuration, renderHistogram } from './histogram.js';
 export { hex, renderJson, renderTable } from './json.js';

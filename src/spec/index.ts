@@ -23,6 +23,12 @@
  */
 export { globToRegExp, isGlob } from './glob.js';
 export {
+  type Comparison,
+  type ComparisonOp,
+  parseComparisonOrThrow,
+  parseFetchOrThrow,
+} from './parse-fetch.js';
+export {
   MAX_ARG_INDEX,
   MAX_DEREF_DEPTH,
   MAX_FETCHES,

@@ -9,24 +9,15 @@ import {
   Tracer,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
+import { formatDuration } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { parsePid } from '../options.js';
+import { parsePid, positive } from '../options.js';
 import { tracePtrace } from './trace-ptrace.js';
 
 function parseEngine(value: string): 'tracefs' | 'ptrace' {
   if (value === 'tracefs' || value === 'ptrace') return value;
   throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}": give tracefs or ptrace`);
-}
-
-function positive(what: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isFinite(n) || n <= 0) {
-      throw new ProbeError('ERR_USAGE', `Cannot use ${what} "${value}": give a positive number`);
-    }
-    return n;
-  };
 }
 
 export function registerTrace(program: Command, io: Io, result: CommandResult): void {
@@ -251,14 +242,6 @@ function textFormatter(sites: readonly ProbeSite[], start: bigint): Formatter {
     const latency = event.latencyNs === undefined ? '' : ` (${formatDuration(event.latencyNs)})`;
     return time + who + fields + latency;
   };
-}
-
-function formatDuration(ns: bigint): string {
-  const n = Number(ns);
-  if (n < 1e3) return `${n} ns`;
-  if (n < 1e6) return `${(n / 1e3).toFixed(3)} us`;
-  if (n < 1e9) return `${(n / 1e6).toFixed(3)} ms`;
-  return `${(n / 1e9).toFixed(3)} s`;
 }
 
 /** JSON lines: 64-bit values and hex fields as strings, byte arrays as hex. */

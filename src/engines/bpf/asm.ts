@@ -63,6 +63,11 @@ export class Asm {
     return this.emit(mov64Imm(0, 0), ret());
   }
 
+  /** True when some jump targets `label`. */
+  isTarget(label: string): boolean {
+    return this.#fixups.some((fixup) => fixup.label === label);
+  }
+
   #jump(label: string, make: (off: number) => Insn): this {
     this.#fixups.push({ at: this.#insns.length, label, make });
     this.#insns.push(make(0));

@@ -7,9 +7,11 @@
  * Registers: r6 the saved `struct pt_regs *`, r7 the value being handled, r8 the probe index
  * (the attach cookie), r9 a map value pointer; r1-r5 are clobbered by helper calls.
  */
+import { type BucketScheme, linearSteps, NEGATIVE_BUCKETS } from '../../aggregate/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { BPF_FUNC, USER_REGS } from '../../native/index.js';
 import {
+  type Comparison,
   type FetchArg,
   type FetchExpr,
   type FetchType,
@@ -63,16 +65,7 @@ export const ERROR_SLOTS = 3;
 /** Bytes of a `stats` value: count, sum, ~min and max (both biased for signed values). */
 export const STATS_BYTES = 32;
 
-/** Bucket index of negative values: added to the bucket of their magnitude. */
-export const NEGATIVE_BUCKETS = 0x10000;
-
-export type ComparisonOp = '==' | '!=' | '<' | '<=' | '>' | '>=';
-
-export interface Predicate {
-  readonly fetch: FetchArg;
-  readonly op: ComparisonOp;
-  readonly value: bigint;
-}
+export type Predicate = Comparison;
 
 /** Which hits a handler takes. */
 export interface Filters {
@@ -92,14 +85,7 @@ export type CountKey =
   | { readonly kind: 'comm' }
   | { readonly kind: 'value'; readonly fetch: FetchArg };
 
-export type Buckets =
-  | { readonly kind: 'log2' }
-  | {
-      readonly kind: 'linear';
-      readonly min: bigint;
-      readonly max: bigint;
-      readonly step: bigint;
-    };
+export type Buckets = BucketScheme;
 
 /** Bytes of a count key's own part. */
 export function countKeyBytes(key: CountKey): number {
@@ -361,7 +347,8 @@ function addToHash(a: Asm, maps: HandlerMaps, map: number, keyAt: number, by?: R
 
 function epilogue(a: Asm, out: string, fault: string | undefined, maps: HandlerMaps): Insn[] {
   a.goto(out);
-  if (fault !== undefined) {
+  // The verifier refuses code nothing reaches: a fault handler only where a fetch can fault.
+  if (fault !== undefined && a.isTarget(fault)) {
     a.label(fault);
     countError(a, maps, ERROR_SLOT.faults);
   }
@@ -420,12 +407,12 @@ export function countProgram(maps: HandlerMaps, key: CountKey, filters: Filters)
 }
 
 /** r1 = the bucket of r7 (see `bucketBounds` in aggregate/ for what each index holds). */
-function emitBucket(a: Asm, buckets: Buckets, signed: boolean): void {
+function emitBucket(a: Asm, buckets: Buckets, signed: boolean, scale: number): void {
   const done = a.fresh('bucket.done');
   if (buckets.kind === 'linear') {
     const under = signed ? 'JSLT' : 'JLT';
     const atLeast = signed ? 'JSGE' : 'JGE';
-    const count = Number((buckets.max - buckets.min + buckets.step - 1n) / buckets.step);
+    const count = linearSteps(buckets);
     a.emit(ld64Imm(1, buckets.min), mov64Imm(2, 0));
     const below = a.fresh('bucket.under');
     a.jmpReg(under, 7, 1, below);
@@ -440,6 +427,7 @@ function emitBucket(a: Asm, buckets: Buckets, signed: boolean): void {
   // Log2 with 8 linear steps in each power of two: values below 8 have a bucket each; v with
   // floor(log2 v) = k >= 3 goes to 8 + (k - 3) * 8 + (the 3 bits after its top one).
   a.emit(mov64Reg(5, 7), mov64Imm(4, 0));
+  if (scale > 1) a.emit(alu64Imm('DIV', 5, scale));
   if (signed) {
     const positive = a.fresh('bucket.positive');
     a.jmpImm('JSGE', 5, 0, positive);
@@ -465,10 +453,10 @@ function emitBucket(a: Asm, buckets: Buckets, signed: boolean): void {
 }
 
 /** Histogram r7 into `hist` under {probe, bucket} and add it to the probe's `stats`. */
-function emitRecord(a: Asm, maps: HandlerMaps, buckets: Buckets, signed: boolean): void {
+function emitRecord(a: Asm, maps: HandlerMaps, buckets: Buckets, signed: boolean, scale = 1): void {
   const hist = need(maps.hist, 'hist');
   const stats = need(maps.stats, 'stats');
-  emitBucket(a, buckets, signed);
+  emitBucket(a, buckets, signed, scale);
   a.emit(stx('W', 10, HIST_KEY, 8), stx('W', 10, HIST_KEY + 4, 1));
   addToHash(a, maps, hist, HIST_KEY);
   const none = a.fresh('stats.none');
@@ -560,8 +548,11 @@ export function latencyEntryProgram(maps: HandlerMaps, filters: Filters): Insn[]
   return epilogue(a, out, undefined, maps);
 }
 
-/** At a function's return: the time since its matching entry, histogrammed per probe. */
-export function latencyReturnProgram(maps: HandlerMaps, filters: Filters): Insn[] {
+/**
+ * At a function's return: the time since its matching entry, histogrammed per probe in units
+ * of `unitNs` nanoseconds (the stats keep nanoseconds).
+ */
+export function latencyReturnProgram(maps: HandlerMaps, filters: Filters, unitNs: number): Insn[] {
   const a = new Asm();
   const out = 'out';
   const depth = need(maps.depth, 'depth');
@@ -587,7 +578,7 @@ export function latencyReturnProgram(maps: HandlerMaps, filters: Filters): Insn[
   a.jmpImm('JEQ', 0, 0, unmatched);
   a.emit(ldx('DW', 7, 10, NOW), ldx('DW', 1, 0, 0), alu64Reg('SUB', 7, 1));
   mapCall(a, BPF_FUNC.map_delete_elem, start, START_KEY);
-  emitRecord(a, maps, { kind: 'log2' }, false);
+  emitRecord(a, maps, { kind: 'log2' }, false, unitNs);
   a.goto(out);
   a.label(unmatched);
   countError(a, maps, ERROR_SLOT.unmatched);

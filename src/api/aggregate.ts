@@ -1,0 +1,345 @@
+import { existsSync } from 'node:fs';
+import type { BucketScheme, Histogram } from '../aggregate/index.js';
+import {
+  type AggregateSite,
+  type AttachMode,
+  type AttachReport,
+  BpfCounts,
+  BpfLatency,
+  BpfValueHistograms,
+  type CountKey,
+  type Filters,
+  type HandlerErrors,
+} from '../engines/index.js';
+import { ProbeError } from '../errors/index.js';
+import { type Exit, type LaunchedCommand, launchStopped } from '../host/index.js';
+import { type ProbeSite, planProbes } from '../plan/index.js';
+import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
+import { probeName } from './tracer.js';
+
+export interface AggregateOptions {
+  /** Only this process (all its threads). */
+  readonly pid?: number | undefined;
+  /** Start this shell command line stopped, aggregate only it, then let it run. */
+  readonly command?: string | undefined;
+  /** Stops the aggregation when aborted. */
+  readonly signal?: AbortSignal | undefined;
+  /** Only this thread. */
+  readonly tid?: number | undefined;
+  /** Only threads of this name. */
+  readonly comm?: string | undefined;
+  /** Only hits where this holds: `arg0 > 4096`, `retval:s32 < 0`. */
+  readonly filter?: string | undefined;
+  /** Allow raw addresses no symbol covers. */
+  readonly unsafe?: boolean | undefined;
+  /** How probes are attached (default `auto`: uprobe_multi, else one perf event each). */
+  readonly attach?: AttachMode | undefined;
+}
+
+export interface CountOptions extends AggregateOptions {
+  /** Count per `pid`, `tid`, `comm`, or a fetched value (`arg0`, `+0(arg0):string`). */
+  readonly by?: string | undefined;
+}
+
+export interface HistogramOptions extends AggregateOptions {
+  /** Linear buckets from min to max (the last may be narrower), else log2. */
+  readonly linear?: { readonly min: bigint; readonly max: bigint; readonly step: bigint };
+}
+
+export type LatencyUnit = 'ns' | 'us' | 'ms';
+
+export interface LatencyOptions extends AggregateOptions {
+  /** The unit of the histogram's buckets (default us). Count, sum, min and max stay in ns. */
+  readonly unit?: LatencyUnit | undefined;
+}
+
+export const UNIT_NS: Readonly<Record<LatencyUnit, number>> = { ns: 1, us: 1000, ms: 1_000_000 };
+
+export interface ProbeCount {
+  readonly probe: string;
+  /** The key's value with `by`. */
+  readonly key: bigint | string | undefined;
+  readonly count: bigint;
+}
+
+export interface ProbeHistogram {
+  readonly probe: string;
+  readonly histogram: Histogram;
+}
+
+interface Engine<R> {
+  readonly attachReport: AttachReport;
+  read(): R;
+  handlerErrors(): HandlerErrors;
+  detach(): void;
+  close(): void;
+}
+
+/**
+ * A live in-kernel aggregation (bpf engine): readable at any time, ended by close(), by the
+ * abort signal, or when the traced command or process exits (then the probes are removed
+ * and the last reading stays available until close()).
+ */
+export class Aggregate<R> {
+  readonly sites: readonly ProbeSite[];
+  /** Each probe's name, by probe index. */
+  readonly probes: readonly string[];
+  readonly commandPid: number | undefined;
+  /** Resolves when the aggregation has stopped (probes removed). */
+  readonly ended: Promise<void>;
+  readonly #engine: Engine<R>;
+  readonly #launched: LaunchedCommand | undefined;
+  readonly #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+  #closed = false;
+  #exit: Exit | undefined;
+  #last: { reading: R; errors: HandlerErrors } | undefined;
+  #resolveEnded!: () => void;
+
+  /** @internal */
+  constructor(
+    sites: readonly ProbeSite[],
+    engine: Engine<R>,
+    options: AggregateOptions,
+    launched: LaunchedCommand | undefined,
+  ) {
+    this.sites = sites;
+    this.probes = probeNames(sites);
+    this.#engine = engine;
+    this.#launched = launched;
+    this.commandPid = launched?.pid;
+    this.ended = new Promise((resolve) => {
+      this.#resolveEnded = resolve;
+    });
+    options.signal?.addEventListener('abort', () => this.stop(), { once: true });
+    launched?.exited.then((exit) => {
+      this.#exit = exit;
+      this.stop();
+    });
+    const pid = options.pid;
+    if (pid !== undefined) {
+      this.#timer = setInterval(() => {
+        if (!existsSync(`/proc/${pid}`)) this.stop();
+      }, 100);
+      this.#timer.unref();
+    }
+  }
+
+  /** How probes were attached, and how long it took. */
+  get attachReport(): AttachReport {
+    return this.#engine.attachReport;
+  }
+
+  /** How the traced command ended (with `command`), once it has. */
+  get exit(): Exit | undefined {
+    return this.#exit;
+  }
+
+  /** The totals now (after stop(), the last ones). */
+  read(): R {
+    return this.#last?.reading ?? this.#engine.read();
+  }
+
+  /** Hits the handlers could not aggregate. */
+  errors(): HandlerErrors {
+    return this.#last?.errors ?? this.#engine.handlerErrors();
+  }
+
+  /** Remove the probes and keep the last totals; the command, if any, is killed if it runs. */
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    clearInterval(this.#timer);
+    try {
+      this.#engine.detach();
+      this.#last = { reading: this.#engine.read(), errors: this.#engine.handlerErrors() };
+    } finally {
+      this.#launched?.kill();
+      this.#resolveEnded();
+    }
+  }
+
+  /** Stop, and release every map and program (the last totals stay readable). Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    try {
+      this.stop();
+    } finally {
+      this.#closed = true;
+      this.#engine.close();
+    }
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
+  }
+}
+
+/** Probe names, made unique with the file when two sites share one. */
+function probeNames(sites: readonly ProbeSite[]): string[] {
+  const names = sites.map((site) => (site.kind === 'return' ? 'r:' : '') + probeName(site));
+  const seen = new Map<string, number>();
+  for (const name of names) seen.set(name, (seen.get(name) ?? 0) + 1);
+  return names.map((name, i) =>
+    (seen.get(name) ?? 0) > 1 ? `${name} (${sites[i]!.target.displayPath})` : name,
+  );
+}
+
+function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
+  return sites.map((site) => ({
+    path: site.target.path,
+    offset: site.fileOffset,
+    kind: site.kind === 'return' ? 'return' : 'entry',
+    refCtrOffset: site.usdt?.semaphoreFileOffset,
+  }));
+}
+
+function filtersOf(options: AggregateOptions): Omit<Filters, 'pid'> {
+  return {
+    tid: options.tid,
+    comm: options.comm,
+    predicate:
+      options.filter === undefined ? undefined : parseComparisonOrThrow(options.filter, '--filter'),
+  };
+}
+
+async function start<R>(
+  specs: string | readonly string[],
+  options: AggregateOptions,
+  open: (sites: readonly ProbeSite[], pid: number | undefined) => Engine<R>,
+): Promise<Aggregate<R>> {
+  if (options.pid !== undefined && options.command !== undefined) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      'Cannot aggregate both a process and a command: give -p or -c, not both',
+    );
+  }
+  if (options.pid !== undefined && !existsSync(`/proc/${options.pid}`)) {
+    throw new ProbeError(
+      'ERR_PROCESS_NOT_FOUND',
+      `Cannot find process ${options.pid}: no such process`,
+      { hints: ['List running processes with: ps -e'] },
+    );
+  }
+  const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
+    pid: options.pid,
+    unsafe: options.unsafe,
+  });
+  const launched = options.command === undefined ? undefined : await launchStopped(options.command);
+  try {
+    const engine = open(sites, launched?.pid ?? options.pid);
+    const aggregate = new Aggregate(sites, engine, options, launched);
+    launched?.resume();
+    return aggregate;
+  } catch (err) {
+    launched?.kill();
+    throw err;
+  }
+}
+
+function countKey(by: string | undefined): CountKey {
+  if (by === undefined) return { kind: 'none' };
+  if (by === 'pid' || by === 'tid' || by === 'comm') return { kind: by };
+  return { kind: 'value', fetch: parseFetchOrThrow(by, '--by') };
+}
+
+/** Hits per probe (and key), counted in the kernel. */
+export async function countHits(
+  specs: string | readonly string[],
+  options: CountOptions = {},
+): Promise<Aggregate<ProbeCount[]>> {
+  const key = countKey(options.by);
+  const filters = filtersOf(options);
+  let names: readonly string[] = [];
+  return start(specs, options, (sites, pid) => {
+    names = probeNames(sites);
+    const counts = BpfCounts.open(aggregateSites(sites), key, {
+      pid,
+      filters,
+      mode: options.attach,
+      purpose: `counting ${sites.length} probe${sites.length === 1 ? '' : 's'}`,
+    });
+    return {
+      attachReport: counts.attachReport,
+      read: () =>
+        counts
+          .read()
+          .map((row) => ({
+            probe: names[row.probe] ?? `#${row.probe}`,
+            key: row.key,
+            count: row.count,
+          }))
+          .sort((a, b) => (a.count < b.count ? 1 : a.count > b.count ? -1 : 0)),
+      handlerErrors: () => counts.handlerErrors(),
+      detach: () => counts.detach(),
+      close: () => counts.close(),
+    };
+  });
+}
+
+/** A histogram of a fetched value (`arg0`, `retval:s64`, `+8(arg0):u32`) per probe. */
+export async function histogramOf(
+  specs: string | readonly string[],
+  value: string,
+  options: HistogramOptions = {},
+): Promise<Aggregate<ProbeHistogram[]>> {
+  const fetch = parseFetchOrThrow(value, 'the histogram value');
+  const scheme: BucketScheme =
+    options.linear === undefined ? { kind: 'log2' } : { kind: 'linear', ...options.linear };
+  const filters = filtersOf(options);
+  return start(specs, options, (sites, pid) => {
+    const names = probeNames(sites);
+    const hist = BpfValueHistograms.open(aggregateSites(sites), fetch, scheme, {
+      pid,
+      filters,
+      mode: options.attach,
+      purpose: `a histogram of ${value}`,
+    });
+    return {
+      attachReport: hist.attachReport,
+      read: () => hist.read().map((histogram, i) => ({ probe: names[i]!, histogram })),
+      handlerErrors: () => hist.handlerErrors(),
+      detach: () => hist.detach(),
+      close: () => hist.close(),
+    };
+  });
+}
+
+/**
+ * Time from each function's entry to its return, per function: a log2 histogram in `unit`,
+ * with count, sum, min and max in nanoseconds. Specs name functions (entry probes).
+ */
+export async function latencyOf(
+  specs: string | readonly string[],
+  options: LatencyOptions = {},
+): Promise<Aggregate<ProbeHistogram[]>> {
+  const unit = options.unit ?? 'us';
+  const filters = filtersOf(options);
+  return start(specs, options, (sites, pid) => {
+    const functions = sites.filter((site) => site.kind === 'entry');
+    if (functions.length !== sites.length || sites.some((s) => s.symbolOffset !== 0n)) {
+      throw new ProbeError(
+        'ERR_USAGE',
+        'Cannot time these probes: latency needs function entries (e.g. app:parse or libc:mall*), not return probes, offsets or USDT probes',
+      );
+    }
+    const names = probeNames(functions);
+    const latency = BpfLatency.open(aggregateSites(functions), UNIT_NS[unit], {
+      pid,
+      filters,
+      mode: options.attach,
+      purpose: `timing ${functions.length} function${functions.length === 1 ? '' : 's'}`,
+    });
+    return {
+      attachReport: latency.attachReport,
+      read: () => latency.read().map((histogram, i) => ({ probe: names[i]!, histogram })),
+      handlerErrors: () => latency.handlerErrors(),
+      detach: () => latency.detach(),
+      close: () => latency.close(),
+    };
+  });
+}

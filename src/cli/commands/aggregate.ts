@@ -1,0 +1,355 @@
+import { constants } from 'node:os';
+import type { Command } from '@commander-js/extra-typings';
+import {
+  type Aggregate,
+  type AggregateOptions,
+  countHits,
+  type Histogram,
+  histogramOf,
+  histogramRows,
+  type LatencyUnit,
+  latencyOf,
+  mean,
+  type ProbeCount,
+  type ProbeHistogram,
+  percentile,
+  UNIT_NS,
+} from '../../api/index.js';
+import { ProbeError } from '../../errors/index.js';
+import { formatDuration, renderHistogram, renderTable } from '../../output/index.js';
+import type { Io } from '../io.js';
+import type { CommandResult } from '../main.js';
+import { parsePid, positive } from '../options.js';
+
+interface CommonOptions {
+  pid?: number;
+  command?: string;
+  tid?: number;
+  comm?: string;
+  filter?: string;
+  duration?: number;
+  interval?: number;
+  json?: true;
+  unsafe?: true;
+  engine?: 'bpf';
+}
+
+function parseEngine(value: string): 'bpf' {
+  if (value === 'bpf') return value;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot use engine "${value}" here: count, hist and latency run on the bpf engine`,
+    { hints: ['For per-event output on another engine, use: upscope trace --engine ptrace'] },
+  );
+}
+
+// biome-ignore lint/complexity/noBannedTypes: commander's own default for no options yet
+function common<Opts extends Record<string, unknown> = {}>(command: Command<[string[]], Opts>) {
+  return command
+    .option('-p, --pid <pid>', 'only this process (all its threads)', parsePid)
+    .option(
+      '-c, --command <command>',
+      "start this command and aggregate only it, e.g. -c './app 5'",
+    )
+    .option('--tid <tid>', 'only this thread', parsePid)
+    .option('--comm <name>', 'only threads of this name')
+    .option('--filter <expr>', "only hits where this holds, e.g. 'arg0 > 4096' or 'retval:s32 < 0'")
+    .option('--duration <seconds>', 'stop after this many seconds', positive('--duration'))
+    .option(
+      '--interval <seconds>',
+      'print the totals every this many seconds',
+      positive('--interval'),
+    )
+    .option('--json', 'print JSON instead of text')
+    .option('--unsafe', 'allow raw addresses no symbol covers')
+    .option('--engine <engine>', 'bpf (the only engine for in-kernel aggregation)', parseEngine);
+}
+
+function aggregateOptions(options: CommonOptions): AggregateOptions {
+  return {
+    pid: options.pid,
+    command: options.command,
+    tid: options.tid,
+    comm: options.comm,
+    filter: options.filter,
+    unsafe: options.unsafe,
+  };
+}
+
+/**
+ * Run an aggregation until Ctrl-C, --duration, or the end of the command or process; print
+ * it every --interval and at the end; set the command's exit status.
+ */
+async function run<R>(
+  aggregate: Aggregate<R>,
+  options: CommonOptions,
+  what: string,
+  noun: string,
+  io: Io,
+  result: CommandResult,
+  print: (reading: R, final: boolean) => void,
+): Promise<void> {
+  const report = aggregate.attachReport;
+  const how =
+    report.multi > 0 && report.perf === 0
+      ? 'uprobe_multi'
+      : report.multi === 0
+        ? 'perf events'
+        : `${report.multi} uprobe_multi, ${report.perf} perf events`;
+  const probes = aggregate.probes.length;
+  io.err(
+    `${what} ${probes} ${noun}${probes === 1 ? '' : 's'} (bpf, ${how}, attached in ${report.milliseconds.toFixed(1)} ms). Ctrl-C to end.\n`,
+  );
+  let signal: NodeJS.Signals | undefined;
+  const onSignal = (received: NodeJS.Signals) => {
+    if (signal !== undefined) {
+      aggregate.close();
+      process.exit(128 + constants.signals[received]);
+    }
+    signal = received;
+    aggregate.stop();
+  };
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const s of signals) process.on(s, onSignal);
+  const onExit = () => aggregate.close();
+  process.on('exit', onExit);
+  const timer =
+    options.duration === undefined
+      ? undefined
+      : setTimeout(() => aggregate.stop(), options.duration * 1000);
+  const ticker =
+    options.interval === undefined
+      ? undefined
+      : setInterval(() => print(aggregate.read(), false), options.interval * 1000);
+  try {
+    await aggregate.ended;
+  } finally {
+    clearTimeout(timer);
+    clearInterval(ticker);
+    for (const s of signals) process.off(s, onSignal);
+    process.off('exit', onExit);
+  }
+  try {
+    print(aggregate.read(), true);
+    const errors = aggregate.errors();
+    const notes: string[] = [];
+    if (errors.dropped > 0n) notes.push(`${errors.dropped} hits not counted (a map was full)`);
+    if (errors.faults > 0n) notes.push(`${errors.faults} hits whose value could not be read`);
+    if (errors.unmatched > 0n) notes.push(`${errors.unmatched} returns without their entry`);
+    if (notes.length > 0) io.err(`upscope: ${notes.join(', ')}\n`);
+  } finally {
+    aggregate.close();
+  }
+  const exit = aggregate.exit;
+  if (exit !== undefined) {
+    result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);
+  } else if (signal !== undefined && signal !== 'SIGINT') {
+    result.status = 128 + constants.signals[signal];
+  }
+}
+
+function jsonNumber(value: bigint): number | string {
+  return value <= BigInt(Number.MAX_SAFE_INTEGER) && value >= -BigInt(Number.MAX_SAFE_INTEGER)
+    ? Number(value)
+    : value.toString();
+}
+
+function stamp(final: boolean): string {
+  return final ? '' : `${new Date().toISOString().slice(11, 19)}\n`;
+}
+
+function printCounts(rows: ProbeCount[], by: string | undefined, top: number | undefined) {
+  const shown = top === undefined ? rows : rows.slice(0, top);
+  const header = by === undefined ? ['COUNT', 'PROBE'] : ['COUNT', 'PROBE', by.toUpperCase()];
+  return renderTable(
+    header,
+    shown.map((row) => {
+      const cells = [row.count.toString(), row.probe];
+      if (by !== undefined) cells.push(typeof row.key === 'string' ? row.key : String(row.key));
+      return cells;
+    }),
+  );
+}
+
+/** Count, sum, mean, min, max and percentiles; `duration` formats values (latency in ns). */
+function summary(histogram: Histogram, duration: boolean): Record<string, string> {
+  const format = (v: bigint | number | undefined) =>
+    v === undefined ? '-' : duration ? formatDuration(v) : String(v);
+  const avg = mean(histogram);
+  return {
+    count: histogram.count.toString(),
+    ...(duration ? {} : { sum: histogram.sum.toString() }),
+    avg: avg === undefined ? '-' : duration ? formatDuration(Math.round(avg)) : avg.toFixed(2),
+    min: format(histogram.min),
+    p50: format(percentile(histogram, 0.5)),
+    p90: format(percentile(histogram, 0.9)),
+    p99: format(percentile(histogram, 0.99)),
+    max: format(histogram.max),
+  };
+}
+
+function histogramJson(
+  probe: ProbeHistogram,
+  duration: boolean,
+  unit: string | undefined,
+): Record<string, unknown> {
+  const h = probe.histogram;
+  const value = (v: bigint | undefined) => (v === undefined ? null : jsonNumber(v));
+  const avg = mean(h);
+  return {
+    probe: probe.probe,
+    count: jsonNumber(h.count),
+    ...(duration ? { sumNs: jsonNumber(h.sum) } : { sum: jsonNumber(h.sum) }),
+    [duration ? 'avgNs' : 'avg']: avg ?? null,
+    [duration ? 'minNs' : 'min']: value(h.min),
+    [duration ? 'p50Ns' : 'p50']: value(percentile(h, 0.5)),
+    [duration ? 'p90Ns' : 'p90']: value(percentile(h, 0.9)),
+    [duration ? 'p99Ns' : 'p99']: value(percentile(h, 0.99)),
+    [duration ? 'maxNs' : 'max']: value(h.max),
+    ...(unit === undefined ? {} : { unit }),
+    buckets: histogramRows(h).map((row) => ({
+      low: row.low === undefined ? null : jsonNumber(row.low),
+      high: row.high === undefined ? null : jsonNumber(row.high),
+      count: jsonNumber(row.count),
+    })),
+  };
+}
+
+function printHistograms(
+  io: Io,
+  probes: ProbeHistogram[],
+  json: boolean,
+  final: boolean,
+  duration: boolean,
+  unit: string | undefined,
+): void {
+  if (json) {
+    io.out(`${JSON.stringify(probes.map((p) => histogramJson(p, duration, unit)))}\n`);
+    return;
+  }
+  let text = stamp(final);
+  for (const probe of probes) {
+    const stats = Object.entries(summary(probe.histogram, duration))
+      .map(([name, value]) => `${name} ${value}`)
+      .join(', ');
+    text += `${probe.probe}: ${stats}\n`;
+    if (probe.histogram.count > 0n) {
+      if (unit !== undefined) text += `${unit}:\n`;
+      text += `${renderHistogram(probe.histogram)}\n`;
+    }
+    text += '\n';
+  }
+  io.out(text);
+}
+
+const UNIT_WORDS: Readonly<Record<LatencyUnit, string>> = {
+  ns: 'nsecs',
+  us: 'usecs',
+  ms: 'msecs',
+};
+
+function parseUnit(value: string): LatencyUnit {
+  if (value in UNIT_NS) return value as LatencyUnit;
+  throw new ProbeError('ERR_USAGE', `Cannot use unit "${value}": give ns, us or ms`);
+}
+
+function parseLinear(value: string): { min: bigint; max: bigint; step: bigint } {
+  const parts = value.split(',');
+  const numbers = parts.map((part) => (/^-?\d+$/.test(part.trim()) ? BigInt(part.trim()) : null));
+  if (numbers.length !== 3 || numbers.some((n) => n === null)) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot use --linear "${value}": give MIN,MAX,STEP as whole numbers, e.g. --linear 0,4096,256`,
+    );
+  }
+  const [min, max, step] = numbers as bigint[];
+  return { min: min!, max: max!, step: step! };
+}
+
+export function registerAggregate(program: Command, io: Io, result: CommandResult): void {
+  common(
+    program
+      .command('count')
+      .summary('count probe hits in the kernel, per probe or per key')
+      .description(
+        'Count the hits of each SPEC with an in-kernel (eBPF) handler: millions of hits a ' +
+          'second at the cost of the kernel uprobe itself. With --by, counts are kept per ' +
+          'process, thread, thread name or fetched value (e.g. --by arg0, --by ' +
+          "'+0(arg0):string'). Totals print at the end (Ctrl-C, --duration, or the end of the " +
+          '-c command or -p process) and every --interval. Needs root or CAP_BPF and CAP_PERFMON.',
+      )
+      .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
+  )
+    .option('--by <key>', 'count per pid, tid, comm, or a value: arg0, retval, +0(arg1):string')
+    .option('--top <n>', 'print only the N largest counts', positive('--top'))
+    .action(async (specs, options) => {
+      const aggregate = await countHits(specs, { ...aggregateOptions(options), by: options.by });
+      await run(aggregate, options, 'Counting', 'probe', io, result, (rows, final) => {
+        if (options.json === true) {
+          io.out(
+            `${JSON.stringify(
+              rows.map((row) => ({
+                probe: row.probe,
+                ...(options.by === undefined
+                  ? {}
+                  : { key: typeof row.key === 'bigint' ? jsonNumber(row.key) : row.key }),
+                count: jsonNumber(row.count),
+              })),
+            )}\n`,
+          );
+          return;
+        }
+        io.out(`${stamp(final)}${printCounts(rows, options.by, options.top)}\n`);
+      });
+    });
+
+  common(
+    program
+      .command('hist')
+      .summary('histogram of a fetched value in the kernel (e.g. the size passed to malloc)')
+      .description(
+        'Keep a histogram of VALUE at each hit of SPEC, in the kernel: log2 buckets by default ' +
+          '(8 steps within each power of two, shown by powers of two), or linear ones with ' +
+          '--linear MIN,MAX,STEP. Prints count, sum, average, min, p50/p90/p99 and max with ' +
+          'the histogram. VALUE is a fetch as in specs: arg0, retval:s64, +8(arg0):u32.',
+      )
+      .argument('<spec...>', "the probe spec and the value, e.g. 'libc:malloc' arg0"),
+  )
+    .option('--linear <min,max,step>', 'linear buckets instead of log2', parseLinear)
+    .action(async (args, options) => {
+      if (args.length < 2) {
+        throw new ProbeError('ERR_USAGE', 'Cannot make a histogram: give a SPEC and a VALUE', {
+          hints: ["For example: upscope hist 'libc:malloc' arg0"],
+        });
+      }
+      const value = args.at(-1)!;
+      const specs = args.slice(0, -1);
+      const aggregate = await histogramOf(specs, value, {
+        ...aggregateOptions(options),
+        linear: options.linear,
+      });
+      await run(aggregate, options, 'Histogram of', 'probe', io, result, (probes, final) =>
+        printHistograms(io, probes, options.json === true, final, false, undefined),
+      );
+    });
+
+  common(
+    program
+      .command('latency')
+      .summary('histogram of the time from entry to return of functions, in the kernel')
+      .description(
+        'Time each call of the functions SPEC names, from entry to return, in the kernel: ' +
+          'per thread, with recursion kept apart (each call matched to its own return). ' +
+          'Prints count, average, min, p50/p90/p99 and max, and a log2 histogram in --unit.',
+      )
+      .argument('<spec...>', "functions, e.g. './app:parse_request' 'libc:read'"),
+  )
+    .option('--unit <unit>', 'histogram unit: ns, us (default) or ms', parseUnit)
+    .action(async (specs, options) => {
+      const unit = options.unit ?? 'us';
+      const aggregate = await latencyOf(specs, { ...aggregateOptions(options), unit });
+      await run(aggregate, options, 'Timing', 'function', io, result, (probes, final) =>
+        printHistograms(io, probes, options.json === true, final, true, UNIT_WORDS[unit]),
+      );
+    });
+}

@@ -1,0 +1,417 @@
+/**
+ * In-kernel aggregations: maps sized for the probes, handlers generated for them, probes
+ * attached, and readers that turn the maps' per-CPU values into totals.
+ */
+import { type BucketScheme, type Histogram, linearSteps } from '../../aggregate/index.js';
+import { ProbeError } from '../../errors/index.js';
+import type { FetchArg } from '../../spec/index.js';
+import type { BpfMap } from './kernel.js';
+import {
+  type CountKey,
+  countKeyBytes,
+  countProgram,
+  ERROR_SLOT,
+  ERROR_SLOTS,
+  type Filters,
+  fetchType,
+  isSigned,
+  isStringType,
+  KEY_HEADER_BYTES,
+  latencyEntryProgram,
+  latencyReturnProgram,
+  STATS_BYTES,
+  valueProgram,
+} from './programs.js';
+import { type AttachMode, type AttachReport, BpfSession } from './session.js';
+
+/** A probe to aggregate over: where it is, and which way. Its index is its cookie. */
+export interface AggregateSite {
+  readonly path: string;
+  readonly offset: bigint;
+  readonly kind: 'entry' | 'return';
+  readonly refCtrOffset?: bigint | undefined;
+}
+
+export interface AggregateOptions {
+  /** Only this process: filtered where the probe is attached, and again in the handler. */
+  readonly pid?: number | undefined;
+  readonly filters?: Omit<Filters, 'pid'> | undefined;
+  readonly mode?: AttachMode | undefined;
+  /** What the aggregation is, in errors: `count of app:work`. */
+  readonly purpose: string;
+}
+
+/** Hits the handlers saw but could not aggregate. */
+export interface HandlerErrors {
+  /** Not counted because a map was full. */
+  readonly dropped: bigint;
+  /** A fetch could not read the target's memory. */
+  readonly faults: bigint;
+  /** Returns whose entry was not seen. */
+  readonly unmatched: bigint;
+}
+
+const MAX_KEYS = 16384;
+const MAX_THREAD_CALLS = 16384;
+
+function u32(value: number): Uint8Array {
+  const bytes = new Uint8Array(4);
+  new DataView(bytes.buffer).setUint32(0, value, true);
+  return bytes;
+}
+
+function readErrors(errors: BpfMap): HandlerErrors {
+  return {
+    dropped: errors.lookupSum(u32(ERROR_SLOT.dropped)),
+    faults: errors.lookupSum(u32(ERROR_SLOT.faults)),
+    unmatched: errors.lookupSum(u32(ERROR_SLOT.unmatched)),
+  };
+}
+
+function filtersOf(options: AggregateOptions): Filters {
+  return { ...options.filters, pid: options.pid };
+}
+
+/** Base of the aggregations: a session that is closed on any failure while it is built. */
+abstract class Aggregation {
+  protected readonly session = new BpfSession();
+  protected readonly errors: BpfMap;
+  #attach: AttachReport | undefined;
+
+  protected constructor() {
+    this.errors = this.session.map({
+      kind: 'percpu-array',
+      name: 'errors',
+      keyBytes: 4,
+      valueBytes: 8,
+      maxEntries: ERROR_SLOTS,
+    });
+  }
+
+  get attachReport(): AttachReport {
+    if (this.#attach === undefined) throw new Error('not attached');
+    return this.#attach;
+  }
+
+  protected attached(report: AttachReport): void {
+    this.#attach = report;
+  }
+
+  handlerErrors(): HandlerErrors {
+    return readErrors(this.errors);
+  }
+
+  /** Stop counting: every probe is removed, the maps stay readable. */
+  detach(): void {
+    this.session.detach();
+  }
+
+  close(): void {
+    this.session.close();
+  }
+}
+
+function build<T extends Aggregation>(make: () => T, attach: (aggregation: T) => void): T {
+  let made: T | undefined;
+  try {
+    made = make();
+    attach(made);
+    return made;
+  } catch (err) {
+    made?.close();
+    throw err;
+  }
+}
+
+/** One count: the probe (its index), the key (absent without one), and the hits. */
+export interface CountRow {
+  readonly probe: number;
+  readonly key: bigint | string | undefined;
+  readonly count: bigint;
+}
+
+/** Hits per probe, or per probe and key. */
+export class BpfCounts extends Aggregation {
+  readonly #counts: BpfMap;
+  readonly #key: CountKey;
+  readonly #probes: number;
+
+  private constructor(probes: number, key: CountKey) {
+    super();
+    this.#key = key;
+    this.#probes = probes;
+    this.#counts =
+      key.kind === 'none'
+        ? this.session.map({
+            kind: 'percpu-array',
+            name: 'counts',
+            keyBytes: 4,
+            valueBytes: 8,
+            maxEntries: Math.max(probes, 1),
+          })
+        : this.session.map({
+            kind: 'percpu-hash',
+            name: 'counts',
+            keyBytes: KEY_HEADER_BYTES + countKeyBytes(key),
+            valueBytes: 8,
+            maxEntries: MAX_KEYS,
+          });
+  }
+
+  static open(sites: readonly AggregateSite[], key: CountKey, options: AggregateOptions) {
+    return build(
+      () => new BpfCounts(sites.length, key),
+      (self) => {
+        const program = () =>
+          countProgram(
+            { errors: self.errors.fd, counts: self.#counts.fd },
+            key,
+            filtersOf(options),
+          );
+        self.attached(
+          self.session.attach(
+            sites.map((site, cookie) => ({ ...site, cookie })),
+            { entry: program, return: program },
+            { pid: options.pid, mode: options.mode, purpose: options.purpose },
+          ),
+        );
+      },
+    );
+  }
+
+  /** Every count with hits, read now. */
+  read(): CountRow[] {
+    const rows: CountRow[] = [];
+    if (this.#key.kind === 'none') {
+      for (let probe = 0; probe < this.#probes; probe++) {
+        const count = this.#counts.lookupSum(u32(probe));
+        if (count > 0n) rows.push({ probe, key: undefined, count });
+      }
+      return rows;
+    }
+    for (const raw of this.#counts.keys()) {
+      const count = this.#counts.lookupSum(raw);
+      if (count === 0n) continue;
+      const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+      rows.push({ probe: view.getUint32(0, true), key: this.#decodeKey(raw), count });
+    }
+    return rows;
+  }
+
+  #decodeKey(raw: Uint8Array): bigint | string {
+    const own = raw.subarray(KEY_HEADER_BYTES);
+    const key = this.#key;
+    if (key.kind === 'comm' || (key.kind === 'value' && isStringType(key.fetch))) {
+      const end = own.indexOf(0);
+      return new TextDecoder().decode(own.subarray(0, end < 0 ? own.length : end));
+    }
+    const value = new DataView(own.buffer, own.byteOffset, 8).getBigUint64(0, true);
+    if (key.kind === 'value' && isSigned(fetchType(key.fetch))) return BigInt.asIntN(64, value);
+    return value;
+  }
+}
+
+/** Per-probe stats and buckets, from the `stats` array and the `hist` hash. */
+class HistogramMaps {
+  readonly hist: BpfMap;
+  readonly stats: BpfMap;
+
+  constructor(session: BpfSession, probes: number) {
+    this.hist = session.map({
+      kind: 'percpu-hash',
+      name: 'hist',
+      keyBytes: 8,
+      valueBytes: 8,
+      maxEntries: Math.min(Math.max(probes * 64, 4096), 262144),
+    });
+    this.stats = session.map({
+      kind: 'percpu-array',
+      name: 'stats',
+      keyBytes: 4,
+      valueBytes: STATS_BYTES,
+      maxEntries: Math.max(probes, 1),
+    });
+  }
+
+  /** One histogram per probe index (empty ones included). */
+  read(probes: number, scheme: BucketScheme, signed: boolean): Histogram[] {
+    const buckets = Array.from({ length: probes }, () => new Map<number, bigint>());
+    for (const raw of this.hist.keys()) {
+      const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+      const own = buckets[view.getUint32(0, true)];
+      const count = this.hist.lookupSum(raw);
+      if (own !== undefined && count > 0n) own.set(view.getUint32(4, true), count);
+    }
+    const histograms: Histogram[] = [];
+    const bias = signed ? 1n << 63n : 0n;
+    for (let probe = 0; probe < probes; probe++) {
+      const value = this.stats.lookup(u32(probe));
+      let count = 0n;
+      let sum = 0n;
+      let lowInverted = 0n;
+      let high = 0n;
+      if (value !== undefined) {
+        const view = new DataView(value.buffer, value.byteOffset, value.byteLength);
+        for (let cpu = 0; cpu < this.stats.cpus; cpu++) {
+          const at = cpu * STATS_BYTES;
+          count += view.getBigUint64(at, true);
+          sum += view.getBigUint64(at + 8, true);
+          const inverted = view.getBigUint64(at + 16, true);
+          const max = view.getBigUint64(at + 24, true);
+          if (inverted > lowInverted) lowInverted = inverted;
+          if (max > high) high = max;
+        }
+      }
+      const unbias = (v: bigint) => (signed ? BigInt.asIntN(64, v ^ bias) : v);
+      const empty = count === 0n;
+      histograms.push({
+        scheme,
+        buckets: buckets[probe]!,
+        count,
+        sum: signed ? BigInt.asIntN(64, sum) : BigInt.asUintN(64, sum),
+        min: empty ? undefined : unbias(BigInt.asUintN(64, ~lowInverted)),
+        max: empty ? undefined : unbias(high),
+        signed,
+      });
+    }
+    return histograms;
+  }
+}
+
+function checkScheme(scheme: BucketScheme): void {
+  if (scheme.kind !== 'linear') return;
+  if (scheme.step <= 0n || scheme.max <= scheme.min) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot use linear buckets ${scheme.min},${scheme.max},${scheme.step}: give MIN,MAX,STEP with MIN < MAX and STEP > 0`,
+    );
+  }
+  if (linearSteps(scheme) > 1000) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot use linear buckets ${scheme.min},${scheme.max},${scheme.step}: that is ${linearSteps(scheme)} buckets, more than 1000`,
+      { hints: ['Use a larger STEP, or log2 buckets (leave out --linear)'] },
+    );
+  }
+}
+
+/** A histogram of a fetched value per probe. */
+export class BpfValueHistograms extends Aggregation {
+  readonly #maps: HistogramMaps;
+  readonly #probes: number;
+  readonly #scheme: BucketScheme;
+  readonly #signed: boolean;
+
+  private constructor(probes: number, scheme: BucketScheme, signed: boolean) {
+    super();
+    this.#maps = new HistogramMaps(this.session, probes);
+    this.#probes = probes;
+    this.#scheme = scheme;
+    this.#signed = signed;
+  }
+
+  static open(
+    sites: readonly AggregateSite[],
+    fetch: FetchArg,
+    scheme: BucketScheme,
+    options: AggregateOptions,
+  ) {
+    checkScheme(scheme);
+    if (isStringType(fetch) || fetch.expr.kind === 'comm') {
+      throw new ProbeError(
+        'ERR_USAGE',
+        `Cannot make a histogram of ${fetch.name}: it is a string, not a number`,
+        { hints: ['Count strings instead: upscope count SPEC --by EXPR:string'] },
+      );
+    }
+    return build(
+      () => new BpfValueHistograms(sites.length, scheme, isSigned(fetchType(fetch))),
+      (self) => {
+        const program = () =>
+          valueProgram(
+            { errors: self.errors.fd, hist: self.#maps.hist.fd, stats: self.#maps.stats.fd },
+            fetch,
+            scheme,
+            filtersOf(options),
+          );
+        self.attached(
+          self.session.attach(
+            sites.map((site, cookie) => ({ ...site, cookie })),
+            { entry: program, return: program },
+            { pid: options.pid, mode: options.mode, purpose: options.purpose },
+          ),
+        );
+      },
+    );
+  }
+
+  read(): Histogram[] {
+    return this.#maps.read(this.#probes, this.#scheme, this.#signed);
+  }
+}
+
+/** Entry-to-return times per function, histogrammed in units of `unitNs`. */
+export class BpfLatency extends Aggregation {
+  readonly #maps: HistogramMaps;
+  readonly #probes: number;
+  readonly depth: BpfMap;
+  readonly start: BpfMap;
+
+  private constructor(probes: number) {
+    super();
+    this.#maps = new HistogramMaps(this.session, probes);
+    this.#probes = probes;
+    this.depth = this.session.map({
+      kind: 'hash',
+      name: 'depth',
+      keyBytes: 8,
+      valueBytes: 8,
+      maxEntries: MAX_THREAD_CALLS,
+    });
+    this.start = this.session.map({
+      kind: 'hash',
+      name: 'start',
+      keyBytes: 16,
+      valueBytes: 8,
+      maxEntries: MAX_THREAD_CALLS,
+    });
+  }
+
+  /** `functions` are entry sites; each gets a return probe too, attached first. */
+  static open(functions: readonly AggregateSite[], unitNs: number, options: AggregateOptions) {
+    return build(
+      () => new BpfLatency(functions.length),
+      (self) => {
+        const maps = {
+          errors: self.errors.fd,
+          hist: self.#maps.hist.fd,
+          stats: self.#maps.stats.fd,
+          depth: self.depth.fd,
+          start: self.start.fd,
+        };
+        const filters = filtersOf(options);
+        // Returns first: a call already running when its entry probe arrives is not timed
+        // (its return finds no start), rather than leaving a start no return ever takes.
+        const probes = [
+          ...functions.map((site, cookie) => ({ ...site, kind: 'return' as const, cookie })),
+          ...functions.map((site, cookie) => ({ ...site, kind: 'entry' as const, cookie })),
+        ];
+        self.attached(
+          self.session.attach(
+            probes,
+            {
+              entry: () => latencyEntryProgram(maps, filters),
+              return: () => latencyReturnProgram(maps, filters, unitNs),
+            },
+            { pid: options.pid, mode: options.mode, purpose: options.purpose },
+          ),
+        );
+      },
+    );
+  }
+
+  /** Histograms in units; count, sum, min and max in nanoseconds. */
+  read(): Histogram[] {
+    return this.#maps.read(this.#probes, { kind: 'log2' }, false);
+  }
+}

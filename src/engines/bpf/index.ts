@@ -1,0 +1,12 @@
+export {
+  type AggregateOptions,
+  type AggregateSite,
+  BpfCounts,
+  BpfLatency,
+  BpfValueHistograms,
+  type CountRow,
+  type HandlerErrors,
+} from './aggregations.js';
+export { BpfMap, loadProgram, verifierReason } from './kernel.js';
+export type { CountKey, Filters } from './programs.js';
+export type { AttachMode, AttachReport } from './session.js';
