@@ -25,6 +25,11 @@ export interface Histogram {
   readonly min: bigint | undefined;
   readonly max: bigint | undefined;
   readonly signed: boolean;
+  /**
+   * What one unit of a bucket bound is worth in the units of sum, min and max (a latency's
+   * buckets count microseconds while its stats keep nanoseconds: 1000). Default 1.
+   */
+  readonly bucketScale?: bigint | undefined;
 }
 
 /** The values a bucket holds: `low` <= v < `high` (undefined for an open end). */
@@ -139,8 +144,14 @@ export function percentile(histogram: Histogram, p: number): bigint | undefined 
     const n = Number(count);
     if (seen + n >= rank) {
       const range = bucketRange(index, histogram.scheme);
-      const low = range.low ?? histogram.min ?? 0n;
-      const high = range.high ?? (histogram.max === undefined ? low : histogram.max + 1n);
+      const scale = histogram.bucketScale ?? 1n;
+      const low = range.low === undefined ? (histogram.min ?? 0n) : range.low * scale;
+      const high =
+        range.high === undefined
+          ? histogram.max === undefined
+            ? low
+            : histogram.max + 1n
+          : range.high * scale;
       const fraction = (rank - seen) / n;
       let value = low + BigInt(Math.floor(Number(high - 1n - low) * fraction));
       if (histogram.min !== undefined && value < histogram.min) value = histogram.min;

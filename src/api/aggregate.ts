@@ -121,7 +121,6 @@ export class Aggregate<R> {
       this.#timer = setInterval(() => {
         if (!existsSync(`/proc/${pid}`)) this.stop();
       }, 100);
-      this.#timer.unref();
     }
   }
 

@@ -234,7 +234,7 @@ class HistogramMaps {
   }
 
   /** One histogram per probe index (empty ones included). */
-  read(probes: number, scheme: BucketScheme, signed: boolean): Histogram[] {
+  read(probes: number, scheme: BucketScheme, signed: boolean, bucketScale = 1n): Histogram[] {
     const buckets = Array.from({ length: probes }, () => new Map<number, bigint>());
     for (const raw of this.hist.keys()) {
       const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
@@ -272,6 +272,7 @@ class HistogramMaps {
         min: empty ? undefined : unbias(BigInt.asUintN(64, ~lowInverted)),
         max: empty ? undefined : unbias(high),
         signed,
+        bucketScale,
       });
     }
     return histograms;
@@ -357,10 +358,13 @@ export class BpfLatency extends Aggregation {
   readonly depth: BpfMap;
   readonly start: BpfMap;
 
-  private constructor(probes: number) {
+  readonly #unitNs: number;
+
+  private constructor(probes: number, unitNs: number) {
     super();
     this.#maps = new HistogramMaps(this.session, probes);
     this.#probes = probes;
+    this.#unitNs = unitNs;
     this.depth = this.session.map({
       kind: 'hash',
       name: 'depth',
@@ -380,7 +384,7 @@ export class BpfLatency extends Aggregation {
   /** `functions` are entry sites; each gets a return probe too, attached first. */
   static open(functions: readonly AggregateSite[], unitNs: number, options: AggregateOptions) {
     return build(
-      () => new BpfLatency(functions.length),
+      () => new BpfLatency(functions.length, unitNs),
       (self) => {
         const maps = {
           errors: self.errors.fd,
@@ -412,6 +416,6 @@ export class BpfLatency extends Aggregation {
 
   /** Histograms in units; count, sum, min and max in nanoseconds. */
   read(): Histogram[] {
-    return this.#maps.read(this.#probes, { kind: 'log2' }, false);
+    return this.#maps.read(this.#probes, { kind: 'log2' }, false, BigInt(this.#unitNs));
   }
 }

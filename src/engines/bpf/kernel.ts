@@ -337,7 +337,7 @@ export function verifierReason(log: string): string {
 
 export function verifierError(purpose: string, log: string): ProbeError {
   const reason = verifierReason(log);
-  const helper = /unknown func (\S+)/.exec(log)?.[1];
+  const helper = /(?:unknown|invalid) func (\S+)/.exec(log)?.[1];
   if (helper !== undefined) {
     return new ProbeError(
       'ERR_NOT_SUPPORTED',
@@ -369,17 +369,17 @@ export interface UprobePmu {
 
 const PMU_DIR = '/sys/bus/event_source/devices/uprobe';
 
-export function uprobePmu(): UprobePmu {
+export function uprobePmu(dir = PMU_DIR): UprobePmu {
   try {
-    const type = Number(readFileSync(`${PMU_DIR}/type`, 'utf8').trim());
-    const format = readFileSync(`${PMU_DIR}/format/retprobe`, 'utf8').trim();
+    const type = Number(readFileSync(`${dir}/type`, 'utf8').trim());
+    const format = readFileSync(`${dir}/format/retprobe`, 'utf8').trim();
     const bit = /^config:(\d+)$/.exec(format)?.[1];
     if (!Number.isInteger(type) || bit === undefined) throw new Error(`format "${format}"`);
     return { type, retprobeBit: Number(bit) };
   } catch (err) {
     throw new ProbeError(
       'ERR_NOT_SUPPORTED',
-      `Cannot use the perf uprobe PMU: ${PMU_DIR} is missing or unreadable (${err instanceof Error ? err.message : String(err)})`,
+      `Cannot use the perf uprobe PMU: ${dir} is missing or unreadable (${err instanceof Error ? err.message : String(err)})`,
       {
         hints: [
           'The kernel needs CONFIG_UPROBE_EVENTS (4.17 or later)',

@@ -1,0 +1,67 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { requireHost } from '../../../test/helpers/require-host.js';
+import { ProbeError } from '../../errors/index.js';
+import { call, exit, mov64Imm, mov64Reg } from './insn.js';
+import { loadProgram, uprobePmu, verifierReason } from './kernel.js';
+
+test('a program the verifier refuses gives its reason in one line, and the whole log in the details', (t) => {
+  if (!requireHost(t, { root: true })) return;
+  // r2 is never written before it is read.
+  assert.throws(
+    () => loadProgram([mov64Reg(0, 2), exit()], { name: 'upscope_bad', purpose: 'a test' }),
+    (err: unknown) =>
+      err instanceof ProbeError &&
+      err.code === 'ERR_BPF_VERIFIER' &&
+      err.message ===
+        "Cannot load the BPF program for a test: the kernel's verifier refused it: R2 !read_ok" &&
+      typeof err.details['verifierLog'] === 'string' &&
+      (err.details['verifierLog'] as string).includes('R2 !read_ok'),
+  );
+});
+
+test('a helper the kernel does not have is named as a missing kernel feature', (t) => {
+  if (!requireHost(t, { root: true })) return;
+  assert.throws(
+    () =>
+      loadProgram([call(9999), mov64Imm(0, 0), exit()], {
+        name: 'upscope_bad',
+        purpose: 'a test',
+      }),
+    (err: unknown) =>
+      err instanceof ProbeError &&
+      err.code === 'ERR_NOT_SUPPORTED' &&
+      /this kernel lacks the helper \S*9999/.test(err.message) &&
+      err.hints.some((h) => h.includes('--engine')),
+  );
+});
+
+test('a kernel without the perf uprobe PMU is named as the cause', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-no-pmu-'));
+  try {
+    assert.throws(
+      () => uprobePmu(dir),
+      (err: unknown) =>
+        err instanceof ProbeError &&
+        err.code === 'ERR_NOT_SUPPORTED' &&
+        err.message.startsWith(`Cannot use the perf uprobe PMU: ${dir} is missing or unreadable`) &&
+        err.hints.some((h) => h.includes('CONFIG_UPROBE_EVENTS')),
+    );
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+});
+
+test('the verifier’s reason is its last line before the summary', () => {
+  const log = [
+    '0: R1=ctx() R10=fp0',
+    '0: (bf) r0 = r2',
+    'R2 !read_ok',
+    'processed 1 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0',
+  ].join('\n');
+  assert.equal(verifierReason(log), 'R2 !read_ok');
+  assert.equal(verifierReason(''), 'no reason given');
+});

@@ -1,0 +1,342 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, test } from 'node:test';
+import { Tracer } from '../../src/api/index.js';
+import { compileProgram } from '../helpers/compile.js';
+import { leftovers } from '../helpers/leftovers.js';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
+
+interface Account {
+  pid: number;
+  calls: number;
+  sum: number;
+  retSum: number;
+  retNegative: number;
+  min: number;
+  max: number;
+  keys: number[];
+  linear: number[];
+  rows: Record<string, number>;
+}
+
+interface JsonHistogram {
+  probe: string;
+  count: number;
+  sum?: number;
+  min?: number;
+  max?: number;
+  buckets: { low: number | null; high: number | null; count: number }[];
+}
+
+function target(): string {
+  return compileProgram('bpf-target', { flags: ['-O2'], link: ['-lpthread'] });
+}
+
+/** The target's own account (its first JSON line) and upscope's JSON (the last). */
+function outputs<T>(stdout: string): { account: Account; result: T } {
+  const lines = stdout.split('\n').filter((l) => l.startsWith('{') || l.startsWith('['));
+  return { account: JSON.parse(lines[0]!), result: JSON.parse(lines.at(-1)!) };
+}
+
+/** The BPF and perf objects this process holds (a library user's leak shows here). */
+function ownBpfFds(): string[] {
+  const found: string[] = [];
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const link = readlinkSync(`/proc/self/fd/${fd}`);
+      if (/bpf|perf_event/.test(link)) found.push(`${fd} ${link}`);
+    } catch {
+      // closed meanwhile (the readdir's own fd)
+    }
+  }
+  return found;
+}
+
+function started(args: string[]): { child: ChildProcess; stdout: Promise<string> } {
+  const child = spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  let text = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    text += chunk.toString();
+  });
+  const stdout = once(child, 'exit').then(() => text);
+  return { child, stdout };
+}
+
+function bucketsByLow(h: JsonHistogram): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const b of h.buckets) if (b.count > 0) out[String(b.low)] = b.count;
+  return out;
+}
+
+const spawned: ChildProcess[] = [];
+
+afterEach(() => {
+  for (const child of spawned.splice(0)) child.kill('SIGKILL');
+  assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+  assert.deepEqual(ownBpfFds(), [], 'no BPF map, program, link or perf event is left open');
+  assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+});
+
+describe('upscope count (bpf engine)', () => {
+  test('counts every entry and return exactly, from 2 threads, in the command only while a bystander runs the same code', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const bystander = started([app, 'spin', '4']);
+    spawned.push(bystander.child);
+    const result = runCli([
+      'count',
+      '--json',
+      '-c',
+      `${app} hammer 20000 0`,
+      `${app}:bpf_hit`,
+      `r:${app}:bpf_hit`,
+      `${app}:bpf_key`,
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stderr, /Counting 3 probes \(bpf, uprobe_multi/);
+    const { account, result: rows } = outputs<{ probe: string; count: number }[]>(result.stdout);
+    assert.equal(account.calls, 40000);
+    assert.deepEqual(Object.fromEntries(rows.map((r) => [r.probe, r.count])), {
+      bpf_hit: account.calls,
+      'r:bpf_hit': account.calls,
+      bpf_key: account.calls,
+    });
+    assert.equal(bystander.child.exitCode, null, 'the bystander runs on unharmed');
+  });
+
+  test('--by arg0 counts per value, --filter counts only the hits it admits', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const byKey = runCli([
+      'count',
+      '--json',
+      '--by',
+      'arg0:s32',
+      '-c',
+      `${app} hammer 3000 0`,
+      `${app}:bpf_key`,
+    ]);
+    assert.equal(byKey.status, 0, byKey.stderr);
+    const keyed = outputs<{ key: number; count: number }[]>(byKey.stdout);
+    const counts = [0, 0, 0];
+    for (const row of keyed.result) counts[row.key] = row.count;
+    assert.deepEqual(counts, keyed.account.keys);
+
+    const filtered = runCli([
+      'count',
+      '--json',
+      '--filter',
+      'arg0 < 64',
+      '-c',
+      `${app} hammer 3000 0`,
+      `${app}:bpf_hit`,
+    ]);
+    assert.equal(filtered.status, 0, filtered.stderr);
+    const { account, result } = outputs<{ count: number }[]>(filtered.stdout);
+    // Values below 64 are the target's rows [0], [1], [2,4) ... [32,64).
+    const below = ['0', '1', '2', '4', '8', '16', '32'].reduce(
+      (n, low) => n + (account.rows[low] ?? 0),
+      0,
+    );
+    assert.ok(below > 0);
+    assert.equal(result[0]?.count, below);
+  });
+
+  test('-p counts one process while another runs the same program', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const traced = started([app, 'hammer', '5000', '1500']);
+    const other = started([app, 'hammer', '7000', '1500']);
+    spawned.push(traced.child, other.child);
+    const cli = started([
+      process.execPath,
+      BIN,
+      'count',
+      '--json',
+      '-p',
+      String(traced.child.pid),
+      `${app}:bpf_hit`,
+    ]);
+    const [tracedOut, otherOut, cliOut] = await Promise.all([
+      traced.stdout,
+      other.stdout,
+      cli.stdout,
+    ]);
+    assert.equal(cli.child.exitCode, 0);
+    const account: Account = JSON.parse(tracedOut);
+    assert.equal(JSON.parse(otherOut).calls, 14000);
+    const rows: { count: number }[] = JSON.parse(cliOut.trim().split('\n').at(-1)!);
+    assert.equal(rows[0]?.count, account.calls);
+  });
+});
+
+describe('upscope hist (bpf engine)', () => {
+  test('log2 buckets, count, sum, min and max equal the target’s own', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const result = runCli([
+      'hist',
+      '--json',
+      '-c',
+      `${app} hammer 20000 0`,
+      `${app}:bpf_hit`,
+      'arg0',
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    const { account, result: hists } = outputs<JsonHistogram[]>(result.stdout);
+    const h = hists[0]!;
+    assert.deepEqual(
+      { count: h.count, sum: h.sum, min: h.min, max: h.max },
+      { count: account.calls, sum: account.sum, min: account.min, max: account.max },
+    );
+    assert.deepEqual(bucketsByLow(h), account.rows);
+  });
+
+  test('signed return values: sum and negative buckets; linear buckets', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const signed = runCli([
+      'hist',
+      '--json',
+      '-c',
+      `${app} hammer 5000 0`,
+      `r:${app}:bpf_hit`,
+      'retval:s64',
+    ]);
+    assert.equal(signed.status, 0, signed.stderr);
+    const { account, result } = outputs<JsonHistogram[]>(signed.stdout);
+    const h = result[0]!;
+    assert.equal(h.count, account.calls);
+    assert.equal(h.sum, account.retSum);
+    assert.equal(h.min, account.min - 2500);
+    assert.equal(h.max, account.max - 2500);
+    const negative = h.buckets.filter((b) => b.high !== null && b.high <= 0);
+    assert.equal(
+      negative.reduce((n, b) => n + b.count, 0),
+      account.retNegative,
+    );
+
+    const linear = runCli([
+      'hist',
+      '--json',
+      '--linear',
+      '0,5000,500',
+      '-c',
+      `${app} hammer 5000 0`,
+      `${app}:bpf_hit`,
+      'arg0',
+    ]);
+    assert.equal(linear.status, 0, linear.stderr);
+    const lin = outputs<JsonHistogram[]>(linear.stdout);
+    const expected: Record<string, number> = {};
+    lin.account.linear.forEach((count, i) => {
+      if (count > 0) expected[String(i * 500)] = count;
+    });
+    assert.deepEqual(bucketsByLow(lin.result[0]!), expected);
+  });
+});
+
+describe('upscope latency (bpf engine)', () => {
+  test('puts each call in its bucket, with recursion and 2 threads kept apart', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const result = runCli([
+      'latency',
+      '--json',
+      '--unit',
+      'us',
+      '-c',
+      `${app} nap 0`,
+      `${app}:bpf_nap`,
+      `${app}:bpf_recurse`,
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    assert.doesNotMatch(result.stderr, /without their entry/);
+    const hists = outputs<JsonHistogram[]>(result.stdout).result;
+    const by = Object.fromEntries(hists.map((h) => [h.probe, h]));
+    // 3 ms is in [2048, 4096) us, 6 ms in [4096, 8192), 9 and 12 ms in [8192, 16384).
+    assert.deepEqual(bucketsByLow(by['bpf_nap']!), { 2048: 4, 4096: 3, 8192: 2 });
+    assert.deepEqual(bucketsByLow(by['bpf_recurse']!), { 2048: 2, 4096: 2, 8192: 2 });
+    const text = runCli(['latency', '-c', `${app} nap 0`, `${app}:bpf_nap`]);
+    assert.equal(text.status, 0, text.stderr);
+    assert.match(
+      text.stdout,
+      /^bpf_nap: count 9, avg \d+\.\d{3} ms, min 3\.\d{3} ms, p50 .*, max 12\.\d{3} ms$/m,
+    );
+    assert.match(text.stdout, /^\[2K, 4K\) +4 \|@+ *\|$/m);
+  });
+});
+
+function manyFunctions(count: number): string {
+  const lines = ['#include <stdio.h>'];
+  for (let i = 0; i < count; i++) {
+    lines.push(
+      `__attribute__((noinline)) int gen_f${i}(int x) { __asm__ volatile(""); return x + ${i}; }`,
+    );
+  }
+  lines.push('int main(void) {', '  long total = 0;');
+  for (let i = 0; i < count; i++) {
+    lines.push(`  for (int k = 0; k < ${(i % 3) + 1}; k++) total += gen_f${i}(k);`);
+  }
+  lines.push('  printf("%ld\\n", total);', '  return 0;', '}');
+  const file = join(tmpdir(), `upscope-many-${count}.c`);
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+describe('attaching many probes (bpf engine)', () => {
+  // Closing a perf uprobe event waits for the kernel (about 90 ms each on this kernel, one at a
+  // time), so the fallback is tested on fewer functions; uprobe_multi detaches all at once.
+  for (const [mode, functions] of [
+    ['multi', 1000],
+    ['perf', 25],
+  ] as const) {
+    test(`${functions} functions attach, count exactly and detach (${mode === 'multi' ? 'uprobe_multi' : 'one perf event each, the fallback'})`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = compileProgram(manyFunctions(functions), { flags: ['-O1'] });
+      const aggregate = await new Tracer().count(`${app}:gen_f*`, { command: app, attach: mode });
+      try {
+        const report = aggregate.attachReport;
+        assert.equal(report.probes, functions);
+        assert.equal(mode === 'multi' ? report.multi : report.perf, functions);
+        await aggregate.ended;
+        assert.equal(aggregate.exit?.code, 0);
+        const rows = aggregate.read();
+        assert.equal(rows.length, functions);
+        for (const row of rows) {
+          const i = Number(/^gen_f(\d+)$/.exec(row.probe)?.[1]);
+          assert.equal(row.count, BigInt((i % 3) + 1), row.probe);
+        }
+        t.diagnostic(
+          `${mode}: attached ${report.probes} probes in ${report.milliseconds.toFixed(1)} ms`,
+        );
+      } finally {
+        aggregate.close();
+      }
+    });
+  }
+});
+
+describe('bpf engine errors', () => {
+  test('as an unprivileged user: one line naming the missing capability, and the command is not left running', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
+    const app = target();
+    const result = runCli(['count', '-c', `${app} hammer 10 0`, `${app}:bpf_hit`], {
+      asNobody: true,
+    });
+    assert.equal(result.status, 5, result.stderr);
+    const lines = result.stderr.trim().split('\n');
+    assert.match(lines[0]!, /^error\[ERR_PRIVILEGES\]: Cannot create BPF map "\w+": EPERM/);
+    assert.match(result.stderr, /CAP_BPF and CAP_PERFMON/);
+    assert.match(result.stderr, /--engine ptrace/);
+    assert.doesNotMatch(result.stderr, /\n\s+at /);
+  });
+});
