@@ -2,9 +2,11 @@
 // `npm run bench`: timings of upscope next to the tools people use today, measured in the
 // same run on the same files, printed as ratios. Installs the peers it needs (binutils' nm).
 // Then the tracing part (bench/trace.mjs): probe cost per hit and event rate against perf and
-// bpftrace.
+// bpftrace. Then the ptrace engine's per-hit cost (bench/ptrace.mjs) and the bpf engine's
+// counting, latency and attach times against bpftrace and bcc (bench/bpf.mjs).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { runBpfBench } from './bpf.mjs';
 import { runPtraceBench } from './ptrace.mjs';
 import { runTraceBench } from './trace.mjs';
 
@@ -82,3 +84,4 @@ const [nodeStart] = timeTogether([[process.execPath, ['-e', '0']]]);
 console.log(`(Node's own start-up on this machine: ${nodeStart.toFixed(1)} ms)`);
 runTraceBench();
 runPtraceBench();
+runBpfBench();

@@ -87,12 +87,13 @@ function log2Group(index: number): number {
   else if (magnitude < 4) group = 2;
   else if (magnitude < 8) group = 3;
   else group = 4 + ((magnitude - 8) >> 3);
-  return negative ? -group - 1 : group;
+  // A negative value's magnitude is at least 1: group -g holds the magnitudes of group g.
+  return negative ? -group : group;
 }
 
 function groupRange(group: number): BucketRange {
   if (group < 0) {
-    const positive = groupRange(-group - 1);
+    const positive = groupRange(-group);
     return { low: -positive.high! + 1n, high: -positive.low! + 1n };
   }
   if (group < 2) return { low: BigInt(group), high: BigInt(group + 1) };

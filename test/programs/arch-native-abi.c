@@ -63,8 +63,9 @@ int main(void) {
          BPF_MAP_TYPE_ARRAY);
   printf("\"BPF_MAP_TYPE_PERF_EVENT_ARRAY\":%d,\"BPF_MAP_TYPE_PERCPU_HASH\":%d,",
          BPF_MAP_TYPE_PERF_EVENT_ARRAY, BPF_MAP_TYPE_PERCPU_HASH);
-  printf("\"BPF_MAP_TYPE_PERCPU_ARRAY\":%d,\"BPF_MAP_TYPE_STACK_TRACE\":%d,\"BPF_MAP_TYPE_RINGBUF\":%d},",
-         BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_STACK_TRACE, BPF_MAP_TYPE_RINGBUF);
+  printf("\"BPF_MAP_TYPE_PERCPU_ARRAY\":%d,\"BPF_MAP_TYPE_STACK_TRACE\":%d,\"BPF_MAP_TYPE_LRU_HASH\":%d,",
+         BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_STACK_TRACE, BPF_MAP_TYPE_LRU_HASH);
+  printf("\"BPF_MAP_TYPE_RINGBUF\":%d},", BPF_MAP_TYPE_RINGBUF);
   printf("\"BPF_MAP_CREATE_ATTR\":{\"map_type\":%zu,\"key_size\":%zu,\"value_size\":%zu,", ATTR(map_type),
          ATTR(key_size), ATTR(value_size));
   printf("\"max_entries\":%zu,\"map_flags\":%zu,\"inner_map_fd\":%zu,\"numa_node\":%zu,", ATTR(max_entries),

@@ -136,6 +136,7 @@ async function run<R>(
     if (errors.dropped > 0n) notes.push(`${errors.dropped} hits not counted (a map was full)`);
     if (errors.faults > 0n) notes.push(`${errors.faults} hits whose value could not be read`);
     if (errors.unmatched > 0n) notes.push(`${errors.unmatched} returns without their entry`);
+    if (errors.deep > 0n) notes.push(`${errors.deep} calls nested over 16 deep, not timed`);
     if (notes.length > 0) io.err(`upscope: ${notes.join(', ')}\n`);
   } finally {
     aggregate.close();

@@ -7,6 +7,7 @@ import { ProbeError } from '../../errors/index.js';
 import type { FetchArg } from '../../spec/index.js';
 import type { BpfMap } from './kernel.js';
 import {
+  CALLS_VALUE_BYTES,
   type CountKey,
   countKeyBytes,
   countProgram,
@@ -49,6 +50,8 @@ export interface HandlerErrors {
   readonly faults: bigint;
   /** Returns whose entry was not seen. */
   readonly unmatched: bigint;
+  /** Calls nested too deep in their function to be timed. */
+  readonly deep: bigint;
 }
 
 const MAX_KEYS = 16384;
@@ -65,6 +68,7 @@ function readErrors(errors: BpfMap): HandlerErrors {
     dropped: errors.lookupSum(u32(ERROR_SLOT.dropped)),
     faults: errors.lookupSum(u32(ERROR_SLOT.faults)),
     unmatched: errors.lookupSum(u32(ERROR_SLOT.unmatched)),
+    deep: errors.lookupSum(u32(ERROR_SLOT.deep)),
   };
 }
 
@@ -355,8 +359,7 @@ export class BpfValueHistograms extends Aggregation {
 export class BpfLatency extends Aggregation {
   readonly #maps: HistogramMaps;
   readonly #probes: number;
-  readonly depth: BpfMap;
-  readonly start: BpfMap;
+  readonly calls: BpfMap;
 
   readonly #unitNs: number;
 
@@ -365,18 +368,11 @@ export class BpfLatency extends Aggregation {
     this.#maps = new HistogramMaps(this.session, probes);
     this.#probes = probes;
     this.#unitNs = unitNs;
-    this.depth = this.session.map({
-      kind: 'hash',
-      name: 'depth',
+    this.calls = this.session.map({
+      kind: 'lru-hash',
+      name: 'calls',
       keyBytes: 8,
-      valueBytes: 8,
-      maxEntries: MAX_THREAD_CALLS,
-    });
-    this.start = this.session.map({
-      kind: 'hash',
-      name: 'start',
-      keyBytes: 16,
-      valueBytes: 8,
+      valueBytes: CALLS_VALUE_BYTES,
       maxEntries: MAX_THREAD_CALLS,
     });
   }
@@ -390,8 +386,7 @@ export class BpfLatency extends Aggregation {
           errors: self.errors.fd,
           hist: self.#maps.hist.fd,
           stats: self.#maps.stats.fd,
-          depth: self.depth.fd,
-          start: self.start.fd,
+          calls: self.calls.fd,
         };
         const filters = filtersOf(options);
         // Returns first: a call already running when its entry probe arrives is not timed

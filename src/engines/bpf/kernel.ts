@@ -66,10 +66,11 @@ function bpfAttr(native: NativeBinding): NativeMemory {
   return native.alloc(BPF_ATTR_BYTES);
 }
 
-export type MapKind = 'hash' | 'array' | 'percpu-hash' | 'percpu-array' | 'ringbuf';
+export type MapKind = 'hash' | 'lru-hash' | 'array' | 'percpu-hash' | 'percpu-array' | 'ringbuf';
 
 const MAP_TYPES: Record<MapKind, number> = {
   hash: BPF_MAP_TYPE.BPF_MAP_TYPE_HASH,
+  'lru-hash': BPF_MAP_TYPE.BPF_MAP_TYPE_LRU_HASH,
   array: BPF_MAP_TYPE.BPF_MAP_TYPE_ARRAY,
   'percpu-hash': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_HASH,
   'percpu-array': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_ARRAY,

@@ -35,14 +35,20 @@ import {
   stx,
 } from './insn.js';
 
+/** Calls of one function by one thread that are timed at once (deeper recursion is not). */
+export const MAX_TIMED_DEPTH = 16;
+/** A `calls` value: the thread's depth in the function, then a start time per depth. */
+export const CALLS_VALUE_BYTES = 8 + 8 * MAX_TIMED_DEPTH;
+
 /** Frame layout (offsets from r10). */
 const SCRATCH = -8;
 const ONE = -16;
 const HIST_KEY = -24;
-const DEPTH_KEY = -32;
-const START_KEY = -48;
+const CALLS_KEY = -32;
 const KEY = -128;
 const COMM = -144;
+/** Where a new `calls` value is zeroed before it is inserted. */
+const CALLS_VALUE = COMM - CALLS_VALUE_BYTES;
 /** The return's time, taken first (the key at KEY ends just below it). */
 const NOW = -56;
 
@@ -59,8 +65,10 @@ export const ERROR_SLOT = {
   faults: 1,
   /** A return whose entry was not seen (attached mid-call, or the entry's slot was full). */
   unmatched: 2,
+  /** A call nested deeper in its function than the timed depth: not timed. */
+  deep: 3,
 } as const;
-export const ERROR_SLOTS = 3;
+export const ERROR_SLOTS = 4;
 
 /** Bytes of a `stats` value: count, sum, ~min and max (both biased for signed values). */
 export const STATS_BYTES = 32;
@@ -152,8 +160,7 @@ export interface HandlerMaps {
   readonly counts?: number | undefined;
   readonly hist?: number | undefined;
   readonly stats?: number | undefined;
-  readonly depth?: number | undefined;
-  readonly start?: number | undefined;
+  readonly calls?: number | undefined;
 }
 
 function need(fd: number | undefined, name: string): number {
@@ -496,53 +503,46 @@ export function valueProgram(
   return epilogue(a, out, fault, maps);
 }
 
-/** r9 = this thread's id (low half of pid_tgid); the depth key {tid, probe} at DEPTH_KEY. */
-function depthKey(a: Asm): void {
+/** r9 = this thread's id (low half of pid_tgid); the calls key {tid, probe} at CALLS_KEY. */
+function callsKey(a: Asm): void {
   a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('LSH', 0, 32), alu64Imm('RSH', 0, 32));
-  a.emit(mov64Reg(9, 0), stx('W', 10, DEPTH_KEY, 9), stx('W', 10, DEPTH_KEY + 4, 8));
-}
-
-/** The start key {tid, probe, depth (r1), 0} at START_KEY. */
-function startKey(a: Asm): void {
-  a.emit(stx('W', 10, START_KEY, 9), stx('W', 10, START_KEY + 4, 8));
-  a.emit(stx('W', 10, START_KEY + 8, 1), st('W', 10, START_KEY + 12, 0));
+  a.emit(mov64Reg(9, 0), stx('W', 10, CALLS_KEY, 9), stx('W', 10, CALLS_KEY + 4, 8));
 }
 
 function mapCall(a: Asm, helper: number, map: number, keyAt: number, valueAt?: number): void {
   a.emit(ldMapFd(1, map), mov64Reg(2, 10), alu64Imm('ADD', 2, keyAt));
-  if (valueAt !== undefined) a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, valueAt), mov64Imm(4, 0));
+  if (valueAt !== undefined) a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, valueAt), mov64Imm(4, 1));
   a.emit(call(helper));
 }
 
 /**
- * At a function's entry: note the time under {thread, probe, depth}, where depth counts this
- * thread's calls of the function not yet returned, so that recursion keeps one start per call.
+ * At a function's entry: note the time in the thread's slot for the function, at its depth
+ * (the calls it has not returned from yet), so that recursion keeps one start per call. The
+ * slots are in an LRU hash: a thread's slot is made once and never deleted on the hot path.
  */
 export function latencyEntryProgram(maps: HandlerMaps, filters: Filters): Insn[] {
   const a = new Asm();
   const out = 'out';
-  const depth = need(maps.depth, 'depth');
-  const start = need(maps.start, 'start');
+  const calls = need(maps.calls, 'calls');
   prologue(a, filters, out);
-  depthKey(a);
-  mapCall(a, BPF_FUNC.map_lookup_elem, depth, DEPTH_KEY);
-  const fresh = 'fresh';
-  const stamp = 'stamp';
-  a.jmpImm('JEQ', 0, 0, fresh);
-  // Deeper in: the next depth, kept in place (only this thread touches its own slot).
+  callsKey(a);
+  mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
+  a.jmpImm('JNE', 0, 0, 'have');
+  for (let at = 0; at < CALLS_VALUE_BYTES; at += 8) a.emit(st('DW', 10, CALLS_VALUE + at, 0));
+  mapCall(a, BPF_FUNC.map_update_elem, calls, CALLS_KEY, CALLS_VALUE);
+  mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
+  a.jmpImm('JEQ', 0, 0, 'full');
+  a.label('have');
+  // Only this thread touches its own slot: plain loads and stores.
   a.emit(ldx('DW', 1, 0, 0), mov64Reg(2, 1), alu64Imm('ADD', 2, 1), stx('DW', 0, 0, 2));
-  a.goto(stamp);
-  a.label(fresh);
-  a.emit(st('DW', 10, ONE, 1));
-  mapCall(a, BPF_FUNC.map_update_elem, depth, DEPTH_KEY, ONE);
-  a.jmpImm('JNE', 0, 0, 'full');
-  a.emit(mov64Imm(1, 0));
-  a.label(stamp);
-  startKey(a);
+  a.jmpImm('JGE', 1, MAX_TIMED_DEPTH, 'deep');
+  a.emit(alu64Imm('LSH', 1, 3), mov64Reg(7, 0), alu64Reg('ADD', 7, 1));
   // The time last, so that the handler's own cost is not in the measured call.
-  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 10, SCRATCH, 0));
-  mapCall(a, BPF_FUNC.map_update_elem, start, START_KEY, SCRATCH);
-  a.jmpImm('JEQ', 0, 0, out);
+  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 7, 8, 0));
+  a.goto(out);
+  a.label('deep');
+  countError(a, maps, ERROR_SLOT.deep);
+  a.goto(out);
   a.label('full');
   countError(a, maps, ERROR_SLOT.dropped);
   return epilogue(a, out, undefined, maps);
@@ -555,29 +555,21 @@ export function latencyEntryProgram(maps: HandlerMaps, filters: Filters): Insn[]
 export function latencyReturnProgram(maps: HandlerMaps, filters: Filters, unitNs: number): Insn[] {
   const a = new Asm();
   const out = 'out';
-  const depth = need(maps.depth, 'depth');
-  const start = need(maps.start, 'start');
+  const calls = need(maps.calls, 'calls');
   // The time first, before the handler's own work.
   a.emit(mov64Reg(6, 1), call(BPF_FUNC.ktime_get_ns), stx('DW', 10, NOW, 0), mov64Reg(1, 6));
   prologue(a, filters, out);
-  depthKey(a);
-  mapCall(a, BPF_FUNC.map_lookup_elem, depth, DEPTH_KEY);
+  callsKey(a);
+  mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
   const unmatched = 'unmatched';
   a.jmpImm('JEQ', 0, 0, unmatched);
   a.emit(ldx('DW', 1, 0, 0));
   a.jmpImm('JEQ', 1, 0, unmatched);
-  a.emit(alu64Imm('SUB', 1, 1), stx('DW', 0, 0, 1), stx('DW', 10, ONE, 1));
-  const kept = 'kept';
-  a.jmpImm('JNE', 1, 0, kept);
-  // Back at depth 0: free the thread's slot, so the map holds only threads inside a call.
-  mapCall(a, BPF_FUNC.map_delete_elem, depth, DEPTH_KEY);
-  a.label(kept);
-  a.emit(ldx('DW', 1, 10, ONE));
-  startKey(a);
-  mapCall(a, BPF_FUNC.map_lookup_elem, start, START_KEY);
-  a.jmpImm('JEQ', 0, 0, unmatched);
-  a.emit(ldx('DW', 7, 10, NOW), ldx('DW', 1, 0, 0), alu64Reg('SUB', 7, 1));
-  mapCall(a, BPF_FUNC.map_delete_elem, start, START_KEY);
+  a.emit(alu64Imm('SUB', 1, 1), stx('DW', 0, 0, 1));
+  // A call deeper than the slots was counted at its entry.
+  a.jmpImm('JGE', 1, MAX_TIMED_DEPTH, out);
+  a.emit(alu64Imm('LSH', 1, 3), alu64Reg('ADD', 0, 1));
+  a.emit(ldx('DW', 7, 10, NOW), ldx('DW', 1, 0, 8), alu64Reg('SUB', 7, 1));
   emitRecord(a, maps, { kind: 'log2' }, false, unitNs);
   a.goto(out);
   a.label(unmatched);
