@@ -61,7 +61,7 @@ function nsPerCall(text) {
   return m ? Number(m[2]) : undefined;
 }
 
-function perHitTable(title, rows, baseline, compare) {
+function perHitTable(title, rows, compare) {
   for (const row of rows) row.samples = [];
   for (let round = 0; round < ROUNDS; round++) {
     for (const row of rows) {
@@ -211,10 +211,9 @@ export function runBpfBench() {
         check: (r) => counts(r.stdout, N),
       },
     ];
-    const countCost = perHitTable(
+    perHitTable(
       `bpf engine, counting: hot_function() called N=${N.toLocaleString('en-US')} times; per hit = ns/call probed - bare, median of ${ROUNDS} runs taken in turns`,
       countRows,
-      0,
       (row, cost) => {
         const upscope = cost(countRows[2]);
         if (row === countRows[1]) return '(the kernel’s own cost)';
@@ -226,7 +225,6 @@ export function runBpfBench() {
         return `upscope is ${fmt(cost(row) / upscope, 2)}x faster`;
       },
     );
-    void countCost;
 
     // 2. Latency.
     const funclatency = missing.bcc ?? 'funclatency-bpfcc';
@@ -274,7 +272,6 @@ export function runBpfBench() {
     perHitTable(
       `bpf engine, latency histogram of the same function (entry + return probe per call):`,
       latencyRows,
-      0,
       (row, cost) =>
         row === latencyRows[1]
           ? ''
