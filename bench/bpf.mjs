@@ -16,6 +16,8 @@ const root = new URL('..', import.meta.url).pathname;
 const N = Number(process.env.BENCH_BPF_N ?? 2_000_000);
 const ROUNDS = Number(process.env.BENCH_BPF_RUNS ?? 3);
 const UPSCOPE = join(root, 'bin/upscope.js');
+/** Which parts to run: count, latency, attach (all by default). */
+const PARTS = new Set((process.env.BENCH_BPF_PARTS ?? 'count,latency,attach').split(','));
 
 const fmt = (n, digits = 1) =>
   n === undefined || Number.isNaN(n)
@@ -183,100 +185,120 @@ export function runBpfBench() {
     const counts = (text, n) => new RegExp(`\\b${n}\\b`).test(text);
 
     // 1. Counting.
-    const countRows = [
-      { label: 'bare loop', measure: () => run(bin, [String(N)]) },
-      {
-        label: 'kernel uprobe, no handler (perf stat)',
-        why: perfWhy,
-        measure: () =>
-          run('perf', ['stat', '-x', ',', '-e', 'probe_hot:hot_function', '--', bin, String(N)]),
-        check: (r) => counts(r.stderr, N),
-      },
-      {
-        label: 'upscope count (bpf)',
-        measure: () =>
-          run(process.execPath, [UPSCOPE, 'count', `${bin}:hot_function`, '-c', `${bin} ${N}`]),
-        check: (r) => counts(r.stdout, N),
-      },
-      {
-        label: 'bpftrace @c = count()',
-        why: missing.bpftrace,
-        measure: () =>
-          run('bpftrace', [
-            '-e',
-            `uprobe:${bin}:hot_function { @c = count(); }`,
-            '-c',
-            `${bin} ${N}`,
-          ]),
-        check: (r) => counts(r.stdout, N),
-      },
-    ];
-    perHitTable(
-      `bpf engine, counting: hot_function() called N=${N.toLocaleString('en-US')} times; per hit = ns/call probed - bare, median of ${ROUNDS} runs taken in turns`,
-      countRows,
-      (row, cost) => {
-        const upscope = cost(countRows[2]);
-        if (row === countRows[1]) return '(the kernel’s own cost)';
-        const kernel = countRows[1].why === undefined ? cost(countRows[1]) : undefined;
-        if (row === countRows[2])
-          return kernel === undefined
-            ? ''
-            : `${fmt((upscope / kernel - 1) * 100)}% over the bare uprobe`;
-        return `upscope is ${fmt(cost(row) / upscope, 2)}x faster`;
-      },
-    );
+    const countRows = !PARTS.has('count')
+      ? []
+      : [
+          { label: 'bare loop', measure: () => run(bin, [String(N)]) },
+          {
+            label: 'kernel uprobe, no handler (perf stat)',
+            why: perfWhy,
+            measure: () =>
+              run('perf', [
+                'stat',
+                '-x',
+                ',',
+                '-e',
+                'probe_hot:hot_function',
+                '--',
+                bin,
+                String(N),
+              ]),
+            check: (r) => counts(r.stderr, N),
+          },
+          {
+            label: 'kernel uprobe, empty BPF program',
+            measure: () =>
+              run(process.execPath, [join(root, 'bench/bpf-floor.mjs'), bin, String(N)]),
+          },
+          {
+            label: 'upscope count (bpf)',
+            measure: () =>
+              run(process.execPath, [UPSCOPE, 'count', `${bin}:hot_function`, '-c', `${bin} ${N}`]),
+            check: (r) => counts(r.stdout, N),
+          },
+          {
+            label: 'bpftrace @c = count()',
+            why: missing.bpftrace,
+            measure: () =>
+              run('bpftrace', [
+                '-e',
+                `uprobe:${bin}:hot_function { @c = count(); }`,
+                '-c',
+                `${bin} ${N}`,
+              ]),
+            check: (r) => counts(r.stdout, N),
+          },
+        ];
+    if (PARTS.has('count'))
+      perHitTable(
+        `bpf engine, counting: hot_function() called N=${N.toLocaleString('en-US')} times; per hit = ns/call probed - bare, median of ${ROUNDS} runs taken in turns`,
+        countRows,
+        (row, cost) => {
+          const upscope = cost(countRows[3]);
+          if (row === countRows[1]) return '(perf counts each hit too)';
+          if (row === countRows[2]) return '(the floor of any BPF handler)';
+          if (row === countRows[3]) {
+            return `${fmt((upscope / cost(countRows[2]) - 1) * 100)}% over the floor`;
+          }
+          return `upscope is ${fmt(cost(row) / upscope, 2)}x faster`;
+        },
+      );
 
     // 2. Latency.
     const funclatency = missing.bcc ?? 'funclatency-bpfcc';
-    const latencyRows = [
-      { label: 'bare loop', measure: () => run(bin, [String(N)]) },
-      {
-        label: 'upscope latency (bpf)',
-        measure: () =>
-          run(process.execPath, [
-            UPSCOPE,
-            'latency',
-            '--unit',
-            'ns',
-            `${bin}:hot_function`,
-            '-c',
-            `${bin} ${N}`,
-          ]),
-        check: (r) => new RegExp(`count ${N},`).test(r.stdout),
-      },
-      {
-        label: 'bpftrace @start[tid] + hist()',
-        why: missing.bpftrace,
-        measure: () =>
-          run('bpftrace', [
-            '-e',
-            `uprobe:${bin}:hot_function { @start[tid] = nsecs; } uretprobe:${bin}:hot_function /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }`,
-            '-c',
-            `${bin} ${N}`,
-          ]),
-        check: (r) => /@ns:/.test(r.stdout),
-      },
-      {
-        label: 'bcc funclatency',
-        check: (r) => new RegExp(`count: ${N}`).test(r.stderr),
-        why: missing.bcc,
-        measure: () => {
-          // funclatency traces system wide until its -d seconds end: start the target as soon
-          // as it is attached, from a shell that waits for the first line it prints.
-          // set -m: a background job of a shell without job control ignores SIGINT.
-          const script = `set -m; ${funclatency} ${bin}:hot_function > ${dir}/fl.out 2>&1 & FL=$!; for i in $(seq 600); do grep -q Tracing ${dir}/fl.out 2>/dev/null && break; sleep 0.1; done; ${bin} ${N}; kill -INT $FL; wait $FL; cat ${dir}/fl.out >&2`;
-          return run('sh', ['-c', script], { env: { BCC_KERNEL_SOURCE: headers } });
-        },
-      },
-    ];
-    perHitTable(
-      `bpf engine, latency histogram of the same function (entry + return probe per call):`,
-      latencyRows,
-      (row, cost) =>
-        row === latencyRows[1]
-          ? ''
-          : `upscope is ${fmt(cost(row) / cost(latencyRows[1]), 2)}x faster`,
-    );
+    const latencyRows = !PARTS.has('latency')
+      ? []
+      : [
+          { label: 'bare loop', measure: () => run(bin, [String(N)]) },
+          {
+            label: 'upscope latency (bpf)',
+            measure: () =>
+              run(process.execPath, [
+                UPSCOPE,
+                'latency',
+                '--unit',
+                'ns',
+                `${bin}:hot_function`,
+                '-c',
+                `${bin} ${N}`,
+              ]),
+            check: (r) => new RegExp(`count ${N},`).test(r.stdout),
+          },
+          {
+            label: 'bpftrace @start[tid] + hist()',
+            why: missing.bpftrace,
+            measure: () =>
+              run('bpftrace', [
+                '-e',
+                `uprobe:${bin}:hot_function { @start[tid] = nsecs; } uretprobe:${bin}:hot_function /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }`,
+                '-c',
+                `${bin} ${N}`,
+              ]),
+            check: (r) => /@ns:/.test(r.stdout),
+          },
+          {
+            label: 'bcc funclatency',
+            check: (r) => new RegExp(`count: ${N}`).test(r.stderr),
+            why: missing.bcc,
+            measure: () => {
+              // funclatency traces system wide until its -d seconds end: start the target as soon
+              // as it is attached, from a shell that waits for the first line it prints.
+              // A background job of a shell without job control starts with SIGINT ignored,
+              // and funclatency ends (printing) only on SIGINT: give it back its default first.
+              const script = `python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' ${funclatency} ${bin}:hot_function > ${dir}/fl.out 2>&1 & FL=$!; for i in $(seq 600); do grep -q Tracing ${dir}/fl.out 2>/dev/null && break; sleep 0.1; done; ${bin} ${N}; kill -INT $FL; wait $FL; cat ${dir}/fl.out >&2`;
+              return run('sh', ['-c', script], { env: { BCC_KERNEL_SOURCE: headers } });
+            },
+          },
+        ];
+    if (PARTS.has('latency'))
+      perHitTable(
+        `bpf engine, latency histogram of the same function (entry + return probe per call):`,
+        latencyRows,
+        (row, cost) =>
+          row === latencyRows[1]
+            ? ''
+            : `upscope is ${fmt(cost(row) / cost(latencyRows[1]), 2)}x faster`,
+      );
 
     // 3. Attaching many probes.
     console.log(
@@ -285,7 +307,7 @@ export function runBpfBench() {
     console.log(
       `${'tool'.padEnd(36)}${'probes'.padStart(8)}${'attach ms'.padStart(12)}${'total ms'.padStart(12)}${'counted'.padStart(10)}`,
     );
-    for (const count of [1000, 10000]) {
+    for (const count of PARTS.has('attach') ? [1000, 10000] : []) {
       const many = generated(dir, count);
       const up = run(process.execPath, [UPSCOPE, 'count', '--json', `${many}:gen_f*`, '-c', many]);
       let counted;

@@ -253,9 +253,8 @@ export async function countHits(
 ): Promise<Aggregate<ProbeCount[]>> {
   const key = countKey(options.by);
   const filters = filtersOf(options);
-  let names: readonly string[] = [];
   return start(specs, options, (sites, pid) => {
-    names = probeNames(sites);
+    const names = probeNames(sites);
     const counts = BpfCounts.open(aggregateSites(sites), key, {
       pid,
       filters,

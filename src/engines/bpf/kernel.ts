@@ -31,6 +31,7 @@ const EPERM = 1;
 const EACCES = 13;
 const ENOSPC = 28;
 const E2BIG = 7;
+const ENOMEM = 12;
 
 /** What to say when the kernel refuses a BPF or perf operation for lack of privilege. */
 export function privilegeError(what: string, errno: number): ProbeError {
@@ -132,7 +133,7 @@ export class BpfMap {
       }),
     );
     if (fd < 0) {
-      if (-fd === E2BIG || -fd === ENOSPC || fd === -12) {
+      if (-fd === E2BIG || -fd === ENOSPC || -fd === ENOMEM) {
         throw new ProbeError(
           'ERR_NOT_SUPPORTED',
           `Cannot create BPF map "${spec.name}" of ${spec.maxEntries} entries: ${describeErrno(fd)}`,
@@ -144,11 +145,12 @@ export class BpfMap {
     return new BpfMap(native, fd, spec, possibleCpus());
   }
 
-  #elem(cmd: number, flags = 0n): number {
+  /** A map element command on the scratch key (none: the first key, for GET_NEXT_KEY). */
+  #elem(cmd: number, flags = 0n, withKey = true): number {
     const view = new DataView(this.#attr.bytes.buffer, this.#attr.bytes.byteOffset);
     this.#attr.bytes.fill(0);
     view.setUint32(BPF_MAP_ELEM_ATTR.map_fd, this.fd, true);
-    view.setBigUint64(BPF_MAP_ELEM_ATTR.key, this.#key.address, true);
+    if (withKey) view.setBigUint64(BPF_MAP_ELEM_ATTR.key, this.#key.address, true);
     view.setBigUint64(
       BPF_MAP_ELEM_ATTR.value,
       cmd === BPF_CMD.BPF_MAP_GET_NEXT_KEY ? this.#next.address : this.#value.address,
@@ -199,24 +201,16 @@ export class BpfMap {
   /** Every key (copies), in the map's own order. */
   keys(): Uint8Array[] {
     const keys: Uint8Array[] = [];
-    // A key not in the map makes the kernel start from the first one.
-    let first = true;
-    for (;;) {
-      if (first) this.#key.bytes.fill(0xff);
-      const status = this.#elem(BPF_CMD.BPF_MAP_GET_NEXT_KEY);
-      if (status === -2) return keys;
-      if (status < 0) throw failure(`read BPF map "${this.spec.name}"`, status);
+    // No key asks for the first one.
+    let status = this.#elem(BPF_CMD.BPF_MAP_GET_NEXT_KEY, 0n, false);
+    while (status >= 0) {
       const key = this.#next.bytes.slice();
-      if (first && this.spec.kind.endsWith('hash')) {
-        // 0xff... might itself be a key: then the walk began after it. Look it up too.
-        first = false;
-        const all = this.#key.bytes.slice();
-        if (this.lookup(all) !== undefined) keys.push(all);
-      }
-      first = false;
       keys.push(key);
       this.#key.bytes.set(key);
+      status = this.#elem(BPF_CMD.BPF_MAP_GET_NEXT_KEY);
     }
+    if (status !== -2) throw failure(`read BPF map "${this.spec.name}"`, status);
+    return keys;
   }
 
   close(): void {
@@ -288,7 +282,14 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
           true,
         );
       }
-      return native.syscall(SYSCALL.bpf, BigInt(BPF_CMD.BPF_PROG_LOAD), attr.address, 144n, 0n, 0n);
+      return native.syscall(
+        SYSCALL.bpf,
+        BigInt(BPF_CMD.BPF_PROG_LOAD),
+        attr.address,
+        BigInt(BPF_ATTR_BYTES),
+        0n,
+        0n,
+      );
     };
     // Loading without a log is faster; the log is asked for only to explain a refusal.
     let fd = load(0);

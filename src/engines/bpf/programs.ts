@@ -415,7 +415,6 @@ export function countProgram(maps: HandlerMaps, key: CountKey, filters: Filters)
 
 /** r1 = the bucket of r7 (see `bucketBounds` in aggregate/ for what each index holds). */
 function emitBucket(a: Asm, buckets: Buckets, signed: boolean, scale: number): void {
-  const done = a.fresh('bucket.done');
   if (buckets.kind === 'linear') {
     const under = signed ? 'JSLT' : 'JLT';
     const atLeast = signed ? 'JSGE' : 'JGE';
@@ -456,7 +455,6 @@ function emitBucket(a: Asm, buckets: Buckets, signed: boolean, scale: number): v
   a.emit(alu64Imm('LSH', 1, 3), alu64Imm('ADD', 1, 8), alu64Reg('ADD', 1, 3));
   a.label(small);
   a.emit(alu64Reg('ADD', 1, 4));
-  a.label(done);
 }
 
 /** Histogram r7 into `hist` under {probe, bucket} and add it to the probe's `stats`. */
