@@ -4,6 +4,7 @@ import {
   type AggregateSite,
   type AttachMode,
   type AttachReport,
+  type BpfAggregation,
   BpfCounts,
   BpfLatency,
   BpfValueHistograms,
@@ -15,7 +16,7 @@ import { ProbeError } from '../errors/index.js';
 import { type Exit, type LaunchedCommand, launchStopped } from '../host/index.js';
 import { type ProbeSite, planProbes } from '../plan/index.js';
 import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
-import { probeName } from './tracer.js';
+import { checkTargetOptions, probeName } from './tracer.js';
 
 export interface AggregateOptions {
   /** Only this process (all its threads). */
@@ -67,12 +68,10 @@ export interface ProbeHistogram {
   readonly histogram: Histogram;
 }
 
-interface Engine<R> {
-  readonly attachReport: AttachReport;
-  read(): R;
-  handlerErrors(): HandlerErrors;
-  detach(): void;
-  close(): void;
+/** An in-kernel aggregation, and how its readings are presented. */
+interface Opened<R> {
+  readonly engine: BpfAggregation;
+  readonly read: () => R;
 }
 
 /**
@@ -87,7 +86,8 @@ export class Aggregate<R> {
   readonly commandPid: number | undefined;
   /** Resolves when the aggregation has stopped (probes removed). */
   readonly ended: Promise<void>;
-  readonly #engine: Engine<R>;
+  readonly #engine: BpfAggregation;
+  readonly #read: () => R;
   readonly #launched: LaunchedCommand | undefined;
   readonly #timer: NodeJS.Timeout | undefined;
   #stopped = false;
@@ -99,13 +99,15 @@ export class Aggregate<R> {
   /** @internal */
   constructor(
     sites: readonly ProbeSite[],
-    engine: Engine<R>,
+    probes: readonly string[],
+    opened: Opened<R>,
     options: AggregateOptions,
     launched: LaunchedCommand | undefined,
   ) {
     this.sites = sites;
-    this.probes = probeNames(sites);
-    this.#engine = engine;
+    this.probes = probes;
+    this.#engine = opened.engine;
+    this.#read = opened.read;
     this.#launched = launched;
     this.commandPid = launched?.pid;
     this.ended = new Promise((resolve) => {
@@ -136,7 +138,7 @@ export class Aggregate<R> {
 
   /** The totals now (after stop(), the last ones). */
   read(): R {
-    return this.#last?.reading ?? this.#engine.read();
+    return this.#last?.reading ?? this.#read();
   }
 
   /** Hits the handlers could not aggregate. */
@@ -151,7 +153,7 @@ export class Aggregate<R> {
     clearInterval(this.#timer);
     try {
       this.#engine.detach();
-      this.#last = { reading: this.#engine.read(), errors: this.#engine.handlerErrors() };
+      this.#last = { reading: this.#read(), errors: this.#engine.handlerErrors() };
     } finally {
       this.#launched?.kill();
       this.#resolveEnded();
@@ -209,29 +211,24 @@ function filtersOf(options: AggregateOptions): Omit<Filters, 'pid'> {
 async function start<R>(
   specs: string | readonly string[],
   options: AggregateOptions,
-  open: (sites: readonly ProbeSite[], pid: number | undefined) => Engine<R>,
+  open: (
+    sites: readonly ProbeSite[],
+    names: readonly string[],
+    pid: number | undefined,
+  ) => Opened<R>,
+  check?: (sites: readonly ProbeSite[]) => void,
 ): Promise<Aggregate<R>> {
-  if (options.pid !== undefined && options.command !== undefined) {
-    throw new ProbeError(
-      'ERR_USAGE',
-      'Cannot aggregate both a process and a command: give -p or -c, not both',
-    );
-  }
-  if (options.pid !== undefined && !existsSync(`/proc/${options.pid}`)) {
-    throw new ProbeError(
-      'ERR_PROCESS_NOT_FOUND',
-      `Cannot find process ${options.pid}: no such process`,
-      { hints: ['List running processes with: ps -e'] },
-    );
-  }
+  checkTargetOptions(options, 'aggregate');
   const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
     pid: options.pid,
     unsafe: options.unsafe,
   });
+  check?.(sites);
   const launched = options.command === undefined ? undefined : await launchStopped(options.command);
   try {
-    const engine = open(sites, launched?.pid ?? options.pid);
-    const aggregate = new Aggregate(sites, engine, options, launched);
+    const names = probeNames(sites);
+    const opened = open(sites, names, launched?.pid ?? options.pid);
+    const aggregate = new Aggregate(sites, names, opened, options, launched);
     launched?.resume();
     return aggregate;
   } catch (err) {
@@ -253,8 +250,7 @@ export async function countHits(
 ): Promise<Aggregate<ProbeCount[]>> {
   const key = countKey(options.by);
   const filters = filtersOf(options);
-  return start(specs, options, (sites, pid) => {
-    const names = probeNames(sites);
+  return start(specs, options, (sites, names, pid) => {
     const counts = BpfCounts.open(aggregateSites(sites), key, {
       pid,
       filters,
@@ -262,7 +258,7 @@ export async function countHits(
       purpose: `counting ${sites.length} probe${sites.length === 1 ? '' : 's'}`,
     });
     return {
-      attachReport: counts.attachReport,
+      engine: counts,
       read: () =>
         counts
           .read()
@@ -272,9 +268,6 @@ export async function countHits(
             count: row.count,
           }))
           .sort((a, b) => (a.count < b.count ? 1 : a.count > b.count ? -1 : 0)),
-      handlerErrors: () => counts.handlerErrors(),
-      detach: () => counts.detach(),
-      close: () => counts.close(),
     };
   });
 }
@@ -289,8 +282,7 @@ export async function histogramOf(
   const scheme: BucketScheme =
     options.linear === undefined ? { kind: 'log2' } : { kind: 'linear', ...options.linear };
   const filters = filtersOf(options);
-  return start(specs, options, (sites, pid) => {
-    const names = probeNames(sites);
+  return start(specs, options, (sites, names, pid) => {
     const hist = BpfValueHistograms.open(aggregateSites(sites), fetch, scheme, {
       pid,
       filters,
@@ -298,11 +290,8 @@ export async function histogramOf(
       purpose: `a histogram of ${value}`,
     });
     return {
-      attachReport: hist.attachReport,
+      engine: hist,
       read: () => hist.read().map((histogram, i) => ({ probe: names[i]!, histogram })),
-      handlerErrors: () => hist.handlerErrors(),
-      detach: () => hist.detach(),
-      close: () => hist.close(),
     };
   });
 }
@@ -317,27 +306,28 @@ export async function latencyOf(
 ): Promise<Aggregate<ProbeHistogram[]>> {
   const unit = options.unit ?? 'us';
   const filters = filtersOf(options);
-  return start(specs, options, (sites, pid) => {
-    const functions = sites.filter((site) => site.kind === 'entry');
-    if (functions.length !== sites.length || sites.some((s) => s.symbolOffset !== 0n)) {
-      throw new ProbeError(
-        'ERR_USAGE',
-        'Cannot time these probes: latency needs function entries (e.g. app:parse or libc:mall*), not return probes, offsets or USDT probes',
-      );
-    }
-    const names = probeNames(functions);
-    const latency = BpfLatency.open(aggregateSites(functions), UNIT_NS[unit], {
-      pid,
-      filters,
-      mode: options.attach,
-      purpose: `timing ${functions.length} function${functions.length === 1 ? '' : 's'}`,
-    });
-    return {
-      attachReport: latency.attachReport,
-      read: () => latency.read().map((histogram, i) => ({ probe: names[i]!, histogram })),
-      handlerErrors: () => latency.handlerErrors(),
-      detach: () => latency.detach(),
-      close: () => latency.close(),
-    };
-  });
+  return start(
+    specs,
+    options,
+    (sites, names, pid) => {
+      const latency = BpfLatency.open(aggregateSites(sites), UNIT_NS[unit], {
+        pid,
+        filters,
+        mode: options.attach,
+        purpose: `timing ${sites.length} function${sites.length === 1 ? '' : 's'}`,
+      });
+      return {
+        engine: latency,
+        read: () => latency.read().map((histogram, i) => ({ probe: names[i]!, histogram })),
+      };
+    },
+    (sites) => {
+      if (sites.some((site) => site.kind !== 'entry' || site.symbolOffset !== 0n)) {
+        throw new ProbeError(
+          'ERR_USAGE',
+          'Cannot time these probes: latency needs function entries (e.g. app:parse or libc:mall*), not return probes, offsets or USDT probes',
+        );
+      }
+    },
+  );
 }

@@ -109,21 +109,7 @@ export class Tracer {
     specs: string | readonly string[],
     options: AttachOptions = {},
   ): Promise<Attachment> {
-    if (options.pid !== undefined && options.command !== undefined) {
-      throw new ProbeError(
-        'ERR_USAGE',
-        'Cannot trace both a process and a command: give -p or -c, not both',
-      );
-    }
-    if (options.pid !== undefined && !existsSync(`/proc/${options.pid}`)) {
-      throw new ProbeError(
-        'ERR_PROCESS_NOT_FOUND',
-        `Cannot find process ${options.pid}: no such process`,
-        {
-          hints: ['List running processes with: ps -e'],
-        },
-      );
-    }
+    checkTargetOptions(options, 'trace');
     const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
       pid: options.pid,
       unsafe: options.unsafe,
@@ -154,6 +140,29 @@ export class Tracer {
       launched?.kill();
       throw err;
     }
+  }
+}
+
+/**
+ * Throws ProbeError when both a process and a command are given, or the process does not
+ * exist: before anything is resolved or attached.
+ */
+export function checkTargetOptions(
+  options: { readonly pid?: number | undefined; readonly command?: string | undefined },
+  verb: string,
+): void {
+  if (options.pid !== undefined && options.command !== undefined) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot ${verb} both a process and a command: give -p or -c, not both`,
+    );
+  }
+  if (options.pid !== undefined && !existsSync(`/proc/${options.pid}`)) {
+    throw new ProbeError(
+      'ERR_PROCESS_NOT_FOUND',
+      `Cannot find process ${options.pid}: no such process`,
+      { hints: ['List running processes with: ps -e'] },
+    );
   }
 }
 

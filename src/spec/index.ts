@@ -36,7 +36,13 @@ export {
   parseSpecOrThrow,
 } from './parse-spec.js';
 export { printFetchExpr, printSpec } from './print-spec.js';
-export { REGISTER_NAMES, type RegisterBase, type RegisterInfo, registerInfo } from './registers.js';
+export {
+  ARGUMENT_REGISTERS,
+  REGISTER_NAMES,
+  type RegisterBase,
+  type RegisterInfo,
+  registerInfo,
+} from './registers.js';
 export {
   type Diagnostic,
   type DiagnosticCode,
@@ -44,6 +50,7 @@ export {
   type FetchArg,
   type FetchExpr,
   type FetchType,
+  fetchTypeBytes,
   type Location,
   type ParseSpecResult,
   type ProbeKind,

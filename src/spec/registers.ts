@@ -19,6 +19,9 @@ export type RegisterBase =
   | 'rip'
   | 'rflags';
 
+/** The registers of `arg0`..`arg5` in the x86-64 SysV ABI; later arguments are on the stack. */
+export const ARGUMENT_REGISTERS: readonly RegisterBase[] = ['rdi', 'rsi', 'rdx', 'rcx', 'r8', 'r9'];
+
 /** What a register name in a fetch reads: `bits` bits of `base`, starting `shift` bits up. */
 export interface RegisterInfo {
   readonly name: string;

@@ -108,6 +108,25 @@ export const FETCH_TYPES = [
 /** `ptr` means `x64`; the others read as their names say (`ustring` is a user-space string). */
 export type FetchType = (typeof FETCH_TYPES)[number];
 
+const FETCH_TYPE_BYTES: Readonly<Partial<Record<FetchType, number>>> = {
+  s8: 1,
+  u8: 1,
+  x8: 1,
+  char: 1,
+  bool: 1,
+  s16: 2,
+  u16: 2,
+  x16: 2,
+  s32: 4,
+  u32: 4,
+  x32: 4,
+};
+
+/** Bytes a numeric fetch type reads (8 for the 64-bit ones and ptr). */
+export function fetchTypeBytes(type: FetchType): number {
+  return FETCH_TYPE_BYTES[type] ?? 8;
+}
+
 export type DiagnosticCode = 'ERR_SPEC_SYNTAX' | 'ERR_SPEC_INVALID';
 
 export interface Diagnostic {

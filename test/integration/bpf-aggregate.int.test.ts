@@ -262,14 +262,15 @@ describe('upscope latency (bpf engine)', () => {
     assert.doesNotMatch(result.stderr, /without their entry/);
     const hists = outputs<JsonHistogram[]>(result.stdout).result;
     const by = Object.fromEntries(hists.map((h) => [h.probe, h]));
-    // 3 ms is in [2048, 4096) us, 6 ms in [4096, 8192), 9 and 12 ms in [8192, 16384).
+    // 2.1 ms is in [2048, 4096) us, 4.2 and 6.3 ms in [4096, 8192), 8.4 ms in [8192, 16384):
+    // a sleep only ever overruns, and each has room for nearly 2 ms of it.
     assert.deepEqual(bucketsByLow(by['bpf_nap']!), { 2048: 4, 4096: 3, 8192: 2 });
-    assert.deepEqual(bucketsByLow(by['bpf_recurse']!), { 2048: 2, 4096: 2, 8192: 2 });
+    assert.deepEqual(bucketsByLow(by['bpf_recurse']!), { 2048: 2, 4096: 4 });
     const text = runCli(['latency', '-c', `${app} nap 0`, `${app}:bpf_nap`]);
     assert.equal(text.status, 0, text.stderr);
     assert.match(
       text.stdout,
-      /^bpf_nap: count 9, avg \d+\.\d{3} ms, min 3\.\d{3} ms, p50 .*, max 12\.\d{3} ms$/m,
+      /^bpf_nap: count 9, avg \d+\.\d{3} ms, min \d\.\d{3} ms, p50 .*, max \d+\.\d{3} ms$/m,
     );
     assert.match(text.stdout, /^\[2K, 4K\) +4 \|@+ *\|$/m);
   });

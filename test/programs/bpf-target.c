@@ -6,7 +6,9 @@
  *                                  (v = i * 7919 % 5000 + thread) and bpf_key(i % 3)
  *   bpf-target spin SECONDS        calls bpf_hit(1) until SECONDS have passed (a bystander)
  *   bpf-target nap DELAY_MS        after DELAY_MS, 2 threads sleep through bpf_nap(us) and
- *                                  bpf_recurse(3, 3000) (calls of 3, 6 and 9 ms, nested)
+ *                                  bpf_recurse(3, 2100) (calls of 2.1, 4.2 and 6.3 ms, nested)
+ *                                  Each time is just above a power of two of microseconds, so
+ *                                  that a sleep that overruns stays in its log2 bucket.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -73,13 +75,13 @@ static void *hammer(void *arg) {
 
 static void *napper(void *arg) {
   long thread = (long)arg;
-  /* 3 ms x2, 6 ms x1 or x2, 12 ms x1 per thread: 4 x 3 ms, 3 x 6 ms, 2 x 12 ms in all. */
-  bpf_nap(3000);
-  bpf_nap(6000);
-  bpf_nap(3000);
-  if (thread == 0) bpf_nap(6000);
-  bpf_nap(12000);
-  bpf_recurse(3, 3000);
+  /* 2.1 ms x2, 4.2 ms x1 or x2, 8.4 ms x1 per thread: 4 x 2.1, 3 x 4.2, 2 x 8.4 ms in all. */
+  bpf_nap(2100);
+  bpf_nap(4200);
+  bpf_nap(2100);
+  if (thread == 0) bpf_nap(4200);
+  bpf_nap(8400);
+  bpf_recurse(3, 2100);
   return NULL;
 }
 

@@ -274,7 +274,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .summary('count probe hits in the kernel, per probe or per key')
       .description(
         'Count the hits of each SPEC with an in-kernel (eBPF) handler: millions of hits a ' +
-          'second at the cost of the kernel uprobe itself. With --by, counts are kept per ' +
+          'second at about the cost of the kernel uprobe itself. With --by, counts are kept per ' +
           'process, thread, thread name or fetched value (e.g. --by arg0, --by ' +
           "'+0(arg0):string'). Totals print at the end (Ctrl-C, --duration, or the end of the " +
           '-c command or -p process) and every --interval. Needs root or CAP_BPF and CAP_PERFMON.',

@@ -4,7 +4,7 @@
  */
 import { type BucketScheme, type Histogram, linearSteps } from '../../aggregate/index.js';
 import { ProbeError } from '../../errors/index.js';
-import type { FetchArg } from '../../spec/index.js';
+import { type FetchArg, printFetchExpr } from '../../spec/index.js';
 import type { BpfMap } from './kernel.js';
 import {
   CALLS_VALUE_BYTES,
@@ -76,8 +76,8 @@ function filtersOf(options: AggregateOptions): Filters {
   return { ...options.filters, pid: options.pid };
 }
 
-/** Base of the aggregations: a session that is closed on any failure while it is built. */
-abstract class Aggregation {
+/** Base of the aggregations: their session, attach report, error counts and life cycle. */
+export abstract class BpfAggregation {
   protected readonly session = new BpfSession();
   protected readonly errors: BpfMap;
   #attach: AttachReport | undefined;
@@ -115,7 +115,7 @@ abstract class Aggregation {
   }
 }
 
-function build<T extends Aggregation>(make: () => T, attach: (aggregation: T) => void): T {
+function build<T extends BpfAggregation>(make: () => T, attach: (aggregation: T) => void): T {
   let made: T | undefined;
   try {
     made = make();
@@ -135,7 +135,7 @@ export interface CountRow {
 }
 
 /** Hits per probe, or per probe and key. */
-export class BpfCounts extends Aggregation {
+export class BpfCounts extends BpfAggregation {
   readonly #counts: BpfMap;
   readonly #key: CountKey;
   readonly #probes: number;
@@ -301,7 +301,7 @@ function checkScheme(scheme: BucketScheme): void {
 }
 
 /** A histogram of a fetched value per probe. */
-export class BpfValueHistograms extends Aggregation {
+export class BpfValueHistograms extends BpfAggregation {
   readonly #maps: HistogramMaps;
   readonly #probes: number;
   readonly #scheme: BucketScheme;
@@ -325,7 +325,7 @@ export class BpfValueHistograms extends Aggregation {
     if (isStringType(fetch) || fetch.expr.kind === 'comm') {
       throw new ProbeError(
         'ERR_USAGE',
-        `Cannot make a histogram of ${fetch.name}: it is a string, not a number`,
+        `Cannot make a histogram of ${printFetchExpr(fetch.expr)}${fetch.type === undefined ? '' : `:${fetch.type}`}: it is a string, not a number`,
         { hints: ['Count strings instead: upscope count SPEC --by EXPR:string'] },
       );
     }
@@ -356,7 +356,7 @@ export class BpfValueHistograms extends Aggregation {
 }
 
 /** Entry-to-return times per function, histogrammed in units of `unitNs`. */
-export class BpfLatency extends Aggregation {
+export class BpfLatency extends BpfAggregation {
   readonly #maps: HistogramMaps;
   readonly #probes: number;
   readonly calls: BpfMap;

@@ -1,6 +1,7 @@
 export {
   type AggregateOptions,
   type AggregateSite,
+  BpfAggregation,
   BpfCounts,
   BpfLatency,
   BpfValueHistograms,

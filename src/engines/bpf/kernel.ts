@@ -86,9 +86,6 @@ export interface MapSpec {
   readonly maxEntries: number;
 }
 
-/** `BPF_NOEXIST`: create only. */
-export const BPF_NOEXIST = 1n;
-
 /**
  * A BPF map. Reads go through scratch memory of its own; a per-CPU map's lookup gives one
  * value per possible CPU, each in an 8-byte-aligned slot.

@@ -11,10 +11,12 @@ import { type BucketScheme, linearSteps, NEGATIVE_BUCKETS } from '../../aggregat
 import { ProbeError } from '../../errors/index.js';
 import { BPF_FUNC, USER_REGS } from '../../native/index.js';
 import {
+  ARGUMENT_REGISTERS,
   type Comparison,
   type FetchArg,
   type FetchExpr,
   type FetchType,
+  fetchTypeBytes,
   printFetchExpr,
   registerInfo,
 } from '../../spec/index.js';
@@ -52,6 +54,9 @@ const CALLS_VALUE = COMM - CALLS_VALUE_BYTES;
 /** The return's time, taken first (the key at KEY ends just below it). */
 const NOW = -56;
 
+/** `BPF_NOEXIST`: a map update that only makes a new element. */
+const BPF_NOEXIST = 1;
+
 /** Bytes of a keyed count's key: the probe index (u32), padding, then the key's own bytes. */
 export const KEY_HEADER_BYTES = 8;
 /** Longest string key kept (the rest is cut). */
@@ -73,8 +78,6 @@ export const ERROR_SLOTS = 4;
 /** Bytes of a `stats` value: count, sum, ~min and max (both biased for signed values). */
 export const STATS_BYTES = 32;
 
-export type Predicate = Comparison;
-
 /** Which hits a handler takes. */
 export interface Filters {
   /** Only this process (thread group id). */
@@ -82,7 +85,7 @@ export interface Filters {
   readonly tid?: number | undefined;
   /** Only threads with this name (the first 15 bytes). */
   readonly comm?: string | undefined;
-  readonly predicate?: Predicate | undefined;
+  readonly predicate?: Comparison | undefined;
 }
 
 /** What a count is kept per, besides the probe. */
@@ -122,30 +125,6 @@ export function fetchType(fetch: FetchArg): FetchType {
 export function isSigned(type: FetchType): boolean {
   return type.startsWith('s');
 }
-
-const WIDTH: Partial<Record<FetchType, number>> = {
-  s8: 1,
-  u8: 1,
-  x8: 1,
-  char: 1,
-  bool: 1,
-  s16: 2,
-  u16: 2,
-  x16: 2,
-  s32: 4,
-  u32: 4,
-  x32: 4,
-};
-
-/** The six argument registers of the x86-64 SysV ABI, as offsets in `struct pt_regs`. */
-const ARG_OFFSETS = [
-  USER_REGS.rdi,
-  USER_REGS.rsi,
-  USER_REGS.rdx,
-  USER_REGS.rcx,
-  USER_REGS.r8,
-  USER_REGS.r9,
-];
 
 function regOffset(base: string): number {
   if (base === 'rflags') return USER_REGS.eflags;
@@ -190,7 +169,7 @@ export function emitFetch(a: Asm, fetch: FetchArg, fault: string): void {
       `Cannot use ${fetch.name}=${printFetchExpr(fetch.expr)}:${type} as a number: it is a string`,
     );
   }
-  const width = WIDTH[type] ?? 8;
+  const width = fetchTypeBytes(type);
   emitExpr(a, fetch.expr, width, fault);
   if (width < 8) {
     const shift = 64 - width * 8;
@@ -202,13 +181,14 @@ export function emitFetch(a: Asm, fetch: FetchArg, fault: string): void {
 function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
   switch (expr.kind) {
     case 'arg': {
-      const offset = ARG_OFFSETS[expr.index];
-      if (offset !== undefined) {
-        a.emit(ldx('DW', 7, 6, offset));
+      const register = ARGUMENT_REGISTERS[expr.index];
+      if (register !== undefined) {
+        a.emit(ldx('DW', 7, 6, regOffset(register)));
         return;
       }
       // At a function's entry the return address is at the stack pointer; arguments follow.
-      a.emit(ldx('DW', 3, 6, USER_REGS.rsp), alu64Imm('ADD', 3, 8 * (expr.index - 5)));
+      a.emit(ldx('DW', 3, 6, USER_REGS.rsp));
+      a.emit(alu64Imm('ADD', 3, 8 * (expr.index - ARGUMENT_REGISTERS.length + 1)));
       readUser(a, 8, fault);
       return;
     }
@@ -339,7 +319,7 @@ function addToHash(a: Asm, maps: HandlerMaps, map: number, keyAt: number, by?: R
   lookup();
   a.jmpImm('JNE', 0, 0, add);
   a.emit(ldMapFd(1, map), mov64Reg(2, 10), alu64Imm('ADD', 2, keyAt));
-  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, ONE), mov64Imm(4, 1)); // BPF_NOEXIST
+  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, ONE), mov64Imm(4, BPF_NOEXIST));
   a.emit(call(BPF_FUNC.map_update_elem));
   a.jmpImm('JEQ', 0, 0, done);
   // Another CPU made the slot first: add to it.
@@ -509,7 +489,9 @@ function callsKey(a: Asm): void {
 
 function mapCall(a: Asm, helper: number, map: number, keyAt: number, valueAt?: number): void {
   a.emit(ldMapFd(1, map), mov64Reg(2, 10), alu64Imm('ADD', 2, keyAt));
-  if (valueAt !== undefined) a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, valueAt), mov64Imm(4, 1));
+  if (valueAt !== undefined) {
+    a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, valueAt), mov64Imm(4, BPF_NOEXIST));
+  }
   a.emit(call(helper));
 }
 

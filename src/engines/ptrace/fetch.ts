@@ -1,6 +1,13 @@
 import { ProbeError } from '../../errors/index.js';
 import type { FieldValue } from '../../events/index.js';
-import { type FetchArg, type FetchExpr, type FetchType, registerInfo } from '../../spec/index.js';
+import {
+  ARGUMENT_REGISTERS,
+  type FetchArg,
+  type FetchExpr,
+  type FetchType,
+  fetchTypeBytes,
+  registerInfo,
+} from '../../spec/index.js';
 import type { RegisterName, Registers } from './registers.js';
 
 /** What a fetch reads: the stopped thread's registers and memory. */
@@ -13,28 +20,8 @@ export interface FetchSource {
   comm(): string;
 }
 
-/** The x86-64 SysV argument registers. */
-const ARG_REGISTERS: readonly RegisterName[] = ['rdi', 'rsi', 'rdx', 'rcx', 'r8', 'r9'];
 /** The kernel's limit on a fetched string, which upscope keeps for the same output. */
 const MAX_STRING_BYTES = 4096;
-
-const WIDTH: Partial<Record<FetchType, number>> = {
-  s8: 1,
-  u8: 1,
-  x8: 1,
-  char: 1,
-  bool: 1,
-  s16: 2,
-  u16: 2,
-  x16: 2,
-  s32: 4,
-  u32: 4,
-  x32: 4,
-  s64: 8,
-  u64: 8,
-  x64: 8,
-  ptr: 8,
-};
 
 /**
  * A fetch evaluated as uprobe_events would, in user space: `argN` from the ABI registers then
@@ -50,7 +37,7 @@ export function evaluateFetch(fetch: FetchArg, source: FetchSource): FieldValue 
     if (type === 'string' || type === 'ustring') {
       return source.readCString(address(fetch.expr, source), MAX_STRING_BYTES);
     }
-    const width = WIDTH[type] ?? 8;
+    const width = fetchTypeBytes(type);
     const raw =
       fetch.expr.kind === 'deref'
         ? readInteger(source, address(fetch.expr, source), width)
@@ -67,10 +54,14 @@ function value(expr: FetchExpr, source: FetchSource): bigint {
   const regs = source.regs;
   switch (expr.kind) {
     case 'arg': {
-      const register = ARG_REGISTERS[expr.index];
-      if (register !== undefined) return regs.get(register);
+      const register = ARGUMENT_REGISTERS[expr.index];
+      if (register !== undefined) return regs.get(register as RegisterName);
       // At a function's entry the return address is at the stack pointer; arguments follow.
-      return readInteger(source, regs.rsp + 8n * BigInt(expr.index - ARG_REGISTERS.length + 1), 8);
+      return readInteger(
+        source,
+        regs.rsp + 8n * BigInt(expr.index - ARGUMENT_REGISTERS.length + 1),
+        8,
+      );
     }
     case 'retval':
       return source.retval ?? regs.get('rax');
@@ -114,7 +105,7 @@ function readInteger(source: FetchSource, vaddr: bigint, width: number): bigint 
 }
 
 function typed(raw: bigint, type: FetchType): FieldValue {
-  const bits = (WIDTH[type] ?? 8) * 8;
+  const bits = fetchTypeBytes(type) * 8;
   const masked = BigInt.asUintN(bits, raw);
   const signed = type.startsWith('s');
   const n = signed ? BigInt.asIntN(bits, masked) : masked;
