@@ -1,5 +1,13 @@
 import { existsSync } from 'node:fs';
-import { cleanStaleGroups, type StreamSite, TracefsStream } from '../engines/index.js';
+import { availableParallelism } from 'node:os';
+import {
+  type AttachMode,
+  BpfStream,
+  type BpfStreamSite,
+  cleanStaleGroups,
+  type StreamSite,
+  TracefsStream,
+} from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent, StreamStats } from '../events/index.js';
 import {
@@ -38,6 +46,21 @@ export interface AttachOptions {
   readonly pollIntervalMs?: number | undefined;
   /** Allow raw addresses no symbol covers. */
   readonly unsafe?: boolean | undefined;
+  /**
+   * `tracefs` (uprobe_events and the tracing ring buffer; the default) or `bpf` (a BPF
+   * handler per hit writing to a BPF ring buffer; root, or CAP_BPF and CAP_PERFMON).
+   */
+  readonly engine?: 'tracefs' | 'bpf' | undefined;
+  /** With the bpf engine: how probes are attached (uprobe_multi links, perf events, or auto). */
+  readonly attachMode?: AttachMode | undefined;
+}
+
+/** What an attachment reads events from: a tracefs or a BPF ring-buffer stream. */
+interface EventStream {
+  poll(onEvent: (event: ProbeEvent) => void): number;
+  stop(): void;
+  stats(): StreamStats;
+  close(): void;
 }
 
 export interface ConsumerOptions {
@@ -126,13 +149,25 @@ export class Tracer {
             ? threadsOf(options.pid)
             : undefined;
       const { streamSites, hidden } = streamSitesFor(sites);
-      const stream = TracefsStream.open(streamSites, {
-        tracefs,
-        pids,
-        followForks: true,
-        bufferSizeKb: options.bufferSizeKb ?? 4096,
-        startAtExecOf: launched?.pid,
-      });
+      const bufferSizeKb = options.bufferSizeKb ?? 4096;
+      const stream: EventStream =
+        options.engine === 'bpf'
+          ? BpfStream.open(streamSites.map(bpfSite), {
+              tracefs,
+              // A process's threads share its id: the process is enough.
+              pids: pids === undefined ? undefined : [launched?.pid ?? options.pid!],
+              // One buffer for all CPUs, as large as tracefs's per-CPU ones together.
+              bufferBytes: bufferSizeKb * 1024 * availableParallelism(),
+              startAtExecOf: launched?.pid,
+              mode: options.attachMode,
+            })
+          : TracefsStream.open(streamSites, {
+              tracefs,
+              pids,
+              followForks: true,
+              bufferSizeKb,
+              startAtExecOf: launched?.pid,
+            });
       const attachment = new Attachment(stream, sites, streamSites, hidden, options, launched);
       launched?.resume();
       return attachment;
@@ -167,13 +202,15 @@ export function checkTargetOptions(
 }
 
 /** Sites to stream: the user's, plus a hidden entry for each return probe, to time calls. */
+type NamedSite = ProbeSite & StreamSite;
+
 function streamSitesFor(sites: readonly ProbeSite[]): {
-  streamSites: StreamSite[];
+  streamSites: NamedSite[];
   hidden: Set<string>;
 } {
   const key = (site: ProbeSite) => `${site.target.path}:${site.fileOffset}`;
   const entries = new Set(sites.filter((s) => s.kind === 'entry').map(key));
-  const streamSites: StreamSite[] = sites.map((site) => ({ ...site, probe: probeName(site) }));
+  const streamSites: NamedSite[] = sites.map((site) => ({ ...site, probe: probeName(site) }));
   const hidden = new Set<string>();
   for (const site of sites) {
     if (site.kind !== 'return' || entries.has(key(site))) continue;
@@ -183,6 +220,19 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     streamSites.push({ ...site, kind: 'entry', fetches: [], probe });
   }
   return { streamSites, hidden };
+}
+
+function bpfSite(site: NamedSite): BpfStreamSite {
+  return {
+    path: site.target.path,
+    offset: site.fileOffset,
+    attach: site.kind === 'return' ? 'return' : 'entry',
+    refCtrOffset: site.usdt?.semaphoreFileOffset,
+    fetches: [...site.fetches],
+    probe: site.probe,
+    spec: site.spec,
+    kind: site.kind,
+  };
 }
 
 /** A probe's name in events: `parse_request`, `main+0x1a`, or the address without a symbol. */
@@ -203,7 +253,7 @@ export class Attachment {
   readonly commandPid: number | undefined;
   /** Resolves when the attachment has ended and everything is removed. */
   readonly ended: Promise<void>;
-  readonly #stream: TracefsStream;
+  readonly #stream: EventStream;
   readonly #hidden: Set<string>;
   readonly #consumers: Consumer[] = [];
   /** Per probe name: the entry times waiting for their return, per thread (shared by a
@@ -223,7 +273,7 @@ export class Attachment {
   #resolveEnded!: () => void;
 
   constructor(
-    stream: TracefsStream,
+    stream: EventStream,
     sites: readonly ProbeSite[],
     streamSites: readonly StreamSite[],
     hidden: Set<string>,

@@ -43,6 +43,7 @@ export const BPF_CMD = {
 /** `enum bpf_prog_type`: uprobes run programs of the kprobe type. */
 export const BPF_PROG_TYPE = {
   BPF_PROG_TYPE_KPROBE: 2,
+  BPF_PROG_TYPE_TRACEPOINT: 5,
 } as const;
 
 /** `enum bpf_attach_type` values used by upscope. */

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 export const TRACEFS = '/sys/kernel/tracing';
 
@@ -22,4 +22,18 @@ export function leftovers(includeLive = false): string[] {
 /** This process's own upscope group and instances (a library user's leak shows here). */
 export function ownLeftovers(): string[] {
   return leftovers(true).filter((name) => name.includes(`upscope_${process.pid}`));
+}
+
+/** The BPF and perf objects this process holds (a library user's leak shows here). */
+export function ownBpfFds(): string[] {
+  const found: string[] = [];
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const link = readlinkSync(`/proc/self/fd/${fd}`);
+      if (/bpf|perf_event/.test(link)) found.push(`${fd} ${link}`);
+    } catch {
+      // closed meanwhile (the readdir's own fd)
+    }
+  }
+  return found;
 }

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { Tracer } from '../../src/api/index.js';
 import { compileProgram } from '../helpers/compile.js';
-import { leftovers } from '../helpers/leftovers.js';
+import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { tracedChildren } from '../helpers/tracees.js';
@@ -44,20 +44,6 @@ function target(): string {
 function outputs<T>(stdout: string): { account: Account; result: T } {
   const lines = stdout.split('\n').filter((l) => l.startsWith('{') || l.startsWith('['));
   return { account: JSON.parse(lines[0]!), result: JSON.parse(lines.at(-1)!) };
-}
-
-/** The BPF and perf objects this process holds (a library user's leak shows here). */
-function ownBpfFds(): string[] {
-  const found: string[] = [];
-  for (const fd of readdirSync('/proc/self/fd')) {
-    try {
-      const link = readlinkSync(`/proc/self/fd/${fd}`);
-      if (/bpf|perf_event/.test(link)) found.push(`${fd} ${link}`);
-    } catch {
-      // closed meanwhile (the readdir's own fd)
-    }
-  }
-  return found;
 }
 
 function started(args: string[]): { child: ChildProcess; stdout: Promise<string> } {

@@ -10,7 +10,7 @@ import { basename, join } from 'node:path';
 import { afterEach, test } from 'node:test';
 import { type ProbeEvent, Tracer } from '../../src/api/index.js';
 import { compileProgram, compileTraceTarget } from '../helpers/compile.js';
-import { leftovers, ownLeftovers, TRACEFS } from '../helpers/leftovers.js';
+import { leftovers, ownBpfFds, ownLeftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 
 const CALLS = 30;
@@ -18,6 +18,7 @@ const CALLS = 30;
 afterEach(() => {
   assert.deepEqual(ownLeftovers(), [], 'nothing of this process is left in tracefs');
   assert.deepEqual(leftovers(), [], 'nothing of a dead upscope is left in tracefs');
+  assert.deepEqual(ownBpfFds(), [], 'no BPF map, program, link or perf event is left open');
 });
 
 function target(): string {
@@ -165,10 +166,9 @@ test('attach() rejects a pid and a command together, and a pid that does not exi
   });
 });
 
-test("lost events match the kernel's overrun counters, and delivered + lost = the calls made", async (t) => {
-  if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+/** The burst target, started: it calls burst_call() `calls` times once sent SIGUSR1. */
+function burst(calls: number) {
   const app = compileProgram('burst', { flags: ['-O2'] });
-  const calls = 200_000;
   const child = spawn(app, [String(calls)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let output = '';
   const printed = (text: string) =>
@@ -182,6 +182,13 @@ test("lost events match the kernel's overrun counters, and delivered + lost = th
       });
       check();
     });
+  return { app, child, printed };
+}
+
+test("lost events match the kernel's overrun counters, and delivered + lost = the calls made", async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+  const calls = 200_000;
+  const { app, child, printed } = burst(calls);
   try {
     await printed('ready');
     // A small buffer read rarely: the burst overruns it.
@@ -208,6 +215,41 @@ test("lost events match the kernel's overrun counters, and delivered + lost = th
     assert.ok(overrun > 0, 'the burst overran the buffer');
     assert.equal(stats.lost, overrun);
     assert.equal(stats.delivered + stats.lost, calls);
+  } finally {
+    child.kill('SIGKILL');
+  }
+});
+
+test('bpf engine: a full ring buffer loses hits, and delivered + lost = the calls made', async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+  const calls = 200_000;
+  const { app, child, printed } = burst(calls);
+  try {
+    await printed('ready');
+    // 64 KiB per CPU: one small buffer, read rarely, which the burst fills.
+    const attachment = await new Tracer().attach(`${app}:burst_call i=arg0:s64`, {
+      pid: child.pid!,
+      engine: 'bpf',
+      bufferSizeKb: 64,
+      pollIntervalMs: 60_000,
+    });
+    child.kill('SIGUSR1');
+    await printed(`calls=${calls}`);
+    const seen = new Set<bigint>();
+    attachment.on('*', (event) => {
+      assert.equal(event.pid, child.pid);
+      seen.add(event.fields['i'] as bigint);
+    });
+    await attachment.close();
+    const stats = attachment.stats();
+    assert.ok(stats.lost > 0, 'the burst filled the buffer');
+    assert.equal(stats.delivered, seen.size, 'each delivered call once');
+    assert.equal(stats.delivered + stats.lost, calls);
+    assert.deepEqual(stats.perProbe, [
+      { probe: 'burst_call', delivered: stats.delivered, hits: calls },
+    ]);
+    // The first calls fit in the buffer, in the order made.
+    assert.ok(seen.has(0n) && seen.has(999n));
   } finally {
     child.kill('SIGKILL');
   }

@@ -27,7 +27,7 @@ int main(void) {
          BPF_MAP_DELETE_ELEM, BPF_MAP_GET_NEXT_KEY, BPF_PROG_LOAD);
   printf("\"BPF_OBJ_GET_INFO_BY_FD\":%d,\"BPF_MAP_LOOKUP_BATCH\":%d,\"BPF_LINK_CREATE\":%d},",
          BPF_OBJ_GET_INFO_BY_FD, BPF_MAP_LOOKUP_BATCH, BPF_LINK_CREATE);
-  printf("\"BPF_PROG_TYPE\":{\"BPF_PROG_TYPE_KPROBE\":%d},", BPF_PROG_TYPE_KPROBE);
+  printf("\"BPF_PROG_TYPE\":{\"BPF_PROG_TYPE_KPROBE\":%d,\"BPF_PROG_TYPE_TRACEPOINT\":%d},", BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT);
   printf("\"BPF_ATTACH_TYPE\":{\"BPF_PERF_EVENT\":%d},", BPF_PERF_EVENT);
 #define FUNC(name) printf("\"" #name "\":%d,", BPF_FUNC_##name)
   printf("\"BPF_FUNC\":{");

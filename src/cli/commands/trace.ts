@@ -15,9 +15,9 @@ import type { CommandResult } from '../main.js';
 import { parsePid, positive } from '../options.js';
 import { tracePtrace } from './trace-ptrace.js';
 
-function parseEngine(value: string): 'tracefs' | 'ptrace' {
-  if (value === 'tracefs' || value === 'ptrace') return value;
-  throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}": give tracefs or ptrace`);
+function parseEngine(value: string): 'tracefs' | 'bpf' | 'ptrace' {
+  if (value === 'tracefs' || value === 'bpf' || value === 'ptrace') return value;
+  throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}": give tracefs, bpf or ptrace`);
 }
 
 export function registerTrace(program: Command, io: Io, result: CommandResult): void {
@@ -31,8 +31,10 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         'threads and children) is traced; with -c, the command is started, traced from its first ' +
         'instruction, and its exit ends the trace and sets the exit status. Ctrl-C ends the ' +
         'trace; a summary of events delivered, lost and missed goes to stderr. Engines: tracefs ' +
-        '(kernel uprobes; root; every process, or the one given) and ptrace (one process, -p or ' +
-        '-c, probes served in user space; no root needed for your own processes).',
+        '(kernel uprobes; root; every process, or the one given), bpf (kernel uprobes with a BPF ' +
+        'handler writing each hit to a BPF ring buffer; root, or CAP_BPF and CAP_PERFMON) and ' +
+        'ptrace (one process, -p or -c, probes served in user space; no root needed for your own ' +
+        'processes).',
     )
     .argument('<spec...>', "probe specs, e.g. 'libc:malloc size=arg0:u64' 'r:./app:parse_request'")
     .option('-p, --pid <pid>', 'trace only this process', parsePid)
@@ -42,13 +44,13 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option('--max-events <n>', 'end the trace after this many events', positive('--max-events'))
     .option(
       '--buffer-size <KiB>',
-      'ring-buffer size per CPU (default 4096): more absorbs longer bursts',
+      'ring-buffer size per CPU (default 4096; bpf: one buffer of this times the CPUs): more absorbs longer bursts',
       positive('--buffer-size'),
     )
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(
       '--engine <engine>',
-      'tracefs (kernel uprobes, root) or ptrace (one process, no root); by default tracefs as root, else ptrace',
+      'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root) or ptrace (one process, no root); by default tracefs as root, else ptrace',
       parseEngine,
     )
     .action(async (specs, options) => {
@@ -86,6 +88,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         command: options.command,
         unsafe: options.unsafe,
         bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
+        engine,
       });
       const endedBy = installLifecycle(attachment);
       const format =
@@ -93,7 +96,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
           ? jsonFormatter(attachment.sites)
           : textFormatter(attachment.sites, start);
       const probes = attachment.sites.length;
-      io.err(`Tracing ${probes} probe${probes === 1 ? '' : 's'} (tracefs). Ctrl-C to end.\n`);
+      io.err(`Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.\n`);
       const timer =
         options.duration === undefined
           ? undefined

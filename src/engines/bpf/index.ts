@@ -11,3 +11,4 @@ export {
 export { BpfMap, loadProgram, verifierReason } from './kernel.js';
 export type { CountKey, Filters } from './programs.js';
 export type { AttachMode, AttachReport } from './session.js';
+export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';

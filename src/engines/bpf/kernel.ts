@@ -236,6 +236,8 @@ export interface ProgramOptions {
   readonly purpose: string;
   /** For uprobe_multi links. */
   readonly multi?: boolean | undefined;
+  /** A tracepoint's handler (its context is the tracepoint's record), not a uprobe's. */
+  readonly tracepoint?: boolean | undefined;
 }
 
 const LOG_BYTES = 1 << 20;
@@ -259,7 +261,11 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
     const load = (logLevel: number): number => {
       attr.bytes.fill(0);
       const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
-      view.setUint32(BPF_PROG_LOAD_ATTR.prog_type, BPF_PROG_TYPE.BPF_PROG_TYPE_KPROBE, true);
+      const type =
+        options.tracepoint === true
+          ? BPF_PROG_TYPE.BPF_PROG_TYPE_TRACEPOINT
+          : BPF_PROG_TYPE.BPF_PROG_TYPE_KPROBE;
+      view.setUint32(BPF_PROG_LOAD_ATTR.prog_type, type, true);
       view.setUint32(BPF_PROG_LOAD_ATTR.insn_cnt, code.length / 8, true);
       view.setBigUint64(BPF_PROG_LOAD_ATTR.insns, program.address, true);
       view.setBigUint64(BPF_PROG_LOAD_ATTR.license, license.address, true);
@@ -441,6 +447,38 @@ export function openUprobeEvent(pmu: UprobePmu, spec: UprobeEventSpec): number {
   } finally {
     attr.free();
     path.free();
+  }
+}
+
+/** `PERF_TYPE_TRACEPOINT`: a perf event on a tracepoint, by its tracefs id. */
+const PERF_TYPE_TRACEPOINT = 2;
+
+/**
+ * A perf event on the tracepoint with tracefs id `id`, for a BPF program to be linked to (the
+ * program runs on every CPU: one event on CPU 0 is enough).
+ */
+export function openTracepointEvent(id: number, name: string): number {
+  const native = loadNative();
+  const attr = native.alloc(PERF_EVENT_ATTR.sizeBytes);
+  try {
+    const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
+    view.setUint32(PERF_EVENT_ATTR.type, PERF_TYPE_TRACEPOINT, true);
+    view.setUint32(PERF_EVENT_ATTR.size, PERF_EVENT_ATTR.sizeBytes, true);
+    view.setBigUint64(PERF_EVENT_ATTR.config, BigInt(id), true);
+    view.setBigUint64(PERF_EVENT_ATTR.sample_period, 1n, true);
+    view.setUint32(PERF_EVENT_ATTR.wakeup_events, 1, true);
+    const fd = native.syscall(
+      SYSCALL.perf_event_open,
+      attr.address,
+      BigInt.asUintN(64, -1n),
+      0n,
+      BigInt.asUintN(64, -1n),
+      BigInt(PERF_EVENT_IOC.PERF_FLAG_FD_CLOEXEC),
+    );
+    if (fd < 0) throw failure(`open a perf event on tracepoint ${name}`, fd);
+    return fd;
+  } finally {
+    attr.free();
   }
 }
 

@@ -148,7 +148,7 @@ function need(fd: number | undefined, name: string): number {
 }
 
 /** `r0 = *(u64 *)(errors[slot])++` */
-function countError(a: Asm, maps: HandlerMaps, slot: number): void {
+export function countError(a: Asm, maps: HandlerMaps, slot: number): void {
   const skip = a.fresh('error.done');
   a.emit(st('W', 10, SCRATCH, slot), ldMapFd(1, maps.errors), mov64Reg(2, 10));
   a.emit(alu64Imm('ADD', 2, SCRATCH), call(BPF_FUNC.map_lookup_elem));
@@ -231,7 +231,7 @@ function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
 }
 
 /** r7 = an address whose string a fetch reads: `+off(X)` is X + off, anything else its value. */
-function emitAddress(a: Asm, fetch: FetchArg, fault: string): void {
+export function emitAddress(a: Asm, fetch: FetchArg, fault: string): void {
   const expr = fetch.expr;
   if (expr.kind === 'deref') {
     emitExpr(a, expr.inner, 8, fault);
@@ -258,9 +258,19 @@ function readUser(a: Asm, width: number, fault: string): void {
   a.emit(ldx('DW', 7, 10, SCRATCH));
 }
 
-/** Save the context, apply the filters (jumping to `out` when a hit is not wanted). */
-function prologue(a: Asm, filters: Filters, out: string): void {
+/**
+ * Save the context, apply the filters (jumping to `out` when a hit is not wanted), and leave
+ * the attach cookie in r8. With `followed`, only processes whose id is a key of that hash
+ * map are taken (a process and the children it forks).
+ */
+export function prologue(a: Asm, filters: Filters, out: string, followed?: number): void {
   a.emit(mov64Reg(6, 1));
+  if (followed !== undefined) {
+    a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('W', 10, SCRATCH, 0));
+    a.emit(ldMapFd(1, followed), mov64Reg(2, 10), alu64Imm('ADD', 2, SCRATCH));
+    a.emit(call(BPF_FUNC.map_lookup_elem));
+    a.jmpImm('JEQ', 0, 0, out);
+  }
   if (filters.pid !== undefined) {
     a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32));
     a.jmpImm('JNE', 0, filters.pid, out);
@@ -382,7 +392,8 @@ export function countProgram(maps: HandlerMaps, key: CountKey, filters: Filters)
         emitAddress(a, key.fetch, fault);
         a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, into), mov64Imm(2, STRING_KEY_BYTES));
         a.emit(mov64Reg(3, 7), call(BPF_FUNC.probe_read_user_str));
-        a.jmpImm('JSLT', 0, 0, fault);
+        // 0 is a read that failed without an error: even an empty string counts its NUL.
+        a.jmpImm('JSLE', 0, 0, fault);
       } else {
         emitFetch(a, key.fetch, fault);
         a.emit(stx('DW', 10, into, 7));

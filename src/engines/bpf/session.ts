@@ -8,6 +8,7 @@ import {
   loadProgram,
   type MapSpec,
   multiLinkError,
+  openTracepointEvent,
   openUprobeEvent,
   privilegeError,
   type UprobePmu,
@@ -159,6 +160,22 @@ export class BpfSession {
       fallbackReason,
       milliseconds: performance.now() - began,
     };
+  }
+
+  /**
+   * Run `insns` at every hit of the tracepoint with tracefs id `id` (`name` is
+   * `system:event`, for errors), until detach().
+   */
+  attachTracepoint(id: number, name: string, insns: Insn[]): void {
+    const program = loadProgram(insns, {
+      name: 'upscope_sched',
+      purpose: `the handler of tracepoint ${name}`,
+      tracepoint: true,
+    });
+    this.#programs.set(`tracepoint:${name}`, program);
+    const event = openTracepointEvent(id, name);
+    this.#events.push(event);
+    this.#links.push(linkPerfEvent(program, event, 0n));
   }
 
   /** Detach every probe (the maps stay readable until close()). */

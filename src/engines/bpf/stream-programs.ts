@@ -1,0 +1,219 @@
+/**
+ * Streaming handlers: each hit becomes one record in a BPF ring buffer, holding who and when
+ * and the probe's fetched values, which user space reads from the buffer's mapped pages.
+ *
+ * A probe's attach cookie is `layout << 32 | probe`: `probe` is the probe's index in the
+ * stream, `layout` the index of its record layout (probes fetching the same things share
+ * one), so that one program serves every probe with a jump to its layout's code.
+ */
+import { ProbeError } from '../../errors/index.js';
+import { BPF_FUNC } from '../../native/index.js';
+import { type FetchArg, printFetchExpr } from '../../spec/index.js';
+import { Asm } from './asm.js';
+import {
+  alu64Imm,
+  alu64Reg,
+  call,
+  type Insn,
+  ldMapFd,
+  ldx,
+  mov64Imm,
+  mov64Reg,
+  st,
+  stx,
+} from './insn.js';
+import {
+  emitAddress,
+  emitFetch,
+  type Filters,
+  fetchType,
+  isStringType,
+  prologue,
+} from './programs.js';
+
+/** Bytes kept of a fetched string (longer ones are cut). */
+export const STREAM_STRING_BYTES = 256;
+/** A record's fixed part: probe, fault bits, time, tid, pid, cpu, pad, comm. */
+export const RECORD_HEADER = {
+  probe: 0,
+  faults: 4,
+  timeNs: 8,
+  tid: 16,
+  pid: 20,
+  cpu: 24,
+  comm: 32,
+  bytes: 48,
+} as const;
+/** The probe index of a record marking the exec of the process a stream started (-c). */
+export const EXEC_MARK = 0xffff_ffff;
+/** A record's fault bits name its fetches: one bit each. */
+export const MAX_STREAM_FETCHES = 32;
+
+/** `BPF_RB_NO_WAKEUP`: the reader polls on a timer, so a hit never wakes it. */
+const BPF_RB_NO_WAKEUP = 1;
+const SCRATCH = -8;
+
+/** Where a record holds one fetched value, and as what. */
+export interface FieldSlot {
+  readonly fetch: FetchArg;
+  readonly offset: number;
+  readonly bytes: number;
+  /** `string` for strings and comm, else a number of the fetch's type. */
+  readonly string: boolean;
+}
+
+/** The fields of the probes sharing one layout, and their record's size. */
+export interface RecordLayout {
+  readonly key: string;
+  readonly slots: readonly FieldSlot[];
+  readonly bytes: number;
+}
+
+/** A record layout for a probe's fetches (throws ProbeError when there are too many). */
+export function recordLayout(fetches: readonly FetchArg[]): RecordLayout {
+  if (fetches.length > MAX_STREAM_FETCHES) {
+    throw new ProbeError(
+      'ERR_SPEC_INVALID',
+      `Cannot stream ${fetches.length} fetches of one probe with the bpf engine: at most ${MAX_STREAM_FETCHES}`,
+      { hints: ['Split the fetches over two specs of the same location'] },
+    );
+  }
+  let offset: number = RECORD_HEADER.bytes;
+  const slots: FieldSlot[] = [];
+  for (const fetch of fetches) {
+    const string = fetch.expr.kind === 'comm' || isStringType(fetch);
+    const bytes = fetch.expr.kind === 'comm' ? 16 : string ? STREAM_STRING_BYTES : 8;
+    slots.push({ fetch, offset, bytes, string });
+    offset += bytes;
+  }
+  const key = fetches.map((f) => `${printFetchExpr(f.expr)}:${fetchType(f)}`).join(' ');
+  return { key, slots, bytes: offset };
+}
+
+/** Maps a streaming handler uses, by file descriptor. */
+export interface StreamMaps {
+  readonly ring: number;
+  /** Per probe: hits lost because the ring buffer was full (per-CPU array). */
+  readonly lost: number;
+  /** Processes followed (a hash keyed by process id), when the stream is for some only. */
+  readonly followed?: number | undefined;
+}
+
+/**
+ * The handler of every probe of a stream: filters, then a record of the layout the cookie
+ * names. A fetch that faults leaves its slot zeroed and its fault bit set.
+ */
+export function streamProgram(
+  maps: StreamMaps,
+  layouts: readonly RecordLayout[],
+  filters: Filters,
+): Insn[] {
+  const a = new Asm();
+  const out = 'out';
+  prologue(a, filters, out, maps.followed);
+  a.emit(mov64Reg(7, 8), alu64Imm('RSH', 7, 32));
+  layouts.forEach((_, index) => a.jmpImm('JEQ', 7, index, `layout.${index}`));
+  a.goto(out);
+  layouts.forEach((layout, index) => {
+    a.label(`layout.${index}`);
+    emitRecord(a, maps, layout, out);
+  });
+  a.label('lost');
+  // Lost hits are counted per probe, in the probe's slot of the `lost` array.
+  a.emit(stx('W', 10, SCRATCH, 8), ldMapFd(1, maps.lost), mov64Reg(2, 10));
+  a.emit(alu64Imm('ADD', 2, SCRATCH), call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, out);
+  a.emit(ldx('DW', 1, 0, 0), alu64Imm('ADD', 1, 1), stx('DW', 0, 0, 1));
+  a.label(out);
+  a.returnZero();
+  return a.finish();
+}
+
+/** Reserve a record (r9), fill it, submit it; a full buffer jumps to `lost`. */
+function emitRecord(a: Asm, maps: StreamMaps, layout: RecordLayout, out: string): void {
+  a.emit(ldMapFd(1, maps.ring), mov64Imm(2, layout.bytes), mov64Imm(3, 0));
+  a.emit(call(BPF_FUNC.ringbuf_reserve));
+  a.jmpImm('JEQ', 0, 0, 'lost');
+  a.emit(mov64Reg(9, 0));
+  a.emit(stx('W', 9, RECORD_HEADER.probe, 8), st('W', 9, RECORD_HEADER.faults, 0));
+  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 9, RECORD_HEADER.timeNs, 0));
+  a.emit(call(BPF_FUNC.get_current_pid_tgid), stx('DW', 9, RECORD_HEADER.tid, 0));
+  a.emit(call(BPF_FUNC.get_smp_processor_id), stx('DW', 9, RECORD_HEADER.cpu, 0));
+  a.emit(mov64Reg(1, 9), alu64Imm('ADD', 1, RECORD_HEADER.comm), mov64Imm(2, 16));
+  a.emit(call(BPF_FUNC.get_current_comm));
+  layout.slots.forEach((slot, index) => {
+    const fault = a.fresh('fault');
+    const next = a.fresh('next');
+    if (slot.fetch.expr.kind === 'comm') {
+      a.emit(mov64Reg(1, 9), alu64Imm('ADD', 1, slot.offset), mov64Imm(2, slot.bytes));
+      a.emit(call(BPF_FUNC.get_current_comm));
+      return;
+    }
+    if (slot.string) {
+      emitAddress(a, slot.fetch, fault);
+      a.emit(mov64Reg(1, 9), alu64Imm('ADD', 1, slot.offset), mov64Imm(2, slot.bytes));
+      a.emit(mov64Reg(3, 7), call(BPF_FUNC.probe_read_user_str));
+      // 0 is a read that failed without an error: even an empty string counts its NUL.
+      a.jmpImm('JSGT', 0, 0, next);
+    } else {
+      emitFetch(a, slot.fetch, fault);
+      a.emit(stx('DW', 9, slot.offset, 7));
+      a.goto(next);
+    }
+    if (a.isTarget(fault)) {
+      a.label(fault);
+      a.emit(st('DW', 9, slot.offset, 0), ldx('W', 1, 9, RECORD_HEADER.faults));
+      // Bit 31 does not fit a sign-extended immediate of an OR: set it with a shift.
+      a.emit(mov64Imm(2, 1), alu64Imm('LSH', 2, index), alu64Reg('OR', 1, 2));
+      a.emit(stx('W', 9, RECORD_HEADER.faults, 1));
+    }
+    a.label(next);
+  });
+  a.emit(mov64Reg(1, 9), mov64Imm(2, BPF_RB_NO_WAKEUP), call(BPF_FUNC.ringbuf_submit));
+  a.goto(out);
+}
+
+/**
+ * At `sched_process_fork`: a child of a followed process is followed too. `childPidOffset`
+ * is where the tracepoint's record holds `child_pid` (from its format).
+ */
+export function followForksProgram(followed: number, childPidOffset: number): Insn[] {
+  const a = new Asm();
+  const out = 'out';
+  a.emit(mov64Reg(6, 1));
+  a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('W', 10, SCRATCH, 0));
+  a.emit(ldMapFd(1, followed), mov64Reg(2, 10), alu64Imm('ADD', 2, SCRATCH));
+  a.emit(call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, out);
+  // A new thread's id is added too: harmless, as its process is followed already.
+  a.emit(ldx('W', 1, 6, childPidOffset), stx('W', 10, SCRATCH, 1), st('W', 10, SCRATCH * 2, 1));
+  a.emit(ldMapFd(1, followed), mov64Reg(2, 10), alu64Imm('ADD', 2, SCRATCH));
+  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, SCRATCH * 2), mov64Imm(4, 0));
+  a.emit(call(BPF_FUNC.map_update_elem));
+  a.label(out);
+  a.returnZero();
+  return a.finish();
+}
+
+/**
+ * At `sched_process_exec`: when process `pid` execs, a record with probe index EXEC_MARK, so
+ * that the reader drops what that process recorded before (the launcher's own code).
+ */
+export function execMarkProgram(ring: number, pid: number): Insn[] {
+  const a = new Asm();
+  const out = 'out';
+  a.emit(call(BPF_FUNC.get_current_pid_tgid), mov64Reg(7, 0), alu64Imm('RSH', 0, 32));
+  a.jmpImm('JNE', 0, pid, out);
+  a.emit(ldMapFd(1, ring), mov64Imm(2, RECORD_HEADER.bytes), mov64Imm(3, 0));
+  a.emit(call(BPF_FUNC.ringbuf_reserve));
+  a.jmpImm('JEQ', 0, 0, out);
+  a.emit(mov64Reg(9, 0), mov64Imm(1, EXEC_MARK), stx('W', 9, RECORD_HEADER.probe, 1));
+  a.emit(st('W', 9, RECORD_HEADER.faults, 0), stx('DW', 9, RECORD_HEADER.tid, 7));
+  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 9, RECORD_HEADER.timeNs, 0));
+  a.emit(st('DW', 9, RECORD_HEADER.cpu, 0));
+  a.emit(st('DW', 9, RECORD_HEADER.comm, 0), st('DW', 9, RECORD_HEADER.comm + 8, 0));
+  a.emit(mov64Reg(1, 9), mov64Imm(2, 0), call(BPF_FUNC.ringbuf_submit));
+  a.label(out);
+  a.returnZero();
+  return a.finish();
+}

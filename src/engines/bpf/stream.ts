@@ -1,0 +1,291 @@
+/**
+ * The bpf engine's event stream: one handler for every probe writes a record per hit to a BPF
+ * ring buffer (who, when, and the fetched values), and poll() decodes the records in place
+ * from the buffer's mapped pages. Hits the buffer had no room for are counted per probe in
+ * the kernel, so that delivered + lost is every hit the handlers saw.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ProbeError } from '../../errors/index.js';
+import type { FieldValue, ProbeEvent, StreamStats } from '../../events/index.js';
+import { fetchTypeBytes } from '../../spec/index.js';
+import { parseEventFormat } from '../tracefs/index.js';
+import type { BpfMap } from './kernel.js';
+import { type Filters, fetchType, isSigned } from './programs.js';
+import { RingBuffer } from './ring-buffer.js';
+import { type AttachMode, type AttachReport, BpfSession } from './session.js';
+import {
+  EXEC_MARK,
+  execMarkProgram,
+  type FieldSlot,
+  followForksProgram,
+  RECORD_HEADER,
+  type RecordLayout,
+  recordLayout,
+  streamProgram,
+} from './stream-programs.js';
+
+/** A probe to stream: where, which way, what it fetches, and what its events are called. */
+export interface BpfStreamSite {
+  readonly path: string;
+  readonly offset: bigint;
+  readonly attach: 'entry' | 'return';
+  readonly refCtrOffset?: bigint | undefined;
+  readonly fetches: FieldSlot['fetch'][];
+  readonly probe: string;
+  readonly spec: string;
+  readonly kind: ProbeEvent['kind'];
+}
+
+export interface BpfStreamOptions {
+  /** Where tracefs is mounted (for the ids and formats of the sched tracepoints). */
+  readonly tracefs: string;
+  /** Only these processes and the children they fork (all, when undefined). */
+  readonly pids?: readonly number[] | undefined;
+  /** The ring buffer's size in bytes (rounded up to a power of two). */
+  readonly bufferBytes: number;
+  /** A process started stopped before its exec (upscope's -c): its hits before the exec are dropped. */
+  readonly startAtExecOf?: number | undefined;
+  readonly filters?: Omit<Filters, 'pid'> | undefined;
+  readonly mode?: AttachMode | undefined;
+}
+
+/** Processes followed at once (a process and its children). */
+const MAX_FOLLOWED = 32768;
+
+interface Route {
+  readonly site: BpfStreamSite;
+  readonly decode: (view: DataView, start: number, faults: number) => Record<string, FieldValue>;
+  delivered: number;
+}
+
+const utf8 = new TextDecoder('utf-8');
+
+/** Text at `start` up to the first NUL or `bytes`: ASCII built directly, else UTF-8. */
+function text(view: DataView, start: number, bytes: number): string {
+  let result = '';
+  for (let i = 0; i < bytes; i++) {
+    const byte = view.getUint8(start + i);
+    if (byte === 0) return result;
+    if (byte >= 0x80) {
+      const raw = new Uint8Array(view.buffer, view.byteOffset + start, bytes);
+      const nul = raw.indexOf(0);
+      return utf8.decode(raw.subarray(0, nul < 0 ? bytes : nul));
+    }
+    result += String.fromCharCode(byte);
+  }
+  return result;
+}
+
+/** Reads one slot as its fetch's type: below 64 bits a number, 64 bits a bigint. */
+function slotReader(slot: FieldSlot): (view: DataView, start: number) => FieldValue {
+  const at = slot.offset;
+  if (slot.string) return (view, start) => text(view, start + at, slot.bytes);
+  const type = fetchType(slot.fetch);
+  const signed = isSigned(type);
+  switch (fetchTypeBytes(type)) {
+    case 1:
+      return signed ? (v, s) => v.getInt8(s + at) : (v, s) => v.getUint8(s + at);
+    case 2:
+      return signed ? (v, s) => v.getInt16(s + at, true) : (v, s) => v.getUint16(s + at, true);
+    case 4:
+      return signed ? (v, s) => v.getInt32(s + at, true) : (v, s) => v.getUint32(s + at, true);
+    default:
+      return signed
+        ? (v, s) => v.getBigInt64(s + at, true)
+        : (v, s) => v.getBigUint64(s + at, true);
+  }
+}
+
+function decoder(layout: RecordLayout): Route['decode'] {
+  const readers = layout.slots.map((slot) => ({ name: slot.fetch.name, read: slotReader(slot) }));
+  return (view, start, faults) => {
+    const fields: Record<string, FieldValue> = {};
+    readers.forEach(({ name, read }, index) => {
+      fields[name] = (faults >>> index) & 1 ? null : read(view, start);
+    });
+    return fields;
+  };
+}
+
+/** The tracefs id of a tracepoint and where its record holds `field`. */
+function tracepoint(tracefs: string, system: string, name: string, field?: string) {
+  const dir = join(tracefs, 'events', system, name);
+  try {
+    const format = parseEventFormat(readFileSync(join(dir, 'format'), 'utf8'));
+    const id = Number(readFileSync(join(dir, 'id'), 'utf8').trim());
+    const offset = field === undefined ? 0 : format.fields.find((f) => f.name === field)?.offset;
+    if (offset === undefined) throw new Error(`its format has no ${field}`);
+    return { id, offset };
+  } catch (cause) {
+    throw new ProbeError(
+      'ERR_NOT_SUPPORTED',
+      `Cannot use tracepoint ${system}:${name} to follow processes: ${(cause as Error).message}`,
+      { cause, hints: ['Trace every process (no -p or -c), or use --engine tracefs'] },
+    );
+  }
+}
+
+/** Use: open(), poll() on a timer (it never blocks), stop() then a last poll(), close(). */
+export class BpfStream {
+  readonly #session = new BpfSession();
+  readonly #ring: RingBuffer;
+  readonly #lost: BpfMap;
+  readonly #routes: Route[];
+  readonly #execOf: number | undefined;
+  /** Per probe, the index of its record layout; the layouts, each once. */
+  readonly #layoutOf: number[];
+  readonly #layouts: RecordLayout[];
+  #execSeen = false;
+  #delivered = 0;
+  #attach: AttachReport | undefined;
+
+  private constructor(sites: readonly BpfStreamSite[], options: BpfStreamOptions) {
+    this.#ring = RingBuffer.create('upscope_events', options.bufferBytes);
+    this.#lost = this.#session.map({
+      kind: 'percpu-array',
+      name: 'lost',
+      keyBytes: 4,
+      valueBytes: 8,
+      maxEntries: Math.max(sites.length, 1),
+    });
+    this.#execOf = options.startAtExecOf;
+    const layouts = new Map<string, { index: number; layout: RecordLayout }>();
+    this.#routes = sites.map((site) => {
+      const layout = recordLayout(site.fetches);
+      if (!layouts.has(layout.key)) layouts.set(layout.key, { index: layouts.size, layout });
+      return { site, decode: decoder(layout), delivered: 0 };
+    });
+    this.#layoutOf = sites.map((site) => layouts.get(recordLayout(site.fetches).key)!.index);
+    this.#layouts = [...layouts.values()].map((l) => l.layout);
+  }
+
+  static open(sites: readonly BpfStreamSite[], options: BpfStreamOptions): BpfStream {
+    const stream = new BpfStream(sites, options);
+    try {
+      stream.#start(sites, options);
+      return stream;
+    } catch (err) {
+      stream.close();
+      throw err;
+    }
+  }
+
+  #start(sites: readonly BpfStreamSite[], options: BpfStreamOptions): void {
+    let followed: BpfMap | undefined;
+    if (options.pids !== undefined) {
+      followed = this.#session.map({
+        kind: 'hash',
+        name: 'followed',
+        keyBytes: 4,
+        valueBytes: 4,
+        maxEntries: MAX_FOLLOWED,
+      });
+      const one = new Uint8Array([1, 0, 0, 0]);
+      for (const pid of options.pids) {
+        const key = new Uint8Array(4);
+        new DataView(key.buffer).setUint32(0, pid, true);
+        followed.update(key, one);
+      }
+      const fork = tracepoint(options.tracefs, 'sched', 'sched_process_fork', 'child_pid');
+      this.#session.attachTracepoint(
+        fork.id,
+        'sched:sched_process_fork',
+        followForksProgram(followed.fd, fork.offset),
+      );
+    }
+    if (options.startAtExecOf !== undefined) {
+      const exec = tracepoint(options.tracefs, 'sched', 'sched_process_exec');
+      this.#session.attachTracepoint(
+        exec.id,
+        'sched:sched_process_exec',
+        execMarkProgram(this.#ring.map.fd, options.startAtExecOf),
+      );
+    }
+    const program = () =>
+      streamProgram(
+        { ring: this.#ring.map.fd, lost: this.#lost.fd, followed: followed?.fd },
+        this.#layouts,
+        options.filters ?? {},
+      );
+    this.#attach = this.#session.attach(
+      sites.map((site, index) => ({
+        path: site.path,
+        offset: site.offset,
+        kind: site.attach,
+        refCtrOffset: site.refCtrOffset,
+        cookie: this.#layoutOf[index]! * 2 ** 32 + index,
+      })),
+      { entry: program, return: program },
+      { mode: options.mode, purpose: `the stream of ${sites.length} probes` },
+    );
+  }
+
+  get attachReport(): AttachReport | undefined {
+    return this.#attach;
+  }
+
+  /** Decode every record written so far, in the order they were written. */
+  poll(onEvent: (event: ProbeEvent) => void): number {
+    let delivered = 0;
+    this.#ring.read((view, start) => {
+      const probe = view.getUint32(start + RECORD_HEADER.probe, true);
+      const pid = view.getUint32(start + RECORD_HEADER.pid, true);
+      if (probe === EXEC_MARK) {
+        if (pid === this.#execOf) this.#execSeen = true;
+        return;
+      }
+      // Before its exec, the launched process runs upscope's launcher, not the command.
+      if (pid === this.#execOf && !this.#execSeen) return;
+      const route = this.#routes[probe];
+      if (route === undefined) return;
+      const faults = view.getUint32(start + RECORD_HEADER.faults, true);
+      route.delivered++;
+      delivered++;
+      const site = route.site;
+      onEvent({
+        probe: site.probe,
+        spec: site.spec,
+        kind: site.kind,
+        pid,
+        tid: view.getUint32(start + RECORD_HEADER.tid, true),
+        cpu: view.getUint32(start + RECORD_HEADER.cpu, true),
+        timestampNs: view.getBigUint64(start + RECORD_HEADER.timeNs, true),
+        comm: text(view, start + RECORD_HEADER.comm, 16),
+        fields: route.decode(view, start, faults),
+        latencyNs: undefined,
+      });
+    });
+    this.#delivered += delivered;
+    return delivered;
+  }
+
+  /** Stop recording: every probe is detached (the buffer keeps what it has for a last poll). */
+  stop(): void {
+    this.#session.detach();
+  }
+
+  stats(): StreamStats {
+    const perProbe = this.#routes.map((route, index) => {
+      const key = new Uint8Array(4);
+      new DataView(key.buffer).setUint32(0, index, true);
+      const lost = Number(this.#lost.lookupSum(key));
+      return { probe: route.site.probe, delivered: route.delivered, lost };
+    });
+    return {
+      delivered: this.#delivered,
+      lost: perProbe.reduce((sum, p) => sum + p.lost, 0),
+      missed: undefined,
+      perProbe: perProbe.map((p) => ({
+        probe: p.probe,
+        delivered: p.delivered,
+        hits: p.delivered + p.lost,
+      })),
+    };
+  }
+
+  close(): void {
+    this.#session.close();
+    this.#ring.close();
+  }
+}
