@@ -112,7 +112,7 @@ export function streamProgram(
   const out = 'out';
   prologue(a, filters, out, maps.followed);
   a.emit(mov64Reg(7, 8), alu64Imm('RSH', 7, 32));
-  layouts.forEach((_, index) => a.jmpImm('JEQ', 7, index, `layout.${index}`));
+  for (let index = 0; index < layouts.length; index++) a.jmpImm('JEQ', 7, index, `layout.${index}`);
   a.goto(out);
   layouts.forEach((layout, index) => {
     a.label(`layout.${index}`);
