@@ -123,11 +123,13 @@ function failed(tool, result) {
   return { error: `${tool} failed (exit ${result.status}: ${error})` };
 }
 
-function upscopeRun(bin, kind, threads = 1) {
+function upscopeRun(bin, kind, threads = 1, engine = 'tracefs') {
   const spec = `${kind === 'return' ? 'r:' : ''}${bin}:hot_function`;
   const result = run(process.execPath, [
     join(root, 'bin/upscope.js'),
     'trace',
+    '--engine',
+    engine,
     spec,
     '-c',
     `${bin} ${N} ${threads}`,
@@ -298,12 +300,13 @@ export function runTraceBench() {
           ? () => bpftraceCountRun(bin, 'return')
           : skip(peers.bpftrace.why),
       },
-      { label: 'upscope trace >/dev/null', kind: 'entry', measure: () => upscopeRun(bin, 'entry') },
-      {
-        label: 'upscope trace >/dev/null',
-        kind: 'return',
-        measure: () => upscopeRun(bin, 'return'),
-      },
+      ...['tracefs', 'bpf'].flatMap((engine) =>
+        ['entry', 'return'].map((kind) => ({
+          label: `upscope trace --engine ${engine}`,
+          kind,
+          measure: () => upscopeRun(bin, kind, 1, engine),
+        })),
+      ),
     ];
     for (const row of costRows) row.samples = [];
     for (let round = 0; round < ROUNDS; round++) {
@@ -326,11 +329,11 @@ export function runTraceBench() {
       `a. Cost per hit: median of ${ROUNDS} runs taken in turns; per hit = ns/call probed - ns/call bare`,
     );
     console.log(
-      `${'tool'.padEnd(28)}${'probe'.padEnd(8)}${'ns/call'.padStart(10)}${'per hit ns'.padStart(12)}` +
+      `${'tool'.padEnd(30)}${'probe'.padEnd(8)}${'ns/call'.padStart(10)}${'per hit ns'.padStart(12)}` +
         `${'events seen'.padStart(13)}${'lost'.padStart(11)}${'vs kernel-only'.padStart(16)}`,
     );
     for (const row of costRows) {
-      const head = `${row.label.padEnd(28)}${row.kind.padEnd(8)}`;
+      const head = `${row.label.padEnd(30)}${row.kind.padEnd(8)}`;
       if (row.error) {
         console.log(`${head}${row.error}`);
         continue;
@@ -351,7 +354,9 @@ export function runTraceBench() {
       );
     }
     console.log('(vs kernel-only: per-hit cost over that of perf stat on the same probe)');
-    if (!costRows.at(-1).error) {
+    if (
+      costRows.some((row) => row.kind === 'return' && row.label.startsWith('upscope') && !row.error)
+    ) {
       console.log(
         "(upscope's return probe comes with a hidden entry probe, to time each call: two probes " +
           'hit per call; events seen counts the returns, lost counts both)',
@@ -364,11 +369,11 @@ export function runTraceBench() {
     const rateRows = [];
     for (const threads of cpus > 1 ? [1, cpus] : [1]) {
       rateRows.push(
-        {
-          label: 'upscope trace >/dev/null',
+        ...['tracefs', 'bpf'].map((engine) => ({
+          label: `upscope trace --engine ${engine}`,
           threads,
-          measure: () => upscopeRun(bin, 'entry', threads),
-        },
+          measure: () => upscopeRun(bin, 'entry', threads, engine),
+        })),
         {
           label: 'perf record',
           threads,
@@ -389,7 +394,7 @@ export function runTraceBench() {
         "the program's loop time; wall includes the tool's start and end",
     );
     console.log(
-      `${'tool'.padEnd(26)}${'threads'.padStart(7)}${'delivered'.padStart(12)}${'lost'.padStart(11)}` +
+      `${'tool'.padEnd(30)}${'threads'.padStart(7)}${'delivered'.padStart(12)}${'lost'.padStart(11)}` +
         `${'of N'.padStart(8)}${'events/s'.padStart(12)}${'vs perf'.padStart(9)}${'ns/call'.padStart(9)}` +
         `${'loop ms'.padStart(9)}${'wall ms'.padStart(9)}`,
     );
@@ -400,7 +405,7 @@ export function runTraceBench() {
         perfRate.set(row.threads, r.seen / ((r.nsPerCall * r.calls) / 1e9));
     }
     for (const { row, r } of results) {
-      const head = `${row.label.padEnd(26)}${String(row.threads).padStart(7)}`;
+      const head = `${row.label.padEnd(30)}${String(row.threads).padStart(7)}`;
       if (r.error) {
         console.log(`${head}  ${r.error}`);
         continue;

@@ -29,7 +29,7 @@ export {
   ProbeError,
 } from '../errors/index.js';
 export type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
-export { type DoctorReport, runDoctor } from '../host/index.js';
+export type { DoctorReport } from '../host/index.js';
 export {
   type ProbePlan,
   type ProbeSite,
@@ -62,6 +62,7 @@ export {
 } from './aggregate.js';
 export { AsyncProcessTracer } from './async-process-tracer.js';
 export { cleanStale } from './clean.js';
+export { runDoctor } from './doctor.js';
 export {
   type FunctionListing,
   type ListedFunction,

@@ -40,7 +40,7 @@ export interface AttachOptions {
   readonly command?: string | undefined;
   /** Ends the attachment when aborted. */
   readonly signal?: AbortSignal | undefined;
-  /** Ring-buffer size per CPU (default 4096 KiB). */
+  /** Ring-buffer size per CPU (default 4096 KiB); bpf: one buffer of twice this times the CPUs. */
   readonly bufferSizeKb?: number | undefined;
   /** How often the ring buffer is read (default 25 ms). */
   readonly pollIntervalMs?: number | undefined;
@@ -156,8 +156,9 @@ export class Tracer {
               tracefs,
               // A process's threads share its id: the process is enough.
               pids: pids === undefined ? undefined : [launched?.pid ?? options.pid!],
-              // One buffer for all CPUs, as large as tracefs's per-CPU ones together.
-              bufferBytes: bufferSizeKb * 1024 * availableParallelism(),
+              // One buffer for all CPUs, twice tracefs's per-CPU ones together: a record of
+              // the bpf engine (who, when, the thread's name) is about twice the size.
+              bufferBytes: bufferSizeKb * 1024 * availableParallelism() * 2,
               startAtExecOf: launched?.pid,
               mode: options.attachMode,
             })

@@ -247,3 +247,43 @@ test('runDoctor() warns about kernels too old for some engines', async () => {
   assert.equal(byId.get('kernel')!.status, 'warn');
   assert.match(byId.get('kernel')!.detail, /ring buffer/);
 });
+
+test("runDoctor() with the bpf engine's feature checks: each tried only when BPF works, each missing one explained", async () => {
+  const tried: string[] = [];
+  const features = (program: number, ringBuffer: number, uprobeMulti: number) => () => {
+    tried.push('tried');
+    return { program, ringBuffer, uprobeMulti };
+  };
+  const run = async (machine: FakeMachine, probe: ReturnType<typeof features>) =>
+    new Map(
+      (await runDoctor({ host: fakeHost(machine), bpfFeatures: probe })).checks.map((c) => [
+        c.id,
+        c,
+      ]),
+    );
+  const all = await run(rootMachine(), features(0, 0, 0));
+  assert.deepEqual(
+    ['bpf-program', 'bpf-ring-buffer', 'uprobe-multi'].map((id) => all.get(id)!.status),
+    ['ok', 'ok', 'ok'],
+  );
+  const old = await run(rootMachine(), features(0, -22, -22));
+  assert.equal(old.get('bpf-ring-buffer')!.status, 'warn');
+  assert.match(old.get('bpf-ring-buffer')!.detail, /EINVAL.*5\.8.*cannot stream/);
+  assert.equal(old.get('uprobe-multi')!.status, 'warn');
+  assert.match(old.get('uprobe-multi')!.detail, /6\.6.*one perf event per probe/);
+  const refused = await run(rootMachine(), features(EPERM, EPERM, EPERM));
+  assert.equal(refused.get('bpf-program')!.status, 'fail');
+  assert.match(refused.get('bpf-program')!.fix!, /CAP_BPF.*--engine tracefs or ptrace/);
+  tried.length = 0;
+  const user = await run(
+    {
+      uid: 1000,
+      files: { '/proc/self/status': USER_STATUS, '/proc/self/mountinfo': '' },
+      bpf: EPERM,
+    },
+    features(0, 0, 0),
+  );
+  assert.deepEqual(tried, [], 'nothing more is tried when BPF itself is refused');
+  assert.equal(user.get('uprobe-multi')!.status, 'info');
+  assert.match(user.get('uprobe-multi')!.detail, /not checked: BPF is not usable/);
+});

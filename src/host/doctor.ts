@@ -29,6 +29,18 @@ export interface DoctorOptions {
   readonly mount?: boolean;
   /** The machine to examine (default: this one). */
   readonly host?: Host;
+  /**
+   * Try what the bpf engine uses (a uprobe handler, a ring buffer, a uprobe_multi link): each
+   * 0 when it worked, else `-errno`. Given by the API (the engine knows how); without it those
+   * checks are left out.
+   */
+  readonly bpfFeatures?: (() => BpfFeatureResults) | undefined;
+}
+
+export interface BpfFeatureResults {
+  readonly program: number;
+  readonly ringBuffer: number;
+  readonly uprobeMulti: number;
 }
 
 const ROOT_FIX = 'Run upscope as root (sudo)';
@@ -390,6 +402,54 @@ function lockdownCheck(host: Host): DoctorCheck {
   }
 }
 
+/** The bpf engine's own needs, tried for real once BPF itself works. */
+function bpfFeatureChecks(bpf: DoctorCheck, probe: () => BpfFeatureResults): DoctorCheck[] {
+  const ids = [
+    ['bpf-program', 'BPF uprobe handler'],
+    ['bpf-ring-buffer', 'BPF ring buffer'],
+    ['uprobe-multi', 'uprobe_multi links'],
+  ] as const;
+  if (bpf.status !== 'ok') {
+    return ids.map(([id, title]) => check(id, title, 'info', 'not checked: BPF is not usable'));
+  }
+  const found = probe();
+  const failed = (errno: number) => `failed with ${describeErrno(errno)}`;
+  return [
+    found.program === 0
+      ? check('bpf-program', ids[0][1], 'ok', 'loaded and closed a uprobe handler')
+      : check(
+          'bpf-program',
+          ids[0][1],
+          'fail',
+          `loading a uprobe handler ${failed(found.program)}: the bpf engine (count, hist, latency, trace --engine bpf) cannot run`,
+          `${ROOT_FIX}, or grant CAP_BPF and CAP_PERFMON; otherwise use --engine tracefs or ptrace`,
+        ),
+    found.ringBuffer === 0
+      ? check('bpf-ring-buffer', ids[1][1], 'ok', 'created and closed a ring buffer map')
+      : check(
+          'bpf-ring-buffer',
+          ids[1][1],
+          'warn',
+          `creating a ring buffer map ${failed(found.ringBuffer)} (Linux 5.8 has them): trace --engine bpf cannot stream`,
+          'Use trace --engine tracefs',
+        ),
+    found.uprobeMulti === 0
+      ? check(
+          'uprobe-multi',
+          ids[2][1],
+          'ok',
+          'the kernel takes many probes of a file in one link (fast attach and detach)',
+        )
+      : check(
+          'uprobe-multi',
+          ids[2][1],
+          'warn',
+          `a uprobe_multi link ${failed(found.uprobeMulti)} (Linux 6.6 has them): the bpf engine attaches one perf event per probe, slowly for thousands`,
+          'Use Linux 6.6 or newer to attach many probes at once',
+        ),
+  ];
+}
+
 /** Guard one check: an unexpected error becomes a failed check, never a crash. */
 function guarded(id: string, title: string, run: () => DoctorCheck): DoctorCheck {
   try {
@@ -425,9 +485,19 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
     }),
   );
   checks.push(guarded('uprobe-events', 'uprobe_events', () => uprobeEventsCheck(host, tracefs)));
-  checks.push(guarded('bpf', 'BPF', () => bpfCheck(host)));
+  const bpf = guarded('bpf', 'BPF', () => bpfCheck(host));
+  checks.push(bpf);
   checks.push(guarded('btf', 'BTF', () => btfCheck(host)));
   checks.push(guarded('uprobe-pmu', 'perf uprobe PMU', () => uprobePmuCheck(host)));
+  const features = options.bpfFeatures;
+  if (features !== undefined) {
+    try {
+      checks.push(...bpfFeatureChecks(bpf, features));
+    } catch (err) {
+      const detail = `cannot check: ${err instanceof Error ? err.message : String(err)}`;
+      checks.push(check('bpf-program', 'BPF uprobe handler', 'fail', detail));
+    }
+  }
   checks.push(guarded('perf-event-paranoid', 'perf_event_paranoid', () => paranoidCheck(host)));
   checks.push(guarded('ptrace', 'ptrace', () => ptraceCheck(host)));
   checks.push(guarded('lockdown', 'Kernel lockdown', () => lockdownCheck(host)));

@@ -1,4 +1,5 @@
 export {
+  type BpfFeatureResults,
   type DoctorCheck,
   type DoctorOptions,
   type DoctorReport,

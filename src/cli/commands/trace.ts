@@ -44,7 +44,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option('--max-events <n>', 'end the trace after this many events', positive('--max-events'))
     .option(
       '--buffer-size <KiB>',
-      'ring-buffer size per CPU (default 4096; bpf: one buffer of this times the CPUs): more absorbs longer bursts',
+      'ring-buffer size per CPU (default 4096; bpf: one buffer of twice this times the CPUs): more absorbs longer bursts',
       positive('--buffer-size'),
     )
     .option('--unsafe', 'allow raw addresses no symbol covers')

@@ -137,6 +137,7 @@ export class BpfStream {
   readonly #layoutOf: number[];
   readonly #layouts: RecordLayout[];
   #execSeen = false;
+  #lastComm = { a: -1, b: -1, c: -1, d: -1, text: '' };
   #delivered = 0;
   #attach: AttachReport | undefined;
 
@@ -251,13 +252,26 @@ export class BpfStream {
         tid: view.getUint32(start + RECORD_HEADER.tid, true),
         cpu: view.getUint32(start + RECORD_HEADER.cpu, true),
         timestampNs: view.getBigUint64(start + RECORD_HEADER.timeNs, true),
-        comm: text(view, start + RECORD_HEADER.comm, 16),
+        comm: this.#comm(view, start + RECORD_HEADER.comm),
         fields: route.decode(view, start, faults),
         latencyNs: undefined,
       });
     });
     this.#delivered += delivered;
     return delivered;
+  }
+
+  /** The comm at `at`: the last one decoded while its 16 bytes stay the same. */
+  #comm(view: DataView, at: number): string {
+    const a = view.getUint32(at, true);
+    const b = view.getUint32(at + 4, true);
+    const c = view.getUint32(at + 8, true);
+    const d = view.getUint32(at + 12, true);
+    const last = this.#lastComm;
+    if (a === last.a && b === last.b && c === last.c && d === last.d) return last.text;
+    const text16 = text(view, at, 16);
+    this.#lastComm = { a, b, c, d, text: text16 };
+    return text16;
   }
 
   /** Stop recording: every probe is detached (the buffer keeps what it has for a last poll). */
