@@ -16,6 +16,7 @@ import { ProbeError } from '../errors/index.js';
 import { type Exit, type LaunchedCommand, launchStopped } from '../host/index.js';
 import { type ProbeSite, planProbes } from '../plan/index.js';
 import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
+import { StackSymbolizer } from './symbolize.js';
 import { checkTargetOptions, probeName } from './tracer.js';
 
 export interface AggregateOptions {
@@ -58,8 +59,13 @@ export const UNIT_NS: Readonly<Record<LatencyUnit, number>> = { ns: 1, us: 1000,
 
 export interface ProbeCount {
   readonly probe: string;
-  /** The key's value with `by`. */
+  /**
+   * The key's value with `by`; by `ustack`, the stack folded (outermost frame first, frames
+   * joined by `;`, as flame-graph tools read it).
+   */
   readonly key: bigint | string | undefined;
+  /** By `ustack`: the process, and its frames, innermost first (`symbol+0xoff (file)`). */
+  readonly stack?: { readonly pid: number; readonly frames: readonly string[] } | undefined;
   readonly count: bigint;
 }
 
@@ -72,6 +78,8 @@ export interface ProbeHistogram {
 interface Opened<R> {
   readonly engine: BpfAggregation;
   readonly read: () => R;
+  /** Called once the last reading is taken. */
+  readonly stopped?: (() => void) | undefined;
 }
 
 /**
@@ -88,6 +96,7 @@ export class Aggregate<R> {
   readonly ended: Promise<void>;
   readonly #engine: BpfAggregation;
   readonly #read: () => R;
+  readonly #onStopped: (() => void) | undefined;
   readonly #launched: LaunchedCommand | undefined;
   readonly #timer: NodeJS.Timeout | undefined;
   #stopped = false;
@@ -108,6 +117,7 @@ export class Aggregate<R> {
     this.probes = probes;
     this.#engine = opened.engine;
     this.#read = opened.read;
+    this.#onStopped = opened.stopped;
     this.#launched = launched;
     this.commandPid = launched?.pid;
     this.ended = new Promise((resolve) => {
@@ -155,6 +165,7 @@ export class Aggregate<R> {
       this.#engine.detach();
       this.#last = { reading: this.#read(), errors: this.#engine.handlerErrors() };
     } finally {
+      this.#onStopped?.();
       this.#launched?.kill();
       this.#resolveEnded();
     }
@@ -196,6 +207,7 @@ function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
     offset: site.fileOffset,
     kind: site.kind === 'return' ? 'return' : 'entry',
     refCtrOffset: site.usdt?.semaphoreFileOffset,
+    atEntry: site.kind === 'entry',
   }));
 }
 
@@ -239,7 +251,7 @@ async function start<R>(
 
 function countKey(by: string | undefined): CountKey {
   if (by === undefined) return { kind: 'none' };
-  if (by === 'pid' || by === 'tid' || by === 'comm') return { kind: by };
+  if (by === 'pid' || by === 'tid' || by === 'comm' || by === 'ustack') return { kind: by };
   return { kind: 'value', fetch: parseFetchOrThrow(by, '--by') };
 }
 
@@ -257,19 +269,56 @@ export async function countHits(
       mode: options.attach,
       purpose: `counting ${sites.length} probe${sites.length === 1 ? '' : 's'}`,
     });
+    const stacks =
+      key.kind === 'ustack' ? stackNamer(pid, options.command !== undefined) : undefined;
     return {
       engine: counts,
       read: () =>
         counts
           .read()
-          .map((row) => ({
-            probe: names[row.probe] ?? `#${row.probe}`,
-            key: row.key,
-            count: row.count,
-          }))
+          .map((row) => {
+            const probe = names[row.probe] ?? `#${row.probe}`;
+            if (row.stack === undefined || stacks === undefined) {
+              return { probe, key: row.key, count: row.count };
+            }
+            const { pid: owner, addresses } = row.stack;
+            const site = sites[row.probe];
+            // An entry or instruction probe's first frame is its own address.
+            if (site !== undefined && site.kind !== 'return' && addresses[0] !== undefined) {
+              stacks.symbolizer.know(owner, site.target.path, addresses[0], site.vaddr);
+            }
+            const frames = addresses.map((address) => stacks.symbolizer.frame(owner, address));
+            const key = frames.length === 0 ? '[no user stack]' : frames.toReversed().join(';');
+            return { probe, key, stack: { pid: owner, frames }, count: row.count };
+          })
           .sort((a, b) => (a.count < b.count ? 1 : a.count > b.count ? -1 : 0)),
+      stopped: stacks?.stop,
     };
   });
+}
+
+/**
+ * Names stack addresses; with one process (-p, -c), its memory map is taken again every
+ * 25 ms while it lives, so that stacks are named even after it has ended. A command's first
+ * map is taken at the first tick: at the start it is still upscope's launcher.
+ */
+function stackNamer(pid: number | undefined, launched: boolean) {
+  const symbolizer = new StackSymbolizer();
+  const timer =
+    pid === undefined
+      ? undefined
+      : setInterval(() => {
+          if (existsSync(`/proc/${pid}`)) symbolizer.snapshot(pid);
+        }, 25);
+  timer?.unref();
+  if (pid !== undefined && !launched) symbolizer.snapshot(pid);
+  return {
+    symbolizer,
+    stop: () => {
+      clearInterval(timer);
+      symbolizer.close();
+    },
+  };
 }
 
 /** A histogram of a fetched value (`arg0`, `retval:s64`, `+8(arg0):u32`) per probe. */

@@ -162,6 +162,53 @@ describe('upscope count (bpf engine)', () => {
     const rows: { count: number }[] = JSON.parse(cliOut.trim().split('\n').at(-1)!);
     assert.equal(rows[0]?.count, account.calls);
   });
+
+  for (const how of ['-c', '-p'] as const) {
+    test(`--by ustack (${how}): each call path its own stack, named, with the caller of an entry probe`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = compileProgram('bpf-stacks', { flags: ['-O2', '-fno-omit-frame-pointer'] });
+      const name = app.slice(app.lastIndexOf('/') + 1);
+      // -c: a command that ends within milliseconds; -p: a process that waits for upscope.
+      const traced = how === '-c' ? undefined : started([app, '300', '200', '1500']);
+      if (traced !== undefined) spawned.push(traced.child);
+      const target = how === '-c' ? `${app} 300 200 0` : String(traced!.child.pid);
+      const cli = started([
+        process.execPath,
+        BIN,
+        'count',
+        '--json',
+        '--by',
+        'ustack',
+        how,
+        target,
+        `${app}:stack_leaf`,
+      ]);
+      const [cliOut, tracedOut] = await Promise.all([cli.stdout, traced?.stdout]);
+      assert.equal(cli.child.exitCode, 0);
+      const lines = cliOut.trim().split('\n');
+      const account = JSON.parse(tracedOut ?? lines[0]!);
+      const rows: { key: string; frames: string[]; pid: number; count: number }[] = JSON.parse(
+        lines.at(-1)!,
+      );
+      // via_a's one call site, and via_b's two: three stacks, each named to its caller.
+      assert.equal(rows.length, 3, cliOut);
+      const callers = new Map<string, number>();
+      for (const row of rows) {
+        assert.equal(row.frames[0], `stack_leaf (${name})`);
+        assert.match(row.frames[2]!, new RegExp(`^main\\+0x[0-9a-f]+ \\(${name}\\)$`));
+        assert.equal(row.key, row.frames.toReversed().join(';'));
+        const caller = /^(via_[ab])\+0x[0-9a-f]+ /.exec(row.frames[1]!)?.[1];
+        assert.ok(caller !== undefined, row.frames[1]);
+        callers.set(caller, (callers.get(caller) ?? 0) + row.count);
+      }
+      assert.equal(callers.get('via_a'), account.via_a);
+      assert.equal(callers.get('via_b'), account.via_b * 2);
+      if (how === '-p') {
+        // A process whose map was read: libc's frames are named too.
+        assert.ok(rows.every((row) => row.frames.some((f) => /\(libc\.so\.6\)$/.test(f))));
+      }
+    });
+  }
 });
 
 describe('upscope hist (bpf engine)', () => {

@@ -161,6 +161,16 @@ function stamp(final: boolean): string {
 
 function printCounts(rows: ProbeCount[], by: string | undefined, top: number | undefined) {
   const shown = top === undefined ? rows : rows.slice(0, top);
+  if (by === 'ustack') {
+    // A stack per count, innermost frame first, as bpftrace prints @[ustack].
+    return shown
+      .map((row) => {
+        const frames = row.stack?.frames ?? [];
+        const lines = frames.length === 0 ? ['[no user stack]'] : frames;
+        return `${row.probe} (pid ${row.stack?.pid}): ${row.count}\n${lines.map((f) => `    ${f}`).join('\n')}`;
+      })
+      .join('\n\n');
+  }
   const header = by === undefined ? ['COUNT', 'PROBE'] : ['COUNT', 'PROBE', by.toUpperCase()];
   return renderTable(
     header,
@@ -275,13 +285,18 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .description(
         'Count the hits of each SPEC with an in-kernel (eBPF) handler: millions of hits a ' +
           'second at about the cost of the kernel uprobe itself. With --by, counts are kept per ' +
-          'process, thread, thread name or fetched value (e.g. --by arg0, --by ' +
-          "'+0(arg0):string'). Totals print at the end (Ctrl-C, --duration, or the end of the " +
+          'process, thread, thread name, user stack or fetched value (e.g. --by arg0, --by ' +
+          "'+0(arg0):string'). --by ustack walks the frame pointers: code built without them " +
+          '(-fomit-frame-pointer, the default of -O2 on x86-64) shows short stacks. Totals ' +
+          'print at the end (Ctrl-C, --duration, or the end of the ' +
           '-c command or -p process) and every --interval. Needs root or CAP_BPF and CAP_PERFMON.',
       )
       .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
   )
-    .option('--by <key>', 'count per pid, tid, comm, or a value: arg0, retval, +0(arg1):string')
+    .option(
+      '--by <key>',
+      'count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string',
+    )
     .option('--top <n>', 'print only the N largest counts', positive('--top'))
     .action(async (specs, options) => {
       const aggregate = await countHits(specs, { ...aggregateOptions(options), by: options.by });
@@ -294,6 +309,9 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
                 ...(options.by === undefined
                   ? {}
                   : { key: typeof row.key === 'bigint' ? jsonNumber(row.key) : row.key }),
+                ...(row.stack === undefined
+                  ? {}
+                  : { pid: row.stack.pid, frames: row.stack.frames }),
                 count: jsonNumber(row.count),
               })),
             )}\n`,

@@ -8,6 +8,7 @@ import { type FetchArg, printFetchExpr } from '../../spec/index.js';
 import type { BpfMap } from './kernel.js';
 import {
   CALLS_VALUE_BYTES,
+  COOKIE_AT_ENTRY,
   type CountKey,
   countKeyBytes,
   countProgram,
@@ -31,6 +32,8 @@ export interface AggregateSite {
   readonly offset: bigint;
   readonly kind: 'entry' | 'return';
   readonly refCtrOffset?: bigint | undefined;
+  /** At a function's first instruction (its caller is then found from the stack pointer). */
+  readonly atEntry?: boolean | undefined;
 }
 
 export interface AggregateOptions {
@@ -131,6 +134,8 @@ function build<T extends BpfAggregation>(make: () => T, attach: (aggregation: T)
 export interface CountRow {
   readonly probe: number;
   readonly key: bigint | string | undefined;
+  /** With a user-stack key: the process, and the stack's addresses, innermost first. */
+  readonly stack?: { readonly pid: number; readonly addresses: readonly bigint[] } | undefined;
   readonly count: bigint;
 }
 
@@ -174,7 +179,10 @@ export class BpfCounts extends BpfAggregation {
           );
         self.attached(
           self.session.attach(
-            sites.map((site, cookie) => ({ ...site, cookie })),
+            sites.map((site, index) => ({
+              ...site,
+              cookie: index + (site.atEntry === true ? COOKIE_AT_ENTRY : 0),
+            })),
             { entry: program, return: program },
             { pid: options.pid, mode: options.mode, purpose: options.purpose },
           ),
@@ -197,7 +205,23 @@ export class BpfCounts extends BpfAggregation {
       const count = this.#counts.lookupSum(raw);
       if (count === 0n) continue;
       const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
-      rows.push({ probe: view.getUint32(0, true), key: this.#decodeKey(raw), count });
+      const probe = view.getUint32(0, true);
+      if (this.#key.kind === 'ustack') {
+        const addresses: bigint[] = [];
+        for (let at = KEY_HEADER_BYTES; at < raw.byteLength; at += 8) {
+          const address = view.getBigUint64(at, true);
+          if (address === 0n) break;
+          addresses.push(address);
+        }
+        rows.push({
+          probe,
+          key: undefined,
+          stack: { pid: view.getUint32(4, true), addresses },
+          count,
+        });
+        continue;
+      }
+      rows.push({ probe, key: this.#decodeKey(raw), count });
     }
     return rows;
   }

@@ -53,6 +53,8 @@ const COMM = -144;
 const CALLS_VALUE = COMM - CALLS_VALUE_BYTES;
 /** The return's time, taken first (the key at KEY ends just below it). */
 const NOW = -56;
+/** 16 bytes read from a frame: the saved frame pointer and the return address. */
+const PAIR = -48;
 
 /** `BPF_NOEXIST`: a map update that only makes a new element. */
 const BPF_NOEXIST = 1;
@@ -94,7 +96,19 @@ export type CountKey =
   | { readonly kind: 'pid' }
   | { readonly kind: 'tid' }
   | { readonly kind: 'comm' }
+  /** The user stack, walked through frame pointers (the process is in the key's header). */
+  | { readonly kind: 'ustack' }
   | { readonly kind: 'value'; readonly fetch: FetchArg };
+
+/** Frames kept of a user stack, innermost first. */
+export const MAX_STACK_FRAMES = 24;
+/**
+ * The attach cookie's bit saying a probe is at a function's first instruction, where the
+ * return address is at the stack pointer and the frame pointer is still the caller's.
+ */
+export const COOKIE_AT_ENTRY = 2 ** 32;
+/** A stack key (header, then the frames): below everything else, down to fp - 480. */
+const STACK_KEY = CALLS_VALUE - KEY_HEADER_BYTES - 8 * MAX_STACK_FRAMES;
 
 export type Buckets = BucketScheme;
 
@@ -106,6 +120,8 @@ export function countKeyBytes(key: CountKey): number {
     case 'pid':
     case 'tid':
       return 8;
+    case 'ustack':
+      return 8 * MAX_STACK_FRAMES;
     case 'comm':
       return 16;
     case 'value':
@@ -372,9 +388,11 @@ export function countProgram(maps: HandlerMaps, key: CountKey, filters: Filters)
     return epilogue(a, out, undefined, maps);
   }
   const bytes = KEY_HEADER_BYTES + countKeyBytes(key);
-  for (let at = 0; at < bytes; at += 8) a.emit(st('DW', 10, KEY + at, 0));
-  a.emit(stx('W', 10, KEY, 8));
-  const into = KEY + KEY_HEADER_BYTES;
+  // A stack's key is too long for the usual place: it goes below everything else.
+  const keyAt = key.kind === 'ustack' ? STACK_KEY : KEY;
+  for (let at = 0; at < bytes; at += 8) a.emit(st('DW', 10, keyAt + at, 0));
+  a.emit(stx('W', 10, keyAt, 8));
+  const into = keyAt + KEY_HEADER_BYTES;
   switch (key.kind) {
     case 'pid':
       a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('DW', 10, into, 0));
@@ -386,6 +404,9 @@ export function countProgram(maps: HandlerMaps, key: CountKey, filters: Filters)
     case 'comm':
       a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, into), mov64Imm(2, 16));
       a.emit(call(BPF_FUNC.get_current_comm));
+      break;
+    case 'ustack':
+      emitUserStack(a, keyAt + 4, into);
       break;
     case 'value':
       if (isStringType(key.fetch)) {
@@ -400,8 +421,47 @@ export function countProgram(maps: HandlerMaps, key: CountKey, filters: Filters)
       }
       break;
   }
-  addToHash(a, maps, counts, KEY);
+  addToHash(a, maps, counts, keyAt);
   return epilogue(a, out, fault, maps);
+}
+
+/**
+ * The user stack into the frames at `fp + into` (innermost first) and the process id at
+ * `fp + pidAt`: the probed address, then at a function's entry the return address at the
+ * stack pointer, then each frame's return address, following saved frame pointers while
+ * they are readable and move up the stack.
+ */
+function emitUserStack(a: Asm, pidAt: number, into: number): void {
+  const done = a.fresh('stack.done');
+  a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('W', 10, pidAt, 0));
+  a.emit(ldx('DW', 1, 6, USER_REGS.rip), stx('DW', 10, into, 1));
+  const walk = (first: number) => {
+    a.emit(ldx('DW', 7, 6, USER_REGS.rbp));
+    for (let slot = first; slot < MAX_STACK_FRAMES; slot++) {
+      a.jmpImm('JEQ', 7, 0, done);
+      a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, PAIR), mov64Imm(2, 16), mov64Reg(3, 7));
+      a.emit(call(BPF_FUNC.probe_read_user));
+      a.jmpImm('JNE', 0, 0, done);
+      a.emit(ldx('DW', 1, 10, PAIR + 8));
+      a.jmpImm('JEQ', 1, 0, done);
+      a.emit(stx('DW', 10, into + 8 * slot, 1), ldx('DW', 1, 10, PAIR));
+      // A caller's frame is above its callee's: anything else is not a frame chain.
+      a.jmpReg('JLE', 1, 7, done);
+      a.emit(mov64Reg(7, 1));
+    }
+    a.goto(done);
+  };
+  const inside = a.fresh('stack.inside');
+  a.emit(mov64Reg(1, 8), alu64Imm('RSH', 1, 32));
+  a.jmpImm('JEQ', 1, 0, inside);
+  a.emit(ldx('DW', 3, 6, USER_REGS.rsp), mov64Reg(1, 10), alu64Imm('ADD', 1, PAIR));
+  a.emit(mov64Imm(2, 8), call(BPF_FUNC.probe_read_user));
+  a.jmpImm('JNE', 0, 0, done);
+  a.emit(ldx('DW', 1, 10, PAIR), stx('DW', 10, into + 8, 1));
+  walk(2);
+  a.label(inside);
+  walk(1);
+  a.label(done);
 }
 
 /** r1 = the bucket of r7 (see `bucketBounds` in aggregate/ for what each index holds). */
