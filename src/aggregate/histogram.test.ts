@@ -2,8 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   type BucketScheme,
+  bucketIndex,
   bucketRange,
   type Histogram,
+  HistogramAccumulator,
   histogramRows,
   NEGATIVE_BUCKETS,
   percentile,
@@ -124,4 +126,25 @@ test('percentiles fall in the right bucket and within min and max', () => {
     bucketScale: 1000n,
   };
   assert.equal(percentile(scaled, 0.5), 3_000_100n);
+});
+
+test('bucketIndex() puts each value in the bucket whose range holds it (log2, signed, scaled, linear)', () => {
+  const values = [0n, 1n, 7n, 8n, 9n, 15n, 16n, 1000n, 4095n, 4096n, (1n << 62n) + 5n];
+  const log2 = { kind: 'log2' } as const;
+  for (const v of [...values, ...values.map((x) => -x)]) {
+    const range = bucketRange(bucketIndex(v, log2, true), log2);
+    assert.ok(range.low! <= v && v < range.high!, `${v} in [${range.low}, ${range.high})`);
+  }
+  // Scaled (latency in us from ns): the bucket of the scaled value.
+  assert.equal(bucketIndex(2_100_000n, log2, false, 1000n), bucketIndex(2100n, log2, false));
+  const linear = { kind: 'linear', min: 0n, max: 5000n, step: 500n } as const;
+  assert.equal(bucketIndex(-1n, linear, true), 0);
+  assert.equal(bucketIndex(499n, linear, false), 1);
+  assert.equal(bucketIndex(500n, linear, false), 2);
+  assert.equal(bucketIndex(5000n, linear, false), 11);
+  const acc = new HistogramAccumulator(log2, true);
+  for (const v of [3n, -9n, 100n]) acc.add(v);
+  const h = acc.read();
+  assert.deepEqual([h.count, h.sum, h.min, h.max], [3n, 94n, -9n, 100n]);
+  assert.equal(h.buckets.get(bucketIndex(-9n, log2, true)), 1n);
 });

@@ -169,3 +169,69 @@ export function mean(histogram: Histogram): number | undefined {
   if (histogram.count === 0n) return undefined;
   return Number(histogram.sum) / Number(histogram.count);
 }
+
+/**
+ * The bucket of `value`, as the bpf engine's handler computes it (for aggregating in user
+ * space, with the same buckets); `scale` divides a log2 value's magnitude first.
+ */
+export function bucketIndex(
+  value: bigint,
+  scheme: BucketScheme,
+  signed: boolean,
+  scale = 1n,
+): number {
+  if (scheme.kind === 'linear') {
+    if (value < scheme.min) return 0;
+    if (value >= scheme.max) return linearSteps(scheme) + 1;
+    return Number((value - scheme.min) / scheme.step) + 1;
+  }
+  let magnitude = value / scale;
+  let base = 0;
+  if (signed && magnitude < 0n) {
+    magnitude = -magnitude;
+    base = NEGATIVE_BUCKETS;
+  }
+  if (magnitude < 8n) return base + Number(magnitude);
+  const k = magnitude.toString(2).length - 1;
+  return base + 8 + (k - 3) * 8 + Number((magnitude >> BigInt(k - 3)) & 7n);
+}
+
+/** A histogram kept in user space: add() each value, read() a Histogram of them now. */
+export class HistogramAccumulator {
+  readonly #buckets = new Map<number, bigint>();
+  readonly #scheme: BucketScheme;
+  readonly #signed: boolean;
+  readonly #scale: bigint;
+  #count = 0n;
+  #sum = 0n;
+  #min: bigint | undefined;
+  #max: bigint | undefined;
+
+  constructor(scheme: BucketScheme, signed: boolean, bucketScale = 1n) {
+    this.#scheme = scheme;
+    this.#signed = signed;
+    this.#scale = bucketScale;
+  }
+
+  add(value: bigint): void {
+    const index = bucketIndex(value, this.#scheme, this.#signed, this.#scale);
+    this.#buckets.set(index, (this.#buckets.get(index) ?? 0n) + 1n);
+    this.#count++;
+    this.#sum += value;
+    if (this.#min === undefined || value < this.#min) this.#min = value;
+    if (this.#max === undefined || value > this.#max) this.#max = value;
+  }
+
+  read(): Histogram {
+    return {
+      scheme: this.#scheme,
+      buckets: new Map(this.#buckets),
+      count: this.#count,
+      sum: this.#sum,
+      min: this.#min,
+      max: this.#max,
+      signed: this.#signed,
+      ...(this.#scale === 1n ? {} : { bucketScale: this.#scale }),
+    };
+  }
+}

@@ -1,8 +1,10 @@
 export {
   type BucketRange,
   type BucketScheme,
+  bucketIndex,
   bucketRange,
   type Histogram,
+  HistogramAccumulator,
   type HistogramRow,
   histogramRows,
   linearSteps,

@@ -8,6 +8,7 @@ export {
   type BucketScheme,
   bucketRange,
   type Histogram,
+  HistogramAccumulator,
   type HistogramRow,
   histogramRows,
   mean,
@@ -16,6 +17,7 @@ export {
 export type { AttachMode, AttachReport, HandlerErrors } from '../engines/index.js';
 export {
   alarmIn,
+  bpfAllowed,
   evaluateFetch,
   type FetchSource,
   interruptWaitsOn,
@@ -41,6 +43,8 @@ export {
 export {
   type FetchArg,
   type ProbeSpec,
+  parseComparisonOrThrow,
+  parseFetchOrThrow,
   parseSpec,
   printFetchExpr,
   printSpec,

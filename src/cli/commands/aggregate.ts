@@ -3,6 +3,7 @@ import type { Command } from '@commander-js/extra-typings';
 import {
   type Aggregate,
   type AggregateOptions,
+  bpfAllowed,
   countHits,
   type Histogram,
   histogramOf,
@@ -20,6 +21,7 @@ import { formatDuration, renderHistogram, renderTable } from '../../output/index
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { parsePid, positive } from '../options.js';
+import { aggregatePtrace } from './aggregate-ptrace.js';
 
 interface CommonOptions {
   pid?: number;
@@ -31,16 +33,32 @@ interface CommonOptions {
   interval?: number;
   json?: true;
   unsafe?: true;
-  engine?: 'bpf';
+  engine?: 'bpf' | 'ptrace';
 }
 
-function parseEngine(value: string): 'bpf' {
-  if (value === 'bpf') return value;
-  throw new ProbeError(
-    'ERR_USAGE',
-    `Cannot use engine "${value}" here: count, hist and latency run on the bpf engine`,
-    { hints: ['For per-event output on another engine, use: upscope trace --engine ptrace'] },
-  );
+function parseEngine(value: string): 'bpf' | 'ptrace' {
+  if (value === 'bpf' || value === 'ptrace') return value;
+  throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}" here: give bpf or ptrace`);
+}
+
+/**
+ * Run on the engine asked for; by default on bpf, and on ptrace when BPF is not allowed and
+ * there is one process (-p) or command (-c) to serve the probes of in user space. Whether
+ * BPF is allowed is tried before anything starts: a command is never started twice.
+ */
+async function onEngine(
+  options: CommonOptions,
+  io: Io,
+  bpf: () => Promise<void>,
+  ptrace: () => Promise<void>,
+): Promise<void> {
+  if (options.engine === 'ptrace') return ptrace();
+  const oneProcess = options.pid !== undefined || options.command !== undefined;
+  if (options.engine === undefined && oneProcess && !bpfAllowed()) {
+    io.err('upscope: BPF is not allowed here: using the ptrace engine (slower per hit)\n');
+    return ptrace();
+  }
+  return bpf();
 }
 
 // biome-ignore lint/complexity/noBannedTypes: commander's own default for no options yet
@@ -62,7 +80,12 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     )
     .option('--json', 'print JSON instead of text')
     .option('--unsafe', 'allow raw addresses no symbol covers')
-    .option('--engine <engine>', 'bpf (the only engine for in-kernel aggregation)', parseEngine);
+    .option(
+      '--engine <engine>',
+      'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON) or ptrace (one process, -p or -c, ' +
+        'in user space, far slower per hit); by default bpf, or ptrace where BPF is not allowed',
+      parseEngine,
+    );
 }
 
 function aggregateOptions(options: CommonOptions): AggregateOptions {
@@ -299,8 +322,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
     )
     .option('--top <n>', 'print only the N largest counts', positive('--top'))
     .action(async (specs, options) => {
-      const aggregate = await countHits(specs, { ...aggregateOptions(options), by: options.by });
-      await run(aggregate, options, 'Counting', 'probe', io, result, (rows, final) => {
+      const print = (rows: ProbeCount[], final: boolean) => {
         if (options.json === true) {
           io.out(
             `${JSON.stringify(
@@ -319,7 +341,26 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           return;
         }
         io.out(`${stamp(final)}${printCounts(rows, options.by, options.top)}\n`);
-      });
+      };
+      await onEngine(
+        options,
+        io,
+        async () => {
+          const by = options.by;
+          const aggregate = await countHits(specs, { ...aggregateOptions(options), by });
+          await run(aggregate, options, 'Counting', 'probe', io, result, print);
+        },
+        () =>
+          aggregatePtrace(
+            specs,
+            { kind: 'count', by: options.by },
+            options,
+            io,
+            result,
+            'Counting',
+            print,
+          ),
+      );
     });
 
   common(
@@ -343,12 +384,35 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       }
       const value = args.at(-1)!;
       const specs = args.slice(0, -1);
-      const aggregate = await histogramOf(specs, value, {
-        ...aggregateOptions(options),
-        linear: options.linear,
-      });
-      await run(aggregate, options, 'Histogram of', 'probe', io, result, (probes, final) =>
-        printHistograms(io, probes, options.json === true, final, false, undefined),
+      const print = (probes: ProbeHistogram[], final: boolean) =>
+        printHistograms(io, probes, options.json === true, final, false, undefined);
+      await onEngine(
+        options,
+        io,
+        async () => {
+          const aggregate = await histogramOf(specs, value, {
+            ...aggregateOptions(options),
+            linear: options.linear,
+          });
+          await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
+        },
+        () =>
+          aggregatePtrace(
+            specs,
+            {
+              kind: 'hist',
+              value,
+              scheme:
+                options.linear === undefined
+                  ? { kind: 'log2' }
+                  : { kind: 'linear', ...options.linear },
+            },
+            options,
+            io,
+            result,
+            'Histogram of',
+            print,
+          ),
       );
     });
 
@@ -366,9 +430,25 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
     .option('--unit <unit>', 'histogram unit: ns, us (default) or ms', parseUnit)
     .action(async (specs, options) => {
       const unit = options.unit ?? 'us';
-      const aggregate = await latencyOf(specs, { ...aggregateOptions(options), unit });
-      await run(aggregate, options, 'Timing', 'function', io, result, (probes, final) =>
-        printHistograms(io, probes, options.json === true, final, true, UNIT_WORDS[unit]),
+      const print = (probes: ProbeHistogram[], final: boolean) =>
+        printHistograms(io, probes, options.json === true, final, true, UNIT_WORDS[unit]);
+      await onEngine(
+        options,
+        io,
+        async () => {
+          const aggregate = await latencyOf(specs, { ...aggregateOptions(options), unit });
+          await run(aggregate, options, 'Timing', 'function', io, result, print);
+        },
+        () =>
+          aggregatePtrace(
+            specs,
+            { kind: 'latency', unitNs: UNIT_NS[unit] },
+            options,
+            io,
+            result,
+            'Timing',
+            print,
+          ),
       );
     });
 }

@@ -41,6 +41,57 @@ export async function tracePtrace(
   io: Io,
   makeFormat: (sites: readonly ProbeSite[]) => (event: ProbeEvent) => string,
 ): Promise<PtraceTraceResult> {
+  let format: (event: ProbeEvent) => string = () => '';
+  let count = 0;
+  const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
+  let text = '';
+  const flush = () => {
+    if (text.length > 0) io.out(text);
+    text = '';
+  };
+  const ended = await runPtrace(specs, options, io, {
+    verb: 'Tracing',
+    returns: (spec) => parseSpec(spec).spec?.kind === 'return',
+    begin: (sites) => {
+      format = makeFormat(sites);
+    },
+    hit: (hit, site, comm) => {
+      if (count >= max) return false;
+      count++;
+      text += `${format(toEvent(hit, site, comm))}\n`;
+      if (text.length >= 1 << 16) flush();
+      return count < max;
+    },
+    polled: flush,
+  });
+  flush();
+  io.err(`upscope: ${count} events delivered, 0 lost, 0 missed\n`);
+  return ended;
+}
+
+/** What a run of the ptrace engine does with its hits. */
+export interface PtraceConsumer {
+  /** `Tracing`, `Counting`...: the start of the line saying what runs. */
+  readonly verb: string;
+  /** Whether the spec is served at the function's return (else at the probed address). */
+  readonly returns: (spec: string) => boolean;
+  readonly begin: (sites: readonly ProbeSite[]) => void;
+  /** One hit (`comm` is the thread's name); false ends the run. */
+  readonly hit: (hit: HitContext, site: ProbeSite, comm: string) => boolean;
+  /** After each batch of hits. */
+  readonly polled: () => void;
+}
+
+/**
+ * Run specs on the ptrace engine until the process ends, --duration passes, the consumer
+ * says so, or a signal comes; then detach (-p) or kill the command (-c).
+ */
+export async function runPtrace(
+  specs: readonly string[],
+  options: PtraceTraceOptions,
+  io: Io,
+  consumer: PtraceConsumer,
+): Promise<PtraceTraceResult> {
   if ((options.pid === undefined) === (options.command === undefined)) {
     throw new ProbeError(
       'ERR_USAGE',
@@ -79,7 +130,6 @@ export async function tracePtrace(
   process.on('exit', cleanup);
   try {
     // Sites are known once registered; no hit comes before the first poll().
-    let format: (event: ProbeEvent) => string = () => '';
     const comms = new Map<number, string>();
     const comm = (tid: number) => {
       let name = comms.get(tid);
@@ -93,53 +143,43 @@ export async function tracePtrace(
       }
       return name;
     };
-    let count = 0;
-    const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
-    let text = '';
-    const flush = () => {
-      if (text.length > 0) io.out(text);
-      text = '';
-    };
+    let more = true;
     const handler = (hit: HitContext, site: ProbeSite | undefined) => {
-      if (site === undefined || count >= max) return;
-      count++;
-      text += `${format(toEvent(hit, site, comm(hit.tid)))}\n`;
-      if (text.length >= 1 << 16) flush();
-      if (count >= max) tracer.interrupt();
+      if (site === undefined || !more) return;
+      more = consumer.hit(hit, site, comm(hit.tid));
+      if (!more) tracer.interrupt();
     };
     const sites: ProbeSite[] = [];
     for (const [i, spec] of specs.entries()) {
       sites.push(
         ...(await tracer.register({
           id: `spec${i}`,
-          event: parseSpec(spec).spec?.kind === 'return' ? 'return' : 'breakpoint',
+          event: consumer.returns(spec) ? 'return' : 'breakpoint',
           where: spec,
           unsafe: options.unsafe,
           handler,
         })),
       );
     }
-    format = makeFormat(sites);
+    consumer.begin(sites);
     const probes = new Set(sites.map(probeName));
     io.err(
-      `Tracing ${probes.size} probe${probes.size === 1 ? '' : 's'} (ptrace, process ${tracer.pid}). Ctrl-C to end.\n`,
+      `${consumer.verb} ${probes.size} probe${probes.size === 1 ? '' : 's'} (ptrace, process ${tracer.pid}). Ctrl-C to end.\n`,
     );
     const deadline =
       options.durationSeconds === undefined
         ? Number.POSITIVE_INFINITY
         : performance.now() + options.durationSeconds * 1000;
-    while (!tracer.ended && signal === undefined && count < max && performance.now() < deadline) {
+    while (!tracer.ended && signal === undefined && more && performance.now() < deadline) {
       // A signal that came after the last turn of the event loop but before poll() blocked
       // interrupted nothing: a SIGALRM each second ends the wait so that its handler runs.
       alarmIn(1);
       tracer.poll();
-      flush();
+      consumer.polled();
       // Let the handlers of the signals that ended the wait run: libuv reads its signal pipe
       // in the poll phase, which a setImmediate() alone can pass over.
       await new Promise<void>((resolve) => setTimeout(resolve, 5));
     }
-    flush();
-    io.err(`upscope: ${count} events delivered, 0 lost, 0 missed\n`);
     return { exitCode: tracer.exitCode, signal };
   } finally {
     cleanup();
@@ -150,7 +190,7 @@ export async function tracePtrace(
   }
 }
 
-function toEvent(hit: HitContext, site: ProbeSite, comm: string): ProbeEvent {
+export function toEvent(hit: HitContext, site: ProbeSite, comm: string): ProbeEvent {
   const fields: Record<string, FieldValue> = {};
   const source: FetchSource = { ...hit, comm: () => comm };
   for (const fetch of site.fetches) fields[fetch.name] = evaluateFetch(fetch, source);

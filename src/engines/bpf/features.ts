@@ -43,6 +43,14 @@ function tryLoad(multi: boolean): number {
   }
 }
 
+/** Whether this process may load a uprobe handler (what every bpf aggregation needs). */
+export function bpfAllowed(): boolean {
+  const program = tryLoad(false);
+  if (program < 0) return false;
+  closeFd(program);
+  return true;
+}
+
 export function probeBpfFeatures(): BpfFeatures {
   const program = tryLoad(false);
   if (program >= 0) closeFd(program);

@@ -8,7 +8,7 @@ export {
   type CountRow,
   type HandlerErrors,
 } from './aggregations.js';
-export { type BpfFeatures, probeBpfFeatures } from './features.js';
+export { type BpfFeatures, bpfAllowed, probeBpfFeatures } from './features.js';
 export { BpfMap, loadProgram, verifierReason } from './kernel.js';
 export type { CountKey, Filters } from './programs.js';
 export type { AttachMode, AttachReport } from './session.js';

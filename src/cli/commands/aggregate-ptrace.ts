@@ -1,0 +1,208 @@
+/**
+ * count, hist and latency on the ptrace engine: for one process (-p) or command (-c) when
+ * BPF is not allowed. Each hit is served in user space and aggregated here, with the same
+ * buckets as the bpf engine's handlers, so that the output reads the same.
+ */
+import { constants } from 'node:os';
+import {
+  type BucketScheme,
+  evaluateFetch,
+  type FetchSource,
+  type FieldValue,
+  HistogramAccumulator,
+  type HitContext,
+  type ProbeCount,
+  type ProbeHistogram,
+  type ProbeSite,
+  parseComparisonOrThrow,
+  parseFetchOrThrow,
+  probeName,
+} from '../../api/index.js';
+import { ProbeError } from '../../errors/index.js';
+import type { Io } from '../io.js';
+import type { CommandResult } from '../main.js';
+import { runPtrace } from './trace-ptrace.js';
+
+export interface PtraceAggregateOptions {
+  readonly pid?: number | undefined;
+  readonly command?: string | undefined;
+  readonly tid?: number | undefined;
+  readonly comm?: string | undefined;
+  readonly filter?: string | undefined;
+  readonly unsafe?: boolean | undefined;
+  readonly duration?: number | undefined;
+  readonly interval?: number | undefined;
+}
+
+/** What is aggregated, and into what reading. */
+export type PtraceAggregation =
+  | { readonly kind: 'count'; readonly by: string | undefined }
+  | { readonly kind: 'hist'; readonly value: string; readonly scheme: BucketScheme }
+  | { readonly kind: 'latency'; readonly unitNs: number };
+
+/** The reading each kind gives. */
+type Reading<A extends PtraceAggregation> = A extends { kind: 'count' }
+  ? ProbeCount[]
+  : ProbeHistogram[];
+
+function asBigint(value: FieldValue): bigint | string | undefined {
+  if (value === null) return undefined;
+  if (typeof value === 'number' || typeof value === 'bigint') return BigInt(value);
+  if (typeof value === 'string') return value;
+  return Buffer.from(value).toString('hex');
+}
+
+const COMPARE = {
+  '==': (a: bigint, b: bigint) => a === b,
+  '!=': (a: bigint, b: bigint) => a !== b,
+  '<': (a: bigint, b: bigint) => a < b,
+  '<=': (a: bigint, b: bigint) => a <= b,
+  '>': (a: bigint, b: bigint) => a > b,
+  '>=': (a: bigint, b: bigint) => a >= b,
+} as const;
+
+/**
+ * Run the aggregation until the process ends, --duration, or Ctrl-C; print it every
+ * --interval and at the end; set the exit status from the command's.
+ */
+export async function aggregatePtrace<A extends PtraceAggregation>(
+  specs: readonly string[],
+  aggregation: A,
+  options: PtraceAggregateOptions,
+  io: Io,
+  result: CommandResult,
+  verb: string,
+  print: (reading: Reading<A>, final: boolean) => void,
+): Promise<void> {
+  const predicate =
+    options.filter === undefined ? undefined : parseComparisonOrThrow(options.filter, '--filter');
+  const byFetch =
+    aggregation.kind === 'count' &&
+    aggregation.by !== undefined &&
+    !['pid', 'tid', 'comm'].includes(aggregation.by)
+      ? parseFetchOrThrow(aggregation.by, '--by')
+      : undefined;
+  if (aggregation.kind === 'count' && aggregation.by === 'ustack') {
+    throw new ProbeError(
+      'ERR_NOT_SUPPORTED',
+      'Cannot count by ustack on the ptrace engine: stacks are walked by the bpf engine',
+      { hints: ['Run as root (or with CAP_BPF and CAP_PERFMON) to count by user stack'] },
+    );
+  }
+  const valueFetch =
+    aggregation.kind === 'hist' ? parseFetchOrThrow(aggregation.value, 'VALUE') : undefined;
+  const comm = options.comm?.slice(0, 15);
+  const counts = new Map<
+    string,
+    { probe: string; key: bigint | string | undefined; count: bigint }
+  >();
+  const histograms = new Map<string, HistogramAccumulator>();
+  let faults = 0;
+  const names = new Map<ProbeSite, string>();
+  const nameOf = (site: ProbeSite) => {
+    let name = names.get(site);
+    if (name === undefined) {
+      name = (site.kind === 'return' ? 'r:' : '') + probeName(site);
+      names.set(site, name);
+    }
+    return name;
+  };
+  const histogram = (probe: string, make: () => HistogramAccumulator) => {
+    let found = histograms.get(probe);
+    if (found === undefined) {
+      found = make();
+      histograms.set(probe, found);
+    }
+    return found;
+  };
+  const hit = (context: HitContext, site: ProbeSite, name: string): boolean => {
+    if (options.tid !== undefined && context.tid !== options.tid) return true;
+    if (comm !== undefined && name !== comm) return true;
+    const source: FetchSource = { ...context, comm: () => name };
+    if (predicate !== undefined) {
+      const value = asBigint(evaluateFetch(predicate.fetch, source));
+      if (typeof value !== 'bigint' || !COMPARE[predicate.op](value, predicate.value)) return true;
+    }
+    const probe = nameOf(site);
+    switch (aggregation.kind) {
+      case 'count': {
+        let key: bigint | string | undefined;
+        if (aggregation.by === 'pid') key = BigInt(context.pid);
+        else if (aggregation.by === 'tid') key = BigInt(context.tid);
+        else if (aggregation.by === 'comm') key = name;
+        else if (byFetch !== undefined) {
+          key = asBigint(evaluateFetch(byFetch, source));
+          if (key === undefined) {
+            faults++;
+            return true;
+          }
+        }
+        const id = `${probe}\u0000${String(key)}`;
+        const row = counts.get(id) ?? { probe, key, count: 0n };
+        row.count++;
+        counts.set(id, row);
+        return true;
+      }
+      case 'hist': {
+        const value = asBigint(evaluateFetch(valueFetch!, source));
+        if (typeof value !== 'bigint') {
+          faults++;
+          return true;
+        }
+        const signed = valueFetch!.type?.startsWith('s') === true;
+        histogram(probe, () => new HistogramAccumulator(aggregation.scheme, signed)).add(value);
+        return true;
+      }
+      case 'latency': {
+        if (context.entryTimeNs === undefined) return true;
+        const unit = BigInt(aggregation.unitNs);
+        histogram(
+          probeName(site),
+          () => new HistogramAccumulator({ kind: 'log2' }, false, unit),
+        ).add(context.timeNs - context.entryTimeNs);
+        return true;
+      }
+    }
+  };
+  const read = (): Reading<A> => {
+    if (aggregation.kind === 'count') {
+      const rows = [...counts.values()].map((row) => ({ ...row }));
+      rows.sort((a, b) => (a.count < b.count ? 1 : a.count > b.count ? -1 : 0));
+      return rows as Reading<A>;
+    }
+    return [...histograms].map(([probe, h]) => ({ probe, histogram: h.read() })) as Reading<A>;
+  };
+  const ticker =
+    options.interval === undefined
+      ? undefined
+      : setInterval(() => print(read(), false), options.interval * 1000);
+  let ended: Awaited<ReturnType<typeof runPtrace>>;
+  try {
+    ended = await runPtrace(
+      specs,
+      {
+        pid: options.pid,
+        command: options.command,
+        unsafe: options.unsafe,
+        durationSeconds: options.duration,
+      },
+      io,
+      {
+        verb,
+        returns: (spec) => aggregation.kind === 'latency' || /^r:/.test(spec),
+        begin: () => {},
+        hit,
+        polled: () => {},
+      },
+    );
+  } finally {
+    clearInterval(ticker);
+  }
+  print(read(), true);
+  if (faults > 0) io.err(`upscope: ${faults} hits whose value could not be read\n`);
+  if (ended.exitCode !== undefined) {
+    result.status = ended.exitCode >= 0 ? ended.exitCode : 128 - ended.exitCode;
+  } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {
+    result.status = 128 + constants.signals[ended.signal];
+  }
+}
