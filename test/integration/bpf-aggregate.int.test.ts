@@ -247,8 +247,14 @@ describe('without BPF: the ptrace engine for one process', () => {
     assert.deepEqual(bucketsByLow(h), account.rows);
     const timed = run(['latency', '--json', '-c', `${app} nap 0`, `${app}:bpf_nap`]);
     const naps: JsonHistogram[] = JSON.parse(timed.stdout.trim().split('\n').at(-1)!);
-    // As on the bpf engine: 2.1 ms naps in [2048, 4096) us, 4.2 in [4096, 8192), 8.4 above.
-    assert.deepEqual(bucketsByLow(naps[0]!), { 2048: 4, 4096: 3, 8192: 2 });
+    // 4 naps of 2.1 ms, 3 of 4.2, 2 of 8.4: each timed at least as long as it slept (a
+    // return served in user space can add milliseconds on a loaded machine).
+    const nap = naps[0]! as JsonHistogram & { minNs: number };
+    assert.equal(nap.count, 9);
+    assert.ok(nap.minNs >= 2_100_000, `min ${nap.minNs} ns`);
+    const atLeast = (low: number) =>
+      nap.buckets.filter((b) => (b.low ?? 0) >= low).reduce((sum, b) => sum + b.count, 0);
+    assert.ok(atLeast(4096) >= 5 && atLeast(8192) >= 2, JSON.stringify(nap.buckets));
   });
 });
 
