@@ -76,12 +76,6 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
 ): Promise<void> {
   const predicate =
     options.filter === undefined ? undefined : parseComparisonOrThrow(options.filter, '--filter');
-  const byFetch =
-    aggregation.kind === 'count' &&
-    aggregation.by !== undefined &&
-    !['pid', 'tid', 'comm'].includes(aggregation.by)
-      ? parseFetchOrThrow(aggregation.by, '--by')
-      : undefined;
   if (aggregation.kind === 'count' && aggregation.by === 'ustack') {
     throw new ProbeError(
       'ERR_NOT_SUPPORTED',
@@ -89,6 +83,12 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
       { hints: ['Run as root (or with CAP_BPF and CAP_PERFMON) to count by user stack'] },
     );
   }
+  const byFetch =
+    aggregation.kind === 'count' &&
+    aggregation.by !== undefined &&
+    !['pid', 'tid', 'comm'].includes(aggregation.by)
+      ? parseFetchOrThrow(aggregation.by, '--by')
+      : undefined;
   const valueFetch =
     aggregation.kind === 'hist' ? parseFetchOrThrow(aggregation.value, 'VALUE') : undefined;
   const comm = options.comm?.slice(0, 15);
