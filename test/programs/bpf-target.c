@@ -7,8 +7,8 @@
  *   bpf-target spin SECONDS        calls bpf_hit(1) until SECONDS have passed (a bystander)
  *   bpf-target nap DELAY_MS        after DELAY_MS, 2 threads sleep through bpf_nap(us) and
  *                                  bpf_recurse(3, 2100) (calls of 2.1, 4.2 and 6.3 ms, nested)
- *                                  Each time is just above a power of two of microseconds, so
- *                                  that a sleep that overruns stays in its log2 bucket.
+ *                                  It times each of those calls itself and prints the log2
+ *                                  rows (in us) of its own times: a sleep may overrun.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -29,10 +29,51 @@ __attribute__((noinline)) int bpf_key(int k) {
 
 __attribute__((noinline)) void bpf_nap(long us) { usleep(us); }
 
+/* Each timed call's own duration, in log2 rows of microseconds (see row_of). */
+static long nap_rows[64], recurse_rows[64];
+static pthread_mutex_t rows_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static long now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000L + ts.tv_nsec / 1000;
+}
+
+static int row_of(long v);
+
+static void note(long *rows, long since_us) {
+  long us = now_us() - since_us;
+  pthread_mutex_lock(&rows_lock);
+  rows[row_of(us)]++;
+  pthread_mutex_unlock(&rows_lock);
+}
+
 __attribute__((noinline)) void bpf_recurse(int depth, long us) {
   usleep(us);
-  if (depth > 1) bpf_recurse(depth - 1, us);
+  if (depth > 1) {
+    long start = now_us();
+    bpf_recurse(depth - 1, us);
+    note(recurse_rows, start);
+  }
   __asm__ volatile("");
+}
+
+static void timed_nap(long us) {
+  long start = now_us();
+  bpf_nap(us);
+  note(nap_rows, start);
+}
+
+static void print_rows(const char *name, const long *rows) {
+  printf("\"%s\":{", name);
+  int first = 1;
+  for (int r = 0; r < 64; r++) {
+    if (rows[r] == 0) continue;
+    long low = r < 2 ? r : 1L << (r - 1);
+    printf("%s\"%ld\":%ld", first ? "" : ",", low, rows[r]);
+    first = 0;
+  }
+  printf("}");
 }
 
 static long n_calls;
@@ -76,12 +117,14 @@ static void *hammer(void *arg) {
 static void *napper(void *arg) {
   long thread = (long)arg;
   /* 2.1 ms x2, 4.2 ms x1 or x2, 8.4 ms x1 per thread: 4 x 2.1, 3 x 4.2, 2 x 8.4 ms in all. */
-  bpf_nap(2100);
-  bpf_nap(4200);
-  bpf_nap(2100);
-  if (thread == 0) bpf_nap(4200);
-  bpf_nap(8400);
+  timed_nap(2100);
+  timed_nap(4200);
+  timed_nap(2100);
+  if (thread == 0) timed_nap(4200);
+  timed_nap(8400);
+  long start = now_us();
   bpf_recurse(3, 2100);
+  note(recurse_rows, start);
   return NULL;
 }
 
@@ -105,7 +148,11 @@ int main(int argc, char **argv) {
     usleep(atol(argv[2]) * 1000);
     for (long t = 0; t < 2; t++) pthread_create(&threads[t], NULL, napper, (void *)t);
     for (int t = 0; t < 2; t++) pthread_join(threads[t], NULL);
-    printf("{\"pid\":%d}\n", getpid());
+    printf("{\"pid\":%d,", getpid());
+    print_rows("naps", nap_rows);
+    printf(",");
+    print_rows("recursions", recurse_rows);
+    printf("}\n");
     return 0;
   }
   n_calls = atol(argv[2]);
