@@ -298,17 +298,22 @@ export async function countHits(
 }
 
 /**
- * Names stack addresses; with one process (-p, -c), its memory map is taken again every
- * 25 ms while it lives, so that stacks are named even after it has ended. A command's first
- * map is taken at the first tick: at the start it is still upscope's launcher.
+ * Names stack addresses; with one process (-p, -c), its memory map is taken again while it
+ * lives (every 25 ms in its first second, when libraries are loaded, then every second), so
+ * that stacks are named even after it has ended. A command's first map is taken at the first
+ * tick: at the start it is still upscope's launcher.
  */
 function stackNamer(pid: number | undefined, launched: boolean) {
   const symbolizer = new StackSymbolizer();
+  let ticks = 0;
   const timer =
     pid === undefined
       ? undefined
       : setInterval(() => {
-          if (existsSync(`/proc/${pid}`)) symbolizer.snapshot(pid);
+          ticks++;
+          if ((ticks <= 40 || ticks % 40 === 0) && existsSync(`/proc/${pid}`)) {
+            symbolizer.snapshot(pid);
+          }
         }, 25);
   timer?.unref();
   if (pid !== undefined && !launched) symbolizer.snapshot(pid);

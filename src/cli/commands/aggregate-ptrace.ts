@@ -5,6 +5,7 @@
  */
 import { constants } from 'node:os';
 import {
+  type AggregateOptions,
   type BucketScheme,
   evaluateFetch,
   type FetchSource,
@@ -23,13 +24,9 @@ import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { runPtrace } from './trace-ptrace.js';
 
-export interface PtraceAggregateOptions {
-  readonly pid?: number | undefined;
-  readonly command?: string | undefined;
-  readonly tid?: number | undefined;
-  readonly comm?: string | undefined;
-  readonly filter?: string | undefined;
-  readonly unsafe?: boolean | undefined;
+/** The library's options for an aggregation, with the CLI's timing ones. */
+export interface PtraceAggregateOptions
+  extends Pick<AggregateOptions, 'pid' | 'command' | 'tid' | 'comm' | 'filter' | 'unsafe'> {
   readonly duration?: number | undefined;
   readonly interval?: number | undefined;
 }
@@ -45,7 +42,8 @@ type Reading<A extends PtraceAggregation> = A extends { kind: 'count' }
   ? ProbeCount[]
   : ProbeHistogram[];
 
-function asBigint(value: FieldValue): bigint | string | undefined {
+/** A fetched value as a key or number: integers as bigints, strings as they are. */
+function asKey(value: FieldValue): bigint | string | undefined {
   if (value === null) return undefined;
   if (typeof value === 'number' || typeof value === 'bigint') return BigInt(value);
   if (typeof value === 'string') return value;
@@ -120,7 +118,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
     if (comm !== undefined && name !== comm) return true;
     const source: FetchSource = { ...context, comm: () => name };
     if (predicate !== undefined) {
-      const value = asBigint(evaluateFetch(predicate.fetch, source));
+      const value = asKey(evaluateFetch(predicate.fetch, source));
       if (typeof value !== 'bigint' || !COMPARE[predicate.op](value, predicate.value)) return true;
     }
     const probe = nameOf(site);
@@ -131,7 +129,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         else if (aggregation.by === 'tid') key = BigInt(context.tid);
         else if (aggregation.by === 'comm') key = name;
         else if (byFetch !== undefined) {
-          key = asBigint(evaluateFetch(byFetch, source));
+          key = asKey(evaluateFetch(byFetch, source));
           if (key === undefined) {
             faults++;
             return true;
@@ -144,7 +142,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         return true;
       }
       case 'hist': {
-        const value = asBigint(evaluateFetch(valueFetch!, source));
+        const value = asKey(evaluateFetch(valueFetch!, source));
         if (typeof value !== 'bigint') {
           faults++;
           return true;

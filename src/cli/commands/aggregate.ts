@@ -312,7 +312,8 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           "'+0(arg0):string'). --by ustack walks the frame pointers: code built without them " +
           '(-fomit-frame-pointer, the default of -O2 on x86-64) shows short stacks. Totals ' +
           'print at the end (Ctrl-C, --duration, or the end of the ' +
-          '-c command or -p process) and every --interval. Needs root or CAP_BPF and CAP_PERFMON.',
+          '-c command or -p process) and every --interval. Needs root or CAP_BPF and CAP_PERFMON; ' +
+          'without them, -p and -c run on the ptrace engine.',
       )
       .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
   )

@@ -39,7 +39,7 @@ export function privilegeError(what: string, errno: number): ProbeError {
     details: { errno: errnoName(errno) },
     hints: [
       'The bpf engine needs root, or CAP_BPF and CAP_PERFMON (e.g. sudo upscope ...)',
-      'Without them, use --engine ptrace on your own processes (no privileges needed)',
+      'Without them, use --engine ptrace with -p PID or -c COMMAND on your own processes (no privileges needed)',
     ],
   });
 }

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { ProbeError } from '../../errors/index.js';
 import type { FieldValue, ProbeEvent, StreamStats } from '../../events/index.js';
 import { fetchTypeBytes } from '../../spec/index.js';
-import { parseEventFormat } from '../tracefs/index.js';
+import { integerReader, parseEventFormat, type Reader, recordText } from '../tracefs/index.js';
 import type { BpfMap } from './kernel.js';
 import { type Filters, fetchType, isSigned } from './programs.js';
 import { RingBuffer } from './ring-buffer.js';
@@ -55,54 +55,30 @@ const MAX_FOLLOWED = 32768;
 
 interface Route {
   readonly site: BpfStreamSite;
-  readonly decode: (view: DataView, start: number, faults: number) => Record<string, FieldValue>;
+  readonly decode: (
+    view: DataView,
+    bytes: Uint8Array,
+    start: number,
+    faults: number,
+  ) => Record<string, FieldValue>;
   delivered: number;
 }
 
-const utf8 = new TextDecoder('utf-8');
-
-/** Text at `start` up to the first NUL or `bytes`: ASCII built directly, else UTF-8. */
-function text(view: DataView, start: number, bytes: number): string {
-  let result = '';
-  for (let i = 0; i < bytes; i++) {
-    const byte = view.getUint8(start + i);
-    if (byte === 0) return result;
-    if (byte >= 0x80) {
-      const raw = new Uint8Array(view.buffer, view.byteOffset + start, bytes);
-      const nul = raw.indexOf(0);
-      return utf8.decode(raw.subarray(0, nul < 0 ? bytes : nul));
-    }
-    result += String.fromCharCode(byte);
-  }
-  return result;
-}
-
-/** Reads one slot as its fetch's type: below 64 bits a number, 64 bits a bigint. */
-function slotReader(slot: FieldSlot): (view: DataView, start: number) => FieldValue {
+/** Reads one slot as its fetch's type (as tracefs records are read: the same values). */
+function slotReader(slot: FieldSlot): Reader {
   const at = slot.offset;
-  if (slot.string) return (view, start) => text(view, start + at, slot.bytes);
+  if (slot.string)
+    return (_v, bytes, start) => recordText(bytes, start + at, start + at + slot.bytes);
   const type = fetchType(slot.fetch);
-  const signed = isSigned(type);
-  switch (fetchTypeBytes(type)) {
-    case 1:
-      return signed ? (v, s) => v.getInt8(s + at) : (v, s) => v.getUint8(s + at);
-    case 2:
-      return signed ? (v, s) => v.getInt16(s + at, true) : (v, s) => v.getUint16(s + at, true);
-    case 4:
-      return signed ? (v, s) => v.getInt32(s + at, true) : (v, s) => v.getUint32(s + at, true);
-    default:
-      return signed
-        ? (v, s) => v.getBigInt64(s + at, true)
-        : (v, s) => v.getBigUint64(s + at, true);
-  }
+  return integerReader(at, fetchTypeBytes(type), isSigned(type))!;
 }
 
 function decoder(layout: RecordLayout): Route['decode'] {
   const readers = layout.slots.map((slot) => ({ name: slot.fetch.name, read: slotReader(slot) }));
-  return (view, start, faults) => {
+  return (view, bytes, start, faults) => {
     const fields: Record<string, FieldValue> = {};
     readers.forEach(({ name, read }, index) => {
-      fields[name] = (faults >>> index) & 1 ? null : read(view, start);
+      fields[name] = (faults >>> index) & 1 ? null : read(view, bytes, start, start);
     });
     return fields;
   };
@@ -253,7 +229,7 @@ export class BpfStream {
         cpu: view.getUint32(start + RECORD_HEADER.cpu, true),
         timestampNs: view.getBigUint64(start + RECORD_HEADER.timeNs, true),
         comm: this.#comm(view, start + RECORD_HEADER.comm),
-        fields: route.decode(view, start, faults),
+        fields: route.decode(view, this.#ring.data, start, faults),
         latencyNs: undefined,
       });
     });
@@ -269,7 +245,7 @@ export class BpfStream {
     const d = view.getUint32(at + 12, true);
     const last = this.#lastComm;
     if (a === last.a && b === last.b && c === last.c && d === last.d) return last.text;
-    const text16 = text(view, at, 16);
+    const text16 = recordText(this.#ring.data, at, at + 16);
     this.#lastComm = { a, b, c, d, text: text16 };
     return text16;
   }

@@ -22,7 +22,7 @@ export interface DecodedEvent {
  * Reads one field of the record at `bytes[start, end)`; `view` spans the same buffer as
  * `bytes`, from its offset 0.
  */
-type Reader = (view: DataView, bytes: Uint8Array, start: number, end: number) => FieldValue;
+export type Reader = (view: DataView, bytes: Uint8Array, start: number, end: number) => FieldValue;
 
 /** A format compiled into field readers, to decode many records of one event. */
 export interface RecordDecoder {
@@ -50,7 +50,7 @@ let bufferView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
 let bufferBytes: Uint8Array<ArrayBufferLike> = new Uint8Array(0);
 
 /** Text of `bytes[start, end)` up to the first NUL: short ASCII built directly, else UTF-8. */
-function text(bytes: Uint8Array, start: number, end: number): string {
+export function text(bytes: Uint8Array, start: number, end: number): string {
   let result = '';
   for (let i = start; i < end; i++) {
     const byte = bytes[i]!;
@@ -68,7 +68,12 @@ function isChar(type: string): boolean {
   return type === 'char' || type === 'signed char' || type === 'unsigned char';
 }
 
-function integerReader(offset: number, sizeBytes: number, signed: boolean): Reader | undefined {
+/** A little-endian integer at `offset` of a record (64-bit ones as bigints). */
+export function integerReader(
+  offset: number,
+  sizeBytes: number,
+  signed: boolean,
+): Reader | undefined {
   switch (sizeBytes) {
     case 1:
       return signed ? (v, _b, s) => v.getInt8(s + offset) : (v, _b, s) => v.getUint8(s + offset);

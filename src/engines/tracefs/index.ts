@@ -3,8 +3,11 @@ export {
   type DecodedEvent,
   decodeEvent,
   type FieldValue,
+  integerReader,
+  type Reader,
   recordPid,
   recordType,
+  text as recordText,
 } from './decode-event.js';
 export {
   type EventField,
