@@ -329,11 +329,11 @@ export function runTraceBench() {
       `a. Cost per hit: median of ${ROUNDS} runs taken in turns; per hit = ns/call probed - ns/call bare`,
     );
     console.log(
-      `${'tool'.padEnd(30)}${'probe'.padEnd(8)}${'ns/call'.padStart(10)}${'per hit ns'.padStart(12)}` +
+      `${'tool'.padEnd(32)}${'probe'.padEnd(8)}${'ns/call'.padStart(10)}${'per hit ns'.padStart(12)}` +
         `${'events seen'.padStart(13)}${'lost'.padStart(11)}${'vs kernel-only'.padStart(16)}`,
     );
     for (const row of costRows) {
-      const head = `${row.label.padEnd(30)}${row.kind.padEnd(8)}`;
+      const head = `${row.label.padEnd(32)}${row.kind.padEnd(8)}`;
       if (row.error) {
         console.log(`${head}${row.error}`);
         continue;
@@ -394,7 +394,7 @@ export function runTraceBench() {
         "the program's loop time; wall includes the tool's start and end",
     );
     console.log(
-      `${'tool'.padEnd(30)}${'threads'.padStart(7)}${'delivered'.padStart(12)}${'lost'.padStart(11)}` +
+      `${'tool'.padEnd(32)}${'threads'.padStart(7)}${'delivered'.padStart(12)}${'lost'.padStart(11)}` +
         `${'of N'.padStart(8)}${'events/s'.padStart(12)}${'vs perf'.padStart(9)}${'ns/call'.padStart(9)}` +
         `${'loop ms'.padStart(9)}${'wall ms'.padStart(9)}`,
     );
@@ -405,7 +405,7 @@ export function runTraceBench() {
         perfRate.set(row.threads, r.seen / ((r.nsPerCall * r.calls) / 1e9));
     }
     for (const { row, r } of results) {
-      const head = `${row.label.padEnd(30)}${String(row.threads).padStart(7)}`;
+      const head = `${row.label.padEnd(32)}${String(row.threads).padStart(7)}`;
       if (r.error) {
         console.log(`${head}  ${r.error}`);
         continue;
