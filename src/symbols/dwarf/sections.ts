@@ -1,0 +1,92 @@
+import type { ElfFile } from '../elf/index.js';
+
+/** The DWARF sections a reader may need; an absent section is an empty array. */
+export interface DwarfSections {
+  readonly info: Uint8Array;
+  readonly abbrev: Uint8Array;
+  readonly line: Uint8Array;
+  readonly lineStr: Uint8Array;
+  readonly str: Uint8Array;
+  readonly strOffsets: Uint8Array;
+  readonly addr: Uint8Array;
+  readonly ranges: Uint8Array;
+  readonly rngLists: Uint8Array;
+  readonly loc: Uint8Array;
+  readonly locLists: Uint8Array;
+  readonly aranges: Uint8Array;
+  readonly frame: Uint8Array;
+  readonly ehFrame: Uint8Array;
+  /** Where .eh_frame is loaded (its pointers may be pc-relative), 0 when absent. */
+  readonly ehFrameVaddr: bigint;
+}
+
+const EMPTY = new Uint8Array(0);
+
+/**
+ * The DWARF sections of a file, each read (and inflated when compressed) only when first
+ * used: resolving one line should not inflate .debug_info.
+ */
+export function dwarfSections(elf: ElfFile): DwarfSections {
+  const cache = new Map<string, Uint8Array>();
+  const get = (name: string): Uint8Array => {
+    let bytes = cache.get(name);
+    if (bytes === undefined) {
+      const section = elf.section(name);
+      bytes = section === undefined ? EMPTY : elf.sectionBytes(section);
+      cache.set(name, bytes);
+    }
+    return bytes;
+  };
+  return {
+    get info() {
+      return get('.debug_info');
+    },
+    get abbrev() {
+      return get('.debug_abbrev');
+    },
+    get line() {
+      return get('.debug_line');
+    },
+    get lineStr() {
+      return get('.debug_line_str');
+    },
+    get str() {
+      return get('.debug_str');
+    },
+    get strOffsets() {
+      return get('.debug_str_offsets');
+    },
+    get addr() {
+      return get('.debug_addr');
+    },
+    get ranges() {
+      return get('.debug_ranges');
+    },
+    get rngLists() {
+      return get('.debug_rnglists');
+    },
+    get loc() {
+      return get('.debug_loc');
+    },
+    get locLists() {
+      return get('.debug_loclists');
+    },
+    get aranges() {
+      return get('.debug_aranges');
+    },
+    get frame() {
+      return get('.debug_frame');
+    },
+    get ehFrame() {
+      return get('.eh_frame');
+    },
+    get ehFrameVaddr() {
+      return elf.section('.eh_frame')?.addr ?? 0n;
+    },
+  };
+}
+
+/** True when the file carries DWARF of its own (a .debug_info or .debug_line section). */
+export function hasDwarf(elf: ElfFile): boolean {
+  return elf.section('.debug_info') !== undefined || elf.section('.debug_line') !== undefined;
+}
