@@ -5,7 +5,6 @@ import { globToRegExp } from '../spec/index.js';
 import {
   type FunctionSymbol,
   fileOffsetToRuntime,
-  functionDisplayName,
   type MappedObject,
   openElf,
   SymbolIndex,
@@ -27,9 +26,12 @@ export interface FunctionRows {
   sizeBytes(i: number): number;
   binding(i: number): string;
   type(i: number): 'func' | 'ifunc';
-  /** The stored name's length in bytes; the display name is it plus `versionSuffix(i)`. */
+  /**
+   * The name's length in UTF-8 bytes: demangled (unless `demangle: false`) or as stored. The
+   * display name is it plus `versionSuffix(i)`.
+   */
   nameLength(i: number): number;
-  /** Copy the stored name's bytes into `target` at `offset`; returns how many. */
+  /** Copy the name's bytes into `target` at `offset`; returns how many. */
   copyName(i: number, target: Uint8Array, offset: number): number;
   versionSuffix(i: number): string;
   runtimeAddress(i: number): number | undefined;
@@ -51,11 +53,18 @@ export interface FunctionListing {
 }
 
 export interface ListOptions {
-  /** A glob over function names. */
+  /**
+   * A glob over function names: the name as stored, and for C++ and Rust the demangled name
+   * with and without its parameter list (`ns::Class::*`).
+   */
   readonly pattern?: string | undefined;
   /** Find the target as this process sees it and add runtime addresses. */
   readonly pid?: number | undefined;
+  /** Show C++ and Rust names demangled in `rows` (default true); `functions` has both. */
+  readonly demangle?: boolean | undefined;
 }
+
+const encoder = new TextEncoder();
 
 /** The functions of one ELF file (a path, program or library name), sorted by address. */
 export async function listFunctions(
@@ -66,14 +75,14 @@ export async function listFunctions(
   const elf = openElf(resolved.path);
   try {
     const index = new SymbolIndex(elf);
+    const demangle = options.demangle !== false;
     const pattern = options.pattern === undefined ? undefined : globToRegExp(options.pattern);
     // Which index positions are listed: all, or those whose name matches.
     let picked: number[] | undefined;
     if (pattern !== undefined) {
       picked = [];
       for (let k = 0; k < index.length; k++) {
-        const fn = index.function(k);
-        if (pattern.test(fn.name) || pattern.test(functionDisplayName(fn))) picked.push(k);
+        if (index.matchesAt(k, pattern)) picked.push(k);
       }
     }
     const at = picked === undefined ? (i: number) => i : (i: number) => picked[i]!;
@@ -89,8 +98,15 @@ export async function listFunctions(
       sizeBytes: (i) => index.sizeAt(at(i)),
       binding: (i) => index.bindingAt(at(i)),
       type: (i) => index.typeAt(at(i)),
-      nameLength: (i) => index.nameLengthAt(at(i)),
-      copyName: (i, target, offset) => index.copyNameAt(at(i), target, offset),
+      nameLength: (i) => {
+        const demangled = demangle ? index.demangledAt(at(i)) : undefined;
+        return demangled === undefined ? index.nameLengthAt(at(i)) : Buffer.byteLength(demangled);
+      },
+      copyName: (i, target, offset) => {
+        const demangled = demangle ? index.demangledAt(at(i)) : undefined;
+        if (demangled === undefined) return index.copyNameAt(at(i), target, offset);
+        return encoder.encodeInto(demangled, target.subarray(offset)).written;
+      },
       versionSuffix: (i) => index.versionSuffixAt(at(i)),
       runtimeAddress: (i) => {
         const runtime = runtimeOf(index.fileOffsetAt(at(i)));

@@ -17,7 +17,10 @@ export interface Symbolized {
   readonly fileOffset: bigint;
   /** The address as the ELF file numbers it (what readelf and nm show). */
   readonly vaddr: bigint | undefined;
+  /** The function's symbol as stored (mangled), with version. */
   readonly symbol: string | undefined;
+  /** Its demangled name, for C++ and Rust functions. */
+  readonly demangled: string | undefined;
   readonly symbolOffset: bigint;
 }
 
@@ -47,7 +50,8 @@ export function symbolizeAddress(pid: number, address: bigint): Symbolized {
       object: entry.deleted ? `${entry.path} (deleted)` : entry.path,
       fileOffset,
       vaddr,
-      symbol: fn === undefined ? undefined : functionDisplayName(fn),
+      symbol: fn === undefined ? undefined : functionDisplayName(fn, { demangle: false }),
+      demangled: fn?.demangled,
       symbolOffset: fn === undefined || vaddr === undefined ? 0n : vaddr - fn.vaddr,
     };
   } finally {
@@ -89,7 +93,7 @@ export class StackSymbolizer {
     files.set(path, runtime - vaddr);
   }
 
-  /** `symbol+0xoff (file)`, or the address in hex when nothing names it. */
+  /** `symbol+0xoff (file)` (demangled), or the address in hex when nothing names it. */
   frame(pid: number, address: bigint): string {
     if (!this.#maps.has(pid)) this.snapshot(pid);
     if (!this.#maps.has(pid)) return this.#fromKnown(pid, address);

@@ -41,6 +41,7 @@ export const ERROR_CODES = {
   ERR_ELF_UNSUPPORTED: code('not-supported', 'An ELF file is not 64-bit little-endian x86-64'),
   ERR_SYMBOL_NOT_FOUND: code('resolution', 'No symbol of that name is in the file'),
   ERR_NO_MATCH: code('resolution', 'A pattern matched no symbol'),
+  ERR_OVERLOADED: code('resolution', 'A C++ name without parameters names several overloads'),
   ERR_OFFSET_OUT_OF_RANGE: code('resolution', 'An offset points past the end of its function'),
   ERR_NOT_INSTRUCTION_BOUNDARY: code('resolution', 'An address falls inside an instruction'),
   ERR_NOT_EXECUTABLE: code('resolution', 'An address is not inside an executable segment'),

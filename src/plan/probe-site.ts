@@ -34,9 +34,11 @@ export interface ProbeSite {
   readonly spec: string;
   readonly kind: SiteKind;
   readonly target: TargetFile;
-  /** The function holding the site (display name, with version), if any. */
+  /** The function holding the site: its symbol as stored (mangled), with version, if any. */
   readonly symbol: string | undefined;
-  /** Other names for the same function address. */
+  /** The function's demangled name, for C++ and Rust (`ns::Class::method(int)`), if any. */
+  readonly demangled: string | undefined;
+  /** Other names for the same function address (demangled, unless demangling is off). */
   readonly aliases: readonly string[];
   readonly symbolOffset: bigint;
   readonly vaddr: bigint;

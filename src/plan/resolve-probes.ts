@@ -25,6 +25,7 @@ import {
   openElf,
   preferName,
   SymbolIndex,
+  withoutParameters,
 } from '../symbols/index.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
@@ -44,6 +45,11 @@ export interface ResolveOptions {
    * probe. Default 'tracefs'.
    */
   readonly engine?: 'tracefs' | 'ptrace' | undefined;
+  /**
+   * Give sites the demangled names of C++ and Rust functions (default true). Specs match
+   * demangled names either way; false leaves `demangled` undefined and aliases as stored.
+   */
+  readonly demangle?: boolean | undefined;
 }
 
 export interface ProbePlan {
@@ -207,7 +213,7 @@ function resolveLocation(
   const location = spec.location;
   switch (location.type) {
     case 'symbol':
-      return resolveSymbol(spec, location, target, options);
+      return resolveSymbol(spec, location, target, options, warnings);
     case 'glob':
       return resolveGlob(spec, location, target, options, warnings);
     case 'vaddr':
@@ -243,11 +249,19 @@ function resolveSymbol(
   location: Extract<Location, { type: 'symbol' }>,
   target: OpenTarget,
   options: ResolveOptions,
+  warnings: ProbeError[],
 ): ProbeSite[] {
   const index = target.symbols();
-  let matches = index.named(location.name);
-  if (location.version !== undefined) {
-    matches = matches.filter((fn) => fn.version === location.version);
+  const byVersion = (found: readonly FunctionSymbol[]) =>
+    location.version === undefined ? found : found.filter((fn) => fn.version === location.version);
+  let matches = byVersion(index.named(location.name));
+  // A C++ or Rust name as it reads demangled: `ns::Class::method`, `ns::Class::method(int)`.
+  if (matches.length === 0) {
+    matches = byVersion(index.demangledNamed(location.name));
+    if (matches.length === 0 && isGlob(location.name)) {
+      return resolveQuotedPattern(spec, location, target, options, warnings);
+    }
+    noteOverloads(spec, location, matches, target, warnings);
   }
   if (matches.length === 0) throw symbolNotFound(spec, location, target);
   const ifunc = matches.find((fn) => fn.type === 'ifunc');
@@ -273,6 +287,57 @@ function resolveSymbol(
   return sites;
 }
 
+/**
+ * A quoted location with `*` or `?` that no function is named exactly (`'ns::Box<int>::*'`):
+ * a pattern, as it would be unquoted, but without the version or offset a pattern cannot take.
+ */
+function resolveQuotedPattern(
+  spec: ProbeSpec,
+  location: Extract<Location, { type: 'symbol' }>,
+  target: OpenTarget,
+  options: ResolveOptions,
+  warnings: ProbeError[],
+): ProbeSite[] {
+  if (location.version !== undefined || location.offset !== 0n) {
+    throw specError(
+      spec,
+      location.offsetSpan ?? location.span,
+      'ERR_SPEC_INVALID',
+      `Cannot place a probe at ${quote(location.name)} with ${location.version === undefined ? 'an offset' : 'a version'}: no function has that name, and a pattern cannot take one`,
+      ['Name one function, or leave the version and offset out of the pattern'],
+    );
+  }
+  return resolveGlob(
+    spec,
+    { type: 'glob', pattern: location.name, span: location.span },
+    target,
+    options,
+    warnings,
+  );
+}
+
+/** A plain C++ name that matched several overloads: all are probed, and the user is told. */
+function noteOverloads(
+  spec: ProbeSpec,
+  location: Extract<Location, { type: 'symbol' }>,
+  matches: readonly FunctionSymbol[],
+  target: OpenTarget,
+  warnings: ProbeError[],
+): void {
+  const overloads = [...new Set(matches.map((fn) => fn.demangled ?? fn.name))];
+  if (overloads.length < 2) return;
+  const shown = overloads.slice(0, 8).join(', ') + (overloads.length > 8 ? ', ...' : '');
+  warnings.push(
+    specError(
+      spec,
+      location.span,
+      'ERR_OVERLOADED',
+      `Placed probes on ${overloads.length} overloads of ${quote(location.name)} in ${quote(target.file.displayPath)}: ${shown}`,
+      [`Probe one by its parameters, e.g. ${spec.target.text}:'${overloads[0]}'`],
+    ),
+  );
+}
+
 function symbolNotFound(
   spec: ProbeSpec,
   location: Extract<Location, { type: 'symbol' }>,
@@ -281,7 +346,7 @@ function symbolNotFound(
   const index = target.symbols();
   const name = location.name;
   const where = quote(target.file.displayPath);
-  const versions = index.named(name).map(functionDisplayName);
+  const versions = index.named(name).map((fn) => functionDisplayName(fn, { demangle: false }));
   if (location.version !== undefined && versions.length > 0) {
     return specError(
       spec,
@@ -309,7 +374,9 @@ function symbolNotFound(
   }
   const suggestions = closest(
     name,
-    index.functions.map((fn) => fn.name),
+    index.functions.map((fn) =>
+      fn.demangled === undefined ? fn.name : (withoutParameters(fn.demangled) ?? fn.demangled),
+    ),
     3,
   );
   const suggestion = didYouMean(suggestions);
@@ -377,9 +444,11 @@ function resolveGlob(
   warnings: ProbeError[],
 ): ProbeSite[] {
   const pattern = globToRegExp(location.pattern);
+  const index = target.symbols();
   const byAddress = new Map<bigint, FunctionSymbol[]>();
-  for (const fn of target.symbols().functions) {
-    if (!pattern.test(fn.name)) continue;
+  for (let k = 0; k < index.length; k++) {
+    if (!index.matchesAt(k, pattern)) continue;
+    const fn = index.function(k);
     const group = byAddress.get(fn.vaddr);
     if (group === undefined) byAddress.set(fn.vaddr, [fn]);
     else group.push(fn);
@@ -547,6 +616,7 @@ function buildSite(
         : functionStart || (fn !== undefined && vaddr === fn.vaddr)
           ? 'entry'
           : 'instruction';
+  const demangle = options.demangle !== false;
   const aliases =
     fn === undefined
       ? []
@@ -554,12 +624,14 @@ function buildSite(
           .symbols()
           .at(fn.vaddr)
           .filter((other) => other.name !== fn.name)
-          .map((other) => other.name);
+          .map((other) => (demangle ? (other.demangled ?? other.name) : other.name))
+          .filter((name) => !demangle || name !== fn.demangled);
   return {
     spec: spec.text,
     kind,
     target: target.file,
-    symbol: fn === undefined ? undefined : functionDisplayName(fn),
+    symbol: fn === undefined ? undefined : functionDisplayName(fn, { demangle: false }),
+    demangled: demangle ? fn?.demangled : undefined,
     aliases: [...new Set(aliases)],
     symbolOffset: fn === undefined ? 0n : vaddr - fn.vaddr,
     vaddr,

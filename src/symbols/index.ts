@@ -1,8 +1,10 @@
 export { debugFileCandidates } from './debug-files.js';
+export { demangle, looksMangled, withoutParameters } from './demangle.js';
 export * from './elf/index.js';
 export * from './ldcache/index.js';
 export * from './maps/index.js';
 export {
+  type DisplayNameOptions,
   type FunctionSymbol,
   functionDisplayName,
   preferName,

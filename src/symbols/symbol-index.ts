@@ -1,3 +1,4 @@
+import { demangle, looksMangled, withoutParameters } from './demangle.js';
 import {
   type ElfFile,
   type ElfSymbol,
@@ -9,7 +10,10 @@ import {
 
 /** A function as `list` shows it and specs resolve to: one per (name, address). */
 export interface FunctionSymbol {
+  /** The symbol's name as the file stores it (mangled, for C++ and Rust), without version. */
   readonly name: string;
+  /** The demangled name of a C++ or Rust symbol (`ns::Class::method(int)`), else undefined. */
+  readonly demangled: string | undefined;
   /** Symbol version from .dynsym (`GLIBC_2.2.5`), when the function is exported. */
   readonly version: string | undefined;
   readonly versionHidden: boolean;
@@ -21,9 +25,21 @@ export interface FunctionSymbol {
   readonly binding: SymbolBinding;
 }
 
-export function functionDisplayName(fn: FunctionSymbol): string {
-  if (fn.version === undefined) return fn.name;
-  return `${fn.name}${fn.versionHidden ? '@' : '@@'}${fn.version}`;
+export interface DisplayNameOptions {
+  /** Show a C++ or Rust name demangled (default true); false shows the name as stored. */
+  readonly demangle?: boolean | undefined;
+}
+
+/** The name to show for a function: demangled unless told not to, then `@@VERSION` if any. */
+export function functionDisplayName(fn: FunctionSymbol, options: DisplayNameOptions = {}): string {
+  const name = options.demangle === false ? fn.name : (fn.demangled ?? fn.name);
+  if (fn.version === undefined) return name;
+  return `${name}${fn.versionHidden ? '@' : '@@'}${fn.version}`;
+}
+
+/** Whitespace takes no part in comparing C++ names: `f(int,char*)` is `f(int, char*)`. */
+function compactName(name: string): string {
+  return name.replace(/\s+/g, '');
 }
 
 const STT_GNU_IFUNC = 10;
@@ -57,6 +73,10 @@ export class SymbolIndex {
   #objects: (FunctionSymbol | undefined)[] | undefined;
   #all: readonly FunctionSymbol[] | undefined;
   #byName: Map<string, number[]> | undefined;
+  /** Demangled names by position: a string, `null` when not mangled, undefined until asked. */
+  #demangled: (string | null | undefined)[] | undefined;
+  /** Positions by demangled name and by demangled name without parameters, compacted. */
+  #byDemangled: Map<string, number[]> | undefined;
 
   constructor(elf: ElfFile) {
     this.#elf = elf;
@@ -94,7 +114,7 @@ export class SymbolIndex {
     this.#objects ??= new Array(this.length);
     let fn = this.#objects[k];
     if (fn === undefined) {
-      fn = this.#materialize(this.#order[k]!);
+      fn = this.#materialize(this.#order[k]!, this.demangledAt(k));
       this.#objects[k] = fn;
     }
     return fn;
@@ -143,6 +163,66 @@ export class SymbolIndex {
     const end = c.nameEnd[row]!;
     target.set(c.strings.subarray(start, end), offset);
     return end - start;
+  }
+
+  /**
+   * The demangled name of the k-th function, or undefined when its name is not a mangled C++
+   * or Rust name. Demangled on first use and kept (a name takes about 5 µs to demangle).
+   */
+  demangledAt(k: number): string | undefined {
+    this.#demangled ??= new Array(this.length);
+    let known = this.#demangled[k];
+    if (known === undefined) {
+      const row = this.#order[k]!;
+      // Most names of a C program are not mangled: look at the bytes before building a string.
+      const c = this.#columns;
+      const start = c.nameStart[row]!;
+      const mangled =
+        c.nameEnd[row]! - start > 2 && c.strings[start] === 0x5f && looksMangled(this.#nameOf(row));
+      known = mangled ? (demangle(this.#nameOf(row)) ?? null) : null;
+      this.#demangled[k] = known;
+    }
+    return known ?? undefined;
+  }
+
+  /**
+   * True when the k-th function's name matches `pattern`: its stored name, its name with the
+   * version, its demangled name, or its demangled name without the parameter list.
+   */
+  matchesAt(k: number, pattern: RegExp): boolean {
+    const row = this.#order[k]!;
+    const name = this.#nameOf(row);
+    if (pattern.test(name)) return true;
+    const suffix = this.versionSuffixAt(k);
+    if (suffix !== '' && pattern.test(`${name}${suffix}`)) return true;
+    const demangled = this.demangledAt(k);
+    if (demangled === undefined) return false;
+    if (pattern.test(demangled)) return true;
+    const bare = withoutParameters(demangled);
+    return bare !== undefined && pattern.test(bare);
+  }
+
+  /**
+   * Functions whose demangled name is `name`, with or without the parameter list, spaces
+   * aside: `ns::Class::method` finds every overload, `ns::Class::method(int)` one of them.
+   */
+  demangledNamed(name: string): readonly FunctionSymbol[] {
+    if (this.#byDemangled === undefined) {
+      this.#byDemangled = new Map();
+      const add = (key: string, k: number) => {
+        const list = this.#byDemangled!.get(key);
+        if (list === undefined) this.#byDemangled!.set(key, [k]);
+        else if (list[list.length - 1] !== k) list.push(k);
+      };
+      for (let k = 0; k < this.length; k++) {
+        const demangled = this.demangledAt(k);
+        if (demangled === undefined) continue;
+        add(compactName(demangled), k);
+        const bare = withoutParameters(demangled);
+        if (bare !== undefined) add(compactName(bare), k);
+      }
+    }
+    return (this.#byDemangled.get(compactName(name)) ?? []).map((k) => this.function(k));
   }
 
   /** What follows the stored name in the display name: `@@GLIBC_2.2.5`, or ''. */
@@ -221,7 +301,7 @@ export class SymbolIndex {
     return this.stripped ? name : (splitSymbolVersion(name)?.name ?? name);
   }
 
-  #materialize(row: number): FunctionSymbol {
+  #materialize(row: number, demangled: string | undefined): FunctionSymbol {
     const c = this.#columns;
     const exact =
       c.address[row]! <= Number.MAX_SAFE_INTEGER && c.size[row]! <= Number.MAX_SAFE_INTEGER;
@@ -237,6 +317,7 @@ export class SymbolIndex {
     const load = this.#loads.find((l) => c.address[row]! >= l.start && c.address[row]! < l.end);
     return {
       name,
+      demangled,
       version: version?.name,
       versionHidden: version?.hidden ?? false,
       vaddr,

@@ -19,16 +19,24 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
     .description(
       'List the functions of TARGET (a path, a program on PATH, or a library name such as libc) ' +
         'with their virtual address, file offset, size, binding and type; PATTERN is a glob over ' +
-        'the names. With -p PID and no TARGET, list every object the process has mapped.',
+        'the names. C++ and Rust names are shown demangled (--no-demangle: as stored). With -p PID ' +
+        'and no TARGET, list every object the process has mapped.',
     )
     .argument('[target]', 'file, program or library (libc, libssl, ./app, /usr/bin/node)')
-    .argument('[pattern]', "glob over function names, e.g. 'mall*'")
+    .argument(
+      '[pattern]',
+      "glob over function names, e.g. 'mall*'; C++ and Rust names also match demangled, e.g. 'ns::Class::*'",
+    )
     .option(
       '-p, --pid <pid>',
       'resolve TARGET as process PID sees it; add runtime addresses',
       parsePid,
     )
     .option('--json', 'print JSON instead of a table')
+    .option(
+      '--no-demangle',
+      'show C++ and Rust names as stored (mangled), as nm does; PATTERN still matches both',
+    )
     .action(async (target, pattern, options) => {
       if (target === undefined) {
         if (options.pid === undefined) {
@@ -40,9 +48,15 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
         io.out(options.json === true ? `${renderJson(objects)}\n` : renderObjects(objects));
         return;
       }
-      const listing = await listFunctions(target, { pid: options.pid, pattern });
+      const listing = await listFunctions(target, {
+        pid: options.pid,
+        pattern,
+        demangle: options.demangle,
+      });
       io.out(
-        options.json === true ? `${renderJson(listingJson(listing))}\n` : renderFunctions(listing),
+        options.json === true
+          ? `${renderJson(listingJson(listing, options.demangle))}\n`
+          : renderFunctions(listing),
       );
       if (listing.rows.count === 0) result.status = 1;
     });
@@ -52,8 +66,12 @@ function usage(message: string): ProbeError {
   return new ProbeError('ERR_USAGE', message, { hints: ['Run "upscope list --help" for usage'] });
 }
 
-/** The JSON of a listing: addresses as hex strings (as readelf prints them), sizes as numbers. */
-function listingJson(listing: FunctionListing) {
+/**
+ * The JSON of a listing: addresses as hex strings (as readelf prints them), sizes as numbers;
+ * `name` is the display name (demangled unless told not to, with version), `symbol` the name
+ * as stored, `demangled` the demangled name of a C++ or Rust function.
+ */
+function listingJson(listing: FunctionListing, demangle: boolean) {
   const { target } = listing;
   return {
     target: {
@@ -66,8 +84,9 @@ function listingJson(listing: FunctionListing) {
     },
     stripped: listing.stripped,
     functions: listing.functions.map((fn) => ({
-      name: functionDisplayName(fn),
+      name: functionDisplayName(fn, { demangle }),
       symbol: fn.name,
+      demangled: fn.demangled,
       version: fn.version,
       vaddr: fn.vaddr,
       fileOffset: fn.fileOffset,

@@ -27,6 +27,10 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
     .option('-p, --pid <pid>', 'resolve targets as process PID sees them', parsePid)
     .option('--unsafe', 'allow raw addresses no symbol covers (instruction boundary unchecked)')
     .option('--json', 'print JSON instead of text')
+    .option(
+      '--no-demangle',
+      'show C++ and Rust function names as stored (mangled); specs still match demangled names',
+    )
     .action(async (specs, options) => {
       const addresses = specs.filter((spec) => /^0x[0-9a-f]+$/i.test(spec));
       if (addresses.length > 0 && options.pid === undefined) {
@@ -43,14 +47,16 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       );
       const plan = await resolveProbes(
         specs.filter((spec) => !addresses.includes(spec)),
-        { pid: options.pid, unsafe: options.unsafe },
+        { pid: options.pid, unsafe: options.unsafe, demangle: options.demangle },
       );
       const group = `upscope_${process.pid}`;
       if (options.json === true) {
         io.out(
           `${renderJson({
             sites: plan.sites.map((site) => siteJson(site, group)),
-            addresses: symbolized,
+            addresses: symbolized.map((s) =>
+              options.demangle ? s : { ...s, demangled: undefined },
+            ),
             errors: plan.errors.map(errorJson),
             warnings: plan.warnings.map(errorJson),
           })}\n`,
@@ -58,7 +64,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       } else {
         const blocks = [
           ...plan.sites.map((site) => renderSite(site, group)),
-          ...symbolized.map(renderSymbolized),
+          ...symbolized.map((s) => renderSymbolized(s, options.demangle)),
         ];
         if (blocks.length > 0) io.out(`${blocks.join('\n')}\n`);
         for (const warning of plan.warnings)
@@ -83,6 +89,7 @@ function siteJson(site: ProbeSite, group: string) {
       elfType: site.target.elfType,
     },
     symbol: site.symbol,
+    demangled: site.demangled,
     aliases: site.aliases,
     symbolOffset: site.symbolOffset,
     vaddr: site.vaddr,
@@ -132,10 +139,11 @@ const KIND_TEXT: Record<ProbeSite['kind'], string> = {
 
 function renderSite(site: ProbeSite, group: string): string {
   const field = (name: string, value: string) => `  ${name.padEnd(10)} ${value}`;
+  const name = site.demangled ?? site.symbol;
   const where =
-    site.symbol === undefined
+    name === undefined
       ? hex(site.vaddr)
-      : `${site.symbol}${site.symbolOffset === 0n ? '' : `+${hex(site.symbolOffset)}`}`;
+      : `${name}${site.symbolOffset === 0n ? '' : `+${hex(site.symbolOffset)}`}`;
   const lines = [`${site.spec}  ->  ${where} (${KIND_TEXT[site.kind]})`];
   const shown =
     site.target.displayPath === site.target.path
@@ -150,6 +158,9 @@ function renderSite(site: ProbeSite, group: string): string {
       `vaddr ${hex(site.vaddr)}, file offset ${hex(site.fileOffset)}${site.runtimeAddress === undefined ? '' : `, runtime ${hex(site.runtimeAddress)}`}`,
     ),
   );
+  if (site.demangled !== undefined && site.symbol !== undefined) {
+    lines.push(field('symbol', site.symbol));
+  }
   if (site.aliases.length > 0) lines.push(field('aliases', site.aliases.join(', ')));
   if (site.usdt !== undefined) {
     lines.push(
@@ -192,11 +203,13 @@ function handlingText(site: ProbeSite): string {
   }
 }
 
-function renderSymbolized(s: Symbolized): string {
-  const where = s.symbol === undefined ? '(no symbol)' : `${s.symbol}+${hex(s.symbolOffset)}`;
+function renderSymbolized(s: Symbolized, demangle: boolean): string {
+  const name = (demangle ? s.demangled : undefined) ?? s.symbol;
+  const where = name === undefined ? '(no symbol)' : `${name}+${hex(s.symbolOffset)}`;
   return [
     `${hex(s.address)}  ->  ${where}`,
     `  object     ${s.object}`,
     `  address    file offset ${hex(s.fileOffset)}${s.vaddr === undefined ? '' : `, vaddr ${hex(s.vaddr)}`}`,
+    ...(demangle && s.demangled !== undefined ? [`  symbol     ${s.symbol}`] : []),
   ].join('\n');
 }

@@ -1,0 +1,164 @@
+/**
+ * C++ (Itanium) and Rust (legacy and v0) demangling, through the npm package
+ * gecko-profiler-demangle: the Rust crates cpp_demangle and rustc-demangle compiled to
+ * WebAssembly (the Firefox profiler's demangler). Its own JavaScript glue imports the .wasm as
+ * an ES module, which Node 20 cannot do, so the module is compiled here by hand, once, on the
+ * first call, and called through the wasm-bindgen ABI it exports:
+ *
+ * - `__wbindgen_malloc(len, align)` reserves bytes in its memory for the UTF-8 input;
+ * - `demangle_any(ptr, len)` returns `[ptr, len]` of a UTF-8 string it allocated (and frees
+ *   the input);
+ * - `__wbindgen_free(ptr, len, align)` releases that string;
+ * - `__wbindgen_start()` runs once after instantiation and calls back the one import,
+ *   `__wbindgen_init_externref_table`, which fills the first slots of its externref table.
+ *
+ * `demangle_any` answers every string: the demangled name, or the input itself, or (for a
+ * name starting with "_" that no demangler accepts, a macOS habit) the input less its first
+ * character. Only names that start as mangled names do (`_Z`, `_R`) are passed to it, and an
+ * answer that is the input less its first character means "not mangled".
+ */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { InternalError } from '../errors/index.js';
+
+/** The parts of the WebAssembly API used here (the project's type libraries do not declare it). */
+interface WebAssemblyApi {
+  readonly Module: new (bytes: Uint8Array) => WasmModule;
+  readonly Instance: new (module: WasmModule, imports: object) => { readonly exports: unknown };
+}
+type WasmModule = { readonly __brand: 'WebAssembly.Module' };
+const wasmApi = (globalThis as unknown as { readonly WebAssembly: WebAssemblyApi }).WebAssembly;
+
+interface DemanglerExports {
+  readonly memory: { readonly buffer: ArrayBuffer };
+  readonly __wbindgen_export_0: {
+    grow(delta: number): number;
+    set(index: number, value: unknown): void;
+  };
+  demangle_any(ptr: number, len: number): [number, number];
+  __wbindgen_malloc(size: number, align: number): number;
+  __wbindgen_free(ptr: number, size: number, align: number): void;
+  __wbindgen_start(): void;
+}
+
+let compiled: WasmModule | undefined;
+let instance: DemanglerExports | undefined;
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** The compiled module, read from the package on first use (about 4 ms: compiled lazily). */
+function demanglerModule(): WasmModule {
+  if (compiled === undefined) {
+    let bytes: Buffer;
+    try {
+      const path = createRequire(import.meta.url).resolve('gecko-profiler-demangle/index_bg.wasm');
+      bytes = readFileSync(path);
+      compiled = new wasmApi.Module(bytes);
+    } catch (cause) {
+      throw new InternalError(
+        `Cannot load the demangler "gecko-profiler-demangle": ${cause instanceof Error ? cause.message : String(cause)}`,
+        cause,
+      );
+    }
+  }
+  return compiled;
+}
+
+function instantiate(): DemanglerExports {
+  let exports: DemanglerExports | undefined;
+  const imports = {
+    './index_bg.js': {
+      __wbindgen_init_externref_table(): void {
+        // Slot 0 and the four constants wasm-bindgen expects: undefined, null, true, false.
+        const table = exports!.__wbindgen_export_0;
+        const offset = table.grow(4);
+        table.set(0, undefined);
+        table.set(offset, undefined);
+        table.set(offset + 1, null);
+        table.set(offset + 2, true);
+        table.set(offset + 3, false);
+      },
+    },
+  };
+  exports = new wasmApi.Instance(demanglerModule(), imports).exports as unknown as DemanglerExports;
+  exports.__wbindgen_start();
+  return exports;
+}
+
+/** Printable ASCII without spaces: what mangled names are made of (Rust v0 uses punycode). */
+const MANGLED_CHARS = /^[\x21-\x7e]+$/;
+
+/** The longest name passed to the demangler; symbol names beyond this are not real. */
+const MAX_NAME_LENGTH = 1 << 16;
+
+/** True when `name` looks like an Itanium C++ (`_Z`) or Rust v0 (`_R`) mangled name. */
+export function looksMangled(name: string): boolean {
+  return (
+    name.length > 2 &&
+    name.charCodeAt(0) === 0x5f &&
+    (name.charCodeAt(1) === 0x5a || name.charCodeAt(1) === 0x52)
+  );
+}
+
+/**
+ * The demangled form of a C++ (Itanium ABI) or Rust (legacy or v0) symbol name, as
+ * `ns::Class::method(int) const`, `mycrate::module::function` (Rust hashes and crate
+ * disambiguators left out), or undefined when `name` is not a mangled name. A suffix GCC adds
+ * to a clone (`.cold`, `.isra.0`) is shown as `[clone .cold]`, as c++filt does. Never throws
+ * on any input; synchronous (the WebAssembly module is compiled on the first call).
+ */
+export function demangle(name: string): string | undefined {
+  if (typeof name !== 'string' || !looksMangled(name)) return undefined;
+  if (name.length > MAX_NAME_LENGTH || !MANGLED_CHARS.test(name)) return undefined;
+  instance ??= instantiate();
+  const wasm = instance;
+  const input = encoder.encode(name);
+  let result: [number, number] | undefined;
+  try {
+    const ptr = wasm.__wbindgen_malloc(input.length, 1) >>> 0;
+    new Uint8Array(wasm.memory.buffer, ptr, input.length).set(input);
+    result = wasm.demangle_any(ptr, input.length);
+    const out = decoder.decode(
+      new Uint8Array(wasm.memory.buffer, result[0] >>> 0, result[1] >>> 0),
+    );
+    if (out === name || out === name.slice(1) || out === '') return undefined;
+    return out;
+  } catch {
+    // A trap (a panic in the demangler) leaves its memory in an unknown state: start afresh.
+    instance = undefined;
+    result = undefined;
+    return undefined;
+  } finally {
+    if (result !== undefined) wasm.__wbindgen_free(result[0], result[1], 1);
+  }
+}
+
+/**
+ * A demangled C++ function name without its parameter list and the qualifiers after it:
+ * `ns::Class::method` for `ns::Class::method(int) const`, `ns::Class::operator()` for
+ * `ns::Class::operator()(int)`. Undefined when the name has no parameter list (Rust paths,
+ * special names) or is a clone of part of a function (`foo() [clone .cold]`), which a probe
+ * by name must not land on.
+ */
+export function withoutParameters(demangled: string): string | undefined {
+  if (demangled.includes(' [clone ')) return undefined;
+  let end = demangled.length;
+  // Qualifiers after the parameters: const, volatile, &, && (in any order).
+  for (;;) {
+    const rest = demangled.slice(0, end);
+    const qualifier = / (?:const|volatile|&&|&|noexcept)$/.exec(rest);
+    if (qualifier === null) break;
+    end -= qualifier[0].length;
+  }
+  if (demangled[end - 1] !== ')') return undefined;
+  let depth = 0;
+  for (let i = end - 1; i >= 0; i--) {
+    const c = demangled[i];
+    if (c === ')') depth++;
+    else if (c === '(') {
+      depth--;
+      if (depth === 0) return i === 0 ? undefined : demangled.slice(0, i);
+    }
+  }
+  return undefined;
+}
