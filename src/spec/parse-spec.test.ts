@@ -245,6 +245,71 @@ describe('parseSpec() on the examples of DESIGN.md', () => {
     });
   });
 
+  test('reads demangled C++ names in quotes: "::", templates, parameters, "~", operators, spaces', () => {
+    const names = [
+      'ns::Class::method(int)',
+      'ns::Class::~Class',
+      'ns::Class::operator()',
+      'ns::Class::operator()(long)',
+      'shapes::Box<int>::get() const',
+      'std::map<int, std::pair<long, char*> >::find(int const&)',
+      '(anonymous namespace)::helper(long)',
+      'operator new(unsigned long)',
+      'ns::Box<int>::*',
+      'a:b',
+    ];
+    for (const name of names) {
+      for (const kind of ['', 'p:', 'r:']) {
+        const text = `${kind}./app:'${name}' x=arg0`;
+        const spec = parsed(text);
+        assert.equal(spec.target.text, './app', text);
+        assert.equal(spec.kind, kind === 'r:' ? 'return' : 'entry', text);
+        assert.deepEqual(spec.location, {
+          type: 'symbol',
+          name,
+          version: undefined,
+          offset: 0n,
+          offsetSpan: undefined,
+          span: sp(kind.length + 6, kind.length + 8 + name.length),
+        });
+        assert.equal(spec.fetches.length, 1, text);
+      }
+    }
+  });
+
+  test('reads "::" in an unquoted name or pattern as part of it, never as a separator', () => {
+    assert.deepEqual(parsed('app:ns::Class::method*').location, {
+      type: 'glob',
+      pattern: 'ns::Class::method*',
+      span: sp(4, 22),
+    });
+    assert.deepEqual(parsed('r:app:*::Counter::bump').location, {
+      type: 'glob',
+      pattern: '*::Counter::bump',
+      span: sp(6, 22),
+    });
+    const spec = parsed('app:rust_names::shapes::inner::probed+0x4');
+    assert.equal(spec.target.text, 'app');
+    assert.equal(spec.kind, 'entry');
+    assert.deepEqual(spec.location, {
+      type: 'symbol',
+      name: 'rust_names::shapes::inner::probed',
+      version: undefined,
+      offset: 4n,
+      offsetSpan: sp(37, 41),
+      span: sp(4, 41),
+    });
+  });
+
+  test('asks for quotes around C++ names with characters a bare name cannot hold', () => {
+    for (const location of ['ns::Class::~Class', 'ns::Box<int>::get', 'ns::f(int)']) {
+      const { spec, diagnostics } = parseSpec(`app:${location}`);
+      assert.equal(spec, undefined, location);
+      assert.equal(diagnostics[0]?.code, 'ERR_SPEC_SYNTAX');
+      assert.deepEqual(diagnostics[0]?.hints.at(-1), `Quote a C++ name: app:'${location}'`);
+    }
+  });
+
   test('reads every FETCH form of the grammar with spans', () => {
     const spec = parsed(
       'libc:f arg0 arg5 arg15 %rax %EAX %al %r8d %rip %flags %ax ip sp comm +8(arg0) -16(%rbp) 24(+8(%rsp)) size req->len hdr.size arr[2] a->b.c[3]',

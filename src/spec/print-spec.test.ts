@@ -46,6 +46,21 @@ describe('printSpec()', () => {
     assert.equal(print("x:'1st'"), "x:'1st'");
   });
 
+  test('prints demangled C++ names so that they read back as the same spec', () => {
+    for (const text of [
+      "r:./app:'ns::Class::~Class()' ret=retval",
+      "./app:'shapes::Box<int>::get() const'+0x4",
+      "./app:'ns::Class::operator()(long)' n=arg1:s64",
+      "./app:'(anonymous namespace)::helper(long)'",
+      "./app:'std::map<int, char*>::find(int const&)'@V1",
+      './app:rust_names::shapes::inner::probed',
+      './app:*::Counter::bump*',
+    ]) {
+      assert.equal(print(text), text);
+      assert.equal(print(print(text)), text);
+    }
+  });
+
   test('writes a version with one "@" and keeps the kind only when it was written', () => {
     assert.equal(print('x:malloc@@GLIBC_2.2.5'), 'x:malloc@GLIBC_2.2.5');
     assert.equal(print('p:libc:malloc'), 'p:libc:malloc');

@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { describe, test } from 'node:test';
+import { requireHost } from '../../test/helpers/require-host.js';
+import { demangle, withoutParameters } from './index.js';
+
+/** c++filt's answer for each name (binutils demangles C++ and both Rust manglings). */
+function cxxfilt(names: readonly string[]): string[] {
+  return execFileSync('c++filt', { input: `${names.join('\n')}\n`, encoding: 'utf8' })
+    .split('\n')
+    .slice(0, names.length);
+}
+
+/**
+ * c++filt's Rust names less what rustc-demangle's short form leaves out: the legacy hash
+ * (`::h0123456789abcdef`) and v0 crate disambiguators (`[3c1c0]`).
+ */
+function withoutRustHashes(name: string): string {
+  return name.replace(/::h[0-9a-f]{16}$/, '').replace(/\[[0-9a-f]+\]/g, '');
+}
+
+describe('demangle()', () => {
+  test('gives the names c++filt gives for C++ symbols', (t) => {
+    if (!requireHost(t, { commands: ['c++filt'] })) return;
+    const names = [
+      '_ZN2ns5Class6methodEi',
+      '_ZNK2ns5Class6methodEPKc',
+      '_ZN2ns5ClassclEl',
+      '_ZN2ns5ClassD1Ev',
+      '_ZN2ns5ClassC2Ev',
+      '_ZN12_GLOBAL__N_16helperEl',
+      '_ZN6shapes3BoxIiE3getEv',
+      '_ZNSt6vectorIiSaIiEE9push_backERKi',
+      '_ZdlPvm',
+      '_Znwm',
+      '_ZN2ns1fEv.cold',
+      '_ZN2ns1fEi.isra.0',
+      '_ZN5outer5inner4deepEll',
+      '_ZN2nsplERKNS_1VES2_',
+    ];
+    const truth = cxxfilt(names);
+    names.forEach((name, i) => assert.equal(demangle(name), truth[i], name));
+  });
+
+  test('gives the Rust paths c++filt gives, without hashes, for legacy and v0 symbols', (t) => {
+    if (!requireHost(t, { commands: ['c++filt'] })) return;
+    const names = [
+      '_ZN4core3fmt9Formatter3pad17h0123456789abcdefE',
+      '_ZN10rust_names6shapes18Counter$LT$u64$GT$4bump17hd7a9e90995b62ac1E',
+      '_RNvNtNtCsbt0fQicOZbh_10rust_names6shapes5inner6probed',
+      '_RNvMNtCsbt0fQicOZbh_10rust_names6shapesINtB2_7CounteryE4bump',
+    ];
+    const truth = cxxfilt(names).map(withoutRustHashes);
+    names.forEach((name, i) => assert.equal(demangle(name), truth[i], name));
+  });
+
+  test('leaves names that are not mangled alone: undefined', () => {
+    for (const name of ['main', '_start', '__libc_start_main', '_init', 'foo.cold', '_Z', '_R']) {
+      assert.equal(demangle(name), undefined, name);
+    }
+  });
+
+  test('never throws on garbage, and keeps working after it', () => {
+    const garbage = [
+      '_Z' + 'P'.repeat(100_000) + 'i',
+      '_Z' + 'N1a'.repeat(20_000) + 'E',
+      '_ZN' + 'S_'.repeat(1000) + 'E',
+      '_R' + 'B'.repeat(10_000),
+      '_ZZZZZZ',
+      '_Z\u0000x',
+      '_Z\ud800x',
+      '_Z1fé',
+      '_Z' + 'x'.repeat(1 << 17),
+    ];
+    for (const name of garbage) assert.equal(demangle(name), undefined, name.slice(0, 20));
+    // Every prefix of a real name: undefined or a string, never a throw.
+    const real = '_ZNSt6vectorIiSaIiEE9push_backERKi';
+    for (let n = 0; n <= real.length; n++) {
+      const out = demangle(real.slice(0, n));
+      assert.ok(out === undefined || typeof out === 'string');
+    }
+    assert.equal(demangle('_ZN2ns1fEv'), 'ns::f()');
+    assert.equal(demangle(42 as unknown as string), undefined);
+  });
+});
+
+describe('withoutParameters()', () => {
+  test('drops the parameter list and the qualifiers after it', () => {
+    const cases: [string, string | undefined][] = [
+      ['ns::Class::method(int)', 'ns::Class::method'],
+      ['ns::Class::method(char const*) const', 'ns::Class::method'],
+      ['ns::Class::operator()(long)', 'ns::Class::operator()'],
+      ['ns::Class::~Class()', 'ns::Class::~Class'],
+      ['(anonymous namespace)::helper(long)', '(anonymous namespace)::helper'],
+      ['std::function<void (int)>::operator()(int) const', 'std::function<void (int)>::operator()'],
+      ['ns::V::get() const &&', 'ns::V::get'],
+      ['ns::operator<(ns::V const&, ns::V const&)', 'ns::operator<'],
+      ['f() [clone .cold]', undefined],
+      ['rust_names::shapes::inner::probed', undefined],
+      ['{vtable(ns::Class)}', undefined],
+    ];
+    for (const [name, expected] of cases) assert.equal(withoutParameters(name), expected, name);
+  });
+});
