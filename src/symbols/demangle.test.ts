@@ -39,7 +39,7 @@ describe('demangle()', () => {
       '_ZN2nsplERKNS_1VES2_',
     ];
     const truth = cxxfilt(names);
-    names.forEach((name, i) => assert.equal(demangle(name), truth[i], name));
+    for (const [i, name] of names.entries()) assert.equal(demangle(name), truth[i], name);
   });
 
   test('gives the Rust paths c++filt gives, without hashes, for legacy and v0 symbols', (t) => {
@@ -51,7 +51,7 @@ describe('demangle()', () => {
       '_RNvMNtCsbt0fQicOZbh_10rust_names6shapesINtB2_7CounteryE4bump',
     ];
     const truth = cxxfilt(names).map(withoutRustHashes);
-    names.forEach((name, i) => assert.equal(demangle(name), truth[i], name));
+    for (const [i, name] of names.entries()) assert.equal(demangle(name), truth[i], name);
   });
 
   test('leaves names that are not mangled alone: undefined', () => {

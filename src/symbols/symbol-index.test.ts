@@ -60,7 +60,13 @@ test('SymbolIndex gives every alias at an address and prefers the global name', 
       .filter(([, [address]]) => address === malloc)
       .map(([name]) => name)
       .sort();
-    assert.deepEqual(index.at(malloc).map(functionDisplayName).sort(), expected);
+    assert.deepEqual(
+      index
+        .at(malloc)
+        .map((fn) => functionDisplayName(fn))
+        .sort(),
+      expected,
+    );
     assert.equal(functionDisplayName(index.containing(malloc + 5n)!), 'malloc@@GLIBC_2.2.5');
   } finally {
     elf.close();
