@@ -9,7 +9,8 @@
  * LOCATION  symbol                 [A-Za-z_.$][A-Za-z0-9_.$]* with "::" between parts
  *           symbol@VER, symbol@@VER   version [A-Za-z0-9_.]+ (both select the version by name)
  *           symbol+OFF             OFF = DEC | 0xHEX, below 2^32
- *           'any text but quote'   a quoted symbol, optionally followed by @VER and +OFF
+ *           'any text but quote'   a quoted symbol, optionally followed by @VER and +OFF: a
+ *                                  demangled C++ name ('ns::C<int>::~C()', 'operator new(...)')
  *           glob                   symbol characters with * ? [abc] [a-z] [!x]; no version or offset
  *           0xHEX                  virtual address
  *           @0xHEX | @DEC          file offset
