@@ -1,4 +1,5 @@
 export { debugFileCandidates } from './debug-files.js';
+export * from './dwarf/info-index.js';
 export * from './elf/index.js';
 export * from './ldcache/index.js';
 export * from './maps/index.js';
