@@ -9,6 +9,7 @@ import {
   type DwarfType,
   type DwarfVariable,
   declaration,
+  describeLocation,
   dwarfRegisterName,
   type ElfFile,
   resolvedType,
@@ -543,8 +544,6 @@ export function afterPrologue(code: Uint8Array, vaddr: bigint): bigint {
   return at;
 }
 
-export { describeLocation } from '../symbols/index.js';
-
 /**
  * Where a probe on a function's entry goes when its fetches name variables: past the
  * prologue when the function was compiled without optimization (its variables live in stack
@@ -556,6 +555,11 @@ export function variableProbeAddress(
   entry: bigint,
 ): bigint {
   if (!fetches.some((f) => containsVariable(f.expr))) return entry;
+  return functionProbeAddress(target, entry);
+}
+
+/** A function's entry, or past its prologue when it was compiled without optimization. */
+export function functionProbeAddress(target: VariableTarget, entry: bigint): bigint {
   const dwarf = target.dwarf();
   try {
     if (dwarf === undefined || !unoptimizedAt(dwarf, entry)) return entry;
@@ -569,4 +573,96 @@ export function variableProbeAddress(
   const available = segment.vaddr + segment.fileSize - entry;
   const length = Number(available < 128n ? available : 128n);
   return afterPrologue(target.elf.read(fileOffset, length), entry);
+}
+
+/** One variable or parameter as `list --vars` shows it. */
+export interface ListedVariable {
+  readonly name: string;
+  readonly kind: 'parameter' | 'local';
+  /** The C declaration, e.g. `struct request *req`. */
+  readonly declaration: string;
+  /** Where the value is (`%rdi`, `-0x14(%rbp)`), undefined when unavailable. */
+  readonly location: string | undefined;
+  /** Why it cannot be fetched there, when it cannot. */
+  readonly unavailable: string | undefined;
+}
+
+/** One place a function's code starts: its out-of-line copy, or one inlined instance. */
+export interface FunctionVariables {
+  readonly name: string;
+  readonly inlined: boolean;
+  /** Where a probe on it goes (past the prologue of unoptimized code). */
+  readonly vaddr: bigint;
+  /** For an inlined instance: the function it is inlined into. */
+  readonly caller: string | undefined;
+  readonly variables: readonly ListedVariable[];
+}
+
+/**
+ * The parameters and local variables visible where a probe on function `name` goes, with
+ * their types and locations, for its out-of-line copy and each inlined instance (as
+ * `perf probe -V` lists them). Throws ProbeError without debug info or without the function.
+ */
+export function functionVariables(target: VariableTarget, name: string): FunctionVariables[] {
+  const dwarf = target.dwarf();
+  if (dwarf === undefined) {
+    throw new ProbeError(
+      'ERR_NO_DEBUG_INFO',
+      `Cannot list the variables of ${quote(name)}: ${quote(target.displayPath)} has no debug info`,
+      { hints: ['Build it with -g, or install its debug file (on Debian, its -dbgsym package)'] },
+    );
+  }
+  try {
+    const found = dwarf.functionsNamed(name);
+    if (found.length === 0) {
+      const hints: string[] = [];
+      const suggestion = didYouMean(closest(name, dwarf.functionNames(), 3));
+      if (suggestion !== undefined) hints.push(suggestion);
+      throw new ProbeError(
+        'ERR_SYMBOL_NOT_FOUND',
+        `Cannot list the variables of ${quote(name)}: the debug info of ${quote(target.displayPath)} has no function of that name with code`,
+        { hints },
+      );
+    }
+    return found.map((fn) => {
+      const vaddr = fn.inlined ? fn.entryPc : functionProbeAddress(target, fn.entryPc);
+      const caller = fn.inlined ? dwarf.inlineContextAt(fn.entryPc) : undefined;
+      const variables = dwarf
+        .variablesAt(vaddr)
+        .filter((v) => !v.global)
+        .map((v): ListedVariable => {
+          const location = dwarf.locate(v, vaddr);
+          const unavailable =
+            location.kind === 'unavailable'
+              ? location.reason
+              : location.kind === 'constant'
+                ? `the constant ${location.value} (not in a register or memory)`
+                : undefined;
+          return {
+            name: v.name,
+            kind: v.parameter ? 'parameter' : 'local',
+            declaration: variableDeclaration(dwarf, v),
+            location: unavailable === undefined ? describeLocation(location) : undefined,
+            unavailable,
+          };
+        });
+      let callerName: string | undefined;
+      for (let c = caller; c !== undefined; c = c.caller) {
+        if (c.dieOffset !== fn.die.offset) {
+          callerName = c.name;
+          break;
+        }
+      }
+      return { name: fn.name, inlined: fn.inlined, vaddr, caller: callerName, variables };
+    });
+  } catch (err) {
+    if (err instanceof DwarfFormatError) {
+      throw new ProbeError(
+        'ERR_DWARF_INVALID',
+        `Cannot read the debug info of ${quote(target.displayPath)}: ${err.message}`,
+        { cause: err },
+      );
+    }
+    throw err;
+  }
 }

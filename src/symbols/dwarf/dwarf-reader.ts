@@ -313,7 +313,7 @@ export class DwarfReader {
       };
     }
     if (at.kind === 'none') {
-      return { kind: 'unavailable', reason: 'not available at this address (optimized out here)' };
+      return { kind: 'unavailable', reason: 'optimized out at this address' };
     }
     const fn =
       variable.scope === undefined ? undefined : this.enclosingSubprogram(variable.scope.die);
