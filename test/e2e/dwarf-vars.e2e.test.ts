@@ -156,9 +156,12 @@ describe('variables by name: clear refusals', () => {
     writeFileSync(damaged, bytes, { mode: 0o755 });
     const result = runCli(['resolve', `${damaged}:handle size`]);
     assert.equal(result.status, 3, result.stderr);
-    assert.match(
+    // A unit claiming 64 bytes more than the section: the reader says so with readelf's sizes.
+    const size = Number.parseInt(m[2]!, 16);
+    assert.ok(result.stderr.startsWith('error[ERR_DWARF_INVALID]: Cannot read the debug info of'));
+    assert.ok(
+      result.stderr.includes(`.debug_info at 0x4: needs ${size + 64} bytes, ${size - 4} left`),
       result.stderr,
-      /ERR_DWARF_INVALID.*Cannot read the debug info of .*\.debug_info at 0x0/,
     );
     assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
   });
