@@ -75,6 +75,7 @@ export {
   listObjects,
   type ObjectListing,
 } from './list.js';
+export { type ListVariablesOptions, listVariables, type VariableListing } from './list-vars.js';
 export {
   type HitContext,
   type ProbeEventKind,

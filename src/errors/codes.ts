@@ -79,6 +79,16 @@ export const ERROR_CODES = {
     'not-supported',
     "The kernel's BPF verifier refused a program upscope generated for a handler",
   ),
+  ERR_NO_DEBUG_INFO: code('resolution', 'A file has no DWARF debug info where it is needed'),
+  ERR_DWARF_INVALID: code('target', "A file's DWARF debug info cannot be read"),
+  ERR_VARIABLE_NOT_FOUND: code(
+    'resolution',
+    'No variable, parameter or member of that name is there',
+  ),
+  ERR_VARIABLE_UNAVAILABLE: code(
+    'resolution',
+    'A variable is optimized out, or cannot be read as asked, at the probed address',
+  ),
   ERR_INTERNAL: code('internal', 'A bug in upscope'),
 } as const satisfies Record<string, CodeInfo>;
 

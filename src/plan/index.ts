@@ -9,3 +9,9 @@ export {
   resolveProbesSync,
 } from './resolve-probes.js';
 export * from './targets/index.js';
+export {
+  type FunctionVariables,
+  functionVariables,
+  type ListedVariable,
+  openDwarf,
+} from './variables.js';

@@ -17,6 +17,7 @@ import {
   parseSpec,
 } from '../spec/index.js';
 import {
+  type DwarfReader,
   debugFileCandidates,
   type ElfFile,
   type FunctionSymbol,
@@ -30,6 +31,7 @@ import {
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
+import { lowerVariableFetches, openDwarf, variableProbeAddress } from './variables.js';
 
 export interface ResolveOptions {
   /** Resolve targets as this process sees them, and compute runtime addresses in it. */
@@ -73,6 +75,8 @@ interface OpenTarget {
   symbols(): SymbolIndex;
   /** Start addresses of the functions IFUNC resolvers pick (known entries without a symbol). */
   ifuncImplementations(): Set<bigint>;
+  /** The file's DWARF (for variables by name), undefined without .debug_info. */
+  dwarf(): DwarfReader | undefined;
 }
 
 /**
@@ -179,6 +183,7 @@ function openTarget(
   const elf = openElf(resolved.path);
   let index: SymbolIndex | undefined;
   let ifuncStarts: Set<bigint> | undefined;
+  let dwarf: DwarfReader | undefined | null = null;
   const stat = statSync(resolved.path, { bigint: true });
   const target: OpenTarget = {
     resolved,
@@ -198,6 +203,10 @@ function openTarget(
     ifuncImplementations: () => {
       ifuncStarts ??= allIfuncImplementations(elf, target.symbols());
       return ifuncStarts;
+    },
+    dwarf: () => {
+      if (dwarf === null) dwarf = openDwarf(elf);
+      return dwarf;
     },
   };
   cache.set(resolved.path, target);
@@ -569,13 +578,18 @@ function buildSite(
   spec: ProbeSpec,
   target: OpenTarget,
   fn: FunctionSymbol | undefined,
-  vaddr: bigint,
+  entry: bigint,
   span: Span,
   options: ResolveOptions,
   usdt?: UsdtSite,
   /** The address is a function start known without a symbol (an IFUNC implementation). */
   functionStart = false,
 ): ProbeSite {
+  const variables = { elf: target.elf, displayPath: target.file.displayPath, dwarf: target.dwarf };
+  const vaddr =
+    usdt === undefined && spec.kind !== 'return' && fn !== undefined && entry === fn.vaddr
+      ? variableProbeAddress(spec.fetches, variables, entry)
+      : entry;
   const elf = target.elf;
   const where = quote(target.file.displayPath);
   const hex = `0x${vaddr.toString(16)}`;
@@ -639,7 +653,11 @@ function buildSite(
     usdt,
     instructions,
     handling,
-    fetches: checkFetches(spec, spec.fetches, kind),
+    fetches: checkFetches(
+      spec,
+      lowerVariableFetches(spec, spec.fetches, variables, { vaddr, kind }),
+      kind,
+    ),
     runtimeAddress:
       target.resolved.mappedObject === undefined
         ? undefined
@@ -715,15 +733,6 @@ function checkFetches(spec: ProbeSpec, fetches: readonly FetchArg[], kind: SiteK
   for (const fetch of fetches) {
     let expr = fetch.expr;
     while (expr.kind === 'deref') expr = expr.inner;
-    if (expr.kind === 'variable') {
-      throw specError(
-        spec,
-        expr.span,
-        'ERR_NOT_SUPPORTED',
-        `Cannot fetch ${quote(expr.name)}: variables by name need DWARF debug info, which this version does not read yet`,
-        ['Fetch by register or argument instead, e.g. arg0, +8(arg0):u32, %rdi'],
-      );
-    }
     if (expr.kind === 'arg' && expr.index >= REGISTER_ARGS && kind !== 'entry') {
       throw specError(
         spec,

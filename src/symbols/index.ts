@@ -1,5 +1,6 @@
 export { debugFileCandidates } from './debug-files.js';
 export { demangle, looksMangled, withoutParameters } from './demangle.js';
+export * from './dwarf/info-index.js';
 export * from './elf/index.js';
 export * from './ldcache/index.js';
 export * from './maps/index.js';

@@ -11,6 +11,7 @@ import { hex, renderJson, renderTable } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { formatDev, parsePid } from '../options.js';
+import { listVarsOutput } from './list-vars.js';
 
 export function registerList(program: Command, io: Io, result: CommandResult): void {
   program
@@ -32,12 +33,23 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
       'resolve TARGET as process PID sees it; add runtime addresses',
       parsePid,
     )
+    .option(
+      '--vars <function>',
+      'list the parameters and local variables visible where a probe on FUNCTION goes, with their types and locations (needs debug info)',
+    )
     .option('--json', 'print JSON instead of a table')
     .option(
       '--no-demangle',
       'show C++ and Rust names as stored (mangled), as nm does; PATTERN still matches both',
     )
     .action(async (target, pattern, options) => {
+      if (options.vars !== undefined) {
+        if (target === undefined || pattern !== undefined) {
+          throw usage('Cannot list variables: give one TARGET and --vars FUNCTION, no PATTERN');
+        }
+        io.out(await listVarsOutput(target, options.vars, options));
+        return;
+      }
       if (target === undefined) {
         if (options.pid === undefined) {
           throw usage(

@@ -8,7 +8,7 @@
  * (the attach cookie), r9 a map value pointer; r1-r5 are clobbered by helper calls.
  */
 import { type BucketScheme, linearSteps, NEGATIVE_BUCKETS } from '../../aggregate/index.js';
-import { ProbeError } from '../../errors/index.js';
+import { InternalError, ProbeError } from '../../errors/index.js';
 import { BPF_FUNC, USER_REGS } from '../../native/index.js';
 import {
   ARGUMENT_REGISTERS,
@@ -239,9 +239,8 @@ function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
     case 'comm':
       throw new ProbeError('ERR_SPEC_INVALID', 'Cannot use comm as a number: it is a string');
     case 'variable':
-      throw new ProbeError(
-        'ERR_NOT_SUPPORTED',
-        `Cannot fetch "${expr.name}": variables by name need debug information, which the bpf engine does not read yet`,
+      throw new InternalError(
+        `The fetch of variable "${expr.name}" reached the bpf engine unresolved`,
       );
   }
 }

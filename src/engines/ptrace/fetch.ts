@@ -1,4 +1,4 @@
-import { ProbeError } from '../../errors/index.js';
+import { InternalError, ProbeError } from '../../errors/index.js';
 import type { FieldValue } from '../../events/index.js';
 import {
   ARGUMENT_REGISTERS,
@@ -82,9 +82,8 @@ function value(expr: FetchExpr, source: FetchSource): bigint {
     case 'comm':
       return 0n;
     case 'variable':
-      throw new ProbeError(
-        'ERR_NOT_SUPPORTED',
-        `Cannot fetch "${expr.name}": variables by name need debug information, which the ptrace engine does not read yet`,
+      throw new InternalError(
+        `The fetch of variable "${expr.name}" reached the ptrace engine unresolved`,
       );
   }
 }

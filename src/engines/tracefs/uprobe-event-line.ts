@@ -1,3 +1,4 @@
+import { InternalError } from '../../errors/index.js';
 import {
   type FetchArg,
   type FetchExpr,
@@ -91,7 +92,9 @@ function fetchText(expr: FetchExpr): {
       return { text: `${sign}${magnitude}(${inner})`, width: undefined };
     }
     case 'variable':
-      return { text: expr.name, width: undefined };
+      throw new InternalError(
+        `The fetch of variable "${expr.name}" reached the tracefs engine unresolved`,
+      );
   }
 }
 

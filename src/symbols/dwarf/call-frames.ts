@@ -1,0 +1,344 @@
+import { Cursor } from './cursor.js';
+import type { DwarfSections } from './sections.js';
+
+/** How the canonical frame address (CFA) is computed at one pc. */
+export type CfaRule =
+  | { readonly kind: 'register'; readonly register: number; readonly offset: bigint }
+  /** DW_CFA_def_cfa_expression: computed by an expression this reader does not run. */
+  | { readonly kind: 'expression' };
+
+interface Cie {
+  readonly codeAlign: bigint;
+  readonly dataAlign: bigint;
+  readonly addressSize: number;
+  /** The FDE pointer encoding ('R'), DW_EH_PE_absptr when absent. */
+  readonly fdeEncoding: number;
+  readonly hasAugmentationData: boolean;
+  readonly initial: Cursor;
+}
+
+interface Fde {
+  readonly low: bigint;
+  readonly high: bigint;
+  readonly cie: Cie;
+  readonly instructions: Cursor;
+  readonly section: 'eh' | 'debug';
+}
+
+const DW_EH_PE = {
+  omit: 0xff,
+  absptr: 0x00,
+  uleb128: 0x01,
+  udata2: 0x02,
+  udata4: 0x03,
+  udata8: 0x04,
+  sleb128: 0x09,
+  sdata2: 0x0a,
+  sdata4: 0x0b,
+  sdata8: 0x0c,
+  pcrel: 0x10,
+  textrel: 0x20,
+  datarel: 0x30,
+  funcrel: 0x40,
+  aligned: 0x50,
+  indirect: 0x80,
+} as const;
+
+export interface CallFrameOptions {
+  /** Base of DW_EH_PE_datarel pointers (the GOT on x86-64); 0 when unknown. */
+  readonly dataRelBase?: bigint | undefined;
+  /** Base of DW_EH_PE_textrel pointers (.text); 0 when unknown. */
+  readonly textRelBase?: bigint | undefined;
+}
+
+/**
+ * Call frame information from .eh_frame and .debug_frame: CIEs and FDEs (augmentations z, R,
+ * P, L, S; every pointer encoding), read once, and the CFA program run up to a pc.
+ */
+export class CallFrames {
+  private fdes: Fde[] | undefined;
+
+  constructor(
+    private readonly sections: DwarfSections,
+    private readonly options: CallFrameOptions = {},
+  ) {}
+
+  /** The CFA rule at `pc`, or undefined when no FDE covers it. */
+  cfaAt(pc: bigint): CfaRule | undefined {
+    const fde = this.all().find((f) => pc >= f.low && pc < f.high);
+    if (fde === undefined) return undefined;
+    return runCfa(fde, pc);
+  }
+
+  private all(): Fde[] {
+    if (this.fdes !== undefined) return this.fdes;
+    const fdes: Fde[] = [];
+    if (this.sections.ehFrame.length > 0) {
+      readFrames(this.sections.ehFrame, 'eh', this.sections.ehFrameVaddr, this.options, fdes);
+    }
+    if (this.sections.frame.length > 0) {
+      readFrames(this.sections.frame, 'debug', 0n, this.options, fdes);
+    }
+    this.fdes = fdes;
+    return fdes;
+  }
+}
+
+function readFrames(
+  bytes: Uint8Array,
+  kind: 'eh' | 'debug',
+  sectionVaddr: bigint,
+  options: CallFrameOptions,
+  out: Fde[],
+): void {
+  const name = kind === 'eh' ? '.eh_frame' : '.debug_frame';
+  const cies = new Map<number, Cie>();
+  const c = new Cursor(bytes, name);
+  const readPointer = (cur: Cursor, encoding: number, addressSize: number): bigint => {
+    if (encoding === DW_EH_PE.omit) return 0n;
+    const fieldVaddr = sectionVaddr + BigInt(cur.offset);
+    let value: bigint;
+    switch (encoding & 0x0f) {
+      case DW_EH_PE.absptr:
+        value = cur.unsigned(addressSize);
+        break;
+      case DW_EH_PE.uleb128:
+        value = cur.uleb();
+        break;
+      case DW_EH_PE.udata2:
+        value = BigInt(cur.u16());
+        break;
+      case DW_EH_PE.udata4:
+        value = BigInt(cur.u32());
+        break;
+      case DW_EH_PE.udata8:
+        value = cur.u64();
+        break;
+      case DW_EH_PE.sleb128:
+        value = cur.sleb();
+        break;
+      case DW_EH_PE.sdata2:
+        value = BigInt(cur.s16());
+        break;
+      case DW_EH_PE.sdata4:
+        value = BigInt(cur.s32());
+        break;
+      case DW_EH_PE.sdata8:
+        value = cur.s64();
+        break;
+      default:
+        return cur.fail(cur.offset, `unknown pointer encoding 0x${encoding.toString(16)}`);
+    }
+    switch (encoding & 0x70) {
+      case 0:
+        break;
+      case DW_EH_PE.pcrel:
+        value += fieldVaddr;
+        break;
+      case DW_EH_PE.datarel:
+        value += options.dataRelBase ?? 0n;
+        break;
+      case DW_EH_PE.textrel:
+        value += options.textRelBase ?? 0n;
+        break;
+      default:
+        return cur.fail(cur.offset, `unsupported pointer application 0x${encoding.toString(16)}`);
+    }
+    return BigInt.asUintN(64, value);
+  };
+  const parseCie = (offset: number): Cie => {
+    const known = cies.get(offset);
+    if (known !== undefined) return known;
+    const cur = new Cursor(bytes, name);
+    if (offset >= bytes.length) cur.fail(offset, 'CIE pointer past the end');
+    cur.offset = offset;
+    const { length, offsetSize } = cur.initialLength();
+    const body = cur.sub(length);
+    const id = offsetSize === 4 ? BigInt(body.u32()) : body.u64();
+    const isCie =
+      kind === 'eh' ? id === 0n : id === (offsetSize === 4 ? 0xffff_ffffn : 2n ** 64n - 1n);
+    if (!isCie) body.fail(offset, 'an FDE points at something that is not a CIE');
+    const version = body.u8();
+    if (version !== 1 && version !== 3 && version !== 4)
+      body.fail(offset, `CIE version ${version}`);
+    const augmentation = body.cstring();
+    let addressSize = 8;
+    if (version === 4) {
+      addressSize = body.u8();
+      body.u8(); // segment selector size
+    }
+    if (augmentation.includes('eh')) body.skip(addressSize);
+    const codeAlign = body.uleb();
+    const dataAlign = body.sleb();
+    if (version === 1) body.u8();
+    else body.uleb();
+    let fdeEncoding: number = DW_EH_PE.absptr;
+    const hasAugmentationData = augmentation.startsWith('z');
+    if (hasAugmentationData) {
+      const data = body.sub(body.ulebNumber());
+      for (const ch of augmentation.slice(1)) {
+        if (ch === 'R') fdeEncoding = data.u8();
+        else if (ch === 'P') {
+          const encoding = data.u8();
+          readPointer(data, encoding & ~DW_EH_PE.indirect, addressSize);
+        } else if (ch === 'L') data.u8();
+        else if (ch === 'S' || ch === 'B' || ch === 'G') {
+          // signal frame, BTI, MTE: no data
+        } else break;
+      }
+    }
+    const cie: Cie = {
+      codeAlign,
+      dataAlign,
+      addressSize,
+      fdeEncoding,
+      hasAugmentationData,
+      initial: body.sub(body.remaining),
+    };
+    cies.set(offset, cie);
+    return cie;
+  };
+  while (!c.atEnd) {
+    const start = c.offset;
+    const { length, offsetSize } = c.initialLength();
+    if (length === 0) continue; // .eh_frame's terminator (or padding)
+    const body = c.sub(length);
+    const idAt = body.offset;
+    const id = offsetSize === 4 ? BigInt(body.u32()) : body.u64();
+    const isCie =
+      kind === 'eh' ? id === 0n : id === (offsetSize === 4 ? 0xffff_ffffn : 2n ** 64n - 1n);
+    if (isCie) {
+      parseCie(start);
+      continue;
+    }
+    const cieOffset = kind === 'eh' ? idAt - Number(id) : Number(id);
+    if (cieOffset < 0) body.fail(idAt, 'CIE pointer before the section');
+    const cie = parseCie(cieOffset);
+    const low = readPointer(body, cie.fdeEncoding, cie.addressSize);
+    const range = readPointer(body, cie.fdeEncoding & 0x0f, cie.addressSize);
+    if (cie.hasAugmentationData) body.skip(body.ulebNumber());
+    out.push({
+      low,
+      high: low + range,
+      cie,
+      instructions: body.sub(body.remaining),
+      section: kind,
+    });
+  }
+}
+
+interface CfaState {
+  register: number;
+  offset: bigint;
+  expression: boolean;
+}
+
+/** Runs the CIE's initial instructions then the FDE's, up to and including `pc`. */
+function runCfa(fde: Fde, pc: bigint): CfaRule {
+  const state: CfaState = { register: 7, offset: 8n, expression: false };
+  const stack: CfaState[] = [];
+  const run = (program: Cursor): boolean => {
+    const c = new Cursor(program.bytes, program.section, program.offset, program.end);
+    let loc = fde.low;
+    const advance = (delta: bigint): boolean => {
+      loc += delta * fde.cie.codeAlign;
+      return loc <= pc;
+    };
+    while (!c.atEnd) {
+      const at = c.offset;
+      const op = c.u8();
+      const high = op & 0xc0;
+      const low = op & 0x3f;
+      if (high === 0x40) {
+        if (!advance(BigInt(low))) return false;
+        continue;
+      }
+      if (high === 0x80) {
+        c.uleb();
+        continue;
+      }
+      if (high === 0xc0) continue; // DW_CFA_restore
+      switch (op) {
+        case 0x00: // nop
+          break;
+        case 0x01: // set_loc
+          loc = c.unsigned(fde.cie.addressSize);
+          if (loc > pc) return false;
+          break;
+        case 0x02:
+          if (!advance(BigInt(c.u8()))) return false;
+          break;
+        case 0x03:
+          if (!advance(BigInt(c.u16()))) return false;
+          break;
+        case 0x04:
+          if (!advance(BigInt(c.u32()))) return false;
+          break;
+        case 0x05: // offset_extended
+        case 0x09: // register
+        case 0x14: // val_offset
+        case 0x2f: // GNU_negative_offset_extended
+          c.uleb();
+          c.uleb();
+          break;
+        case 0x06: // restore_extended
+        case 0x07: // undefined
+        case 0x08: // same_value
+        case 0x2e: // GNU_args_size
+          c.uleb();
+          break;
+        case 0x0a:
+          stack.push({ ...state });
+          break;
+        case 0x0b: {
+          const saved = stack.pop();
+          if (saved === undefined) c.fail(at, 'DW_CFA_restore_state without remember_state');
+          Object.assign(state, saved);
+          break;
+        }
+        case 0x0c: // def_cfa
+          state.register = c.ulebNumber();
+          state.offset = c.uleb();
+          state.expression = false;
+          break;
+        case 0x0d: // def_cfa_register
+          state.register = c.ulebNumber();
+          state.expression = false;
+          break;
+        case 0x0e: // def_cfa_offset
+          state.offset = c.uleb();
+          break;
+        case 0x0f: // def_cfa_expression
+          c.skip(c.ulebNumber());
+          state.expression = true;
+          break;
+        case 0x10: // expression
+        case 0x16: // val_expression
+          c.uleb();
+          c.skip(c.ulebNumber());
+          break;
+        case 0x11: // offset_extended_sf
+        case 0x15: // val_offset_sf
+          c.uleb();
+          c.sleb();
+          break;
+        case 0x12: // def_cfa_sf
+          state.register = c.ulebNumber();
+          state.offset = c.sleb() * fde.cie.dataAlign;
+          state.expression = false;
+          break;
+        case 0x13: // def_cfa_offset_sf
+          state.offset = c.sleb() * fde.cie.dataAlign;
+          break;
+        default:
+          c.fail(at, `unknown call frame instruction 0x${op.toString(16)}`);
+      }
+    }
+    return true;
+  };
+  run(fde.cie.initial);
+  run(fde.instructions);
+  return state.expression
+    ? { kind: 'expression' }
+    : { kind: 'register', register: state.register, offset: state.offset };
+}

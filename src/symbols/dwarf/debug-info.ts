@@ -1,0 +1,829 @@
+import { type Abbrev, parseAbbrevTable } from './abbrev.js';
+import { DW_AT, DW_FORM, DW_TAG, DW_UT } from './constants.js';
+import { Cursor, DwarfFormatError, stringAt } from './cursor.js';
+import type { DwarfSections } from './sections.js';
+
+/** An attribute's value as stored, before indexes and offsets are followed. */
+export type AttrValue =
+  | { readonly kind: 'address'; readonly value: bigint }
+  | { readonly kind: 'addrx'; readonly index: number }
+  | { readonly kind: 'string'; readonly value: string }
+  | { readonly kind: 'strp'; readonly section: 'str' | 'lineStr'; readonly offset: number }
+  | { readonly kind: 'strx'; readonly index: number }
+  /** data1..8 and udata: unsigned; sdata and implicit_const: signed. */
+  | { readonly kind: 'constant'; readonly value: bigint; readonly signed: boolean }
+  | { readonly kind: 'flag'; readonly value: boolean }
+  /** A reference, as an offset in .debug_info. */
+  | { readonly kind: 'ref'; readonly offset: number }
+  | { readonly kind: 'sec-offset'; readonly value: number }
+  | { readonly kind: 'block'; readonly bytes: Uint8Array; readonly exprloc: boolean }
+  | { readonly kind: 'loclistx' | 'rnglistx'; readonly index: number }
+  /** ref_sig8 (a type unit), supplementary-file and dwz forms: known but not followed. */
+  | { readonly kind: 'unsupported'; readonly form: number };
+
+export interface Die {
+  readonly offset: number;
+  readonly tag: number;
+  readonly attrs: ReadonlyMap<number, AttrValue>;
+  readonly children: Die[];
+  readonly parent: Die | undefined;
+  readonly unit: Unit;
+}
+
+export interface Unit {
+  /** Offset of the unit header in .debug_info. */
+  readonly offset: number;
+  /** Offset just past the unit. */
+  readonly end: number;
+  readonly version: number;
+  readonly unitType: number;
+  readonly addressSize: number;
+  readonly offsetSize: 4 | 8;
+  readonly abbrevOffset: number;
+  /** Offset of the first DIE. */
+  readonly dieOffset: number;
+}
+
+/** An address range, `[low, high)`. */
+export interface AddressRange {
+  readonly low: bigint;
+  readonly high: bigint;
+}
+
+/** What a location attribute says at one pc. */
+export type LocationAt =
+  | { readonly kind: 'expr'; readonly expr: Uint8Array }
+  /** A location list with no entry for the pc: the value is not available there. */
+  | { readonly kind: 'none' }
+  /** The DIE has no location attribute at all. */
+  | { readonly kind: 'absent' };
+
+const MAX_ADDRESS = 0xffff_ffff_ffff_ffffn;
+
+interface ParsedUnit {
+  readonly root: Die;
+  readonly byOffset: Map<number, Die>;
+}
+
+/**
+ * A lazy reader of .debug_info: unit headers are scanned once (a few bytes each), a unit's
+ * DIEs are parsed only when something in it is asked for, and .debug_aranges (when present)
+ * finds the unit of an address without parsing any DIE. DWARF 2-5, 32- and 64-bit.
+ * Every read is checked: malformed sections throw DwarfFormatError.
+ */
+export class DebugInfo {
+  private unitList: Unit[] | undefined;
+  private readonly parsed = new Map<number, ParsedUnit>();
+  private readonly roots = new Map<number, Die>();
+  private readonly abbrevs = new Map<number, Map<number, Abbrev>>();
+  private arangeList: { low: bigint; high: bigint; unit: number }[] | undefined;
+
+  constructor(readonly sections: DwarfSections) {}
+
+  get hasInfo(): boolean {
+    return this.sections.info.length > 0;
+  }
+
+  /** Every unit header of .debug_info, in section order. */
+  units(): readonly Unit[] {
+    if (this.unitList !== undefined) return this.unitList;
+    const info = this.sections.info;
+    const units: Unit[] = [];
+    const c = new Cursor(info, '.debug_info');
+    while (!c.atEnd) {
+      const offset = c.offset;
+      const { length, offsetSize } = c.initialLength();
+      const body = c.sub(length);
+      const end = body.end;
+      const version = body.u16();
+      if (version < 2 || version > 5) body.fail(offset + 4, `unsupported DWARF version ${version}`);
+      let unitType: number = DW_UT.compile;
+      let addressSize: number;
+      let abbrevOffset: number;
+      if (version >= 5) {
+        unitType = body.u8();
+        addressSize = body.u8();
+        abbrevOffset = body.sectionOffset(offsetSize);
+        if (unitType === DW_UT.skeleton || unitType === DW_UT.split_compile) body.skip(8);
+        else if (unitType === DW_UT.type || unitType === DW_UT.split_type) {
+          body.skip(8 + offsetSize);
+        }
+      } else {
+        abbrevOffset = body.sectionOffset(offsetSize);
+        addressSize = body.u8();
+      }
+      if (addressSize !== 4 && addressSize !== 8) {
+        body.fail(offset, `unit has address size ${addressSize}`);
+      }
+      units.push({
+        offset,
+        end,
+        version,
+        unitType,
+        addressSize,
+        offsetSize,
+        abbrevOffset,
+        dieOffset: body.offset,
+      });
+    }
+    this.unitList = units;
+    return units;
+  }
+
+  /** The unit holding a .debug_info offset. */
+  unitAt(offset: number): Unit | undefined {
+    const units = this.units();
+    let lo = 0;
+    let hi = units.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const u = units[mid]!;
+      if (offset < u.offset) hi = mid - 1;
+      else if (offset >= u.end) lo = mid + 1;
+      else return u;
+    }
+    return undefined;
+  }
+
+  /** The compile unit whose code covers `vaddr`: through .debug_aranges, else unit by unit. */
+  unitForAddress(vaddr: bigint): Unit | undefined {
+    const aranges = this.aranges();
+    if (aranges.length > 0) {
+      for (const r of aranges) {
+        if (vaddr >= r.low && vaddr < r.high) return this.unitAt(r.unit);
+      }
+    }
+    // Units aranges does not describe (or no aranges): their top DIE's ranges.
+    const described = new Set(aranges.map((r) => r.unit));
+    for (const unit of this.units()) {
+      if (described.has(unit.offset) || !isCodeUnit(unit)) continue;
+      const root = this.root(unit);
+      if (this.ranges(root).some((r) => vaddr >= r.low && vaddr < r.high)) return unit;
+    }
+    return undefined;
+  }
+
+  private aranges(): { low: bigint; high: bigint; unit: number }[] {
+    if (this.arangeList !== undefined) return this.arangeList;
+    const list: { low: bigint; high: bigint; unit: number }[] = [];
+    const bytes = this.sections.aranges;
+    const c = new Cursor(bytes, '.debug_aranges');
+    while (!c.atEnd) {
+      const start = c.offset;
+      const { length, offsetSize } = c.initialLength();
+      const set = c.sub(length);
+      const version = set.u16();
+      if (version !== 2 && version !== 3) set.fail(start, `unsupported aranges version ${version}`);
+      const unit = set.sectionOffset(offsetSize);
+      const addressSize = set.u8();
+      const segmentSize = set.u8();
+      if (addressSize !== 4 && addressSize !== 8) set.fail(start, `address size ${addressSize}`);
+      if (segmentSize !== 0) set.fail(start, `segment selector size ${segmentSize}`);
+      const tuple = 2 * addressSize;
+      const misalign = (set.offset - start) % tuple;
+      if (misalign !== 0) set.skip(Math.min(tuple - misalign, set.remaining));
+      while (set.remaining >= tuple) {
+        const low = set.unsigned(addressSize);
+        const size = set.unsigned(addressSize);
+        if (low === 0n && size === 0n) break;
+        if (size > 0n) list.push({ low, high: low + size, unit });
+      }
+    }
+    this.arangeList = list;
+    return list;
+  }
+
+  private abbrevTable(unit: Unit): Map<number, Abbrev> {
+    let table = this.abbrevs.get(unit.abbrevOffset);
+    if (table === undefined) {
+      table = parseAbbrevTable(this.sections.abbrev, unit.abbrevOffset);
+      this.abbrevs.set(unit.abbrevOffset, table);
+    }
+    return table;
+  }
+
+  /** The unit's top DIE (compile unit), without its children unless already parsed. */
+  root(unit: Unit): Die {
+    const parsed = this.parsed.get(unit.offset);
+    if (parsed !== undefined) return parsed.root;
+    let root = this.roots.get(unit.offset);
+    if (root === undefined) {
+      const c: Cursor = new Cursor(this.sections.info, '.debug_info', unit.dieOffset, unit.end);
+      const die = this.readDie(c, unit, this.abbrevTable(unit), undefined);
+      if (die === undefined) c.fail(unit.dieOffset, 'unit has no DIE');
+      root = die.die;
+      this.roots.set(unit.offset, root);
+    }
+    return root;
+  }
+
+  /** All the DIEs of a unit, as a tree (parsed once). */
+  tree(unit: Unit): Die {
+    return this.parseUnit(unit).root;
+  }
+
+  private parseUnit(unit: Unit): ParsedUnit {
+    const known = this.parsed.get(unit.offset);
+    if (known !== undefined) return known;
+    const abbrevs = this.abbrevTable(unit);
+    const c: Cursor = new Cursor(this.sections.info, '.debug_info', unit.dieOffset, unit.end);
+    const byOffset = new Map<number, Die>();
+    const first = this.readDie(c, unit, abbrevs, undefined);
+    if (first === undefined) c.fail(unit.dieOffset, 'unit has no DIE');
+    const root = first.die;
+    byOffset.set(root.offset, root);
+    const stack: Die[] = first.hasChildren ? [root] : [];
+    while (stack.length > 0 && !c.atEnd) {
+      const parent = stack[stack.length - 1]!;
+      const read = this.readDie(c, unit, abbrevs, parent);
+      if (read === undefined) {
+        stack.pop();
+        continue;
+      }
+      parent.children.push(read.die);
+      byOffset.set(read.die.offset, read.die);
+      if (read.hasChildren) stack.push(read.die);
+    }
+    const parsed = { root, byOffset };
+    this.parsed.set(unit.offset, parsed);
+    this.roots.delete(unit.offset);
+    return parsed;
+  }
+
+  /** The DIE at a .debug_info offset (parsing its unit). */
+  dieAt(offset: number): Die | undefined {
+    const unit = this.unitAt(offset);
+    if (unit === undefined) return undefined;
+    return this.parseUnit(unit).byOffset.get(offset);
+  }
+
+  /** Reads one DIE; undefined for a null entry (end of siblings). */
+  private readDie(
+    c: Cursor,
+    unit: Unit,
+    abbrevs: Map<number, Abbrev>,
+    parent: Die | undefined,
+  ): { die: Die; hasChildren: boolean } | undefined {
+    const offset = c.offset;
+    const code = c.ulebNumber();
+    if (code === 0) return undefined;
+    const abbrev = abbrevs.get(code);
+    if (abbrev === undefined) c.fail(offset, `DIE uses undefined abbreviation code ${code}`);
+    const attrs = new Map<number, AttrValue>();
+    for (const spec of abbrev.attributes) {
+      const value = readForm(c, spec.form, unit, spec.implicitConst);
+      if (!attrs.has(spec.at)) attrs.set(spec.at, value);
+    }
+    return {
+      die: { offset, tag: abbrev.tag, attrs, children: [], parent, unit },
+      hasChildren: abbrev.hasChildren,
+    };
+  }
+
+  // ---- attribute values ----
+
+  private unitBase(unit: Unit, at: number, fallback?: number): number | undefined {
+    const root = this.root(unit);
+    let value = root.attrs.get(at);
+    if (value === undefined && at === DW_AT.addr_base) value = root.attrs.get(DW_AT.GNU_addr_base);
+    if (value === undefined) return fallback;
+    if (value.kind === 'sec-offset') return value.value;
+    if (value.kind === 'constant') return Number(value.value);
+    return fallback;
+  }
+
+  /** The string of an attribute (name, producer, ...), following strp/strx. */
+  string(die: Die, at: number): string | undefined {
+    const value = die.attrs.get(at);
+    if (value === undefined) return undefined;
+    switch (value.kind) {
+      case 'string':
+        return value.value;
+      case 'strp':
+        return value.section === 'str'
+          ? stringAt(this.sections.str, '.debug_str', value.offset)
+          : stringAt(this.sections.lineStr, '.debug_line_str', value.offset);
+      case 'strx': {
+        const unit = die.unit;
+        const base = this.unitBase(unit, DW_AT.str_offsets_base, unit.offsetSize === 4 ? 8 : 16)!;
+        const bytes = this.sections.strOffsets;
+        const c = new Cursor(bytes, '.debug_str_offsets');
+        c.offset = base + value.index * unit.offsetSize;
+        if (c.offset > bytes.length) c.fail(base, `string index ${value.index} past the end`);
+        return stringAt(this.sections.str, '.debug_str', c.sectionOffset(unit.offsetSize));
+      }
+      default:
+        return undefined;
+    }
+  }
+
+  /** An address attribute, following addrx through .debug_addr. */
+  address(die: Die, at: number): bigint | undefined {
+    const value = die.attrs.get(at);
+    if (value === undefined) return undefined;
+    if (value.kind === 'address') return value.value;
+    if (value.kind === 'addrx') return this.indexedAddress(die.unit, value.index);
+    return undefined;
+  }
+
+  indexedAddress(unit: Unit, index: number): bigint {
+    const base = this.unitBase(unit, DW_AT.addr_base, unit.offsetSize === 4 ? 8 : 16)!;
+    const bytes = this.sections.addr;
+    const at = base + index * unit.addressSize;
+    if (at + unit.addressSize > bytes.length) {
+      throw new DwarfFormatError('.debug_addr', at, `address index ${index} past the end`);
+    }
+    const c = new Cursor(bytes, '.debug_addr', at);
+    return c.unsigned(unit.addressSize);
+  }
+
+  /** A constant attribute (sizes, offsets, lines, bounds); signed when stored signed. */
+  constant(die: Die, at: number): bigint | undefined {
+    const value = die.attrs.get(at);
+    if (value?.kind === 'constant') return value.value;
+    return undefined;
+  }
+
+  flag(die: Die, at: number): boolean {
+    const value = die.attrs.get(at);
+    return value?.kind === 'flag' && value.value;
+  }
+
+  /** The DIE a reference attribute points at. */
+  ref(die: Die, at: number): Die | undefined {
+    const value = die.attrs.get(at);
+    if (value?.kind !== 'ref') return undefined;
+    const local = this.parsed.get(die.unit.offset)?.byOffset.get(value.offset);
+    return local ?? this.dieAt(value.offset);
+  }
+
+  /** True when the attribute is a reference this reader does not follow (ref_sig8, dwz). */
+  unfollowedRef(die: Die, at: number): boolean {
+    return die.attrs.get(at)?.kind === 'unsupported';
+  }
+
+  /**
+   * The name of a DIE, from itself or the DIE it completes (DW_AT_abstract_origin,
+   * DW_AT_specification).
+   */
+  name(die: Die): string | undefined {
+    return this.inherited(die, (d) => this.string(d, DW_AT.name));
+  }
+
+  linkageName(die: Die): string | undefined {
+    return this.inherited(
+      die,
+      (d) => this.string(d, DW_AT.linkage_name) ?? this.string(d, DW_AT.MIPS_linkage_name),
+    );
+  }
+
+  /** An attribute looked up on the DIE, then through abstract_origin/specification. */
+  inherited<T>(die: Die, get: (d: Die) => T | undefined): T | undefined {
+    let d: Die | undefined = die;
+    for (let depth = 0; d !== undefined && depth < 8; depth++) {
+      const value = get(d);
+      if (value !== undefined) return value;
+      d = this.ref(d, DW_AT.abstract_origin) ?? this.ref(d, DW_AT.specification);
+    }
+    return undefined;
+  }
+
+  /** The DIE a DIE's abstract_origin or specification chain ends at (itself if none). */
+  origin(die: Die): Die {
+    let d = die;
+    for (let depth = 0; depth < 8; depth++) {
+      const next = this.ref(d, DW_AT.abstract_origin) ?? this.ref(d, DW_AT.specification);
+      if (next === undefined) break;
+      d = next;
+    }
+    return d;
+  }
+
+  /** The code ranges of a DIE: low_pc/high_pc (end address or length) or DW_AT_ranges. */
+  ranges(die: Die): AddressRange[] {
+    const low = this.address(die, DW_AT.low_pc);
+    const highValue = die.attrs.get(DW_AT.high_pc);
+    if (low !== undefined && highValue !== undefined) {
+      const high =
+        highValue.kind === 'constant' ? low + highValue.value : this.address(die, DW_AT.high_pc);
+      return high === undefined || high <= low ? [] : [{ low, high }];
+    }
+    const ranges = die.attrs.get(DW_AT.ranges);
+    if (ranges === undefined) return [];
+    const unit = die.unit;
+    const base = this.baseAddress(unit);
+    if (unit.version >= 5) {
+      let offset: number;
+      if (ranges.kind === 'rnglistx') {
+        offset = this.listOffset(unit, 'rngLists', DW_AT.rnglists_base, ranges.index);
+      } else if (ranges.kind === 'sec-offset' || ranges.kind === 'constant') {
+        offset = Number(ranges.kind === 'sec-offset' ? ranges.value : ranges.value);
+      } else return [];
+      return readRngList(this, unit, offset, base);
+    }
+    if (ranges.kind !== 'sec-offset' && ranges.kind !== 'constant') return [];
+    const offset = ranges.kind === 'sec-offset' ? ranges.value : Number(ranges.value);
+    const extra =
+      die.tag === DW_TAG.compile_unit ? 0 : (this.unitBase(unit, DW_AT.GNU_ranges_base) ?? 0);
+    return readRanges(this.sections.ranges, unit.addressSize, offset + extra, base);
+  }
+
+  /** The entry address of a subprogram or inlined instance: DW_AT_entry_pc, else its lowest range. */
+  entryPc(die: Die): bigint | undefined {
+    const ranges = this.ranges(die);
+    const entry = die.attrs.get(DW_AT.entry_pc);
+    if (entry !== undefined) {
+      if (entry.kind === 'constant') {
+        const low = this.address(die, DW_AT.low_pc) ?? ranges[0]?.low;
+        if (low !== undefined) return low + entry.value;
+      } else {
+        const address = this.address(die, DW_AT.entry_pc);
+        if (address !== undefined) return address;
+      }
+    }
+    const low = this.address(die, DW_AT.low_pc);
+    if (low !== undefined) return low;
+    let lowest: bigint | undefined;
+    for (const r of ranges) if (lowest === undefined || r.low < lowest) lowest = r.low;
+    return lowest;
+  }
+
+  /** The unit's base address (the compile unit's low_pc; 0 without one). */
+  baseAddress(unit: Unit): bigint {
+    return this.address(this.root(unit), DW_AT.low_pc) ?? 0n;
+  }
+
+  private listOffset(
+    unit: Unit,
+    section: 'rngLists' | 'locLists',
+    baseAt: number,
+    index: number,
+  ): number {
+    const base = this.unitBase(unit, baseAt, unit.offsetSize === 4 ? 12 : 20)!;
+    const bytes = this.sections[section];
+    const name = section === 'rngLists' ? '.debug_rnglists' : '.debug_loclists';
+    const c = new Cursor(bytes, name);
+    const at = base + index * unit.offsetSize;
+    if (at > bytes.length) c.fail(at, `list index ${index} past the end`);
+    c.offset = at;
+    return base + c.sectionOffset(unit.offsetSize);
+  }
+
+  /** The location expression of `at` (DW_AT_location, DW_AT_frame_base) that applies at `pc`. */
+  locationAt(die: Die, at: number, pc: bigint): LocationAt {
+    const value = die.attrs.get(at);
+    if (value === undefined) return { kind: 'absent' };
+    if (value.kind === 'block') return { kind: 'expr', expr: value.bytes };
+    const unit = die.unit;
+    const base = this.baseAddress(unit);
+    let expr: Uint8Array | undefined;
+    if (unit.version >= 5) {
+      let offset: number;
+      if (value.kind === 'loclistx') {
+        offset = this.listOffset(unit, 'locLists', DW_AT.loclists_base, value.index);
+      } else if (value.kind === 'sec-offset') offset = value.value;
+      else return { kind: 'absent' };
+      expr = readLocList(this, unit, offset, base, pc);
+    } else {
+      let offset: number;
+      if (value.kind === 'sec-offset') offset = value.value;
+      else if (value.kind === 'constant' && !value.signed) offset = Number(value.value);
+      else return { kind: 'absent' };
+      expr = readLoc(this.sections.loc, unit.addressSize, offset, base, pc);
+    }
+    return expr === undefined || expr.length === 0 ? { kind: 'none' } : { kind: 'expr', expr };
+  }
+}
+
+function isCodeUnit(unit: Unit): boolean {
+  return (
+    unit.unitType === DW_UT.compile ||
+    unit.unitType === DW_UT.partial ||
+    unit.unitType === DW_UT.skeleton
+  );
+}
+
+/** Reads one attribute value of `form`. */
+function readForm(
+  c: Cursor,
+  form: number,
+  unit: Unit,
+  implicitConst: bigint | undefined,
+): AttrValue {
+  const at = c.offset;
+  switch (form) {
+    case DW_FORM.addr:
+      return { kind: 'address', value: c.unsigned(unit.addressSize) };
+    case DW_FORM.addrx:
+    case DW_FORM.GNU_addr_index:
+      return { kind: 'addrx', index: c.ulebNumber() };
+    case DW_FORM.addrx1:
+      return { kind: 'addrx', index: c.u8() };
+    case DW_FORM.addrx2:
+      return { kind: 'addrx', index: c.u16() };
+    case DW_FORM.addrx3:
+      return { kind: 'addrx', index: c.u24() };
+    case DW_FORM.addrx4:
+      return { kind: 'addrx', index: c.u32() };
+    case DW_FORM.string:
+      return { kind: 'string', value: c.cstring() };
+    case DW_FORM.strp:
+      return { kind: 'strp', section: 'str', offset: c.sectionOffset(unit.offsetSize) };
+    case DW_FORM.line_strp:
+      return { kind: 'strp', section: 'lineStr', offset: c.sectionOffset(unit.offsetSize) };
+    case DW_FORM.strx:
+    case DW_FORM.GNU_str_index:
+      return { kind: 'strx', index: c.ulebNumber() };
+    case DW_FORM.strx1:
+      return { kind: 'strx', index: c.u8() };
+    case DW_FORM.strx2:
+      return { kind: 'strx', index: c.u16() };
+    case DW_FORM.strx3:
+      return { kind: 'strx', index: c.u24() };
+    case DW_FORM.strx4:
+      return { kind: 'strx', index: c.u32() };
+    case DW_FORM.data1:
+      return { kind: 'constant', value: BigInt(c.u8()), signed: false };
+    case DW_FORM.data2:
+      return { kind: 'constant', value: BigInt(c.u16()), signed: false };
+    case DW_FORM.data4:
+      return { kind: 'constant', value: BigInt(c.u32()), signed: false };
+    case DW_FORM.data8:
+      return { kind: 'constant', value: c.u64(), signed: false };
+    case DW_FORM.data16:
+      return { kind: 'block', bytes: c.bytes.subarray(c.take(16), c.offset), exprloc: false };
+    case DW_FORM.sdata:
+      return { kind: 'constant', value: c.sleb(), signed: true };
+    case DW_FORM.udata:
+      return { kind: 'constant', value: c.uleb(), signed: false };
+    case DW_FORM.implicit_const:
+      if (implicitConst === undefined) c.fail(at, 'implicit_const without a value');
+      return { kind: 'constant', value: implicitConst, signed: true };
+    case DW_FORM.flag:
+      return { kind: 'flag', value: c.u8() !== 0 };
+    case DW_FORM.flag_present:
+      return { kind: 'flag', value: true };
+    case DW_FORM.exprloc:
+    case DW_FORM.block:
+      return block(c, c.ulebNumber(), form === DW_FORM.exprloc);
+    case DW_FORM.block1:
+      return block(c, c.u8(), false);
+    case DW_FORM.block2:
+      return block(c, c.u16(), false);
+    case DW_FORM.block4:
+      return block(c, c.u32(), false);
+    case DW_FORM.ref1:
+      return localRef(c, unit, c.u8());
+    case DW_FORM.ref2:
+      return localRef(c, unit, c.u16());
+    case DW_FORM.ref4:
+      return localRef(c, unit, c.u32());
+    case DW_FORM.ref8:
+      return localRef(c, unit, c.u64Number());
+    case DW_FORM.ref_udata:
+      return localRef(c, unit, c.ulebNumber());
+    case DW_FORM.ref_addr:
+      return {
+        kind: 'ref',
+        offset:
+          unit.version <= 2
+            ? Number(c.unsigned(unit.addressSize))
+            : c.sectionOffset(unit.offsetSize),
+      };
+    case DW_FORM.sec_offset:
+      return { kind: 'sec-offset', value: c.sectionOffset(unit.offsetSize) };
+    case DW_FORM.loclistx:
+      return { kind: 'loclistx', index: c.ulebNumber() };
+    case DW_FORM.rnglistx:
+      return { kind: 'rnglistx', index: c.ulebNumber() };
+    case DW_FORM.ref_sig8:
+      c.skip(8);
+      return { kind: 'unsupported', form };
+    case DW_FORM.ref_sup4:
+      c.skip(4);
+      return { kind: 'unsupported', form };
+    case DW_FORM.ref_sup8:
+      c.skip(8);
+      return { kind: 'unsupported', form };
+    case DW_FORM.strp_sup:
+    case DW_FORM.GNU_ref_alt:
+    case DW_FORM.GNU_strp_alt:
+      c.skip(unit.offsetSize);
+      return { kind: 'unsupported', form };
+    case DW_FORM.indirect: {
+      const actual = c.ulebNumber();
+      if (actual === DW_FORM.indirect || actual === DW_FORM.implicit_const) {
+        c.fail(at, `DW_FORM_indirect names form 0x${actual.toString(16)}`);
+      }
+      return readForm(c, actual, unit, undefined);
+    }
+    default:
+      return c.fail(at, `unknown attribute form 0x${form.toString(16)}`);
+  }
+}
+
+function block(c: Cursor, length: number, exprloc: boolean): AttrValue {
+  const start = c.take(length);
+  return { kind: 'block', bytes: c.bytes.subarray(start, start + length), exprloc };
+}
+
+function localRef(c: Cursor, unit: Unit, offset: number): AttrValue {
+  const target = unit.offset + offset;
+  if (target >= unit.end) c.fail(c.offset, `reference 0x${offset.toString(16)} past its unit`);
+  return { kind: 'ref', offset: target };
+}
+
+/** A DWARF 2-4 .debug_ranges list. */
+function readRanges(
+  bytes: Uint8Array,
+  addressSize: number,
+  offset: number,
+  unitBase: bigint,
+): AddressRange[] {
+  const c = new Cursor(bytes, '.debug_ranges');
+  if (offset > bytes.length) c.fail(offset, 'range list offset past the end');
+  c.offset = offset;
+  const all = addressSize === 8 ? MAX_ADDRESS : 0xffff_ffffn;
+  let base = unitBase;
+  const out: AddressRange[] = [];
+  for (;;) {
+    const begin = c.unsigned(addressSize);
+    const end = c.unsigned(addressSize);
+    if (begin === 0n && end === 0n) return out;
+    if (begin === all) base = end;
+    else if (end > begin) out.push({ low: base + begin, high: base + end });
+  }
+}
+
+const DW_RLE = {
+  end_of_list: 0,
+  base_addressx: 1,
+  startx_endx: 2,
+  startx_length: 3,
+  offset_pair: 4,
+  base_address: 5,
+  start_end: 6,
+  start_length: 7,
+} as const;
+
+/** A DWARF 5 .debug_rnglists list. */
+function readRngList(
+  info: DebugInfo,
+  unit: Unit,
+  offset: number,
+  unitBase: bigint,
+): AddressRange[] {
+  const bytes = info.sections.rngLists;
+  const c = new Cursor(bytes, '.debug_rnglists');
+  if (offset > bytes.length) c.fail(offset, 'range list offset past the end');
+  c.offset = offset;
+  let base = unitBase;
+  const out: AddressRange[] = [];
+  const push = (low: bigint, high: bigint) => {
+    if (high > low) out.push({ low, high });
+  };
+  for (;;) {
+    const at = c.offset;
+    const kind = c.u8();
+    switch (kind) {
+      case DW_RLE.end_of_list:
+        return out;
+      case DW_RLE.base_addressx:
+        base = info.indexedAddress(unit, c.ulebNumber());
+        break;
+      case DW_RLE.startx_endx: {
+        const low = info.indexedAddress(unit, c.ulebNumber());
+        push(low, info.indexedAddress(unit, c.ulebNumber()));
+        break;
+      }
+      case DW_RLE.startx_length: {
+        const low = info.indexedAddress(unit, c.ulebNumber());
+        push(low, low + c.uleb());
+        break;
+      }
+      case DW_RLE.offset_pair: {
+        const low = base + c.uleb();
+        push(low, base + c.uleb());
+        break;
+      }
+      case DW_RLE.base_address:
+        base = c.unsigned(unit.addressSize);
+        break;
+      case DW_RLE.start_end: {
+        const low = c.unsigned(unit.addressSize);
+        push(low, c.unsigned(unit.addressSize));
+        break;
+      }
+      case DW_RLE.start_length: {
+        const low = c.unsigned(unit.addressSize);
+        push(low, low + c.uleb());
+        break;
+      }
+      default:
+        c.fail(at, `unknown range list entry kind ${kind}`);
+    }
+  }
+}
+
+/** The expression of a DWARF 2-4 .debug_loc list that covers `pc`. */
+function readLoc(
+  bytes: Uint8Array,
+  addressSize: number,
+  offset: number,
+  unitBase: bigint,
+  pc: bigint,
+): Uint8Array | undefined {
+  const c = new Cursor(bytes, '.debug_loc');
+  if (offset > bytes.length) c.fail(offset, 'location list offset past the end');
+  c.offset = offset;
+  const all = addressSize === 8 ? MAX_ADDRESS : 0xffff_ffffn;
+  let base = unitBase;
+  for (;;) {
+    const begin = c.unsigned(addressSize);
+    const end = c.unsigned(addressSize);
+    if (begin === 0n && end === 0n) return undefined;
+    if (begin === all) {
+      base = end;
+      continue;
+    }
+    const length = c.u16();
+    const start = c.take(length);
+    if (pc >= base + begin && pc < base + end) return bytes.subarray(start, start + length);
+  }
+}
+
+const DW_LLE = {
+  end_of_list: 0,
+  base_addressx: 1,
+  startx_endx: 2,
+  startx_length: 3,
+  offset_pair: 4,
+  default_location: 5,
+  base_address: 6,
+  start_end: 7,
+  start_length: 8,
+} as const;
+
+/** The expression of a DWARF 5 .debug_loclists list that covers `pc` (or its default). */
+function readLocList(
+  info: DebugInfo,
+  unit: Unit,
+  offset: number,
+  unitBase: bigint,
+  pc: bigint,
+): Uint8Array | undefined {
+  const bytes = info.sections.locLists;
+  const c = new Cursor(bytes, '.debug_loclists');
+  if (offset > bytes.length) c.fail(offset, 'location list offset past the end');
+  c.offset = offset;
+  let base = unitBase;
+  let fallback: Uint8Array | undefined;
+  const expr = (): Uint8Array => {
+    const length = c.ulebNumber();
+    const start = c.take(length);
+    return bytes.subarray(start, start + length);
+  };
+  for (;;) {
+    const at = c.offset;
+    const kind = c.u8();
+    let low: bigint;
+    let high: bigint;
+    switch (kind) {
+      case DW_LLE.end_of_list:
+        return fallback;
+      case DW_LLE.base_addressx:
+        base = info.indexedAddress(unit, c.ulebNumber());
+        continue;
+      case DW_LLE.base_address:
+        base = c.unsigned(unit.addressSize);
+        continue;
+      case DW_LLE.default_location:
+        fallback = expr();
+        continue;
+      case DW_LLE.startx_endx:
+        low = info.indexedAddress(unit, c.ulebNumber());
+        high = info.indexedAddress(unit, c.ulebNumber());
+        break;
+      case DW_LLE.startx_length:
+        low = info.indexedAddress(unit, c.ulebNumber());
+        high = low + c.uleb();
+        break;
+      case DW_LLE.offset_pair:
+        low = base + c.uleb();
+        high = base + c.uleb();
+        break;
+      case DW_LLE.start_end:
+        low = c.unsigned(unit.addressSize);
+        high = c.unsigned(unit.addressSize);
+        break;
+      case DW_LLE.start_length:
+        low = c.unsigned(unit.addressSize);
+        high = low + c.uleb();
+        break;
+      default:
+        return c.fail(at, `unknown location list entry kind ${kind}`);
+    }
+    const e = expr();
+    if (pc >= low && pc < high) return e;
+  }
+}
