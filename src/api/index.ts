@@ -39,6 +39,7 @@ export {
   type ResolveOptions,
   resolveProbes,
   type SiteKind,
+  type SourceSite,
 } from '../plan/index.js';
 export {
   type FetchArg,

@@ -26,8 +26,10 @@ import {
   preferName,
   SymbolIndex,
 } from '../symbols/index.js';
+import { closeDebugInfo } from './debug-info.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
+import { resolveLineAddresses } from './resolve-line.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
 
 export interface ResolveOptions {
@@ -44,6 +46,11 @@ export interface ResolveOptions {
    * probe. Default 'tracefs'.
    */
   readonly engine?: 'tracefs' | 'ptrace' | undefined;
+  /**
+   * Directories searched for separate debug files (FILE:LINE specs) like /usr/lib/debug and
+   * before it: DIR/.build-id/xx/rest.debug, DIR/<the file's directory>/<debuglink name>.
+   */
+  readonly debugDirs?: readonly string[] | undefined;
 }
 
 export interface ProbePlan {
@@ -115,7 +122,10 @@ export function resolveProbesSync(
       }
     }
   } finally {
-    for (const target of targets.values()) target.elf.close();
+    for (const target of targets.values()) {
+      closeDebugInfo(target.elf);
+      target.elf.close();
+    }
   }
   return plan;
 }
@@ -228,13 +238,10 @@ function resolveLocation(
     case 'usdt':
       return resolveUsdt(spec, location, target, options);
     case 'line':
-      throw specError(
-        spec,
-        location.span,
-        'ERR_NOT_SUPPORTED',
-        `Cannot resolve source line ${quote(`${location.file}:${location.line}`)}: probes by source line need DWARF line tables, which this version does not read yet`,
-        [`Probe the function instead: ${spec.target.text}:FUNCTION`],
-      );
+      return resolveLineAddresses(spec, location, target, options).map((at) => ({
+        ...buildSite(spec, target, at.fn, at.vaddr, location.span, options),
+        source: at.source,
+      }));
   }
 }
 
