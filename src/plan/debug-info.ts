@@ -8,12 +8,18 @@ import {
   type ElfFile,
   findDebugInfo,
   LineTable,
+  SymbolIndex,
 } from '../symbols/index.js';
 
 /** The debug info a target's source-line queries read, and where it was found. */
 export interface DebugInfo {
   readonly source: DebugInfoSource;
   readonly lines: LineTable;
+  /**
+   * The function symbols of the debug file when it is separate and the target is stripped (an
+   * --only-keep-debug file keeps .symtab), else undefined: use the target's.
+   */
+  debugSymbols(): SymbolIndex | undefined;
 }
 
 /** Where debug info was found, as reports show it. */
@@ -54,7 +60,16 @@ export function lookupDebugInfo(
   let result: DebugInfo | MissingDebugInfo;
   if (found.found) {
     const source: DebugInfoSource = { elf: found.elf, path: found.path, how: found.how };
-    result = { source, lines: LineTable.of(found.elf) };
+    let symbols: SymbolIndex | undefined;
+    result = {
+      source,
+      lines: LineTable.of(found.elf),
+      debugSymbols: () => {
+        if (found.elf === elf || elf.hasSymtab || !found.elf.hasSymtab) return undefined;
+        symbols ??= new SymbolIndex(found.elf);
+        return symbols;
+      },
+    };
   } else {
     const owner = owningPackage(path);
     result = {

@@ -63,13 +63,6 @@ export function resolveLineAddresses(
       hints,
       cause,
     });
-  if (spec.kind === 'return') {
-    throw fail(
-      'ERR_SPEC_INVALID',
-      `Cannot place a return probe on source line ${quote(what)}: a return probe belongs to a function, not a line`,
-      [`Probe the function's return instead: r:${spec.target.text}:FUNCTION`],
-    );
-  }
   const info = debugInfoOf(target, options, spec.text, location.span);
   const lines = info.lines;
   const displayPath = target.file.displayPath;
@@ -77,7 +70,7 @@ export function resolveLineAddresses(
   try {
     const path = pickFile(lines, location.file, what, displayPath, spec, fail);
     const rows = lines.rowsOfLine(path, location.line);
-    const symbols = target.symbols();
+    const symbols = info.debugSymbols() ?? target.symbols();
     const picked = firstAddressPerContext(rows, lineContext(symbols));
     if (picked.length === 0) {
       const near = nearestLines(lines.linesWithCode(path), location.line);
