@@ -77,6 +77,12 @@ export {
   type ObjectListing,
 } from './list.js';
 export {
+  type ListLinesOptions,
+  listSourceLines,
+  type SourceLine,
+  type SourceLineListing,
+} from './list-lines.js';
+export {
   type HitContext,
   type ProbeEventKind,
   type ProcessRegistration,

@@ -4,13 +4,15 @@ import {
   functionDisplayName,
   listFunctions,
   listObjects,
+  listSourceLines,
   type ObjectListing,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { hex, renderJson, renderTable } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { formatDev, parsePid } from '../options.js';
+import { debugDirOption, formatDev, parsePid } from '../options.js';
+import { renderSourceLines, sourceLinesJson } from './list-lines.js';
 
 export function registerList(program: Command, io: Io, result: CommandResult): void {
   program
@@ -29,7 +31,25 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
       parsePid,
     )
     .option('--json', 'print JSON instead of a table')
+    .option(
+      '--lines <what>',
+      'show the source lines of function WHAT (or of FILE.c:START-END), marking with * those a probe can go on (FILE:LINE specs), like perf probe -L',
+    )
+    .option(...debugDirOption)
     .action(async (target, pattern, options) => {
+      if (options.lines !== undefined) {
+        if (target === undefined) throw usage('Cannot list source lines: name a TARGET');
+        const listing = listSourceLines(target, options.lines, {
+          pid: options.pid,
+          debugDirs: options.debugDir,
+        });
+        io.out(
+          options.json === true
+            ? `${renderJson(sourceLinesJson(listing))}\n`
+            : renderSourceLines(listing),
+        );
+        return;
+      }
       if (target === undefined) {
         if (options.pid === undefined) {
           throw usage(

@@ -131,9 +131,15 @@ export class LineTable {
 
   /** The rows of a line of a file (a path matchFiles returned), in address order. */
   rowsOfLine(path: string, line: number): LineAddress[] {
+    return this.rowsOfLines(path, line, line);
+  }
+
+  /** The rows of lines first..last of a file, in address order. */
+  rowsOfLines(path: string, first: number, last: number): LineAddress[] {
     const found: LineAddress[] = [];
     this.#forRowsOf(path, (rows, i, unitPath) => {
-      if (rows.line[i] === line) found.push(rowAt(rows, i, unitPath));
+      const line = rows.line[i]!;
+      if (line >= first && line <= last) found.push(rowAt(rows, i, unitPath));
     });
     return found.sort((a, b) => (a.vaddr < b.vaddr ? -1 : a.vaddr > b.vaddr ? 1 : 0));
   }
