@@ -3,10 +3,12 @@
 // same run on the same files, printed as ratios. Installs the peers it needs (binutils' nm).
 // Then the tracing part (bench/trace.mjs): probe cost per hit and event rate against perf and
 // bpftrace. Then the ptrace engine's per-hit cost (bench/ptrace.mjs) and the bpf engine's
-// counting, latency and attach times against bpftrace and bcc (bench/bpf.mjs).
+// counting, latency and attach times against bpftrace and bcc (bench/bpf.mjs). Then probes by
+// source line on a large binary with DWARF against perf probe (bench/dwarf.mjs).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { runBpfBench } from './bpf.mjs';
+import { runDwarfBench } from './dwarf.mjs';
 import { runPtraceBench } from './ptrace.mjs';
 import { runTraceBench } from './trace.mjs';
 
@@ -85,3 +87,4 @@ console.log(`(Node's own start-up on this machine: ${nodeStart.toFixed(1)} ms)`)
 runTraceBench();
 runPtraceBench();
 runBpfBench();
+runDwarfBench();

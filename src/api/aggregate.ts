@@ -34,6 +34,8 @@ export interface AggregateOptions {
   readonly filter?: string | undefined;
   /** Allow raw addresses no symbol covers. */
   readonly unsafe?: boolean | undefined;
+  /** Directories searched for separate debug files (FILE:LINE specs), before /usr/lib/debug. */
+  readonly debugDirs?: readonly string[] | undefined;
   /** How probes are attached (default `auto`: uprobe_multi, else one perf event each). */
   readonly attach?: AttachMode | undefined;
 }
@@ -234,6 +236,7 @@ async function start<R>(
   const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
     pid: options.pid,
     unsafe: options.unsafe,
+    debugDirs: options.debugDirs,
   });
   check?.(sites);
   const launched = options.command === undefined ? undefined : await launchStopped(options.command);

@@ -162,6 +162,7 @@ export class AsyncProcessTracer implements AsyncDisposable {
         event: registration.event,
         where: registration.where,
         unsafe: registration.unsafe,
+        debugDirs: registration.debugDirs,
         handler: registration.handler !== undefined,
         filter: registration.filter !== undefined,
       },

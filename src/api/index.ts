@@ -39,6 +39,7 @@ export {
   type ResolveOptions,
   resolveProbes,
   type SiteKind,
+  type SourceSite,
 } from '../plan/index.js';
 export {
   type FetchArg,
@@ -75,6 +76,12 @@ export {
   listObjects,
   type ObjectListing,
 } from './list.js';
+export {
+  type ListLinesOptions,
+  listSourceLines,
+  type SourceLine,
+  type SourceLineListing,
+} from './list-lines.js';
 export { type ListVariablesOptions, listVariables, type VariableListing } from './list-vars.js';
 export {
   type HitContext,

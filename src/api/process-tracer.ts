@@ -29,6 +29,8 @@ export interface ProcessRegistration {
   readonly filter?: ((hit: HitContext) => boolean) | undefined;
   /** Allow raw addresses no symbol covers, in specs. */
   readonly unsafe?: boolean | undefined;
+  /** Directories searched for separate debug files (FILE:LINE specs), before /usr/lib/debug. */
+  readonly debugDirs?: readonly string[] | undefined;
 }
 
 export interface FollowOptions {
@@ -152,6 +154,7 @@ export class ProcessTracer {
     const sites = planProbesSync([spec], {
       pid: this.pid,
       unsafe: registration.unsafe,
+      debugDirs: registration.debugDirs,
       engine: 'ptrace',
     });
     this.#ids.set(registration.id, this.#ids.get(registration.id) ?? []);

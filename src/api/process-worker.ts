@@ -232,12 +232,13 @@ class Server {
 
   /** The registration as the tracer takes it: what runs in the caller's thread is asked for. */
   #registration(request: Extract<Request, { op: 'register' }>) {
-    const { id, event, where, unsafe, handler, filter } = request.registration;
+    const { id, event, where, unsafe, debugDirs, handler, filter } = request.registration;
     return {
       id,
       event,
       where,
       unsafe,
+      debugDirs,
       handler: handler
         ? (hit: HitContext, site: ProbeSite | undefined) => {
             this.#ask(hit, site);

@@ -46,6 +46,8 @@ export interface AttachOptions {
   readonly pollIntervalMs?: number | undefined;
   /** Allow raw addresses no symbol covers. */
   readonly unsafe?: boolean | undefined;
+  /** Directories searched for separate debug files (FILE:LINE specs), before /usr/lib/debug. */
+  readonly debugDirs?: readonly string[] | undefined;
   /**
    * `tracefs` (uprobe_events and the tracing ring buffer; the default) or `bpf` (a BPF
    * handler per hit writing to a BPF ring buffer; root, or CAP_BPF and CAP_PERFMON).
@@ -136,6 +138,7 @@ export class Tracer {
     const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
       pid: options.pid,
       unsafe: options.unsafe,
+      debugDirs: options.debugDirs,
     });
     const tracefs = ensureTracefs();
     cleanStaleGroups(tracefs);

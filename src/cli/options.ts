@@ -27,3 +27,18 @@ export function positive(what: string) {
     return n;
   };
 }
+
+/** Collects a repeatable option's values. */
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/**
+ * `--debug-dir DIR` (repeatable), for commands that resolve specs: where separate debug files
+ * are looked for, before /usr/lib/debug, as gdb's debug-file-directory. Spread into .option().
+ */
+export const debugDirOption = [
+  '--debug-dir <dir>',
+  'look for separate debug files (for FILE:LINE specs) in DIR, as in /usr/lib/debug: DIR/.build-id/xx/rest.debug or DIR/<path of the file>/<debuglink name>; repeatable',
+  collect,
+] as const;

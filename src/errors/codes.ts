@@ -79,8 +79,14 @@ export const ERROR_CODES = {
     'not-supported',
     "The kernel's BPF verifier refused a program upscope generated for a handler",
   ),
-  ERR_NO_DEBUG_INFO: code('resolution', 'A file has no DWARF debug info where it is needed'),
+  ERR_NO_DEBUG_INFO: code(
+    'resolution',
+    'A file has no debug info (DWARF) and no separate debug file for it was found',
+  ),
   ERR_DWARF_INVALID: code('target', "A file's DWARF debug info cannot be read"),
+  ERR_SOURCE_NOT_FOUND: code('resolution', "A source file is not in a file's line tables"),
+  ERR_SOURCE_AMBIGUOUS: code('resolution', 'A source file name matches several files'),
+  ERR_NO_LINE_CODE: code('resolution', 'No code was generated for a source line'),
   ERR_VARIABLE_NOT_FOUND: code(
     'resolution',
     'No variable, parameter or member of that name is there',

@@ -26,6 +26,7 @@ export {
   stopThenExec,
   threadsOf,
 } from './launch.js';
+export { debugPackageName, owningPackage } from './packages.js';
 export {
   ensureTracefs,
   findTracefs,

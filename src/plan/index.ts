@@ -1,5 +1,16 @@
+export {
+  closeDebugInfo,
+  type DebugFileUsed,
+  type DebugInfo,
+  type DebugInfoOptions,
+  isDebugInfo,
+  lookupDebugInfo,
+  type MissingDebugInfo,
+  missingDebugInfoHints,
+} from './debug-info.js';
 export { findIfuncImplementations, type IfuncImplementation } from './ifunc.js';
-export type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
+export type { ProbeSite, SiteKind, SourceSite, TargetFile, UsdtSite } from './probe-site.js';
+export { type LineSiteAddress, lineContext, resolveLineAddresses } from './resolve-line.js';
 export {
   type ProbePlan,
   planProbes,

@@ -25,6 +25,20 @@ export interface UsdtSite {
   readonly semaphoreFileOffset: bigint | undefined;
 }
 
+/** The source line a site was resolved from (FILE:LINE specs), and the debug info that said so. */
+export interface SourceSite {
+  /** The source file as the line table names it (absolute when the table says where). */
+  readonly file: string;
+  readonly line: number;
+  /** 0 when the compiler did not say. */
+  readonly column: number;
+  /** The file whose DWARF was read: the target itself, or its separate debug file. */
+  readonly debugFile: {
+    readonly path: string;
+    readonly how: 'embedded' | 'build-id' | 'debuglink';
+  };
+}
+
 /**
  * A fully resolved probe site: plain data, the same on any machine for the same file, and
  * everything an engine needs to attach (file + offset) and a user needs to trust it.
@@ -51,4 +65,6 @@ export interface ProbeSite {
   readonly fetches: readonly FetchArg[];
   /** With -p: the address of the site in that process. */
   readonly runtimeAddress: bigint | undefined;
+  /** For a FILE:LINE spec: the line, and where its debug info came from. */
+  readonly source?: SourceSite | undefined;
 }

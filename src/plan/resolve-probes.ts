@@ -28,8 +28,10 @@ import {
   SymbolIndex,
   withoutParameters,
 } from '../symbols/index.js';
+import { closeDebugInfo } from './debug-info.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
+import { resolveLineAddresses } from './resolve-line.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
 import { lowerVariableFetches, openDwarf, variableProbeAddress } from './variables.js';
 
@@ -52,6 +54,11 @@ export interface ResolveOptions {
    * demangled names either way; false leaves `demangled` undefined and aliases as stored.
    */
   readonly demangle?: boolean | undefined;
+  /**
+   * Directories searched for separate debug files (FILE:LINE specs) like /usr/lib/debug and
+   * before it: DIR/.build-id/xx/rest.debug, DIR/<the file's directory>/<debuglink name>.
+   */
+  readonly debugDirs?: readonly string[] | undefined;
 }
 
 export interface ProbePlan {
@@ -125,7 +132,10 @@ export function resolveProbesSync(
       }
     }
   } finally {
-    for (const target of targets.values()) target.elf.close();
+    for (const target of targets.values()) {
+      closeDebugInfo(target.elf);
+      target.elf.close();
+    }
   }
   return plan;
 }
@@ -243,13 +253,10 @@ function resolveLocation(
     case 'usdt':
       return resolveUsdt(spec, location, target, options);
     case 'line':
-      throw specError(
-        spec,
-        location.span,
-        'ERR_NOT_SUPPORTED',
-        `Cannot resolve source line ${quote(`${location.file}:${location.line}`)}: probes by source line need DWARF line tables, which this version does not read yet`,
-        [`Probe the function instead: ${spec.target.text}:FUNCTION`],
-      );
+      return resolveLineAddresses(spec, location, target, options).map((at) => ({
+        ...buildSite(spec, target, at.fn, at.vaddr, location.span, options),
+        source: at.source,
+      }));
   }
 }
 

@@ -1,6 +1,11 @@
-export { debugFileCandidates } from './debug-files.js';
+export {
+  DEFAULT_DEBUG_DIR,
+  type DebugFileCandidate,
+  debugFileCandidates,
+  debugFileLocations,
+} from './debug-files.js';
 export { demangle, looksMangled, withoutParameters } from './demangle.js';
-export * from './dwarf/info-index.js';
+export * from './dwarf/index.js';
 export * from './elf/index.js';
 export * from './ldcache/index.js';
 export * from './maps/index.js';

@@ -26,7 +26,10 @@ import { runPtrace } from './trace-ptrace.js';
 
 /** The library's options for an aggregation, with the CLI's timing ones. */
 export interface PtraceAggregateOptions
-  extends Pick<AggregateOptions, 'pid' | 'command' | 'tid' | 'comm' | 'filter' | 'unsafe'> {
+  extends Pick<
+    AggregateOptions,
+    'pid' | 'command' | 'tid' | 'comm' | 'filter' | 'unsafe' | 'debugDirs'
+  > {
   readonly duration?: number | undefined;
   readonly interval?: number | undefined;
 }
@@ -182,6 +185,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         pid: options.pid,
         command: options.command,
         unsafe: options.unsafe,
+        debugDirs: options.debugDirs,
         durationSeconds: options.duration,
       },
       io,

@@ -20,7 +20,7 @@ import { ProbeError } from '../../errors/index.js';
 import { formatDuration, renderHistogram, renderTable } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { parsePid, positive } from '../options.js';
+import { debugDirOption, parsePid, positive } from '../options.js';
 import { aggregatePtrace } from './aggregate-ptrace.js';
 
 interface CommonOptions {
@@ -33,6 +33,7 @@ interface CommonOptions {
   interval?: number;
   json?: true;
   unsafe?: true;
+  debugDir?: string[];
   engine?: 'bpf' | 'ptrace';
 }
 
@@ -80,6 +81,7 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     )
     .option('--json', 'print JSON instead of text')
     .option('--unsafe', 'allow raw addresses no symbol covers')
+    .option(...debugDirOption)
     .option(
       '--engine <engine>',
       'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON) or ptrace (one process, -p or -c, ' +
@@ -96,6 +98,7 @@ function aggregateOptions(options: CommonOptions): AggregateOptions {
     comm: options.comm,
     filter: options.filter,
     unsafe: options.unsafe,
+    debugDirs: options.debugDir,
   };
 }
 
@@ -355,7 +358,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           aggregatePtrace(
             specs,
             { kind: 'count', by: options.by },
-            options,
+            { ...options, debugDirs: options.debugDir },
             io,
             result,
             'Counting',
@@ -408,7 +411,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
                   ? { kind: 'log2' }
                   : { kind: 'linear', ...options.linear },
             },
-            options,
+            { ...options, debugDirs: options.debugDir },
             io,
             result,
             'Histogram of',
@@ -444,7 +447,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           aggregatePtrace(
             specs,
             { kind: 'latency', unitNs: UNIT_NS[unit] },
-            options,
+            { ...options, debugDirs: options.debugDir },
             io,
             result,
             'Timing',

@@ -3,6 +3,7 @@ import { runDoctor } from '../../api/index.js';
 import { renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
+import { debugDirOption } from '../options.js';
 
 const MARK = { ok: 'ok  ', warn: 'warn', fail: 'FAIL', info: 'info' } as const;
 
@@ -13,13 +14,22 @@ export function registerDoctor(program: Command, io: Io, result: CommandResult):
     .description(
       'Check the user and capabilities, tracefs (mounting it when root and absent), uprobe_events, ' +
         'BPF and BTF, the perf uprobe PMU, perf_event_paranoid, ptrace permission, lockdown and the ' +
-        'kernel version. Each missing thing is printed with the command or setting that fixes it. ' +
+        'kernel version; with TARGET, where its debug info is. Each missing thing is printed with the command or setting that fixes it. ' +
         'Exits 1 when something upscope needs is missing.',
+    )
+    .argument(
+      '[target]',
+      'also report where the debug info of this file is (for probes by source line, FILE:LINE)',
     )
     .option('--no-mount', 'do not mount tracefs even when root and it is missing')
     .option('--json', 'print JSON instead of text')
-    .action(async (options) => {
-      const report = await runDoctor({ mount: options.mount });
+    .option(...debugDirOption)
+    .action(async (target, options) => {
+      const report = await runDoctor({
+        mount: options.mount,
+        target,
+        debugDirs: options.debugDir,
+      });
       if (options.json === true) {
         io.out(`${renderJson(report)}\n`);
       } else {

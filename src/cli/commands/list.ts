@@ -4,13 +4,15 @@ import {
   functionDisplayName,
   listFunctions,
   listObjects,
+  listSourceLines,
   type ObjectListing,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { hex, renderJson, renderTable } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { formatDev, parsePid } from '../options.js';
+import { debugDirOption, formatDev, parsePid } from '../options.js';
+import { renderSourceLines, sourceLinesJson } from './list-lines.js';
 import { listVarsOutput } from './list-vars.js';
 
 export function registerList(program: Command, io: Io, result: CommandResult): void {
@@ -42,12 +44,33 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
       '--no-demangle',
       'show C++ and Rust names as stored (mangled), as nm does; PATTERN still matches both',
     )
+    .option(
+      '--lines <what>',
+      'show the source lines of function WHAT (or of FILE.c:START-END), marking with * those a probe can go on (FILE:LINE specs), like perf probe -L',
+    )
+    .option(...debugDirOption)
     .action(async (target, pattern, options) => {
+      if (options.vars !== undefined && options.lines !== undefined) {
+        throw usage('Cannot list lines and variables at once: give --lines or --vars');
+      }
       if (options.vars !== undefined) {
         if (target === undefined || pattern !== undefined) {
           throw usage('Cannot list variables: give one TARGET and --vars FUNCTION, no PATTERN');
         }
         io.out(await listVarsOutput(target, options.vars, options));
+        return;
+      }
+      if (options.lines !== undefined) {
+        if (target === undefined) throw usage('Cannot list source lines: name a TARGET');
+        const listing = listSourceLines(target, options.lines, {
+          pid: options.pid,
+          debugDirs: options.debugDir,
+        });
+        io.out(
+          options.json === true
+            ? `${renderJson(sourceLinesJson(listing))}\n`
+            : renderSourceLines(listing),
+        );
         return;
       }
       if (target === undefined) {

@@ -3,6 +3,7 @@ import {
   type ProbeSite,
   printFetchExpr,
   resolveProbes,
+  type SourceSite,
   type Symbolized,
   symbolizeAddress,
 } from '../../api/index.js';
@@ -11,7 +12,7 @@ import { ProbeError, renderError } from '../../errors/index.js';
 import { hex, renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { formatDev, parsePid } from '../options.js';
+import { debugDirOption, formatDev, parsePid } from '../options.js';
 
 export function registerResolve(program: Command, io: Io, result: CommandResult): void {
   program
@@ -31,6 +32,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       '--no-demangle',
       'show C++ and Rust function names as stored (mangled); specs still match demangled names',
     )
+    .option(...debugDirOption)
     .action(async (specs, options) => {
       const addresses = specs.filter((spec) => /^0x[0-9a-f]+$/i.test(spec));
       if (addresses.length > 0 && options.pid === undefined) {
@@ -47,7 +49,12 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       );
       const plan = await resolveProbes(
         specs.filter((spec) => !addresses.includes(spec)),
-        { pid: options.pid, unsafe: options.unsafe, demangle: options.demangle },
+        {
+          pid: options.pid,
+          unsafe: options.unsafe,
+          demangle: options.demangle,
+          debugDirs: options.debugDir,
+        },
       );
       const group = `upscope_${process.pid}`;
       if (options.json === true) {
@@ -96,6 +103,7 @@ function siteJson(site: ProbeSite, group: string) {
     fileOffset: site.fileOffset,
     runtimeAddress: site.runtimeAddress,
     usdt: site.usdt,
+    source: site.source,
     uprobeEvent: uprobeEventLine(
       site,
       group,
@@ -162,6 +170,7 @@ function renderSite(site: ProbeSite, group: string): string {
     lines.push(field('symbol', site.symbol));
   }
   if (site.aliases.length > 0) lines.push(field('aliases', site.aliases.join(', ')));
+  if (site.source !== undefined) lines.push(field('line', sourceText(site.source)));
   if (site.usdt !== undefined) {
     lines.push(
       field(
@@ -187,6 +196,17 @@ function renderSite(site: ProbeSite, group: string): string {
     );
   });
   return lines.join('\n');
+}
+
+const DEBUG_HOW: Record<SourceSite['debugFile']['how'], string> = {
+  embedded: 'in the file itself',
+  'build-id': 'by build-id',
+  debuglink: 'by .gnu_debuglink',
+};
+
+function sourceText(source: SourceSite): string {
+  const column = source.column === 0 ? '' : `:${source.column}`;
+  return `${source.file}:${source.line}${column} (debug info: ${source.debugFile.path}, ${DEBUG_HOW[source.debugFile.how]})`;
 }
 
 function handlingText(site: ProbeSite): string {

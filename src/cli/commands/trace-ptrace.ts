@@ -19,6 +19,7 @@ export interface PtraceTraceOptions {
   readonly pid?: number | undefined;
   readonly command?: string | undefined;
   readonly unsafe?: boolean | undefined;
+  readonly debugDirs?: readonly string[] | undefined;
   readonly durationSeconds?: number | undefined;
   readonly maxEvents?: number | undefined;
 }
@@ -157,6 +158,7 @@ export async function runPtrace(
           event: consumer.returns(spec) ? 'return' : 'breakpoint',
           where: spec,
           unsafe: options.unsafe,
+          debugDirs: options.debugDirs,
           handler,
         })),
       );

@@ -12,7 +12,7 @@ import { ProbeError } from '../../errors/index.js';
 import { formatDuration } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { parsePid, positive } from '../options.js';
+import { debugDirOption, parsePid, positive } from '../options.js';
 import { tracePtrace } from './trace-ptrace.js';
 
 function parseEngine(value: string): 'tracefs' | 'bpf' | 'ptrace' {
@@ -48,6 +48,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
       positive('--buffer-size'),
     )
     .option('--unsafe', 'allow raw addresses no symbol covers')
+    .option(...debugDirOption)
     .option(
       '--engine <engine>',
       'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root) or ptrace (one process, no root); by default tracefs as root, else ptrace',
@@ -70,6 +71,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
             pid: options.pid,
             command: options.command,
             unsafe: options.unsafe,
+            debugDirs: options.debugDir,
             durationSeconds: options.duration,
             maxEvents: options.maxEvents,
           },
@@ -87,6 +89,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         pid: options.pid,
         command: options.command,
         unsafe: options.unsafe,
+        debugDirs: options.debugDir,
         bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
         engine,
       });

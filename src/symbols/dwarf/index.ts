@@ -1,8 +1,16 @@
-// The .debug_info side of the DWARF reader: units, DIEs, types, locations, call frames.
 export type { Abbrev, AbbrevAttribute } from './abbrev.js';
 export { CallFrames, type CfaRule } from './call-frames.js';
 export { DW_AT, DW_ATE, DW_OP, DW_TAG, dwarfRegisterName } from './constants.js';
-export { Cursor, DwarfFormatError } from './cursor.js';
+export { Cursor, DwarfFormatError, stringAt } from './cursor.js';
+export {
+  crc32,
+  type DebugFileRejection,
+  type DebugInfoLookup,
+  type DebugInfoSource,
+  type FindDebugInfoOptions,
+  fileCrc32,
+  findDebugInfo,
+} from './debug-file.js';
 export {
   type AddressRange,
   type AttrValue,
@@ -27,6 +35,22 @@ export {
   typeName,
   typeSize,
 } from './dwarf-types.js';
+export {
+  type LineFileEntry,
+  type LineProgramHeader,
+  type LineRows,
+  readLineHeader,
+  runLineProgram,
+} from './line-program.js';
+export {
+  fileMatcher,
+  firstAddressPerContext,
+  type LineAddress,
+  LineTable,
+  type LineTableOptions,
+  nearestLines,
+  type SourceLocation,
+} from './line-table.js';
 export {
   type AddressExpr,
   describeLocation,
