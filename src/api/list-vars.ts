@@ -1,6 +1,8 @@
 import {
+  closeDebugInfo,
   type FunctionVariables,
   functionVariables,
+  noDebugInfoHints,
   openDwarf,
   resolveTarget,
 } from '../plan/index.js';
@@ -20,6 +22,8 @@ export interface VariableListing {
 export interface ListVariablesOptions {
   /** Find the target as this process sees it and add runtime addresses. */
   readonly pid?: number | undefined;
+  /** Directories searched for separate debug files, before /usr/lib/debug. */
+  readonly debugDirs?: readonly string[] | undefined;
 }
 
 /**
@@ -33,6 +37,7 @@ export async function listVariables(
 ): Promise<VariableListing> {
   const resolved = await resolveTarget(target, { pid: options.pid });
   const elf = openElf(resolved.path);
+  const debug = { debugDirs: options.debugDirs };
   try {
     let dwarf: DwarfReader | undefined | null = null;
     const instances = functionVariables(
@@ -40,9 +45,10 @@ export async function listVariables(
         elf,
         displayPath: resolved.displayPath,
         dwarf: () => {
-          if (dwarf === null) dwarf = openDwarf(elf);
+          if (dwarf === null) dwarf = openDwarf(elf, resolved.path, debug);
           return dwarf;
         },
+        noDebugInfoHints: () => noDebugInfoHints(elf, resolved.path, resolved.displayPath, debug),
       },
       fn,
     ).map((instance) => {
@@ -62,6 +68,7 @@ export async function listVariables(
       instances,
     };
   } finally {
+    closeDebugInfo(elf);
     elf.close();
   }
 }

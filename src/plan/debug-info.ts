@@ -5,6 +5,7 @@ import {
   type DebugFileRejection,
   type DebugInfoSource,
   DwarfFormatError,
+  DwarfReader,
   type ElfFile,
   findDebugInfo,
   LineTable,
@@ -15,6 +16,8 @@ import {
 export interface DebugInfo {
   readonly source: DebugInfoSource;
   readonly lines: LineTable;
+  /** The .debug_info reader (variables, types, inlined instances), or undefined without it. */
+  dwarf(): DwarfReader | undefined;
   /**
    * The function symbols of the debug file when it is separate and the target is stripped (an
    * --only-keep-debug file keeps .symtab), else undefined: use the target's.
@@ -61,9 +64,22 @@ export function lookupDebugInfo(
   if (found.found) {
     const source: DebugInfoSource = { elf: found.elf, path: found.path, how: found.how };
     let symbols: SymbolIndex | undefined;
+    let dwarf: DwarfReader | undefined | null = null;
+    const reader = (): DwarfReader | undefined => {
+      if (dwarf === null) {
+        const made = DwarfReader.fromDebugFile(found.elf, elf);
+        dwarf = made.hasInfo ? made : undefined;
+      }
+      return dwarf;
+    };
     result = {
       source,
-      lines: LineTable.of(found.elf),
+      // DWARF 4 line tables name files relative to the unit's compilation directory, which
+      // only .debug_info holds.
+      lines: LineTable.of(found.elf, {
+        compDirOf: (offset) => reader()?.compDirOfLineProgram(offset),
+      }),
+      dwarf: reader,
       debugSymbols: () => {
         if (found.elf === elf || elf.hasSymtab || !found.elf.hasSymtab) return undefined;
         symbols ??= new SymbolIndex(found.elf);

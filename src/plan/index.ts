@@ -10,7 +10,7 @@ export {
 } from './debug-info.js';
 export { findIfuncImplementations, type IfuncImplementation } from './ifunc.js';
 export type { ProbeSite, SiteKind, SourceSite, TargetFile, UsdtSite } from './probe-site.js';
-export { type LineSiteAddress, lineContext, resolveLineAddresses } from './resolve-line.js';
+export { type LineSiteAddress, lineCopies, resolveLineAddresses } from './resolve-line.js';
 export {
   type ProbePlan,
   planProbes,
@@ -24,5 +24,6 @@ export {
   type FunctionVariables,
   functionVariables,
   type ListedVariable,
+  noDebugInfoHints,
   openDwarf,
 } from './variables.js';

@@ -91,14 +91,46 @@ describe('resolveProbes() on FILE:LINE', () => {
     assert.equal(loop.sites[0]!.source?.line, mark('loop_body'));
     assert.equal(loop.sites[0]!.source?.file, SOURCE);
     assert.deepEqual(loop.sites[0]!.source?.debugFile, { path: app, how: 'embedded' });
-    // add_twice is inlined in main and in work.
+    // add_twice is inlined once in main and twice in work: a site per inlined copy.
     const inline = await resolveProbes([`${app}:programs/lines.c:${mark('inline_body')}`]);
-    assert.deepEqual(inline.sites.map((s) => s.symbol).sort(), ['main', 'work']);
+    assert.deepEqual(inline.sites.map((s) => s.symbol).sort(), ['main', 'work', 'work']);
     // With -O2 the first line of work() is its first instruction.
     const first = await resolveProbes([`${app}:${SOURCE}:${mark('work_first')}`]);
     assert.equal(first.sites.length, 1);
     assert.equal(first.sites[0]!.kind, 'entry');
     assert.equal(first.sites[0]!.vaddr, nmAddress(app, 'work'));
+  });
+
+  test('puts a probe where gdb puts a breakpoint location, one per inlined copy', async (t) => {
+    if (!requireHost(t, { commands: ['gcc', 'gdb'] })) return;
+    for (const flags of [['-O0'], ['-O2'], ['-O2', '-gdwarf-4']]) {
+      const app = compileProgram('lines', { flags });
+      // (Not odd_branch: at -O2 gcc schedules one of its instructions into an inlined
+      // add_twice, where gdb puts a second location that runs on every call, even.)
+      for (const name of ['inline_body', 'loop_body']) {
+        const line = mark(name);
+        const listed = tool('gdb', [
+          '-batch',
+          '-nx',
+          '-ex',
+          `break lines.c:${line}`,
+          '-ex',
+          'info breakpoints',
+          app,
+        ]);
+        const gdb = [...listed.matchAll(/\b0x([0-9a-f]{16}) in /g)]
+          .map((m) => BigInt(`0x${m[1]}`))
+          .sort((a, b) => (a < b ? -1 : 1));
+        assert.ok(gdb.length > 0, listed);
+        const plan = await resolveProbes([`${app}:lines.c:${line}`]);
+        assert.deepEqual(plan.errors, []);
+        assert.deepEqual(
+          plan.sites.map((s) => s.vaddr),
+          gdb,
+          `${name} (line ${line}) ${flags.join(' ')}`,
+        );
+      }
+    }
   });
 
   test('refuses a line without code, naming the nearest lines with code', async (t) => {

@@ -3,9 +3,11 @@ import { closest, didYouMean } from '../internal/index.js';
 import type { Location, ProbeSpec } from '../spec/index.js';
 import {
   DwarfFormatError,
+  type DwarfReader,
   type ElfFile,
   type FunctionSymbol,
   firstAddressPerContext,
+  type InlineContext,
   type LineAddress,
   type LineTable,
   nearestLines,
@@ -71,7 +73,7 @@ export function resolveLineAddresses(
     const path = pickFile(lines, location.file, what, displayPath, spec, fail);
     const rows = lines.rowsOfLine(path, location.line);
     const symbols = info.debugSymbols() ?? target.symbols();
-    const picked = firstAddressPerContext(rows, lineContext(symbols));
+    const picked = firstAddressPerContext(rows, lineCopies(rows, symbols, info.dwarf()));
     if (picked.length === 0) {
       const near = nearestLines(lines.linesWithCode(path), location.line);
       const nearText =
@@ -102,12 +104,55 @@ export function resolveLineAddresses(
 }
 
 /**
- * Which copy of a line an address belongs to: the ELF function symbol holding it. This is the
- * seam for inlined instances: keyed by (function, inlined-instance) from .debug_info, the
- * copies of a line inlined twice into one function become two probes.
+ * Which copy of a line each of its addresses belongs to. Per function symbol, a line has one
+ * copy, unless it belongs to a function inlined there more than once: the function whose line
+ * it is, is the deepest one (by abstract origin) that every address of the line in that symbol
+ * is inside, and each inlined instance of it is a copy (gdb's locations). An instruction of
+ * the line that the compiler scheduled into another inlined call does not make a copy.
  */
-export function lineContext(symbols: SymbolIndex): (vaddr: bigint) => bigint | undefined {
-  return (vaddr) => symbols.containing(vaddr)?.vaddr;
+export function lineCopies(
+  rows: readonly LineAddress[],
+  symbols: SymbolIndex,
+  dwarf: DwarfReader | undefined,
+): (vaddr: bigint) => string | undefined {
+  const chains = new Map<bigint, InlineContext[]>();
+  const bySymbol = new Map<bigint | undefined, bigint[]>();
+  for (const row of rows) {
+    if (!row.isStmt || chains.has(row.vaddr)) continue;
+    const fn = symbols.containing(row.vaddr)?.vaddr;
+    let innermost: InlineContext | undefined;
+    try {
+      innermost = dwarf?.inlineContextAt(row.vaddr);
+    } catch (err) {
+      // A damaged .debug_info costs the split of inlined copies, not the line probe.
+      if (!(err instanceof DwarfFormatError)) throw err;
+    }
+    const chain: InlineContext[] = [];
+    for (let c = innermost; c !== undefined; c = c.caller) chain.unshift(c);
+    chains.set(row.vaddr, chain);
+    const group = bySymbol.get(fn) ?? [];
+    group.push(row.vaddr);
+    bySymbol.set(fn, group);
+  }
+  const keys = new Map<bigint, string>();
+  for (const [fn, addresses] of bySymbol) {
+    const origin = deepestCommonOrigin(addresses.map((a) => chains.get(a)!));
+    for (const address of addresses) {
+      const copy = chains.get(address)!.find((c) => c.originOffset === origin);
+      keys.set(address, `${fn ?? ''}/${copy?.dieOffset ?? ''}`);
+    }
+  }
+  return (vaddr) => keys.get(vaddr);
+}
+
+/** The abstract origin deepest in the first chain that every chain passes through. */
+function deepestCommonOrigin(chains: readonly InlineContext[][]): number | undefined {
+  const first = chains[0] ?? [];
+  for (let i = first.length - 1; i >= 0; i--) {
+    const origin = first[i]!.originOffset;
+    if (chains.every((chain) => chain.some((c) => c.originOffset === origin))) return origin;
+  }
+  return undefined;
 }
 
 /** The one file of the line tables that `query` names. */

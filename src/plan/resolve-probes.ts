@@ -33,7 +33,12 @@ import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
-import { lowerVariableFetches, openDwarf, variableProbeAddress } from './variables.js';
+import {
+  lowerVariableFetches,
+  noDebugInfoHints,
+  openDwarf,
+  variableProbeAddress,
+} from './variables.js';
 
 export interface ResolveOptions {
   /** Resolve targets as this process sees them, and compute runtime addresses in it. */
@@ -84,6 +89,7 @@ interface OpenTarget {
   ifuncImplementations(): Set<bigint>;
   /** The file's DWARF (for variables by name), undefined without .debug_info. */
   dwarf(): DwarfReader | undefined;
+  noDebugInfoHints(): string[];
 }
 
 /**
@@ -215,9 +221,11 @@ function openTarget(
       return ifuncStarts;
     },
     dwarf: () => {
-      if (dwarf === null) dwarf = openDwarf(elf);
+      if (dwarf === null) dwarf = openDwarf(elf, resolved.path, { debugDirs: options.debugDirs });
       return dwarf;
     },
+    noDebugInfoHints: () =>
+      noDebugInfoHints(elf, resolved.path, resolved.displayPath, { debugDirs: options.debugDirs }),
   };
   cache.set(resolved.path, target);
   return target;
@@ -592,7 +600,12 @@ function buildSite(
   /** The address is a function start known without a symbol (an IFUNC implementation). */
   functionStart = false,
 ): ProbeSite {
-  const variables = { elf: target.elf, displayPath: target.file.displayPath, dwarf: target.dwarf };
+  const variables = {
+    elf: target.elf,
+    displayPath: target.file.displayPath,
+    dwarf: target.dwarf,
+    noDebugInfoHints: target.noDebugInfoHints,
+  };
   const vaddr =
     usdt === undefined && spec.kind !== 'return' && fn !== undefined && entry === fn.vaddr
       ? variableProbeAddress(spec.fetches, variables, entry)

@@ -5,7 +5,7 @@ import type { FetchArg, FetchExpr, FetchType, ProbeSpec, VariableStep } from '..
 import {
   type AddressExpr,
   DwarfFormatError,
-  DwarfReader,
+  type DwarfReader,
   type DwarfType,
   type DwarfVariable,
   declaration,
@@ -18,6 +18,12 @@ import {
   typeSize,
   type VariableLocation,
 } from '../symbols/index.js';
+import {
+  type DebugInfoOptions,
+  isDebugInfo,
+  lookupDebugInfo,
+  missingDebugInfoHints,
+} from './debug-info.js';
 import type { SiteKind } from './probe-site.js';
 
 /** What lowering a variable needs to know about the file it is in. */
@@ -26,12 +32,36 @@ export interface VariableTarget {
   readonly displayPath: string;
   /** The file's DWARF reader, created once per file; undefined when it has no .debug_info. */
   dwarf(): DwarfReader | undefined;
+  /** When dwarf() is undefined: where debug info was looked for and what would provide it. */
+  noDebugInfoHints(): string[];
 }
 
-/** A DWARF reader for a file, or undefined when it has no .debug_info. */
-export function openDwarf(elf: ElfFile): DwarfReader | undefined {
-  const reader = DwarfReader.fromElf(elf);
-  return reader.hasInfo ? reader : undefined;
+/**
+ * A DWARF reader for a file (`path` opens it): its own .debug_info, or its separate debug
+ * file's (found by build-id or .gnu_debuglink, see lookupDebugInfo); undefined when neither.
+ * closeDebugInfo(elf) closes a debug file opened here.
+ */
+export function openDwarf(
+  elf: ElfFile,
+  path: string,
+  options: DebugInfoOptions = {},
+): DwarfReader | undefined {
+  const info = lookupDebugInfo(elf, path, options);
+  return isDebugInfo(info) ? info.dwarf() : undefined;
+}
+
+/** What to tell a user when openDwarf() found nothing for a file. */
+export function noDebugInfoHints(
+  elf: ElfFile,
+  path: string,
+  displayPath: string,
+  options: DebugInfoOptions = {},
+): string[] {
+  const info = lookupDebugInfo(elf, path, options);
+  if (isDebugInfo(info)) {
+    return [`Its debug info (${info.source.path}) has line tables but no .debug_info`];
+  }
+  return missingDebugInfoHints(info, displayPath);
 }
 
 type VariableExpr = Extract<FetchExpr, { kind: 'variable' }>;
@@ -109,7 +139,7 @@ function lowerFetch(
     throw fail(
       `${quote(target.displayPath)} has no debug info`,
       [
-        'Build it with -g, or install its debug file (on Debian, its -dbgsym package)',
+        ...target.noDebugInfoHints(),
         'Or fetch by register or argument, e.g. arg0, +8(arg0):u32, %rdi',
       ],
       'ERR_NO_DEBUG_INFO',
@@ -609,7 +639,7 @@ export function functionVariables(target: VariableTarget, name: string): Functio
     throw new ProbeError(
       'ERR_NO_DEBUG_INFO',
       `Cannot list the variables of ${quote(name)}: ${quote(target.displayPath)} has no debug info`,
-      { hints: ['Build it with -g, or install its debug file (on Debian, its -dbgsym package)'] },
+      { hints: target.noDebugInfoHints() },
     );
   }
   try {

@@ -90,7 +90,7 @@ describe('probes on source lines', () => {
         const app = compileProgram('lines', { flags });
         const { printed, hits } = traceLines(app, engine);
         assert.equal(printed.get('body'), RUNS);
-        assert.equal(printed.get('twice'), 2 * RUNS);
+        assert.equal(printed.get('twice'), 3 * RUNS);
         for (const name of ['body', 'twice', 'odd']) {
           assert.equal(hits.get(name) ?? 0, printed.get(name), `hits of MARK ${name}`);
         }

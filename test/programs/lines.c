@@ -3,7 +3,7 @@
  * test finds their numbers in this file rather than hard-coding them.
  * Usage: lines N    runs its loop N times and prints how often each marked line ran:
  *   "body N"   the loop body (MARK:loop_body)
- *   "twice N"  add_twice's body, inlined into work() and into main() (MARK:inline_body)
+ *   "twice N"  add_twice's body, inlined twice into work() and once into main() (MARK:inline_body)
  *   "odd N"    the odd branch of work() (MARK:odd_branch)
  */
 #include <stdio.h>
@@ -25,7 +25,7 @@ __attribute__((noinline)) long work(long i) {
   if (v % 2 != 0) {
     odd_count++; v -= 1; /* MARK:odd_branch */
   }
-  return v + add_twice(i);
+  return v + add_twice(i) + add_twice(v & 3);
 }
 
 int main(int argc, char **argv) {

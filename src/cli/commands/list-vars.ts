@@ -5,9 +5,16 @@ import { hex, renderJson, renderTable } from '../../output/index.js';
 export async function listVarsOutput(
   target: string,
   fn: string,
-  options: { readonly pid?: number | undefined; readonly json?: boolean | undefined },
+  options: {
+    readonly pid?: number | undefined;
+    readonly json?: boolean | undefined;
+    readonly debugDir?: readonly string[] | undefined;
+  },
 ): Promise<string> {
-  const listing = await listVariables(target, fn, { pid: options.pid });
+  const listing = await listVariables(target, fn, {
+    pid: options.pid,
+    debugDirs: options.debugDir,
+  });
   return options.json === true ? `${renderJson(listing)}\n` : renderVariables(listing);
 }
 

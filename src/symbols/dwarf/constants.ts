@@ -39,6 +39,7 @@ export const DW_AT = {
   name: 0x03,
   byte_size: 0x0b,
   bit_size: 0x0d,
+  stmt_list: 0x10,
   low_pc: 0x11,
   high_pc: 0x12,
   language: 0x13,

@@ -21,6 +21,11 @@ export interface InlineContext {
   readonly linkageName: string | undefined;
   /** Offset of its DIE in .debug_info. */
   readonly dieOffset: number;
+  /**
+   * Offset of the function's abstract DIE (DW_AT_abstract_origin), the same for all its
+   * inlined and out-of-line copies; its own offset when it has none.
+   */
+  readonly originOffset: number;
   readonly entryPc: bigint | undefined;
   /** For an inlined instance: the call's file (an index into the unit's line table files). */
   readonly callFile: number | undefined;
@@ -82,9 +87,50 @@ export class DwarfReader {
     return new DwarfReader(dwarfSections(elf), { dataRelBase: elf.section('.got')?.addr });
   }
 
+  /**
+   * A reader of a separate debug file's DWARF for the binary `code`: the debug file has the
+   * debug sections, while the call frames (.eh_frame, loaded) are only in the binary.
+   */
+  static fromDebugFile(debug: ElfFile, code: ElfFile): DwarfReader {
+    if (debug === code) return DwarfReader.fromElf(code);
+    const own = dwarfSections(debug);
+    const binary = dwarfSections(code);
+    const sections = Object.create(own) as DwarfSections;
+    Object.defineProperties(sections, {
+      ehFrame: { get: () => binary.ehFrame },
+      ehFrameVaddr: { get: () => binary.ehFrameVaddr },
+    });
+    return new DwarfReader(sections, { dataRelBase: code.section('.got')?.addr });
+  }
+
   get hasInfo(): boolean {
     return this.info.hasInfo;
   }
+
+  /**
+   * The compilation directory of the unit whose line program is at `lineOffset` (DWARF 4
+   * line tables leave it out: relative file names are relative to it). Indexed on first use.
+   */
+  compDirOfLineProgram(lineOffset: number): string | undefined {
+    if (this.#compDirs === undefined) {
+      this.#compDirs = new Map();
+      for (const unit of this.info.units()) {
+        const root = this.info.root(unit);
+        const stmtList = root.attrs.get(DW_AT.stmt_list);
+        const offset =
+          stmtList?.kind === 'sec-offset'
+            ? stmtList.value
+            : stmtList?.kind === 'constant'
+              ? Number(stmtList.value)
+              : undefined;
+        const dir = this.info.string(root, DW_AT.comp_dir);
+        if (offset !== undefined && dir !== undefined) this.#compDirs.set(offset, dir);
+      }
+    }
+    return this.#compDirs.get(lineOffset);
+  }
+
+  #compDirs: Map<number, string> | undefined;
 
   /** The scopes whose code covers `vaddr`, outermost (the subprogram) first. */
   scopesAt(vaddr: bigint): Scope[] {
@@ -145,12 +191,13 @@ export class DwarfReader {
     let context: InlineContext | undefined;
     for (const scope of scopes) {
       const die = scope.die;
-      const stmtList = this.info.root(die.unit).attrs.get(0x10);
+      const stmtList = this.info.root(die.unit).attrs.get(DW_AT.stmt_list);
       context = {
         kind: scope.kind === 'inlined' ? 'inlined' : 'subprogram',
         name: scope.name,
         linkageName: this.info.linkageName(die),
         dieOffset: die.offset,
+        originOffset: this.info.origin(die).offset,
         entryPc: this.info.entryPc(die),
         callFile:
           scope.kind === 'inlined'

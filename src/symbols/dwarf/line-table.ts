@@ -211,7 +211,12 @@ export class LineTable {
   }
 
   #pathsOf(unit: LineUnit): string[] {
-    unit.paths ??= filePaths(unit.header, this.#options.compDirOf?.(unit.header.offset));
+    // DWARF 5 headers name the compilation directory themselves; asking .debug_info for it
+    // would read every unit's first entry.
+    unit.paths ??= filePaths(
+      unit.header,
+      unit.header.version >= 5 ? undefined : this.#options.compDirOf?.(unit.header.offset),
+    );
     return unit.paths;
   }
 
