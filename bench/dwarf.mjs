@@ -6,7 +6,8 @@
 // emits DWARF 5). Rows:
 //   source line -> address:  upscope resolve BIN:FILE.c:N        vs perf probe -x BIN -D FILE.c:N
 //   source lines of a range: upscope list BIN --lines FILE.c:A-B vs perf probe -x BIN -L FILE.c:A-B
-//   one parameter:           (the lead adds: upscope ... vs perf probe -x BIN -V FUNC)
+//   one parameter:           upscope resolve 'BIN:FUNC y'         vs perf probe -x BIN -D 'FUNC y'
+//   a function's variables:  upscope list BIN --vars FUNC         vs perf probe -x BIN -V FUNC
 // Installs perf when missing.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -93,7 +94,13 @@ function bigBinary() {
   const file = `unit${FILES >> 1}.c`;
   const text = readFileSync(join(dir, file), 'utf8').split('\n');
   const start = text.findIndex((l) => l.startsWith(`long fn_${FILES >> 1}_${FUNCS >> 1}(`));
-  return { bin, file, line: start + 4, range: [start + 1, start + 30] };
+  return {
+    bin,
+    file,
+    line: start + 4,
+    range: [start + 1, start + 30],
+    fn: `fn_${FILES >> 1}_${FUNCS >> 1}`,
+  };
 }
 
 function once(command, args) {
@@ -120,41 +127,73 @@ function timeTogether(commands) {
   return samples.map(median);
 }
 
+/**
+ * The median time of one library call in a fresh process, after the modules are loaded: what
+ * resolving costs without Node's start-up (nothing is cached between runs but the page cache).
+ */
+function libraryCall(expression) {
+  const script = `const api = await import(${JSON.stringify(`${root}dist/api/index.js`)});
+const start = process.hrtime.bigint();
+${expression};
+console.log(Number(process.hrtime.bigint() - start) / 1e6);`;
+  const samples = [];
+  for (let i = 0; i < RUNS; i++) {
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script]);
+    samples.push(Number(out.toString().trim()));
+  }
+  return median(samples);
+}
+
 export function runDwarfBench() {
-  const { bin, file, line, range } = bigBinary();
+  const { bin, file, line, range, fn } = bigBinary();
   const size = statSync(bin).size / (1024 * 1024);
   const hasPerf = ensurePerf();
   const upscope = [process.execPath, `${root}bin/upscope.js`];
   const rows = [
     {
       label: 'source line -> address',
+      library: `await api.resolveProbes([${JSON.stringify(`${bin}:${file}:${line}`)}])`,
       ours: [...upscope, 'resolve', `${bin}:${file}:${line}`],
       theirs: ['perf', ['probe', '-x', bin, '-D', `${file}:${line}`]],
     },
     {
       label: 'source lines of a range',
+      library: `api.listSourceLines(${JSON.stringify(bin)}, ${JSON.stringify(`${file}:${range[0]}-${range[1]}`)})`,
       ours: [...upscope, 'list', bin, '--lines', `${file}:${range[0]}-${range[1]}`],
       theirs: ['perf', ['probe', '-x', bin, '-L', `${file}:${range[0]}-${range[1]}`]],
     },
-    // The lead adds the row "one parameter (perf probe -V)" here:
-    // { label: 'one parameter', ours: [...], theirs: ['perf', ['probe', '-x', bin, '-V', FUNC]] },
+    {
+      label: 'one parameter, typed',
+      library: `await api.resolveProbes([${JSON.stringify(`${bin}:${fn} y`)}])`,
+      ours: [...upscope, 'resolve', `${bin}:${fn} y`],
+      theirs: ['perf', ['probe', '-x', bin, '-D', `${fn} y`]],
+    },
+    {
+      label: "a function's variables",
+      library: `await api.listVariables(${JSON.stringify(bin)}, ${JSON.stringify(fn)})`,
+      ours: [...upscope, 'list', bin, '--vars', fn],
+      theirs: ['perf', ['probe', '-x', bin, '-V', fn]],
+    },
   ];
   console.log(
     `\nupscope vs perf probe on a large binary with DWARF (${size.toFixed(0)} MiB, ${FILES * FUNCS} functions): median of ${RUNS} runs, start-up included`,
   );
-  console.log('what                           perf ms   upscope ms   ratio');
+  console.log(
+    'what                           perf ms   upscope ms   ratio   library call ms (fresh process, start-up excluded)',
+  );
   for (const row of rows) {
     const [command, ...args] = row.ours;
+    const call = libraryCall(row.library);
     if (!hasPerf) {
       const [ours] = timeTogether([[command, args]]);
       console.log(
-        `${row.label.padEnd(29)}  ${'-'.padStart(8)}  ${ours.toFixed(1).padStart(10)}      -`,
+        `${row.label.padEnd(29)}  ${'-'.padStart(8)}  ${ours.toFixed(1).padStart(10)}      -  ${call.toFixed(1).padStart(8)}`,
       );
       continue;
     }
     const [theirs, ours] = timeTogether([row.theirs, [command, args]]);
     console.log(
-      `${row.label.padEnd(29)}  ${theirs.toFixed(1).padStart(8)}  ${ours.toFixed(1).padStart(10)}  ${(ours / theirs).toFixed(2).padStart(5)}x`,
+      `${row.label.padEnd(29)}  ${theirs.toFixed(1).padStart(8)}  ${ours.toFixed(1).padStart(10)}  ${(ours / theirs).toFixed(2).padStart(5)}x  ${call.toFixed(1).padStart(8)}`,
     );
   }
 }
