@@ -236,8 +236,12 @@ function bpfSite(site: NamedSite): BpfStreamSite {
   };
 }
 
-/** A probe's name in events: `parse_request`, `main+0x1a`, or the address without a symbol. */
+/**
+ * A probe's name in events: `parse_request`, `main+0x1a`, the address without a symbol, or
+ * `provider:name` for a USDT probe.
+ */
 export function probeName(site: ProbeSite): string {
+  if (site.usdt !== undefined) return `${site.usdt.provider}:${site.usdt.name}`;
   if (site.symbol === undefined) return `0x${site.vaddr.toString(16)}`;
   const name = site.symbol.replace(/@.*$/, '');
   return site.symbolOffset === 0n ? name : `${name}+0x${site.symbolOffset.toString(16)}`;

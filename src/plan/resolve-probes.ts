@@ -29,6 +29,7 @@ import {
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
+import { elfSymbolVaddr, type UsdtArgsContext, usdtFetches } from './usdt-args.js';
 
 export interface ResolveOptions {
   /** Resolve targets as this process sees them, and compute runtime addresses in it. */
@@ -457,13 +458,15 @@ function resolveUsdt(
     );
   }
   return matches.map((note) => {
+    const semaphoreVaddr = note.semaphore === 0n ? undefined : note.semaphore;
     const semaphoreFileOffset =
-      note.semaphore === 0n ? undefined : target.elf.vaddrToFileOffset(note.semaphore);
+      semaphoreVaddr === undefined ? undefined : target.elf.vaddrToFileOffset(semaphoreVaddr);
     const usdt: UsdtSite = {
       provider: note.provider,
       name: note.name,
       args: note.args,
       semaphoreFileOffset,
+      semaphoreVaddr,
     };
     const fn = target.symbols().containing(note.vaddr);
     return buildSite(spec, target, fn, note.vaddr, location.span, options, usdt);
@@ -567,7 +570,20 @@ function buildSite(
     usdt,
     instructions,
     handling,
-    fetches: checkFetches(spec, spec.fetches, kind),
+    fetches: checkFetches(
+      spec,
+      spec.fetches,
+      kind,
+      usdt && {
+        probe: `${usdt.provider}:${usdt.name}`,
+        path: target.file.displayPath,
+        args: usdt.args,
+        vaddr,
+        symbolVaddr: (name) => elfSymbolVaddr(elf, name),
+        spec: spec.text,
+        span,
+      },
+    ),
     runtimeAddress:
       target.resolved.mappedObject === undefined
         ? undefined
@@ -638,8 +654,16 @@ function decodeSite(
 
 const REGISTER_ARGS = 6;
 
-/** Fetch arguments that cannot make sense at this kind of site are refused here. */
-function checkFetches(spec: ProbeSpec, fetches: readonly FetchArg[], kind: SiteKind): FetchArg[] {
+/**
+ * Fetch arguments that cannot make sense at this kind of site are refused here; at a USDT
+ * site, `argN` become the note's arguments (all of them when no fetch is given).
+ */
+function checkFetches(
+  spec: ProbeSpec,
+  fetches: readonly FetchArg[],
+  kind: SiteKind,
+  usdt?: UsdtArgsContext,
+): FetchArg[] {
   for (const fetch of fetches) {
     let expr = fetch.expr;
     while (expr.kind === 'deref') expr = expr.inner;
@@ -652,7 +676,7 @@ function checkFetches(spec: ProbeSpec, fetches: readonly FetchArg[], kind: SiteK
         ['Fetch by register or argument instead, e.g. arg0, +8(arg0):u32, %rdi'],
       );
     }
-    if (expr.kind === 'arg' && expr.index >= REGISTER_ARGS && kind !== 'entry') {
+    if (expr.kind === 'arg' && expr.index >= REGISTER_ARGS && kind !== 'entry' && !usdt) {
       throw specError(
         spec,
         expr.span,
@@ -662,5 +686,5 @@ function checkFetches(spec: ProbeSpec, fetches: readonly FetchArg[], kind: SiteK
       );
     }
   }
-  return [...fetches];
+  return usdt === undefined ? [...fetches] : usdtFetches(fetches, usdt);
 }
