@@ -76,6 +76,13 @@ export {
   type ObjectListing,
 } from './list.js';
 export {
+  type ListedUsdtProbe,
+  type ListUsdtOptions,
+  listUsdtProbes,
+  type UsdtListing,
+  type UsdtObjectListing,
+} from './list-usdt.js';
+export {
   type HitContext,
   type ProbeEventKind,
   type ProcessRegistration,

@@ -11,6 +11,7 @@ import { hex, renderJson, renderTable } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { formatDev, parsePid } from '../options.js';
+import { runListUsdt } from './list-usdt.js';
 
 export function registerList(program: Command, io: Io, result: CommandResult): void {
   program
@@ -29,7 +30,16 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
       parsePid,
     )
     .option('--json', 'print JSON instead of a table')
+    .option(
+      '--usdt',
+      'list the USDT (SystemTap SDT) probes instead: provider, name, address, semaphore, ' +
+        'arguments; PATTERN is a glob over PROVIDER:NAME; with -p and no TARGET, those of every object the process has mapped',
+    )
     .action(async (target, pattern, options) => {
+      if (options.usdt === true) {
+        await runListUsdt(io, result, target, pattern, options);
+        return;
+      }
       if (target === undefined) {
         if (options.pid === undefined) {
           throw usage(
