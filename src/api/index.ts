@@ -39,6 +39,7 @@ export {
   type ResolveOptions,
   resolveProbes,
   type SiteKind,
+  usdtFetchAt,
 } from '../plan/index.js';
 export {
   type FetchArg,

@@ -9,3 +9,4 @@ export {
   resolveProbesSync,
 } from './resolve-probes.js';
 export * from './targets/index.js';
+export { usdtFetchAt, usdtFetchForSites } from './usdt-args.js';

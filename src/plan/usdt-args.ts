@@ -1,12 +1,14 @@
 import { ProbeError, quote, type Span } from '../errors/index.js';
-import type { FetchArg, FetchExpr, FetchType } from '../spec/index.js';
+import { type FetchArg, type FetchExpr, type FetchType, printFetchExpr } from '../spec/index.js';
 import {
   type ElfFile,
+  openElf,
   parseUsdtArguments,
   type UsdtArgument,
   type UsdtOperand,
   type UsdtRegister,
 } from '../symbols/index.js';
+import type { ProbeSite } from './probe-site.js';
 
 /** What lowering a USDT probe's arguments needs to know about the probe and its file. */
 export interface UsdtArgsContext {
@@ -163,4 +165,57 @@ export function elfSymbolVaddr(elf: ElfFile, name: string): bigint | undefined {
     if (found !== undefined) return found.value;
   }
   return undefined;
+}
+
+/**
+ * A fetch given apart from the specs (`--by`, `--filter`, a histogram's value) as it reads at
+ * `site`: at a USDT probe, `argN` is the note's N-th argument; elsewhere the fetch as given.
+ */
+export function usdtFetchAt(fetch: FetchArg, site: ProbeSite): FetchArg {
+  const usdt = site.usdt;
+  if (usdt === undefined || !hasArg(fetch.expr)) return fetch;
+  const elf = openElf(site.target.path);
+  try {
+    const [lowered] = usdtFetches([fetch], {
+      probe: `${usdt.provider}:${usdt.name}`,
+      path: site.target.displayPath,
+      args: usdt.args,
+      vaddr: site.vaddr,
+      symbolVaddr: (name) => elfSymbolVaddr(elf, name),
+      spec: site.spec,
+      span: { start: 0, end: site.spec.length },
+    });
+    return lowered!;
+  } finally {
+    elf.close();
+  }
+}
+
+/**
+ * One fetch for every site of an in-kernel aggregation, whose program reads the same thing at
+ * each: at USDT probes `argN` is the note's argument, which must then be in the same place at
+ * every site (else ProbeError ERR_NOT_SUPPORTED, naming `what`, e.g. "--by").
+ */
+export function usdtFetchForSites(
+  fetch: FetchArg,
+  sites: readonly ProbeSite[],
+  what: string,
+): FetchArg {
+  if (!hasArg(fetch.expr) || sites.every((site) => site.usdt === undefined)) return fetch;
+  const lowered = sites.map((site) => usdtFetchAt(fetch, site));
+  const text = (f: FetchArg) => `${printFetchExpr(f.expr)}:${f.type ?? ''}`;
+  const first = lowered[0]!;
+  if (lowered.some((f) => text(f) !== text(first))) {
+    throw new ProbeError(
+      'ERR_NOT_SUPPORTED',
+      `Cannot read ${quote(printFetchExpr(fetch.expr))} for ${what} at these probes together: at USDT probes argN is the note's argument, and it is in different places at different probes`,
+      { hints: ['Aggregate one USDT probe at a time'] },
+    );
+  }
+  return first;
+}
+
+function hasArg(expr: FetchExpr): boolean {
+  if (expr.kind === 'deref') return hasArg(expr.inner);
+  return expr.kind === 'arg';
 }

@@ -238,6 +238,38 @@ describe('USDT probes', () => {
     ]);
   });
 
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    test(`count --engine ${engine} --by/--filter read argN as the note's arguments`, (t) => {
+      if (!requireSdt(t) || !requireHost(t, { root: engine === 'bpf' })) return;
+      const app = compileUsdtTarget('-O2');
+      const result = runCli([
+        'count',
+        '--engine',
+        engine,
+        '--json',
+        '-c',
+        `${app} ${CALLS}`,
+        `u:${app}:usdt:ints`,
+        '--by',
+        'arg0',
+        '--filter',
+        'arg3 > 1000',
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      // ints S8 U8 S16 U16 ...: arg0 is the s8, arg3 the u16.
+      const expected = (truth(result.stdout).values.get('ints') ?? [])
+        .filter((v) => Number(v[3]) > 1000)
+        .map((v) => Number(v[0]))
+        .sort();
+      assert.ok(expected.length > 0);
+      const rows = JSON.parse(result.stdout.split('\n').find((l) => l.startsWith('['))!) as {
+        key: number | string;
+        count: number;
+      }[];
+      assert.deepEqual(rows.flatMap((r) => Array(r.count).fill(Number(r.key))).sort(), expected);
+    });
+  }
+
   // Debian's python3 is built with --with-dtrace: its USDT probes, with semaphores. (pyenv or
   // other builds usually are not: the test then says so and skips.)
   const PYTHON_SCRIPT = [
