@@ -94,9 +94,14 @@ function substitute(
 }
 
 function registerName(register: UsdtRegister): string {
-  // The fetch grammar's names follow the kernel's (%ax is all of rax): use the 64-bit name and
-  // let the type narrow it, except for the second-byte registers, which need their shift.
-  if (register.shift !== 0) return register.name;
+  // The fetch grammar's names follow the kernel's (%ax is all of rax): a value is read from
+  // the 64-bit register and narrowed by its type, except the second-byte registers, which
+  // need their shift.
+  return register.shift !== 0 ? register.name : register.base;
+}
+
+/** A register in an address: 64 bits, or 32 (`(%eax)`, same name in both grammars). */
+function addressRegisterName(register: UsdtRegister): string {
   return register.bits === 64 ? register.base : register.name;
 }
 
@@ -113,15 +118,15 @@ function lowerArgument(arg: UsdtArgument, context: UsdtArgsContext): FetchExpr {
       if (op.index !== undefined) {
         const inner: FetchExpr = {
           kind: 'indexed',
-          base: op.base === undefined ? undefined : registerName(op.base),
-          index: registerName(op.index),
+          base: op.base === undefined ? undefined : addressRegisterName(op.base),
+          index: addressRegisterName(op.index),
           scale: op.scale,
           span,
         };
         return { kind: 'deref', offset: op.displacement, inner, span };
       }
       if (op.base !== undefined && op.base.base !== 'rip' && op.symbol === undefined) {
-        const inner: FetchExpr = { kind: 'register', name: registerName(op.base), span };
+        const inner: FetchExpr = { kind: 'register', name: addressRegisterName(op.base), span };
         return { kind: 'deref', offset: op.displacement, inner, span };
       }
       if (op.base !== undefined && op.base.base !== 'rip') {
