@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian tools the tests and demo use (gcc, g++, binutils, gdb) when they are missing.
-# gdb is the truth for where a breakpoint on a source line goes.
+# Installs the Debian tools the tests and demo use (gcc, g++, binutils, gdb, <sys/sdt.h>) when
+# they are missing. gdb is the truth for where a breakpoint on a source line goes.
 # Runs as root on a fresh machine; does nothing when everything is already there.
 set -euo pipefail
 need=()
@@ -14,4 +14,13 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc g++ binutils gdb libc6-dev util-linux >/dev/null
+fi
+# <sys/sdt.h> (USDT probes in the test programs) comes from systemtap-sdt-dev.
+if ! echo '#include <sys/sdt.h>' | gcc -E -x c - >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup-host: missing <sys/sdt.h>; install systemtap-sdt-dev (needs root)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemtap-sdt-dev >/dev/null
 fi

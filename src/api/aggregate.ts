@@ -14,7 +14,7 @@ import {
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
 import { type Exit, type LaunchedCommand, launchStopped } from '../host/index.js';
-import { type ProbeSite, planProbes } from '../plan/index.js';
+import { type ProbeSite, planProbes, usdtFetchForSites } from '../plan/index.js';
 import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
 import { StackSymbolizer } from './symbolize.js';
 import { checkTargetOptions, probeName } from './tracer.js';
@@ -222,6 +222,16 @@ function filtersOf(options: AggregateOptions): Omit<Filters, 'pid'> {
   };
 }
 
+/** The filters with `argN` read as the note's argument at USDT probes. */
+function filtersAt(filters: Omit<Filters, 'pid'>, sites: readonly ProbeSite[]) {
+  const predicate = filters.predicate;
+  if (predicate === undefined) return filters;
+  return {
+    ...filters,
+    predicate: { ...predicate, fetch: usdtFetchForSites(predicate.fetch, sites, '--filter') },
+  };
+}
+
 async function start<R>(
   specs: string | readonly string[],
   options: AggregateOptions,
@@ -266,9 +276,11 @@ export async function countHits(
   const key = countKey(options.by);
   const filters = filtersOf(options);
   return start(specs, options, (sites, names, pid) => {
-    const counts = BpfCounts.open(aggregateSites(sites), key, {
+    const siteKey: CountKey =
+      key.kind === 'value' ? { ...key, fetch: usdtFetchForSites(key.fetch, sites, '--by') } : key;
+    const counts = BpfCounts.open(aggregateSites(sites), siteKey, {
       pid,
-      filters,
+      filters: filtersAt(filters, sites),
       mode: options.attach,
       purpose: `counting ${sites.length} probe${sites.length === 1 ? '' : 's'}`,
     });
@@ -340,9 +352,10 @@ export async function histogramOf(
     options.linear === undefined ? { kind: 'log2' } : { kind: 'linear', ...options.linear };
   const filters = filtersOf(options);
   return start(specs, options, (sites, names, pid) => {
-    const hist = BpfValueHistograms.open(aggregateSites(sites), fetch, scheme, {
+    const siteFetch = usdtFetchForSites(fetch, sites, 'the histogram value');
+    const hist = BpfValueHistograms.open(aggregateSites(sites), siteFetch, scheme, {
       pid,
-      filters,
+      filters: filtersAt(filters, sites),
       mode: options.attach,
       purpose: `a histogram of ${value}`,
     });
@@ -369,7 +382,7 @@ export async function latencyOf(
     (sites, names, pid) => {
       const latency = BpfLatency.open(aggregateSites(sites), UNIT_NS[unit], {
         pid,
-        filters,
+        filters: filtersAt(filters, sites),
         mode: options.attach,
         purpose: `timing ${sites.length} function${sites.length === 1 ? '' : 's'}`,
       });

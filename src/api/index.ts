@@ -40,6 +40,7 @@ export {
   resolveProbes,
   type SiteKind,
   type SourceSite,
+  usdtFetchAt,
 } from '../plan/index.js';
 export {
   type FetchArg,
@@ -82,6 +83,13 @@ export {
   type SourceLine,
   type SourceLineListing,
 } from './list-lines.js';
+export {
+  type ListedUsdtProbe,
+  type ListUsdtOptions,
+  listUsdtProbes,
+  type UsdtListing,
+  type UsdtObjectListing,
+} from './list-usdt.js';
 export { type ListVariablesOptions, listVariables, type VariableListing } from './list-vars.js';
 export {
   type HitContext,

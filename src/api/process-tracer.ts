@@ -222,10 +222,16 @@ export class ProcessTracer {
     const internalId = this.#internalId(registration.id);
     const known = this.#ids.get(registration.id) ?? [];
     this.#ids.set(registration.id, known);
+    const usdt = site?.usdt;
+    const semaphore =
+      usdt?.semaphoreVaddr === undefined || where === undefined || site === undefined
+        ? undefined
+        : where + (usdt.semaphoreVaddr - site.vaddr);
     this.#probes.register({
       id: internalId,
       event: registration.event,
       where,
+      semaphore,
       reportAs: registration.id,
       filter: registration.filter,
       handler:

@@ -241,9 +241,10 @@ function bpfSite(site: NamedSite): BpfStreamSite {
 
 /**
  * A probe's name in events: `parse_request`, `main+0x1a`, `ns::Class::method(int)` (demangled),
- * or the address without a symbol.
+ * the address without a symbol, or `provider:name` for a USDT probe.
  */
 export function probeName(site: ProbeSite): string {
+  if (site.usdt !== undefined) return `${site.usdt.provider}:${site.usdt.name}`;
   if (site.symbol === undefined) return `0x${site.vaddr.toString(16)}`;
   const name = site.demangled ?? site.symbol.replace(/@.*$/, '');
   return site.symbolOffset === 0n ? name : `${name}+0x${site.symbolOffset.toString(16)}`;

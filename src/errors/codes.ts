@@ -39,6 +39,7 @@ export const ERROR_CODES = {
   ERR_FILE_READ: code('target', 'A file cannot be read'),
   ERR_ELF_INVALID: code('target', 'A file is not a valid ELF file'),
   ERR_ELF_UNSUPPORTED: code('not-supported', 'An ELF file is not 64-bit little-endian x86-64'),
+  ERR_USDT_ARGUMENT: code('target', "A USDT note's argument string cannot be read"),
   ERR_SYMBOL_NOT_FOUND: code('resolution', 'No symbol of that name is in the file'),
   ERR_NO_MATCH: code('resolution', 'A pattern matched no symbol'),
   ERR_OVERLOADED: code('resolution', 'A C++ name without parameters names several overloads'),

@@ -20,6 +20,7 @@ export {
   resolveProbesSync,
 } from './resolve-probes.js';
 export * from './targets/index.js';
+export { usdtFetchAt, usdtFetchForSites } from './usdt-args.js';
 export {
   type FunctionVariables,
   functionVariables,

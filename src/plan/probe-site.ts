@@ -23,6 +23,8 @@ export interface UsdtSite {
   readonly args: string;
   /** File offset of the semaphore (the kernel's ref_ctr_offset), when the probe has one. */
   readonly semaphoreFileOffset: bigint | undefined;
+  /** Virtual address of the semaphore (a u16 counter) in the file, when the probe has one. */
+  readonly semaphoreVaddr: bigint | undefined;
 }
 
 /** The source line a site was resolved from (FILE:LINE specs), and the debug info that said so. */

@@ -33,6 +33,7 @@ import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
+import { elfSymbolVaddr, type UsdtArgsContext, usdtFetches } from './usdt-args.js';
 import {
   lowerVariableFetches,
   noDebugInfoHints,
@@ -550,13 +551,15 @@ function resolveUsdt(
     );
   }
   return matches.map((note) => {
+    const semaphoreVaddr = note.semaphore === 0n ? undefined : note.semaphore;
     const semaphoreFileOffset =
-      note.semaphore === 0n ? undefined : target.elf.vaddrToFileOffset(note.semaphore);
+      semaphoreVaddr === undefined ? undefined : target.elf.vaddrToFileOffset(semaphoreVaddr);
     const usdt: UsdtSite = {
       provider: note.provider,
       name: note.name,
       args: note.args,
       semaphoreFileOffset,
+      semaphoreVaddr,
     };
     const fn = target.symbols().containing(note.vaddr);
     return buildSite(spec, target, fn, note.vaddr, location.span, options, usdt);
@@ -677,6 +680,15 @@ function buildSite(
       spec,
       lowerVariableFetches(spec, spec.fetches, variables, { vaddr, kind }),
       kind,
+      usdt && {
+        probe: `${usdt.provider}:${usdt.name}`,
+        path: target.file.displayPath,
+        args: usdt.args,
+        vaddr,
+        symbolVaddr: (name) => elfSymbolVaddr(elf, name),
+        spec: spec.text,
+        span,
+      },
     ),
     runtimeAddress:
       target.resolved.mappedObject === undefined
@@ -748,12 +760,20 @@ function decodeSite(
 
 const REGISTER_ARGS = 6;
 
-/** Fetch arguments that cannot make sense at this kind of site are refused here. */
-function checkFetches(spec: ProbeSpec, fetches: readonly FetchArg[], kind: SiteKind): FetchArg[] {
+/**
+ * Fetch arguments that cannot make sense at this kind of site are refused here; at a USDT
+ * site, `argN` become the note's arguments (all of them when no fetch is given).
+ */
+function checkFetches(
+  spec: ProbeSpec,
+  fetches: readonly FetchArg[],
+  kind: SiteKind,
+  usdt?: UsdtArgsContext,
+): FetchArg[] {
   for (const fetch of fetches) {
     let expr = fetch.expr;
     while (expr.kind === 'deref') expr = expr.inner;
-    if (expr.kind === 'arg' && expr.index >= REGISTER_ARGS && kind !== 'entry') {
+    if (expr.kind === 'arg' && expr.index >= REGISTER_ARGS && kind !== 'entry' && !usdt) {
       throw specError(
         spec,
         expr.span,
@@ -763,5 +783,5 @@ function checkFetches(spec: ProbeSpec, fetches: readonly FetchArg[], kind: SiteK
       );
     }
   }
-  return [...fetches];
+  return usdt === undefined ? [...fetches] : usdtFetches(fetches, usdt);
 }

@@ -38,7 +38,11 @@ function printLocation(location: Location): string {
   }
 }
 
-/** A fetch expression in canonical form: lowercase registers, decimal dereference offsets. */
+/**
+ * A fetch expression in canonical form: lowercase registers, decimal dereference offsets. The
+ * planner's own kinds print as the kernel writes an immediate (`\5`) and as
+ * `%rax+%rdx*8` (an address of two registers).
+ */
 export function printFetchExpr(expr: FetchExpr): string {
   switch (expr.kind) {
     case 'arg':
@@ -49,6 +53,10 @@ export function printFetchExpr(expr: FetchExpr): string {
       const sign = expr.offset < 0n ? '' : '+';
       return `${sign}${expr.offset}(${printFetchExpr(expr.inner)})`;
     }
+    case 'constant':
+      return `\\${expr.value}`;
+    case 'indexed':
+      return `${expr.base === undefined ? '' : `%${expr.base}+`}%${expr.index}*${expr.scale}`;
     case 'variable':
       return (
         expr.name +

@@ -77,6 +77,24 @@ export type FetchExpr =
       readonly inner: FetchExpr;
       readonly span: Span;
     }
+  /**
+   * A constant (a USDT argument such as `$5`); made by the planner from a note, never parsed
+   * from a spec. Printed as the kernel's immediate, `\5`.
+   */
+  | { readonly kind: 'constant'; readonly value: bigint; readonly span: Span }
+  /**
+   * `base + index * scale` of two registers (the address of a USDT argument such as
+   * `8(%rax,%rdx,8)`, under a `deref`); made by the planner, never parsed. Register names as
+   * in `register`; no base for the `(,%rcx,2)` form. The kernel's fetch-args cannot add
+   * registers, so the tracefs engine refuses it.
+   */
+  | {
+      readonly kind: 'indexed';
+      readonly base: string | undefined;
+      readonly index: string;
+      readonly scale: 1 | 2 | 4 | 8;
+      readonly span: Span;
+    }
   /** A DWARF variable or parameter with an optional access path (`req->hdr.len`, `arr[2]`). */
   | {
       readonly kind: 'variable';

@@ -12,7 +12,10 @@ export interface CompileOptions {
   readonly flags?: readonly string[];
   /** Strip the result with `strip` (or `strip --strip-debug` when 'debug'). */
   readonly strip?: boolean | 'debug';
-  /** Libraries and linker flags, placed after the source as the linker needs them. */
+  /**
+   * Libraries and linker flags, placed after the source as the linker needs them; also other
+   * .c files to build into the same program (their text is part of the cache key).
+   */
   readonly link?: readonly string[];
   /** Output name suffix, e.g. '.so'. */
   readonly suffix?: string;
@@ -30,11 +33,14 @@ export function compileProgram(name: string, options: CompileOptions = {}): stri
       ? join(PROGRAMS, `${name}.cpp`)
       : join(PROGRAMS, `${name}.c`);
   const flags = options.flags ?? [];
-  const key = createHash('sha256')
+  const hash = createHash('sha256')
     .update(readFileSync(source))
-    .update(JSON.stringify([flags, options.link ?? [], options.strip ?? false]))
-    .digest('hex')
-    .slice(0, 16);
+    .update(JSON.stringify([flags, options.link ?? [], options.strip ?? false]));
+  // Other sources compiled in (a .c file named in `link`) are part of the result too.
+  for (const other of options.link ?? []) {
+    if (/\.(c|cpp)$/.test(other) && existsSync(other)) hash.update(readFileSync(other));
+  }
+  const key = hash.digest('hex').slice(0, 16);
   mkdirSync(CACHE, { recursive: true });
   const base = name.replace(/^.*\//, '').replace(/\.(c|cpp)$/, '');
   const out = join(CACHE, `${base}-${key}${options.suffix ?? ''}`);

@@ -8,6 +8,7 @@ import {
   type AggregateOptions,
   type BucketScheme,
   evaluateFetch,
+  type FetchArg,
   type FetchSource,
   type FieldValue,
   HistogramAccumulator,
@@ -18,6 +19,7 @@ import {
   parseComparisonOrThrow,
   parseFetchOrThrow,
   probeName,
+  usdtFetchAt,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
@@ -116,12 +118,27 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
     }
     return found;
   };
+  // At a USDT probe argN is the note's argument: each fetch as it reads at each site.
+  const lowered = new Map<ProbeSite, Map<FetchArg, FetchArg>>();
+  const at = (fetch: FetchArg, site: ProbeSite): FetchArg => {
+    let own = lowered.get(site);
+    if (own === undefined) {
+      own = new Map();
+      lowered.set(site, own);
+    }
+    let found = own.get(fetch);
+    if (found === undefined) {
+      found = usdtFetchAt(fetch, site);
+      own.set(fetch, found);
+    }
+    return found;
+  };
   const hit = (context: HitContext, site: ProbeSite, name: string): boolean => {
     if (options.tid !== undefined && context.tid !== options.tid) return true;
     if (comm !== undefined && name !== comm) return true;
     const source: FetchSource = { ...context, comm: () => name };
     if (predicate !== undefined) {
-      const value = asKey(evaluateFetch(predicate.fetch, source));
+      const value = asKey(evaluateFetch(at(predicate.fetch, site), source));
       if (typeof value !== 'bigint' || !COMPARE[predicate.op](value, predicate.value)) return true;
     }
     const probe = nameOf(site);
@@ -132,7 +149,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         else if (aggregation.by === 'tid') key = BigInt(context.tid);
         else if (aggregation.by === 'comm') key = name;
         else if (byFetch !== undefined) {
-          key = asKey(evaluateFetch(byFetch, source));
+          key = asKey(evaluateFetch(at(byFetch, site), source));
           if (key === undefined) {
             faults++;
             return true;
@@ -145,7 +162,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         return true;
       }
       case 'hist': {
-        const value = asKey(evaluateFetch(valueFetch!, source));
+        const value = asKey(evaluateFetch(at(valueFetch!, site), source));
         if (typeof value !== 'bigint') {
           faults++;
           return true;

@@ -13,6 +13,7 @@ import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { debugDirOption, formatDev, parsePid } from '../options.js';
 import { renderSourceLines, sourceLinesJson } from './list-lines.js';
+import { runListUsdt } from './list-usdt.js';
 import { listVarsOutput } from './list-vars.js';
 
 export function registerList(program: Command, io: Io, result: CommandResult): void {
@@ -48,10 +49,20 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
       '--lines <what>',
       'show the source lines of function WHAT (or of FILE.c:START-END), marking with * those a probe can go on (FILE:LINE specs), like perf probe -L',
     )
+    .option(
+      '--usdt',
+      'list the USDT (SystemTap SDT) probes instead: provider, name, address, semaphore, ' +
+        'arguments; PATTERN is a glob over PROVIDER:NAME; with -p and no TARGET, those of every object the process has mapped',
+    )
     .option(...debugDirOption)
     .action(async (target, pattern, options) => {
-      if (options.vars !== undefined && options.lines !== undefined) {
-        throw usage('Cannot list lines and variables at once: give --lines or --vars');
+      const modes = [options.vars, options.lines, options.usdt].filter((m) => m !== undefined);
+      if (modes.length > 1) {
+        throw usage('Cannot list several kinds at once: give one of --lines, --vars and --usdt');
+      }
+      if (options.usdt === true) {
+        await runListUsdt(io, result, target, pattern, options);
+        return;
       }
       if (options.vars !== undefined) {
         if (target === undefined || pattern !== undefined) {

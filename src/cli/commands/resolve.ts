@@ -104,11 +104,7 @@ function siteJson(site: ProbeSite, group: string) {
     runtimeAddress: site.runtimeAddress,
     usdt: site.usdt,
     source: site.source,
-    uprobeEvent: uprobeEventLine(
-      site,
-      group,
-      eventName(site.symbol, site.symbolOffset, site.vaddr),
-    ),
+    ...eventLineOf(site, group),
     handling: site.handling,
     instructions: site.instructions.map((insn) => ({
       vaddr: insn.vaddr,
@@ -122,6 +118,23 @@ function siteJson(site: ProbeSite, group: string) {
       type: fetch.type,
     })),
   };
+}
+
+/**
+ * The site's uprobe_events line, or why the kernel's fetch-args cannot express it (a USDT
+ * argument at base + index * scale): the other engines can still run the site.
+ */
+function eventLineOf(
+  site: ProbeSite,
+  group: string,
+): { uprobeEvent: string | null; uprobeEventError?: string } {
+  try {
+    const event = eventName(site.symbol, site.symbolOffset, site.vaddr);
+    return { uprobeEvent: uprobeEventLine(site, group, event) };
+  } catch (err) {
+    if (!(err instanceof ProbeError) || err.category !== 'not-supported') throw err;
+    return { uprobeEvent: null, uprobeEventError: err.message };
+  }
 }
 
 function hexBytes(bytes: Uint8Array): string {
@@ -179,12 +192,8 @@ function renderSite(site: ProbeSite, group: string): string {
       ),
     );
   }
-  lines.push(
-    field(
-      'uprobe',
-      uprobeEventLine(site, group, eventName(site.symbol, site.symbolOffset, site.vaddr)),
-    ),
-  );
+  const event = eventLineOf(site, group);
+  lines.push(field('uprobe', event.uprobeEvent ?? `(none: ${event.uprobeEventError})`));
   lines.push(field('kernel', handlingText(site)));
   site.instructions.forEach((insn, i) => {
     const bytes = hexBytes(insn.bytes);

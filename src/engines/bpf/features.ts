@@ -83,5 +83,5 @@ export function probeBpfFeatures(): BpfFeatures {
     uprobeMulti = link >= 0 || link === EBADF ? 0 : link;
     closeFd(multi);
   }
-  return { program: program >= 0 ? 0 : program, ringBuffer, uprobeMulti };
+  return { program: Math.min(program, 0), ringBuffer, uprobeMulti };
 }

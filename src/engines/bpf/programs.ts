@@ -217,18 +217,20 @@ function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
     case 'sp':
       a.emit(ldx('DW', 7, 6, USER_REGS.rsp));
       return;
-    case 'register': {
-      const info = registerInfo(expr.name);
-      if (info === undefined) {
-        throw new ProbeError('ERR_SPEC_INVALID', `Cannot fetch %${expr.name}: no such register`);
-      }
-      a.emit(ldx('DW', 7, 6, regOffset(info.base)));
-      if (info.shift > 0) a.emit(alu64Imm('RSH', 7, info.shift));
-      if (info.bits < 64) {
-        a.emit(alu64Imm('LSH', 7, 64 - info.bits), alu64Imm('RSH', 7, 64 - info.bits));
+    case 'register':
+      loadRegister(a, 7, expr.name);
+      return;
+    case 'constant':
+      a.emit(ld64Imm(7, expr.value));
+      return;
+    case 'indexed':
+      loadRegister(a, 7, expr.index);
+      if (expr.scale > 1) a.emit(alu64Imm('LSH', 7, Math.log2(expr.scale)));
+      if (expr.base !== undefined) {
+        loadRegister(a, 1, expr.base);
+        a.emit(alu64Reg('ADD', 7, 1));
       }
       return;
-    }
     case 'deref': {
       emitExpr(a, expr.inner, 8, fault);
       a.emit(mov64Reg(3, 7));
@@ -242,6 +244,19 @@ function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
       throw new InternalError(
         `The fetch of variable "${expr.name}" reached the bpf engine unresolved`,
       );
+  }
+}
+
+/** `dst` = what `%name` reads: its bits of the saved register. */
+function loadRegister(a: Asm, dst: Reg, name: string): void {
+  const info = registerInfo(name);
+  if (info === undefined) {
+    throw new ProbeError('ERR_SPEC_INVALID', `Cannot fetch %${name}: no such register`);
+  }
+  a.emit(ldx('DW', dst, 6, regOffset(info.base)));
+  if (info.shift > 0) a.emit(alu64Imm('RSH', dst, info.shift));
+  if (info.bits < 64) {
+    a.emit(alu64Imm('LSH', dst, 64 - info.bits), alu64Imm('RSH', dst, 64 - info.bits));
   }
 }
 

@@ -65,14 +65,8 @@ function value(expr: FetchExpr, source: FetchSource): bigint {
     }
     case 'retval':
       return source.retval ?? regs.get('rax');
-    case 'register': {
-      const info = registerInfo(expr.name);
-      if (info === undefined) {
-        throw new ProbeError('ERR_SPEC_INVALID', `Cannot fetch %${expr.name}: no such register`);
-      }
-      const base = info.base === 'rflags' ? regs.get('eflags') : regs.get(info.base);
-      return (base >> BigInt(info.shift)) & ((1n << BigInt(info.bits)) - 1n);
-    }
+    case 'register':
+      return registerValue(expr.name, regs);
     case 'ip':
       return regs.rip;
     case 'sp':
@@ -81,11 +75,27 @@ function value(expr: FetchExpr, source: FetchSource): bigint {
       return readInteger(source, value(expr.inner, source) + expr.offset, 8);
     case 'comm':
       return 0n;
+    case 'constant':
+      return BigInt.asUintN(64, expr.value);
+    case 'indexed': {
+      const base = expr.base === undefined ? 0n : registerValue(expr.base, regs);
+      return BigInt.asUintN(64, base + registerValue(expr.index, regs) * BigInt(expr.scale));
+    }
     case 'variable':
       throw new InternalError(
         `The fetch of variable "${expr.name}" reached the ptrace engine unresolved`,
       );
   }
+}
+
+/** What `%name` reads: its bits of the register. */
+function registerValue(name: string, regs: Registers): bigint {
+  const info = registerInfo(name);
+  if (info === undefined) {
+    throw new ProbeError('ERR_SPEC_INVALID', `Cannot fetch %${name}: no such register`);
+  }
+  const base = info.base === 'rflags' ? regs.get('eflags') : regs.get(info.base);
+  return (base >> BigInt(info.shift)) & ((1n << BigInt(info.bits)) - 1n);
 }
 
 /**

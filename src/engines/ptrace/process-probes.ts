@@ -53,6 +53,12 @@ export interface Registration {
   readonly event: ProbeEventKind;
   /** The probe's runtime address, for breakpoint and return. */
   readonly where?: bigint | undefined;
+  /**
+   * The runtime address of a USDT semaphore (a u16 the program tests to see whether its probe
+   * is traced): raised by one while the registration is in a process, as the kernel does with
+   * a uprobe's ref_ctr_offset.
+   */
+  readonly semaphore?: bigint | undefined;
   /** Runs while the thread is stopped; without one, poll() returns the event instead. */
   readonly handler?: ((hit: HitContext) => void) | undefined;
   /** Only hits this returns true for count. */
@@ -143,6 +149,8 @@ export class ProcessProbes {
   #exitCode: number | undefined;
   /** The thread whose handler runs now. */
   #handling: number | undefined;
+  /** USDT semaphores raised in this process: address -> by how much. */
+  #semaphores = new Map<bigint, number>();
 
   private constructor(tracee: Tracee, options: ProbesOptions, delivery?: Delivery) {
     this.tracee = tracee;
@@ -216,6 +224,20 @@ export class ProcessProbes {
       if (event === 'return') this.#armTrampoline(where);
     }
     this.#registrations.set(registration.id, registration);
+    if (registration.semaphore !== undefined) this.#raiseSemaphore(registration.semaphore, 1);
+  }
+
+  /** Add `delta` to a USDT semaphore in the process (a u16, kept within 0..0xffff). */
+  #raiseSemaphore(vaddr: bigint, delta: number): void {
+    if (this.#ended || this.tracee.threads.size === 0) return;
+    const bytes = this.tracee.read(vaddr, 2);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, 2);
+    const value = Math.min(0xffff, Math.max(0, view.getUint16(0, true) + delta));
+    view.setUint16(0, value, true);
+    this.tracee.write(vaddr, bytes);
+    const count = (this.#semaphores.get(vaddr) ?? 0) + delta;
+    if (count === 0) this.#semaphores.delete(vaddr);
+    else this.#semaphores.set(vaddr, count);
   }
 
   /** Whether `id` is registered (an exec drops the registrations at addresses). */
@@ -246,6 +268,7 @@ export class ProcessProbes {
       }
       const where = registration.where;
       if (where !== undefined && !this.#usedAt(where)) this.#disarm(where);
+      if (registration.semaphore !== undefined) this.#raiseSemaphore(registration.semaphore, -1);
     }
   }
 
@@ -361,6 +384,7 @@ export class ProcessProbes {
       this.#returns.delete(tid);
     }
     for (const vaddr of [...this.#breakpoints.keys()]) this.#disarm(vaddr);
+    for (const [vaddr, count] of [...this.#semaphores]) this.#raiseSemaphore(vaddr, -count);
     // No thread is in an out-of-line page any more: unmap them.
     const [someThread] = tracee.threads;
     if (someThread !== undefined) this.#xol.unmapAll(someThread);
@@ -601,6 +625,7 @@ export class ProcessProbes {
         }
         this.#breakpoints.clear();
         this.#removed.clear();
+        this.#semaphores.clear();
         this.#image = {};
         this.#returns.clear();
         this.#trampoline = undefined;
@@ -797,6 +822,17 @@ export class ProcessProbes {
       new DataView(bytes.buffer).setBigUint64(0, instance.returnAddress, true);
       writes.push({ vaddr: instance.stackVaddr, bytes });
     }
+    // Its copies of the semaphores this tracer raised go back down (nothing traces it).
+    for (const [vaddr, count] of this.#semaphores) {
+      const was = tracee.read(vaddr, 2);
+      const bytes = new Uint8Array(2);
+      new DataView(bytes.buffer).setUint16(
+        0,
+        Math.max(0, (was[0]! | (was[1]! << 8)) - count),
+        true,
+      );
+      writes.push({ vaddr, bytes });
+    }
     tracee.releaseChild(child, writes);
   }
 
@@ -830,6 +866,8 @@ export class ProcessProbes {
     probes.#xol = this.#xol.copyFor(probes.tracee);
     probes.#trampoline = this.#trampoline;
     probes.#image = this.#image;
+    // Its memory is a copy: so are the semaphores raised in it.
+    probes.#semaphores = new Map(this.#semaphores);
     // The child is a copy of the thread that forked, pending returns and all.
     const stack = this.#returns.get(parent);
     if (stack !== undefined) probes.#returns.set(child, [...stack]);

@@ -1,8 +1,10 @@
-import { InternalError } from '../../errors/index.js';
+import { InternalError, ProbeError } from '../../errors/index.js';
 import {
   type FetchArg,
   type FetchExpr,
   type FetchType,
+  fetchTypeBytes,
+  printFetchExpr,
   type RegisterBase,
   registerInfo,
 } from '../../spec/index.js';
@@ -91,6 +93,21 @@ function fetchText(expr: FetchExpr): {
       const magnitude = expr.offset < 0n ? -expr.offset : expr.offset;
       return { text: `${sign}${magnitude}(${inner})`, width: undefined };
     }
+    case 'constant':
+      // The kernel's immediate (Linux 4.20 and later).
+      return { text: `\\${expr.value}`, width: undefined };
+    case 'indexed':
+      throw new ProbeError(
+        'ERR_NOT_SUPPORTED',
+        `Cannot fetch ${printFetchExpr(expr)} with the tracefs engine: the kernel's fetch-args cannot add two registers`,
+        {
+          hints: [
+            'Use --engine bpf or --engine ptrace, which can',
+            'Or fetch only the other arguments, e.g. arg0 arg1',
+          ],
+          details: { feature: 'indexed fetch' },
+        },
+      );
     case 'variable':
       throw new InternalError(
         `The fetch of variable "${expr.name}" reached the tracefs engine unresolved`,
@@ -101,7 +118,19 @@ function fetchText(expr: FetchExpr): {
 /** The kernel's text for one fetch argument: `NAME=FETCH[:TYPE]`. */
 export function kernelFetchArg(fetch: FetchArg): string {
   const { text, width } = fetchText(fetch.expr);
-  const type = fetch.type === undefined ? width : kernelType(fetch.type);
+  let type = fetch.type === undefined ? width : kernelType(fetch.type);
+  // %ah-style registers are a bitfield of the whole register; the kernel's bitfields are
+  // unsigned, so an 8-bit unsigned type keeps the bitfield and a signed one cannot be had.
+  if (width?.startsWith('b') && fetch.type !== undefined) {
+    if (fetch.type === 's8') {
+      throw new ProbeError(
+        'ERR_NOT_SUPPORTED',
+        `Cannot fetch ${printFetchExpr(fetch.expr)} as s8 with the tracefs engine: the kernel reads a register's second byte only as an unsigned bitfield`,
+        { hints: ['Use --engine bpf or --engine ptrace, or fetch it as u8'] },
+      );
+    }
+    if (fetchTypeBytes(fetch.type) === 1) type = width;
+  }
   return `${fetch.name}=${text}${type === undefined ? '' : `:${type}`}`;
 }
 

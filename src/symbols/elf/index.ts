@@ -22,3 +22,10 @@ export type {
   SymbolVisibility,
   UsdtNote,
 } from './types.js';
+export {
+  parseUsdtArguments,
+  type UsdtArgument,
+  type UsdtOperand,
+  type UsdtRegister,
+  usdtRegister,
+} from './usdt-arguments.js';
