@@ -7,6 +7,14 @@ export {
   SYMBOL_BINDINGS,
 } from './constants.js';
 export { openElf, type ParseElfOptions, parseElf } from './parse-elf.js';
+export {
+  DT,
+  DYN_ENTRY_BYTES,
+  type DynamicEntry,
+  type DynamicInfo,
+  parseDynamicEntries,
+  readDynamicInfo,
+} from './read-dynamic.js';
 export { type FunctionColumns, splitSymbolVersion, symbolDisplayName } from './read-symbols.js';
 export type {
   DebugLink,
