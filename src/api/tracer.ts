@@ -17,7 +17,7 @@ import {
   launchStopped,
   threadsOf,
 } from '../host/index.js';
-import { type ProbeSite, planProbes } from '../plan/index.js';
+import { commandSearchOptions, type ProbeSite, planProbes } from '../plan/index.js';
 import {
   type Aggregate,
   type CountOptions,
@@ -136,6 +136,8 @@ export class Tracer {
     const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
       pid: options.pid,
       unsafe: options.unsafe,
+      // The command's libraries are searched for as its dynamic linker will.
+      ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });
     const tracefs = ensureTracefs();
     cleanStaleGroups(tracefs);

@@ -1,4 +1,5 @@
 export { findIfuncImplementations, type IfuncImplementation } from './ifunc.js';
+export { notLoadedNotes } from './not-loaded.js';
 export type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 export {
   type ProbePlan,

@@ -44,6 +44,10 @@ export interface ResolveOptions {
    * probe. Default 'tracefs'.
    */
   readonly engine?: 'tracefs' | 'ptrace' | undefined;
+  /** LD_LIBRARY_PATH to search for library names (with `pid`: the process's by default). */
+  readonly libraryPath?: string | undefined;
+  /** The program whose RPATH/RUNPATH is searched for library names (with `pid`: its own). */
+  readonly executable?: string | undefined;
 }
 
 export interface ProbePlan {
@@ -156,7 +160,12 @@ function openTarget(
 ): OpenTarget {
   let resolved: ResolvedTarget;
   try {
-    resolved = resolveTarget(spec.target.text, { pid: options.pid, cwd: options.cwd });
+    resolved = resolveTarget(spec.target.text, {
+      pid: options.pid,
+      cwd: options.cwd,
+      libraryPath: options.libraryPath,
+      executable: options.executable,
+    });
   } catch (err) {
     if (err instanceof ProbeError && err.source === undefined) {
       throw new ProbeError(err.code, err.message, {

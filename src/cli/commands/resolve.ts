@@ -1,5 +1,6 @@
 import type { Command } from '@commander-js/extra-typings';
 import {
+  notLoadedNotes,
   type ProbeSite,
   printFetchExpr,
   resolveProbes,
@@ -46,10 +47,12 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
         { pid: options.pid, unsafe: options.unsafe },
       );
       const group = `upscope_${process.pid}`;
+      const notes = options.pid === undefined ? [] : notLoadedNotes(plan.sites, options.pid);
       if (options.json === true) {
         io.out(
           `${renderJson({
             sites: plan.sites.map((site) => siteJson(site, group)),
+            notes,
             addresses: symbolized,
             errors: plan.errors.map(errorJson),
             warnings: plan.warnings.map(errorJson),
@@ -61,6 +64,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
           ...symbolized.map(renderSymbolized),
         ];
         if (blocks.length > 0) io.out(`${blocks.join('\n')}\n`);
+        for (const note of notes) io.err(`upscope: ${note}\n`);
         for (const warning of plan.warnings)
           io.err(`${renderError(warning).replace(/^error/, 'warning')}\n`);
         for (const error of plan.errors) io.err(`${renderError(error)}\n`);

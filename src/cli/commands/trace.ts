@@ -3,6 +3,7 @@ import type { Command } from '@commander-js/extra-typings';
 import {
   type Attachment,
   type FieldValue,
+  notLoadedNotes,
   type ProbeEvent,
   type ProbeSite,
   probeName,
@@ -96,6 +97,10 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
           ? jsonFormatter(attachment.sites)
           : textFormatter(attachment.sites, start);
       const probes = attachment.sites.length;
+      if (options.pid !== undefined) {
+        for (const note of notLoadedNotes(attachment.sites, options.pid))
+          io.err(`upscope: ${note}\n`);
+      }
       io.err(`Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.\n`);
       const timer =
         options.duration === undefined

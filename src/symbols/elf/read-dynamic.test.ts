@@ -57,7 +57,8 @@ describe('readDynamicInfo()', () => {
     const seen = { runpath: 0, rpath: 0, soname: 0 };
     for (const path of cases) {
       const readelf = tool('readelf', ['-dW', path]);
-      const field = (name: string) => new RegExp(`\\(${name}\\)\\s+.*\\[(.*)\\]`).exec(readelf)?.[1];
+      const field = (name: string) =>
+        new RegExp(`\\(${name}\\)\\s+.*\\[(.*)\\]`).exec(readelf)?.[1];
       const elf = openElf(path);
       try {
         const info = readDynamicInfo(elf)!;
