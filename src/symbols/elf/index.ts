@@ -16,6 +16,22 @@ export {
   readDynamicInfo,
 } from './read-dynamic.js';
 export { type FunctionColumns, splitSymbolVersion, symbolDisplayName } from './read-symbols.js';
+export {
+  AT_BASE,
+  findDebugEntry,
+  LINK_MAP_BYTES,
+  type LinkMapEntry,
+  parseAuxv,
+  parseLinkMapEntry,
+  parseRDebug,
+  R_DEBUG_BYTES,
+  R_STATE_OFFSET,
+  type RDebug,
+  type RendezvousState,
+  RT_STATE,
+  rendezvousState,
+  walkLinkMap,
+} from './rendezvous.js';
 export type {
   DebugLink,
   ElfFile,

@@ -68,7 +68,7 @@ export function readDynamicInfo(elf: ElfFile): DynamicInfo | undefined {
   let strings: Uint8Array | undefined;
   if (strtabOffset !== undefined && strsz !== undefined) {
     const available = elf.fileSize - strtabOffset;
-    strings = elf.read(strtabOffset, Number(strsz < available ? strsz : available));
+    strings = elf.read(strtabOffset, Math.min(Number(strsz), Number(available)));
   }
   const string = (offset: bigint | undefined): string | undefined => {
     if (strings === undefined || offset === undefined || offset >= BigInt(strings.length))
