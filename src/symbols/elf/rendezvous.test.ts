@@ -19,7 +19,9 @@ import {
 function words(values: readonly bigint[]): Uint8Array {
   const bytes = new Uint8Array(values.length * 8);
   const view = new DataView(bytes.buffer);
-  values.forEach((value, i) => view.setBigUint64(i * 8, BigInt.asUintN(64, value), true));
+  for (const [i, value] of values.entries()) {
+    view.setBigUint64(i * 8, BigInt.asUintN(64, value), true);
+  }
   return bytes;
 }
 
