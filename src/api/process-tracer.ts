@@ -24,7 +24,8 @@ export interface ProcessRegistration {
   /**
    * For breakpoint and return: a runtime address, or a probe spec (`./app:parse`,
    * `libc:malloc`, `./app:main+0x1a`) resolved in the process. A spec's sites in a library
-   * not loaded yet are placed when the dynamic loader maps it.
+   * not loaded yet are placed when the dynamic loader maps it (in each followed process that
+   * maps it), removed when it is closed, and placed again when it is opened again.
    */
   readonly where?: bigint | string | undefined;
   /**

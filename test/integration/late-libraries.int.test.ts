@@ -25,6 +25,7 @@ import { parseRDebug, R_DEBUG_BYTES, walkLinkMap } from '../../src/symbols/index
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers, ownBpfFds, ownLeftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
 import { tool } from '../helpers/tools.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
@@ -275,6 +276,43 @@ describe('the library API with pid: a library loaded later', () => {
     assert.equal(seen, truth.add);
     assert.equal(Number(counts.read()[0]!.count), truth.mul);
     counts.close();
+  });
+});
+
+describe('resolve -p: a library the process has not loaded yet', () => {
+  test('resolves from disk, without a runtime address, and says so once', async (t) => {
+    if (!requireHost(t, { commands: ['gcc', 'nm'] })) return;
+    const { app, lib } = build();
+    const target = run(app, [join(scratch, 'never'), lib, '1']);
+    started.push(target.child);
+    let out = '';
+    target.child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    await until(() => out, /^ready/m, 'the target started');
+    const pid = target.child.pid!;
+    const specs = [`${lib}:late_add`, `${lib}:late_mul`];
+    const text = runCli(['resolve', '-p', String(pid), ...specs]);
+    assert.equal(text.status, 0, text.stderr);
+    assert.equal(
+      text.stderr,
+      `upscope: ${lib} is not loaded in process ${pid} yet; its probes attach when it is loaded\n`,
+    );
+    assert.doesNotMatch(text.stdout, /runtime/);
+    const json = JSON.parse(runCli(['resolve', '--json', '-p', String(pid), ...specs]).stdout);
+    assert.deepEqual(json.notes, [
+      `${lib} is not loaded in process ${pid} yet; its probes attach when it is loaded`,
+    ]);
+    // The functions' addresses in the file, as nm gives them.
+    const nm = tool('nm', [lib]);
+    const symbol = (name: string) =>
+      BigInt(`0x${new RegExp(`^([0-9a-f]+) T ${name}$`, 'm').exec(nm)![1]}`);
+    assert.deepEqual(
+      json.sites.map((site: { vaddr: string }) => BigInt(site.vaddr)),
+      [symbol('late_add'), symbol('late_mul')],
+    );
+    target.child.kill('SIGKILL');
+    await target.exit;
   });
 });
 
