@@ -392,7 +392,7 @@ export class ProcessTracer {
     if (!this.#followExec || this.#specSites.length === 0) return;
     try {
       const rendezvous = findLoaderRendezvous(pid, (vaddr, length) =>
-        this.#probes.tracee.read(vaddr, length),
+        this.#probes.readIn(pid, vaddr, length),
       );
       this.#probes.registerIn(pid, this.#loaderRegistration(rendezvous));
     } catch (err) {

@@ -186,10 +186,13 @@ describe('trace -p: a library loaded after upscope attached', () => {
 
 describe('trace -c: a library the command loads with dlopen()', () => {
   for (const engine of ENGINES) {
-    test(`${engine}: every call, over two dlopen()s, also in a forked child`, async (t) => {
+    test(`${engine}: every call, over two dlopen()s, also in a forked child or one that exec'd`, async (t) => {
       if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
       const { app, lib, dir } = build();
-      for (const fork of [[], ['fork']]) {
+      const line = (...more: string[]) =>
+        [app, '-', 'liblate.so', String(CALLS), '2', ...more].join(' ');
+      // The program itself; loading in a child it forks; run by a shell's child (fork + exec).
+      for (const command of [line(), line('fork'), `sh -c '${line()}; true'`]) {
         // By name: the library is only in the command's LD_LIBRARY_PATH.
         const cli = run(
           process.execPath,
@@ -200,7 +203,7 @@ describe('trace -c: a library the command loads with dlopen()', () => {
             engine,
             '--json',
             '-c',
-            [app, '-', 'liblate.so', String(CALLS), '2', ...fork].join(' '),
+            command,
             'liblate:late_add',
             `r:${lib}:late_mul`,
           ],
@@ -211,11 +214,7 @@ describe('trace -c: a library the command loads with dlopen()', () => {
         const stdout = await cli.stdout;
         const truth = counted(stdout);
         assert.deepEqual(truth, { add: 2 * CALLS, mul: CALLS });
-        assert.deepEqual(
-          hits(stdout),
-          { late_add: truth.add, 'r:late_mul': truth.mul },
-          fork.join(),
-        );
+        assert.deepEqual(hits(stdout), { late_add: truth.add, 'r:late_mul': truth.mul }, command);
         assert.doesNotMatch(cli.stderr(), /is not loaded/);
       }
     });

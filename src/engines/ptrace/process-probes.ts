@@ -238,6 +238,13 @@ export class ProcessProbes {
     if (member !== undefined) member.#unregisterOne(id, true);
   }
 
+  /** Read the memory of one process of the family (the traced one or a followed child). */
+  readIn(pid: number, vaddr: bigint, length: number): Uint8Array {
+    const member = this.#d.members.get(pid);
+    if (member === undefined || member.#ended) throw ended(pid);
+    return member.tracee.read(vaddr, length);
+  }
+
   /** The pids of the processes followed now: the traced one and the children it forked. */
   followed(): number[] {
     return [...this.#d.members.keys()];
