@@ -14,7 +14,12 @@ import {
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
 import { type Exit, type LaunchedCommand, launchStopped } from '../host/index.js';
-import { type ProbeSite, planProbes, usdtFetchForSites } from '../plan/index.js';
+import {
+  commandSearchOptions,
+  type ProbeSite,
+  planProbes,
+  usdtFetchForSites,
+} from '../plan/index.js';
 import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
 import { StackSymbolizer } from './symbolize.js';
 import { checkTargetOptions, probeName } from './tracer.js';
@@ -247,6 +252,8 @@ async function start<R>(
     pid: options.pid,
     unsafe: options.unsafe,
     debugDirs: options.debugDirs,
+    // The command's libraries are searched for as its dynamic linker will.
+    ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
   });
   check?.(sites);
   const launched = options.command === undefined ? undefined : await launchStopped(options.command);

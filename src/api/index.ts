@@ -33,6 +33,7 @@ export {
 export type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
 export type { DoctorReport } from '../host/index.js';
 export {
+  notLoadedNotes,
   type ProbePlan,
   type ProbeSite,
   planProbes,

@@ -7,7 +7,13 @@ import {
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
 import { type ProbeSite, planProbesSync, processObjects } from '../plan/index.js';
-import { fileOffsetToRuntime, openElf, SymbolIndex } from '../symbols/index.js';
+import {
+  fileOffsetToRuntime,
+  type MappedObject,
+  R_STATE_OFFSET,
+  rendezvousState,
+} from '../symbols/index.js';
+import { findLoaderRendezvous, type LoaderRendezvous } from './loader-rendezvous.js';
 
 export type { HitContext, ProbeEventKind } from '../engines/index.js';
 
@@ -18,7 +24,8 @@ export interface ProcessRegistration {
   /**
    * For breakpoint and return: a runtime address, or a probe spec (`./app:parse`,
    * `libc:malloc`, `./app:main+0x1a`) resolved in the process. A spec's sites in a library
-   * not loaded yet are placed when the dynamic loader maps it.
+   * not loaded yet are placed when the dynamic loader maps it (in each followed process that
+   * maps it), removed when it is closed, and placed again when it is opened again.
    */
   readonly where?: bigint | string | undefined;
   /**
@@ -45,10 +52,19 @@ export interface ProcessAttachOptions extends ProbesOptions, FollowOptions {}
 
 export interface ProcessTracerOptions extends ProcessAttachOptions, SpawnOptions {}
 
-/** A site of a spec whose library the process has not mapped yet. */
-interface Pending {
+/** A site of a spec: placed in every followed process that has its file mapped. */
+interface SpecSite {
   readonly registration: ProcessRegistration;
   readonly site: ProbeSite;
+  /** The same for the same site of the same registration, also once resolved again. */
+  readonly key: string;
+}
+
+/** A spec site placed in one process: the engine's id for it, and where. */
+interface Placement {
+  readonly spec: SpecSite;
+  readonly internalId: string;
+  readonly address: bigint;
 }
 
 /**
@@ -71,24 +87,47 @@ export class ProcessTracer {
   readonly #probes: ProcessProbes;
   /** User id -> the engine's ids of its sites. */
   readonly #ids = new Map<string, string[]>();
-  readonly #pending: Pending[] = [];
+  /** Every site of every spec registration, placed or waiting for its file to be mapped. */
+  #specSites: SpecSite[] = [];
+  /** Per followed process (pid): the spec sites placed in it, by key. */
+  readonly #placements = new Map<number, Map<string, Placement>>();
   /** Spec registrations, to resolve again after an exec. */
   readonly #specs = new Map<string, ProcessRegistration>();
   readonly #sites = new Map<string, readonly ProbeSite[]>();
   readonly #followExec: boolean;
-  #loaderHooked = false;
+  /** The traced process's loader rendezvous, once hooked (null: it has none). */
+  #rendezvous: LoaderRendezvous | null | undefined;
   #unwinderHooked = false;
   #next = 0;
 
   private constructor(probes: ProcessProbes, options: FollowOptions) {
     this.#probes = probes;
     this.#followExec = options.followExec ?? false;
-    // A followed child's exec drops its own probes only.
     probes.register({
       id: '\u0000exec',
       event: 'exec',
       handler: (hit) => {
         if (hit.pid === this.pid) this.#execed();
+        else this.#childExeced(hit.pid);
+      },
+    });
+    // A followed child starts with a copy of its parent's probes, and ends with its own.
+    probes.register({
+      id: '\u0000fork',
+      event: 'fork',
+      handler: (hit) => {
+        const child = hit.detail;
+        const parent = this.#placements.get(hit.pid);
+        if (child === undefined || parent === undefined) return;
+        if (!this.#probes.followed().includes(child)) return;
+        this.#placements.set(child, new Map(parent));
+      },
+    });
+    probes.register({
+      id: '\u0000exit',
+      event: 'exit',
+      handler: (hit) => {
+        if (hit.pid !== this.pid) this.#placements.delete(hit.pid);
       },
     });
   }
@@ -157,17 +196,24 @@ export class ProcessTracer {
       debugDirs: registration.debugDirs,
       engine: 'ptrace',
     });
+    const added = sites.map((site) => ({
+      registration,
+      site,
+      key: `${registration.id}\u0000${site.kind}:${site.target.dev}:${site.target.inode}:${site.fileOffset}`,
+    }));
+    // Sites in files the process has not mapped yet wait for the dynamic loader to map them;
+    // sites in libraries it has are placed again if it closes and reopens them.
+    const objects = processObjects(this.pid);
+    const waiting = added.some((s) => addressIn(objects, s.site) === undefined);
+    try {
+      this.#hookLoader();
+    } catch (err) {
+      if (!(err instanceof ProbeError) || waiting) throw err;
+    }
     this.#ids.set(registration.id, this.#ids.get(registration.id) ?? []);
     this.#sites.set(registration.id, sites);
-    for (const site of sites) {
-      const address = site.runtimeAddress ?? this.#runtimeAddress(site);
-      if (address !== undefined) {
-        this.#place(registration, address, site);
-        continue;
-      }
-      this.#pending.push({ registration, site });
-      this.#hookLoader();
-    }
+    this.#specSites.push(...added);
+    for (const pid of this.#probes.followed()) this.#sync(pid, added);
     return sites;
   }
 
@@ -184,8 +230,11 @@ export class ProcessTracer {
       this.#ids.delete(one);
       this.#specs.delete(one);
       this.#sites.delete(one);
-      for (let i = this.#pending.length - 1; i >= 0; i--) {
-        if (this.#pending[i]!.registration.id === one) this.#pending.splice(i, 1);
+      this.#specSites = this.#specSites.filter((s) => s.registration.id !== one);
+      for (const placed of this.#placements.values()) {
+        for (const [key, placement] of placed) {
+          if (placement.spec.registration.id === one) placed.delete(key);
+        }
       }
     }
   }
@@ -240,48 +289,126 @@ export class ProcessTracer {
     known.push(internalId);
   }
 
-  /** Where a site's file offset is mapped in the process now, if its file is mapped. */
-  #runtimeAddress(site: ProbeSite): bigint | undefined {
-    const object = processObjects(this.pid).find(
-      (o) => o.dev === site.target.dev && o.inode === site.target.inode,
-    );
-    return object === undefined ? undefined : fileOffsetToRuntime(object, site.fileOffset);
+  /**
+   * Place in process `pid` the spec sites whose file it has mapped now, and forget the ones
+   * placed in it whose file it has unmapped (a library it closed): their memory is gone, so
+   * nothing is written there. Called when a spec is registered, and each time the dynamic
+   * loader says its list of objects is consistent again.
+   */
+  #sync(pid: number, specSites: readonly SpecSite[]): void {
+    let objects: MappedObject[];
+    try {
+      objects = processObjects(pid);
+    } catch (err) {
+      // The process has just ended: its exit is on its way.
+      if (err instanceof ProbeError) return;
+      throw err;
+    }
+    let placed = this.#placements.get(pid);
+    if (placed === undefined) {
+      placed = new Map();
+      this.#placements.set(pid, placed);
+    }
+    for (const [key, placement] of placed) {
+      if (addressIn(objects, placement.spec.site) === placement.address) continue;
+      this.#probes.forgetIn(pid, placement.internalId);
+      placed.delete(key);
+      this.#dropUnused(placement);
+    }
+    for (const spec of specSites) {
+      if (placed.has(spec.key)) continue;
+      const address = addressIn(objects, spec.site);
+      if (address === undefined) continue;
+      const { registration, site } = spec;
+      const internalId = this.#internalId(registration.id);
+      this.#probes.registerIn(pid, {
+        id: internalId,
+        event: registration.event,
+        where: address,
+        reportAs: registration.id,
+        filter: registration.filter,
+        handler:
+          registration.handler === undefined
+            ? undefined
+            : (hit) => registration.handler!(hit, site),
+      });
+      placed.set(spec.key, { spec, internalId, address });
+      this.#ids.get(registration.id)?.push(internalId);
+    }
+  }
+
+  /** An engine id no process uses any more is dropped from its registration's list. */
+  #dropUnused(placement: Placement): void {
+    for (const placed of this.#placements.values()) {
+      for (const other of placed.values()) if (other.internalId === placement.internalId) return;
+    }
+    const ids = this.#ids.get(placement.spec.registration.id);
+    const at = ids?.indexOf(placement.internalId) ?? -1;
+    if (at >= 0) ids!.splice(at, 1);
   }
 
   /**
-   * A breakpoint on the dynamic loader's `_dl_debug_state`, which it calls after each change to
-   * its list of loaded objects: pending sites whose library is mapped then are placed.
+   * A breakpoint, invisible to the user, where the dynamic loader calls its debugger hook
+   * (r_brk, `_dl_debug_state`) before and after it changes its list of loaded objects: each
+   * time the list is consistent again (r_state RT_CONSISTENT), the process's spec sites are
+   * placed and forgotten as its maps say. Throws ProbeError for a process without a loader.
    */
   #hookLoader(): void {
-    if (this.#loaderHooked) return;
-    const loader = processObjects(this.pid).find((o) =>
-      /\/ld-linux[^/]*\.so[^/]*$|\/ld-musl/.test(o.path),
-    );
-    if (loader === undefined) {
+    if (this.#rendezvous === null) {
       throw new ProbeError(
         'ERR_NOT_MAPPED',
         `Cannot wait for libraries to load in process ${this.pid}: no dynamic loader is mapped (a static program?)`,
       );
     }
-    const [symbol] = new SymbolIndex(openElf(loader.path)).named('_dl_debug_state');
-    const fileOffset = symbol?.fileOffset;
-    const address = fileOffset === undefined ? undefined : fileOffsetToRuntime(loader, fileOffset);
-    if (address === undefined) {
-      throw new ProbeError(
-        'ERR_SYMBOL_NOT_FOUND',
-        `Cannot wait for libraries to load in process ${this.pid}: ${loader.path} has no _dl_debug_state`,
+    if (this.#rendezvous !== undefined) return;
+    try {
+      this.#rendezvous = findLoaderRendezvous(this.pid, (vaddr, length) =>
+        this.#probes.tracee.read(vaddr, length),
       );
+    } catch (err) {
+      if (err instanceof ProbeError) this.#rendezvous = null;
+      throw err;
     }
-    this.#probes.register({
+    this.#probes.register(this.#loaderRegistration(this.#rendezvous));
+  }
+
+  /** The loader breakpoint's registration (followed children inherit it at fork). */
+  #loaderRegistration(rendezvous: LoaderRendezvous) {
+    const state =
+      rendezvous.rDebug === undefined ? undefined : rendezvous.rDebug + BigInt(R_STATE_OFFSET);
+    return {
       id: '\u0000loader',
-      event: 'breakpoint',
-      where: address,
-      // Libraries a followed child loads on its own are not waited for.
-      handler: (hit) => {
-        if (hit.pid === this.pid) this.#placePending();
+      event: 'breakpoint' as const,
+      where: rendezvous.brk,
+      handler: (hit: HitContext) => {
+        if (state !== undefined) {
+          const value = Number(BigInt.asUintN(32, hit.readU64(state)));
+          if (rendezvousState(value) !== 'consistent') return;
+        }
+        this.#sync(hit.pid, this.#specSites);
       },
-    });
-    this.#loaderHooked = true;
+    };
+  }
+
+  /**
+   * A followed child ran exec: its probes went with its old image. With followExec, the
+   * sites of every spec are placed in its new image as its files are mapped (the program now,
+   * its libraries once its loader has mapped them), as a kernel probe on the same file would
+   * fire there.
+   */
+  #childExeced(pid: number): void {
+    this.#placements.delete(pid);
+    if (!this.#followExec || this.#specSites.length === 0) return;
+    try {
+      const rendezvous = findLoaderRendezvous(pid, (vaddr, length) =>
+        this.#probes.readIn(pid, vaddr, length),
+      );
+      this.#probes.registerIn(pid, this.#loaderRegistration(rendezvous));
+    } catch (err) {
+      // A static program: only its own file's sites are placed.
+      if (!(err instanceof ProbeError)) throw err;
+    }
+    this.#sync(pid, this.#specSites);
   }
 
   /**
@@ -314,9 +441,10 @@ export class ProcessTracer {
    * program's function) is left without sites.
    */
   #execed(): void {
-    this.#loaderHooked = false;
+    this.#rendezvous = undefined;
     this.#unwinderHooked = false;
-    this.#pending.length = 0;
+    this.#specSites = [];
+    this.#placements.delete(this.pid);
     for (const [id, internals] of this.#ids) {
       if (id.startsWith('\u0000')) this.#ids.delete(id);
       else
@@ -339,14 +467,10 @@ export class ProcessTracer {
       }
     }
   }
+}
 
-  #placePending(): void {
-    for (let i = this.#pending.length - 1; i >= 0; i--) {
-      const pending = this.#pending[i]!;
-      const address = this.#runtimeAddress(pending.site);
-      if (address === undefined) continue;
-      this.#pending.splice(i, 1);
-      this.#place(pending.registration, address, pending.site);
-    }
-  }
+/** Where a site is in a process with these objects mapped; undefined when its file is not. */
+function addressIn(objects: readonly MappedObject[], site: ProbeSite): bigint | undefined {
+  const object = objects.find((o) => o.dev === site.target.dev && o.inode === site.target.inode);
+  return object === undefined ? undefined : fileOffsetToRuntime(object, site.fileOffset);
 }

@@ -17,7 +17,7 @@ import {
   launchStopped,
   threadsOf,
 } from '../host/index.js';
-import { type ProbeSite, planProbes } from '../plan/index.js';
+import { commandSearchOptions, type ProbeSite, planProbes } from '../plan/index.js';
 import {
   type Aggregate,
   type CountOptions,
@@ -139,6 +139,8 @@ export class Tracer {
       pid: options.pid,
       unsafe: options.unsafe,
       debugDirs: options.debugDirs,
+      // The command's libraries are searched for as its dynamic linker will.
+      ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });
     const tracefs = ensureTracefs();
     cleanStaleGroups(tracefs);

@@ -20,6 +20,7 @@ export {
 export {
   checkCommand,
   checkProgram,
+  commandProgram,
   type Exit,
   type LaunchedCommand,
   launchStopped,

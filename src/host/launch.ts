@@ -84,8 +84,17 @@ function firstWord(command: string): string | null | undefined {
   return /^[A-Za-z0-9_./+,:@%-]+$/.test(word) && !word.includes('=') ? word : null;
 }
 
-/** Throws ProbeError ERR_TARGET_NOT_FOUND unless `program` (a path, or a name on PATH) is executable. */
-export function checkProgram(program: string): void {
+/**
+ * The program file a shell command line runs, when the line is simple enough to tell (its
+ * first word a path or a name on PATH, no quotes, variables or assignments); else undefined.
+ */
+export function commandProgram(command: string): string | undefined {
+  const program = firstWord(command);
+  return program === undefined || program === null ? undefined : findProgram(program);
+}
+
+/** An executable regular file: `program` itself (with a '/'), or the first one on PATH. */
+function findProgram(program: string): string | undefined {
   const candidates = program.includes('/')
     ? [program]
     : (process.env['PATH'] ?? '/usr/bin:/bin')
@@ -95,12 +104,18 @@ export function checkProgram(program: string): void {
     try {
       if (statSync(path).isFile()) {
         accessSync(path, constants.X_OK);
-        return;
+        return path;
       }
     } catch {
       // Not here, or not executable: try the next directory.
     }
   }
+  return undefined;
+}
+
+/** Throws ProbeError ERR_TARGET_NOT_FOUND unless `program` (a path, or a name on PATH) is executable. */
+export function checkProgram(program: string): void {
+  if (findProgram(program) !== undefined) return;
   throw new ProbeError(
     'ERR_TARGET_NOT_FOUND',
     `Cannot run ${quote(program)}: ${program.includes('/') ? 'no such executable file' : 'not found on PATH'}`,

@@ -9,6 +9,7 @@ export {
   missingDebugInfoHints,
 } from './debug-info.js';
 export { findIfuncImplementations, type IfuncImplementation } from './ifunc.js';
+export { notLoadedNotes } from './not-loaded.js';
 export type { ProbeSite, SiteKind, SourceSite, TargetFile, UsdtSite } from './probe-site.js';
 export { type LineSiteAddress, lineCopies, resolveLineAddresses } from './resolve-line.js';
 export {

@@ -65,6 +65,10 @@ export interface ResolveOptions {
    * before it: DIR/.build-id/xx/rest.debug, DIR/<the file's directory>/<debuglink name>.
    */
   readonly debugDirs?: readonly string[] | undefined;
+  /** LD_LIBRARY_PATH to search for library names (with `pid`: the process's by default). */
+  readonly libraryPath?: string | undefined;
+  /** The program whose RPATH/RUNPATH is searched for library names (with `pid`: its own). */
+  readonly executable?: string | undefined;
 }
 
 export interface ProbePlan {
@@ -183,7 +187,12 @@ function openTarget(
 ): OpenTarget {
   let resolved: ResolvedTarget;
   try {
-    resolved = resolveTarget(spec.target.text, { pid: options.pid, cwd: options.cwd });
+    resolved = resolveTarget(spec.target.text, {
+      pid: options.pid,
+      cwd: options.cwd,
+      libraryPath: options.libraryPath,
+      executable: options.executable,
+    });
   } catch (err) {
     if (err instanceof ProbeError && err.source === undefined) {
       throw new ProbeError(err.code, err.message, {

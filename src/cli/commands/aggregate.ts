@@ -11,6 +11,7 @@ import {
   type LatencyUnit,
   latencyOf,
   mean,
+  notLoadedNotes,
   type ProbeCount,
   type ProbeHistogram,
   percentile,
@@ -123,6 +124,9 @@ async function run<R>(
         ? 'perf events'
         : `${report.multi} uprobe_multi, ${report.perf} perf events`;
   const probes = aggregate.probes.length;
+  if (options.pid !== undefined) {
+    for (const note of notLoadedNotes(aggregate.sites, options.pid)) io.err(`upscope: ${note}\n`);
+  }
   io.err(
     `${what} ${probes} ${noun}${probes === 1 ? '' : 's'} (bpf, ${how}, attached in ${report.milliseconds.toFixed(1)} ms). Ctrl-C to end.\n`,
   );

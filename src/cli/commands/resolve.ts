@@ -1,5 +1,6 @@
 import type { Command } from '@commander-js/extra-typings';
 import {
+  notLoadedNotes,
   type ProbeSite,
   printFetchExpr,
   resolveProbes,
@@ -57,10 +58,12 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
         },
       );
       const group = `upscope_${process.pid}`;
+      const notes = options.pid === undefined ? [] : notLoadedNotes(plan.sites, options.pid);
       if (options.json === true) {
         io.out(
           `${renderJson({
             sites: plan.sites.map((site) => siteJson(site, group)),
+            notes,
             addresses: symbolized.map((s) =>
               options.demangle ? s : { ...s, demangled: undefined },
             ),
@@ -74,6 +77,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
           ...symbolized.map((s) => renderSymbolized(s, options.demangle)),
         ];
         if (blocks.length > 0) io.out(`${blocks.join('\n')}\n`);
+        for (const note of notes) io.err(`upscope: ${note}\n`);
         for (const warning of plan.warnings)
           io.err(`${renderError(warning).replace(/^error/, 'warning')}\n`);
         for (const error of plan.errors) io.err(`${renderError(error)}\n`);

@@ -6,6 +6,7 @@ import {
   type FieldValue,
   type HitContext,
   interruptWaitsOn,
+  notLoadedNotes,
   type ProbeEvent,
   type ProbeSite,
   ProcessTracer,
@@ -164,6 +165,9 @@ export async function runPtrace(
       );
     }
     consumer.begin(sites);
+    if (options.pid !== undefined) {
+      for (const note of notLoadedNotes(sites, options.pid)) io.err(`upscope: ${note}\n`);
+    }
     const probes = new Set(sites.map(probeName));
     io.err(
       `${consumer.verb} ${probes.size} probe${probes.size === 1 ? '' : 's'} (ptrace, process ${tracer.pid}). Ctrl-C to end.\n`,

@@ -3,6 +3,7 @@ import type { Command } from '@commander-js/extra-typings';
 import {
   type Attachment,
   type FieldValue,
+  notLoadedNotes,
   type ProbeEvent,
   type ProbeSite,
   probeName,
@@ -28,7 +29,8 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
       'Trace each SPEC and print one line per ' +
         'event: time, command, pid/tid, probe and fetched fields. Return probes show the return ' +
         'value and the time since the matching call. With -p, only that process (all its ' +
-        'threads and children) is traced; with -c, the command is started, traced from its first ' +
+        'threads and children) is traced, and probes on a library it has not loaded yet attach ' +
+        'when it loads it; with -c, the command is started, traced from its first ' +
         'instruction, and its exit ends the trace and sets the exit status. Ctrl-C ends the ' +
         'trace; a summary of events delivered, lost and missed goes to stderr. Engines: tracefs ' +
         '(kernel uprobes; root; every process, or the one given), bpf (kernel uprobes with a BPF ' +
@@ -99,6 +101,10 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
           ? jsonFormatter(attachment.sites)
           : textFormatter(attachment.sites, start);
       const probes = attachment.sites.length;
+      if (options.pid !== undefined) {
+        for (const note of notLoadedNotes(attachment.sites, options.pid))
+          io.err(`upscope: ${note}\n`);
+      }
       io.err(`Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.\n`);
       const timer =
         options.duration === undefined

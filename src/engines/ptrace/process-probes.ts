@@ -240,6 +240,44 @@ export class ProcessProbes {
     else this.#semaphores.set(vaddr, count);
   }
 
+  #forgetSemaphore(vaddr: bigint): void {
+    const count = (this.#semaphores.get(vaddr) ?? 0) - 1;
+    if (count <= 0) this.#semaphores.delete(vaddr);
+    else this.#semaphores.set(vaddr, count);
+  }
+
+  /**
+   * Register in one process of the family only (the traced one or a followed child, by pid):
+   * for a probe in a library that only that process has mapped. Children it forks later get
+   * a copy, as of every registration.
+   */
+  registerIn(pid: number, registration: Registration): void {
+    const member = this.#d.members.get(pid);
+    if (member === undefined || member.#ended) throw ended(pid);
+    member.#registerOne(registration);
+  }
+
+  /**
+   * Unregister `id` in one process of the family, whose code at its address has been unmapped
+   * (a library it closed): its breakpoint is forgotten without writing to that memory.
+   */
+  forgetIn(pid: number, id: string): void {
+    const member = this.#d.members.get(pid);
+    if (member !== undefined) member.#unregisterOne(id, true);
+  }
+
+  /** Read the memory of one process of the family (the traced one or a followed child). */
+  readIn(pid: number, vaddr: bigint, length: number): Uint8Array {
+    const member = this.#d.members.get(pid);
+    if (member === undefined || member.#ended) throw ended(pid);
+    return member.tracee.read(vaddr, length);
+  }
+
+  /** The pids of the processes followed now: the traced one and the children it forked. */
+  followed(): number[] {
+    return [...this.#d.members.keys()];
+  }
+
   /** Whether `id` is registered (an exec drops the registrations at addresses). */
   isRegistered(id: string): boolean {
     return this.#registrations.has(id);
@@ -251,7 +289,7 @@ export class ProcessProbes {
     if (!this.#d.members.has(this.pid)) this.#unregisterOne(id);
   }
 
-  #unregisterOne(id: string | 'all'): void {
+  #unregisterOne(id: string | 'all', unmapped = false): void {
     const ids = id === 'all' ? [...this.#registrations.keys()] : [id];
     for (const one of ids) {
       const registration = this.#registrations.get(one);
@@ -267,8 +305,15 @@ export class ProcessProbes {
         }
       }
       const where = registration.where;
-      if (where !== undefined && !this.#usedAt(where)) this.#disarm(where);
-      if (registration.semaphore !== undefined) this.#raiseSemaphore(registration.semaphore, -1);
+      if (where !== undefined && !this.#usedAt(where)) {
+        if (unmapped) this.#breakpoints.delete(where);
+        else this.#disarm(where);
+      }
+      if (registration.semaphore !== undefined) {
+        // An unmapped library's semaphore is gone with it: forget it, write nothing.
+        if (unmapped) this.#forgetSemaphore(registration.semaphore);
+        else this.#raiseSemaphore(registration.semaphore, -1);
+      }
     }
   }
 
@@ -499,10 +544,22 @@ export class ProcessProbes {
     if (breakpoint === undefined) return;
     this.#breakpoints.delete(vaddr);
     this.#removed.add(vaddr);
-    if (!this.#ended && this.tracee.threads.size > 0) {
+    // Only our int3 is put back: where the code was unmapped (a library closed) or replaced
+    // since, nothing is written.
+    if (!this.#ended && this.tracee.threads.size > 0 && this.#readByte(vaddr) === INT3) {
       this.tracee.write(vaddr, new Uint8Array([breakpoint.original]));
     }
     // The slot is not reused: a thread may still be running the instruction in it.
+  }
+
+  /** The byte at `vaddr`, or undefined where nothing is mapped. */
+  #readByte(vaddr: bigint): number | undefined {
+    try {
+      return this.tracee.read(vaddr, 1)[0];
+    } catch (err) {
+      if (err instanceof ProbeError) return undefined;
+      throw err;
+    }
   }
 
   #armTrampoline(near: bigint): void {

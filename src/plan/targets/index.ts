@@ -20,6 +20,7 @@ export {
   sameMountNamespace,
 } from './process.js';
 export {
+  commandSearchOptions,
   type ResolvedTarget,
   type ResolveTargetOptions,
   resolveTarget,

@@ -26,6 +26,7 @@ import {
   runtimeToFileOffset,
 } from '../../symbols/maps/index.js';
 import {
+  commandSearchOptions,
   processComm,
   processObjects,
   readProcessMaps,
@@ -43,8 +44,12 @@ interface Running {
 const running = new Set<ChildProcess>();
 
 /** Start a tgt-sleeper build (or a command that execs one) and wait for its first line. */
-async function start(command: string, args: readonly string[] = []): Promise<Running> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+async function start(
+  command: string,
+  args: readonly string[] = [],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Running> {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
   running.add(child);
   const line = await new Promise<string>((resolve, reject) => {
     let out = '';
@@ -152,19 +157,87 @@ describe('resolveTarget() with a process', () => {
     }
   });
 
-  it('refuses a path the process has not mapped, naming the process', async (t) => {
+  it('takes a path the process has not mapped (yet) from disk, without a mapping', async (t) => {
     if (!requireHost(t, { commands: ['gcc'] })) return;
     const { child, pid } = await start(compileProgram('tgt-sleeper'));
     try {
-      const comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-      const err = assertProbeError(
-        () => resolveTarget('/bin/sh', { pid }),
-        'ERR_NOT_MAPPED',
-        new RegExp(
-          `^Cannot use target "/bin/sh" in process ${pid} \\("${comm}"\\): the file is not mapped in that process$`,
-        ),
+      const target = resolveTarget('/bin/sh', { pid });
+      assert.deepEqual(
+        [target.how, target.path, target.displayPath],
+        ['path', '/bin/sh', '/bin/sh'],
       );
-      assert.ok(err.hints.some((h) => h.includes(`upscope list -p ${pid}`)));
+      assert.equal(target.mappedObject, undefined);
+      assert.equal(target.inode, statSync('/bin/sh', { bigint: true }).ino);
+      assertProbeError(
+        () => resolveTarget(join(scratch, 'no-such-lib.so'), { pid }),
+        'ERR_TARGET_NOT_FOUND',
+        /: no such file$/,
+      );
+    } finally {
+      await stop(child);
+    }
+  });
+
+  it('searches a library it has not loaded as its dynamic linker would: RUNPATH, LD_LIBRARY_PATH', async (t) => {
+    if (!requireHost(t, { commands: ['gcc', 'readelf'] })) return;
+    const lib = compileProgram('tgt-lib', { flags: ['-shared', '-fPIC'], suffix: '.so' });
+    const home = join(scratch, 'search');
+    for (const dir of ['app/rdir', 'env', 'env2']) mkdirSync(join(home, dir), { recursive: true });
+    // Only these directories hold these names: a library found is found through them.
+    copyFileSync(lib, join(home, 'app/rdir/libtgtrunpath.so'));
+    copyFileSync(lib, join(home, 'env/libtgtenv.so.1'));
+    copyFileSync(lib, join(home, 'env2/libtgtenv.so.1'));
+    const program = join(home, 'app/sleeper');
+    copyFileSync(
+      compileProgram('tgt-sleeper', {
+        flags: ['-Wl,--enable-new-dtags', '-Wl,-rpath,$ORIGIN/rdir'],
+      }),
+      program,
+    );
+    assert.match(tool('readelf', ['-dW', program]), /\(RUNPATH\).*\[\$ORIGIN\/rdir\]/);
+    const libraryPath = `${join(home, 'env')}:${join(home, 'env2')}`;
+    const { child, pid } = await start(program, [], {
+      ...process.env,
+      LD_LIBRARY_PATH: libraryPath,
+    });
+    try {
+      const fromEnv = resolveTarget('libtgtenv', { pid });
+      assert.deepEqual(
+        [fromEnv.how, fromEnv.path, fromEnv.mappedObject],
+        ['ld-library-path', join(home, 'env/libtgtenv.so.1'), undefined],
+      );
+      const fromRunpath = resolveTarget('libtgtrunpath', { pid });
+      assert.deepEqual(
+        [fromRunpath.how, fromRunpath.path],
+        ['runpath', join(home, 'app/rdir/libtgtrunpath.so')],
+      );
+      // Without the process: the same from the program and the variable given.
+      assert.equal(
+        resolveTarget('libtgtenv', { libraryPath }).path,
+        join(home, 'env/libtgtenv.so.1'),
+      );
+      assert.equal(
+        resolveTarget('libtgtrunpath', { executable: program }).path,
+        join(home, 'app/rdir/libtgtrunpath.so'),
+      );
+      assert.deepEqual(commandSearchOptions(`${program} 5`, { LD_LIBRARY_PATH: libraryPath }), {
+        libraryPath,
+        executable: program,
+      });
+      assertProbeError(
+        () => resolveTarget('libtgtenv', {}),
+        'ERR_TARGET_NOT_FOUND',
+        /^Cannot find target "libtgtenv"/,
+      );
+    } finally {
+      await stop(child);
+    }
+  });
+
+  it('names the process when it has not mapped a name', async (t) => {
+    if (!requireHost(t, { commands: ['gcc'] })) return;
+    const { child, pid } = await start(compileProgram('tgt-sleeper'));
+    try {
       const missing = assertProbeError(
         () => resolveTarget('libdoesnotexist', { pid }),
         'ERR_TARGET_NOT_FOUND',
@@ -209,7 +282,11 @@ describe('resolveTarget() with a process', () => {
       compileProgram('tgt-lib', { flags: ['-shared', '-fPIC'], suffix: '.so' }),
       join(dir, 'prog'),
     );
-    const script = 'mount -t tmpfs tmpfs "$0" && cp "$1" "$0/prog" && exec "$0/prog"';
+    // The namespace also has a library its program has not loaded, found by path and by name
+    // through its LD_LIBRARY_PATH.
+    const lib = compileProgram('tgt-lib', { flags: ['-shared', '-fPIC'], suffix: '.so' });
+    const script =
+      'mount -t tmpfs tmpfs "$0" && cp "$1" "$0/prog" && cp "$2" "$0/libnslate.so" && LD_LIBRARY_PATH="$0" exec "$0/prog"';
     const { child, pid } = await start('unshare', [
       '-m',
       '--propagation',
@@ -219,6 +296,7 @@ describe('resolveTarget() with a process', () => {
       script,
       dir,
       program,
+      lib,
     ]);
     try {
       assert.equal(sameMountNamespace(pid), false);
@@ -231,6 +309,12 @@ describe('resolveTarget() with a process', () => {
       const byPath = resolveTarget(join(dir, 'prog'), { pid });
       assert.equal(byPath.path, target.path);
       assert.equal(byPath.inode, target.inode);
+      for (const name of [join(dir, 'libnslate.so'), 'libnslate']) {
+        const late = resolveTarget(name, { pid });
+        assert.equal(late.path, `/proc/${pid}/root${dir}/libnslate.so`, name);
+        assert.equal(late.displayPath, `${dir}/libnslate.so`, name);
+        assert.equal(late.mappedObject, undefined, name);
+      }
     } finally {
       await stop(child);
     }

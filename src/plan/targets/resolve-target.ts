@@ -1,6 +1,7 @@
-import { type BigIntStats, readdirSync, statSync } from 'node:fs';
+import { type BigIntStats, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { ProbeError, quote } from '../../errors/index.js';
+import { commandProgram } from '../../host/index.js';
 import { closest, didYouMean } from '../../internal/index.js';
 import {
   compareVersionsDescending,
@@ -18,7 +19,7 @@ import {
   targetNameCandidates,
 } from './library-search.js';
 import { processComm, processError, processObjects, sameMountNamespace } from './process.js';
-import type { MappedObject } from './symbols.js';
+import { type ElfFile, type MappedObject, openElf, readDynamicInfo } from './symbols.js';
 
 /** A target file found on disk or in a process. */
 export interface ResolvedTarget {
@@ -31,11 +32,21 @@ export interface ResolvedTarget {
   /** What to show: the path as the user or the process sees it. */
   readonly displayPath: string;
   /** How it was found. */
-  readonly how: 'path' | 'path-search' | 'ld-cache' | 'lib-dir' | 'process-map';
+  readonly how:
+    | 'path'
+    | 'path-search'
+    | 'ld-cache'
+    | 'lib-dir'
+    | 'process-map'
+    | 'ld-library-path'
+    | 'runpath';
   /** Device and inode of the file opened through `path` (as stat() reports them). */
   readonly dev: bigint;
   readonly inode: bigint;
-  /** With a pid: the file's areas in that process, when it is mapped there. */
+  /**
+   * With a pid: the file's areas in that process, when it is mapped there. Without them the
+   * process has not loaded the file (yet): kernel probes on it fire once it does.
+   */
   readonly mappedObject?: MappedObject;
 }
 
@@ -50,6 +61,16 @@ export interface ResolveTargetOptions {
   readonly ldCachePath?: string;
   /** Library directories searched after the cache. Default: LIBRARY_DIRS. */
   readonly libraryDirs?: readonly string[];
+  /**
+   * LD_LIBRARY_PATH: directories searched for a library name before the cache, as the dynamic
+   * linker does. Default: with `pid`, the process's own (from /proc/PID/environ); else none.
+   */
+  readonly libraryPath?: string | undefined;
+  /**
+   * The program whose DT_RPATH and DT_RUNPATH are searched for a library name (with
+   * LD_LIBRARY_PATH between them, as ld.so does). Default: with `pid`, /proc/PID/exe.
+   */
+  readonly executable?: string | undefined;
 }
 
 const hex = (n: bigint): string => n.toString(16);
@@ -79,17 +100,20 @@ function sameFile(object: MappedObject, stat: BigIntStats): boolean {
  * a few directories.
  *
  * - A name containing '/' is a path (relative to `cwd`) to a regular file. With `pid`, the
- *   file must be mapped in that process (same device and inode, or the same path as the
- *   process sees it), else ERR_NOT_MAPPED.
+ *   file mapped in that process (same device and inode, or the same path as the process sees
+ *   it) comes first; a file it has not mapped (a library it will load later) is taken from
+ *   disk as the process sees it, without `mappedObject`.
  * - Otherwise, with `pid`, the process's mapped files come first: a file whose basename is the
  *   name, or a library of that short name (`libc` -> `libc.so.6` or `libc-2.31.so`).
- * - Then a library short name or soname through ld.so.cache (x86-64 first, highest version),
- *   then `name.so*` in the standard library directories, then a program on PATH.
+ * - Then, as the dynamic linker searches: the program's DT_RPATH (unless it has DT_RUNPATH),
+ *   LD_LIBRARY_PATH, its DT_RUNPATH, a library short name or soname through ld.so.cache
+ *   (x86-64 first, highest version), `name.so*` in the standard library directories; then a
+ *   program on PATH.
  *
- * Files of a process in another mount namespace are opened through /proc/PID/root, and
- * deleted or replaced ones through /proc/PID/map_files (root only). Errors: ERR_TARGET_NOT_FOUND
- * (with did-you-mean hints), ERR_PROCESS_NOT_FOUND, ERR_PROCESS_ACCESS, ERR_NOT_MAPPED,
- * ERR_FILE_READ.
+ * Files of a process in another mount namespace are opened through /proc/PID/root (also when
+ * searched for on disk), and deleted or replaced ones through /proc/PID/map_files (root only).
+ * Errors: ERR_TARGET_NOT_FOUND (with did-you-mean hints), ERR_PROCESS_NOT_FOUND,
+ * ERR_PROCESS_ACCESS, ERR_FILE_READ.
  */
 export function resolveTarget(name: string, options: ResolveTargetOptions = {}): ResolvedTarget {
   const cwd = options.cwd ?? process.cwd();
@@ -103,19 +127,34 @@ export function resolveTarget(name: string, options: ResolveTargetOptions = {}):
     const object = matchObject(proc.objects, name);
     if (object !== undefined) return proc.open(object, 'process-map');
   }
-  const ldCache = readLdCache(options.ldCachePath ?? LD_CACHE_PATH);
+  // In another mount namespace, the process's files are under /proc/PID/root.
+  const root = proc?.root() ?? '';
+  const ldCache = readLdCache(options.ldCachePath ?? `${root}${LD_CACHE_PATH}`);
+  const cacheEntries =
+    root === '' ? ldCache.entries : ldCache.entries.map((e) => ({ ...e, path: root + e.path }));
   const pathVar = options.path ?? process.env['PATH'] ?? '';
+  const dirs = linkerSearchDirs(options, proc, cwd);
   const found =
-    tagged(findInLdCache(name, ldCache.entries), 'ld-cache') ??
-    tagged(findInLibraryDirs(name, options.libraryDirs ?? LIBRARY_DIRS), 'lib-dir') ??
+    tagged(findInLibraryDirs(name, dirs.rpath), 'runpath') ??
+    tagged(findInLibraryDirs(name, dirs.libraryPath), 'ld-library-path') ??
+    tagged(findInLibraryDirs(name, dirs.runpath), 'runpath') ??
+    tagged(findInLdCache(name, cacheEntries), 'ld-cache') ??
+    tagged(
+      findInLibraryDirs(
+        name,
+        (options.libraryDirs ?? LIBRARY_DIRS).map((dir) => root + dir),
+      ),
+      'lib-dir',
+    ) ??
     tagged(findOnPath(name, pathVar, cwd), 'path-search');
   if (found !== undefined) {
     const stat = statBig(found.path);
     if (stat !== undefined) {
       const mappedObject = proc?.objects.find((o) => sameFile(o, stat));
+      const inRoot = root !== '' && found.path.startsWith(`${root}/`);
       return {
         path: found.path,
-        displayPath: found.path,
+        displayPath: inRoot ? found.path.slice(root.length) : found.path,
         how: found.how,
         dev: stat.dev,
         inode: stat.ino,
@@ -126,6 +165,9 @@ export function resolveTarget(name: string, options: ResolveTargetOptions = {}):
 
   const where = [
     'not a file',
+    ...(dirs.rpath.length + dirs.libraryPath.length + dirs.runpath.length > 0
+      ? ['not in the RPATH, LD_LIBRARY_PATH or RUNPATH directories']
+      : []),
     'not in /etc/ld.so.cache',
     'not in the library directories',
     'not on PATH',
@@ -204,6 +246,20 @@ function resolvePath(name: string, cwd: string, proc: ProcessView | undefined): 
       (stat === undefined ? undefined : proc.objects.find((o) => sameFile(o, stat))) ??
       proc.objects.find((o) => o.path === absolute);
     if (object !== undefined) return proc.open(object, 'path');
+    // Not mapped (yet): the file the process would load, as it sees the path.
+    const root = proc.root();
+    if (root !== '') {
+      const theirs = statBig(root + absolute);
+      if (theirs?.isFile() === true) {
+        return {
+          path: root + absolute,
+          displayPath: absolute,
+          how: 'path',
+          dev: theirs.dev,
+          inode: theirs.ino,
+        };
+      }
+    }
   }
   if (stat === undefined) {
     const prefix = name.slice(0, name.lastIndexOf('/') + 1);
@@ -234,20 +290,87 @@ function resolvePath(name: string, cwd: string, proc: ProcessView | undefined): 
       },
     );
   }
-  if (proc !== undefined) {
-    throw new ProbeError(
-      'ERR_NOT_MAPPED',
-      `Cannot use target ${quote(name)} in ${proc.describe()}: the file is not mapped in that process`,
-      {
-        hints: [
-          `List the objects ${proc.describe()} has loaded with: upscope list -p ${proc.pid}`,
-          'Without -p, a probe on the file fires in every process that runs it',
-        ],
-        details: { path: absolute, pid: proc.pid },
-      },
-    );
-  }
   return { path: absolute, displayPath: absolute, how: 'path', dev: stat.dev, inode: stat.ino };
+}
+
+/**
+ * How a command line's process will search for libraries, for resolving its targets before it
+ * starts (`-c`): LD_LIBRARY_PATH of this environment (which it inherits) and its program's
+ * RPATH and RUNPATH (when the line is simple enough to tell the program).
+ */
+export function commandSearchOptions(
+  command: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Pick<ResolveTargetOptions, 'libraryPath' | 'executable'> {
+  return { libraryPath: env['LD_LIBRARY_PATH'], executable: commandProgram(command) };
+}
+
+/** The directories ld.so searches before its cache, in its order, as paths here. */
+interface LinkerSearchDirs {
+  /** The program's DT_RPATH (only when it has no DT_RUNPATH). */
+  readonly rpath: string[];
+  readonly libraryPath: string[];
+  readonly runpath: string[];
+}
+
+/**
+ * The program's RPATH/RUNPATH and LD_LIBRARY_PATH: given in the options, or with a pid read
+ * from /proc/PID/exe and /proc/PID/environ (left out when they cannot be read). `$ORIGIN` is
+ * the program's directory; entries with other dynamic string tokens ($LIB, $PLATFORM) are
+ * left out. Relative entries are relative to `cwd` (ld.so takes them from the process's).
+ */
+function linkerSearchDirs(
+  options: ResolveTargetOptions,
+  proc: ProcessView | undefined,
+  cwd: string,
+): LinkerSearchDirs {
+  const root = proc?.root() ?? '';
+  const libraryPath = options.libraryPath ?? proc?.environment('LD_LIBRARY_PATH');
+  const executable = options.executable ?? (proc === undefined ? undefined : proc.executable());
+  let paths: { rpath?: readonly string[]; runpath?: readonly string[] } = {};
+  let origin: string | undefined;
+  if (executable !== undefined) {
+    paths = programSearchPaths(executable);
+    // $ORIGIN is where the program is as the process sees it; /proc/PID/exe names no directory.
+    origin =
+      proc !== undefined && options.executable === undefined
+        ? proc.exeDir()
+        : dirname(resolve(cwd, executable));
+  }
+  const expand = (list: readonly string[] | undefined, prefix: string): string[] =>
+    (list ?? []).flatMap((dir) => {
+      const expanded = dir.replace(/\$(\{ORIGIN\}|ORIGIN)(?![A-Za-z0-9_])/g, origin ?? '$ORIGIN');
+      if (expanded.includes('$')) return [];
+      return [prefix + resolve(cwd, expanded)];
+    });
+  return {
+    rpath: paths.runpath === undefined ? expand(paths.rpath, root) : [],
+    libraryPath: expand(
+      libraryPath?.split(/[:;]/).filter((dir) => dir !== ''),
+      root,
+    ),
+    runpath: expand(paths.runpath, root),
+  };
+}
+
+/** DT_RPATH and DT_RUNPATH of a program, or none when it cannot be read. */
+function programSearchPaths(path: string): {
+  rpath?: readonly string[];
+  runpath?: readonly string[];
+} {
+  let elf: ElfFile | undefined;
+  try {
+    elf = openElf(path);
+    const info = readDynamicInfo(elf);
+    return {
+      ...(info?.rpath === undefined ? {} : { rpath: info.rpath }),
+      ...(info?.runpath === undefined ? {} : { runpath: info.runpath }),
+    };
+  } catch {
+    return {};
+  } finally {
+    elf?.close();
+  }
 }
 
 /** What resolution needs to know about a process, read once. */
@@ -255,9 +378,37 @@ class ProcessView {
   readonly objects: MappedObject[];
   private sameNamespace: boolean | undefined;
   private comm: string | undefined;
+  private environ: string[] | undefined;
 
   constructor(readonly pid: number) {
     this.objects = processObjects(pid);
+  }
+
+  /** A variable of the environment the process started with, if it can be read. */
+  environment(name: string): string | undefined {
+    if (this.environ === undefined) {
+      try {
+        this.environ = readFileSync(`/proc/${this.pid}/environ`, 'latin1').split('\0');
+      } catch {
+        this.environ = [];
+      }
+    }
+    const prefix = `${name}=`;
+    return this.environ.find((entry) => entry.startsWith(prefix))?.slice(prefix.length);
+  }
+
+  /** The program the process runs, to be opened here (/proc/PID/exe). */
+  executable(): string | undefined {
+    return `/proc/${this.pid}/exe`;
+  }
+
+  /** The program's directory as the process sees it ($ORIGIN), if it can be read. */
+  exeDir(): string | undefined {
+    try {
+      return dirname(readlinkSync(`/proc/${this.pid}/exe`).replace(/ \(deleted\)$/, ''));
+    } catch {
+      return undefined;
+    }
   }
 
   describe(): string {
@@ -274,6 +425,11 @@ class ProcessView {
   private inSameNamespace(): boolean {
     this.sameNamespace ??= sameMountNamespace(this.pid);
     return this.sameNamespace;
+  }
+
+  /** What paths as the process sees them are prefixed with here: '' or /proc/PID/root. */
+  root(): string {
+    return this.inSameNamespace() ? '' : `/proc/${this.pid}/root`;
   }
 
   /**

@@ -1,10 +1,13 @@
 // The symbols/ readers this folder uses, in one place.
 export {
+  type ElfFile,
   type LdCacheEntry,
   type MapEntry,
   type MappedObject,
   makeDev,
   mappedObjects,
+  openElf,
   parseLdCache,
   parseProcMaps,
+  readDynamicInfo,
 } from '../../symbols/index.js';

@@ -7,7 +7,31 @@ export {
   SYMBOL_BINDINGS,
 } from './constants.js';
 export { openElf, type ParseElfOptions, parseElf } from './parse-elf.js';
+export {
+  DT,
+  DYN_ENTRY_BYTES,
+  type DynamicEntry,
+  type DynamicInfo,
+  parseDynamicEntries,
+  readDynamicInfo,
+} from './read-dynamic.js';
 export { type FunctionColumns, splitSymbolVersion, symbolDisplayName } from './read-symbols.js';
+export {
+  AT_BASE,
+  findDebugEntry,
+  LINK_MAP_BYTES,
+  type LinkMapEntry,
+  parseAuxv,
+  parseLinkMapEntry,
+  parseRDebug,
+  R_DEBUG_BYTES,
+  R_STATE_OFFSET,
+  type RDebug,
+  type RendezvousState,
+  RT_STATE,
+  rendezvousState,
+  walkLinkMap,
+} from './rendezvous.js';
 export type {
   DebugLink,
   ElfFile,
