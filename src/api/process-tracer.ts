@@ -271,16 +271,11 @@ export class ProcessTracer {
     const internalId = this.#internalId(registration.id);
     const known = this.#ids.get(registration.id) ?? [];
     this.#ids.set(registration.id, known);
-    const usdt = site?.usdt;
-    const semaphore =
-      usdt?.semaphoreVaddr === undefined || where === undefined || site === undefined
-        ? undefined
-        : where + (usdt.semaphoreVaddr - site.vaddr);
     this.#probes.register({
       id: internalId,
       event: registration.event,
       where,
-      semaphore,
+      semaphore: semaphoreAddress(site, where),
       reportAs: registration.id,
       filter: registration.filter,
       handler:
@@ -325,6 +320,7 @@ export class ProcessTracer {
         id: internalId,
         event: registration.event,
         where: address,
+        semaphore: semaphoreAddress(site, address),
         reportAs: registration.id,
         filter: registration.filter,
         handler:
@@ -473,4 +469,17 @@ export class ProcessTracer {
 function addressIn(objects: readonly MappedObject[], site: ProbeSite): bigint | undefined {
   const object = objects.find((o) => o.dev === site.target.dev && o.inode === site.target.inode);
   return object === undefined ? undefined : fileOffsetToRuntime(object, site.fileOffset);
+}
+
+/**
+ * Where a USDT site's semaphore is in the process, from where its probe is: both are in the
+ * same file, so they are as far apart there as in the file.
+ */
+function semaphoreAddress(
+  site: ProbeSite | undefined,
+  where: bigint | undefined,
+): bigint | undefined {
+  const semaphore = site?.usdt?.semaphoreVaddr;
+  if (semaphore === undefined || where === undefined || site === undefined) return undefined;
+  return where + (semaphore - site.vaddr);
 }
