@@ -35,7 +35,8 @@ export function compileProgram(name: string, options: CompileOptions = {}): stri
   const flags = options.flags ?? [];
   const hash = createHash('sha256')
     .update(readFileSync(source))
-    .update(JSON.stringify([flags, options.link ?? [], options.strip ?? false]));
+    // The source's path too: -g records it, and tests check the path a binary's DWARF names.
+    .update(JSON.stringify([source, flags, options.link ?? [], options.strip ?? false]));
   // Other sources compiled in (a .c file named in `link`) are part of the result too.
   for (const other of options.link ?? []) {
     if (/\.(c|cpp)$/.test(other) && existsSync(other)) hash.update(readFileSync(other));
