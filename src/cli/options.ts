@@ -39,6 +39,6 @@ function collect(value: string, previous: string[] | undefined): string[] {
  */
 export const debugDirOption = [
   '--debug-dir <dir>',
-  'look for separate debug files (for FILE:LINE specs) in DIR, as in /usr/lib/debug: DIR/.build-id/xx/rest.debug or DIR/<path of the file>/<debuglink name>; repeatable',
+  'look for separate debug files (for FILE:LINE specs and variables by name) in DIR, as in /usr/lib/debug: DIR/.build-id/xx/rest.debug or DIR/<path of the file>/<debuglink name>; repeatable',
   collect,
 ] as const;

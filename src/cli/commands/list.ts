@@ -24,7 +24,9 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
       'List the functions of TARGET (a path, a program on PATH, or a library name such as libc) ' +
         'with their virtual address, file offset, size, binding and type; PATTERN is a glob over ' +
         'the names. C++ and Rust names are shown demangled (--no-demangle: as stored). With -p PID ' +
-        'and no TARGET, list every object the process has mapped.',
+        'and no TARGET, list every object the process has mapped. Instead of functions: ' +
+        '--lines shows source lines that can be probed (perf probe -L), --vars the variables a ' +
+        'probe can fetch by name (perf probe -V), --usdt the USDT probes.',
     )
     .argument('[target]', 'file, program or library (libc, libssl, ./app, /usr/bin/node)')
     .argument(
