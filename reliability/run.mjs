@@ -43,7 +43,7 @@ function sample(pid) {
  * One traced run: start the target (blocked until SIGUSR1), trace it with -p, start it once
  * upscope says it is tracing, sample upscope until the target has ended and upscope with it.
  */
-function tracedRun(engine, seconds, paced) {
+function tracedRun(engine, seconds, paced, extra = []) {
   return new Promise((resolve, reject) => {
     const countFile = join(work, `count-${engine}-${paced ? 'soak' : 'flood'}`);
     rmSync(countFile, { force: true });
@@ -57,6 +57,7 @@ function tracedRun(engine, seconds, paced) {
         'trace',
         '--engine',
         engine,
+        ...extra,
         '-p',
         String(child.pid),
         `${target}:flood_call`,
@@ -105,18 +106,28 @@ function tracedRun(engine, seconds, paced) {
 const mib = (kib) => (kib / 1024).toFixed(1);
 let failed = false;
 
-console.log(`flood: ${FLOOD} s per engine, every hit streamed (upscope trace -p)`);
 console.log(
-  'engine    calls (target)   delivered        lost  accounted  lines read  peak MiB  fds start/end',
+  `flood: ${FLOOD} s per engine, every hit streamed (upscope trace -p); "small" runs with a 16 KiB buffer, to lose hits`,
 );
-for (const engine of ENGINES) {
-  const r = await tracedRun(engine, FLOOD, false);
+console.log(
+  'engine          calls (target)   delivered        lost  accounted  lines read  peak MiB  fds start/end',
+);
+const floods = ENGINES.flatMap((engine) =>
+  engine === 'ptrace'
+    ? [{ engine, label: engine, extra: [] }]
+    : [
+        { engine, label: engine, extra: [] },
+        { engine, label: `${engine} small`, extra: ['--buffer-size', '16'] },
+      ],
+);
+for (const { engine, label, extra } of floods) {
+  const r = await tracedRun(engine, FLOOD, false, extra);
   const accounted = r.delivered + r.lost + r.missed === r.calls && r.printed === r.delivered;
   if (!accounted || r.code !== 0) failed = true;
   const peak = Math.max(0, ...r.samples.map((s) => s.hwm));
   const fds = r.samples.length === 0 ? '-' : `${r.samples[0].fds}/${r.samples.at(-1).fds}`;
   console.log(
-    `${engine.padEnd(8)}  ${String(r.calls).padStart(14)}  ${String(r.delivered).padStart(10)}  ${String(r.lost).padStart(10)}  ${(accounted ? 'yes' : 'NO').padStart(9)}  ${String(r.printed).padStart(10)}  ${mib(peak).padStart(8)}  ${fds.padStart(13)}`,
+    `${label.padEnd(14)}  ${String(r.calls).padStart(14)}  ${String(r.delivered).padStart(10)}  ${String(r.lost).padStart(10)}  ${(accounted ? 'yes' : 'NO').padStart(9)}  ${String(r.printed).padStart(10)}  ${mib(peak).padStart(8)}  ${fds.padStart(13)}`,
   );
   if (!accounted || r.code !== 0) console.log(`  exit ${r.code}: ${r.stderr}`);
 }
