@@ -42,3 +42,9 @@ export const debugDirOption = [
   'look for separate debug files (for FILE:LINE specs and variables by name) in DIR, as in /usr/lib/debug: DIR/.build-id/xx/rest.debug or DIR/<path of the file>/<debuglink name>; repeatable',
   collect,
 ] as const;
+
+/** `-o, --output FILE` for the commands that stream or print results. Spread into .option(). */
+export const outputOption = [
+  '-o, --output <file>',
+  'write the output to FILE instead of stdout (messages stay on stderr): created with mode 0666 less the umask, or truncated if it is a regular file; a symbolic link, FIFO or device there is refused. A write error (e.g. a full disk) ends the command: the probes are removed and a -p process runs on',
+] as const;

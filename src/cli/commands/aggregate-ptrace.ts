@@ -190,10 +190,18 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
     }
     return [...histograms].map(([probe, h]) => ({ probe, histogram: h.read() })) as Reading<A>;
   };
+  let failure: unknown;
   const ticker =
     options.interval === undefined
       ? undefined
-      : setInterval(() => print(read(), false), options.interval * 1000);
+      : setInterval(() => {
+          if (failure !== undefined) return;
+          try {
+            print(read(), false);
+          } catch (err) {
+            failure = err; // a write failed (a full disk): ends the run, reported after the detach
+          }
+        }, options.interval * 1000);
   let ended: Awaited<ReturnType<typeof runPtrace>>;
   try {
     ended = await runPtrace(
@@ -211,12 +219,13 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         returns: (spec) => aggregation.kind === 'latency' || /^r:/.test(spec),
         begin: () => {},
         hit,
-        polled: () => {},
+        polled: () => failure === undefined,
       },
     );
   } finally {
     clearInterval(ticker);
   }
+  if (failure !== undefined) throw failure;
   print(read(), true);
   if (faults > 0) io.err(`upscope: ${faults} hits whose value could not be read\n`);
   if (ended.exitCode !== undefined) {

@@ -19,9 +19,9 @@ import {
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { formatDuration, renderHistogram, renderTable } from '../../output/index.js';
-import type { Io } from '../io.js';
+import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, parsePid, positive } from '../options.js';
+import { debugDirOption, outputOption, parsePid, positive } from '../options.js';
 import { aggregatePtrace } from './aggregate-ptrace.js';
 
 interface CommonOptions {
@@ -33,6 +33,7 @@ interface CommonOptions {
   duration?: number;
   interval?: number;
   json?: true;
+  output?: string;
   unsafe?: true;
   debugDir?: string[];
   engine?: 'bpf' | 'ptrace';
@@ -81,6 +82,7 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
       positive('--interval'),
     )
     .option('--json', 'print JSON instead of text')
+    .option(...outputOption)
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(...debugDirOption)
     .option(
@@ -150,7 +152,16 @@ async function run<R>(
   const ticker =
     options.interval === undefined
       ? undefined
-      : setInterval(() => print(aggregate.read(), false), options.interval * 1000);
+      : setInterval(() => {
+          if (failure !== undefined) return;
+          try {
+            print(aggregate.read(), false);
+          } catch (err) {
+            failure = err; // a write failed (a full disk): stop, and report it once detached
+            aggregate.stop();
+          }
+        }, options.interval * 1000);
+  let failure: unknown;
   try {
     await aggregate.ended;
   } finally {
@@ -160,6 +171,7 @@ async function run<R>(
     process.off('exit', onExit);
   }
   try {
+    if (failure !== undefined) throw failure;
     print(aggregate.read(), true);
     const errors = aggregate.errors();
     const notes: string[] = [];
@@ -329,47 +341,49 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       'count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string',
     )
     .option('--top <n>', 'print only the N largest counts', positive('--top'))
-    .action(async (specs, options) => {
-      const print = (rows: ProbeCount[], final: boolean) => {
-        if (options.json === true) {
-          io.out(
-            `${JSON.stringify(
-              rows.map((row) => ({
-                probe: row.probe,
-                ...(options.by === undefined
-                  ? {}
-                  : { key: typeof row.key === 'bigint' ? jsonNumber(row.key) : row.key }),
-                ...(row.stack === undefined
-                  ? {}
-                  : { pid: row.stack.pid, frames: row.stack.frames }),
-                count: jsonNumber(row.count),
-              })),
-            )}\n`,
-          );
-          return;
-        }
-        io.out(`${stamp(final)}${printCounts(rows, options.by, options.top)}\n`);
-      };
-      await onEngine(
-        options,
-        io,
-        async () => {
-          const by = options.by;
-          const aggregate = await countHits(specs, { ...aggregateOptions(options), by });
-          await run(aggregate, options, 'Counting', 'probe', io, result, print);
-        },
-        () =>
-          aggregatePtrace(
-            specs,
-            { kind: 'count', by: options.by },
-            { ...options, debugDirs: options.debugDir },
-            io,
-            result,
-            'Counting',
-            print,
-          ),
-      );
-    });
+    .action((specs, options) =>
+      withOutput(io, options.output, async (io) => {
+        const print = (rows: ProbeCount[], final: boolean) => {
+          if (options.json === true) {
+            io.out(
+              `${JSON.stringify(
+                rows.map((row) => ({
+                  probe: row.probe,
+                  ...(options.by === undefined
+                    ? {}
+                    : { key: typeof row.key === 'bigint' ? jsonNumber(row.key) : row.key }),
+                  ...(row.stack === undefined
+                    ? {}
+                    : { pid: row.stack.pid, frames: row.stack.frames }),
+                  count: jsonNumber(row.count),
+                })),
+              )}\n`,
+            );
+            return;
+          }
+          io.out(`${stamp(final)}${printCounts(rows, options.by, options.top)}\n`);
+        };
+        await onEngine(
+          options,
+          io,
+          async () => {
+            const by = options.by;
+            const aggregate = await countHits(specs, { ...aggregateOptions(options), by });
+            await run(aggregate, options, 'Counting', 'probe', io, result, print);
+          },
+          () =>
+            aggregatePtrace(
+              specs,
+              { kind: 'count', by: options.by },
+              { ...options, debugDirs: options.debugDir },
+              io,
+              result,
+              'Counting',
+              print,
+            ),
+        );
+      }),
+    );
 
   common(
     program
@@ -384,45 +398,47 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .argument('<spec...>', "the probe spec and the value, e.g. 'libc:malloc' arg0"),
   )
     .option('--linear <min,max,step>', 'linear buckets instead of log2', parseLinear)
-    .action(async (args, options) => {
-      if (args.length < 2) {
-        throw new ProbeError('ERR_USAGE', 'Cannot make a histogram: give a SPEC and a VALUE', {
-          hints: ["For example: upscope hist 'libc:malloc' arg0"],
-        });
-      }
-      const value = args.at(-1)!;
-      const specs = args.slice(0, -1);
-      const print = (probes: ProbeHistogram[], final: boolean) =>
-        printHistograms(io, probes, options.json === true, final, false, undefined);
-      await onEngine(
-        options,
-        io,
-        async () => {
-          const aggregate = await histogramOf(specs, value, {
-            ...aggregateOptions(options),
-            linear: options.linear,
+    .action((args, options) =>
+      withOutput(io, options.output, async (io) => {
+        if (args.length < 2) {
+          throw new ProbeError('ERR_USAGE', 'Cannot make a histogram: give a SPEC and a VALUE', {
+            hints: ["For example: upscope hist 'libc:malloc' arg0"],
           });
-          await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
-        },
-        () =>
-          aggregatePtrace(
-            specs,
-            {
-              kind: 'hist',
-              value,
-              scheme:
-                options.linear === undefined
-                  ? { kind: 'log2' }
-                  : { kind: 'linear', ...options.linear },
-            },
-            { ...options, debugDirs: options.debugDir },
-            io,
-            result,
-            'Histogram of',
-            print,
-          ),
-      );
-    });
+        }
+        const value = args.at(-1)!;
+        const specs = args.slice(0, -1);
+        const print = (probes: ProbeHistogram[], final: boolean) =>
+          printHistograms(io, probes, options.json === true, final, false, undefined);
+        await onEngine(
+          options,
+          io,
+          async () => {
+            const aggregate = await histogramOf(specs, value, {
+              ...aggregateOptions(options),
+              linear: options.linear,
+            });
+            await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
+          },
+          () =>
+            aggregatePtrace(
+              specs,
+              {
+                kind: 'hist',
+                value,
+                scheme:
+                  options.linear === undefined
+                    ? { kind: 'log2' }
+                    : { kind: 'linear', ...options.linear },
+              },
+              { ...options, debugDirs: options.debugDir },
+              io,
+              result,
+              'Histogram of',
+              print,
+            ),
+        );
+      }),
+    );
 
   common(
     program
@@ -436,27 +452,29 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .argument('<spec...>', "functions, e.g. './app:parse_request' 'libc:read'"),
   )
     .option('--unit <unit>', 'histogram unit: ns, us (default) or ms', parseUnit)
-    .action(async (specs, options) => {
-      const unit = options.unit ?? 'us';
-      const print = (probes: ProbeHistogram[], final: boolean) =>
-        printHistograms(io, probes, options.json === true, final, true, UNIT_WORDS[unit]);
-      await onEngine(
-        options,
-        io,
-        async () => {
-          const aggregate = await latencyOf(specs, { ...aggregateOptions(options), unit });
-          await run(aggregate, options, 'Timing', 'function', io, result, print);
-        },
-        () =>
-          aggregatePtrace(
-            specs,
-            { kind: 'latency', unitNs: UNIT_NS[unit] },
-            { ...options, debugDirs: options.debugDir },
-            io,
-            result,
-            'Timing',
-            print,
-          ),
-      );
-    });
+    .action((specs, options) =>
+      withOutput(io, options.output, async (io) => {
+        const unit = options.unit ?? 'us';
+        const print = (probes: ProbeHistogram[], final: boolean) =>
+          printHistograms(io, probes, options.json === true, final, true, UNIT_WORDS[unit]);
+        await onEngine(
+          options,
+          io,
+          async () => {
+            const aggregate = await latencyOf(specs, { ...aggregateOptions(options), unit });
+            await run(aggregate, options, 'Timing', 'function', io, result, print);
+          },
+          () =>
+            aggregatePtrace(
+              specs,
+              { kind: 'latency', unitNs: UNIT_NS[unit] },
+              { ...options, debugDirs: options.debugDir },
+              io,
+              result,
+              'Timing',
+              print,
+            ),
+        );
+      }),
+    );
 }

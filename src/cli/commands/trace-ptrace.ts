@@ -51,6 +51,19 @@ export async function tracePtrace(
     if (text.length > 0) io.out(text);
     text = '';
   };
+  // A write that fails (a full disk) ends the run (false), to be reported after the detach:
+  // a hit handler must not throw through the tracer's poll().
+  let failure: unknown;
+  const flushed = (): boolean => {
+    if (failure !== undefined) return false;
+    try {
+      flush();
+      return true;
+    } catch (err) {
+      failure = err;
+      return false;
+    }
+  };
   const ended = await runPtrace(specs, options, io, {
     verb: 'Tracing',
     returns: (spec) => parseSpec(spec).spec?.kind === 'return',
@@ -58,14 +71,16 @@ export async function tracePtrace(
       format = makeFormat(sites);
     },
     hit: (hit, site, comm) => {
-      if (count >= max) return false;
+      if (count >= max || failure !== undefined) return false;
       count++;
       text += `${format(toEvent(hit, site, comm))}\n`;
-      if (text.length >= 1 << 16) flush();
+      if (text.length >= 1 << 16) return flushed() && count < max;
       return count < max;
     },
-    polled: flush,
+    polled: flushed,
   });
+  // After the detach: the process runs on whatever the output did.
+  if (failure !== undefined) throw failure;
   flush();
   io.err(`upscope: ${count} events delivered, 0 lost, 0 missed\n`);
   return ended;
@@ -80,8 +95,8 @@ export interface PtraceConsumer {
   readonly begin: (sites: readonly ProbeSite[]) => void;
   /** One hit (`comm` is the thread's name); false ends the run. */
   readonly hit: (hit: HitContext, site: ProbeSite, comm: string) => boolean;
-  /** After each batch of hits. */
-  readonly polled: () => void;
+  /** After each batch of hits; false ends the run. */
+  readonly polled: () => boolean | undefined;
 }
 
 /**
@@ -146,10 +161,13 @@ export async function runPtrace(
       return name;
     };
     let more = true;
+    let yieldAt = Number.POSITIVE_INFINITY;
     const handler = (hit: HitContext, site: ProbeSite | undefined) => {
       if (site === undefined || !more) return;
       more = consumer.hit(hit, site, comm(hit.tid));
-      if (!more) tracer.interrupt();
+      // A busy process never lets poll() wait: end it every 100 ms all the same, so that
+      // timers (--interval), signals and --duration are seen.
+      if (!more || performance.now() >= yieldAt) tracer.interrupt();
     };
     const sites: ProbeSite[] = [];
     for (const [i, spec] of specs.entries()) {
@@ -180,8 +198,9 @@ export async function runPtrace(
       // A signal that came after the last turn of the event loop but before poll() blocked
       // interrupted nothing: a SIGALRM each second ends the wait so that its handler runs.
       alarmIn(1);
+      yieldAt = performance.now() + 100;
       tracer.poll();
-      consumer.polled();
+      if (consumer.polled() === false) more = false;
       // Let the handlers of the signals that ended the wait run: libuv reads its signal pipe
       // in the poll phase, which a setImmediate() alone can pass over.
       await new Promise<void>((resolve) => setTimeout(resolve, 5));

@@ -11,9 +11,9 @@ import {
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { formatDuration } from '../../output/index.js';
-import type { Io } from '../io.js';
+import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, parsePid, positive } from '../options.js';
+import { debugDirOption, outputOption, parsePid, positive } from '../options.js';
 import { tracePtrace } from './trace-ptrace.js';
 
 function parseEngine(value: string): 'tracefs' | 'bpf' | 'ptrace' {
@@ -42,6 +42,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option('-p, --pid <pid>', 'trace only this process', parsePid)
     .option('-c, --command <command>', "start this command and trace only it, e.g. -c './app 5'")
     .option('--json', 'print JSON lines instead of text')
+    .option(...outputOption)
     .option('--duration <seconds>', 'end the trace after this many seconds', positive('--duration'))
     .option('--max-events <n>', 'end the trace after this many events', positive('--max-events'))
     .option(
@@ -57,88 +58,118 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
       parseEngine,
     )
     .action(async (specs, options) => {
-      // Times print as seconds since the trace began: no event is older than this.
-      const start = process.hrtime.bigint();
-      const engine = options.engine ?? (process.getuid?.() === 0 ? 'tracefs' : 'ptrace');
-      if (engine === 'ptrace') {
-        if (options.bufferSize !== undefined) {
-          throw new ProbeError(
-            'ERR_USAGE',
-            'Cannot use --buffer-size with the ptrace engine: it has no ring buffer',
-          );
-        }
-        const ended = await tracePtrace(
-          specs,
-          {
-            pid: options.pid,
-            command: options.command,
-            unsafe: options.unsafe,
-            debugDirs: options.debugDir,
-            durationSeconds: options.duration,
-            maxEvents: options.maxEvents,
-          },
-          io,
-          (sites) => (options.json === true ? jsonFormatter(sites) : textFormatter(sites, start)),
-        );
-        if (ended.exitCode !== undefined) {
-          result.status = ended.exitCode >= 0 ? ended.exitCode : 128 - ended.exitCode;
-        } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {
-          result.status = 128 + constants.signals[ended.signal];
-        }
-        return;
-      }
-      const attachment = await new Tracer().attach(specs, {
+      await withOutput(io, options.output, (out) => trace(specs, options, out, result));
+    });
+}
+
+interface TraceOptions {
+  pid?: number;
+  command?: string;
+  json?: true;
+  duration?: number;
+  maxEvents?: number;
+  bufferSize?: number;
+  unsafe?: true;
+  debugDir?: string[];
+  engine?: 'tracefs' | 'bpf' | 'ptrace';
+}
+
+async function trace(
+  specs: string[],
+  options: TraceOptions,
+  io: Io,
+  result: CommandResult,
+): Promise<void> {
+  // Times print as seconds since the trace began: no event is older than this.
+  const start = process.hrtime.bigint();
+  const engine = options.engine ?? (process.getuid?.() === 0 ? 'tracefs' : 'ptrace');
+  if (engine === 'ptrace') {
+    if (options.bufferSize !== undefined) {
+      throw new ProbeError(
+        'ERR_USAGE',
+        'Cannot use --buffer-size with the ptrace engine: it has no ring buffer',
+      );
+    }
+    const ended = await tracePtrace(
+      specs,
+      {
         pid: options.pid,
         command: options.command,
         unsafe: options.unsafe,
         debugDirs: options.debugDir,
-        bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
-        engine,
-      });
-      const endedBy = installLifecycle(attachment);
-      const format =
-        options.json === true
-          ? jsonFormatter(attachment.sites)
-          : textFormatter(attachment.sites, start);
-      const probes = attachment.sites.length;
-      if (options.pid !== undefined) {
-        for (const note of notLoadedNotes(attachment.sites, options.pid))
-          io.err(`upscope: ${note}\n`);
+        durationSeconds: options.duration,
+        maxEvents: options.maxEvents,
+      },
+      io,
+      (sites) => (options.json === true ? jsonFormatter(sites) : textFormatter(sites, start)),
+    );
+    if (ended.exitCode !== undefined) {
+      result.status = ended.exitCode >= 0 ? ended.exitCode : 128 - ended.exitCode;
+    } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {
+      result.status = 128 + constants.signals[ended.signal];
+    }
+    return;
+  }
+  const attachment = await new Tracer().attach(specs, {
+    pid: options.pid,
+    command: options.command,
+    unsafe: options.unsafe,
+    debugDirs: options.debugDir,
+    bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
+    engine,
+  });
+  const endedBy = installLifecycle(attachment);
+  const format =
+    options.json === true
+      ? jsonFormatter(attachment.sites)
+      : textFormatter(attachment.sites, start);
+  const probes = attachment.sites.length;
+  if (options.pid !== undefined) {
+    for (const note of notLoadedNotes(attachment.sites, options.pid)) io.err(`upscope: ${note}\n`);
+  }
+  io.err(`Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.\n`);
+  const timer =
+    options.duration === undefined
+      ? undefined
+      : setTimeout(() => void attachment.close(), options.duration * 1000);
+  // Lines are made as events are read (none is kept) and written 64 KiB at a time.
+  let count = 0;
+  let text = '';
+  const flush = () => {
+    if (text.length > 0) io.out(text);
+    text = '';
+  };
+  const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
+  // A write that fails (a full disk) ends the trace; the error is reported once it is down.
+  let failure: unknown;
+  attachment.on('*', (event) => {
+    if (count >= max || failure !== undefined) return;
+    text += `${format(event)}\n`;
+    if (text.length >= 1 << 16) {
+      try {
+        flush();
+      } catch (err) {
+        failure = err;
+        void attachment.close();
       }
-      io.err(`Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.\n`);
-      const timer =
-        options.duration === undefined
-          ? undefined
-          : setTimeout(() => void attachment.close(), options.duration * 1000);
-      // Lines are made as events are read (none is kept) and written 64 KiB at a time.
-      let count = 0;
-      let text = '';
-      const flush = () => {
-        if (text.length > 0) io.out(text);
-        text = '';
-      };
-      const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
-      attachment.on('*', (event) => {
-        if (count >= max) return;
-        text += `${format(event)}\n`;
-        if (text.length >= 1 << 16) flush();
-        if (++count === max) void attachment.close();
-      });
-      await attachment.ended;
-      flush();
-      clearTimeout(timer);
-      if (attachment.error !== undefined) throw attachment.error;
-      const stats = attachment.stats();
-      io.err(
-        `upscope: ${stats.delivered} events delivered, ${stats.lost} lost, ${stats.missed ?? 0} missed\n`,
-      );
-      const exit = attachment.exit;
-      if (exit !== undefined) {
-        result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);
-      } else if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
-        result.status = 128 + constants.signals[endedBy.signal];
-      }
-    });
+    }
+    if (++count === max) void attachment.close();
+  });
+  await attachment.ended;
+  clearTimeout(timer);
+  if (failure !== undefined) throw failure;
+  flush();
+  if (attachment.error !== undefined) throw attachment.error;
+  const stats = attachment.stats();
+  io.err(
+    `upscope: ${stats.delivered} events delivered, ${stats.lost} lost, ${stats.missed ?? 0} missed\n`,
+  );
+  const exit = attachment.exit;
+  if (exit !== undefined) {
+    result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);
+  } else if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
+    result.status = 128 + constants.signals[endedBy.signal];
+  }
 }
 
 /**
