@@ -14,7 +14,7 @@ import { basename, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { compileProgram } from '../../test/helpers/compile.js';
 import { requireHost } from '../../test/helpers/require-host.js';
-import { tool } from '../../test/helpers/tools.js';
+import { gdbBreakpoints, tool } from '../../test/helpers/tools.js';
 import { resolveProbes } from './index.js';
 
 // FILE:LINE specs through resolveProbes(): where the sites go, what each refusal says, and
@@ -109,19 +109,7 @@ describe('resolveProbes() on FILE:LINE', () => {
       // add_twice, where gdb puts a second location that runs on every call, even.)
       for (const name of ['inline_body', 'loop_body']) {
         const line = mark(name);
-        const listed = tool('gdb', [
-          '-batch',
-          '-nx',
-          '-ex',
-          `break lines.c:${line}`,
-          '-ex',
-          'info breakpoints',
-          app,
-        ]);
-        const gdb = [...listed.matchAll(/\b0x([0-9a-f]{16}) in /g)]
-          .map((m) => BigInt(`0x${m[1]}`))
-          .sort((a, b) => (a < b ? -1 : 1));
-        assert.ok(gdb.length > 0, listed);
+        const gdb = gdbBreakpoints(app, `lines.c:${line}`);
         const plan = await resolveProbes([`${app}:lines.c:${line}`]);
         assert.deepEqual(plan.errors, []);
         assert.deepEqual(

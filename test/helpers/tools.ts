@@ -35,3 +35,46 @@ export function readelfFileOffset(path: string, vaddr: bigint): bigint {
   }
   throw new Error(`no PT_LOAD holds 0x${vaddr.toString(16)} in ${path}`);
 }
+
+export interface ReadelfSection {
+  /** Where the section's header is in the file. */
+  readonly headerOffset: number;
+  readonly offset: number;
+  readonly size: number;
+}
+
+/** Where `readelf -SW` says the named section and its header are (`bytes`: the file). */
+export function readelfSection(path: string, bytes: Buffer, name: string): ReadelfSection {
+  const shoff = Number(bytes.readBigUInt64LE(40));
+  for (const line of tool('readelf', ['-SW', path]).split('\n')) {
+    const m = /^\s*\[\s*(\d+)\]\s+(\S+)\s+\S+\s+[0-9a-f]{16}\s([0-9a-f]+)\s([0-9a-f]+)\s/.exec(
+      line,
+    );
+    if (m && m[2] === name) {
+      return {
+        headerOffset: shoff + Number(m[1]) * 64,
+        offset: Number.parseInt(m[3]!, 16),
+        size: Number.parseInt(m[4]!, 16),
+      };
+    }
+  }
+  throw new Error(`readelf shows no ${name} in ${path}`);
+}
+
+/** The addresses gdb puts a breakpoint on LOCATION at (`lines.c:26`), sorted. */
+export function gdbBreakpoints(path: string, location: string): bigint[] {
+  const out = tool('gdb', [
+    '-batch',
+    '-nx',
+    '-ex',
+    `break ${location}`,
+    '-ex',
+    'info breakpoints',
+    path,
+  ]);
+  const found = [...out.matchAll(/^(?:\d+|\d+\.\d+)\s+.*?\b0x([0-9a-f]{16}) in /gm)].map((m) =>
+    BigInt(`0x${m[1]}`),
+  );
+  if (found.length === 0) throw new Error(`gdb places no breakpoint on ${location}:\n${out}`);
+  return found.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}

@@ -6,7 +6,7 @@ import { basename, join } from 'node:path';
 import { describe, test } from 'node:test';
 import { compileProgram } from '../../../test/helpers/compile.js';
 import { requireHost } from '../../../test/helpers/require-host.js';
-import { tool } from '../../../test/helpers/tools.js';
+import { gdbBreakpoints, tool } from '../../../test/helpers/tools.js';
 import { openElf } from '../elf/index.js';
 import { fileMatcher, firstAddressPerContext, LineTable, nearestLines } from './index.js';
 
@@ -200,27 +200,11 @@ describe('LineTable', () => {
         // the prologue. (Copies split by inlined instance: src/plan/resolve-line.test.ts.)
         for (const name of ['loop_body', 'work_first']) {
           const line = marks().get(name)!;
-          const out = tool('gdb', [
-            '-batch',
-            '-nx',
-            '-ex',
-            `break lines.c:${line}`,
-            '-ex',
-            'info breakpoints',
-            path,
-          ]);
-          const gdb = [...out.matchAll(/^(?:\d+|\d+\.\d+)\s+.*?\b0x([0-9a-f]{16}) in /gm)].map(
-            (m) => BigInt(`0x${m[1]}`),
-          );
-          assert.ok(gdb.length > 0, out);
+          const gdb = gdbBreakpoints(path, `lines.c:${line}`);
           const ours = firstAddressPerContext(table.rowsOfLine(file, line), functionOf).map(
             (r) => r.vaddr,
           );
-          assert.deepEqual(
-            ours,
-            gdb.sort((a, b) => (a < b ? -1 : 1)),
-            `${name} ${flags}`,
-          );
+          assert.deepEqual(ours, gdb, `${name} ${flags}`);
         }
       } finally {
         elf.close();

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { compileProgram } from '../../../test/helpers/compile.js';
 import { requireHost } from '../../../test/helpers/require-host.js';
-import { tool } from '../../../test/helpers/tools.js';
+import { type ReadelfSection, readelfSection, tool } from '../../../test/helpers/tools.js';
 import { openElf } from '../elf/index.js';
 import { DwarfFormatError, LineTable } from './index.js';
 
@@ -18,29 +18,6 @@ import { DwarfFormatError, LineTable } from './index.js';
 const scratch = mkdtempSync(join(tmpdir(), 'upscope-line-bad-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
 
-interface Section {
-  readonly headerOffset: number;
-  readonly offset: number;
-  readonly size: number;
-}
-
-function section(path: string, bytes: Buffer, name: string): Section {
-  const shoff = Number(bytes.readBigUInt64LE(40));
-  for (const line of tool('readelf', ['-SW', path]).split('\n')) {
-    const m = /^\s*\[\s*(\d+)\]\s+(\S+)\s+\S+\s+[0-9a-f]{16}\s([0-9a-f]+)\s([0-9a-f]+)\s/.exec(
-      line,
-    );
-    if (m && m[2] === name) {
-      return {
-        headerOffset: shoff + Number(m[1]) * 64,
-        offset: Number.parseInt(m[3]!, 16),
-        size: Number.parseInt(m[4]!, 16),
-      };
-    }
-  }
-  throw new Error(`readelf shows no ${name} in ${path}`);
-}
-
 /** Program start of the first unit, from readelf's "Prologue Length". */
 function programStart(path: string): number {
   const m = /Prologue Length:\s+(\d+)/.exec(tool('readelf', ['--debug-dump=rawline', path]));
@@ -52,7 +29,7 @@ interface Case {
   readonly title: string;
   readonly reason: RegExp;
   /** Patch the file; `at` is where .debug_line starts in it. */
-  readonly patch: (bytes: Buffer, at: number, line: Section, program: number) => void;
+  readonly patch: (bytes: Buffer, at: number, line: ReadelfSection, program: number) => void;
 }
 
 const CASES: readonly Case[] = [
@@ -145,7 +122,7 @@ describe('a malformed .debug_line', () => {
       if (!requireHost(t, { commands: ['gcc', 'readelf'] })) return;
       const original = compileProgram('lines', { flags: ['-O0'] });
       const bytes = readFileSync(original);
-      const line = section(original, bytes, '.debug_line');
+      const line = readelfSection(original, bytes, '.debug_line');
       const copy = Buffer.from(bytes);
       c.patch(copy, line.offset, line, programStart(original));
       const path = join(scratch, c.title.replace(/\W+/g, '-'));
@@ -176,7 +153,7 @@ describe('a malformed .debug_line', () => {
     if (!requireHost(t, { commands: ['gcc', 'readelf'] })) return;
     const original = compileProgram('lines', { flags: ['-O0'] });
     const bytes = Buffer.from(readFileSync(original));
-    const line = section(original, bytes, '.debug_line');
+    const line = readelfSection(original, bytes, '.debug_line');
     // The unit ends with "00 01 01" (end_sequence); overwrite it with three DW_LNS_copy.
     const end = line.offset + line.size;
     assert.deepEqual([...bytes.subarray(end - 3, end)], [0, 1, 1]);

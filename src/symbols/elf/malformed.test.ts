@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { compileProgram } from '../../../test/helpers/compile.js';
 import { requireHost } from '../../../test/helpers/require-host.js';
-import { tool } from '../../../test/helpers/tools.js';
+import { readelfSection } from '../../../test/helpers/tools.js';
 import { ProbeError } from '../../errors/index.js';
 import { type ElfFile, openElf, parseElf } from './index.js';
 
@@ -29,30 +29,6 @@ function readEverything(elf: ElfFile): void {
   elf.fileOffsetToVaddr(0n);
   elf.loadSegmentOf(elf.entry);
   if (elf.fileSize > 0n) elf.read(0n, 1);
-}
-
-interface SectionHeader {
-  readonly headerOffset: number;
-  readonly offset: number;
-  readonly size: number;
-}
-
-/** Where readelf says the named section and its header are. */
-function sectionHeader(path: string, bytes: Buffer, name: string): SectionHeader {
-  const shoff = Number(bytes.readBigUInt64LE(40));
-  for (const line of tool('readelf', ['-SW', path]).split('\n')) {
-    const m = /^\s*\[\s*(\d+)\]\s+(\S+)\s+\S+\s+[0-9a-f]{16}\s([0-9a-f]+)\s([0-9a-f]+)\s/.exec(
-      line,
-    );
-    if (m && m[2] === name) {
-      return {
-        headerOffset: shoff + Number(m[1]) * 64,
-        offset: Number.parseInt(m[3]!, 16),
-        size: Number.parseInt(m[4]!, 16),
-      };
-    }
-  }
-  throw new Error(`readelf shows no ${name} in ${path}`);
 }
 
 interface Case {
@@ -202,7 +178,7 @@ const CASES: readonly Case[] = [
     reason: /: section \[\d+\] \.text at 0x[0-9a-f]+ \(\d+ bytes\) runs past the end of the file/,
     make: (b, path) =>
       patched(b, (x) => {
-        const text = sectionHeader(path, b, '.text');
+        const text = readelfSection(path, b, '.text');
         x.writeBigUInt64LE(BigInt(b.length + 16), text.headerOffset + 24);
       }),
   },
@@ -213,7 +189,7 @@ const CASES: readonly Case[] = [
       /: section \[\d+\] \.comment at 0x[0-9a-f]+ \(\d+ bytes\) runs past the end of the file/,
     make: (b, path) =>
       patched(b, (x) => {
-        const comment = sectionHeader(path, b, '.comment');
+        const comment = readelfSection(path, b, '.comment');
         x.writeBigUInt64LE(0xffff_ffff_ffffn, comment.headerOffset + 32);
       }),
   },
@@ -223,7 +199,7 @@ const CASES: readonly Case[] = [
     reason: /: string table \[\d+\] \.strtab does not end with a NUL byte$/,
     make: (b, path) =>
       patched(b, (x) => {
-        const strtab = sectionHeader(path, b, '.strtab');
+        const strtab = readelfSection(path, b, '.strtab');
         x.writeUInt8(0x78, strtab.offset + strtab.size - 1);
       }),
   },
@@ -233,7 +209,7 @@ const CASES: readonly Case[] = [
     reason: /: the section name table \[\d+\] does not end with a NUL byte$/,
     make: (b, path) =>
       patched(b, (x) => {
-        const shstrtab = sectionHeader(path, b, '.shstrtab');
+        const shstrtab = readelfSection(path, b, '.shstrtab');
         x.writeUInt8(0x78, shstrtab.offset + shstrtab.size - 1);
       }),
   },
@@ -243,7 +219,7 @@ const CASES: readonly Case[] = [
     reason: /: symbol table \[\d+\] \.symtab has entries of 16 bytes, not 24$/,
     make: (b, path) =>
       patched(b, (x) =>
-        x.writeBigUInt64LE(16n, sectionHeader(path, b, '.symtab').headerOffset + 56),
+        x.writeBigUInt64LE(16n, readelfSection(path, b, '.symtab').headerOffset + 56),
       ),
   },
   {
@@ -252,7 +228,7 @@ const CASES: readonly Case[] = [
     reason: /: symbol table \[\d+\] \.symtab is \d+ bytes, not a multiple of 24$/,
     make: (b, path) =>
       patched(b, (x) => {
-        const symtab = sectionHeader(path, b, '.symtab');
+        const symtab = readelfSection(path, b, '.symtab');
         x.writeBigUInt64LE(BigInt(symtab.size - 5), symtab.headerOffset + 32);
       }),
   },
@@ -261,7 +237,7 @@ const CASES: readonly Case[] = [
     code: 'ERR_ELF_INVALID',
     reason: /: section \[\d+\] \.symtab links to section \[1\], which is not a string table$/,
     make: (b, path) =>
-      patched(b, (x) => x.writeUInt32LE(1, sectionHeader(path, b, '.symtab').headerOffset + 40)),
+      patched(b, (x) => x.writeUInt32LE(1, readelfSection(path, b, '.symtab').headerOffset + 40)),
   },
   {
     title: 'a symbol whose name is past the end of .strtab',
@@ -269,7 +245,7 @@ const CASES: readonly Case[] = [
     reason: /: symbol 3 of symbol table \[\d+\] \.symtab has its name at 0x[0-9a-f]+, past the end/,
     make: (b, path) =>
       patched(b, (x) =>
-        x.writeUInt32LE(0x7fff_ffff, sectionHeader(path, b, '.symtab').offset + 3 * 24),
+        x.writeUInt32LE(0x7fff_ffff, readelfSection(path, b, '.symtab').offset + 3 * 24),
       ),
   },
   {
@@ -278,7 +254,7 @@ const CASES: readonly Case[] = [
     reason: /: section \[\d+\] \.gnu\.version has 1 entries for \d+ dynamic symbols$/,
     make: (b, path) =>
       patched(b, (x) =>
-        x.writeBigUInt64LE(2n, sectionHeader(path, b, '.gnu.version').headerOffset + 32),
+        x.writeBigUInt64LE(2n, readelfSection(path, b, '.gnu.version').headerOffset + 32),
       ),
   },
   {
@@ -288,7 +264,7 @@ const CASES: readonly Case[] = [
       /: the note at 0x0 in section \[\d+\] \.note\.gnu\.build-id runs past its end \(36 bytes\)$/,
     make: (b, path) =>
       patched(b, (x) =>
-        x.writeUInt32LE(0xffff_fff0, sectionHeader(path, b, '.note.gnu.build-id').offset + 4),
+        x.writeUInt32LE(0xffff_fff0, readelfSection(path, b, '.note.gnu.build-id').offset + 4),
       ),
   },
   {
@@ -297,7 +273,7 @@ const CASES: readonly Case[] = [
     reason: /: an entry at 0x[0-9a-f]+ in section \[\d+\] \.gnu\.version_r runs past its end$/,
     make: (b, path) =>
       patched(b, (x) =>
-        x.writeUInt32LE(0x1000, sectionHeader(path, b, '.gnu.version_r').offset + 8),
+        x.writeUInt32LE(0x1000, readelfSection(path, b, '.gnu.version_r').offset + 8),
       ),
   },
 ];
