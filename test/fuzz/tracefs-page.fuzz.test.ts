@@ -8,6 +8,7 @@ import {
   parseEventFormat,
   parseHeaderPage,
 } from '../../src/engines/tracefs/index.js';
+import { HEADER_PAGE, UPROBE_FORMAT } from '../fixtures/tracefs-texts.js';
 import {
   type ByteSeed,
   fuzz,
@@ -24,34 +25,6 @@ import {
 // discarded events, the end padding) and records of the formats tracefs prints.
 
 const TRACING = '/sys/kernel/tracing';
-
-const HEADER_PAGE = `\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
-\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
-\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
-`;
-
-const COMMON = `\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-`;
-
-/** A uprobe event's format with every kind of field upscope defines. */
-const UPROBE_FORMAT = `name: ev
-ID: 2326
-format:
-${COMMON}
-\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
-\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;
-\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;
-\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;
-\tfield:u32 c;\toffset:32;\tsize:4;\tsigned:0;
-\tfield:s8 d;\toffset:36;\tsize:1;\tsigned:1;
-\tfield:u16 e;\toffset:37;\tsize:2;\tsigned:0;
-
-print fmt: "(%lx) a=%d", REC->__probe_ip, REC->a
-`;
 
 function tracefsText(path: string, fallback: string): string {
   try {

@@ -1,53 +1,18 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import {
+  COMMON_FIELDS,
+  PRINT_FORMAT,
+  SCHED_SWITCH_FORMAT,
+  UPROBE_FORMAT,
+} from '../../../test/fixtures/tracefs-texts.js';
 import { ProbeError } from '../../errors/index.js';
 import { decodeEvent, recordDecoder, recordPid, recordType } from './decode-event.js';
 import { parseEventFormat } from './event-format.js';
 
-// Formats as the kernel (6.18, x86-64) printed them in tracefs: a uprobe defined with
-// `a=%di:s32 b=%si:u64 s=+0(%dx):string c=%cx:x32 d=%r8:s8 e=%r9:u16`, and two others.
-const COMMON = `\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-`;
-const UPROBE = parseEventFormat(`name: ev
-ID: 2326
-format:
-${COMMON}
-\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
-\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;
-\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;
-\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;
-\tfield:u32 c;\toffset:32;\tsize:4;\tsigned:0;
-\tfield:s8 d;\toffset:36;\tsize:1;\tsigned:1;
-\tfield:u16 e;\toffset:37;\tsize:2;\tsigned:0;
-
-print fmt: "(%lx) a=%d b=%Lu s=\\"%s\\" c=0x%x d=%d e=%u", REC->__probe_ip, REC->a
-`);
-const SCHED_SWITCH = parseEventFormat(`name: sched_switch
-ID: 372
-format:
-${COMMON}
-\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
-\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
-\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
-\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
-\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;
-\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
-\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;
-
-print fmt: "prev_comm=%s", REC->prev_comm
-`);
-const PRINT = parseEventFormat(`name: print
-ID: 5
-format:
-${COMMON}
-\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;
-\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:0;
-
-print fmt: "%ps: %s", (void *)REC->ip, REC->buf
-`);
+const UPROBE = parseEventFormat(UPROBE_FORMAT);
+const SCHED_SWITCH = parseEventFormat(SCHED_SWITCH_FORMAT);
+const PRINT = parseEventFormat(PRINT_FORMAT);
 
 /** A record as the kernel writes it: fixed part, then dynamic data, rounded up to 4 bytes. */
 function record(
@@ -165,7 +130,7 @@ test('decodeEvent() reads a flexible char array to the end of the record', () =>
 });
 
 test('decodeEvent() reads __rel_loc and non-char dynamic arrays as bytes', () => {
-  const format = parseEventFormat(`name: x\nID: 9\nformat:\n${COMMON}
+  const format = parseEventFormat(`name: x\nID: 9\nformat:\n${COMMON_FIELDS}
 \tfield:__rel_loc char[] r;\toffset:8;\tsize:4;\tsigned:0;
 \tfield:__data_loc u64[] v;\toffset:12;\tsize:4;\tsigned:0;
 `);
@@ -186,7 +151,7 @@ test('decodeEvent() reads __rel_loc and non-char dynamic arrays as bytes', () =>
 });
 
 test('decodeEvent() keeps a field named __proto__ as a plain field', () => {
-  const format = parseEventFormat(`name: x\nID: 9\nformat:\n${COMMON}
+  const format = parseEventFormat(`name: x\nID: 9\nformat:\n${COMMON_FIELDS}
 \tfield:u32 __proto__;\toffset:8;\tsize:4;\tsigned:0;
 `);
   const data = record(12, (v) => {

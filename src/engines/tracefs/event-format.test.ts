@@ -1,66 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import {
+  HEADER_PAGE,
+  PRINT_FORMAT,
+  SCHED_SWITCH_FORMAT,
+  UPROBE_FORMAT,
+} from '../../../test/fixtures/tracefs-texts.js';
 import { ProbeError } from '../../errors/index.js';
 import { parseEventFormat, parseHeaderPage } from './event-format.js';
-
-// Texts as the kernel (6.18, x86-64) printed them in tracefs.
-const UPROBE_FORMAT = `name: ev
-ID: 2326
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
-\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;
-\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;
-\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;
-\tfield:u32 c;\toffset:32;\tsize:4;\tsigned:0;
-\tfield:s8 d;\toffset:36;\tsize:1;\tsigned:1;
-\tfield:u16 e;\toffset:37;\tsize:2;\tsigned:0;
-
-print fmt: "(%lx) a=%d b=%Lu s=\\"%s\\" c=0x%x d=%d e=%u", REC->__probe_ip, REC->a, REC->b, __get_str(s), REC->c, REC->d, REC->e
-`;
-
-const SCHED_SWITCH_FORMAT = `name: sched_switch
-ID: 372
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
-\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
-\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
-\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
-\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;
-\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
-\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;
-
-print fmt: "prev_comm=%s prev_pid=%d", REC->prev_comm, REC->prev_pid
-`;
-
-const PRINT_FORMAT = `name: print
-ID: 5
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;
-\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:0;
-
-print fmt: "%ps: %s", (void *)REC->ip, REC->buf
-`;
-
-const HEADER_PAGE = `\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
-\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
-\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
-`;
 
 function rejects(fn: () => unknown, pattern: RegExp): void {
   assert.throws(fn, (err: unknown) => {

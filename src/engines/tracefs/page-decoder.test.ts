@@ -1,15 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { HEADER_PAGE } from '../../../test/fixtures/tracefs-texts.js';
 import { ProbeError } from '../../errors/index.js';
 import { parseHeaderPage } from './event-format.js';
 import { decodePage } from './page-decoder.js';
 
 // events/header_page as the kernel (6.18, x86-64) prints it.
-const HEADER = parseHeaderPage(`\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
-\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
-\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
-`);
+const HEADER = parseHeaderPage(HEADER_PAGE);
 
 // Event types from the kernel's include/linux/ring_buffer.h (and events/header_event).
 const PADDING = 29;
