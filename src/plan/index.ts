@@ -11,7 +11,6 @@ export {
 export { findIfuncImplementations, type IfuncImplementation } from './ifunc.js';
 export { notLoadedNotes } from './not-loaded.js';
 export type { ProbeSite, SiteKind, SourceSite, TargetFile, UsdtSite } from './probe-site.js';
-export { type LineSiteAddress, lineCopies, resolveLineAddresses } from './resolve-line.js';
 export {
   type ProbePlan,
   planProbes,

@@ -110,7 +110,7 @@ export function resolveLineAddresses(
  * is inside, and each inlined instance of it is a copy (gdb's locations). An instruction of
  * the line that the compiler scheduled into another inlined call does not make a copy.
  */
-export function lineCopies(
+function lineCopies(
   rows: readonly LineAddress[],
   symbols: SymbolIndex,
   dwarf: DwarfReader | undefined,
