@@ -28,6 +28,7 @@ export {
   threadsOf,
 } from './launch.js';
 export { debugPackageName, owningPackage } from './packages.js';
+export { PAUSE_VARIABLE, PHASES, type Phase, pausePoint } from './pause-point.js';
 export {
   ensureTracefs,
   findTracefs,

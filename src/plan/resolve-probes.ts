@@ -6,7 +6,7 @@ import {
   decodeInstructions,
 } from '../arch/index.js';
 import { ProbeError, quote, type Span } from '../errors/index.js';
-import { kernelVersion } from '../host/index.js';
+import { kernelVersion, pausePoint } from '../host/index.js';
 import { closest, didYouMean } from '../internal/index.js';
 import {
   type FetchArg,
@@ -136,6 +136,8 @@ export function resolveProbesSync(
       }
       try {
         const target = openTarget(parsed.spec, targets, options);
+        // A fault test's stop: symbols are being read, nothing is defined yet.
+        pausePoint('resolving');
         plan.sites.push(...resolveLocation(parsed.spec, target, options, plan.warnings));
       } catch (err) {
         if (!(err instanceof ProbeError)) throw err;
