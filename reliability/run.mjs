@@ -1,14 +1,19 @@
 #!/usr/bin/env node
-// `npm run reliability`: the long fault, flood and soak runs of issue 7, outside `npm test`.
-// This part floods: a target calls one function as fast as it can for FLOOD seconds while
-// `upscope trace -p` streams every hit (to a reader that only counts lines), on each streaming
-// engine. It checks that delivered + lost equals the number of calls the target counted
-// itself, and records upscope's peak memory (VmHWM) and open descriptors; then a SOAK run on a
-// paced target (20,000 calls/s) samples memory and descriptors over time to show they do not
-// grow. Prints a table; exits 1 when any accounting is off.
-//   node reliability/run.mjs [--flood SECONDS] [--soak SECONDS] [--engines tracefs,bpf,ptrace]
+// `npm run reliability`: the long runs of issue 7, outside `npm test`, and their report.
+//   fuzz    every parser's fuzzer (test/fuzz/) with FUZZ inputs each (scripts/fuzz.mjs)
+//   faults  the fault tests (test/integration/faults-*.int.test.ts) with ROUNDS rounds per
+//           case: targets and upscope killed at each phase, forks, execs, replaced binaries...
+//   flood   a target calls one function as fast as it can for FLOOD seconds while
+//           `upscope trace -p` streams every hit (to a reader that only counts lines), on each
+//           engine; delivered + lost + missed must equal the calls the target counted itself.
+//           "small" runs with a 16 KiB buffer force losses. Peak memory (VmHWM) and descriptors.
+//   soak    SOAK seconds per engine on a paced target (20,000 calls/s): memory and descriptors
+//           in the first and last minute must not grow.
+// Prints each part's table, then a summary; exits 1 when anything failed.
+//   node reliability/run.mjs [--only fuzz,faults,flood,soak] [--fuzz N] [--rounds R]
+//                            [--flood SECONDS] [--soak SECONDS] [--engines tracefs,bpf,ptrace]
 // Needs root (tracefs, BPF, ptrace of a process it did not start).
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,14 +24,105 @@ const option = (name, fallback) => {
   const i = args.indexOf(name);
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
 };
+const PARTS = new Set(option('--only', 'fuzz,faults,flood,soak').split(','));
+const FUZZ = Number(option('--fuzz', 100_000));
+const ROUNDS = Number(option('--rounds', 5));
 const FLOOD = Number(option('--flood', 60));
 const SOAK = Number(option('--soak', 600));
 const ENGINES = option('--engines', 'tracefs,bpf,ptrace').split(',');
+for (const [name, value] of [
+  ['--fuzz', FUZZ],
+  ['--rounds', ROUNDS],
+  ['--flood', FLOOD],
+  ['--soak', SOAK],
+]) {
+  if (!Number.isInteger(value) || value < 0) {
+    console.error(`Cannot run: ${name} takes a whole number, not ${option(name)}`);
+    process.exit(2);
+  }
+}
+for (const part of PARTS) {
+  if (!['fuzz', 'faults', 'flood', 'soak'].includes(part)) {
+    console.error(`Cannot run: --only takes fuzz, faults, flood and soak, not ${part}`);
+    process.exit(2);
+  }
+}
 
+/** The summary's lines, one per part run. */
+const summary = [];
+let failed = false;
+
+if (PARTS.has('fuzz') && FUZZ > 0) {
+  console.log(`fuzz: ${FUZZ} inputs per parser (scripts/fuzz.mjs)`);
+  const run = spawnSync(process.execPath, [join(root, 'scripts/fuzz.mjs'), String(FUZZ)], {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const table = run.stdout.slice(run.stdout.lastIndexOf('Fuzzing,'));
+  console.log(table.trimEnd());
+  const total = Number(/total\s+(\d+) inputs/.exec(table)?.[1] ?? 0);
+  const parsers = table.split('\n').filter((l) => /^\s+\S+\s+\d+ inputs .* slowest/.test(l));
+  if (run.status !== 0) failed = true;
+  summary.push(
+    `fuzzing      ${total.toLocaleString('en')} inputs over ${parsers.length} parsers: ${run.status === 0 ? 'no failure' : 'FAILED (see above)'}`,
+  );
+}
+
+if (PARTS.has('faults') && ROUNDS > 0) {
+  const files = readdirSync(join(root, 'test/integration'))
+    .filter((f) => /^faults.*\.int\.test\.ts$/.test(f))
+    .map((f) => join('test/integration', f))
+    .sort();
+  console.log(`\nfaults: ${ROUNDS} rounds per case (${files.join(', ')})`);
+  const run = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', '--test', '--test-timeout=0', '--test-reporter=tap', ...files],
+    {
+      cwd: root,
+      encoding: 'utf8',
+      maxBuffer: 1 << 28,
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, CI: 'true', UPSCOPE_FAULT_ROUNDS: String(ROUNDS) },
+    },
+  );
+  // Each test is one case on one engine, run ROUNDS times; a failure fails its test.
+  const cases = [];
+  for (const m of run.stdout.matchAll(/^ {4}(not ok|ok) \d+ - (.*?)(?: # .*)?$/gm)) {
+    cases.push({ ok: m[1] === 'ok', name: m[2] });
+  }
+  console.log(
+    'case                                                                  rounds  survived',
+  );
+  for (const c of cases) {
+    console.log(
+      `${c.name.slice(0, 68).padEnd(68)}  ${String(ROUNDS).padStart(6)}  ${c.ok ? 'yes' : 'NO'}`,
+    );
+  }
+  const survived = cases.filter((c) => c.ok).length;
+  if (run.status !== 0 || survived < cases.length || cases.length === 0) {
+    failed = true;
+    if (run.status !== 0)
+      console.log(
+        run.stdout
+          .split('\n')
+          .filter((l) => /^\s*# |not ok|Error|expected|actual/.test(l))
+          .slice(0, 40)
+          .join('\n'),
+      );
+  }
+  summary.push(
+    `faults       ${cases.length * ROUNDS} tried (${cases.length} cases x ${ROUNDS} rounds), ${survived * ROUNDS} survived${survived < cases.length ? `; ${cases.length - survived} cases FAILED` : ''}`,
+  );
+}
+
+const needsTarget = PARTS.has('flood') || PARTS.has('soak');
 const work = join(tmpdir(), `upscope-reliability-${process.pid}`);
-mkdirSync(work, { recursive: true });
 const target = join(work, 'flood');
-execFileSync('gcc', ['-O1', '-o', target, join(root, 'reliability/programs/flood.c')]);
+if (needsTarget) {
+  mkdirSync(work, { recursive: true });
+  execFileSync('gcc', ['-O1', '-o', target, join(root, 'reliability/programs/flood.c')]);
+}
 
 /** VmRSS and VmHWM of a process in KiB, and how many descriptors it has open. */
 function sample(pid) {
@@ -104,39 +200,50 @@ function tracedRun(engine, seconds, paced, extra = []) {
 }
 
 const mib = (kib) => (kib / 1024).toFixed(1);
-let failed = false;
+/** Peak memory per run label, for the summary. */
+const peaks = [];
 
-console.log(
-  `flood: ${FLOOD} s per engine, every hit streamed (upscope trace -p); "small" runs with a 16 KiB buffer, to lose hits`,
-);
-console.log(
-  'engine          calls (target)   delivered        lost  accounted  lines read  peak MiB  fds start/end',
-);
-const floods = ENGINES.flatMap((engine) =>
-  engine === 'ptrace'
-    ? [{ engine, label: engine, extra: [] }]
-    : [
-        { engine, label: engine, extra: [] },
-        { engine, label: `${engine} small`, extra: ['--buffer-size', '16'] },
-      ],
-);
-for (const { engine, label, extra } of floods) {
-  const r = await tracedRun(engine, FLOOD, false, extra);
-  const accounted = r.delivered + r.lost + r.missed === r.calls && r.printed === r.delivered;
-  if (!accounted || r.code !== 0) failed = true;
-  const peak = Math.max(0, ...r.samples.map((s) => s.hwm));
-  const fds = r.samples.length === 0 ? '-' : `${r.samples[0].fds}/${r.samples.at(-1).fds}`;
+if (PARTS.has('flood') && FLOOD > 0) {
   console.log(
-    `${label.padEnd(14)}  ${String(r.calls).padStart(14)}  ${String(r.delivered).padStart(10)}  ${String(r.lost).padStart(10)}  ${(accounted ? 'yes' : 'NO').padStart(9)}  ${String(r.printed).padStart(10)}  ${mib(peak).padStart(8)}  ${fds.padStart(13)}`,
+    `\nflood: ${FLOOD} s per engine, every hit streamed (upscope trace -p); "small" runs with a 16 KiB buffer, to lose hits`,
   );
-  if (!accounted || r.code !== 0) console.log(`  exit ${r.code}: ${r.stderr}`);
+  console.log(
+    'engine          calls (target)   delivered        lost  accounted  lines read  peak MiB  fds start/end',
+  );
+  const floods = ENGINES.flatMap((engine) =>
+    engine === 'ptrace'
+      ? [{ engine, label: engine, extra: [] }]
+      : [
+          { engine, label: engine, extra: [] },
+          { engine, label: `${engine} small`, extra: ['--buffer-size', '16'] },
+        ],
+  );
+  const rows = [];
+  for (const { engine, label, extra } of floods) {
+    const r = await tracedRun(engine, FLOOD, false, extra);
+    const accounted = r.delivered + r.lost + r.missed === r.calls && r.printed === r.delivered;
+    if (!accounted || r.code !== 0) failed = true;
+    const peak = Math.max(0, ...r.samples.map((s) => s.hwm));
+    peaks.push(`${label} ${mib(peak)}`);
+    rows.push({ label, ...r, accounted });
+    const fds = r.samples.length === 0 ? '-' : `${r.samples[0].fds}/${r.samples.at(-1).fds}`;
+    console.log(
+      `${label.padEnd(14)}  ${String(r.calls).padStart(14)}  ${String(r.delivered).padStart(10)}  ${String(r.lost).padStart(10)}  ${(accounted ? 'yes' : 'NO').padStart(9)}  ${String(r.printed).padStart(10)}  ${mib(peak).padStart(8)}  ${fds.padStart(13)}`,
+    );
+    if (!accounted || r.code !== 0) console.log(`  exit ${r.code}: ${r.stderr}`);
+  }
+  const sum = (key) => rows.reduce((n, r) => n + (Number.isNaN(r[key]) ? 0 : r[key]), 0);
+  summary.push(
+    `flood        ${sum('delivered').toLocaleString('en')} events delivered, ${sum('lost').toLocaleString('en')} lost (counted), ${sum('missed').toLocaleString('en')} missed, of ${sum('calls').toLocaleString('en')} calls: ${rows.filter((r) => r.accounted).length}/${rows.length} runs accounted exactly`,
+  );
 }
 
-if (SOAK > 0) {
+if (PARTS.has('soak') && SOAK > 0) {
   console.log(`\nsoak: ${SOAK} s per engine on a target making 20,000 calls/s`);
   console.log(
     'engine    calls (target)  accounted  RSS MiB first/last min  fds first/last min  growth',
   );
+  let grown = 0;
   for (const engine of ENGINES) {
     const r = await tracedRun(engine, SOAK, true);
     const accounted = r.delivered + r.lost + r.missed === r.calls;
@@ -148,12 +255,20 @@ if (SOAK > 0) {
     const last = window(SOAK * 1000 - span, SOAK * 1000);
     const max = (xs, key) => Math.max(0, ...xs.map((s) => s[key]));
     const grew = max(last, 'rss') > max(first, 'rss') * 1.1 || max(last, 'fds') > max(first, 'fds');
+    if (grew) grown++;
     if (!accounted || grew || r.code !== 0) failed = true;
+    peaks.push(`${engine} soak ${mib(max(r.samples, 'hwm'))}`);
     console.log(
       `${engine.padEnd(8)}  ${String(r.calls).padStart(14)}  ${(accounted ? 'yes' : 'NO').padStart(9)}  ${`${mib(max(first, 'rss'))}/${mib(max(last, 'rss'))}`.padStart(22)}  ${`${max(first, 'fds')}/${max(last, 'fds')}`.padStart(18)}  ${grew ? 'YES' : 'none'}`,
     );
   }
+  summary.push(
+    `soak         ${ENGINES.length} engines x ${SOAK} s: ${grown === 0 ? 'no growth in memory or descriptors' : `${grown} GREW`}`,
+  );
 }
+if (peaks.length > 0) summary.push(`peak memory  MiB (VmHWM): ${peaks.join(', ')}`);
 
-rmSync(work, { recursive: true, force: true });
+if (needsTarget) rmSync(work, { recursive: true, force: true });
+console.log(`\nreliability report${failed ? ' (FAILED)' : ''}`);
+for (const line of summary) console.log(`  ${line}`);
 process.exit(failed ? 1 : 0);
