@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
-import { compileTraceTarget } from '../helpers/compile.js';
+import { compileProgram, compileTraceTarget } from '../helpers/compile.js';
 import { leftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
@@ -261,6 +261,63 @@ describe('upscope trace', () => {
     assert.ok(Number(size) >= 8192 && Number(size) < 8192 * 1.01, `buffer_size_kb ${size}`);
     assert.equal(existsSync(instance), false);
   });
+
+  for (const engine of ['tracefs', 'bpf'] as const) {
+    test(`${engine}: events lost are said as they happen, and add up to the summary's`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const calls = 300_000;
+      const app = compileProgram('burst', { flags: ['-O2'] });
+      const target = spawn(app, [String(calls)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let printed = '';
+      target.stdout.on('data', (chunk) => {
+        printed += chunk;
+      });
+      try {
+        while (!printed.includes('ready')) await new Promise((r) => setTimeout(r, 20));
+        // A 16 KiB buffer cannot hold the burst: hits are lost while upscope reads.
+        const upscope = spawn(
+          process.execPath,
+          [
+            BIN,
+            'trace',
+            '--engine',
+            engine,
+            '--buffer-size',
+            '16',
+            '-p',
+            String(target.pid),
+            `${app}:burst_call`,
+          ],
+          { stdio: ['ignore', 'ignore', 'pipe'] },
+        );
+        let err = '';
+        upscope.stderr.on('data', (chunk) => {
+          err += chunk;
+        });
+        while (!err.includes('Tracing')) await new Promise((r) => setTimeout(r, 20));
+        target.kill('SIGUSR1');
+        while (!printed.includes(`calls=${calls}`)) await new Promise((r) => setTimeout(r, 20));
+        // The once-a-second report comes before the end.
+        while (!/events lost:/.test(err)) await new Promise((r) => setTimeout(r, 50));
+        await new Promise((r) => setTimeout(r, 1500));
+        const live = [...err.matchAll(/^upscope: (\d+) events lost: /gm)].map((m) => Number(m[1]));
+        upscope.kill('SIGINT');
+        await once(upscope, 'exit');
+        const summary = /(\d+) events delivered, (\d+) lost, (\d+) missed/.exec(err);
+        assert.ok(summary !== null, err);
+        const [delivered, lost, missed] = summary.slice(1).map(Number) as [number, number, number];
+        assert.equal(delivered + lost + missed, calls, 'every call accounted for');
+        assert.ok(live.length > 0 && lost > 0, err);
+        assert.equal(
+          live.reduce((a, b) => a + b, 0),
+          lost,
+          'the losses said during the trace are all the losses',
+        );
+      } finally {
+        target.kill('SIGKILL');
+      }
+    });
+  }
 
   test('bad input gets one clear line', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;

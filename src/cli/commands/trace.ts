@@ -155,8 +155,24 @@ async function trace(
     }
     if (++count === max) void attachment.close();
   });
+  // Losses are said as they happen, once a second at most, and not only in the summary.
+  let lostSaid = 0;
+  const lossTimer = setInterval(() => {
+    let lost: number;
+    try {
+      lost = attachment.stats().lost;
+    } catch {
+      return;
+    }
+    if (lost <= lostSaid) return;
+    io.err(
+      `upscope: ${lost - lostSaid} events lost: the ring buffer filled faster than it was read (a larger --buffer-size, fewer probes or -o FILE lose fewer)\n`,
+    );
+    lostSaid = lost;
+  }, 1000);
   await attachment.ended;
   clearTimeout(timer);
+  clearInterval(lossTimer);
   if (failure !== undefined) throw failure;
   flush();
   if (attachment.error !== undefined) throw attachment.error;
