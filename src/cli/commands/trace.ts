@@ -155,9 +155,10 @@ async function trace(
     }
     if (++count === max) void attachment.close();
   });
-  // Losses are said as they happen, once a second at most, and not only in the summary.
+  // Losses are said as they happen, once a second at most (and the last ones at the end),
+  // not only in the summary.
   let lostSaid = 0;
-  const lossTimer = setInterval(() => {
+  const sayLosses = () => {
     let lost: number;
     try {
       lost = attachment.stats().lost;
@@ -169,13 +170,15 @@ async function trace(
       `upscope: ${lost - lostSaid} events lost: the ring buffer filled faster than it was read (a larger --buffer-size, fewer probes or -o FILE lose fewer)\n`,
     );
     lostSaid = lost;
-  }, 1000);
+  };
+  const lossTimer = setInterval(sayLosses, 1000);
   await attachment.ended;
   clearTimeout(timer);
   clearInterval(lossTimer);
   if (failure !== undefined) throw failure;
   flush();
   if (attachment.error !== undefined) throw attachment.error;
+  sayLosses();
   const stats = attachment.stats();
   io.err(
     `upscope: ${stats.delivered} events delivered, ${stats.lost} lost, ${stats.missed ?? 0} missed\n`,
