@@ -261,6 +261,12 @@ if (PARTS.has('soak') && SOAK > 0) {
     console.log(
       `${engine.padEnd(8)}  ${String(r.calls).padStart(14)}  ${(accounted ? 'yes' : 'NO').padStart(9)}  ${`${mib(max(first, 'rss'))}/${mib(max(last, 'rss'))}`.padStart(22)}  ${`${max(first, 'fds')}/${max(last, 'fds')}`.padStart(18)}  ${grew ? 'YES' : 'none'}`,
     );
+    // The curve: a leak climbs minute after minute, a cache filling up levels off.
+    const minutes = [];
+    for (let m = 0; m * 60_000 < SOAK * 1000; m++) {
+      minutes.push(mib(max(window(m * 60_000, (m + 1) * 60_000), 'rss')));
+    }
+    console.log(`          RSS MiB by minute: ${minutes.join(' ')}`);
   }
   summary.push(
     `soak         ${ENGINES.length} engines x ${SOAK} s: ${grown === 0 ? 'no growth in memory or descriptors' : `${grown} GREW`}`,
