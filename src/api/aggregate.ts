@@ -13,7 +13,7 @@ import {
   type HandlerErrors,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
-import { type Exit, type LaunchedCommand, launchStopped } from '../host/index.js';
+import { type Exit, type LaunchedCommand, launchStopped, pausePoint } from '../host/index.js';
 import {
   commandSearchOptions,
   type ProbeSite,
@@ -262,6 +262,8 @@ async function start<R>(
     const opened = open(sites, names, launched?.pid ?? options.pid);
     const aggregate = new Aggregate(sites, names, opened, options, launched);
     launched?.resume();
+    // Fault tests stop here: probes live, the kernel counting.
+    pausePoint('tracing');
     return aggregate;
   } catch (err) {
     launched?.kill();

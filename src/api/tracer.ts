@@ -15,6 +15,7 @@ import {
   ensureTracefs,
   type LaunchedCommand,
   launchStopped,
+  pausePoint,
   threadsOf,
 } from '../host/index.js';
 import { commandSearchOptions, type ProbeSite, planProbes } from '../plan/index.js';
@@ -441,7 +442,7 @@ export class Attachment {
   }
 
   #poll(queue: boolean): void {
-    this.#stream.poll((event) => {
+    const delivered = this.#stream.poll((event) => {
       const timed = this.#time(event);
       if (timed === undefined) return;
       for (const consumer of this.#consumers) {
@@ -451,6 +452,8 @@ export class Attachment {
       }
       if (queue) this.#queue.push(timed);
     });
+    // Fault tests stop here: probes live and events flowing.
+    if (delivered > 0) pausePoint('tracing');
   }
 
   /** Pair returns with the entry of the same function on the same thread; hide timing probes. */

@@ -9,6 +9,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { InternalError, ProbeError, quote } from '../../errors/index.js';
+import { pausePoint } from '../../host/index.js';
 import { EventNamer, parseUprobeEvents, sessionGroupName, sessionInstanceName } from './names.js';
 import { type EventLineSite, eventName, uprobeEventLine } from './uprobe-event-line.js';
 
@@ -322,6 +323,8 @@ export class TracefsSession {
       const defined = { group: this.group, event, line, site };
       added.push(defined);
       this.#events.push(defined);
+      // Fault tests stop here: one event defined, the rest not yet.
+      pausePoint('attaching');
     }
     return added;
   }
@@ -375,6 +378,8 @@ export class TracefsSession {
       } catch (err) {
         if (errnoOf(err) !== 'ENOENT') throw this.#writeError(this.#enableFile(event), '0', err);
       }
+      // Fault tests stop here: one event disabled, the rest still recording.
+      pausePoint('detaching');
     }
   }
 
