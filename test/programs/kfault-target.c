@@ -2,17 +2,16 @@
  * Target for the kernel engines' fault tests. It calls kf_tick(PHASE) every SLEEP_US
  * microseconds and counts its own calls; the argument says who made the call, so a test can
  * match a trace's events with the program's own counts:
- *   1  before GO exists (a tracer may attach meanwhile: seen in part),
+ *   1  before the file GO exists (a tracer may attach meanwhile: seen in part), every 1 ms,
  *   2  the process's CALLS calls once GO exists,
- *   3  a forked child's CALLS calls (fork, forkexec: the child forks after phase 2),
- *   4  an exec'd image's CALLS calls (exec: the process itself; forkexec: the child).
+ *   3  forkexec: a forked child's CALLS calls, after which the child execs this program,
+ *   4  an exec'd image's CALLS calls (forkexec: the child's, then the parent's own image).
  *
- *   kfault-target MODE CALLS SLEEP_US GO     MODE: plain | fork | exec | forkexec
+ *   kfault-target MODE CALLS SLEEP_US GO     MODE: plain | forkexec
  *   kfault-target image CALLS SLEEP_US       (what an exec runs)
  *
- * Prints "ready" once looping, then one line per process when it ends:
- * "parent waiting=W calls=C", "child calls=C", "image calls=C"; exits 0, or 1 when a child
- * did not end with status 0 (its own count being wrong is the test's to see).
+ * Prints "ready" once looping, then "parent waiting=W calls=C", "child calls=C" and
+ * "image calls=C" as each part ends; exits 0, or 1 when the child did not end with status 0.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +54,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc != 5) {
-    fprintf(stderr, "usage: kfault-target plain|fork|exec|forkexec CALLS SLEEP_US GO\n");
+    fprintf(stderr, "usage: kfault-target plain|forkexec CALLS SLEEP_US GO\n");
     return 2;
   }
   const char *mode = argv[1];
@@ -64,31 +63,24 @@ int main(int argc, char **argv) {
   const char *go = argv[4];
   printf("ready\n");
   long waiting = 0;
-  while (access(go, F_OK) != 0) waiting += run(1, 1, sleep_us > 1000 ? sleep_us : 1000);
-  if (strcmp(mode, "exec") == 0) {
-    printf("parent waiting=%ld calls=0\n", waiting);
+  while (access(go, F_OK) != 0) waiting += run(1, 1, 1000);
+  long made = run(2, calls, sleep_us);
+  printf("parent waiting=%ld calls=%ld\n", waiting, made);
+  if (strcmp(mode, "forkexec") != 0) return 0;
+  pid_t child = fork();
+  if (child < 0) {
+    perror("kfault-target: fork");
+    return 1;
+  }
+  if (child == 0) {
+    long own = run(3, calls, sleep_us);
+    printf("child calls=%ld\n", own);
     become_image(argv[0], calls, sleep_us);
   }
-  long made = run(2, calls, sleep_us);
-  int failed = 0;
-  if (strcmp(mode, "fork") == 0 || strcmp(mode, "forkexec") == 0) {
-    fflush(stdout);
-    pid_t child = fork();
-    if (child < 0) {
-      perror("kfault-target: fork");
-      return 1;
-    }
-    if (child == 0) {
-      if (strcmp(mode, "forkexec") == 0) become_image(argv[0], calls, sleep_us);
-      long own = run(3, calls, sleep_us);
-      printf("child calls=%ld\n", own);
-      _exit(0);
-    }
-    int status = 0;
-    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      failed = 1;
-    }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    printf("child failed\n");
+    return 1;
   }
-  printf("parent waiting=%ld calls=%ld\n", waiting, made);
-  return failed;
+  become_image(argv[0], calls, sleep_us);
 }
