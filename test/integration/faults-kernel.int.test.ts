@@ -458,6 +458,39 @@ for (const engine of ENGINES) {
       await target.exited;
     }
   });
+
+  test(`${engine}: tracefs unmounted under a trace: it goes on, ends and removes its events`, async (t) => {
+    const host = setup(t, ['unshare', 'nsenter', 'umount']);
+    if (host === undefined) return;
+    const calls = 300;
+    try {
+      for (let round = 0; round < ROUNDS; round++) {
+        const target = await startTarget(host.app, host.dir, 'plain', calls);
+        // upscope in a mount namespace of its own, so that the unmount is seen by it alone
+        // (other tests on this machine keep tracefs) and undone when it ends.
+        const run = start('unshare', [
+          '--mount',
+          '--propagation',
+          'private',
+          process.execPath,
+          BIN,
+          ...trace(engine, target.pid, [`${host.app}:kf_tick p=arg0`]),
+        ]);
+        await waitFor(run, /^Tracing 1 probe/m);
+        execFileSync('nsenter', ['-t', String(run.pid), '-m', 'umount', '-l', TRACEFS]);
+        const mounts = readFileSync(`/proc/${run.pid}/mountinfo`, 'utf8');
+        assert.doesNotMatch(mounts, / tracefs /, 'tracefs is unmounted for upscope');
+        target.go();
+        await assertUnharmed(target, calls, `round ${round}`);
+        assert.deepEqual(await ended(run), { code: 0, signal: null }, run.stderr);
+        assert.equal(eventsOf(run.stdout, 2), calls, 'every call after the unmount seen');
+        assert.deepEqual(tracefsOf(run.pid), [], 'its events and instance removed');
+        assert.deepEqual(leftovers(), []);
+      }
+    } finally {
+      host.done();
+    }
+  });
 }
 
 test('tracefs: the instance removed under a trace: the kernel refuses while it is read, the trace goes on', async (t) => {
