@@ -254,8 +254,9 @@ const MAX_INSTANCES_PER_PROCESS = 64;
  * the session made and may be called any number of times.
  *
  * Order of use: `define()` the events, `createInstance()`, `filterPids()` if needed,
- * `enable()`; read the instance's buffers (through `instancePath`); `stats()`; `close()`. All is reached
- * through a descriptor of the mount held until close(), so an unmount meanwhile changes nothing.
+ * `enable()`; read the instance's buffers (through `instancePath`); `stats()`; `close()`.
+ * Everything is reached through a descriptor of the mount held until close(), so that an
+ * unmount meanwhile changes nothing.
  */
 export class TracefsSession {
   /** Where tracefs is mounted (as given; named in messages). */
