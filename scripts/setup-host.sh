@@ -24,3 +24,13 @@ if ! echo '#include <sys/sdt.h>' | gcc -E -x c - >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemtap-sdt-dev >/dev/null
 fi
+# bpftool lists the kernel's BPF programs, maps and links: the fault tests' truth that nothing
+# of a killed upscope stays loaded.
+if ! command -v bpftool >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup-host: missing bpftool; install bpftool (needs root)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bpftool >/dev/null
+fi

@@ -13,7 +13,13 @@ import {
   type HandlerErrors,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
-import { type Exit, type LaunchedCommand, launchStopped } from '../host/index.js';
+import {
+  type Exit,
+  type LaunchedCommand,
+  launchStopped,
+  pausePoint,
+  processEnded,
+} from '../host/index.js';
 import {
   commandSearchOptions,
   type ProbeSite,
@@ -109,6 +115,7 @@ export class Aggregate<R> {
   #stopped = false;
   #closed = false;
   #exit: Exit | undefined;
+  #targetExited = false;
   #last: { reading: R; errors: HandlerErrors } | undefined;
   #resolveEnded!: () => void;
 
@@ -138,7 +145,9 @@ export class Aggregate<R> {
     const pid = options.pid;
     if (pid !== undefined) {
       this.#timer = setInterval(() => {
-        if (!existsSync(`/proc/${pid}`)) this.stop();
+        if (this.#stopped || !processEnded(pid)) return;
+        this.#targetExited = true;
+        this.stop();
       }, 100);
     }
   }
@@ -151,6 +160,11 @@ export class Aggregate<R> {
   /** How the traced command ended (with `command`), once it has. */
   get exit(): Exit | undefined {
     return this.#exit;
+  }
+
+  /** Whether the process aggregated (`pid`) ended, which stopped the aggregation. */
+  get targetExited(): boolean {
+    return this.#targetExited;
   }
 
   /** The totals now (after stop(), the last ones). */
@@ -262,6 +276,8 @@ async function start<R>(
     const opened = open(sites, names, launched?.pid ?? options.pid);
     const aggregate = new Aggregate(sites, names, opened, options, launched);
     launched?.resume();
+    // Fault tests stop here: probes live, the kernel counting.
+    pausePoint('tracing');
     return aggregate;
   } catch (err) {
     launched?.kill();

@@ -15,6 +15,8 @@ import {
   ensureTracefs,
   type LaunchedCommand,
   launchStopped,
+  pausePoint,
+  processEnded,
   threadsOf,
 } from '../host/index.js';
 import { commandSearchOptions, type ProbeSite, planProbes } from '../plan/index.js';
@@ -280,6 +282,7 @@ export class Attachment {
   #error: unknown;
   #finalStats: StreamStats | undefined;
   #exit: Exit | undefined;
+  #targetExited = false;
   #resolveEnded!: () => void;
 
   constructor(
@@ -325,6 +328,11 @@ export class Attachment {
   /** How the traced command ended (with `-c`), once it has. */
   get exit(): Exit | undefined {
     return this.#exit;
+  }
+
+  /** Whether the traced process (`pid`) ended, which ended the attachment. */
+  get targetExited(): boolean {
+    return this.#targetExited;
   }
 
   /** Call `handler` for each event of `probe` ('*' for all) that passes `filter`. */
@@ -420,8 +428,10 @@ export class Attachment {
   #tick(): void {
     try {
       this.#drain();
-      if (this.#watchedPid !== undefined && !existsSync(`/proc/${this.#watchedPid}`))
+      if (this.#watchedPid !== undefined && !this.#closed && processEnded(this.#watchedPid)) {
+        this.#targetExited = true;
         void this.close();
+      }
     } catch (err) {
       // A reader failing mid-trace ends the trace; events() rethrows the error at its end.
       this.#error = err;
@@ -441,7 +451,7 @@ export class Attachment {
   }
 
   #poll(queue: boolean): void {
-    this.#stream.poll((event) => {
+    const delivered = this.#stream.poll((event) => {
       const timed = this.#time(event);
       if (timed === undefined) return;
       for (const consumer of this.#consumers) {
@@ -451,6 +461,8 @@ export class Attachment {
       }
       if (queue) this.#queue.push(timed);
     });
+    // Fault tests stop here: probes live and events flowing.
+    if (delivered > 0) pausePoint('tracing');
   }
 
   /** Pair returns with the entry of the same function on the same thread; hide timing probes. */

@@ -24,6 +24,7 @@ export {
   type Exit,
   type LaunchedCommand,
   launchStopped,
+  processEnded,
   stopThenExec,
   threadsOf,
 } from './launch.js';

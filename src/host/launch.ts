@@ -163,3 +163,19 @@ export function threadsOf(pid: number): number[] {
     });
   }
 }
+
+/**
+ * Whether a process has ended: gone from /proc, or a zombie (dead, waiting for its parent to
+ * reap it) or dying (state Z or X in /proc/PID/stat).
+ */
+export function processEnded(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return true;
+  }
+  // The state follows the command name, which is in parentheses and may hold any byte.
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  return state === 'Z' || state === 'X' || state === 'x';
+}

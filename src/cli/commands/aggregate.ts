@@ -172,6 +172,7 @@ async function run<R>(
   }
   try {
     if (failure !== undefined) throw failure;
+    if (aggregate.targetExited) io.err(`upscope: process ${options.pid} exited\n`);
     print(aggregate.read(), true);
     const errors = aggregate.errors();
     const notes: string[] = [];

@@ -179,6 +179,7 @@ async function trace(
   flush();
   if (attachment.error !== undefined) throw attachment.error;
   sayLosses();
+  if (attachment.targetExited) io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   const stats = attachment.stats();
   io.err(
     `upscope: ${stats.delivered} events delivered, ${stats.lost} lost, ${stats.missed ?? 0} missed\n`,

@@ -1,4 +1,5 @@
 import { ProbeError } from '../../errors/index.js';
+import { pausePoint } from '../../host/index.js';
 import type { Insn } from './insn.js';
 import {
   BpfMap,
@@ -128,6 +129,8 @@ export class BpfSession {
           if (link >= 0) {
             this.#links.push(link);
             multi += group.length;
+            // Fault tests stop here: programs loaded, the first link attached.
+            pausePoint('attaching');
             continue;
           }
           if (-link === EPERM || -link === EACCES) {
@@ -151,6 +154,7 @@ export class BpfSession {
         this.#events.push(event);
         this.#links.push(linkPerfEvent(program, event, BigInt(probe.cookie)));
         perf++;
+        pausePoint('attaching');
       }
     }
     return {
@@ -180,7 +184,11 @@ export class BpfSession {
 
   /** Detach every probe (the maps stay readable until close()). */
   detach(): void {
-    for (const fd of this.#links.splice(0)) closeFd(fd);
+    for (const fd of this.#links.splice(0)) {
+      closeFd(fd);
+      // Fault tests stop here: one link closed, the others still attached.
+      pausePoint('detaching');
+    }
     for (const fd of this.#events.splice(0)) closeFd(fd);
   }
 

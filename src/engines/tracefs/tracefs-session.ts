@@ -1,5 +1,6 @@
 import {
   closeSync,
+  constants,
   existsSync,
   mkdirSync,
   openSync,
@@ -9,6 +10,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { InternalError, ProbeError, quote } from '../../errors/index.js';
+import { pausePoint } from '../../host/index.js';
 import { EventNamer, parseUprobeEvents, sessionGroupName, sessionInstanceName } from './names.js';
 import { type EventLineSite, eventName, uprobeEventLine } from './uprobe-event-line.js';
 
@@ -252,13 +254,19 @@ const MAX_INSTANCES_PER_PROCESS = 64;
  * the session made and may be called any number of times.
  *
  * Order of use: `define()` the events, `createInstance()`, `filterPids()` if needed,
- * `enable()`; read the instance's buffers (`instanceDir`); `stats()`; `close()`.
+ * `enable()`; read the instance's buffers (through `instancePath`); `stats()`; `close()`.
+ * Everything is reached through a descriptor of the mount held until close(), so that an
+ * unmount meanwhile changes nothing.
  */
 export class TracefsSession {
+  /** Where tracefs is mounted (as given; named in messages). */
   readonly tracefs: string;
   readonly ownerPid: number;
   /** The uprobe event group: `upscope_<ownerPid>`. */
   readonly group: string;
+  /** A descriptor of tracefs's root, held from the start to the end of close(). */
+  #rootFd: number | undefined;
+  #root: string;
   #instance: string | undefined;
   readonly #events: DefinedEvent[] = [];
   #closed = false;
@@ -267,6 +275,24 @@ export class TracefsSession {
     this.tracefs = options.tracefs;
     this.ownerPid = options.ownerPid ?? process.pid;
     this.group = sessionGroupName(this.ownerPid);
+    // Everything goes through a descriptor of the mount, so that what the session made can
+    // still be removed when tracefs is unmounted under it (umount -l keeps a mount in use
+    // alive, reachable only through descriptors opened before).
+    try {
+      this.#rootFd = openSync(this.tracefs, constants.O_RDONLY | constants.O_DIRECTORY);
+      this.#root = `/proc/self/fd/${this.#rootFd}`;
+    } catch {
+      // Not there: the first access fails with what is missing.
+      this.#root = this.tracefs;
+    }
+  }
+
+  /**
+   * The path the session reaches tracefs by: through its descriptor of the mount
+   * (`/proc/self/fd/N`), which stays valid if tracefs is unmounted meanwhile.
+   */
+  get root(): string {
+    return this.#root;
   }
 
   /** The events defined and not yet removed, in the order they were defined. */
@@ -284,6 +310,14 @@ export class TracefsSession {
     return this.#instance === undefined ? undefined : `${this.tracefs}/instances/${this.#instance}`;
   }
 
+  /**
+   * The same directory as the session reaches it, through its descriptor of the mount
+   * (root): what to read and write the instance's files by.
+   */
+  get instancePath(): string | undefined {
+    return this.#instance === undefined ? undefined : `${this.#root}/instances/${this.#instance}`;
+  }
+
   get closed(): boolean {
     return this.#closed;
   }
@@ -297,7 +331,7 @@ export class TracefsSession {
    */
   define(sites: readonly TracefsSite[]): DefinedEvent[] {
     this.#assertOpen('define events');
-    const eventsFile = `${this.tracefs}/uprobe_events`;
+    const eventsFile = `${this.#root}/uprobe_events`;
     const listed = parseUprobeEvents(readControl(eventsFile) ?? '');
     const namer = new EventNamer(listed.filter((e) => e.group === this.group).map((e) => e.event));
     const added: DefinedEvent[] = [];
@@ -322,6 +356,8 @@ export class TracefsSession {
       const defined = { group: this.group, event, line, site };
       added.push(defined);
       this.#events.push(defined);
+      // Fault tests stop here: one event defined, the rest not yet.
+      pausePoint('attaching');
     }
     return added;
   }
@@ -338,7 +374,7 @@ export class TracefsSession {
       const name = this.#makeInstanceDir();
       this.#instance = name;
       try {
-        this.#write(`${this.instanceDir}/trace_clock`, 'mono');
+        this.#write(`${this.instancePath}/trace_clock`, 'mono');
         if (options.bufferSizeKb !== undefined) {
           const size = options.bufferSizeKb;
           if (!Number.isSafeInteger(size) || size <= 0) {
@@ -347,10 +383,10 @@ export class TracefsSession {
               `Cannot size the ring buffer of instance ${quote(name)}: ${quote(size)} KiB is not a positive whole number`,
             );
           }
-          this.#write(`${this.instanceDir}/buffer_size_kb`, String(size));
+          this.#write(`${this.instancePath}/buffer_size_kb`, String(size));
         }
       } catch (err) {
-        removeInstanceDir(`${this.tracefs}/instances/${name}`);
+        removeInstanceDir(`${this.#root}/instances/${name}`);
         this.#instance = undefined;
         throw err;
       }
@@ -375,6 +411,8 @@ export class TracefsSession {
       } catch (err) {
         if (errnoOf(err) !== 'ENOENT') throw this.#writeError(this.#enableFile(event), '0', err);
       }
+      // Fault tests stop here: one event disabled, the rest still recording.
+      pausePoint('detaching');
     }
   }
 
@@ -406,7 +444,7 @@ export class TracefsSession {
    */
   stats(): SessionStats {
     const cpus: CpuStats[] = [];
-    const dir = this.instanceDir;
+    const dir = this.instancePath;
     if (dir !== undefined && existsSync(`${dir}/per_cpu`)) {
       for (const entry of readdirSync(`${dir}/per_cpu`)) {
         const cpu = /^cpu(\d+)$/.exec(entry);
@@ -449,15 +487,20 @@ export class TracefsSession {
       for (const event of this.#events)
         attempt(`disable ${event.event}`, () => this.disable([event]));
       attempt(`remove instance ${name}`, () => {
-        removeInstanceDir(`${this.tracefs}/instances/${name}`);
+        removeInstanceDir(`${this.#root}/instances/${name}`);
         this.#instance = undefined;
       });
     }
     for (const event of [...this.#events]) {
       attempt(`remove event ${event.group}/${event.event}`, () => {
-        removeEvent(this.tracefs, event.group, event.event);
+        removeEvent(this.#root, event.group, event.event);
         this.#events.splice(this.#events.indexOf(event), 1);
       });
+    }
+    if (failures.length === 0 && this.#rootFd !== undefined) {
+      closeSync(this.#rootFd);
+      this.#rootFd = undefined;
+      this.#root = this.tracefs;
     }
     if (failures.length > 0) {
       throw new ProbeError(
@@ -473,7 +516,7 @@ export class TracefsSession {
   }
 
   #requireInstance(action: string): string {
-    const dir = this.instanceDir;
+    const dir = this.instancePath;
     if (dir === undefined) {
       throw new InternalError(`Cannot ${action}: createInstance() has not run`);
     }
@@ -489,7 +532,7 @@ export class TracefsSession {
     for (let ordinal = 1; ordinal <= MAX_INSTANCES_PER_PROCESS; ordinal++) {
       const name = sessionInstanceName(this.ownerPid, ordinal);
       try {
-        mkdirSync(`${this.tracefs}/instances/${name}`);
+        mkdirSync(`${this.#root}/instances/${name}`);
         return name;
       } catch (err) {
         if (errnoOf(err) === 'EEXIST') continue;
@@ -517,13 +560,20 @@ export class TracefsSession {
 
   #writeError(path: string, value: string, err: unknown): ProbeError {
     if (err instanceof ProbeError) return err;
-    return controlError(`write ${quote(value)} to ${quote(path)}`, err);
+    return controlError(`write ${quote(value)} to ${quote(this.#shown(path))}`, err);
+  }
+
+  /** A path under the session's root as the user knows it (under the mount point). */
+  #shown(path: string): string {
+    return path.startsWith(`${this.#root}/`)
+      ? `${this.tracefs}${path.slice(this.#root.length)}`
+      : path;
   }
 
   /** The kernel refused `line`: its error_log entry for it as a ProbeError. */
   #refusal(line: string, err: unknown): ProbeError {
     const errno = errnoOf(err) ?? 'error';
-    const log = parseErrorLog(readControl(`${this.tracefs}/error_log`) ?? '');
+    const log = parseErrorLog(readControl(`${this.#root}/error_log`) ?? '');
     const entry = log.reverse().find((e) => e.command === line);
     const prefix = 'Line written: ';
     const hints = [`${prefix}${line}`];
@@ -546,7 +596,7 @@ export class TracefsSession {
   #removeQuietly(events: readonly DefinedEvent[]): void {
     for (const event of events) {
       try {
-        removeEvent(this.tracefs, event.group, event.event);
+        removeEvent(this.#root, event.group, event.event);
         this.#events.splice(this.#events.indexOf(event), 1);
       } catch {
         // Still listed in #events: close() tries again and reports it.
@@ -558,8 +608,8 @@ export class TracefsSession {
   #hits(): EventHits[] {
     const ours = new Set(this.#events.map((e) => e.event));
     for (let attempt = 0; attempt < 3; attempt++) {
-      const listed = parseUprobeEvents(readControl(`${this.tracefs}/uprobe_events`) ?? '');
-      const profile = parseProfile(readControl(`${this.tracefs}/uprobe_profile`) ?? '');
+      const listed = parseUprobeEvents(readControl(`${this.#root}/uprobe_events`) ?? '');
+      const profile = parseProfile(readControl(`${this.#root}/uprobe_profile`) ?? '');
       // Another tool may add or remove an event between the two reads: check and read again.
       if (
         listed.length !== profile.length ||

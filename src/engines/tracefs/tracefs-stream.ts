@@ -70,7 +70,7 @@ export class TracefsStream {
     this.#session = session;
     this.#reader = reader;
     this.#routes = routes;
-    this.#threads = new ThreadTable(session.tracefs);
+    this.#threads = new ThreadTable(session.root);
     this.#exec =
       startAtExecOf === undefined ? undefined : { pid: startAtExecOf, seenAtNs: undefined };
   }
@@ -79,7 +79,8 @@ export class TracefsStream {
     const session = new TracefsSession({ tracefs: options.tracefs });
     try {
       const defined = session.define(sites);
-      const dir = session.createInstance({ bufferSizeKb: options.bufferSizeKb });
+      session.createInstance({ bufferSizeKb: options.bufferSizeKb });
+      const dir = session.instancePath!;
       const routes = new Map<number, Route>();
       defined.forEach((event, i) => {
         const format = readFormat(dir, event);
