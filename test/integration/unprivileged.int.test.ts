@@ -146,3 +146,56 @@ test('as nobody, each command works or says what is missing and what would work'
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('as nobody with some capabilities: CAP_BPF and CAP_PERFMON run the bpf engine; one of them alone is refused by name, and count falls back to ptrace', (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
+  const app = compileProgram('tfs-counter');
+  const args = (...engine: string[]) => ['count', ...engine, '-c', `${app} 10`, `${app}:tfs_add`];
+  /** The program's own count of tfs_add calls, and upscope's. */
+  const counts = (stdout: string) => ({
+    program: Number(/tfs_add (\d+) /.exec(stdout)?.[1]),
+    counted: Number(/^(\d+)\s+tfs_add$/m.exec(stdout)?.[1]),
+  });
+
+  const both = runCli(args(), { asNobody: true, caps: ['bpf', 'perfmon'] });
+  assert.equal(both.status, 0, both.stderr);
+  assert.match(both.stderr, /^Counting 1 probe \(bpf/m);
+  const { program, counted } = counts(both.stdout);
+  assert.ok(program > 0, both.stdout);
+  assert.equal(counted, program, both.stdout);
+
+  for (const caps of [['bpf'], ['perfmon'], []]) {
+    const what = `count with CAP_${caps.join('+').toUpperCase() || 'none'}`;
+    const refused = runCli(args('--engine', 'bpf'), { asNobody: true, caps });
+    assert.equal(refused.status, 5, `${what}\n${refused.stderr}`);
+    assert.match(
+      refused.stderr,
+      /^error\[ERR_PRIVILEGES\]: Cannot (create BPF map|load the BPF program)/,
+    );
+    assert.match(refused.stderr, /hint: The bpf engine needs root, or CAP_BPF and CAP_PERFMON/);
+    assert.match(
+      refused.stderr,
+      /hint: Without them, use --engine ptrace with -p PID or -c COMMAND/,
+    );
+    // Without --engine, the same count runs on ptrace and says so.
+    const fallback = runCli(args(), { asNobody: true, caps });
+    assert.equal(fallback.status, 0, `${what}\n${fallback.stderr}`);
+    assert.match(fallback.stderr, /BPF is not allowed here: using the ptrace engine/);
+    const c = counts(fallback.stdout);
+    assert.equal(c.counted, c.program, fallback.stdout);
+  }
+
+  // BPF capabilities do not open tracefs: its engine says what it needs and what would work.
+  const tracefs = runCli(['trace', '--engine', 'tracefs', '-c', `${app} 10`, `${app}:tfs_add`], {
+    asNobody: true,
+    caps: ['bpf', 'perfmon'],
+  });
+  assert.equal(tracefs.status, 5, tracefs.stderr);
+  assert.match(
+    tracefs.stderr,
+    /^error\[ERR_PRIVILEGES\]: Cannot read "\/sys\/kernel\/tracing\/uprobe_events": EACCES/,
+  );
+  assert.match(tracefs.stderr, /hint: .*need root \(or write access to tracefs\)/);
+  assert.match(tracefs.stderr, /hint: .*--engine ptrace with -p PID or -c/);
+  assert.deepEqual(leftovers(), []);
+});
