@@ -18,14 +18,19 @@ test('straceChanges() sees a shell make, write, rename, remove a file and a dire
     const seen = run.changes
       .filter((c) => c.path.startsWith(dir))
       .map((c) => [c.kind, c.path.slice(dir.length), c.to?.slice(dir.length), c.data]);
-    assert.deepEqual(seen, [
-      ['mkdir', '/d', undefined, undefined],
-      ['open', '/d/f', undefined, undefined],
-      ['write', '/d/f', undefined, 'a"b\\c\n\x01'],
-      ['rename', '/d/f', '/d/g', undefined],
-      ['unlink', '/d/g', undefined, undefined],
-      ['rmdir', '/d', undefined, undefined],
-    ]);
+    const all = JSON.stringify(run.changes.slice(0, 40), null, 1);
+    assert.deepEqual(
+      seen,
+      [
+        ['mkdir', '/d', undefined, undefined],
+        ['open', '/d/f', undefined, undefined],
+        ['write', '/d/f', undefined, 'a"b\\c\n\x01'],
+        ['rename', '/d/f', '/d/g', undefined],
+        ['unlink', '/d/g', undefined, undefined],
+        ['rmdir', '/d', undefined, undefined],
+      ],
+      `in ${dir}; all changes seen:\n${all}\n${run.stderr}`,
+    );
     // Reading (cat) is not a change.
     assert.ok(!run.changes.some((c) => c.path === `${dir}/d/g` && c.kind === 'open'));
   } finally {
