@@ -37,6 +37,7 @@ export const ERROR_CODES = {
   ERR_SPEC_INVALID: code('usage', 'A probe spec is well formed but asks for something impossible'),
   ERR_TARGET_NOT_FOUND: code('resolution', 'The file, program or library named cannot be found'),
   ERR_FILE_READ: code('target', 'A file cannot be read'),
+  ERR_FILE_ACCESS: code('environment', 'A file cannot be read with these privileges'),
   ERR_ELF_INVALID: code('target', 'A file is not a valid ELF file'),
   ERR_ELF_UNSUPPORTED: code('not-supported', 'An ELF file is not 64-bit little-endian x86-64'),
   ERR_USDT_ARGUMENT: code('target', "A USDT note's argument string cannot be read"),

@@ -12,6 +12,11 @@ export interface RunOptions {
   readonly cwd?: string;
   /** Run as user and group 65534 (nobody), without supplementary groups (needs root). */
   readonly asNobody?: boolean;
+  /**
+   * With asNobody: capabilities the process keeps across the exec (inheritable and ambient),
+   * e.g. ['bpf', 'perfmon']; none by default.
+   */
+  readonly caps?: readonly string[];
 }
 
 /** Run the built CLI (dist/, built by `npm test` before the tests) as a user would. */
@@ -23,7 +28,14 @@ export function runCli(args: readonly string[], options: RunOptions = {}): CliRe
 export function runNode(args: readonly string[], options: RunOptions = {}): CliResult {
   const command = [process.execPath, ...args];
   if (options.asNobody === true) {
-    command.unshift('setpriv', '--reuid=65534', '--regid=65534', '--clear-groups');
+    const caps = (options.caps ?? []).map((c) => `+${c}`).join(',');
+    command.unshift(
+      'setpriv',
+      '--reuid=65534',
+      '--regid=65534',
+      '--clear-groups',
+      ...(caps === '' ? [] : [`--inh-caps=${caps}`, `--ambient-caps=${caps}`]),
+    );
   }
   const result = spawnSync(command[0]!, command.slice(1), {
     encoding: 'utf8',

@@ -2,9 +2,9 @@
 // in one line what is missing, with hints naming the privilege or the engine that would do.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
@@ -12,7 +12,8 @@ import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 
 interface Case {
-  readonly args: (app: string, pid: number) => string[];
+  /** The command line, given the readable program, a process of root's and the scratch dir. */
+  readonly args: (app: string, pid: number, dir: string) => string[];
   /** The exit status, and what the first line and the hints must say; ok: works. */
   readonly status: number;
   readonly line?: RegExp;
@@ -20,21 +21,47 @@ interface Case {
 }
 
 const PTRACE_INSTEAD = /--engine ptrace with -p PID or -c/;
+const PROCESS_HINTS = [
+  /Run as the process's owner, or as root \(CAP_SYS_PTRACE/,
+  /give the program's file instead of -p/,
+];
+const FILE_HINTS = [
+  /Run as a user who may read ".*": its owner, or root \(CAP_DAC_READ_SEARCH/,
+  /a copy you may read/,
+];
+/** The program in a directory nobody may not search, and a copy nobody may not read. */
+const HIDDEN = (dir: string) => `${dir}/private/busy`;
+const UNREADABLE = (dir: string) => `${dir}/unreadable`;
 const CASES: readonly Case[] = [
   { args: (app) => ['list', app], status: 0 },
   { args: (app) => ['resolve', `${app}:busy_tick`], status: 0 },
-  {
-    args: (_app, pid) => ['list', '-p', String(pid)],
+  ...(['list', 'resolve'] as const).map((command) => ({
+    args: (app: string, pid: number) => [
+      command,
+      '-p',
+      String(pid),
+      ...(command === 'resolve' ? [`${app}:busy_tick`] : []),
+    ],
     status: 5,
     line: /^error\[ERR_PROCESS_ACCESS\]: Cannot read the memory map of process \d+ .*permission denied \(running as uid 65534\)$/,
-    hints: [/Run as the process's owner or as root/, /ptrace_scope/],
-  },
-  {
-    args: (app, pid) => ['resolve', '-p', String(pid), `${app}:busy_tick`],
-    status: 3,
-    line: /^error\[ERR_PROCESS_ACCESS\]: Cannot read the memory map of process \d+/,
-    hints: [/Run as the process's owner or as root/],
-  },
+    hints: PROCESS_HINTS,
+  })),
+  ...(['list', 'resolve', 'trace'] as const).flatMap((command) =>
+    [
+      { file: HIDDEN, missing: 'may not search directory ".*/private"' },
+      { file: UNREADABLE, missing: 'may not read the file' },
+    ].map(({ file, missing }) => ({
+      args: (_app: string, _pid: number, dir: string) => {
+        const spec = command === 'list' ? file(dir) : `${file(dir)}:busy_tick`;
+        return command === 'trace' ? [command, '-c', '/bin/true', spec] : [command, spec];
+      },
+      status: 5,
+      line: new RegExp(
+        `^error\\[ERR_FILE_ACCESS\\]: Cannot (read target|open ELF file) ".*": permission denied: uid 65534 ${missing}$`,
+      ),
+      hints: FILE_HINTS,
+    })),
+  ),
   {
     args: (app) => ['trace', `${app}:busy_tick`],
     status: 2,
@@ -75,16 +102,31 @@ test('as nobody, each command works or says what is missing and what would work'
   const app = join(dir, 'busy');
   copyFileSync(compileProgram('busy-counter'), app);
   chmodSync(app, 0o755);
+  mkdirSync(dirname(HIDDEN(dir)), { mode: 0o700 });
+  copyFileSync(app, HIDDEN(dir));
+  copyFileSync(app, UNREADABLE(dir));
+  chmodSync(UNREADABLE(dir), 0o600);
   const target = spawn(app, [], { stdio: 'ignore' });
+  // The same error must give the same exit status whichever command meets it.
+  const statusOf = new Map<string, number>();
   try {
     for (const one of CASES) {
       // A command that waits for hits ends after a second if it ever starts.
-      const args = one.args(app, target.pid!);
+      const args = one.args(app, target.pid!, dir);
       if (!['list', 'resolve', 'clean'].includes(args[0]!)) args.push('--duration', '1');
       const run = runCli(args, { asNobody: true });
       const what = `upscope ${args.join(' ')}`;
       assert.equal(run.status, one.status, `${what}\n${run.stderr}`);
       assert.doesNotMatch(run.stderr, /\n\s+at |ERR_INTERNAL/, `${what}: no stack trace`);
+      const code = /^error\[(\w+)\]/m.exec(run.stderr)?.[1];
+      if (code !== undefined) {
+        const earlier = statusOf.get(code);
+        assert.ok(
+          earlier === undefined || earlier === run.status,
+          `${what}: ${code} exits ${run.status} here, ${earlier} elsewhere`,
+        );
+        statusOf.set(code, run.status);
+      }
       if (one.line === undefined) continue;
       const lines = run.stderr.split('\n').filter((l) => !/^upscope: /.test(l));
       assert.match(lines[0]!, one.line, what);
@@ -103,4 +145,57 @@ test('as nobody, each command works or says what is missing and what would work'
     await new Promise((r) => target.once('exit', r));
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('as nobody with some capabilities: CAP_BPF and CAP_PERFMON run the bpf engine; one of them alone is refused by name, and count falls back to ptrace', (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
+  const app = compileProgram('tfs-counter');
+  const args = (...engine: string[]) => ['count', ...engine, '-c', `${app} 10`, `${app}:tfs_add`];
+  /** The program's own count of tfs_add calls, and upscope's. */
+  const counts = (stdout: string) => ({
+    program: Number(/tfs_add (\d+) /.exec(stdout)?.[1]),
+    counted: Number(/^(\d+)\s+tfs_add$/m.exec(stdout)?.[1]),
+  });
+
+  const both = runCli(args(), { asNobody: true, caps: ['bpf', 'perfmon'] });
+  assert.equal(both.status, 0, both.stderr);
+  assert.match(both.stderr, /^Counting 1 probe \(bpf/m);
+  const { program, counted } = counts(both.stdout);
+  assert.ok(program > 0, both.stdout);
+  assert.equal(counted, program, both.stdout);
+
+  for (const caps of [['bpf'], ['perfmon'], []]) {
+    const what = `count with CAP_${caps.join('+').toUpperCase() || 'none'}`;
+    const refused = runCli(args('--engine', 'bpf'), { asNobody: true, caps });
+    assert.equal(refused.status, 5, `${what}\n${refused.stderr}`);
+    assert.match(
+      refused.stderr,
+      /^error\[ERR_PRIVILEGES\]: Cannot (create BPF map|load the BPF program)/,
+    );
+    assert.match(refused.stderr, /hint: The bpf engine needs root, or CAP_BPF and CAP_PERFMON/);
+    assert.match(
+      refused.stderr,
+      /hint: Without them, use --engine ptrace with -p PID or -c COMMAND/,
+    );
+    // Without --engine, the same count runs on ptrace and says so.
+    const fallback = runCli(args(), { asNobody: true, caps });
+    assert.equal(fallback.status, 0, `${what}\n${fallback.stderr}`);
+    assert.match(fallback.stderr, /BPF is not allowed here: using the ptrace engine/);
+    const c = counts(fallback.stdout);
+    assert.equal(c.counted, c.program, fallback.stdout);
+  }
+
+  // BPF capabilities do not open tracefs: its engine says what it needs and what would work.
+  const tracefs = runCli(['trace', '--engine', 'tracefs', '-c', `${app} 10`, `${app}:tfs_add`], {
+    asNobody: true,
+    caps: ['bpf', 'perfmon'],
+  });
+  assert.equal(tracefs.status, 5, tracefs.stderr);
+  assert.match(
+    tracefs.stderr,
+    /^error\[ERR_PRIVILEGES\]: Cannot read "\/sys\/kernel\/tracing\/uprobe_events": EACCES/,
+  );
+  assert.match(tracefs.stderr, /hint: .*need root \(or write access to tracefs\)/);
+  assert.match(tracefs.stderr, /hint: .*--engine ptrace with -p PID or -c/);
+  assert.deepEqual(leftovers(), []);
 });

@@ -137,8 +137,12 @@ describe('USDT probes', () => {
     if (!requireSdt(t)) return;
     const app = compileUsdtTarget('-O2');
     const result = runCli(['resolve', `u:${app}:usdt:gated arg2`]);
-    // resolve exits 3 when a spec does not resolve.
-    assert.equal(result.status, 3);
+    // A spec asking the impossible is a usage error (2), in resolve as in trace.
+    assert.equal(result.status, 2);
+    assert.equal(
+      runCli(['trace', '--engine', 'ptrace', '-c', app, `u:${app}:usdt:gated arg2`]).status,
+      2,
+    );
     assert.match(
       result.stderr,
       /^error\[ERR_SPEC_INVALID\]: Cannot fetch arg2 at USDT probe "usdt:gated": it has 2 arguments, arg0 to arg1\n.*\n\s+\^{4}\n/,

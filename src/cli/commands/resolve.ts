@@ -9,7 +9,7 @@ import {
   symbolizeAddress,
 } from '../../api/index.js';
 import { eventName, uprobeEventLine } from '../../engines/index.js';
-import { ProbeError, renderError } from '../../errors/index.js';
+import { exitStatusOf, ProbeError, renderError } from '../../errors/index.js';
 import { hex, renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
@@ -82,7 +82,10 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
           io.err(`${renderError(warning).replace(/^error/, 'warning')}\n`);
         for (const error of plan.errors) io.err(`${renderError(error)}\n`);
       }
-      if (plan.errors.length > 0) result.status = plan.errors.length === specs.length ? 3 : 1;
+      // Every spec failed: the first error's status, as trace and list give for it; some: 1.
+      if (plan.errors.length > 0) {
+        result.status = plan.errors.length === specs.length ? exitStatusOf(plan.errors[0]) : 1;
+      }
     });
 }
 

@@ -420,7 +420,8 @@ describe('process readers', () => {
         new RegExp(`^Cannot read the memory map of process ${pid} \\("tgt-sleeper-`),
       );
       assert.match(report.message, /permission denied \(running as uid 65534\)$/);
-      assert.ok(report.hints.some((h) => h.includes('kernel.yama.ptrace_scope')));
+      assert.ok(report.hints.some((h) => h.includes('CAP_SYS_PTRACE')));
+      assert.ok(report.hints.some((h) => h.includes('instead of -p')));
     } finally {
       await stop(child);
     }

@@ -34,7 +34,7 @@ function describeProcess(pid: number): string {
 /**
  * Turn an error from reading /proc/PID/<file> into the ProbeError a user should see:
  * ERR_PROCESS_NOT_FOUND when the process does not exist (or exited), ERR_PROCESS_ACCESS when
- * the kernel refuses (another user's process, or Yama's ptrace_scope).
+ * the kernel refuses (another user's process, or one that is not dumpable).
  */
 export function processError(pid: number, action: string, err: unknown): ProbeError {
   const errno = errnoOf(err);
@@ -51,9 +51,11 @@ export function processError(pid: number, action: string, err: unknown): ProbeEr
       'ERR_PROCESS_ACCESS',
       `Cannot ${action} of ${describeProcess(pid)}: permission denied${uid === undefined ? '' : ` (running as uid ${uid})`}`,
       {
+        // The kernel's "may read" check (PTRACE_MODE_READ): same user and a dumpable process,
+        // or CAP_SYS_PTRACE; Yama's ptrace_scope limits attaching only, not this.
         hints: [
-          "Run as the process's owner or as root",
-          'Check kernel.yama.ptrace_scope: above 0 it limits access to your own processes (sysctl kernel.yama.ptrace_scope)',
+          "Run as the process's owner, or as root (CAP_SYS_PTRACE reads any process's files in /proc); a setuid or non-dumpable process needs root even for its owner",
+          "Or give the program's file instead of -p: list and resolve read files without it",
         ],
         details: { pid, errno },
         cause: err,

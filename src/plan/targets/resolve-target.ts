@@ -19,7 +19,13 @@ import {
   targetNameCandidates,
 } from './library-search.js';
 import { processComm, processError, processObjects, sameMountNamespace } from './process.js';
-import { type ElfFile, type MappedObject, openElf, readDynamicInfo } from './symbols.js';
+import {
+  type ElfFile,
+  fileAccessError,
+  type MappedObject,
+  openElf,
+  readDynamicInfo,
+} from './symbols.js';
 
 /** A target file found on disk or in a process. */
 export interface ResolvedTarget {
@@ -113,7 +119,7 @@ function sameFile(object: MappedObject, stat: BigIntStats): boolean {
  * Files of a process in another mount namespace are opened through /proc/PID/root (also when
  * searched for on disk), and deleted or replaced ones through /proc/PID/map_files (root only).
  * Errors: ERR_TARGET_NOT_FOUND (with did-you-mean hints), ERR_PROCESS_NOT_FOUND,
- * ERR_PROCESS_ACCESS, ERR_FILE_READ.
+ * ERR_PROCESS_ACCESS, ERR_FILE_ACCESS (not allowed to read it), ERR_FILE_READ.
  */
 export function resolveTarget(name: string, options: ResolveTargetOptions = {}): ResolvedTarget {
   const cwd = options.cwd ?? process.cwd();
@@ -233,11 +239,14 @@ function resolvePath(name: string, cwd: string, proc: ProcessView | undefined): 
   try {
     stat = statBig(absolute);
   } catch (err) {
-    throw new ProbeError(
-      'ERR_FILE_READ',
-      `Cannot read target ${quote(name)}: ${errnoOf(err) === 'EACCES' ? 'permission denied' : String(err)}`,
-      { details: { path: absolute }, cause: err },
-    );
+    const errno = errnoOf(err);
+    if (errno === 'EACCES' || errno === 'EPERM') {
+      throw fileAccessError(`read target ${quote(name)}`, absolute, err);
+    }
+    throw new ProbeError('ERR_FILE_READ', `Cannot read target ${quote(name)}: ${String(err)}`, {
+      details: { path: absolute },
+      cause: err,
+    });
   }
   if (proc !== undefined) {
     // The same file (device and inode), else the same path as the process sees it (another

@@ -1,6 +1,7 @@
 // The symbols/ readers this folder uses, in one place.
 export {
   type ElfFile,
+  fileAccessError,
   type LdCacheEntry,
   type MapEntry,
   type MappedObject,

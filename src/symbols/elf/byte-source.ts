@@ -2,6 +2,7 @@ import { constants } from 'node:buffer';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { InternalError, ProbeError, quote } from '../../errors/index.js';
 import { invalidElf, unsupportedElf } from './elf-error.js';
+import { fileAccessError } from './file-access.js';
 
 /** The largest Buffer this Node can allocate. */
 const MAX_LENGTH = constants.MAX_LENGTH;
@@ -127,6 +128,9 @@ function errnoText(err: unknown): string {
 
 function openError(path: string, err: unknown): ProbeError {
   const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'EACCES' || code === 'EPERM') {
+    return fileAccessError(`open ELF file ${quote(path)}`, path, err);
+  }
   const message = `Cannot open ELF file ${quote(path)}: ${errnoText(err)}`;
   if (code === 'ENOENT' || code === 'ENOTDIR') {
     return new ProbeError('ERR_TARGET_NOT_FOUND', message, { details: { path }, cause: err });

@@ -6,6 +6,7 @@ export {
   SHN_XINDEX,
   SYMBOL_BINDINGS,
 } from './constants.js';
+export { fileAccessError } from './file-access.js';
 export { openElf, type ParseElfOptions, parseElf } from './parse-elf.js';
 export {
   DT,

@@ -1,0 +1,54 @@
+// The strace reader against what a shell command is known to do to files.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { requireHost } from './require-host.js';
+import { parseStrace, straceChanges } from './strace.js';
+
+test('straceChanges() sees a shell make, write, rename, remove a file and a directory', (t) => {
+  if (!requireHost(t, { commands: ['strace'] })) return;
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-strace-test-'));
+  try {
+    const script =
+      'mkdir "$1/d" && printf \'a"b\\\\c\\n\\001\' > "$1/d/f" && mv "$1/d/f" "$1/d/g" && cat "$1/d/g" >/dev/null && rm "$1/d/g" && rmdir "$1/d"';
+    const run = straceChanges(['sh', '-c', script, 'sh', dir]);
+    assert.equal(run.status, 0, run.stderr);
+    const seen = run.changes
+      .filter((c) => c.path.startsWith(dir))
+      .map((c) => [c.kind, c.path.slice(dir.length), c.to?.slice(dir.length), c.data]);
+    const all = JSON.stringify(run.changes.slice(0, 40), null, 1);
+    assert.deepEqual(
+      seen,
+      [
+        ['mkdir', '/d', undefined, undefined],
+        ['open', '/d/f', undefined, undefined],
+        ['write', '/d/f', undefined, 'a"b\\c\n\x01'],
+        ['rename', '/d/f', '/d/g', undefined],
+        ['unlink', '/d/g', undefined, undefined],
+        ['rmdir', '/d', undefined, undefined],
+      ],
+      `in ${dir}; all changes seen:\n${all}\n${run.stderr}`,
+    );
+    // Reading (cat) is not a change.
+    assert.ok(!run.changes.some((c) => c.path === `${dir}/d/g` && c.kind === 'open'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('parseStrace() joins a call strace split across threads', () => {
+  const text = [
+    '7 write(3</sys/kernel/tracing/uprobe_events>, "-:g/e\\n", 6 <unfinished ...>',
+    '8 openat(AT_FDCWD</x>, "y", O_WRONLY|O_CREAT|O_TRUNC, 0666) = -1 EACCES (Permission denied)',
+    '7 <... write resumed>)                  = 6',
+  ].join('\n');
+  assert.deepEqual(
+    parseStrace(text).map((c) => [c.tid, c.kind, c.path, c.data ?? c.result]),
+    [
+      [8, 'open', '/x/y', '-1 EACCES (Permission denied)'],
+      [7, 'write', '/sys/kernel/tracing/uprobe_events', '-:g/e\n'],
+    ],
+  );
+});
