@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian tools the tests and demo use (gcc, g++, binutils, gdb, strace, bpftool,
-# <sys/sdt.h>)
-# when they are missing. gdb is the truth for where a breakpoint on a source line goes; strace
-# for which files upscope writes.
+# <sys/sdt.h>) when they are missing. gdb is the truth for where a breakpoint on a source line
+# goes; strace for which files upscope writes; bpftool for which BPF objects are left.
 # Runs as root on a fresh machine; does nothing when everything is already there.
 set -euo pipefail
 need=()

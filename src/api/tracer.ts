@@ -144,8 +144,12 @@ export class Tracer {
       // The command's libraries are searched for as its dynamic linker will.
       ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });
-    const tracefs = ensureTracefs();
-    cleanStaleGroups(tracefs);
+    // The tracefs engine defines its probes in tracefs (and first removes what a killed
+    // upscope left there); the bpf engine defines nothing there, and reads it only to follow a
+    // process (the sched tracepoints), so CAP_BPF and CAP_PERFMON are enough without -p or -c.
+    const following = options.pid !== undefined || options.command !== undefined;
+    const tracefs = options.engine !== 'bpf' || following ? ensureTracefs() : undefined;
+    if (options.engine !== 'bpf') cleanStaleGroups(tracefs!);
     const launched =
       options.command === undefined ? undefined : await launchStopped(options.command);
     try {
@@ -170,7 +174,7 @@ export class Tracer {
               mode: options.attachMode,
             })
           : TracefsStream.open(streamSites, {
-              tracefs,
+              tracefs: tracefs!,
               pids,
               followForks: true,
               bufferSizeKb,

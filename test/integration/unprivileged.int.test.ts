@@ -199,3 +199,45 @@ test('as nobody with some capabilities: CAP_BPF and CAP_PERFMON run the bpf engi
   assert.match(tracefs.stderr, /hint: .*--engine ptrace with -p PID or -c/);
   assert.deepEqual(leftovers(), []);
 });
+
+test('as nobody with CAP_BPF and CAP_PERFMON: trace --engine bpf streams every process; following -p needs tracefs, and the refusal says so', async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
+  const app = compileProgram('busy-counter', { flags: ['-O2'] });
+  // The user's own process, so that -p is theirs to read.
+  const target = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', app], {
+    stdio: 'ignore',
+  });
+  try {
+    const traced = runCli(
+      ['trace', '--engine', 'bpf', '--json', '--max-events', '3', `${app}:busy_tick n=arg0:s64`],
+      { asNobody: true, caps: ['bpf', 'perfmon'] },
+    );
+    assert.equal(traced.status, 0, traced.stderr);
+    const events = traced.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { pid: number; fields: { n: number } });
+    assert.equal(events.length, 3, traced.stdout);
+    assert.ok(
+      events.every((e) => e.pid === target.pid && e.fields.n > 0),
+      traced.stdout,
+    );
+
+    const followed = runCli(
+      ['trace', '--engine', 'bpf', '-p', String(target.pid), `${app}:busy_tick`],
+      { asNobody: true, caps: ['bpf', 'perfmon'] },
+    );
+    assert.equal(followed.status, 5, followed.stderr);
+    assert.match(
+      followed.stderr,
+      /^error\[ERR_PRIVILEGES\]: Cannot read tracepoint sched:sched_process_fork to follow the process: .*: EACCES/,
+    );
+    assert.match(followed.stderr, /hint: .*run as root, or mount tracefs readable for you/);
+    assert.match(followed.stderr, /hint: .*count\/hist\/latency -p, or --engine ptrace/);
+    assert.equal(target.exitCode, null, 'the target was not harmed');
+    assert.deepEqual(leftovers(), []);
+  } finally {
+    target.kill('SIGKILL');
+    await new Promise((r) => target.once('exit', r));
+  }
+});

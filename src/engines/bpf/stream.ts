@@ -38,8 +38,11 @@ export interface BpfStreamSite {
 }
 
 export interface BpfStreamOptions {
-  /** Where tracefs is mounted (for the ids and formats of the sched tracepoints). */
-  readonly tracefs: string;
+  /**
+   * Where tracefs is mounted, for the ids and formats of the sched tracepoints: needed with
+   * `pids` or `startAtExecOf` only (nothing is defined in tracefs).
+   */
+  readonly tracefs?: string | undefined;
   /** Only these processes and the children they fork (all, when undefined). */
   readonly pids?: readonly number[] | undefined;
   /** The ring buffer's size in bytes (rounded up to a power of two). */
@@ -85,7 +88,18 @@ function decoder(layout: RecordLayout): Route['decode'] {
 }
 
 /** The tracefs id of a tracepoint and where its record holds `field`. */
-function tracepoint(tracefs: string, system: string, name: string, field?: string) {
+function tracepoint(
+  tracefs: string | undefined,
+  system: string,
+  name: string,
+  field?: string,
+): { id: number; offset: number } {
+  if (tracefs === undefined) {
+    throw new ProbeError(
+      'ERR_INTERNAL',
+      `Cannot use tracepoint ${system}:${name}: no tracefs was given to BpfStream.open()`,
+    );
+  }
   const dir = join(tracefs, 'events', system, name);
   try {
     const format = parseEventFormat(readFileSync(join(dir, 'format'), 'utf8'));
@@ -94,6 +108,20 @@ function tracepoint(tracefs: string, system: string, name: string, field?: strin
     if (offset === undefined) throw new Error(`its format has no ${field}`);
     return { id, offset };
   } catch (cause) {
+    const code = (cause as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') {
+      throw new ProbeError(
+        'ERR_PRIVILEGES',
+        `Cannot read tracepoint ${system}:${name} to follow the process: ${join(dir, 'id')}: ${code}`,
+        {
+          cause,
+          hints: [
+            'Following -p or -c on the bpf engine reads the sched tracepoints in tracefs: run as root, or mount tracefs readable for you',
+            'With CAP_BPF and CAP_PERFMON alone, trace every process (no -p or -c), or use count/hist/latency -p, or --engine ptrace',
+          ],
+        },
+      );
+    }
     throw new ProbeError(
       'ERR_NOT_SUPPORTED',
       `Cannot use tracepoint ${system}:${name} to follow processes: ${(cause as Error).message}`,
