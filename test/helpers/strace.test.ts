@@ -52,3 +52,20 @@ test('parseStrace() joins a call strace split across threads', () => {
     ],
   );
 });
+
+test('parseStrace() names a path through /proc/self/fd/N by what the open of N named', () => {
+  const text = [
+    '7 openat(AT_FDCWD</>, "/sys/kernel/tracing", O_RDONLY|O_DIRECTORY|O_CLOEXEC) = 17</sys/kernel/tracing>',
+    '7 mkdir("/proc/self/fd/17/instances/upscope_7", 0755) = 0',
+    '7 rmdir("/proc/7/fd/17/instances/upscope_7") = 0',
+    '7 mkdir("/proc/self/fd/99/x", 0755) = -1 ENOENT (No such file or directory)',
+  ].join('\n');
+  assert.deepEqual(
+    parseStrace(text).map((c) => [c.kind, c.path]),
+    [
+      ['mkdir', '/sys/kernel/tracing/instances/upscope_7'],
+      ['rmdir', '/sys/kernel/tracing/instances/upscope_7'],
+      ['mkdir', '/proc/self/fd/99/x'],
+    ],
+  );
+});

@@ -201,11 +201,25 @@ function fdPath(arg: string | undefined): string | undefined {
  * A path argument made absolute against its directory fd's path; a relative path without one
  * (mkdir("d")) stays relative: the reader does not follow each process's working directory.
  */
-function absolute(dirArg: string | undefined, pathArg: string): string {
+function absoluteIn(
+  dirArg: string | undefined,
+  pathArg: string,
+  fds?: ReadonlyMap<number, string>,
+): string {
   const path = unquote(pathArg);
-  if (isAbsolute(path)) return normalize(path);
+  if (isAbsolute(path)) return throughFd(normalize(path), fds);
   const dir = fdPath(dirArg);
-  return dir === undefined ? path : normalize(join(dir, path));
+  return dir === undefined ? path : throughFd(normalize(join(dir, path)), fds);
+}
+
+/**
+ * A path through a descriptor (`/proc/self/fd/17/instances/x`) as the path it stands for
+ * (`/sys/kernel/tracing/instances/x`), from what the open that returned that descriptor named.
+ */
+function throughFd(path: string, fds: ReadonlyMap<number, string> | undefined): string {
+  const m = /^\/proc\/(?:self|thread-self|\d+)\/fd\/(\d+)(\/.*)?$/.exec(path);
+  const base = m === null ? undefined : fds?.get(Number(m[1]));
+  return base === undefined ? path : normalize(`${base}${m![2] ?? ''}`);
 }
 
 /**
@@ -215,6 +229,8 @@ function absolute(dirArg: string | undefined, pathArg: string): string {
  */
 export function parseStrace(text: string): FileChange[] {
   const changes: FileChange[] = [];
+  /** Each descriptor's path, from the last open that returned it (in any process). */
+  const fds = new Map<number, string>();
   for (const { tid, line } of joinedLines(text)) {
     const call = /^(\w+)\((.*)\)\s+=\s+(.*)$/.exec(line);
     if (call === null) continue;
@@ -223,6 +239,10 @@ export function parseStrace(text: string): FileChange[] {
     const add = (change: Omit<FileChange, 'tid' | 'call' | 'result'>) =>
       changes.push({ tid, call: name, result, ...change });
     const opened = fdPath(result);
+    const fd = /^(\d+)</.exec(result)?.[1];
+    if (opened !== undefined && fd !== undefined && /^open/.test(name)) fds.set(Number(fd), opened);
+    const absolute = (dirArg: string | undefined, pathArg: string) =>
+      absoluteIn(dirArg, pathArg, fds);
     switch (name) {
       case 'open':
       case 'creat':

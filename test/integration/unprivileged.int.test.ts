@@ -68,12 +68,19 @@ const CASES: readonly Case[] = [
     line: /^error\[ERR_USAGE\]: Cannot trace with the ptrace engine without a process: give -p PID or -c COMMAND$/,
     hints: [/tracefs engine \(root\) traces every process/],
   },
-  ...(['tracefs', 'bpf'] as const).map((engine) => ({
-    args: (app: string) => ['trace', '--engine', engine, `${app}:busy_tick`],
+  {
+    args: (app: string) => ['trace', '--engine', 'tracefs', `${app}:busy_tick`],
     status: 5,
     line: /^error\[ERR_PRIVILEGES\]: Cannot read "\/sys\/kernel\/tracing\/uprobe_events": EACCES \(permission denied\)$/,
     hints: [/need root/, PTRACE_INSTEAD],
-  })),
+  },
+  {
+    // Tracing every process needs BPF, not tracefs.
+    args: (app: string) => ['trace', '--engine', 'bpf', `${app}:busy_tick`],
+    status: 5,
+    line: /^error\[ERR_PRIVILEGES\]: Cannot create BPF map "upscope_events": EPERM \(operation not permitted\)$/,
+    hints: [/The bpf engine needs root, or CAP_BPF and CAP_PERFMON/, PTRACE_INSTEAD],
+  },
   ...(['trace', 'count'] as const).map((command) => ({
     args: (app: string, pid: number) => [command, '-p', String(pid), `${app}:busy_tick`],
     status: 5,
