@@ -214,7 +214,9 @@ function assertNothingLeft(app: string): void {
 
 const SPECS = (app: string) => [`${app}:fault_tock`, `r:${app}:fault_tick ret=retval`];
 
-test('the target SIGKILLed mid-trace: upscope ends by itself with its status, nothing left', async (t) => {
+test('the target SIGKILLed mid-trace: upscope ends by itself with its status, nothing left', {
+  timeout: 60_000,
+}, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
   const app = build();
   for (let round = 0; round < ROUNDS; round++) {
@@ -245,11 +247,20 @@ test('the target SIGKILLed mid-trace: upscope ends by itself with its status, no
   }
 });
 
-test('the target forks while probed: the child runs its half unharmed (-c follows it, -p too)', async (t) => {
+test('the target forks while probed: the child runs its half unharmed (-c follows it, -p too)', {
+  timeout: 60_000,
+}, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
   const app = build();
   for (let round = 0; round < ROUNDS; round++) {
-    const command = upscope(['trace', '--engine', 'ptrace', '-c', `${app} 200 1000 fork`, ...SPECS(app)]);
+    const command = upscope([
+      'trace',
+      '--engine',
+      'ptrace',
+      '-c',
+      `${app} 200 1000 fork`,
+      ...SPECS(app),
+    ]);
     const ended = await command.closed;
     assert.equal(ended.code, 0, command.err());
     assert.match(command.out(), /^child status=exit:0$/m);
@@ -258,17 +269,10 @@ test('the target forks while probed: the child runs its half unharmed (-c follow
     // Each of the 200 calls of each function in the parent, and the child's 100: traced.
     const lines = command.out().split('\n');
     assert.equal(lines.filter((l) => / fault_tock$/.test(l)).length, 300);
-    assert.equal(lines.filter((l) => / fault_tick ret=/.test(l)).length, 300);
+    assert.equal(lines.filter((l) => / r:fault_tick ret=/.test(l)).length, 300);
 
     const forking = await target(app, 600, 2000, 'fork');
-    const run = upscope([
-      'trace',
-      '--engine',
-      'ptrace',
-      '-p',
-      String(forking.pid),
-      ...SPECS(app),
-    ]);
+    const run = upscope(['trace', '--engine', 'ptrace', '-p', String(forking.pid), ...SPECS(app)]);
     const status = await run.closed;
     assert.equal(status.code, 0, run.err());
     const own = await forking.closed;
@@ -280,16 +284,31 @@ test('the target forks while probed: the child runs its half unharmed (-c follow
   }
 });
 
-test('the target execs while probed: the new image runs unharmed, probed again', async (t) => {
+test('the target execs while probed: the new image runs unharmed, probed again', {
+  timeout: 60_000,
+}, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
   const app = build();
   for (let round = 0; round < ROUNDS; round++) {
-    const command = upscope(['trace', '--engine', 'ptrace', '-c', `${app} 200 1000 exec`, ...SPECS(app)]);
+    const command = upscope([
+      'trace',
+      '--engine',
+      'ptrace',
+      '-c',
+      `${app} 200 1000 exec`,
+      ...SPECS(app),
+    ]);
     const ended = await command.closed;
     assert.equal(ended.code, 0, command.err());
     assertCounted(command.out(), 'before-exec ', 100);
     assertCounted(command.out(), '', 100);
-    assert.equal(command.out().split('\n').filter((l) => / fault_tock$/.test(l)).length, 200);
+    assert.equal(
+      command
+        .out()
+        .split('\n')
+        .filter((l) => / fault_tock$/.test(l)).length,
+      200,
+    );
 
     const execing = await target(app, 600, 2000, 'exec');
     const run = upscope(['trace', '--engine', 'ptrace', '-p', String(execing.pid), ...SPECS(app)]);
@@ -303,7 +322,9 @@ test('the target execs while probed: the new image runs unharmed, probed again',
   }
 });
 
-test('the probed file deleted, or replaced by rename, while probed: the target is restored', async (t) => {
+test('the probed file deleted, or replaced by rename, while probed: the target is restored', {
+  timeout: 60_000,
+}, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
   const app = build();
   const expected = fileBytes(app);
@@ -314,7 +335,14 @@ test('the probed file deleted, or replaced by rename, while probed: the target i
         const copy = join(dir, `app-${change}-${round}`);
         copyFileSync(app, copy);
         const victim = await target(copy, 0, 2000);
-        const run = upscope(['trace', '--engine', 'ptrace', '-p', String(victim.pid), ...SPECS(copy)]);
+        const run = upscope([
+          'trace',
+          '--engine',
+          'ptrace',
+          '-p',
+          String(victim.pid),
+          ...SPECS(copy),
+        ]);
         await until('the trace to start', () => /Tracing 2 probes/.test(run.err()));
         await until('a hit', () => / fault_tock$/m.test(run.out()));
         if (change === 'delete') unlinkSync(copy);
@@ -338,7 +366,9 @@ test('the probed file deleted, or replaced by rename, while probed: the target i
 });
 
 for (const phase of ['resolving', 'attaching', 'tracing', 'detaching'] as const) {
-  test(`upscope SIGKILLed while paused at ${phase}: its helper restores and detaches the target`, async (t) => {
+  test(`upscope SIGKILLed while paused at ${phase}: its helper restores and detaches the target`, {
+    timeout: 60_000,
+  }, async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
     const app = build();
     const expected = fileBytes(app);
@@ -370,7 +400,9 @@ for (const phase of ['resolving', 'attaching', 'tracing', 'detaching'] as const)
   });
 }
 
-test('upscope SIGKILLed while paused tracing a command (-c): the helper kills it, nothing left', async (t) => {
+test('upscope SIGKILLed while paused tracing a command (-c): the helper kills it, nothing left', {
+  timeout: 60_000,
+}, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
   const app = build();
   for (let round = 0; round < ROUNDS; round++) {
@@ -379,18 +411,21 @@ test('upscope SIGKILLed while paused tracing a command (-c): the helper kills it
     });
     await until('the pause', () => /paused at tracing \(pid \d+\)/.test(run.err()));
     const helper = Number(/paused at tracing \(pid (\d+)\)/.exec(run.err())![1]);
-    const pid = Number(/pid=(\d+)/.exec(run.out())![1]);
+    const [pid] = childrenOf(helper);
+    assert.ok(pid !== undefined, 'the helper started the command');
     run.child.kill('SIGKILL');
     await until('upscope to die', () => !alive(run.child.pid!));
     process.kill(helper, 'SIGCONT');
     await until('the helper to finish', () => !alive(helper));
     await run.closed;
-    assert.ok(!alive(pid), 'the command was ended with the run');
+    await until('the command to end with the run', () => !alive(pid));
     assertNothingLeft(app);
   }
 });
 
-test('upscope SIGKILLed mid-flood of hits, no pause: the target is restored, several rounds', async (t) => {
+test('upscope SIGKILLed mid-flood of hits, no pause: the target is restored, several rounds', {
+  timeout: 60_000,
+}, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
   const app = build();
   const expected = fileBytes(app);

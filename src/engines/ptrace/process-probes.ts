@@ -734,8 +734,11 @@ export class ProcessProbes {
     const hasReturn = [...this.#registrations.values()].some(
       (r) => r.event === 'return' && r.where === at,
     );
+    const hits: string[] = [];
     for (const registration of this.#registrations.values()) {
-      if (registration.event !== 'breakpoint' || registration.where !== at) continue;
+      if (registration.where !== at) continue;
+      hits.push(registration.id);
+      if (registration.event !== 'breakpoint') continue;
       const hit = this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined);
       if (registration.filter !== undefined && !registration.filter(hit)) continue;
       if (registration.handler !== undefined) this.#run(registration.handler, hit);
@@ -743,8 +746,9 @@ export class ProcessProbes {
     }
     if (hasReturn) this.#pushReturn(tid, at, regs);
     this.#stop({ probes: this, tid, regs, pending, resume: () => this.#stepOver(tid, regs, at) });
-    // A fault test's stop: a hit has been delivered (and its thread may be held still).
-    pausePoint('tracing');
+    // A fault test's stop: a probe's hit has been delivered (its thread may be held still);
+    // upscope's own hooks (ids starting with NUL: the loader's, the unwinder's) do not count.
+    if (hits.some((id) => !id.startsWith('\u0000'))) pausePoint('tracing');
     return true;
   }
 
