@@ -3,13 +3,13 @@
 // This part floods: a target calls one function as fast as it can for FLOOD seconds while
 // `upscope trace -p` streams every hit (to a reader that only counts lines), on each streaming
 // engine. It checks that delivered + lost equals the number of calls the target counted
-// itself, and records upscope's peak memory (VmHWM) and open descriptors; then a SOAK run on a
-// paced target (20,000 calls/s) samples memory and descriptors over time to show they do not
-// grow. Prints a table; exits 1 when any accounting is off.
+// itself, and records upscope's peak memory (VmHWM) and open descriptors (with those of its
+// ptrace helper process); then a SOAK run on a paced target (20,000 calls/s) samples memory
+// and descriptors over time to show they do not grow. Prints a table; exits 1 when any accounting is off.
 //   node reliability/run.mjs [--flood SECONDS] [--soak SECONDS] [--engines tracefs,bpf,ptrace]
 // Needs root (tracefs, BPF, ptrace of a process it did not start).
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -28,8 +28,8 @@ mkdirSync(work, { recursive: true });
 const target = join(work, 'flood');
 execFileSync('gcc', ['-O1', '-o', target, join(root, 'reliability/programs/flood.c')]);
 
-/** VmRSS and VmHWM of a process in KiB, and how many descriptors it has open. */
-function sample(pid) {
+/** VmRSS and VmHWM of one process in KiB, and how many descriptors it has open. */
+function sampleOne(pid) {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const kib = (field) => Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
@@ -37,6 +37,51 @@ function sample(pid) {
   } catch {
     return undefined;
   }
+}
+
+/** The processes under `pid` (children, their children...) running the same program as it. */
+function sameProgramTree(pid) {
+  let exe;
+  try {
+    exe = readlinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return [];
+  }
+  const parents = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) {
+    for (const [child, parent] of parents) {
+      if (parent !== tree[i]) continue;
+      try {
+        if (readlinkSync(`/proc/${child}/exe`) === exe) tree.push(child);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return tree;
+}
+
+/**
+ * upscope's memory and descriptors: summed over the upscope process and its helper (the
+ * ptrace engine's tracer runs in a child process of upscope's own program), not the target
+ * a -c run starts. VmHWM is the sum of each one's peak.
+ */
+function sample(pid) {
+  const parts = sameProgramTree(pid)
+    .map(sampleOne)
+    .filter((s) => s !== undefined);
+  if (parts.length === 0) return undefined;
+  return parts.reduce((a, b) => ({ rss: a.rss + b.rss, hwm: a.hwm + b.hwm, fds: a.fds + b.fds }));
 }
 
 /**
