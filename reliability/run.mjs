@@ -6,7 +6,8 @@
 //   flood   a target calls one function as fast as it can for FLOOD seconds while
 //           `upscope trace -p` streams every hit (to a reader that only counts lines), on each
 //           engine; delivered + lost + missed must equal the calls the target counted itself.
-//           "small" runs with a 16 KiB buffer force losses. Peak memory (VmHWM) and descriptors.
+//           "small" runs with a 16 KiB buffer force losses. Peak memory (VmHWM) and descriptors,
+//           with those of the ptrace engine's helper process.
 //   soak    SOAK seconds per engine on a paced target (20,000 calls/s): memory and descriptors
 //           in the first and last minute must not grow.
 // Prints each part's table, then a summary; exits 1 when anything failed.
@@ -14,7 +15,7 @@
 //                            [--flood SECONDS] [--soak SECONDS] [--engines tracefs,bpf,ptrace]
 // Needs root (tracefs, BPF, ptrace of a process it did not start).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -124,8 +125,8 @@ if (needsTarget) {
   execFileSync('gcc', ['-O1', '-o', target, join(root, 'reliability/programs/flood.c')]);
 }
 
-/** VmRSS and VmHWM of a process in KiB, and how many descriptors it has open. */
-function sample(pid) {
+/** VmRSS and VmHWM of one process in KiB, and how many descriptors it has open. */
+function sampleOne(pid) {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const kib = (field) => Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
@@ -133,6 +134,51 @@ function sample(pid) {
   } catch {
     return undefined;
   }
+}
+
+/** The processes under `pid` (children, their children...) running the same program as it. */
+function sameProgramTree(pid) {
+  let exe;
+  try {
+    exe = readlinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return [];
+  }
+  const parents = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) {
+    for (const [child, parent] of parents) {
+      if (parent !== tree[i]) continue;
+      try {
+        if (readlinkSync(`/proc/${child}/exe`) === exe) tree.push(child);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return tree;
+}
+
+/**
+ * upscope's memory and descriptors: summed over the upscope process and its helper (the
+ * ptrace engine's tracer runs in a child process of upscope's own program), not the target
+ * a -c run starts. VmHWM is the sum of each one's peak.
+ */
+function sample(pid) {
+  const parts = sameProgramTree(pid)
+    .map(sampleOne)
+    .filter((s) => s !== undefined);
+  if (parts.length === 0) return undefined;
+  return parts.reduce((a, b) => ({ rss: a.rss + b.rss, hwm: a.hwm + b.hwm, fds: a.fds + b.fds }));
 }
 
 /**

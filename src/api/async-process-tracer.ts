@@ -38,6 +38,11 @@ interface Waiter {
  * A hit costs more than with ProcessTracer (two thread hand-offs): use that one where
  * blocking is fine (a command-line tool, a worker of your own).
  *
+ * Like ProcessTracer, it restores the process when it detaches, is disposed of, or the
+ * caller's process exits normally or on a handled signal; a SIGKILL of the caller's process
+ * cannot be repaired from inside it (see ProcessTracer: the `upscope` CLI runs its tracer in
+ * a helper process for that reason).
+ *
  * ```ts
  * await using tracer = await AsyncProcessTracer.spawn(['./app']);
  * await tracer.register({ id: 'open', event: 'breakpoint', where: 'libc:open',

@@ -21,6 +21,7 @@ export {
   evaluateFetch,
   type FetchSource,
   interruptWaitsOn,
+  signalOnParentDeath,
 } from '../engines/index.js';
 export {
   ERROR_CODES,

@@ -76,6 +76,15 @@ interface Placement {
  * All calls must come from one thread (ptrace requires it); poll() blocks that thread, so a
  * tracer that shares a process with other work belongs on a worker_thread.
  *
+ * detach() puts every byte back (breakpoints, return addresses swapped for the trampoline,
+ * USDT semaphores) in every process followed; call it (or kill()) before the caller's process
+ * exits. A SIGKILL of the caller's process cannot be repaired here: the kernel detaches the
+ * tracee with its breakpoints still in it, and it dies of SIGTRAP at its next hit (a spawned
+ * process is killed with its tracer). Where that matters, run the tracer in a process of its
+ * own that learns of its parent's death: the `upscope` CLI runs it in a helper process that
+ * gets SIGTERM when upscope dies (PR_SET_PDEATHSIG, see signalOnParentDeath()) and then
+ * detaches.
+ *
  * ```ts
  * const tracer = await ProcessTracer.spawn(['./app', '5']);
  * await tracer.register({ id: 'gate', event: 'return', where: './app:check_gate',

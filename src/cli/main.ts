@@ -13,6 +13,7 @@ import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
 import { registerTrace } from './commands/trace.js';
 import { type Io, processIo } from './io.js';
+import { setUpPtraceHelper } from './ptrace-helper.js';
 
 const VERSION = '0.1.0';
 
@@ -61,7 +62,9 @@ function usageError(err: CommanderError): ProbeError {
 }
 
 /** Runs the CLI and returns the exit status; never throws and never prints a stack trace. */
-export async function main(argv: readonly string[], io: Io = processIo()): Promise<number> {
+export async function main(argv: readonly string[], given?: Io): Promise<number> {
+  setUpPtraceHelper(argv, given === undefined);
+  const io = given ?? processIo();
   const result: CommandResult = { status: 0 };
   const errors: string[] = [];
   const program = buildProgram(io, result, errors);

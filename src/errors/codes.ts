@@ -98,6 +98,10 @@ export const ERROR_CODES = {
     'resolution',
     'A variable is optimized out, or cannot be read as asked, at the probed address',
   ),
+  ERR_HELPER_FAILED: code(
+    'environment',
+    "The helper process that runs the ptrace engine's tracer could not start or was killed",
+  ),
   ERR_INTERNAL: code('internal', 'A bug in upscope'),
 } as const satisfies Record<string, CodeInfo>;
 

@@ -40,6 +40,11 @@ export interface NativeBinding {
    * waitpid() there with EINTR.
    */
   wakeOnSignal(signal: number): number;
+  /**
+   * prctl(2) with one integer argument (PR_SET_PDEATHSIG and the like; see PRCTL in
+   * constants.ts).
+   */
+  prctl(option: number, arg: number): number;
   /** gettid(2): the calling thread's id. */
   threadId(): number;
   /** alarm(2): SIGALRM to this process in `seconds` (0 cancels). */

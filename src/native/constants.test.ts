@@ -30,6 +30,7 @@ test('constants.ts holds the numbers this machine’s kernel headers define', (t
       PTRACE_O: constants.PTRACE_O,
       PTRACE_EVENT: constants.PTRACE_EVENT,
       WAIT: constants.WAIT,
+      PRCTL: constants.PRCTL,
       USER_REGS: constants.USER_REGS,
     },
     truth,

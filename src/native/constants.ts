@@ -3,6 +3,7 @@
 //   /usr/include/x86_64-linux-gnu/asm/unistd_64.h   (__NR_*)
 //   /usr/include/linux/bpf.h                         (enum bpf_cmd, enum bpf_map_type, bpf_attr)
 //   /usr/include/linux/mount.h                       (MS_*)
+//   /usr/include/linux/prctl.h                       (PR_*)
 //   /usr/include/linux/ptrace.h, <sys/wait.h>, <sys/user.h> (PTRACE_*, W*, user_regs_struct)
 // constants.test.ts checks every value here against those headers when they are installed.
 // These are kernel ABI numbers: they never change for x86-64 once assigned.
@@ -228,6 +229,11 @@ export const WAIT = {
   WNOHANG: 1,
   WUNTRACED: 2,
   __WALL: 0x40000000,
+} as const;
+
+/** prctl(2) options (`<linux/prctl.h>`). */
+export const PRCTL = {
+  PR_SET_PDEATHSIG: 1,
 } as const;
 
 /** Byte offsets in `struct user_regs_struct` (PTRACE_GETREGS), and its size. */

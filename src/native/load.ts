@@ -59,6 +59,9 @@ function bind(koffi: Koffi, library: string): NativeBinding {
   const getCpu = lib.func('int sched_getcpu(void)');
   const sigaction = lib.func('int sigaction(int signum, void *act, void *oldact)');
   const alarm = lib.func('unsigned int alarm(unsigned int seconds)');
+  const prctl = lib.func(
+    'int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)',
+  );
   const dlsym = lib.func('void *dlsym(void *handle, const char *name)');
   const sigmask = lib.func('int pthread_sigmask(int how, void *set, void *oldset)');
   const syscall6 = lib.func(
@@ -154,6 +157,7 @@ function bind(koffi: Koffi, library: string): NativeBinding {
       // pthread_sigmask returns the error number itself.
       return -Number(sigmask(SIG_UNBLOCK, set, null));
     },
+    prctl: (option, arg) => result(prctl(option, arg, 0, 0, 0)),
     threadId: () => result(syscall4(SYSCALL.gettid, 0, 0, 0n, 0n)),
     alarm: (seconds) => Number(alarm(seconds)),
     tgkill: (tgid, tid, signal) => result(syscall4(SYSCALL.tgkill, tgid, tid, BigInt(signal), 0n)),

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/mount.h>
+#include <linux/prctl.h>
 #include <linux/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
@@ -98,6 +99,7 @@ int main(void) {
   printf("\"PTRACE_EVENT_EXIT\":%d,\"PTRACE_EVENT_STOP\":%d},", PTRACE_EVENT_EXIT,
          PTRACE_EVENT_STOP);
   printf("\"WAIT\":{\"WNOHANG\":%d,\"WUNTRACED\":%d,\"__WALL\":%d},", WNOHANG, WUNTRACED, __WALL);
+  printf("\"PRCTL\":{\"PR_SET_PDEATHSIG\":%d},", PR_SET_PDEATHSIG);
 #define REG(field) printf("\"" #field "\":%zu,", offsetof(struct user_regs_struct, field))
   printf("\"USER_REGS\":{");
   REG(r15); REG(r14); REG(r13); REG(r12); REG(rbp); REG(rbx); REG(r11); REG(r10); REG(r9); REG(r8);

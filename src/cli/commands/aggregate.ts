@@ -22,6 +22,7 @@ import { formatDuration, renderHistogram, renderTable } from '../../output/index
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { debugDirOption, outputOption, parsePid, positive } from '../options.js';
+import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { aggregatePtrace } from './aggregate-ptrace.js';
 
 interface CommonOptions {
@@ -52,16 +53,27 @@ function parseEngine(value: string): 'bpf' | 'ptrace' {
 async function onEngine(
   options: CommonOptions,
   io: Io,
+  result: CommandResult,
   bpf: () => Promise<void>,
   ptrace: () => Promise<void>,
 ): Promise<void> {
-  if (options.engine === 'ptrace') return ptrace();
+  // The helper process was started because the ptrace engine was chosen (and said why).
+  if (inPtraceHelper() || options.engine === 'ptrace') return inHelper(result, ptrace);
   const oneProcess = options.pid !== undefined || options.command !== undefined;
   if (options.engine === undefined && oneProcess && !bpfAllowed()) {
     io.err('upscope: BPF is not allowed here: using the ptrace engine (slower per hit)\n');
-    return ptrace();
+    return inHelper(result, ptrace);
   }
   return bpf();
+}
+
+/**
+ * A ptrace run, in a helper process that restores the target if upscope is killed (this
+ * process only waits for it), or here when this process is that helper.
+ */
+async function inHelper(result: CommandResult, ptrace: () => Promise<void>): Promise<void> {
+  if (!ptraceInHelper()) return ptrace();
+  result.status = await runInHelper();
 }
 
 // biome-ignore lint/complexity/noBannedTypes: commander's own default for no options yet
@@ -367,6 +379,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         await onEngine(
           options,
           io,
+          result,
           async () => {
             const by = options.by;
             const aggregate = await countHits(specs, { ...aggregateOptions(options), by });
@@ -413,6 +426,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         await onEngine(
           options,
           io,
+          result,
           async () => {
             const aggregate = await histogramOf(specs, value, {
               ...aggregateOptions(options),
@@ -461,6 +475,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         await onEngine(
           options,
           io,
+          result,
           async () => {
             const aggregate = await latencyOf(specs, { ...aggregateOptions(options), unit });
             await run(aggregate, options, 'Timing', 'function', io, result, print);

@@ -15,6 +15,7 @@ import {
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
+import { helperSignal } from '../ptrace-helper.js';
 
 export interface PtraceTraceOptions {
   readonly pid?: number | undefined;
@@ -120,6 +121,9 @@ export async function runPtrace(
       },
     );
   }
+  // In the helper process, an ending signal (upscope's death) may have come already.
+  const early = helperSignal();
+  if (early !== undefined) return { exitCode: undefined, signal: early };
   const tracer =
     options.command !== undefined
       ? await ProcessTracer.spawn([options.command], {
@@ -130,7 +134,7 @@ export async function runPtrace(
       : await ProcessTracer.attach(options.pid!, { followExec: true, followForks: true });
   let signal: NodeJS.Signals | undefined;
   const onSignal = (name: NodeJS.Signals) => {
-    signal = name;
+    signal ??= name;
   };
   // SIGALRM only ends a wait: the loop below looks at the time.
   const onAlarm = () => {};
@@ -194,6 +198,8 @@ export async function runPtrace(
       options.durationSeconds === undefined
         ? Number.POSITIVE_INFINITY
         : performance.now() + options.durationSeconds * 1000;
+    // One that came while the probes were placed was seen by the helper's own listeners.
+    signal ??= helperSignal();
     while (!tracer.ended && signal === undefined && more && performance.now() < deadline) {
       // A signal that came after the last turn of the event loop but before poll() blocked
       // interrupted nothing: a SIGALRM each second ends the wait so that its handler runs.

@@ -14,6 +14,7 @@ import { formatDuration } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { debugDirOption, outputOption, parsePid, positive } from '../options.js';
+import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { tracePtrace } from './trace-ptrace.js';
 
 function parseEngine(value: string): 'tracefs' | 'bpf' | 'ptrace' {
@@ -82,13 +83,20 @@ async function trace(
 ): Promise<void> {
   // Times print as seconds since the trace began: no event is older than this.
   const start = process.hrtime.bigint();
-  const engine = options.engine ?? (process.getuid?.() === 0 ? 'tracefs' : 'ptrace');
+  const engine = inPtraceHelper()
+    ? 'ptrace'
+    : (options.engine ?? (process.getuid?.() === 0 ? 'tracefs' : 'ptrace'));
   if (engine === 'ptrace') {
     if (options.bufferSize !== undefined) {
       throw new ProbeError(
         'ERR_USAGE',
         'Cannot use --buffer-size with the ptrace engine: it has no ring buffer',
       );
+    }
+    // The tracer runs in a helper process that restores the target if upscope is killed.
+    if (ptraceInHelper()) {
+      result.status = await runInHelper();
+      return;
     }
     const ended = await tracePtrace(
       specs,

@@ -7,5 +7,5 @@ export {
   type Registration,
 } from './process-probes.js';
 export { type RegisterName, Registers } from './registers.js';
-export { alarmIn, interruptWaitsOn } from './signals.js';
+export { alarmIn, interruptWaitsOn, signalOnParentDeath } from './signals.js';
 export type { SpawnOptions } from './tracee.js';

@@ -7,6 +7,7 @@ import {
   type XolRegisters,
 } from '../../arch/index.js';
 import { ProbeError } from '../../errors/index.js';
+import { pausePoint } from '../../host/index.js';
 import { PTRACE_EVENT } from '../../native/index.js';
 import { Registers } from './registers.js';
 import { SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
@@ -222,6 +223,9 @@ export class ProcessProbes {
       }
       this.#arm(where);
       if (event === 'return') this.#armTrampoline(where);
+      // A fault test's stop: the first probe's breakpoint is in, the others are not yet
+      // (upscope's own hooks, whose ids start with NUL, do not count).
+      if (!registration.id.startsWith('\u0000')) pausePoint('attaching');
     }
     this.#registrations.set(registration.id, registration);
     if (registration.semaphore !== undefined) this.#raiseSemaphore(registration.semaphore, 1);
@@ -428,7 +432,11 @@ export class ProcessProbes {
       for (const instance of stack) this.#writeU64(instance.stackVaddr, instance.returnAddress);
       this.#returns.delete(tid);
     }
-    for (const vaddr of [...this.#breakpoints.keys()]) this.#disarm(vaddr);
+    for (const vaddr of [...this.#breakpoints.keys()]) {
+      this.#disarm(vaddr);
+      // A fault test's stop: one breakpoint is out, the others are still in.
+      pausePoint('detaching');
+    }
     for (const [vaddr, count] of [...this.#semaphores]) this.#raiseSemaphore(vaddr, -count);
     // No thread is in an out-of-line page any more: unmap them.
     const [someThread] = tracee.threads;
@@ -726,8 +734,11 @@ export class ProcessProbes {
     const hasReturn = [...this.#registrations.values()].some(
       (r) => r.event === 'return' && r.where === at,
     );
+    const hits: string[] = [];
     for (const registration of this.#registrations.values()) {
-      if (registration.event !== 'breakpoint' || registration.where !== at) continue;
+      if (registration.where !== at) continue;
+      hits.push(registration.id);
+      if (registration.event !== 'breakpoint') continue;
       const hit = this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined);
       if (registration.filter !== undefined && !registration.filter(hit)) continue;
       if (registration.handler !== undefined) this.#run(registration.handler, hit);
@@ -735,6 +746,9 @@ export class ProcessProbes {
     }
     if (hasReturn) this.#pushReturn(tid, at, regs);
     this.#stop({ probes: this, tid, regs, pending, resume: () => this.#stepOver(tid, regs, at) });
+    // A fault test's stop: a probe's hit has been delivered (its thread may be held still);
+    // upscope's own hooks (ids starting with NUL: the loader's, the unwinder's) do not count.
+    if (hits.some((id) => !id.startsWith('\u0000'))) pausePoint('tracing');
     return true;
   }
 

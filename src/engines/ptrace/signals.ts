@@ -1,5 +1,5 @@
 import { constants } from 'node:os';
-import { loadNative } from '../../native/index.js';
+import { loadNative, PRCTL } from '../../native/index.js';
 
 /**
  * Make these signals end a blocking poll(): their handlers (install them first, with
@@ -17,4 +17,15 @@ export function interruptWaitsOn(signals: readonly NodeJS.Signals[]): void {
 /** SIGALRM to this process in `seconds` (whole seconds, rounded up; 0 cancels). */
 export function alarmIn(seconds: number): void {
   loadNative().alarm(Math.ceil(seconds));
+}
+
+/**
+ * Have the kernel send this process `signal` when its parent dies (PR_SET_PDEATHSIG), even
+ * by SIGKILL. Returns false when the parent is not `parentPid` any more (it died before the
+ * call: the signal will never come) or the call failed. The setting is the calling thread's
+ * parent's: call it from the main thread of a process the parent spawned from its main thread.
+ */
+export function signalOnParentDeath(signal: NodeJS.Signals, parentPid: number): boolean {
+  const status = loadNative().prctl(PRCTL.PR_SET_PDEATHSIG, constants.signals[signal]);
+  return status >= 0 && process.ppid === parentPid;
 }
