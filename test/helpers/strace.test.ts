@@ -29,7 +29,7 @@ test('straceChanges() sees a shell make, write, rename, remove a file and a dire
         ['unlink', '/d/g', undefined, undefined],
         ['rmdir', '/d', undefined, undefined],
       ],
-      `in ${dir}; all changes seen:\n${all}\n${run.stderr}`,
+      `in ${dir}; all changes seen:\n${all}\n${run.stderr}\nstrace wrote:\n${run.trace.slice(0, 4000)}`,
     );
     // Reading (cat) is not a change.
     assert.ok(!run.changes.some((c) => c.path === `${dir}/d/g` && c.kind === 'open'));
