@@ -70,48 +70,76 @@ if (PARTS.has('fuzz') && FUZZ > 0) {
   );
 }
 
-if (PARTS.has('faults') && ROUNDS > 0) {
-  const files = readdirSync(join(root, 'test/integration'))
-    .filter((f) => /^faults.*\.int\.test\.ts$/.test(f))
-    .map((f) => join('test/integration', f))
-    .sort();
-  console.log(`\nfaults: ${ROUNDS} rounds per case (${files.join(', ')})`);
+/**
+ * Run test files through node:test (TAP) and return each top-level test's name and result;
+ * tests skipped by the name pattern are left out.
+ */
+function runTests(files, env, pattern) {
   const run = spawnSync(
     process.execPath,
-    ['--import', 'tsx', '--test', '--test-timeout=0', '--test-reporter=tap', ...files],
+    [
+      '--import',
+      'tsx',
+      '--test',
+      '--test-timeout=0',
+      '--test-reporter=tap',
+      ...(pattern === undefined ? [] : ['--test-name-pattern', pattern]),
+      ...files,
+    ],
     {
       cwd: root,
       encoding: 'utf8',
       maxBuffer: 1 << 28,
       stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, CI: 'true', UPSCOPE_FAULT_ROUNDS: String(ROUNDS) },
+      env: { ...process.env, CI: 'true', ...env },
     },
   );
-  // Each test is one case on one engine, run ROUNDS times; a failure fails its test.
   const cases = [];
-  for (const m of run.stdout.matchAll(/^ {4}(not ok|ok) \d+ - (.*?)(?: # .*)?$/gm)) {
-    cases.push({ ok: m[1] === 'ok', name: m[2] });
+  for (const m of run.stdout.matchAll(/^(not ok|ok) \d+ - (.*?)( # SKIP.*)?$/gm)) {
+    if (m[3] === undefined) cases.push({ ok: m[1] === 'ok', name: m[2] });
   }
+  if (run.status !== 0) {
+    console.log(
+      run.stdout
+        .split('\n')
+        .filter((l) => /not ok|error:|Error|expected|actual/.test(l))
+        .slice(0, 40)
+        .join('\n'),
+    );
+  }
+  return { status: run.status, cases };
+}
+
+if (PARTS.has('faults') && ROUNDS > 0) {
+  const files = readdirSync(join(root, 'test/integration'))
+    .filter((f) => /^faults.*\.int\.test\.ts$/.test(f))
+    .map((f) => join('test/integration', f))
+    .sort();
   console.log(
-    'case                                                                  rounds  survived',
+    `\nfaults: ${ROUNDS} rounds per case (${files.join(', ')}; the full-disk cases of test/integration/output.int.test.ts)`,
+  );
+  // Each fault test is one case on one engine and runs ROUNDS rounds itself (a failing round
+  // fails it); the full-disk tests have no rounds of their own and run ROUNDS times.
+  const main = runTests(files, { UPSCOPE_FAULT_ROUNDS: String(ROUNDS) });
+  const cases = main.cases.map((c) => ({ ...c }));
+  let ran = main.status === 0 || main.cases.length > 0;
+  const disk = new Map();
+  for (let round = 0; round < ROUNDS; round++) {
+    const run = runTests(['test/integration/output.int.test.ts'], {}, 'full disk');
+    if (run.cases.length === 0) ran = false;
+    for (const c of run.cases) disk.set(c.name, (disk.get(c.name) ?? true) && c.ok);
+  }
+  for (const [name, ok] of disk) cases.push({ ok, name });
+  console.log(
+    'case                                                                      rounds  survived',
   );
   for (const c of cases) {
     console.log(
-      `${c.name.slice(0, 68).padEnd(68)}  ${String(ROUNDS).padStart(6)}  ${c.ok ? 'yes' : 'NO'}`,
+      `${c.name.slice(0, 72).padEnd(72)}  ${String(ROUNDS).padStart(6)}  ${c.ok ? 'yes' : 'NO'}`,
     );
   }
   const survived = cases.filter((c) => c.ok).length;
-  if (run.status !== 0 || survived < cases.length || cases.length === 0) {
-    failed = true;
-    if (run.status !== 0)
-      console.log(
-        run.stdout
-          .split('\n')
-          .filter((l) => /^\s*# |not ok|Error|expected|actual/.test(l))
-          .slice(0, 40)
-          .join('\n'),
-      );
-  }
+  if (!ran || survived < cases.length || cases.length === 0) failed = true;
   summary.push(
     `faults       ${cases.length * ROUNDS} tried (${cases.length} cases x ${ROUNDS} rounds), ${survived * ROUNDS} survived${survived < cases.length ? `; ${cases.length - survived} cases FAILED` : ''}`,
   );
