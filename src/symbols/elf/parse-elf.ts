@@ -325,13 +325,14 @@ class ElfReader implements ElfFile, ElfContext {
     return bytes;
   }
 
-  read(fileOffset: bigint, length: number): Uint8Array {
-    if (!Number.isSafeInteger(length) || length < 0) {
+  read(fileOffset: bigint, length: number | bigint): Uint8Array {
+    if (typeof length === 'number' && (!Number.isSafeInteger(length) || length < 0)) {
       throw new InternalError(`Cannot read ELF file: invalid length ${length}`);
     }
+    // A length read from the file is checked before it becomes a number.
     this.#checkRange(fileOffset, BigInt(length), `${length} bytes`);
-    if (length === 0) return EMPTY;
-    return this.#source.read(Number(fileOffset), length);
+    if (length === 0 || length === 0n) return EMPTY;
+    return this.#source.read(Number(fileOffset), Number(length));
   }
 
   symbols(table: SymbolTableName): readonly ElfSymbol[] {
@@ -361,7 +362,7 @@ class ElfReader implements ElfFile, ElfContext {
   /** Notes from PT_NOTE segments, for files without section headers. */
   #segmentNotes(segment: ElfSegment): Uint8Array {
     if (segment.fileSize > BigInt(Number.MAX_SAFE_INTEGER)) return EMPTY;
-    return this.read(segment.offset, Number(segment.fileSize));
+    return this.read(segment.offset, segment.fileSize);
   }
 
   buildId(): string | undefined {

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { compileProgram } from '../../../test/helpers/compile.js';
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { tool } from '../../../test/helpers/tools.js';
-import { DT, openElf, parseDynamicEntries, readDynamicInfo } from './index.js';
+import { ProbeError } from '../../errors/index.js';
+import { DT, openElf, parseDynamicEntries, parseElf, readDynamicInfo } from './index.js';
 
 /** Elf64_Dyn entries as little-endian bytes. */
 function dynamic(entries: readonly [bigint, bigint][]): Uint8Array {
@@ -93,4 +95,28 @@ describe('readDynamicInfo()', () => {
       elf.close();
     }
   });
+});
+
+test('readDynamicInfo(): a PT_DYNAMIC size past 2^53 is ERR_ELF_INVALID, not an internal error (found by the fuzzer)', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'readelf'] })) return;
+  const path = compileProgram('elf-basic');
+  const bytes = new Uint8Array(readFileSync(path));
+  // Where the program headers are, and which of them is PT_DYNAMIC, as readelf reads them.
+  const phoff = Number(
+    /Start of program headers:\s+(\d+)/.exec(tool('readelf', ['-hW', path]))![1],
+  );
+  const rows = tool('readelf', ['-lW', path])
+    .split('\n')
+    .filter((l) => /^\s+[A-Z_]+\s+0x[0-9a-f]+ 0x/.test(l) || /^\s+GNU_/.test(l));
+  const index = rows.findIndex((l) => /^\s+DYNAMIC\s/.test(l));
+  assert.ok(index >= 0, 'the executable has a PT_DYNAMIC');
+  // p_filesz, as the fuzzer's input had it: 2^53 + 0x1e0.
+  new DataView(bytes.buffer).setBigUint64(phoff + index * 56 + 32, (1n << 53n) + 0x1e0n, true);
+  assert.throws(
+    () => readDynamicInfo(parseElf(bytes)),
+    (err: unknown) =>
+      err instanceof ProbeError &&
+      err.code === 'ERR_ELF_INVALID' &&
+      /runs past the end of the file/.test(err.message),
+  );
 });

@@ -60,7 +60,7 @@ export interface DynamicInfo {
 export function readDynamicInfo(elf: ElfFile): DynamicInfo | undefined {
   const segment = elf.segments.find((s) => s.typeName === 'DYNAMIC');
   if (segment === undefined || segment.fileSize === 0n) return undefined;
-  const entries = parseDynamicEntries(elf.read(segment.offset, Number(segment.fileSize)));
+  const entries = parseDynamicEntries(elf.read(segment.offset, segment.fileSize));
   const value = (tag: bigint) => entries.find((e) => e.tag === tag)?.value;
   const strtab = value(DT.STRTAB);
   const strsz = value(DT.STRSZ);

@@ -128,8 +128,11 @@ export interface ElfFile {
    * once and cached.
    */
   sectionBytes(section: ElfSection): Uint8Array;
-  /** Bytes of the file, checked against its size. */
-  read(fileOffset: bigint, length: number): Uint8Array;
+  /**
+   * Bytes of the file, checked against its size (ERR_ELF_INVALID past its end). A length
+   * taken from the file itself is passed as the bigint it was read as.
+   */
+  read(fileOffset: bigint, length: number | bigint): Uint8Array;
   /** True when the file has a .symtab (false for a stripped file). */
   readonly hasSymtab: boolean;
   /** The symbols of one table, without the null symbol at index 0; read once and cached. */
