@@ -120,3 +120,26 @@ test('readDynamicInfo(): a PT_DYNAMIC size past 2^53 is ERR_ELF_INVALID, not an 
       /runs past the end of the file/.test(err.message),
   );
 });
+
+test('readDynamicInfo(): a string table mapped past the end of the file gives no strings, not an internal error (found by the fuzzer)', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'readelf'] })) return;
+  const path = compileProgram('elf-basic');
+  const bytes = new Uint8Array(readFileSync(path));
+  const phoff = Number(
+    /Start of program headers:\s+(\d+)/.exec(tool('readelf', ['-hW', path]))![1],
+  );
+  // The LOAD segment that holds .dynstr, by readelf's section-to-segment map, moved past the
+  // end of the file.
+  const program = tool('readelf', ['-lW', path]);
+  const rows = program.split('\n').filter((l) => /^\s+[A-Z_]+\s+0x[0-9a-f]+ 0x/.test(l));
+  const mapping = program.slice(program.indexOf('Section to Segment mapping'));
+  const holder = [...mapping.matchAll(/^\s+(\d+)\s+(.*)$/gm)].find((m) =>
+    m[2]!.split(/\s+/).includes('.dynstr'),
+  );
+  assert.ok(holder !== undefined && /^\s+LOAD\s/.test(rows[Number(holder[1])]!), program);
+  const view = new DataView(bytes.buffer);
+  view.setBigUint64(phoff + Number(holder[1]) * 56 + 8, BigInt(bytes.length + 4096), true);
+  const info = readDynamicInfo(parseElf(bytes));
+  assert.ok(info !== undefined);
+  assert.deepEqual([info.soname, info.needed, info.runpath], [undefined, [], undefined]);
+});

@@ -66,9 +66,11 @@ export function readDynamicInfo(elf: ElfFile): DynamicInfo | undefined {
   const strsz = value(DT.STRSZ);
   const strtabOffset = strtab === undefined ? undefined : elf.vaddrToFileOffset(strtab);
   let strings: Uint8Array | undefined;
-  if (strtabOffset !== undefined && strsz !== undefined) {
+  // A table that starts past the end of the file (a damaged segment) has no strings.
+  if (strtabOffset !== undefined && strsz !== undefined && strtabOffset < elf.fileSize) {
     const available = elf.fileSize - strtabOffset;
-    strings = elf.read(strtabOffset, Math.min(Number(strsz), Number(available)));
+    // biome-ignore lint/complexity/useMathMinMax: bigints, which Math.min does not take
+    strings = elf.read(strtabOffset, strsz < available ? strsz : available);
   }
   const string = (offset: bigint | undefined): string | undefined => {
     if (strings === undefined || offset === undefined || offset >= BigInt(strings.length))
