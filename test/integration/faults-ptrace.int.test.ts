@@ -214,7 +214,7 @@ function assertNothingLeft(app: string): void {
 
 const SPECS = (app: string) => [`${app}:fault_tock`, `r:${app}:fault_tick ret=retval`];
 
-test('the target SIGKILLed mid-trace: upscope ends by itself with its status, nothing left', {
+test('ptrace: the target SIGKILLed mid-trace: upscope ends by itself with its status, nothing left', {
   timeout: 60_000,
 }, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
@@ -247,7 +247,7 @@ test('the target SIGKILLed mid-trace: upscope ends by itself with its status, no
   }
 });
 
-test('the target forks while probed: the child runs its half unharmed (-c follows it, -p too)', {
+test('ptrace: the target forks while probed: the child runs its half unharmed (-c follows it, -p too)', {
   timeout: 60_000,
 }, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
@@ -284,7 +284,7 @@ test('the target forks while probed: the child runs its half unharmed (-c follow
   }
 });
 
-test('the target execs while probed: the new image runs unharmed, probed again', {
+test('ptrace: the target execs while probed: the new image runs unharmed, probed again', {
   timeout: 60_000,
 }, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
@@ -322,7 +322,7 @@ test('the target execs while probed: the new image runs unharmed, probed again',
   }
 });
 
-test('the probed file deleted, or replaced by rename, while probed: the target is restored', {
+test('ptrace: the probed file deleted, or replaced by rename, while probed: the target is restored', {
   timeout: 60_000,
 }, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
@@ -366,7 +366,7 @@ test('the probed file deleted, or replaced by rename, while probed: the target i
 });
 
 for (const phase of ['resolving', 'attaching', 'tracing', 'detaching'] as const) {
-  test(`upscope SIGKILLed while paused at ${phase}: its helper restores and detaches the target`, {
+  test(`ptrace: upscope SIGKILLed while paused at ${phase}: its helper restores and detaches the target`, {
     timeout: 60_000,
   }, async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
@@ -400,7 +400,7 @@ for (const phase of ['resolving', 'attaching', 'tracing', 'detaching'] as const)
   });
 }
 
-test('upscope SIGKILLed while paused tracing a command (-c): the helper kills it, nothing left', {
+test('ptrace: upscope SIGKILLed while paused tracing a command (-c): the helper kills it, nothing left', {
   timeout: 60_000,
 }, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
@@ -423,7 +423,7 @@ test('upscope SIGKILLed while paused tracing a command (-c): the helper kills it
   }
 });
 
-test('upscope SIGKILLed mid-flood of hits, no pause: the target is restored, several rounds', {
+test('ptrace: upscope SIGKILLed mid-flood of hits, no pause: the target is restored, several rounds', {
   timeout: 60_000,
 }, async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
