@@ -172,8 +172,11 @@ export function processEnded(pid: number): boolean {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return true;
+  } catch (err) {
+    // Gone (ENOENT; ESRCH while it is being reaped). Any other failure (EMFILE, ENOMEM...)
+    // says nothing of the process: it has not ended for that.
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ESRCH';
   }
   // The state follows the command name, which is in parentheses and may hold any byte.
   const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
