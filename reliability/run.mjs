@@ -337,6 +337,11 @@ if (PARTS.has('soak') && SOAK > 0) {
     console.log(
       `${engine.padEnd(8)}  ${String(r.calls).padStart(14)}  ${(accounted ? 'yes' : 'NO').padStart(9)}  ${`${mib(max(first, 'rss'))}/${mib(max(last, 'rss'))}`.padStart(26)}  ${`${max(first, 'fds')}/${max(last, 'fds')}`.padStart(16)}  ${grew ? 'YES' : 'none'}`,
     );
+    if (!accounted || r.code !== 0) {
+      console.log(
+        `  exit ${r.code}, delivered ${r.delivered} + lost ${r.lost} + missed ${r.missed}: ${r.stderr}`,
+      );
+    }
     // The curve: a leak climbs minute after minute, a cache filling up levels off.
     const minutes = [];
     for (let m = 0; m * 60_000 < SOAK * 1000; m++) {

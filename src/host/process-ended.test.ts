@@ -9,9 +9,10 @@ test('processEnded(): a running process has not ended; a zombie and a pid nobody
   // A child that exits and is not reaped yet is a zombie (state Z in /proc/PID/stat).
   const child = spawn('sh', ['-c', 'exit 0'], { stdio: 'ignore' });
   const pid = child.pid!;
+  const exited = once(child, 'exit');
   for (let i = 0; i < 200 && !processEnded(pid); i++) await new Promise((r) => setTimeout(r, 10));
   assert.equal(processEnded(pid), true);
-  await once(child, 'exit').catch(() => {});
+  await exited;
   assert.equal(processEnded(2 ** 22 + 1), true, 'above pid_max');
 });
 
