@@ -432,3 +432,36 @@ test('SIGSTOP sent to a traced process stops it as it would untraced, until SIGC
   assert.equal(out.text(), 'done\n');
   assert.equal(probes.exitCode, 0);
 });
+
+test('a signal pending while the tracer runs a system call in the process: no hang, delivered after', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm'] })) return;
+  // Not PIE: nm's address is the address in the process.
+  const app = compileProgram('fault-target', { flags: ['-O1', '-no-pie'] });
+  const where = symbolVaddr(app, 'fault_tock');
+  const dist = new URL('../../../dist/', import.meta.url).pathname;
+  // The target runs until SIGUSR1, then prints its count and exits. It is held at a hit when
+  // SIGUSR1 comes; detach() then unmaps the out-of-line page through a munmap run by that
+  // thread, which the signal would stop before its single step (the tracer waited forever).
+  const script = `
+    import { ProcessProbes } from ${JSON.stringify(`${dist}engines/ptrace/process-probes.js`)};
+    import { loadNative } from ${JSON.stringify(`${dist}native/index.js`)};
+    const probes = ProcessProbes.spawn([${JSON.stringify(app)}, '0', '2000'], { stdio: [0, 2, 2] });
+    probes.register({ id: 'tock', event: 'breakpoint', where: ${where}n });
+    let hits = 0;
+    while (hits < 3 && probes.poll(5000) !== null) hits++;
+    process.kill(probes.pid, 'SIGUSR1');
+    probes.detach();
+    const status = new Int32Array(1);
+    loadNative().waitpid(probes.pid, status, 0);
+    console.log(JSON.stringify({ hits, status: status[0] }));
+  `;
+  const result = runNode(['--input-type=module', '-e', script], { timeoutMs: 30_000 });
+  assert.equal(result.status, 0, `the tracer ended (no hang): ${result.stderr}`);
+  // Exit status 0 (no SIGTRAP from a step left on, no int3 left): the wait status is 0.
+  assert.deepEqual(JSON.parse(result.stdout), { hits: 3, status: 0 });
+  // The program saw SIGUSR1 (it only ends its loop on it), and every call ran right.
+  const m = /^calls=(\d+) sum=(\d+) tocks=(\d+)$/m.exec(result.stderr);
+  assert.ok(m, result.stderr);
+  assert.ok(Number(m[3]) >= 3, 'at least the 3 calls traced');
+  assert.equal(BigInt(m[2]!), BigInt(m[1]!) ** 2n);
+});

@@ -431,6 +431,11 @@ export class Tracee {
    * Make stopped thread `tid` run one system call (`number` with up to 6 arguments) and return
    * its result (negative: -errno). The thread's registers and the two bytes borrowed at its
    * instruction pointer for the `syscall` instruction are put back.
+   *
+   * A signal on its way to the thread (a SIGCHLD that came while it was held) would stop it
+   * for delivery before the step, and the step would never come: the thread's signals are
+   * blocked while the call runs (they stay pending and are delivered after, as they came), and
+   * one that cannot be blocked (SIGSTOP) is kept back and sent again once the call is done.
    */
   injectSyscall(tid: number, number: number, args: readonly bigint[]): bigint {
     const saved = this.regs(tid);
@@ -444,6 +449,8 @@ export class Tracee {
     names.forEach((name, i) => {
       regs.set(name, args[i] ?? 0n);
     });
+    const mask = this.#blockSignals(tid);
+    const kept: number[] = [];
     try {
       this.write(at, SYSCALL_INSTRUCTION);
       // A thread stopped on its way out of a system call (an exec's event stop) reports a
@@ -452,7 +459,7 @@ export class Tracee {
       for (let attempt = 0; ; attempt++) {
         this.setRegs(tid, regs);
         this.step(tid);
-        this.#waitStep(tid);
+        this.#waitStep(tid, kept);
         const after = this.regs(tid);
         if (after.rip === at + 2n) return BigInt.asIntN(64, after.get('rax'));
         if (after.rip !== at || attempt === 2) {
@@ -464,12 +471,33 @@ export class Tracee {
       }
     } finally {
       this.write(at, original);
-      this.setRegs(tid, saved);
+      if (this.threads.has(tid)) {
+        this.setRegs(tid, saved);
+        if (mask !== undefined) {
+          this.#native.ptraceBuffer(PTRACE.PTRACE_SETSIGMASK, tid, SIGSET_BYTES, mask);
+        }
+        for (const signal of kept) this.#native.tgkill(this.pid, tid, signal);
+      }
     }
   }
 
-  /** Wait for `tid`'s single-step trap; other threads' stops wait in the deferred list. */
-  #waitStep(tid: number): void {
+  /** Block every signal of stopped thread `tid`; returns the mask to put back (undefined: unchanged). */
+  #blockSignals(tid: number): Uint8Array | undefined {
+    const mask = new Uint8Array(Number(SIGSET_BYTES));
+    const native = this.#native;
+    if (native.ptraceBuffer(PTRACE.PTRACE_GETSIGMASK, tid, SIGSET_BYTES, mask) < 0)
+      return undefined;
+    const all = new Uint8Array(mask.length).fill(0xff);
+    if (native.ptraceBuffer(PTRACE.PTRACE_SETSIGMASK, tid, SIGSET_BYTES, all) < 0) return undefined;
+    return mask;
+  }
+
+  /**
+   * Wait for `tid`'s single-step trap; other threads' stops wait in the deferred list. A stop
+   * of `tid` for a signal before the step ran (one that cannot be blocked) holds the signal in
+   * `kept`, to be sent again after the call, and steps again.
+   */
+  #waitStep(tid: number, kept: number[]): void {
     for (;;) {
       const report = this.wait(true);
       if (report === undefined || report.kind !== 'stopped') {
@@ -482,9 +510,21 @@ export class Tracee {
           `Cannot run a system call in process ${this.pid}: thread ${tid} ended`,
         );
       }
-      if (report.tid === tid && report.signal === SIGTRAP) return;
-      // Another thread's stop, or a signal on its way: it waits until the call is done.
-      this.#family.deferred.push(report);
+      if (report.tid !== tid) {
+        // Another thread's stop, or a signal on its way: it waits until the call is done.
+        this.#family.deferred.push(report);
+        continue;
+      }
+      if (report.signal === SIGTRAP) return;
+      if (kept.length >= MAX_KEPT_SIGNALS) {
+        throw new ProbeError(
+          'ERR_INTERNAL',
+          `Cannot run a system call in process ${this.pid}: thread ${tid} keeps stopping for signal ${report.signal}`,
+        );
+      }
+      // Stopped for a signal (or a group stop) instead of stepping: the step is still to come.
+      if (report.event === 0) kept.push(report.signal);
+      this.step(tid);
     }
   }
 
@@ -610,6 +650,10 @@ export class Tracee {
 }
 
 const SYSCALL_INSTRUCTION = new Uint8Array([0x0f, 0x05]);
+/** The kernel's sigset_t (64 signals), as PTRACE_GETSIGMASK and _SETSIGMASK take it. */
+const SIGSET_BYTES = 8n;
+/** Signals a thread may stop for while one injected system call runs, before that is an error. */
+const MAX_KEPT_SIGNALS = 16;
 
 /** The threads of a process, from /proc. */
 function listThreads(pid: number): number[] {
