@@ -465,3 +465,45 @@ test('a signal pending while the tracer runs a system call in the process: no ha
   assert.ok(Number(m[3]) >= 3, 'at least the 3 calls traced');
   assert.equal(BigInt(m[2]!), BigInt(m[1]!) ** 2n);
 });
+
+test('attached again and again in the middle of forks: each attach returns, no child is left traced', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'ps'] })) return;
+  const app = compileProgram('fork-loop');
+  const dist = new URL('../../../dist/', import.meta.url).pathname;
+  // An attach whose interrupt was answered by a fork event (or a signal) waited for a stop
+  // that never came, and the child forked meanwhile stayed traced and stopped (its parent
+  // then waited for it forever). 500 attaches, each followed by a detach and a look at the
+  // target's children (ps): none in a tracing stop.
+  const script = `
+    import { spawn, spawnSync } from 'node:child_process';
+    import { readFileSync } from 'node:fs';
+    import { ProcessProbes } from ${JSON.stringify(`${dist}engines/ptrace/process-probes.js`)};
+    const target = spawn(${JSON.stringify(app)}, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    target.stdout.on('data', (d) => { out += d; });
+    while (!out.includes('pid=')) await new Promise((r) => setTimeout(r, 10));
+    const pid = target.pid;
+    let stuck = '';
+    let rounds = 0;
+    for (; rounds < 500 && stuck === ''; rounds++) {
+      ProcessProbes.attach(pid, { pin: false }).detach();
+      const ps = spawnSync('ps', ['-o', 'pid=,stat=', '--ppid', String(pid)], { encoding: 'utf8' });
+      if (/ t/.test(ps.stdout)) stuck = ps.stdout.trim();
+    }
+    const tracer = /^TracerPid:\\s+(\\d+)/m.exec(readFileSync('/proc/' + pid + '/status', 'utf8'))[1];
+    // A child left stopped would keep its parent from ever seeing SIGUSR1's end.
+    if (stuck !== '') spawnSync('kill', ['-KILL', stuck.split(' ')[0]]);
+    target.kill('SIGUSR1');
+    const [code] = await new Promise((r) => target.on('close', (...a) => r(a)));
+    console.log(JSON.stringify({ rounds, stuck, tracer, code, out: out.split('\\n')[1] }));
+  `;
+  const result = runNode(['--input-type=module', '-e', script], { timeoutMs: 60_000 });
+  assert.equal(result.status, 0, `every attach returned: ${result.stderr}`);
+  const report = JSON.parse(result.stdout) as Record<string, unknown>;
+  assert.equal(report['stuck'], '', 'no forked child left in a tracing stop');
+  assert.equal(report['rounds'], 500);
+  assert.equal(report['tracer'], '0', 'nothing traces the target after the last detach');
+  assert.equal(report['code'], 0);
+  // Every child the target forked ended as it should (status 7, no SIGTRAP, not stopped).
+  assert.match(String(report['out']), /^forks=[1-9]\d* bad=0$/);
+});

@@ -190,26 +190,70 @@ export class Tracee {
           changed = true;
         }
       }
+      // Each thread is held at the stop its interrupt makes. Any other stop that comes first
+      // (a signal on its way, a fork, clone or exec) answers the interrupt in its place (the
+      // kernel drops a pending interrupt at every stop): the thread goes on from it and is
+      // interrupted again.
       const waiting = new Set(tracee.threads);
+      // First stops of new threads and forked children seen before their creator's event.
+      const early = new Set<number>();
       while (waiting.size > 0) {
         const report = tracee.wait(true)!;
+        const { tid } = report;
         if (report.kind !== 'stopped') {
-          waiting.delete(report.tid);
+          waiting.delete(tid);
+          continue;
+        }
+        if (!tracee.threads.has(tid)) {
+          early.add(tid);
           continue;
         }
         if (report.event === PTRACE_EVENT.PTRACE_EVENT_STOP) {
-          waiting.delete(report.tid);
+          waiting.delete(tid);
           continue;
         }
-        // A signal that was on its way: it is delivered once tracing starts.
-        if (report.event === 0) tracee.cont(report.tid, report.signal);
-        else tracee.cont(report.tid);
+        if (
+          report.event === PTRACE_EVENT.PTRACE_EVENT_FORK ||
+          report.event === PTRACE_EVENT.PTRACE_EVENT_VFORK
+        ) {
+          // Forked before tracing began (no probe is in it): it runs on untraced.
+          const child = Number(tracee.eventMessage(tid));
+          if (early.delete(child) || tracee.#firstStop(child)) {
+            native.ptrace(PTRACE.PTRACE_DETACH, child, 0n, 0n);
+          }
+        } else if (report.event === PTRACE_EVENT.PTRACE_EVENT_CLONE) {
+          // The new thread (traced already) is held at its first stop too.
+          const thread = Number(tracee.eventMessage(tid));
+          if (!early.delete(thread)) waiting.add(thread);
+        } else if (report.event === PTRACE_EVENT.PTRACE_EVENT_EXEC) {
+          // The other threads are gone: only the one that execed (now the process's pid) is left.
+          for (const gone of waiting) if (!tracee.threads.has(gone)) waiting.delete(gone);
+          waiting.add(tid);
+        }
+        // A signal that was on its way is delivered: the program gets it as it would untraced.
+        tracee.cont(tid, report.event === 0 ? report.signal : 0);
+        native.ptrace(PTRACE.PTRACE_INTERRUPT, tid, 0n, 0n);
       }
       tracee.#openMemory();
       return tracee;
     } catch (err) {
       tracee.detach();
       throw err;
+    }
+  }
+
+  /** Wait for the first stop of `child`, a process forked and auto-attached; false if it ended. */
+  #firstStop(child: number): boolean {
+    for (;;) {
+      const report = this.waitChild(child);
+      if (report.kind !== 'stopped') return false;
+      if (report.event === PTRACE_EVENT.PTRACE_EVENT_STOP) return true;
+      this.#native.ptrace(
+        PTRACE.PTRACE_CONT,
+        child,
+        0n,
+        BigInt(report.event === 0 ? report.signal : 0),
+      );
     }
   }
 
