@@ -507,3 +507,42 @@ test('attached again and again in the middle of forks: each attach returns, no c
   // Every child the target forked ended as it should (status 7, no SIGTRAP, not stopped).
   assert.match(String(report['out']), /^forks=[1-9]\d* bad=0$/);
 });
+
+test('a wait for a stop that cannot come gives up at the next signal, and the process is let go', (t) => {
+  if (!requireHost(t, { commands: ['sh', 'sleep'] })) return;
+  const dist = new URL('../../../dist/', import.meta.url).pathname;
+  // The process is held at its exec, that stop already taken: a blocking wait (as one that
+  // lost a stop would) can never end. SIGALRM (as SIGTERM would) interrupts it: it sees every
+  // thread in a ptrace-stop, nothing left to report, and throws instead of waiting again.
+  const script = `
+    import { Tracee } from ${JSON.stringify(`${dist}engines/ptrace/tracee.js`)};
+    import { alarmIn, interruptWaitsOn } from ${JSON.stringify(`${dist}engines/ptrace/signals.js`)};
+    const tracee = Tracee.spawn(['sleep', '0.2']);
+    process.on('SIGALRM', () => {});
+    interruptWaitsOn(['SIGALRM']);
+    alarmIn(1);
+    const started = performance.now();
+    let code;
+    try {
+      tracee.wait(true);
+    } catch (err) {
+      code = err.code;
+    }
+    const ms = Math.round(performance.now() - started);
+    tracee.cont(tracee.pid);
+    let ended;
+    for (let report = tracee.wait(true); report !== undefined; report = tracee.wait(true)) {
+      if (report.kind === 'exited') ended = report.code;
+      else if (report.kind === 'stopped') tracee.cont(report.tid);
+      if (tracee.threads.size === 0) break;
+    }
+    console.log(JSON.stringify({ code, ms, ended }));
+  `;
+  const result = runNode(['--input-type=module', '-e', script], { timeoutMs: 30_000 });
+  assert.equal(result.status, 0, `the wait ended: ${result.stderr}`);
+  const report = JSON.parse(result.stdout) as { code: string; ms: number; ended: number };
+  assert.equal(report.code, 'ERR_INTERNAL');
+  assert.ok(report.ms >= 500 && report.ms < 5000, `gave up at the alarm: ${report.ms} ms`);
+  // Still intact: let go, it runs to its end (sleep's exit status 0).
+  assert.equal(report.ended, 0);
+});

@@ -1,4 +1,4 @@
-import { closeSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { ProbeError, quote } from '../../errors/index.js';
 import { checkCommand, checkProgram, stopThenExec } from '../../host/index.js';
 import {
@@ -281,17 +281,28 @@ export class Tracee {
    */
   wait(block: boolean, interruptible = false): StopReport | undefined {
     const status = this.#status;
+    // Every thread followed was seen in a stop (or gone) when a signal interrupted the wait:
+    // one more look without blocking, and none reporting means none ever will.
+    let stalled = false;
     for (;;) {
       const tid = this.#native.waitpid(
         -1,
         status,
-        WAIT.__WALL | WNOTHREAD | (block ? 0 : WAIT.WNOHANG),
+        WAIT.__WALL | WNOTHREAD | (block && !stalled ? 0 : WAIT.WNOHANG),
       );
-      if (tid === 0) return undefined;
+      if (tid === 0) {
+        if (stalled) {
+          throw this.#stalledError(this.#family.members.flatMap((m) => [...m.threads]));
+        }
+        return undefined;
+      }
       if (tid < 0) {
         // EINTR: a signal this process handles arrived (see interruptOnSignal()).
         if (-tid === 4) {
           if (interruptible) return undefined;
+          // A wait no stop can end would block the process forever (SIGTERM included).
+          const tids = this.#family.members.flatMap((m) => [...m.threads]);
+          stalled = tids.length > 0 && tids.every(cannotReport);
           continue;
         }
         if (this.threads.size === 0) return undefined;
@@ -352,15 +363,33 @@ export class Tracee {
    */
   waitChild(child: number): StopReport {
     const status = this.#status;
+    let stalled = false;
     for (;;) {
-      const got = this.#native.waitpid(child, status, WAIT.__WALL | WNOTHREAD);
-      if (got === -4) continue; // EINTR
+      const got = this.#native.waitpid(
+        child,
+        status,
+        WAIT.__WALL | WNOTHREAD | (stalled ? WAIT.WNOHANG : 0),
+      );
+      if (got === 0) throw this.#stalledError([child]);
+      // EINTR: go on, unless `child` is in a stop already reported (or gone): then no
+      // report will ever come (see wait()).
+      if (got === -4) {
+        stalled = cannotReport(child);
+        continue;
+      }
       if (got < 0) return { kind: 'exited', tid: child, code: -1 };
       const s = status[0]!;
       if ((s & 0x7f) === 0) return { kind: 'exited', tid: child, code: (s >> 8) & 0xff };
       if ((s & 0xff) !== 0x7f) return { kind: 'killed', tid: child, signal: s & 0x7f };
       return { kind: 'stopped', tid: child, signal: (s >> 8) & 0xff, event: (s >> 16) & 0xff };
     }
+  }
+
+  #stalledError(tids: readonly number[]): ProbeError {
+    return new ProbeError(
+      'ERR_INTERNAL',
+      `Cannot wait for process ${this.pid}: thread${tids.length === 1 ? '' : 's'} ${tids.join(', ')} ${tids.length === 1 ? 'is' : 'are'} stopped or gone and no stop is left to report (the tracer lost track of one)`,
+    );
   }
 
   /**
@@ -698,6 +727,21 @@ const SYSCALL_INSTRUCTION = new Uint8Array([0x0f, 0x05]);
 const SIGSET_BYTES = 8n;
 /** Signals a thread may stop for while one injected system call runs, before that is an error. */
 const MAX_KEPT_SIGNALS = 16;
+
+/**
+ * Whether thread `tid` cannot report anything to its tracer by itself now: it is in a
+ * ptrace-stop (state t), a zombie or gone. Only the tracer can make such a thread run again.
+ */
+export function cannotReport(tid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${tid}/stat`, 'utf8');
+  } catch {
+    return true;
+  }
+  const state = stat.charAt(stat.lastIndexOf(')') + 2);
+  return state === 't' || state === 'Z' || state === 'X';
+}
 
 /** The threads of a process, from /proc. */
 function listThreads(pid: number): number[] {
