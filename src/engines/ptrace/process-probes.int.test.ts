@@ -10,6 +10,7 @@ import { compileProgram, compileTraceTarget } from '../../../test/helpers/compil
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { runNode } from '../../../test/helpers/run-cli.js';
 import { readelfFileOffset, tool } from '../../../test/helpers/tools.js';
+import { loadNative, WAIT } from '../../native/index.js';
 import { ProcessProbes } from './process-probes.js';
 
 /** A symbol's address in the file, from nm. */
@@ -545,4 +546,41 @@ test('a wait for a stop that cannot come gives up at the next signal, and the pr
   assert.ok(report.ms >= 500 && report.ms < 5000, `gave up at the alarm: ${report.ms} ms`);
   // Still intact: let go, it runs to its end (sleep's exit status 0).
   assert.equal(report.ended, 0);
+});
+
+test('a signal that stops a thread just before detach() is delivered by the detach, not dropped', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm'] })) return;
+  const app = compileProgram('fault-target', { flags: ['-O1', '-no-pie'] });
+  const out = capture();
+  // Runs until SIGUSR1, then prints its count and exits 0.
+  const probes = ProcessProbes.spawn([app, '0', '2000'], { stdio: [0, out.fd, 2] });
+  const pid = probes.pid;
+  probes.register({ id: 'tock', event: 'breakpoint', where: symbolVaddr(app, 'fault_tock') });
+  let hits = 0;
+  while (hits < 3 && probes.poll(5000) !== null) hits++;
+  // The thread runs on (poll() lets it go), stops for SIGUSR1, and nothing collects that stop
+  // before detach() does.
+  probes.poll(0);
+  process.kill(pid, 'SIGUSR1');
+  const sleeper = new Int32Array(new SharedArrayBuffer(4));
+  Atomics.wait(sleeper, 0, 0, 200);
+  probes.detach();
+  const native = loadNative();
+  const status = new Int32Array(1);
+  let got = 0;
+  for (let i = 0; i < 100 && got === 0; i++) {
+    got = native.waitpid(pid, status, WAIT.WNOHANG);
+    if (got === 0) Atomics.wait(sleeper, 0, 0, 50);
+  }
+  if (got === 0) {
+    process.kill(pid, 'SIGKILL');
+    native.waitpid(pid, status, 0);
+  }
+  const printed = out.text();
+  assert.equal(got, pid, `the program ended by itself on SIGUSR1: ${printed}`);
+  assert.equal(status[0], 0, 'exit status 0');
+  const m = /^calls=(\d+) sum=(\d+) tocks=(\d+)$/m.exec(printed);
+  assert.ok(m, printed);
+  assert.equal(BigInt(m[2]!), BigInt(m[1]!) ** 2n);
+  assert.equal(hits, 3);
 });

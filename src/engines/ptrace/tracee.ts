@@ -415,6 +415,23 @@ export class Tracee {
     this.#native.ptrace(PTRACE.PTRACE_DETACH, child, 0n, 0n);
   }
 
+  /**
+   * The stop thread `tid` is in, from its siginfo (PTRACE_GETSIGINFO): for a thread known to
+   * be in a ptrace-stop whose report was not seen. Undefined for a group stop (no siginfo).
+   */
+  stopOf(tid: number): StopReport | undefined {
+    const info = new Uint8Array(SIGINFO_BYTES);
+    if (this.#native.ptraceBuffer(PTRACE.PTRACE_GETSIGINFO, tid, 0n, info) < 0) return undefined;
+    const view = new DataView(info.buffer);
+    const signal = view.getInt32(0, true);
+    const code = view.getInt32(8, true);
+    // An event stop's si_code is SIGTRAP | event << 8; a signal's is small (SI_KERNEL, SI_USER...).
+    if (signal === SIGTRAP && code > 0xff) {
+      return { kind: 'stopped', tid, signal, event: (code >> 8) & 0xff, pid: this.pid };
+    }
+    return { kind: 'stopped', tid, signal, event: 0, pid: this.pid };
+  }
+
   /** Resume a stopped thread, delivering `signal` (0: none). */
   cont(tid: number, signal = 0): void {
     this.#check(
@@ -651,10 +668,15 @@ export class Tracee {
     for (const tid of this.threads) native.setAffinity(tid, saved.get(tid) ?? main);
   }
 
-  /** Let go of every thread (they must be stopped); the process runs on untraced. */
-  detach(): void {
+  /**
+   * Let go of every thread (they must be stopped); the process runs on untraced. A thread
+   * stopped for the delivery of a signal gets the one `signals` gives it (none by default).
+   */
+  detach(signals: ReadonlyMap<number, number> = new Map()): void {
     this.unpin();
-    for (const tid of this.threads) this.#native.ptrace(PTRACE.PTRACE_DETACH, tid, 0n, 0n);
+    for (const tid of this.threads) {
+      this.#native.ptrace(PTRACE.PTRACE_DETACH, tid, 0n, BigInt(signals.get(tid) ?? 0));
+    }
     this.threads.clear();
     this.#closeMemory();
   }
@@ -723,6 +745,8 @@ export class Tracee {
 }
 
 const SYSCALL_INSTRUCTION = new Uint8Array([0x0f, 0x05]);
+/** The size of a siginfo_t. */
+const SIGINFO_BYTES = 128;
 /** The kernel's sigset_t (64 signals), as PTRACE_GETSIGMASK and _SETSIGMASK take it. */
 const SIGSET_BYTES = 8n;
 /** Signals a thread may stop for while one injected system call runs, before that is an error. */
