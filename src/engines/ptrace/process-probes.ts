@@ -930,6 +930,11 @@ export class ProcessProbes {
   /** Wait for a forked child's first stop (it must be stopped before it is changed); false if it ended. */
   #firstStop(child: number): boolean {
     if (this.#d.newborns.delete(child)) return true;
+    // Taken already by a wait for another stop (its parent's interrupt, a system call's
+    // step): waiting for it would never end.
+    const at = this.#d.queue.findIndex((r) => r.tid === child);
+    const taken = at >= 0 ? this.#d.queue.splice(at, 1)[0] : this.tracee.takeDeferredOf(child);
+    if (taken !== undefined) return taken.kind === 'stopped';
     for (;;) {
       const report = this.tracee.waitChild(child);
       if (report.kind !== 'stopped') return false;

@@ -623,6 +623,13 @@ export class Tracee {
     return this.#family.deferred.shift();
   }
 
+  /** The first stop seen while a system call was injected that is `tid`'s, taken from the list. */
+  takeDeferredOf(tid: number): StopReport | undefined {
+    const deferred = this.#family.deferred;
+    const at = deferred.findIndex((report) => report.tid === tid);
+    return at < 0 ? undefined : deferred.splice(at, 1)[0];
+  }
+
   /** Stop following this process with its family (it was detached from, or it ended). */
   leaveFamily(): void {
     const members = this.#family.members;
