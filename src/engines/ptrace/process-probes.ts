@@ -386,6 +386,15 @@ export class ProcessProbes {
     // What other processes of the family reported stays theirs.
     const seen: StopReport[] = [];
     const sort = (report: StopReport) => {
+      // A forked child's first stop, before its parent's fork event: #forked() looks for it.
+      if (
+        report.kind === 'stopped' &&
+        this.#memberOf(report.tid) === undefined &&
+        isProcess(report.tid)
+      ) {
+        this.#d.newborns.set(report.tid, report);
+        return;
+      }
       if (this.#owns(report)) seen.push(report);
       else this.#d.queue.push(report);
     };
