@@ -17,6 +17,8 @@ export interface RunOptions {
    * e.g. ['bpf', 'perfmon']; none by default.
    */
   readonly caps?: readonly string[];
+  /** Kill the process (SIGTERM) after this long; 120 s by default. */
+  readonly timeoutMs?: number;
 }
 
 /** Run the built CLI (dist/, built by `npm test` before the tests) as a user would. */
@@ -42,7 +44,7 @@ export function runNode(args: readonly string[], options: RunOptions = {}): CliR
     cwd: options.cwd,
     env: { ...process.env, NO_COLOR: '1' },
     maxBuffer: 256 * 1024 * 1024,
-    timeout: 120_000,
+    timeout: options.timeoutMs ?? 120_000,
   });
   return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }

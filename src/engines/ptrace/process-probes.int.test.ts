@@ -10,6 +10,7 @@ import { compileProgram, compileTraceTarget } from '../../../test/helpers/compil
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { runNode } from '../../../test/helpers/run-cli.js';
 import { readelfFileOffset, tool } from '../../../test/helpers/tools.js';
+import { loadNative, WAIT } from '../../native/index.js';
 import { ProcessProbes } from './process-probes.js';
 
 /** A symbol's address in the file, from nm. */
@@ -431,4 +432,155 @@ test('SIGSTOP sent to a traced process stops it as it would untraced, until SIGC
   assert.deepEqual(states, ['t']);
   assert.equal(out.text(), 'done\n');
   assert.equal(probes.exitCode, 0);
+});
+
+test('a signal pending while the tracer runs a system call in the process: no hang, delivered after', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm'] })) return;
+  // Not PIE: nm's address is the address in the process.
+  const app = compileProgram('fault-target', { flags: ['-O1', '-no-pie'] });
+  const where = symbolVaddr(app, 'fault_tock');
+  const dist = new URL('../../../dist/', import.meta.url).pathname;
+  // The target runs until SIGUSR1, then prints its count and exits. It is held at a hit when
+  // SIGUSR1 comes; detach() then unmaps the out-of-line page through a munmap run by that
+  // thread, which the signal would stop before its single step (the tracer waited forever).
+  const script = `
+    import { ProcessProbes } from ${JSON.stringify(`${dist}engines/ptrace/process-probes.js`)};
+    import { loadNative } from ${JSON.stringify(`${dist}native/index.js`)};
+    const probes = ProcessProbes.spawn([${JSON.stringify(app)}, '0', '2000'], { stdio: [0, 2, 2] });
+    probes.register({ id: 'tock', event: 'breakpoint', where: ${where}n });
+    let hits = 0;
+    while (hits < 3 && probes.poll(5000) !== null) hits++;
+    process.kill(probes.pid, 'SIGUSR1');
+    probes.detach();
+    const status = new Int32Array(1);
+    loadNative().waitpid(probes.pid, status, 0);
+    console.log(JSON.stringify({ hits, status: status[0] }));
+  `;
+  const result = runNode(['--input-type=module', '-e', script], { timeoutMs: 30_000 });
+  assert.equal(result.status, 0, `the tracer ended (no hang): ${result.stderr}`);
+  // Exit status 0 (no SIGTRAP from a step left on, no int3 left): the wait status is 0.
+  assert.deepEqual(JSON.parse(result.stdout), { hits: 3, status: 0 });
+  // The program saw SIGUSR1 (it only ends its loop on it), and every call ran right.
+  const m = /^calls=(\d+) sum=(\d+) tocks=(\d+)$/m.exec(result.stderr);
+  assert.ok(m, result.stderr);
+  assert.ok(Number(m[3]) >= 3, 'at least the 3 calls traced');
+  assert.equal(BigInt(m[2]!), BigInt(m[1]!) ** 2n);
+});
+
+test('attached again and again in the middle of forks: each attach returns, no child is left traced', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'ps'] })) return;
+  const app = compileProgram('fork-loop');
+  const dist = new URL('../../../dist/', import.meta.url).pathname;
+  // An attach whose interrupt was answered by a fork event (or a signal) waited for a stop
+  // that never came, and the child forked meanwhile stayed traced and stopped (its parent
+  // then waited for it forever). 500 attaches, each followed by a detach and a look at the
+  // target's children (ps): none in a tracing stop.
+  const script = `
+    import { spawn, spawnSync } from 'node:child_process';
+    import { readFileSync } from 'node:fs';
+    import { ProcessProbes } from ${JSON.stringify(`${dist}engines/ptrace/process-probes.js`)};
+    const target = spawn(${JSON.stringify(app)}, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    target.stdout.on('data', (d) => { out += d; });
+    while (!out.includes('pid=')) await new Promise((r) => setTimeout(r, 10));
+    const pid = target.pid;
+    let stuck = '';
+    let rounds = 0;
+    for (; rounds < 500 && stuck === ''; rounds++) {
+      ProcessProbes.attach(pid, { pin: false }).detach();
+      const ps = spawnSync('ps', ['-o', 'pid=,stat=', '--ppid', String(pid)], { encoding: 'utf8' });
+      if (/ t/.test(ps.stdout)) stuck = ps.stdout.trim();
+    }
+    const tracer = /^TracerPid:\\s+(\\d+)/m.exec(readFileSync('/proc/' + pid + '/status', 'utf8'))[1];
+    // A child left stopped would keep its parent from ever seeing SIGUSR1's end.
+    if (stuck !== '') spawnSync('kill', ['-KILL', stuck.split(' ')[0]]);
+    target.kill('SIGUSR1');
+    const [code] = await new Promise((r) => target.on('close', (...a) => r(a)));
+    console.log(JSON.stringify({ rounds, stuck, tracer, code, out: out.split('\\n')[1] }));
+  `;
+  const result = runNode(['--input-type=module', '-e', script], { timeoutMs: 60_000 });
+  assert.equal(result.status, 0, `every attach returned: ${result.stderr}`);
+  const report = JSON.parse(result.stdout) as Record<string, unknown>;
+  assert.equal(report['stuck'], '', 'no forked child left in a tracing stop');
+  assert.equal(report['rounds'], 500);
+  assert.equal(report['tracer'], '0', 'nothing traces the target after the last detach');
+  assert.equal(report['code'], 0);
+  // Every child the target forked ended as it should (status 7, no SIGTRAP, not stopped).
+  assert.match(String(report['out']), /^forks=[1-9]\d* bad=0$/);
+});
+
+test('a wait for a stop that cannot come gives up at the next signal, and the process is let go', (t) => {
+  if (!requireHost(t, { commands: ['sh', 'sleep'] })) return;
+  const dist = new URL('../../../dist/', import.meta.url).pathname;
+  // The process is held at its exec, that stop already taken: a blocking wait (as one that
+  // lost a stop would) can never end. SIGALRM (as SIGTERM would) interrupts it: it sees every
+  // thread in a ptrace-stop, nothing left to report, and throws instead of waiting again.
+  const script = `
+    import { Tracee } from ${JSON.stringify(`${dist}engines/ptrace/tracee.js`)};
+    import { alarmIn, interruptWaitsOn } from ${JSON.stringify(`${dist}engines/ptrace/signals.js`)};
+    const tracee = Tracee.spawn(['sleep', '0.2']);
+    process.on('SIGALRM', () => {});
+    interruptWaitsOn(['SIGALRM']);
+    alarmIn(1);
+    const started = performance.now();
+    let code;
+    try {
+      tracee.wait(true);
+    } catch (err) {
+      code = err.code;
+    }
+    const ms = Math.round(performance.now() - started);
+    tracee.cont(tracee.pid);
+    let ended;
+    for (let report = tracee.wait(true); report !== undefined; report = tracee.wait(true)) {
+      if (report.kind === 'exited') ended = report.code;
+      else if (report.kind === 'stopped') tracee.cont(report.tid);
+      if (tracee.threads.size === 0) break;
+    }
+    console.log(JSON.stringify({ code, ms, ended }));
+  `;
+  const result = runNode(['--input-type=module', '-e', script], { timeoutMs: 30_000 });
+  assert.equal(result.status, 0, `the wait ended: ${result.stderr}`);
+  const report = JSON.parse(result.stdout) as { code: string; ms: number; ended: number };
+  assert.equal(report.code, 'ERR_INTERNAL');
+  assert.ok(report.ms >= 500 && report.ms < 5000, `gave up at the alarm: ${report.ms} ms`);
+  // Still intact: let go, it runs to its end (sleep's exit status 0).
+  assert.equal(report.ended, 0);
+});
+
+test('a signal that stops a thread just before detach() is delivered by the detach, not dropped', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'nm'] })) return;
+  const app = compileProgram('fault-target', { flags: ['-O1', '-no-pie'] });
+  const out = capture();
+  // Runs until SIGUSR1, then prints its count and exits 0.
+  const probes = ProcessProbes.spawn([app, '0', '2000'], { stdio: [0, out.fd, 2] });
+  const pid = probes.pid;
+  probes.register({ id: 'tock', event: 'breakpoint', where: symbolVaddr(app, 'fault_tock') });
+  let hits = 0;
+  while (hits < 3 && probes.poll(5000) !== null) hits++;
+  // The thread runs on (poll() lets it go), stops for SIGUSR1, and nothing collects that stop
+  // before detach() does.
+  probes.poll(0);
+  process.kill(pid, 'SIGUSR1');
+  const sleeper = new Int32Array(new SharedArrayBuffer(4));
+  Atomics.wait(sleeper, 0, 0, 200);
+  probes.detach();
+  const native = loadNative();
+  const status = new Int32Array(1);
+  let got = 0;
+  for (let i = 0; i < 100 && got === 0; i++) {
+    got = native.waitpid(pid, status, WAIT.WNOHANG);
+    if (got === 0) Atomics.wait(sleeper, 0, 0, 50);
+  }
+  if (got === 0) {
+    process.kill(pid, 'SIGKILL');
+    native.waitpid(pid, status, 0);
+  }
+  const printed = out.text();
+  assert.equal(got, pid, `the program ended by itself on SIGUSR1: ${printed}`);
+  assert.equal(status[0], 0, 'exit status 0');
+  const m = /^calls=(\d+) sum=(\d+) tocks=(\d+)$/m.exec(printed);
+  assert.ok(m, printed);
+  assert.equal(BigInt(m[2]!), BigInt(m[1]!) ** 2n);
+  assert.equal(hits, 3);
 });

@@ -10,7 +10,7 @@ import { ProbeError } from '../../errors/index.js';
 import { pausePoint } from '../../host/index.js';
 import { PTRACE_EVENT } from '../../native/index.js';
 import { Registers } from './registers.js';
-import { SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
+import { cannotReport, SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
 import { XolArea } from './xol-area.js';
 
 const INT3 = 0xcc;
@@ -122,6 +122,9 @@ interface Delivery {
   /** First stops of forked children whose parent's fork event has not been handled yet. */
   readonly newborns: Map<number, StopReport>;
 }
+
+/** How long detach() waits for a report before it looks for threads stopped without one. */
+const STOP_WAIT_MS = 200;
 
 /** Deeper call chains than this are not given return events (the instances would grow without end). */
 const MAX_RETURN_INSTANCES = 4096;
@@ -383,6 +386,15 @@ export class ProcessProbes {
     // What other processes of the family reported stays theirs.
     const seen: StopReport[] = [];
     const sort = (report: StopReport) => {
+      // A forked child's first stop, before its parent's fork event: #forked() looks for it.
+      if (
+        report.kind === 'stopped' &&
+        this.#memberOf(report.tid) === undefined &&
+        isProcess(report.tid)
+      ) {
+        this.#d.newborns.set(report.tid, report);
+        return;
+      }
       if (this.#owns(report)) seen.push(report);
       else this.#d.queue.push(report);
     };
@@ -394,8 +406,18 @@ export class ProcessProbes {
     for (const report of seen) if (report.kind === 'stopped') stopped.add(report.tid);
     for (const tid of tracee.threads) if (!stopped.has(tid)) tracee.interrupt(tid);
     while ([...tracee.threads].some((tid) => !stopped.has(tid))) {
-      const report = tracee.wait(true);
-      if (report === undefined) break;
+      const report = tracee.waitFor(STOP_WAIT_MS);
+      if (report === undefined) {
+        // Nothing came: a thread in a ptrace-stop whose report was taken and lost would never
+        // report again (an interrupt does nothing to it). It is stopped: its siginfo says where.
+        for (const tid of tracee.threads) {
+          if (stopped.has(tid) || !cannotReport(tid)) continue;
+          stopped.add(tid);
+          const stop = tracee.stopOf(tid);
+          if (stop !== undefined) seen.push(stop);
+        }
+        continue;
+      }
       sort(report);
       if (report.kind === 'stopped' && this.#owns(report)) stopped.add(report.tid);
     }
@@ -442,7 +464,14 @@ export class ProcessProbes {
     const [someThread] = tracee.threads;
     if (someThread !== undefined) this.#xol.unmapAll(someThread);
     this.#registrations.clear();
-    tracee.detach();
+    // A signal on its way to a thread (a SIGCHLD that came meanwhile) is delivered, not lost.
+    const signals = new Map<number, number>();
+    for (const report of seen) {
+      if (report.kind === 'stopped' && report.event === 0 && report.signal !== SIGTRAP) {
+        signals.set(report.tid, report.signal);
+      }
+    }
+    tracee.detach(signals);
     this.#end();
   }
 
@@ -910,6 +939,11 @@ export class ProcessProbes {
   /** Wait for a forked child's first stop (it must be stopped before it is changed); false if it ended. */
   #firstStop(child: number): boolean {
     if (this.#d.newborns.delete(child)) return true;
+    // Taken already by a wait for another stop (its parent's interrupt, a system call's
+    // step): waiting for it would never end.
+    const at = this.#d.queue.findIndex((r) => r.tid === child);
+    const taken = at >= 0 ? this.#d.queue.splice(at, 1)[0] : this.tracee.takeDeferredOf(child);
+    if (taken !== undefined) return taken.kind === 'stopped';
     for (;;) {
       const report = this.tracee.waitChild(child);
       if (report.kind !== 'stopped') return false;

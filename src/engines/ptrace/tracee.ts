@@ -1,4 +1,4 @@
-import { closeSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { ProbeError, quote } from '../../errors/index.js';
 import { checkCommand, checkProgram, stopThenExec } from '../../host/index.js';
 import {
@@ -190,26 +190,70 @@ export class Tracee {
           changed = true;
         }
       }
+      // Each thread is held at the stop its interrupt makes. Any other stop that comes first
+      // (a signal on its way, a fork, clone or exec) answers the interrupt in its place (the
+      // kernel drops a pending interrupt at every stop): the thread goes on from it and is
+      // interrupted again.
       const waiting = new Set(tracee.threads);
+      // First stops of new threads and forked children seen before their creator's event.
+      const early = new Set<number>();
       while (waiting.size > 0) {
         const report = tracee.wait(true)!;
+        const { tid } = report;
         if (report.kind !== 'stopped') {
-          waiting.delete(report.tid);
+          waiting.delete(tid);
+          continue;
+        }
+        if (!tracee.threads.has(tid)) {
+          early.add(tid);
           continue;
         }
         if (report.event === PTRACE_EVENT.PTRACE_EVENT_STOP) {
-          waiting.delete(report.tid);
+          waiting.delete(tid);
           continue;
         }
-        // A signal that was on its way: it is delivered once tracing starts.
-        if (report.event === 0) tracee.cont(report.tid, report.signal);
-        else tracee.cont(report.tid);
+        if (
+          report.event === PTRACE_EVENT.PTRACE_EVENT_FORK ||
+          report.event === PTRACE_EVENT.PTRACE_EVENT_VFORK
+        ) {
+          // Forked before tracing began (no probe is in it): it runs on untraced.
+          const child = Number(tracee.eventMessage(tid));
+          if (early.delete(child) || tracee.#firstStop(child)) {
+            native.ptrace(PTRACE.PTRACE_DETACH, child, 0n, 0n);
+          }
+        } else if (report.event === PTRACE_EVENT.PTRACE_EVENT_CLONE) {
+          // The new thread (traced already) is held at its first stop too.
+          const thread = Number(tracee.eventMessage(tid));
+          if (!early.delete(thread)) waiting.add(thread);
+        } else if (report.event === PTRACE_EVENT.PTRACE_EVENT_EXEC) {
+          // The other threads are gone: only the one that execed (now the process's pid) is left.
+          for (const gone of waiting) if (!tracee.threads.has(gone)) waiting.delete(gone);
+          waiting.add(tid);
+        }
+        // A signal that was on its way is delivered: the program gets it as it would untraced.
+        tracee.cont(tid, report.event === 0 ? report.signal : 0);
+        native.ptrace(PTRACE.PTRACE_INTERRUPT, tid, 0n, 0n);
       }
       tracee.#openMemory();
       return tracee;
     } catch (err) {
       tracee.detach();
       throw err;
+    }
+  }
+
+  /** Wait for the first stop of `child`, a process forked and auto-attached; false if it ended. */
+  #firstStop(child: number): boolean {
+    for (;;) {
+      const report = this.waitChild(child);
+      if (report.kind !== 'stopped') return false;
+      if (report.event === PTRACE_EVENT.PTRACE_EVENT_STOP) return true;
+      this.#native.ptrace(
+        PTRACE.PTRACE_CONT,
+        child,
+        0n,
+        BigInt(report.event === 0 ? report.signal : 0),
+      );
     }
   }
 
@@ -237,17 +281,28 @@ export class Tracee {
    */
   wait(block: boolean, interruptible = false): StopReport | undefined {
     const status = this.#status;
+    // Every thread followed was seen in a stop (or gone) when a signal interrupted the wait:
+    // one more look without blocking, and none reporting means none ever will.
+    let stalled = false;
     for (;;) {
       const tid = this.#native.waitpid(
         -1,
         status,
-        WAIT.__WALL | WNOTHREAD | (block ? 0 : WAIT.WNOHANG),
+        WAIT.__WALL | WNOTHREAD | (block && !stalled ? 0 : WAIT.WNOHANG),
       );
-      if (tid === 0) return undefined;
+      if (tid === 0) {
+        if (stalled) {
+          throw this.#stalledError(this.#family.members.flatMap((m) => [...m.threads]));
+        }
+        return undefined;
+      }
       if (tid < 0) {
         // EINTR: a signal this process handles arrived (see interruptOnSignal()).
         if (-tid === 4) {
           if (interruptible) return undefined;
+          // A wait no stop can end would block the process forever (SIGTERM included).
+          const tids = this.#family.members.flatMap((m) => [...m.threads]);
+          stalled = tids.length > 0 && tids.every(cannotReport);
           continue;
         }
         if (this.threads.size === 0) return undefined;
@@ -308,15 +363,33 @@ export class Tracee {
    */
   waitChild(child: number): StopReport {
     const status = this.#status;
+    let stalled = false;
     for (;;) {
-      const got = this.#native.waitpid(child, status, WAIT.__WALL | WNOTHREAD);
-      if (got === -4) continue; // EINTR
+      const got = this.#native.waitpid(
+        child,
+        status,
+        WAIT.__WALL | WNOTHREAD | (stalled ? WAIT.WNOHANG : 0),
+      );
+      if (got === 0) throw this.#stalledError([child]);
+      // EINTR: go on, unless `child` is in a stop already reported (or gone): then no
+      // report will ever come (see wait()).
+      if (got === -4) {
+        stalled = cannotReport(child);
+        continue;
+      }
       if (got < 0) return { kind: 'exited', tid: child, code: -1 };
       const s = status[0]!;
       if ((s & 0x7f) === 0) return { kind: 'exited', tid: child, code: (s >> 8) & 0xff };
       if ((s & 0xff) !== 0x7f) return { kind: 'killed', tid: child, signal: s & 0x7f };
       return { kind: 'stopped', tid: child, signal: (s >> 8) & 0xff, event: (s >> 16) & 0xff };
     }
+  }
+
+  #stalledError(tids: readonly number[]): ProbeError {
+    return new ProbeError(
+      'ERR_INTERNAL',
+      `Cannot wait for process ${this.pid}: thread${tids.length === 1 ? '' : 's'} ${tids.join(', ')} ${tids.length === 1 ? 'is' : 'are'} stopped or gone and no stop is left to report (the tracer lost track of one)`,
+    );
   }
 
   /**
@@ -340,6 +413,23 @@ export class Tracee {
       if (fd !== undefined) closeSync(fd);
     }
     this.#native.ptrace(PTRACE.PTRACE_DETACH, child, 0n, 0n);
+  }
+
+  /**
+   * The stop thread `tid` is in, from its siginfo (PTRACE_GETSIGINFO): for a thread known to
+   * be in a ptrace-stop whose report was not seen. Undefined for a group stop (no siginfo).
+   */
+  stopOf(tid: number): StopReport | undefined {
+    const info = new Uint8Array(SIGINFO_BYTES);
+    if (this.#native.ptraceBuffer(PTRACE.PTRACE_GETSIGINFO, tid, 0n, info) < 0) return undefined;
+    const view = new DataView(info.buffer);
+    const signal = view.getInt32(0, true);
+    const code = view.getInt32(8, true);
+    // An event stop's si_code is SIGTRAP | event << 8; a signal's is small (SI_KERNEL, SI_USER...).
+    if (signal === SIGTRAP && code > 0xff) {
+      return { kind: 'stopped', tid, signal, event: (code >> 8) & 0xff, pid: this.pid };
+    }
+    return { kind: 'stopped', tid, signal, event: 0, pid: this.pid };
   }
 
   /** Resume a stopped thread, delivering `signal` (0: none). */
@@ -431,6 +521,11 @@ export class Tracee {
    * Make stopped thread `tid` run one system call (`number` with up to 6 arguments) and return
    * its result (negative: -errno). The thread's registers and the two bytes borrowed at its
    * instruction pointer for the `syscall` instruction are put back.
+   *
+   * A signal on its way to the thread (a SIGCHLD that came while it was held) would stop it
+   * for delivery before the step, and the step would never come: the thread's signals are
+   * blocked while the call runs (they stay pending and are delivered after, as they came), and
+   * one that cannot be blocked (SIGSTOP) is kept back and sent again once the call is done.
    */
   injectSyscall(tid: number, number: number, args: readonly bigint[]): bigint {
     const saved = this.regs(tid);
@@ -444,6 +539,8 @@ export class Tracee {
     names.forEach((name, i) => {
       regs.set(name, args[i] ?? 0n);
     });
+    const mask = this.#blockSignals(tid);
+    const kept: number[] = [];
     try {
       this.write(at, SYSCALL_INSTRUCTION);
       // A thread stopped on its way out of a system call (an exec's event stop) reports a
@@ -452,7 +549,7 @@ export class Tracee {
       for (let attempt = 0; ; attempt++) {
         this.setRegs(tid, regs);
         this.step(tid);
-        this.#waitStep(tid);
+        this.#waitStep(tid, kept);
         const after = this.regs(tid);
         if (after.rip === at + 2n) return BigInt.asIntN(64, after.get('rax'));
         if (after.rip !== at || attempt === 2) {
@@ -464,12 +561,33 @@ export class Tracee {
       }
     } finally {
       this.write(at, original);
-      this.setRegs(tid, saved);
+      if (this.threads.has(tid)) {
+        this.setRegs(tid, saved);
+        if (mask !== undefined) {
+          this.#native.ptraceBuffer(PTRACE.PTRACE_SETSIGMASK, tid, SIGSET_BYTES, mask);
+        }
+        for (const signal of kept) this.#native.tgkill(this.pid, tid, signal);
+      }
     }
   }
 
-  /** Wait for `tid`'s single-step trap; other threads' stops wait in the deferred list. */
-  #waitStep(tid: number): void {
+  /** Block every signal of stopped thread `tid`; returns the mask to put back (undefined: unchanged). */
+  #blockSignals(tid: number): Uint8Array | undefined {
+    const mask = new Uint8Array(Number(SIGSET_BYTES));
+    const native = this.#native;
+    if (native.ptraceBuffer(PTRACE.PTRACE_GETSIGMASK, tid, SIGSET_BYTES, mask) < 0)
+      return undefined;
+    const all = new Uint8Array(mask.length).fill(0xff);
+    if (native.ptraceBuffer(PTRACE.PTRACE_SETSIGMASK, tid, SIGSET_BYTES, all) < 0) return undefined;
+    return mask;
+  }
+
+  /**
+   * Wait for `tid`'s single-step trap; other threads' stops wait in the deferred list. A stop
+   * of `tid` for a signal before the step ran (one that cannot be blocked) holds the signal in
+   * `kept`, to be sent again after the call, and steps again.
+   */
+  #waitStep(tid: number, kept: number[]): void {
     for (;;) {
       const report = this.wait(true);
       if (report === undefined || report.kind !== 'stopped') {
@@ -482,15 +600,34 @@ export class Tracee {
           `Cannot run a system call in process ${this.pid}: thread ${tid} ended`,
         );
       }
-      if (report.tid === tid && report.signal === SIGTRAP) return;
-      // Another thread's stop, or a signal on its way: it waits until the call is done.
-      this.#family.deferred.push(report);
+      if (report.tid !== tid) {
+        // Another thread's stop, or a signal on its way: it waits until the call is done.
+        this.#family.deferred.push(report);
+        continue;
+      }
+      if (report.signal === SIGTRAP) return;
+      if (kept.length >= MAX_KEPT_SIGNALS) {
+        throw new ProbeError(
+          'ERR_INTERNAL',
+          `Cannot run a system call in process ${this.pid}: thread ${tid} keeps stopping for signal ${report.signal}`,
+        );
+      }
+      // Stopped for a signal (or a group stop) instead of stepping: the step is still to come.
+      if (report.event === 0) kept.push(report.signal);
+      this.step(tid);
     }
   }
 
   /** A stop seen while a system call was injected (in any process of the family). */
   takeDeferred(): StopReport | undefined {
     return this.#family.deferred.shift();
+  }
+
+  /** The first stop seen while a system call was injected that is `tid`'s, taken from the list. */
+  takeDeferredOf(tid: number): StopReport | undefined {
+    const deferred = this.#family.deferred;
+    const at = deferred.findIndex((report) => report.tid === tid);
+    return at < 0 ? undefined : deferred.splice(at, 1)[0];
   }
 
   /** Stop following this process with its family (it was detached from, or it ended). */
@@ -538,10 +675,15 @@ export class Tracee {
     for (const tid of this.threads) native.setAffinity(tid, saved.get(tid) ?? main);
   }
 
-  /** Let go of every thread (they must be stopped); the process runs on untraced. */
-  detach(): void {
+  /**
+   * Let go of every thread (they must be stopped); the process runs on untraced. A thread
+   * stopped for the delivery of a signal gets the one `signals` gives it (none by default).
+   */
+  detach(signals: ReadonlyMap<number, number> = new Map()): void {
     this.unpin();
-    for (const tid of this.threads) this.#native.ptrace(PTRACE.PTRACE_DETACH, tid, 0n, 0n);
+    for (const tid of this.threads) {
+      this.#native.ptrace(PTRACE.PTRACE_DETACH, tid, 0n, BigInt(signals.get(tid) ?? 0));
+    }
     this.threads.clear();
     this.#closeMemory();
   }
@@ -610,6 +752,27 @@ export class Tracee {
 }
 
 const SYSCALL_INSTRUCTION = new Uint8Array([0x0f, 0x05]);
+/** The size of a siginfo_t. */
+const SIGINFO_BYTES = 128;
+/** The kernel's sigset_t (64 signals), as PTRACE_GETSIGMASK and _SETSIGMASK take it. */
+const SIGSET_BYTES = 8n;
+/** Signals a thread may stop for while one injected system call runs, before that is an error. */
+const MAX_KEPT_SIGNALS = 16;
+
+/**
+ * Whether thread `tid` cannot report anything to its tracer by itself now: it is in a
+ * ptrace-stop (state t), a zombie or gone. Only the tracer can make such a thread run again.
+ */
+export function cannotReport(tid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${tid}/stat`, 'utf8');
+  } catch {
+    return true;
+  }
+  const state = stat.charAt(stat.lastIndexOf(')') + 2);
+  return state === 't' || state === 'Z' || state === 'X';
+}
 
 /** The threads of a process, from /proc. */
 function listThreads(pid: number): number[] {
