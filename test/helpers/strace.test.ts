@@ -69,3 +69,19 @@ test('parseStrace() names a path through /proc/self/fd/N by what the open of N n
     ],
   );
 });
+
+test('parseStrace() reads lines of a pid shorter than five digits, which strace pads', () => {
+  const text = [
+    '812   mkdir("/tmp/a", 0777)        = 0',
+    '812   write(3</tmp/a/f>, "x", 1)   = 1',
+    '12345 rmdir("/tmp/a")              = 0',
+  ].join('\n');
+  assert.deepEqual(
+    parseStrace(text).map((c) => [c.tid, c.kind, c.path]),
+    [
+      [812, 'mkdir', '/tmp/a'],
+      [812, 'write', '/tmp/a/f'],
+      [12345, 'rmdir', '/tmp/a'],
+    ],
+  );
+});

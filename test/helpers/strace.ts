@@ -91,14 +91,6 @@ export interface StraceOptions {
  * changes they made or tried.
  */
 export function straceChanges(argv: readonly string[], options: StraceOptions = {}): StraceRun {
-  const first = straceOnce(argv, options);
-  // strace has twice (in about a thousand runs, under a loaded full suite) written no line at
-  // all for a command that exited 0; its stderr said nothing. Such a run proves nothing either
-  // way: run it once more rather than fail a test on the tool's behalf.
-  return first.trace.trim() === '' && first.status === 0 ? straceOnce(argv, options) : first;
-}
-
-function straceOnce(argv: readonly string[], options: StraceOptions): StraceRun {
   const dir = mkdtempSync(join(tmpdir(), 'upscope-strace-'));
   const out = join(dir, 'trace');
   try {
@@ -127,7 +119,7 @@ function straceOnce(argv: readonly string[], options: StraceOptions): StraceRun 
       },
     );
     const text = readFileSync(out, 'utf8');
-    const pid = Number(/^(\d+) /.exec(text)?.[1]);
+    const pid = Number(/^(\d+)\s/.exec(text)?.[1]);
     return {
       status: run.status ?? -1,
       stdout: run.stdout,
@@ -146,7 +138,8 @@ function joinedLines(text: string): { tid: number; line: string }[] {
   const pending = new Map<number, string>();
   const lines: { tid: number; line: string }[] = [];
   for (const raw of text.split('\n')) {
-    const head = /^(\d+) (.*)$/.exec(raw);
+    // strace pads the pid to five columns: `812   write(...)`, `12345 write(...)`.
+    const head = /^(\d+)\s+(.*)$/.exec(raw);
     if (head === null) continue;
     const tid = Number(head[1]);
     const rest = head[2]!;

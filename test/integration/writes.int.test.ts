@@ -156,9 +156,12 @@ function usedTracefs(changes: FileChange[], pid: number): void {
   const lines = changes
     .filter((c) => c.path === `${TRACEFS}/uprobe_events` && c.kind === 'write')
     .flatMap((c) => (c.data ?? '').split('\n'));
+  const seen = () =>
+    `(upscope pid ${pid}; uprobe_events lines written: ${JSON.stringify(lines.filter((l) => l !== ''))}; ` +
+    `instance changes: ${JSON.stringify(changes.filter((c) => c.path.startsWith(`${TRACEFS}/instances/`)).map((c) => `${c.tid} ${c.kind} ${c.path}`))})`;
   assert.ok(
     lines.some((l) => l.startsWith(`p:upscope_${pid}/`)),
-    'defined its events',
+    `defined its events ${seen()}`,
   );
   assert.ok(
     lines.some((l) => l.startsWith(`-:upscope_${pid}/`)),
