@@ -194,3 +194,24 @@ test('followExec resolves the specs again in the new image; without it an exec d
     assert.equal(tracer.exitCode, 0);
   }
 });
+
+test('the process SIGKILLed while a hit is handled: poll() reports its end, it does not throw', async (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = compileProgram('fault-target', { flags: ['-O1'] });
+  for (const event of ['breakpoint', 'return'] as const) {
+    const tracer = await ProcessTracer.spawn([app, '1000', 'plain']);
+    // SIGKILL takes the thread out of its ptrace-stop: what the tracer then asks of it (its
+    // registers back, a step over the breakpoint) finds no such process.
+    await tracer.register({
+      id: 'kill',
+      event,
+      where: `${app}:fault_tick`,
+      handler: () => {
+        process.kill(tracer.pid, 'SIGKILL');
+      },
+    });
+    while (tracer.poll(20_000) !== null) {}
+    assert.equal(tracer.ended, true, event);
+    assert.equal(tracer.exitCode, -9, `${event}: killed by SIGKILL`);
+  }
+});

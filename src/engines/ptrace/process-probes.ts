@@ -334,13 +334,14 @@ export class ProcessProbes {
   poll(timeoutMs?: number): HitContext | null {
     const deadline = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
     for (;;) {
-      if (this.#d.current !== undefined) {
-        const next = this.#d.current.pending.shift();
+      const current = this.#d.current;
+      if (current !== undefined) {
+        const next = current.pending.shift();
         if (next !== undefined) return next;
-        this.#finish(this.#d.current);
         this.#d.current = undefined;
+        killedMeanwhile(() => this.#finish(current), current.tid);
       }
-      for (const tid of this.#d.held.splice(0)) this.tracee.cont(tid);
+      for (const tid of this.#d.held.splice(0)) killedMeanwhile(() => this.tracee.cont(tid), tid);
       // Over once the process and every child followed have ended.
       if (this.#d.members.size === 0) return null;
       // Hits served by handlers do not end a poll early, but its time does, and interrupt().
@@ -351,7 +352,7 @@ export class ProcessProbes {
       }
       const report = this.#d.queue.shift() ?? this.tracee.takeDeferred() ?? this.#wait(deadline);
       if (report === undefined) return null;
-      this.#route(report);
+      killedMeanwhile(() => this.#route(report), report.tid);
     }
   }
 
@@ -1050,6 +1051,39 @@ function pendingSignals(tid: number): bigint {
   } catch {
     return 0n;
   }
+}
+
+/**
+ * Run what the tracer does to a stopped thread; when ptrace says ESRCH because the thread has
+ * left its stop for good (a SIGKILL takes it out at once, and it is dying or gone), do nothing
+ * more: its end is reported by a later wait, as for any thread that exits.
+ */
+function killedMeanwhile(action: () => void, tid: number): void {
+  try {
+    action();
+  } catch (err) {
+    if (!(err instanceof ProbeError) || err.code !== 'ERR_TARGET_GONE' || !dying(tid)) throw err;
+  }
+}
+
+/**
+ * Whether a thread is no longer in the ptrace-stop the tracer thought it was in: gone, a
+ * zombie, a SIGKILL pending, or running (on its way out: a killed thread leaves its stop at
+ * once and runs to its exit). Its next report, an exit, comes through the wait.
+ */
+function dying(tid: number): boolean {
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${tid}/status`, 'utf8');
+  } catch {
+    return true;
+  }
+  const state = /^State:\s+(\S)/m.exec(status)?.[1];
+  if (state === 'Z' || state === 'X') return true;
+  // SIGKILL is bit 8 of the pending masks (the thread's own, or its process's).
+  const pending = (field: string) =>
+    BigInt(`0x${new RegExp(`^${field}:\\s+([0-9a-f]+)$`, 'm').exec(status)?.[1] ?? '0'}`);
+  return ((pending('SigPnd') | pending('ShdPnd')) & (1n << 8n)) !== 0n || state !== 't';
 }
 
 function ended(pid: number): ProbeError {
