@@ -6,7 +6,7 @@
 // or link of a dead upscope (bpftool's list against the ids its descriptors held).
 // Rounds: UPSCOPE_FAULT_ROUNDS (default 1); rounds after the first vary the kill's timing.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import {
   copyFileSync,
   mkdtempSync,
@@ -24,6 +24,7 @@ import { compileProgram } from '../helpers/compile.js';
 import { leftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
+import { ended, type Spawned, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
 const ROUNDS = Math.max(1, Number(process.env['UPSCOPE_FAULT_ROUNDS'] ?? 1) || 1);
@@ -33,80 +34,10 @@ const PHASES = ['resolving', 'attaching', 'tracing', 'detaching'] as const;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A spawned process with its output collected as it comes. */
-interface Running {
-  readonly child: ChildProcess;
-  readonly pid: number;
-  stdout: string;
-  stderr: string;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function start(command: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): Running {
-  const child = spawn(command, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, NO_COLOR: '1', ...env },
-  });
-  const running: Running = {
-    child,
-    pid: child.pid!,
-    stdout: '',
-    stderr: '',
-    exited: new Promise((resolve) =>
-      child.once('close', (code, signal) => resolve({ code, signal })),
-    ),
-  };
-  child.stdout!.on('data', (chunk: Buffer) => {
-    running.stdout += chunk.toString();
-  });
-  child.stderr!.on('data', (chunk: Buffer) => {
-    running.stderr += chunk.toString();
-  });
-  return running;
-}
-
-/** Wait until `pattern` shows in the process's stdout or stderr (or fail after `ms`). */
-async function waitFor(
-  running: Running,
-  pattern: RegExp,
-  stream: 'stdout' | 'stderr' = 'stderr',
-  ms = 30_000,
-): Promise<RegExpExecArray> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const match = pattern.exec(running[stream]);
-    if (match !== null) return match;
-    if (
-      running.child.exitCode !== null ||
-      running.child.signalCode !== null ||
-      Date.now() > deadline
-    ) {
-      throw new Error(
-        `no ${pattern} in ${stream}:\n${running[stream]}\n(stderr: ${running.stderr})`,
-      );
-    }
-    await sleep(10);
-  }
-}
-
-/** Wait for the process to end, failing after `ms`. */
-async function ended(running: Running, ms = 30_000) {
-  const timer = setTimeout(() => running.child.kill('SIGKILL'), ms);
-  try {
-    return await running.exited;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function upscope(args: readonly string[], env: NodeJS.ProcessEnv = {}): Running {
-  return start(process.execPath, [BIN, ...args], env);
-}
-
 /** The kfault-target (a copy at `path` when given), waiting for its GO file. */
 async function startTarget(app: string, dir: string, mode: 'plain' | 'forkexec', calls: number) {
   const go = join(dir, `go-${Math.random().toString(36).slice(2)}`);
-  const target = start(app, [mode, String(calls), '1000', go]);
+  const target = spawnCollected(app, [mode, String(calls), '1000', go]);
   await waitFor(target, /^ready$/m, 'stdout');
   return Object.assign(target, { go: () => writeFileSync(go, '') });
 }
@@ -123,14 +54,14 @@ function ownCounts(stdout: string) {
 }
 
 /** Unharmed: it ran to its end, exit status 0, with the count it would make untraced. */
-async function assertUnharmed(target: Running, calls: number, what: string) {
+async function assertUnharmed(target: Spawned, calls: number, what: string) {
   const exit = await ended(target);
   assert.deepEqual(exit, { code: 0, signal: null }, `${what}: ${target.stdout}${target.stderr}`);
   assert.equal(ownCounts(target.stdout).parent, calls, `${what}: ${target.stdout}`);
 }
 
 /** The target is alive, neither stopped nor traced, and still calling. */
-function assertRunning(pid: number, what: string) {
+function assertSpawned(pid: number, what: string) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   assert.match(status, /^State:\s+[SR]/m, `${what}: the target's state`);
   assert.match(status, /^TracerPid:\s+0$/m, `${what}: the target is not traced`);
@@ -254,7 +185,7 @@ for (const engine of ENGINES) {
             command === 'trace'
               ? trace(engine, target.pid, [`${host.app}:kf_tick p=arg0`])
               : ['count', '--engine', 'bpf', '-p', String(target.pid), `${host.app}:kf_tick`];
-          const run = upscope(args);
+          const run = spawnUpscope(args);
           await waitFor(run, command === 'trace' ? /^Tracing 1 probe/m : /^Counting 1 probe/m);
           await sleep(100 + (round === 0 ? 100 : Math.random() * 500));
           const ids = engine === 'bpf' ? bpfIdsOf(run.pid) : [];
@@ -289,7 +220,7 @@ for (const engine of ENGINES) {
     try {
       for (let round = 0; round < ROUNDS; round++) {
         const target = await startTarget(host.app, host.dir, 'forkexec', calls);
-        const run = upscope(trace(engine, target.pid, [`${host.app}:kf_tick p=arg0`]));
+        const run = spawnUpscope(trace(engine, target.pid, [`${host.app}:kf_tick p=arg0`]));
         await waitFor(run, /^Tracing 1 probe/m);
         target.go();
         const exit = await ended(target);
@@ -337,7 +268,7 @@ for (const engine of ENGINES) {
           copyFileSync(host.app, path);
           execFileSync('chmod', ['+x', path]);
           const target = await startTarget(path, host.dir, 'plain', calls);
-          const run = upscope(trace(engine, target.pid, [`${path}:kf_tick p=arg0`]));
+          const run = spawnUpscope(trace(engine, target.pid, [`${path}:kf_tick p=arg0`]));
           await waitFor(run, /^Tracing 1 probe/m);
           await sleep(100);
           if (fault === 'delete') {
@@ -392,7 +323,7 @@ for (const engine of ENGINES) {
                 : ['count', '--engine', 'bpf', '-p', String(target.pid), ...specs];
             // Detaching comes at the end: a duration ends the run by itself.
             if (phase === 'detaching') args.splice(1, 0, '--duration', '0.5');
-            const run = upscope(args, { UPSCOPE_PAUSE_AT: phase });
+            const run = spawnUpscope(args, { UPSCOPE_PAUSE_AT: phase });
             await waitFor(
               run,
               new RegExp(`^upscope: paused at ${phase} \\(pid ${run.pid}\\)$`, 'm'),
@@ -402,7 +333,7 @@ for (const engine of ENGINES) {
               assert.ok(ids.length > 0, `${what}: BPF objects held at the pause`);
             run.child.kill('SIGKILL');
             assert.equal((await ended(run)).signal, 'SIGKILL');
-            assertRunning(target.pid, what);
+            assertSpawned(target.pid, what);
             assert.deepEqual(
               await bpfStillThere(ids),
               [],
@@ -427,20 +358,20 @@ for (const engine of ENGINES) {
   test(`${engine}: upscope SIGKILLed mid-flood; the busy target runs on, the next run is clean`, async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'bpftool'] })) return;
     const app = compileProgram('busy-counter', { flags: ['-O2'] });
-    const target = start(app, []);
+    const target = spawnCollected(app, []);
     const lastCount = () => Number([...target.stdout.matchAll(/^n=(\d+)$/gm)].at(-1)?.[1] ?? 0);
     try {
       while (lastCount() < 1000) await sleep(20);
       for (let round = 0; round < ROUNDS; round++) {
         const what = `round ${round}`;
-        const run = upscope(trace(engine, target.pid, [`${app}:busy_tick i=arg0`]));
+        const run = spawnUpscope(trace(engine, target.pid, [`${app}:busy_tick i=arg0`]));
         await waitFor(run, /^Tracing 1 probe/m);
         await waitFor(run, /busy_tick i=\d+/, 'stdout');
         await sleep(round === 0 ? 200 : Math.random() * 500);
         const ids = engine === 'bpf' ? bpfIdsOf(run.pid) : [];
         run.child.kill('SIGKILL');
         await ended(run);
-        assertRunning(target.pid, what);
+        assertSpawned(target.pid, what);
         const before = lastCount();
         await sleep(300);
         assert.ok(lastCount() > before, `${what}: the target keeps counting`);
@@ -476,7 +407,7 @@ for (const engine of ENGINES) {
         const target = await startTarget(host.app, host.dir, 'plain', calls);
         // upscope in a mount namespace of its own, so that the unmount is seen by it alone
         // (other tests on this machine keep tracefs) and undone when it ends.
-        const run = start('unshare', [
+        const run = spawnCollected('unshare', [
           '--mount',
           '--propagation',
           'private',
@@ -508,7 +439,7 @@ test('tracefs: the instance removed under a trace: the kernel refuses while it i
   try {
     for (let round = 0; round < ROUNDS; round++) {
       const target = await startTarget(host.app, host.dir, 'plain', calls);
-      const run = upscope(trace('tracefs', target.pid, [`${host.app}:kf_tick p=arg0`]));
+      const run = spawnUpscope(trace('tracefs', target.pid, [`${host.app}:kf_tick p=arg0`]));
       await waitFor(run, /^Tracing 1 probe/m);
       await sleep(round === 0 ? 0 : Math.random() * 300);
       // The kernel keeps an instance whose buffers are open: rmdir answers EBUSY.

@@ -6,8 +6,6 @@
 // /proc/PID/mem against the file's (addresses from nm, file offsets from readelf).
 // UPSCOPE_FAULT_ROUNDS sets the rounds of each case (default 1); later rounds vary the timing.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import {
   closeSync,
   copyFileSync,
@@ -26,6 +24,7 @@ import { test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
+import { spawnCollected, spawnUpscope } from '../helpers/spawned.js';
 import { readelfFileOffset, tool } from '../helpers/tools.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
@@ -126,44 +125,11 @@ function strayProcesses(app: string): string[] {
   return found;
 }
 
-/** A process started by the test, its output collected. */
-interface Run {
-  readonly child: ChildProcess;
-  readonly out: () => string;
-  readonly err: () => string;
-  /** Exit code and signal, once every one of its output pipes is closed. */
-  readonly closed: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function start(file: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): Run {
-  const child = spawn(file, args, {
-    env: { ...process.env, NO_COLOR: '1', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout!.on('data', (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  child.stderr!.on('data', (chunk: Buffer) => {
-    err += chunk.toString();
-  });
-  const closed = once(child, 'close').then(([code, signal]) => ({
-    code: code as number | null,
-    signal: signal as NodeJS.Signals | null,
-  }));
-  return { child, out: () => out, err: () => err, closed };
-}
-
-function upscope(args: readonly string[], env: NodeJS.ProcessEnv = {}): Run {
-  return start(process.execPath, [BIN, ...args], env);
-}
-
 /** The target running `calls` turns (0: until SIGUSR1), once it has printed its pid. */
 async function target(program: string, calls: number, usec: number, mode = 'plain') {
-  const run = start(program, [String(calls), String(usec), mode]);
-  await until('the target to start', () => /pid=\d+/.test(run.out()));
-  return { ...run, pid: run.child.pid! };
+  const run = spawnCollected(program, [String(calls), String(usec), mode]);
+  await until('the target to start', () => /pid=\d+/.test(run.stdout));
+  return run;
 }
 
 /** The target's own line: `calls` calls made, the sum of fault_tick's results right. */
@@ -182,14 +148,14 @@ async function finishUnharmed(t: Awaited<ReturnType<typeof target>>): Promise<vo
   assert.ok(alive(t.pid), `target ${t.pid} still runs`);
   assert.equal(statusField(t.pid, 'TracerPid'), '0', 'nothing traces the target');
   t.child.kill('SIGUSR1');
-  const { code, signal } = await t.closed;
-  assert.deepEqual({ code, signal }, { code: 0, signal: null }, t.out().slice(-300));
-  assertCounted(t.out(), '');
+  const { code, signal } = await t.exited;
+  assert.deepEqual({ code, signal }, { code: 0, signal: null }, t.stdout.slice(-300));
+  assertCounted(t.stdout, '');
 }
 
 /** The next run on the same target works: 20 events traced, then a clean exit. */
 function assertNextRunWorks(app: string, pid: number): Promise<void> {
-  const next = upscope([
+  const next = spawnUpscope([
     'trace',
     '--engine',
     'ptrace',
@@ -200,10 +166,10 @@ function assertNextRunWorks(app: string, pid: number): Promise<void> {
     `${app}:fault_tick i=arg0`,
     `${app}:fault_tock`,
   ]);
-  return next.closed.then(({ code }) => {
-    assert.equal(code, 0, next.err());
-    assert.equal(next.out().trim().split('\n').length, 20, next.out());
-    assert.match(next.err(), /20 events delivered/);
+  return next.exited.then(({ code }) => {
+    assert.equal(code, 0, next.stderr);
+    assert.equal(next.stdout.trim().split('\n').length, 20, next.stdout);
+    assert.match(next.stderr, /20 events delivered/);
   });
 }
 
@@ -222,27 +188,41 @@ test('ptrace: the target SIGKILLed mid-trace: upscope ends by itself with its st
   for (let round = 0; round < ROUNDS; round++) {
     // -p: the process attached to is killed.
     const victim = await target(app, 0, 2000);
-    const run = upscope(['trace', '--engine', 'ptrace', '-p', String(victim.pid), ...SPECS(app)]);
-    await until('the trace to start', () => /Tracing 2 probes/.test(run.err()));
+    const run = spawnUpscope([
+      'trace',
+      '--engine',
+      'ptrace',
+      '-p',
+      String(victim.pid),
+      ...SPECS(app),
+    ]);
+    await until('the trace to start', () => /Tracing 2 probes/.test(run.stderr));
     await sleep(200 + jitter(round));
     victim.child.kill('SIGKILL');
-    const ended = await run.closed;
-    assert.equal(ended.code, 128 + 9, run.err());
-    const lines = run.err().trim().split('\n');
-    assert.equal(lines.length, 2, run.err());
+    const ended = await run.exited;
+    assert.equal(ended.code, 128 + 9, run.stderr);
+    const lines = run.stderr.trim().split('\n');
+    assert.equal(lines.length, 2, run.stderr);
     assert.match(lines[1]!, /^upscope: \d+ events delivered, 0 lost, 0 missed$/);
-    assert.deepEqual((await victim.closed).signal, 'SIGKILL');
+    assert.deepEqual((await victim.exited).signal, 'SIGKILL');
     // -c: the command started is killed.
-    const command = upscope(['trace', '--engine', 'ptrace', '-c', `${app} 0 2000`, ...SPECS(app)]);
-    await until('the command to start', () => /pid=\d+/.test(command.out()));
-    const pid = Number(/pid=(\d+)/.exec(command.out())![1]);
-    await until('the trace to start', () => /Tracing 2 probes/.test(command.err()));
+    const command = spawnUpscope([
+      'trace',
+      '--engine',
+      'ptrace',
+      '-c',
+      `${app} 0 2000`,
+      ...SPECS(app),
+    ]);
+    await until('the command to start', () => /pid=\d+/.test(command.stdout));
+    const pid = Number(/pid=(\d+)/.exec(command.stdout)![1]);
+    await until('the trace to start', () => /Tracing 2 probes/.test(command.stderr));
     await sleep(200 + jitter(round));
     process.kill(pid, 'SIGKILL');
-    const status = await command.closed;
-    assert.equal(status.code, 128 + 9, command.err());
-    assert.match(command.err(), /\nupscope: \d+ events delivered, 0 lost, 0 missed\n$/);
-    assert.doesNotMatch(command.err(), /error/i);
+    const status = await command.exited;
+    assert.equal(status.code, 128 + 9, command.stderr);
+    assert.match(command.stderr, /\nupscope: \d+ events delivered, 0 lost, 0 missed\n$/);
+    assert.doesNotMatch(command.stderr, /error/i);
     assertNothingLeft(app);
   }
 });
@@ -253,7 +233,7 @@ test('ptrace: the target forks while probed: the child runs its half unharmed (-
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
   const app = build();
   for (let round = 0; round < ROUNDS; round++) {
-    const command = upscope([
+    const command = spawnUpscope([
       'trace',
       '--engine',
       'ptrace',
@@ -261,25 +241,32 @@ test('ptrace: the target forks while probed: the child runs its half unharmed (-
       `${app} 200 1000 fork`,
       ...SPECS(app),
     ]);
-    const ended = await command.closed;
-    assert.equal(ended.code, 0, command.err());
-    assert.match(command.out(), /^child status=exit:0$/m);
-    assertCounted(command.out(), 'child ', 200);
-    assertCounted(command.out(), '', 200);
+    const ended = await command.exited;
+    assert.equal(ended.code, 0, command.stderr);
+    assert.match(command.stdout, /^child status=exit:0$/m);
+    assertCounted(command.stdout, 'child ', 200);
+    assertCounted(command.stdout, '', 200);
     // Each of the 200 calls of each function in the parent, and the child's 100: traced.
-    const lines = command.out().split('\n');
+    const lines = command.stdout.split('\n');
     assert.equal(lines.filter((l) => / fault_tock$/.test(l)).length, 300);
     assert.equal(lines.filter((l) => / r:fault_tick ret=/.test(l)).length, 300);
 
     const forking = await target(app, 600, 2000, 'fork');
-    const run = upscope(['trace', '--engine', 'ptrace', '-p', String(forking.pid), ...SPECS(app)]);
-    const status = await run.closed;
-    assert.equal(status.code, 0, run.err());
-    const own = await forking.closed;
+    const run = spawnUpscope([
+      'trace',
+      '--engine',
+      'ptrace',
+      '-p',
+      String(forking.pid),
+      ...SPECS(app),
+    ]);
+    const status = await run.exited;
+    assert.equal(status.code, 0, run.stderr);
+    const own = await forking.exited;
     assert.deepEqual({ code: own.code, signal: own.signal }, { code: 0, signal: null });
-    assert.match(forking.out(), /^child status=exit:0$/m);
-    assertCounted(forking.out(), 'child ', 600);
-    assertCounted(forking.out(), '', 600);
+    assert.match(forking.stdout, /^child status=exit:0$/m);
+    assertCounted(forking.stdout, 'child ', 600);
+    assertCounted(forking.stdout, '', 600);
     assertNothingLeft(app);
   }
 });
@@ -290,7 +277,7 @@ test('ptrace: the target execs while probed: the new image runs unharmed, probed
   if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'readelf'] })) return;
   const app = build();
   for (let round = 0; round < ROUNDS; round++) {
-    const command = upscope([
+    const command = spawnUpscope([
       'trace',
       '--engine',
       'ptrace',
@@ -298,26 +285,27 @@ test('ptrace: the target execs while probed: the new image runs unharmed, probed
       `${app} 200 1000 exec`,
       ...SPECS(app),
     ]);
-    const ended = await command.closed;
-    assert.equal(ended.code, 0, command.err());
-    assertCounted(command.out(), 'before-exec ', 100);
-    assertCounted(command.out(), '', 100);
-    assert.equal(
-      command
-        .out()
-        .split('\n')
-        .filter((l) => / fault_tock$/.test(l)).length,
-      200,
-    );
+    const ended = await command.exited;
+    assert.equal(ended.code, 0, command.stderr);
+    assertCounted(command.stdout, 'before-exec ', 100);
+    assertCounted(command.stdout, '', 100);
+    assert.equal(command.stdout.split('\n').filter((l) => / fault_tock$/.test(l)).length, 200);
 
     const execing = await target(app, 600, 2000, 'exec');
-    const run = upscope(['trace', '--engine', 'ptrace', '-p', String(execing.pid), ...SPECS(app)]);
-    const status = await run.closed;
-    assert.equal(status.code, 0, run.err());
-    const own = await execing.closed;
+    const run = spawnUpscope([
+      'trace',
+      '--engine',
+      'ptrace',
+      '-p',
+      String(execing.pid),
+      ...SPECS(app),
+    ]);
+    const status = await run.exited;
+    assert.equal(status.code, 0, run.stderr);
+    const own = await execing.exited;
     assert.deepEqual({ code: own.code, signal: own.signal }, { code: 0, signal: null });
-    assertCounted(execing.out(), 'before-exec ', 300);
-    assertCounted(execing.out(), '', 300);
+    assertCounted(execing.stdout, 'before-exec ', 300);
+    assertCounted(execing.stdout, '', 300);
     assertNothingLeft(app);
   }
 });
@@ -335,7 +323,7 @@ test('ptrace: the probed file deleted, or replaced by rename, while probed: the 
         const copy = join(dir, `app-${change}-${round}`);
         copyFileSync(app, copy);
         const victim = await target(copy, 0, 2000);
-        const run = upscope([
+        const run = spawnUpscope([
           'trace',
           '--engine',
           'ptrace',
@@ -343,8 +331,8 @@ test('ptrace: the probed file deleted, or replaced by rename, while probed: the 
           String(victim.pid),
           ...SPECS(copy),
         ]);
-        await until('the trace to start', () => /Tracing 2 probes/.test(run.err()));
-        await until('a hit', () => / fault_tock$/m.test(run.out()));
+        await until('the trace to start', () => /Tracing 2 probes/.test(run.stderr));
+        await until('a hit', () => / fault_tock$/m.test(run.stdout));
         if (change === 'delete') unlinkSync(copy);
         else {
           const other = `${copy}.new`;
@@ -353,8 +341,8 @@ test('ptrace: the probed file deleted, or replaced by rename, while probed: the 
         }
         await sleep(100 + jitter(round));
         run.child.kill('SIGTERM');
-        const ended = await run.closed;
-        assert.equal(ended.code, 128 + 15, run.err());
+        const ended = await run.exited;
+        assert.equal(ended.code, 128 + 15, run.stderr);
         assertCodeIntact(victim.pid, expected);
         await finishUnharmed(victim);
       }
@@ -376,20 +364,20 @@ for (const phase of ['resolving', 'attaching', 'tracing', 'detaching'] as const)
       const victim = await target(app, 0, 2000);
       // The detaching phase needs a run that ends by itself.
       const extra = phase === 'detaching' ? ['--duration', '1'] : [];
-      const run = upscope(
+      const run = spawnUpscope(
         ['trace', '--engine', 'ptrace', '-p', String(victim.pid), ...extra, ...SPECS(app)],
         { UPSCOPE_PAUSE_AT: phase },
       );
-      await until(`the pause at ${phase}`, () => /paused at \w+ \(pid \d+\)/.test(run.err()));
-      const helper = Number(/paused at \w+ \(pid (\d+)\)/.exec(run.err())![1]);
+      await until(`the pause at ${phase}`, () => /paused at \w+ \(pid \d+\)/.test(run.stderr));
+      const helper = Number(/paused at \w+ \(pid (\d+)\)/.exec(run.stderr)![1]);
       assert.notEqual(helper, run.child.pid, 'the tracer is a helper process');
       await sleep(jitter(round));
       run.child.kill('SIGKILL');
       await until('upscope to die', () => !alive(run.child.pid!));
       process.kill(helper, 'SIGCONT');
       await until('the helper to finish', () => !alive(helper));
-      await run.closed;
-      assert.match(run.err(), /upscope: \d+ events delivered/);
+      await run.exited;
+      assert.match(run.stderr, /upscope: \d+ events delivered/);
       assert.equal(statusField(victim.pid, 'TracerPid'), '0');
       assertCodeIntact(victim.pid, expected);
       await assertNextRunWorks(app, victim.pid);
@@ -406,18 +394,21 @@ test('ptrace: upscope SIGKILLed while paused tracing a command (-c): the helper 
   if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
   const app = build();
   for (let round = 0; round < ROUNDS; round++) {
-    const run = upscope(['trace', '--engine', 'ptrace', '-c', `${app} 0 2000`, ...SPECS(app)], {
-      UPSCOPE_PAUSE_AT: 'tracing',
-    });
-    await until('the pause', () => /paused at tracing \(pid \d+\)/.test(run.err()));
-    const helper = Number(/paused at tracing \(pid (\d+)\)/.exec(run.err())![1]);
+    const run = spawnUpscope(
+      ['trace', '--engine', 'ptrace', '-c', `${app} 0 2000`, ...SPECS(app)],
+      {
+        UPSCOPE_PAUSE_AT: 'tracing',
+      },
+    );
+    await until('the pause', () => /paused at tracing \(pid \d+\)/.test(run.stderr));
+    const helper = Number(/paused at tracing \(pid (\d+)\)/.exec(run.stderr)![1]);
     const [pid] = childrenOf(helper);
     assert.ok(pid !== undefined, 'the helper started the command');
     run.child.kill('SIGKILL');
     await until('upscope to die', () => !alive(run.child.pid!));
     process.kill(helper, 'SIGCONT');
     await until('the helper to finish', () => !alive(helper));
-    await run.closed;
+    await run.exited;
     await until('the command to end with the run', () => !alive(pid));
     assertNothingLeft(app);
   }
@@ -431,14 +422,21 @@ test('ptrace: upscope SIGKILLed mid-flood of hits, no pause: the target is resto
   const expected = fileBytes(app);
   for (let round = 0; round < 3 * ROUNDS; round++) {
     const victim = await target(app, 0, 0);
-    const run = upscope(['count', '--engine', 'ptrace', '-p', String(victim.pid), ...SPECS(app)]);
-    await until('the count to start', () => /Counting 2 probes/.test(run.err()));
+    const run = spawnUpscope([
+      'count',
+      '--engine',
+      'ptrace',
+      '-p',
+      String(victim.pid),
+      ...SPECS(app),
+    ]);
+    await until('the count to start', () => /Counting 2 probes/.test(run.stderr));
     const [helper] = childrenOf(run.child.pid!);
     assert.ok(helper !== undefined, 'upscope started its helper');
     await sleep(100 + (round === 0 ? 0 : Math.floor(Math.random() * 500)));
     run.child.kill('SIGKILL');
     await until('the helper to finish', () => !alive(helper));
-    await run.closed;
+    await run.exited;
     assert.equal(statusField(victim.pid, 'TracerPid'), '0');
     assertCodeIntact(victim.pid, expected);
     await finishUnharmed(victim);

@@ -1,0 +1,82 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+
+const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
+
+/** A spawned process with its output collected as it comes. */
+export interface Spawned {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  stdout: string;
+  stderr: string;
+  /** Exit code and signal, once every one of its output pipes is closed. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Start a program with stdin closed and its output collected (NO_COLOR set, `env` added). */
+export function spawnCollected(
+  command: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Spawned {
+  const child = spawn(command, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NO_COLOR: '1', ...env },
+  });
+  const running: Spawned = {
+    child,
+    pid: child.pid!,
+    stdout: '',
+    stderr: '',
+    exited: new Promise((resolve) =>
+      child.once('close', (code, signal) => resolve({ code, signal })),
+    ),
+  };
+  child.stdout!.on('data', (chunk: Buffer) => {
+    running.stdout += chunk.toString();
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    running.stderr += chunk.toString();
+  });
+  return running;
+}
+
+/** The built CLI (bin/upscope.js) with these arguments, its output collected. */
+export function spawnUpscope(args: readonly string[], env: NodeJS.ProcessEnv = {}): Spawned {
+  return spawnCollected(process.execPath, [BIN, ...args], env);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Wait until `pattern` shows in the process's stdout or stderr (fail if it ends first, or after `ms`). */
+export async function waitFor(
+  running: Spawned,
+  pattern: RegExp,
+  stream: 'stdout' | 'stderr' = 'stderr',
+  ms = 30_000,
+): Promise<RegExpExecArray> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const match = pattern.exec(running[stream]);
+    if (match !== null) return match;
+    if (
+      running.child.exitCode !== null ||
+      running.child.signalCode !== null ||
+      Date.now() > deadline
+    ) {
+      throw new Error(
+        `no ${pattern} in ${stream}:\n${running[stream]}\n(stderr: ${running.stderr})`,
+      );
+    }
+    await sleep(10);
+  }
+}
+
+/** Wait for the process to end; SIGKILL it (and fail on its status) after `ms`. */
+export async function ended(running: Spawned, ms = 30_000) {
+  const timer = setTimeout(() => running.child.kill('SIGKILL'), ms);
+  try {
+    return await running.exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}
