@@ -25,6 +25,7 @@ export {
   type LaunchedCommand,
   launchStopped,
   processEnded,
+  procState,
   stopThenExec,
   threadsOf,
 } from './launch.js';

@@ -165,20 +165,34 @@ export function threadsOf(pid: number): number[] {
 }
 
 /**
- * Whether a process has ended: gone from /proc, or a zombie (dead, waiting for its parent to
- * reap it) or dying (state Z or X in /proc/PID/stat).
+ * The state of a process or thread, as /proc/PID/stat gives it (R, S, D, T, t, Z, X...), or
+ * undefined when it is gone (ENOENT; ESRCH while it is being reaped). Any other failure to
+ * read (EMFILE, ENOMEM...) says nothing of the process and is thrown.
  */
-export function processEnded(pid: number): boolean {
+export function procState(pid: number): string | undefined {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   } catch (err) {
-    // Gone (ENOENT; ESRCH while it is being reaped). Any other failure (EMFILE, ENOMEM...)
-    // says nothing of the process: it has not ended for that.
     const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' || code === 'ESRCH';
+    if (code === 'ENOENT' || code === 'ESRCH') return undefined;
+    throw err;
   }
   // The state follows the command name, which is in parentheses and may hold any byte.
-  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  return state === 'Z' || state === 'X' || state === 'x';
+  return stat.charAt(stat.lastIndexOf(')') + 2);
+}
+
+/**
+ * Whether a process has ended: gone from /proc, or a zombie (dead, waiting for its parent to
+ * reap it) or dying (state Z or X). A /proc that cannot be read for want of resources is not
+ * an end.
+ */
+export function processEnded(pid: number): boolean {
+  let state: string | undefined;
+  try {
+    state = procState(pid);
+  } catch {
+    return false;
+  }
+  return state === undefined || state === 'Z' || state === 'X' || state === 'x';
 }

@@ -7,7 +7,7 @@ import {
   type XolRegisters,
 } from '../../arch/index.js';
 import { ProbeError } from '../../errors/index.js';
-import { pausePoint } from '../../host/index.js';
+import { pausePoint, procState } from '../../host/index.js';
 import { PTRACE_EVENT } from '../../native/index.js';
 import { Registers } from './registers.js';
 import { cannotReport, SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
@@ -1068,22 +1068,15 @@ function killedMeanwhile(action: () => void, tid: number): void {
 
 /**
  * Whether a thread is no longer in the ptrace-stop the tracer thought it was in: gone, a
- * zombie, a SIGKILL pending, or running (on its way out: a killed thread leaves its stop at
- * once and runs to its exit). Its next report, an exit, comes through the wait.
+ * zombie, or running on its way out (a SIGKILL takes a thread out of its stop at once). Its
+ * next report, an exit, comes through the wait.
  */
 function dying(tid: number): boolean {
-  let status: string;
   try {
-    status = readFileSync(`/proc/${tid}/status`, 'utf8');
+    return procState(tid) !== 't';
   } catch {
-    return true;
+    return false;
   }
-  const state = /^State:\s+(\S)/m.exec(status)?.[1];
-  if (state === 'Z' || state === 'X') return true;
-  // SIGKILL is bit 8 of the pending masks (the thread's own, or its process's).
-  const pending = (field: string) =>
-    BigInt(`0x${new RegExp(`^${field}:\\s+([0-9a-f]+)$`, 'm').exec(status)?.[1] ?? '0'}`);
-  return ((pending('SigPnd') | pending('ShdPnd')) & (1n << 8n)) !== 0n || state !== 't';
 }
 
 function ended(pid: number): ProbeError {

@@ -1,6 +1,6 @@
-import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
 import { ProbeError, quote } from '../../errors/index.js';
-import { checkCommand, checkProgram, stopThenExec } from '../../host/index.js';
+import { checkCommand, checkProgram, procState, stopThenExec } from '../../host/index.js';
 import {
   describeErrno,
   loadNative,
@@ -764,14 +764,13 @@ const MAX_KEPT_SIGNALS = 16;
  * ptrace-stop (state t), a zombie or gone. Only the tracer can make such a thread run again.
  */
 export function cannotReport(tid: number): boolean {
-  let stat: string;
+  let state: string | undefined;
   try {
-    stat = readFileSync(`/proc/${tid}/stat`, 'utf8');
+    state = procState(tid);
   } catch {
     return true;
   }
-  const state = stat.charAt(stat.lastIndexOf(')') + 2);
-  return state === 't' || state === 'Z' || state === 'X';
+  return state === undefined || state === 't' || state === 'Z' || state === 'X';
 }
 
 /** The threads of a process, from /proc. */
