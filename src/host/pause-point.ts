@@ -12,16 +12,19 @@ export type Phase = (typeof PHASES)[number];
 export const PAUSE_VARIABLE = 'UPSCOPE_PAUSE_AT';
 
 const paused = new Set<Phase>();
+/** The variable's value, read once: the ptrace engine passes here on every hit. */
+let wanted: string | undefined;
 
 /**
  * A fault-injection point. When UPSCOPE_PAUSE_AT names this phase, the process says so on
  * stderr (`upscope: paused at attaching (pid N)`) and stops itself with SIGSTOP, the first
  * time only; a SIGCONT lets it go on. Tests use it to SIGKILL upscope (or the process that
  * started it) at a known point of a run and then check that the target was not harmed and
- * that the next run is clean. Without the variable it costs one property read.
+ * that the next run is clean. Without the variable it costs one comparison.
  */
 export function pausePoint(phase: Phase): void {
-  if (process.env[PAUSE_VARIABLE] !== phase || paused.has(phase)) return;
+  wanted ??= process.env[PAUSE_VARIABLE] ?? '';
+  if (wanted !== phase || paused.has(phase)) return;
   paused.add(phase);
   try {
     writeSync(2, `upscope: paused at ${phase} (pid ${process.pid})\n`);
