@@ -33,11 +33,13 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         'threads and children) is traced, and probes on a library it has not loaded yet attach ' +
         'when it loads it; with -c, the command is started, traced from its first ' +
         'instruction, and its exit ends the trace and sets the exit status. Ctrl-C ends the ' +
-        'trace; a summary of events delivered, lost and missed goes to stderr. Engines: tracefs ' +
-        '(kernel uprobes; root; every process, or the one given), bpf (kernel uprobes with a BPF ' +
-        'handler writing each hit to a BPF ring buffer; root, or CAP_BPF and CAP_PERFMON) and ' +
-        'ptrace (one process, -p or -c, probes served in user space; no root needed for your own ' +
-        'processes).',
+        'trace; events lost are said on stderr as they happen, and a summary of events ' +
+        'delivered, lost and missed at the end. Engines: tracefs (kernel uprobes; root; every ' +
+        'process, or the one given), bpf (kernel uprobes with a BPF handler writing each hit to ' +
+        'a BPF ring buffer; root, or CAP_BPF and CAP_PERFMON, with read access to tracefs for ' +
+        '-p and -c) and ptrace (one process, -p or -c, probes served in user space by a helper ' +
+        'process that restores the process even if upscope is killed; no root needed for your ' +
+        'own processes).',
     )
     .argument('<spec...>', "probe specs, e.g. 'libc:malloc size=arg0:u64' 'r:./app:parse_request'")
     .option('-p, --pid <pid>', 'trace only this process', parsePid)
