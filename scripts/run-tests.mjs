@@ -2,11 +2,21 @@
 // Runs every test file through node:test with tsx. Node 20 does not expand globs itself, so
 // the files are found here: unit tests beside the code (src/**/*.test.ts) and the suites in
 // test/ (integration and end-to-end). Arguments narrow the run to files containing them.
-import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+//
+// As root, the Debian packages the tests use are installed first (scripts/setup-host.sh), so
+// that a fresh machine runs every test with none skipped. As another user nothing is
+// installed: the tests that need what is missing skip with their reason, and the run ends
+// with the list of skipped tests and the one command that installs the rest.
+//
+// The tests' temporary files (TMPDIR) go to a directory of this run inside the checkout,
+// removed at the end: the tests leave nothing in /tmp, even when one of them fails.
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { createInterface } from 'node:readline';
 
 const root = new URL('..', import.meta.url).pathname;
+const setup = join(root, 'scripts/setup-host.sh');
 
 function findTests(dir) {
   const found = [];
@@ -30,8 +40,43 @@ if (files.length === 0) {
   console.error(`No test files match: ${filters.join(' ')}`);
   process.exit(1);
 }
-const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', ...files], {
+
+const isRoot = process.getuid?.() === 0;
+const installed = spawnSync('bash', [setup, ...(isRoot ? [] : ['--check'])], {
   cwd: root,
-  stdio: 'inherit',
+  stdio: ['ignore', 'inherit', 'pipe'],
+  encoding: 'utf8',
 });
-process.exit(result.status ?? 1);
+if (installed.status !== 0) {
+  process.stderr.write(installed.stderr);
+  if (isRoot) {
+    console.error('run-tests: the set-up failed (above); the tests were not run');
+    process.exit(1);
+  }
+}
+
+const tmpParent = join(root, 'node_modules/.cache/upscope-tmp');
+mkdirSync(tmpParent, { recursive: true });
+const tmp = mkdtempSync(join(tmpParent, 'run-'));
+chmodSync(tmp, 0o1777); // as /tmp: tests that run a command as nobody write here too
+const child = spawn(process.execPath, ['--import', 'tsx', '--test', ...files], {
+  cwd: root,
+  stdio: ['inherit', 'pipe', 'inherit'],
+  env: { ...process.env, TMPDIR: tmp },
+});
+// TAP: a skipped test is "ok N - NAME # SKIP REASON"; nested ones are indented.
+const skipped = [];
+const lines = createInterface({ input: child.stdout });
+lines.on('line', (line) => {
+  process.stdout.write(`${line}\n`);
+  const skip = /^\s*ok \d+ - (.*) # SKIP(?: (.*))?$/.exec(line);
+  if (skip !== null) skipped.push(`${skip[1]}${skip[2] ? ` (${skip[2]})` : ''}`);
+});
+const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
+rmSync(tmp, { recursive: true, force: true });
+if (skipped.length > 0) {
+  console.error(`\n${skipped.length} test${skipped.length === 1 ? '' : 's'} skipped:`);
+  for (const name of skipped) console.error(`  ${name}`);
+  if (!isRoot) console.error('Install what they need with: sudo bash scripts/setup-host.sh');
+}
+process.exit(status);

@@ -1,37 +1,61 @@
 #!/usr/bin/env bash
-# Installs the Debian tools the tests and demo use (gcc, g++, binutils, gdb, strace, bpftool,
-# <sys/sdt.h>) when they are missing. gdb is the truth for where a breakpoint on a source line
-# goes; strace for which files upscope writes; bpftool for which BPF objects are left.
-# Runs as root on a fresh machine; does nothing when everything is already there.
+# Installs the Debian packages the tests and the demo use, when they are missing, so that a
+# fresh machine runs every test with none skipped. Runs as root (CI, and `npm test` as root);
+# as another user it installs nothing and prints the one command that would.
+#
+# Each line of NEEDS is "CHECK PACKAGE... # why": CHECK is a command that succeeds when the
+# tool is there (most often `command -v NAME`).
+#   gcc, g++, binutils: the C and C++ targets, and readelf/nm/objdump, the truth for offsets
+#   gdb: the truth for breakpoints on source lines and for stacks (bt)
+#   strace: which files upscope writes
+#   bpftool: which BPF objects a killed upscope leaves loaded
+#   systemtap-sdt-dev: <sys/sdt.h>, USDT probes in the test programs
+#   golang-go: Go targets (return probes through moving goroutine stacks, Go's register ABI)
+#   libc6-dbg: libc's separate debug file (.symtab by build-id: _int_malloc by name)
+#   nginx-light: a real forking server for -p/-c over children
+# `--check` prints what is missing and exits 1 if anything is, installing nothing.
 set -euo pipefail
-need=()
-for tool in gcc g++ readelf nm objdump strip setpriv addr2line objcopy gdb strace; do
-  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+
+NEEDS=(
+  'command -v gcc|gcc'
+  'command -v g++|g++'
+  'command -v readelf && command -v nm && command -v objdump && command -v strip && command -v addr2line && command -v objcopy|binutils'
+  'command -v setpriv|util-linux'
+  'command -v gdb|gdb'
+  'command -v strace|strace'
+  'command -v bpftool|bpftool'
+  "echo '#include <sys/sdt.h>' | gcc -E -x c - |systemtap-sdt-dev"
+  'command -v go|golang-go'
+  'test -d /usr/lib/debug/.build-id && dpkg -s libc6-dbg|libc6-dbg'
+  'command -v nginx|nginx-light'
+)
+
+missing=()
+for need in "${NEEDS[@]}"; do
+  check=${need%%|*}
+  package=${need#*|}
+  if ! bash -c "$check" >/dev/null 2>&1; then
+    missing+=("$package")
+  fi
 done
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "setup-host: missing ${need[*]}; install gcc, g++, binutils, gdb, strace and util-linux (needs root)" >&2
-    exit 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc g++ binutils gdb strace libc6-dev util-linux >/dev/null
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
 fi
-# <sys/sdt.h> (USDT probes in the test programs) comes from systemtap-sdt-dev.
-if ! echo '#include <sys/sdt.h>' | gcc -E -x c - >/dev/null 2>&1; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "setup-host: missing <sys/sdt.h>; install systemtap-sdt-dev (needs root)" >&2
-    exit 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemtap-sdt-dev >/dev/null
+if [ "${1:-}" = "--check" ] || [ "$(id -u)" -ne 0 ]; then
+  echo "setup-host: missing ${missing[*]}; install with: sudo bash scripts/setup-host.sh" >&2
+  exit 1
 fi
-# bpftool lists the kernel's BPF programs, maps and links: the fault tests' truth that nothing
-# of a killed upscope stays loaded.
-if ! command -v bpftool >/dev/null 2>&1; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "setup-host: missing bpftool; install bpftool (needs root)" >&2
-    exit 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bpftool >/dev/null
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# gcc's libc headers come with libc6-dev; nginx must not start a server of its own at install
+# (there is no init here, but a policy-rc.d keeps it so where there is one).
+policy=/usr/sbin/policy-rc.d
+made_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy"
+  chmod +x "$policy"
+  made_policy=1
 fi
+trap '[ "$made_policy" = 1 ] && rm -f "$policy"' EXIT
+apt-get install -y -qq libc6-dev "${missing[@]}" >/dev/null

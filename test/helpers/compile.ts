@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { TEST_CACHE } from './cache-dir.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
-const CACHE = join(tmpdir(), `upscope-test-${process.getuid?.() ?? 'u'}`);
+const CACHE = TEST_CACHE;
 
 export interface CompileOptions {
   /** Extra gcc flags: -O2, -no-pie, -static, -shared -fPIC, ... */
@@ -24,7 +24,7 @@ export interface CompileOptions {
 /**
  * Compile test/programs/NAME.c or NAME.cpp (or a path ending in .c or .cpp) with the machine's gcc or g++ at test time, so that each test checks
  * our reading of what this compiler emits against readelf/nm/objdump on the same file.
- * Results are cached by source and flags in the temp dir.
+ * Results are cached by source and flags in TEST_CACHE.
  */
 export function compileProgram(name: string, options: CompileOptions = {}): string {
   const source = /\.(c|cpp)$/.test(name)

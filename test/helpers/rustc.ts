@@ -1,11 +1,12 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { TEST_CACHE } from './cache-dir.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
-const CACHE = join(tmpdir(), `upscope-test-${process.getuid?.() ?? 'u'}`);
+const CACHE = TEST_CACHE;
 
 /** rustc on PATH or in ~/.cargo/bin (where rustup puts it), else undefined. */
 export function findRustc(): string | undefined {
