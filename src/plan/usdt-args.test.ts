@@ -104,6 +104,29 @@ describe('usdtFetches()', () => {
     );
   });
 
+  test('argN:string is the string the argument points at, in a register or in memory', () => {
+    const fetches = lower(
+      '8@%r12 8@-16(%rbp) 8@counter(%rip)',
+      's=arg0:string m=arg1:string g=arg2:string',
+    );
+    assert.deepEqual(
+      fetches.map((f) => `${f.name}=${printFetchExpr(f.expr)}:${f.type}`),
+      ['s=%r12:string', 'm=+0(-16(%rbp)):string', 'g=+0(+12304(ip)):string'],
+    );
+    // The ptrace engine reads the string at the pointer's value, as at a register's.
+    const src = thread();
+    const at: bigint[] = [];
+    const reader = {
+      ...src,
+      readCString: (vaddr: bigint) => {
+        at.push(vaddr);
+        return 'x';
+      },
+    };
+    for (const f of fetches) evaluateFetch(f, reader);
+    assert.deepEqual(at, [0x7100n, BigInt.asUintN(64, -3n), 123456789n]);
+  });
+
   test('an argument past the note’s last is refused, pointing at it', () => {
     assert.throws(
       () => lower('-4@%edi', 'arg1'),
@@ -131,6 +154,27 @@ describe('the tracefs line of USDT arguments', () => {
       'arg1=\\16:u64',
       'arg2=%ax:b8@8/64',
     ]);
+  });
+
+  test('a string at a register’s value is read through +0(): the kernel takes no other', () => {
+    const fetches = lower('8@%r12 8@-16(%rbp)', 's=arg0:string u=arg0:ustring m=arg1:string');
+    assert.deepEqual(fetches.map(kernelFetchArg), [
+      's=+0(%r12):string',
+      'u=+0(%r12):ustring',
+      'm=+0(-16(%bp)):string',
+    ]);
+  });
+
+  test('a string at a narrow register is refused: the kernel would read the whole register', () => {
+    const { spec } = parseSpec('./app:f s=%eax:string');
+    assert.ok(spec);
+    assert.throws(
+      () => kernelFetchArg(spec.fetches[0]!),
+      (err: unknown) =>
+        err instanceof ProbeError &&
+        err.category === 'not-supported' &&
+        /Cannot fetch a string at %eax with the tracefs engine/.test(err.message),
+    );
   });
 
   test('base + index * scale and a signed %ah are refused as not supported', () => {

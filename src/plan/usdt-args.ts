@@ -32,8 +32,9 @@ export interface UsdtArgsContext {
  * - with no fetches, every argument of the note, named arg0, arg1, ... (0-based, as bpftrace
  *   names them; perf probe names its SDT events' arguments arg1, arg2, ...), typed by the
  *   note's size and sign (`-4@` is s32, `8@` u64);
- * - otherwise the fetches given, where `argN` means the note's N-th argument (0-based) and a
- *   bare `argN` without a type takes the note's type.
+ * - otherwise the fetches given, where `argN` means the note's N-th argument (0-based), a
+ *   bare `argN` without a type takes the note's type, and `argN:string` reads the string the
+ *   argument points at, wherever the argument is held.
  *
  * Operands become: a register (its 64-bit name, or `ah`-style), a constant, a dereference of
  * a register plus displacement, of `%ip` plus the distance from the probe to a symbol (the
@@ -53,11 +54,20 @@ export function usdtFetches(fetches: readonly FetchArg[], context: UsdtArgsConte
     }));
   }
   return fetches.map((fetch) => {
-    const expr = substitute(fetch.expr, lowered, context);
+    let expr = substitute(fetch.expr, lowered, context);
+    // `argN:string` is the string at the argument's value (bpftrace's `str(argN)`): an
+    // argument held in memory is read first, as a string's address.
+    if (fetch.expr.kind === 'arg' && isStringType(fetch.type) && expr.kind === 'deref') {
+      expr = { kind: 'deref', offset: 0n, inner: expr, span: expr.span };
+    }
     const type =
       fetch.type ?? (fetch.expr.kind === 'arg' ? argumentType(args[fetch.expr.index]!) : undefined);
     return { ...fetch, expr, type };
   });
+}
+
+function isStringType(type: FetchType | undefined): boolean {
+  return type === 'string' || type === 'ustring';
 }
 
 function argumentType(arg: UsdtArgument): FetchType {

@@ -109,6 +109,46 @@ describe('USDT probes', () => {
     }
   }
 
+  for (const engine of ENGINES) {
+    for (const opt of ['-O0', '-O2'] as const) {
+      test(`trace --engine ${engine} (${opt}): argN:string is the string the argument points at`, (t) => {
+        if (!requireSdt(t) || !requireHost(t, { root: engine !== 'ptrace' })) return;
+        const app = compileUsdtTarget(opt);
+        const notes = execFileSync('readelf', ['-n', app], { encoding: 'utf8' });
+        // gcc passes the pointer in a stack slot at -O0 and in a register at -O2.
+        assert.match(
+          notes,
+          opt === '-O0'
+            ? /Name: text\n.*\n\s+Arguments: 8@-\d+\(%rbp\)/
+            : /Name: text\n.*\n\s+Arguments: 8@%r\w+ /,
+        );
+        const result = runCli([
+          'trace',
+          '--engine',
+          engine,
+          '--json',
+          '-c',
+          `${app} ${CALLS}`,
+          `u:${app}:usdt:text word=arg0:string same=+0(arg0):string i=arg1`,
+        ]);
+        assert.equal(result.status, 0, result.stderr);
+        // The target's own lines: "text WORD I" (WORD may hold a space or be empty).
+        const expected = result.stdout
+          .split('\n')
+          .filter((l) => l.startsWith('text '))
+          .map((l) => `${l.slice(5, l.lastIndexOf(' '))}|${l.slice(l.lastIndexOf(' ') + 1)}`);
+        assert.equal(expected.length, CALLS);
+        const seen = events(result.stdout).filter((e) => e.probe === 'usdt:text');
+        assert.deepEqual(
+          seen.map((e) => `${e.fields['word']}|${e.fields['i']}`),
+          expected,
+          'each word as the target printed it',
+        );
+        for (const e of seen) assert.equal(e.fields['same'], e.fields['word']);
+      });
+    }
+  }
+
   test('tracefs refuses a base+index*scale argument and names the engines that can', (t) => {
     if (!requireSdt(t) || !requireHost(t, { root: true })) return;
     const app = compileUsdtTarget('-O2');
@@ -323,7 +363,9 @@ describe('USDT probes', () => {
           '--json',
           '-c',
           `${python} ${script}`,
-          `u:${python}:python:function__entry file=+0(arg0):string func=+0(arg1):string line=arg2`,
+          // The function's file and name are held in registers: `arg1:string` is the string
+          // arg1 points at, as `+0(arg1):string` (tracefs writes both as +0(%reg) for the kernel).
+          `u:${python}:python:function__entry file=arg0:string func=arg1:string line=arg2 same=+0(arg1):string`,
         ]);
         assert.equal(result.status, 0, result.stderr);
         assert.match(result.stdout, /^12$/m, 'the script ran');
@@ -336,6 +378,7 @@ describe('USDT probes', () => {
           calls.filter((c) => c === `${name}:${defLine(name)}`).length;
         assert.equal(count('beta'), 3, calls.join(' '));
         assert.equal(count('alpha'), 3, calls.join(' '));
+        for (const e of events(result.stdout)) assert.equal(e.fields['same'], e.fields['func']);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

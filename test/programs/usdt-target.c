@@ -5,6 +5,7 @@
  * every value it passes, one line per probe hit, so a test can compare what a tracer saw.
  * The probe `usdt:gated` (usdt-gated.c, built into the same program) has a semaphore; the
  * target counts the hits at which it was enabled and prints that count at the end.
+ * The probe `usdt:text` passes a string (a `const char *`): `arg0:string` reads it.
  * Usage: usdt-target CALLS [SLEEP_MS]   (SLEEP_MS: wait before the calls and between them)
  * Build: gcc usdt-target.c usdt-gated.c
  */
@@ -21,6 +22,7 @@ struct pair {
 
 int64_t usdt_total = -5;
 void gated(long i);
+static const char *const WORDS[] = {"alpha", "beta gamma", ""};
 extern long gated_enabled;
 
 /* noipa: each function is called for real, with arguments the compiler cannot see through. */
@@ -40,6 +42,9 @@ __attribute__((noipa)) void probes(long i, struct pair *p, const int32_t *arr, l
   printf("wide %lld %llu %llu 42 -7 %lld %d %lld\n", (long long)s64, (unsigned long long)u64,
          (unsigned long long)(uintptr_t)p, (long long)usdt_total, p->a, (long long)p->b);
   STAP_PROBE2(usdt, idx, arr[k], arr[i & 3]);
+  const char *word = WORDS[i % 3];
+  STAP_PROBE2(usdt, text, word, i);
+  printf("text %s %ld\n", word, i);
 }
 
 int main(int argc, char **argv) {

@@ -115,10 +115,31 @@ function fetchText(expr: FetchExpr): {
   }
 }
 
-/** The kernel's text for one fetch argument: `NAME=FETCH[:TYPE]`. */
+/**
+ * The kernel's text for one fetch argument: `NAME=FETCH[:TYPE]`. A string fetched from a value
+ * (`arg0:string`, the string at arg0) is written `+0(%di):string`: the kernel reads strings
+ * only through a dereference.
+ */
 export function kernelFetchArg(fetch: FetchArg): string {
-  const { text, width } = fetchText(fetch.expr);
+  const { text: valueText, width } = fetchText(fetch.expr);
   let type = fetch.type === undefined ? width : kernelType(fetch.type);
+  const isString = fetch.type === 'string' || fetch.type === 'ustring';
+  let text = valueText;
+  if (isString && fetch.expr.kind !== 'deref' && fetch.expr.kind !== 'comm') {
+    if (width !== undefined) {
+      // `%eax:string`: the kernel would take the address from the whole register.
+      throw new ProbeError(
+        'ERR_NOT_SUPPORTED',
+        `Cannot fetch a string at ${printFetchExpr(fetch.expr)} with the tracefs engine: the kernel takes a string's address from a whole register`,
+        {
+          hints: [
+            'Fetch the string at the 64-bit register, or use --engine bpf or --engine ptrace',
+          ],
+        },
+      );
+    }
+    text = `+0(${valueText})`;
+  }
   // %ah-style registers are a bitfield of the whole register; the kernel's bitfields are
   // unsigned, so an 8-bit unsigned type keeps the bitfield and a signed one cannot be had.
   if (width?.startsWith('b') && fetch.type !== undefined) {
