@@ -318,6 +318,36 @@ describe('upscope trace', () => {
     });
   }
 
+  for (const engine of ['tracefs', 'bpf'] as const) {
+    test(`${engine}: -c: what the buffer holds when the command ends is read, and delivered + lost is every hit`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const calls = 50_000;
+      const app = compileProgram('stops-parent', { flags: ['-O2'] });
+      // The target stops upscope while it makes its calls: a 64 KiB buffer overruns before
+      // the first read, and the rest is read after the command has exited.
+      const result = runCli([
+        'trace',
+        '--engine',
+        engine,
+        '--buffer-size',
+        '64',
+        '-c',
+        `${app} ${calls}`,
+        `${app}:stall_call`,
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(result.stdout, new RegExp(`^calls=${calls}$`, 'm'), 'the target counted');
+      const summary = /(\d+) events delivered, (\d+) lost, (\d+) missed/.exec(result.stderr);
+      assert.ok(summary !== null, result.stderr);
+      const [delivered, lost, missed] = summary.slice(1).map(Number) as [number, number, number];
+      assert.equal(delivered + lost + missed, calls, `every call accounted for: ${summary[0]}`);
+      assert.ok(lost > 0, 'the buffer overran');
+      assert.ok(delivered > 0, 'what the buffer held was delivered');
+      const printed = result.stdout.split('\n').filter((l) => l.includes(' stall_call')).length;
+      assert.equal(printed, delivered, 'each event delivered is printed');
+    });
+  }
+
   test('bad input gets one clear line', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
     const { app } = compileTraceTarget();

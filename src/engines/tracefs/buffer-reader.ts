@@ -46,13 +46,14 @@ interface CpuQueue {
 }
 
 /**
- * Reads an instance's ring buffer: every CPU's `trace_pipe_raw`, opened without blocking, page
- * by page, decoding the binary pages (never the text of trace_pipe). A read takes whatever the
- * kernel has, full pages or not, and stops at EAGAIN: call drain() on a timer, and once more
- * after the probes are disabled, with `all`.
+ * Reads the ring buffers of one or more instances: every CPU's `trace_pipe_raw`, opened
+ * without blocking, page by page, decoding the binary pages (never the text of trace_pipe). A
+ * read takes whatever the kernel has, full pages or not, and stops at EAGAIN: call drain() on
+ * a timer, and once more after the probes are disabled, with `all`.
  *
- * Records are delivered in time order across CPUs (each CPU's buffer is in order; drain()
- * merges them), so that a thread that moves between CPUs is seen in the order it ran.
+ * Records are delivered in time order across CPUs and instances (each CPU's buffer is in
+ * order; drain() merges them; the instances must share a trace_clock), so that a thread that
+ * moves between CPUs is seen in the order it ran.
  */
 export class BufferReader {
   readonly #queues: CpuQueue[] = [];
@@ -61,36 +62,45 @@ export class BufferReader {
   readonly #free: Page[] = [];
   #lost = 0;
 
-  constructor(tracefs: string, instanceDir: string) {
+  constructor(tracefs: string, instanceDirs: string | readonly string[]) {
+    const dirs = typeof instanceDirs === 'string' ? [instanceDirs] : instanceDirs;
     this.#header = parseHeaderPage(readFileSync(join(tracefs, 'events/header_page'), 'utf8'));
-    const subbuf = join(instanceDir, 'buffer_subbuf_size_kb');
-    const pageBytes = existsSync(subbuf)
-      ? Number(readFileSync(subbuf, 'utf8').trim()) * 1024
-      : this.#header.data.offset + this.#header.data.sizeBytes;
-    this.#pageBytes = Math.max(pageBytes, this.#header.data.offset + this.#header.data.sizeBytes);
-    const cpus = readdirSync(join(instanceDir, 'per_cpu'))
-      .map((name) => /^cpu(\d+)$/.exec(name)?.[1])
-      .filter((n): n is string => n !== undefined)
-      .map(Number)
-      .sort((a, b) => a - b);
+    const minimum = this.#header.data.offset + this.#header.data.sizeBytes;
+    let pageBytes = minimum;
+    for (const dir of dirs) {
+      const subbuf = join(dir, 'buffer_subbuf_size_kb');
+      if (existsSync(subbuf)) {
+        pageBytes = Math.max(pageBytes, Number(readFileSync(subbuf, 'utf8').trim()) * 1024);
+      }
+    }
+    this.#pageBytes = pageBytes;
+    let opening = '';
     try {
-      for (const cpu of cpus) {
-        const path = join(instanceDir, 'per_cpu', `cpu${cpu}`, 'trace_pipe_raw');
-        const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-        this.#queues.push({
-          cpu,
-          fd,
-          pages: [],
-          cursor: new PageCursor(this.#header),
-          opened: false,
-          ready: false,
-        });
+      for (const dir of dirs) {
+        opening = dir;
+        const cpus = readdirSync(join(dir, 'per_cpu'))
+          .map((name) => /^cpu(\d+)$/.exec(name)?.[1])
+          .filter((n): n is string => n !== undefined)
+          .map(Number)
+          .sort((a, b) => a - b);
+        for (const cpu of cpus) {
+          const path = join(dir, 'per_cpu', `cpu${cpu}`, 'trace_pipe_raw');
+          const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+          this.#queues.push({
+            cpu,
+            fd,
+            pages: [],
+            cursor: new PageCursor(this.#header),
+            opened: false,
+            ready: false,
+          });
+        }
       }
     } catch (cause) {
       this.close();
       throw new ProbeError(
         'ERR_TRACEFS_WRITE',
-        `Cannot open the ring buffer of ${instanceDir}: ${(cause as Error).message}`,
+        `Cannot open the ring buffer of ${opening}: ${(cause as Error).message}`,
         { cause },
       );
     }

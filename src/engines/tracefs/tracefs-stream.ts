@@ -44,14 +44,26 @@ type SideEvent = (fields: Record<string, FieldValue>, tid: number, timestampNs: 
 const ENTRY_BYTES = 8;
 
 /**
+ * Ring buffer per CPU of the bookkeeping instance (task and exec events: a few per thread,
+ * about 64 bytes each), which never overwrites what it holds.
+ */
+const BOOKKEEPING_BUFFER_KB = 128;
+
+/**
  * The tracefs engine's event stream: uprobe events in upscope's own group, enabled only in a
  * private instance (its own ring buffer, trace_clock mono), filtered by pid in the kernel, read
  * from the binary per-CPU pages and decoded with each event's format.
+ *
+ * The kernel's task and exec events, by which threads are named and a command's exec is found,
+ * are recorded in a second private instance of their own: in the probes' buffer, a burst of
+ * hits the reader has not kept up with would overwrite them. The reader merges both in time
+ * order.
  *
  * Use: open(), poll() on a timer (it never blocks), stop() then a last poll() to drain, close().
  */
 export class TracefsStream {
   readonly #session: TracefsSession;
+  readonly #bookkeeping: TracefsSession;
   readonly #reader: BufferReader;
   readonly #routes = new Map<number, Route>();
   readonly #threads: ThreadTable;
@@ -63,11 +75,13 @@ export class TracefsStream {
 
   private constructor(
     session: TracefsSession,
+    bookkeeping: TracefsSession,
     reader: BufferReader,
     routes: Map<number, Route>,
     startAtExecOf: number | undefined,
   ) {
     this.#session = session;
+    this.#bookkeeping = bookkeeping;
     this.#reader = reader;
     this.#routes = routes;
     this.#threads = new ThreadTable(session.root);
@@ -77,10 +91,13 @@ export class TracefsStream {
 
   static open(sites: readonly StreamSite[], options: StreamOptions): TracefsStream {
     const session = new TracefsSession({ tracefs: options.tracefs });
+    const bookkeeping = new TracefsSession({ tracefs: options.tracefs });
     try {
       const defined = session.define(sites);
       session.createInstance({ bufferSizeKb: options.bufferSizeKb });
+      bookkeeping.createInstance({ bufferSizeKb: BOOKKEEPING_BUFFER_KB });
       const dir = session.instancePath!;
+      const sideDir = bookkeeping.instancePath!;
       const routes = new Map<number, Route>();
       defined.forEach((event, i) => {
         const format = readFormat(dir, event);
@@ -91,16 +108,21 @@ export class TracefsStream {
         });
       });
       writeOption(dir, 'record-tgid', '1');
+      writeOption(sideDir, 'record-tgid', '1');
+      // Keep the oldest records when full: the command's exec is among the first.
+      writeOption(sideDir, 'overwrite', '0');
       if (options.pids !== undefined) {
-        session.filterPids(options.pids, { followForks: options.followForks ?? true });
+        const filter = { followForks: options.followForks ?? true };
+        session.filterPids(options.pids, filter);
+        bookkeeping.filterPids(options.pids, filter);
       }
-      const reader = new BufferReader(options.tracefs, dir);
-      const stream = new TracefsStream(session, reader, routes, options.startAtExecOf);
-      stream.#recordSideEvents(dir);
+      const reader = new BufferReader(options.tracefs, [dir, sideDir]);
+      const stream = new TracefsStream(session, bookkeeping, reader, routes, options.startAtExecOf);
+      stream.#recordSideEvents(sideDir);
       session.enable();
       return stream;
     } catch (err) {
-      session.close();
+      closeAll(session, bookkeeping);
       throw err;
     }
   }
@@ -211,7 +233,16 @@ export class TracefsStream {
   /** Remove everything: readers, the instance, the events. Idempotent; never throws for what is gone. */
   close(): void {
     this.#reader.close();
-    this.#session.close();
+    closeAll(this.#session, this.#bookkeeping);
+  }
+}
+
+/** Close both sessions, the second even when the first fails; the first failure is thrown. */
+function closeAll(first: TracefsSession, second: TracefsSession): void {
+  try {
+    first.close();
+  } finally {
+    second.close();
   }
 }
 
