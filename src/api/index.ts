@@ -33,6 +33,7 @@ export {
 } from '../errors/index.js';
 export type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
 export type { DoctorReport } from '../host/index.js';
+export { ThreadNames } from '../host/index.js';
 export {
   notLoadedNotes,
   type ProbePlan,

@@ -31,6 +31,7 @@ export {
 } from './launch.js';
 export { debugPackageName, owningPackage } from './packages.js';
 export { PAUSE_VARIABLE, PHASES, type Phase, pausePoint } from './pause-point.js';
+export { ThreadNames } from './thread-names.js';
 export {
   ensureTracefs,
   findTracefs,

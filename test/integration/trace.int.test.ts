@@ -348,6 +348,89 @@ describe('upscope trace', () => {
     });
   }
 
+  for (const engine of ['tracefs', 'bpf', 'ptrace'] as const) {
+    test(`${engine}: -p: each hit is named as its thread was at the time, before a rename and an exec`, async (t) => {
+      if (!requireHost(t, { root: engine !== 'ptrace', commands: ['gcc'] })) return;
+      const app = compileProgram('renames', { flags: ['-O2'] });
+      const target = spawn(app, [], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let printed = '';
+      target.stdout.on('data', (chunk) => {
+        printed += chunk;
+      });
+      const wait = async (done: () => boolean) => {
+        while (!done()) await new Promise((r) => setTimeout(r, 20));
+      };
+      try {
+        await wait(() => printed.includes('ready'));
+        const upscope = spawn(
+          process.execPath,
+          [
+            BIN,
+            'trace',
+            '--engine',
+            engine,
+            '--json',
+            '-p',
+            String(target.pid),
+            `${app}:name_call`,
+            'libc:execve',
+          ],
+          { stdio: ['ignore', 'pipe', 'pipe'] },
+        );
+        let out = '';
+        let err = '';
+        upscope.stdout.on('data', (chunk) => {
+          out += chunk;
+        });
+        upscope.stderr.on('data', (chunk) => {
+          err += chunk;
+        });
+        const exited = once(upscope, 'exit');
+        await wait(() => err.includes('Tracing'));
+        // upscope reads nothing until the target has renamed itself and exec'd `sleep`: each
+        // name must be the one its thread had when it hit, not the one it has when read.
+        upscope.kill('SIGSTOP');
+        try {
+          target.kill('SIGUSR1');
+          await wait(() => printed.includes('exec'));
+          await wait(() => {
+            try {
+              return readFileSync(`/proc/${target.pid}/comm`, 'utf8') === 'sleep\n';
+            } catch {
+              return true; // already gone
+            }
+          });
+        } finally {
+          upscope.kill('SIGCONT');
+        }
+        const [code] = await exited;
+        assert.equal(code, 0, err);
+        // The target's own lines: `name NAME CALLS` for each name it ran under.
+        const names = [...printed.matchAll(/^name (\S+) (\d+)$/gm)].flatMap((m) =>
+          Array<string>(Number(m[2])).fill(m[1]!),
+        );
+        assert.equal(names.length, 5, printed);
+        assert.notEqual(names[0], 'renamed');
+        const events = out
+          .split('\n')
+          .filter((l) => l.startsWith('{'))
+          .map((l) => JSON.parse(l) as JsonEvent);
+        assert.deepEqual(
+          events.filter((e) => e.probe === 'name_call').map((e) => e.comm),
+          names,
+          'name_call under each name',
+        );
+        assert.deepEqual(
+          events.filter((e) => e.probe === 'execve').map((e) => e.comm),
+          ['renamed'],
+          'execve called by "renamed", not by the "sleep" it became',
+        );
+      } finally {
+        target.kill('SIGKILL');
+      }
+    });
+  }
+
   test('bad input gets one clear line', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
     const { app } = compileTraceTarget();

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import {
   alarmIn,
   evaluateFetch,
@@ -12,6 +11,7 @@ import {
   ProcessTracer,
   parseSpec,
   probeName,
+  ThreadNames,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
@@ -149,21 +149,13 @@ export async function runPtrace(
     else tracer.detach();
   };
   process.on('exit', cleanup);
+  let closeNames = () => {};
   try {
-    // Sites are known once registered; no hit comes before the first poll().
-    const comms = new Map<number, string>();
-    const comm = (tid: number) => {
-      let name = comms.get(tid);
-      if (name === undefined) {
-        try {
-          name = readFileSync(`/proc/${tid}/comm`, 'utf8').replace(/\n$/, '');
-        } catch {
-          name = '';
-        }
-        comms.set(tid, name);
-      }
-      return name;
-    };
+    // Sites are known once registered; no hit comes before the first poll(). A hit is named
+    // by what its thread is called while it is stopped there (it may rename itself or exec).
+    const names = new ThreadNames();
+    closeNames = () => names.close();
+    const comm = (tid: number) => names.name(tid);
     let more = true;
     let yieldAt = Number.POSITIVE_INFINITY;
     const handler = (hit: HitContext, site: ProbeSite | undefined) => {
@@ -214,6 +206,7 @@ export async function runPtrace(
     return { exitCode: tracer.exitCode, signal };
   } finally {
     cleanup();
+    closeNames();
     alarmIn(0);
     process.off('exit', cleanup);
     process.off('SIGALRM', onAlarm);

@@ -62,3 +62,29 @@ test('a thread gone before it was seen is found in saved_cmdlines and saved_tgid
     remove();
   }
 });
+
+test('snapshot() keeps the names threads have at the start, whatever /proc says later', () => {
+  const { dir, remove } = fakeTracefs();
+  const ownComm = readFileSync('/proc/self/comm', 'utf8').trim();
+  try {
+    // Of the threads given, and of every thread of every process without a list.
+    for (const tids of [[process.pid], undefined]) {
+      const threads = new ThreadTable(dir);
+      threads.snapshot(tids);
+      writeFileSync('/proc/self/comm', 'later-name');
+      assert.equal(threads.comm(process.pid), ownComm, `named at the snapshot (${tids})`);
+      assert.equal(threads.tgid(process.pid), process.pid);
+      writeFileSync('/proc/self/comm', ownComm);
+      // A rename recorded after the snapshot wins, as it comes after the hits before it.
+      threads.renamed(process.pid, 'renamed');
+      assert.equal(threads.comm(process.pid), 'renamed');
+    }
+    // A thread that is gone is left to the lookup.
+    const threads = new ThreadTable(dir);
+    threads.snapshot([DEAD]);
+    assert.equal(threads.comm(DEAD), 'gone-worker');
+  } finally {
+    writeFileSync('/proc/self/comm', ownComm);
+    remove();
+  }
+});

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** clone(2)'s flag for a thread of the same process. */
@@ -14,8 +14,10 @@ interface Thread {
 /**
  * The name (comm) and process of each thread events came from, kept the way perf keeps them
  * from its COMM and FORK records: from the kernel's task_newtask and task_rename events
- * (recorded in the same buffer, so read in order with the probes' events), and for a thread
- * that was running before the trace began, from /proc when it is first seen, or from tracefs'
+ * (read in time order with the probes' events), and for the threads running before the trace
+ * began, from /proc at its start (snapshot(), after the task events are enabled and before the
+ * probes are: a thread renamed later has its rename event after the hits it made under its
+ * old name). A thread seen without either is looked up in /proc when first seen, or in tracefs'
  * saved_cmdlines and saved_tgids once it has exited. Probe events then need not carry the
  * name, which costs the probed thread a string copy on every hit.
  */
@@ -38,6 +40,30 @@ export class ThreadTable {
     const known = this.#threads.get(tid);
     if (known === undefined) this.#set(tid, { comm, tgid: this.#lookup(tid).tgid });
     else known.comm = comm;
+  }
+
+  /**
+   * Remember the name and process of these threads as they are now (every thread of every
+   * process without `tids`); a thread that has gone is left to the lookup when first seen.
+   */
+  snapshot(tids?: readonly number[]): void {
+    if (tids !== undefined) {
+      for (const tid of tids) {
+        const comm = readText(`/proc/${tid}/comm`);
+        const tgid = /^Tgid:\s+(\d+)/m.exec(readText(`/proc/${tid}/status`))?.[1];
+        if (comm !== '' && tgid !== undefined) {
+          this.#set(tid, { comm: comm.replace(/\n$/, ''), tgid: Number(tgid) });
+        }
+      }
+      return;
+    }
+    for (const pid of listNumbers('/proc')) {
+      if (this.#threads.size >= MAX_THREADS) return;
+      for (const tid of listNumbers(`/proc/${pid}/task`)) {
+        const comm = readText(`/proc/${pid}/task/${tid}/comm`);
+        if (comm !== '') this.#set(tid, { comm: comm.replace(/\n$/, ''), tgid: pid });
+      }
+    }
   }
 
   comm(tid: number): string {
@@ -85,5 +111,16 @@ function readText(path: string): string {
     return readFileSync(path, 'utf8');
   } catch {
     return '';
+  }
+}
+
+/** The numeric entries of a /proc directory (pids, tids); none when it is gone. */
+function listNumbers(dir: string): number[] {
+  try {
+    return readdirSync(dir)
+      .filter((name) => /^\d+$/.test(name))
+      .map(Number);
+  } catch {
+    return [];
   }
 }

@@ -119,6 +119,10 @@ export class TracefsStream {
       const reader = new BufferReader(options.tracefs, [dir, sideDir]);
       const stream = new TracefsStream(session, bookkeeping, reader, routes, options.startAtExecOf);
       stream.#recordSideEvents(sideDir);
+      // The names threads have now, once their renames from now on are recorded: a hit is
+      // then shown with the name its thread had when it hit, even if it is renamed (or execs)
+      // before the hit is read.
+      stream.#threads.snapshot(options.pids);
       session.enable();
       return stream;
     } catch (err) {
