@@ -7,6 +7,12 @@ export function formatDev(dev: bigint): string {
   return `${major}:${minor}`;
 }
 
+/** Parse an --engine value of the commands that take every engine. */
+export function parseEngine(value: string): 'tracefs' | 'bpf' | 'ptrace' {
+  if (value === 'tracefs' || value === 'bpf' || value === 'ptrace') return value;
+  throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}": give tracefs, bpf or ptrace`);
+}
+
 /** Parse a -p value: a positive decimal PID. */
 export function parsePid(value: string): number {
   if (!/^[1-9][0-9]{0,9}$/.test(value) || Number(value) > 4194304) {

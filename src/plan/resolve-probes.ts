@@ -4,6 +4,7 @@ import {
   checkInstructionBoundary,
   type DecodedInstruction,
   decodeInstructions,
+  planXol,
 } from '../arch/index.js';
 import { ProbeError, quote, type Span } from '../errors/index.js';
 import { kernelVersion, pausePoint } from '../host/index.js';
@@ -646,14 +647,21 @@ function buildSite(
     options.engine !== 'ptrace' &&
     (handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true))
   ) {
+    const hints = [
+      `Probe a neighbouring instruction instead; see them with: objdump -d --start-address=0x${vaddr.toString(16)} ${target.file.displayPath}`,
+    ];
+    // The ptrace engine runs the displaced instruction itself, out of line or emulated.
+    if (planXol(instructions[0]!.bytes, vaddr, vaddr).kind !== 'refuse') {
+      hints.push(
+        'Or probe it with --engine ptrace (with -p PID or -c COMMAND), which runs the instruction itself',
+      );
+    }
     throw specError(
       spec,
       span,
       'ERR_UNPROBEABLE_INSTRUCTION',
       `Cannot place probe at ${hex} in ${where}: ${handling.strategy === 'refuse' ? 'the kernel refuses uprobes on' : 'the kernel mishandles a uprobe on'} "${instructions[0]!.text}": ${handling.reason}`,
-      [
-        `Probe a neighbouring instruction instead; see them with: objdump -d --start-address=0x${vaddr.toString(16)} ${target.file.displayPath}`,
-      ],
+      hints,
     );
   }
   const kind: SiteKind =

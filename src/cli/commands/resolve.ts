@@ -13,7 +13,7 @@ import { exitStatusOf, ProbeError, renderError } from '../../errors/index.js';
 import { hex, renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, formatDev, parsePid } from '../options.js';
+import { debugDirOption, formatDev, parseEngine, parsePid } from '../options.js';
 
 export function registerResolve(program: Command, io: Io, result: CommandResult): void {
   program
@@ -28,6 +28,11 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
     .argument('<spec...>', "probe specs, e.g. libc:malloc 'r:./app:parse_*' ./app:main+0x8")
     .option('-p, --pid <pid>', 'resolve targets as process PID sees them', parsePid)
     .option('--unsafe', 'allow raw addresses no symbol covers (instruction boundary unchecked)')
+    .option(
+      '--engine <engine>',
+      'whose rules decide what can be probed: tracefs and bpf (the kernel: the default) or ptrace',
+      parseEngine,
+    )
     .option('--json', 'print JSON instead of text')
     .option(
       '--no-demangle',
@@ -53,6 +58,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
         {
           pid: options.pid,
           unsafe: options.unsafe,
+          engine: options.engine === 'ptrace' ? 'ptrace' : 'tracefs',
           demangle: options.demangle,
           debugDirs: options.debugDir,
         },

@@ -13,14 +13,9 @@ import { ProbeError } from '../../errors/index.js';
 import { formatDuration } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, outputOption, parsePid, positive } from '../options.js';
+import { debugDirOption, outputOption, parseEngine, parsePid, positive } from '../options.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { tracePtrace } from './trace-ptrace.js';
-
-function parseEngine(value: string): 'tracefs' | 'bpf' | 'ptrace' {
-  if (value === 'tracefs' || value === 'bpf' || value === 'ptrace') return value;
-  throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}": give tracefs, bpf or ptrace`);
-}
 
 export function registerTrace(program: Command, io: Io, result: CommandResult): void {
   program
