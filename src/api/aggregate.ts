@@ -22,8 +22,10 @@ import {
 } from '../host/index.js';
 import {
   commandSearchOptions,
+  type PlannedProbes,
   type ProbeSite,
   planProbes,
+  type SkippedSite,
   usdtFetchForSites,
 } from '../plan/index.js';
 import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
@@ -49,6 +51,11 @@ export interface AggregateOptions {
   readonly debugDirs?: readonly string[] | undefined;
   /** How probes are attached (default `auto`: uprobe_multi, else one perf event each). */
   readonly attach?: AttachMode | undefined;
+  /**
+   * Fail when a pattern matches a function that cannot be probed, instead of skipping it
+   * (listed in the aggregation's `skipped`).
+   */
+  readonly strict?: boolean | undefined;
 }
 
 export interface CountOptions extends AggregateOptions {
@@ -102,6 +109,8 @@ interface Opened<R> {
  */
 export class Aggregate<R> {
   readonly sites: readonly ProbeSite[];
+  /** Sites patterns matched that cannot be probed, left out (see `strict`). */
+  readonly skipped: readonly SkippedSite[];
   /** Each probe's name, by probe index. */
   readonly probes: readonly string[];
   readonly commandPid: number | undefined;
@@ -121,13 +130,14 @@ export class Aggregate<R> {
 
   /** @internal */
   constructor(
-    sites: readonly ProbeSite[],
+    { sites, skipped }: PlannedProbes,
     probes: readonly string[],
     opened: Opened<R>,
     options: AggregateOptions,
     launched: LaunchedCommand | undefined,
   ) {
     this.sites = sites;
+    this.skipped = skipped;
     this.probes = probes;
     this.#engine = opened.engine;
     this.#read = opened.read;
@@ -262,10 +272,11 @@ async function start<R>(
   check?: (sites: readonly ProbeSite[]) => void,
 ): Promise<Aggregate<R>> {
   checkTargetOptions(options, 'aggregate');
-  const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
+  const { sites, skipped } = await planProbes(typeof specs === 'string' ? [specs] : specs, {
     pid: options.pid,
     unsafe: options.unsafe,
     debugDirs: options.debugDirs,
+    strict: options.strict,
     // The command's libraries are searched for as its dynamic linker will.
     ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
   });
@@ -274,7 +285,7 @@ async function start<R>(
   try {
     const names = probeNames(sites);
     const opened = open(sites, names, launched?.pid ?? options.pid);
-    const aggregate = new Aggregate(sites, names, opened, options, launched);
+    const aggregate = new Aggregate({ sites, skipped }, names, opened, options, launched);
     launched?.resume();
     // Fault tests stop here: probes live, the kernel counting.
     pausePoint('tracing');

@@ -168,6 +168,7 @@ export class AsyncProcessTracer implements AsyncDisposable {
         where: registration.where,
         unsafe: registration.unsafe,
         debugDirs: registration.debugDirs,
+        strict: registration.strict,
         handler: registration.handler !== undefined,
         filter: registration.filter !== undefined,
       },

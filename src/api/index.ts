@@ -36,13 +36,17 @@ export type { DoctorReport } from '../host/index.js';
 export { ThreadNames } from '../host/index.js';
 export {
   notLoadedNotes,
+  type PlannedProbes,
   type ProbePlan,
   type ProbeSite,
   planProbes,
   type ResolveOptions,
   resolveProbes,
   type SiteKind,
+  type SkippedSite,
   type SourceSite,
+  skipCounts,
+  skipSummary,
   usdtFetchAt,
 } from '../plan/index.js';
 export {

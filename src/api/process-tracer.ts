@@ -6,7 +6,7 @@ import {
   type SpawnOptions,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
-import { type ProbeSite, planProbesSync, processObjects } from '../plan/index.js';
+import { type ProbeSite, planProbesSync, processObjects, type SkippedSite } from '../plan/index.js';
 import {
   fileOffsetToRuntime,
   type MappedObject,
@@ -38,6 +38,11 @@ export interface ProcessRegistration {
   readonly unsafe?: boolean | undefined;
   /** Directories searched for separate debug files (FILE:LINE specs), before /usr/lib/debug. */
   readonly debugDirs?: readonly string[] | undefined;
+  /**
+   * Fail when a spec's pattern matches a function that cannot be probed, instead of skipping
+   * it (skippedOf() lists those skipped).
+   */
+  readonly strict?: boolean | undefined;
 }
 
 export interface FollowOptions {
@@ -103,6 +108,7 @@ export class ProcessTracer {
   /** Spec registrations, to resolve again after an exec. */
   readonly #specs = new Map<string, ProcessRegistration>();
   readonly #sites = new Map<string, readonly ProbeSite[]>();
+  readonly #skipped = new Map<string, readonly SkippedSite[]>();
   readonly #followExec: boolean;
   /** The traced process's loader rendezvous, once hooked (null: it has none). */
   #rendezvous: LoaderRendezvous | null | undefined;
@@ -199,10 +205,11 @@ export class ProcessTracer {
 
   /** Resolve a spec in the process now and place its sites (pending: when mapped). */
   #resolve(registration: ProcessRegistration, spec: string): readonly ProbeSite[] {
-    const sites = planProbesSync([spec], {
+    const { sites, skipped } = planProbesSync([spec], {
       pid: this.pid,
       unsafe: registration.unsafe,
       debugDirs: registration.debugDirs,
+      strict: registration.strict,
       engine: 'ptrace',
     });
     const added = sites.map((site) => ({
@@ -221,6 +228,7 @@ export class ProcessTracer {
     }
     this.#ids.set(registration.id, this.#ids.get(registration.id) ?? []);
     this.#sites.set(registration.id, sites);
+    this.#skipped.set(registration.id, skipped);
     this.#specSites.push(...added);
     for (const pid of this.#probes.followed()) this.#sync(pid, added);
     return sites;
@@ -231,6 +239,11 @@ export class ProcessTracer {
     return this.#sites.get(id) ?? [];
   }
 
+  /** The sites a spec registration's pattern matched that cannot be probed, left out. */
+  skippedOf(id: string): readonly SkippedSite[] {
+    return this.#skipped.get(id) ?? [];
+  }
+
   /** Unregister one registration (all its sites), or all. */
   unregister(id: string | 'all'): void {
     const ids = id === 'all' ? [...this.#ids.keys()] : [id];
@@ -239,6 +252,7 @@ export class ProcessTracer {
       this.#ids.delete(one);
       this.#specs.delete(one);
       this.#sites.delete(one);
+      this.#skipped.delete(one);
       this.#specSites = this.#specSites.filter((s) => s.registration.id !== one);
       for (const placed of this.#placements.values()) {
         for (const [key, placement] of placed) {
@@ -459,6 +473,7 @@ export class ProcessTracer {
         );
     }
     this.#sites.clear();
+    this.#skipped.clear();
     if (!this.#followExec) {
       this.#specs.clear();
       return;

@@ -40,6 +40,7 @@ export interface RegistrationRequest {
   readonly where: bigint | string | undefined;
   readonly unsafe: boolean | undefined;
   readonly debugDirs: readonly string[] | undefined;
+  readonly strict: boolean | undefined;
   /** What runs in the caller's thread: the worker asks it at each hit. */
   readonly handler: boolean;
   readonly filter: boolean;

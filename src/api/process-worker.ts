@@ -232,13 +232,14 @@ class Server {
 
   /** The registration as the tracer takes it: what runs in the caller's thread is asked for. */
   #registration(request: Extract<Request, { op: 'register' }>) {
-    const { id, event, where, unsafe, debugDirs, handler, filter } = request.registration;
+    const { id, event, where, unsafe, debugDirs, strict, handler, filter } = request.registration;
     return {
       id,
       event,
       where,
       unsafe,
       debugDirs,
+      strict,
       handler: handler
         ? (hit: HitContext, site: ProbeSite | undefined) => {
             this.#ask(hit, site);

@@ -19,7 +19,13 @@ import {
   processEnded,
   threadsOf,
 } from '../host/index.js';
-import { commandSearchOptions, type ProbeSite, planProbes } from '../plan/index.js';
+import {
+  commandSearchOptions,
+  type PlannedProbes,
+  type ProbeSite,
+  planProbes,
+  type SkippedSite,
+} from '../plan/index.js';
 import {
   type Aggregate,
   type CountOptions,
@@ -57,6 +63,11 @@ export interface AttachOptions {
   readonly engine?: 'tracefs' | 'bpf' | undefined;
   /** With the bpf engine: how probes are attached (uprobe_multi links, perf events, or auto). */
   readonly attachMode?: AttachMode | undefined;
+  /**
+   * Fail when a pattern matches a function that cannot be probed, instead of skipping it
+   * (listed in the attachment's `skipped`).
+   */
+  readonly strict?: boolean | undefined;
 }
 
 /** What an attachment reads events from: a tracefs or a BPF ring-buffer stream. */
@@ -137,10 +148,11 @@ export class Tracer {
     options: AttachOptions = {},
   ): Promise<Attachment> {
     checkTargetOptions(options, 'trace');
-    const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
+    const { sites, skipped } = await planProbes(typeof specs === 'string' ? [specs] : specs, {
       pid: options.pid,
       unsafe: options.unsafe,
       debugDirs: options.debugDirs,
+      strict: options.strict,
       // The command's libraries are searched for as its dynamic linker will.
       ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });
@@ -180,7 +192,14 @@ export class Tracer {
               bufferSizeKb,
               startAtExecOf: launched?.pid,
             });
-      const attachment = new Attachment(stream, sites, streamSites, hidden, options, launched);
+      const attachment = new Attachment(
+        stream,
+        { sites, skipped },
+        streamSites,
+        hidden,
+        options,
+        launched,
+      );
       launched?.resume();
       return attachment;
     } catch (err) {
@@ -265,6 +284,8 @@ export function probeName(site: ProbeSite): string {
  */
 export class Attachment {
   readonly sites: readonly ProbeSite[];
+  /** Sites patterns matched that cannot be probed, left out (see `strict`). */
+  readonly skipped: readonly SkippedSite[];
   /** The traced command's pid, with `-c`. */
   readonly commandPid: number | undefined;
   /** Resolves when the attachment has ended and everything is removed. */
@@ -291,7 +312,7 @@ export class Attachment {
 
   constructor(
     stream: EventStream,
-    sites: readonly ProbeSite[],
+    { sites, skipped }: PlannedProbes,
     streamSites: readonly StreamSite[],
     hidden: Set<string>,
     options: AttachOptions,
@@ -299,6 +320,7 @@ export class Attachment {
   ) {
     this.#stream = stream;
     this.sites = sites;
+    this.skipped = skipped;
     this.#hidden = hidden;
     const byFunction = new Map<string, Map<number, bigint[]>>();
     for (const site of streamSites) {

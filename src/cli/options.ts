@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '@commander-js/extra-typings';
-import { ProbeError, splitDev } from '../api/index.js';
+import { ProbeError, type SkippedSite, skipSummary, splitDev } from '../api/index.js';
 
 /** A device number as `major:minor`, the way /proc/PID/maps and ls show it. */
 export function formatDev(dev: bigint): string {
@@ -48,6 +48,29 @@ export const debugDirOption = [
   'look for separate debug files (for FILE:LINE specs and variables by name) in DIR, as in /usr/lib/debug: DIR/.build-id/xx/rest.debug or DIR/<path of the file>/<debuglink name>; repeatable',
   collect,
 ] as const;
+
+/**
+ * `--strict`, for commands that take specs: a function a pattern matches that cannot be probed
+ * is an error instead of being skipped. Spread into .option().
+ */
+export const strictOption = [
+  '--strict',
+  'fail when a pattern matches a function that cannot be probed (by default such functions are skipped, counted on the start line, and listed by resolve)',
+] as const;
+
+/**
+ * The line a command starts with (`Tracing 3 probes (tracefs). Ctrl-C to end.`), ended by the
+ * count of sites patterns skipped, if any, and a newline.
+ */
+export function startLine(
+  line: string,
+  skipped: readonly SkippedSite[],
+  probedSites: number,
+  engine: 'tracefs' | 'bpf' | 'ptrace',
+): string {
+  const summary = skipSummary(skipped, probedSites, engine);
+  return `${line}${summary === undefined ? '' : ` ${summary}`}\n`;
+}
 
 /** `-o, --output FILE` for the commands that stream or print results. Spread into .option(). */
 export const outputOption = [

@@ -12,6 +12,7 @@ export { findIfuncImplementations, type IfuncImplementation } from './ifunc.js';
 export { notLoadedNotes } from './not-loaded.js';
 export type { ProbeSite, SiteKind, SourceSite, TargetFile, UsdtSite } from './probe-site.js';
 export {
+  type PlannedProbes,
   type ProbePlan,
   planProbes,
   planProbesSync,
@@ -19,6 +20,7 @@ export {
   resolveProbes,
   resolveProbesSync,
 } from './resolve-probes.js';
+export { type SkippedSite, skipCounts, skipSummary } from './skipped-sites.js';
 export * from './targets/index.js';
 export { usdtFetchAt, usdtFetchForSites } from './usdt-args.js';
 export {

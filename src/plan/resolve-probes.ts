@@ -33,6 +33,7 @@ import { closeDebugInfo } from './debug-info.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
+import { type SkippedSite, skipCounts } from './skipped-sites.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
 import { elfSymbolVaddr, type UsdtArgsContext, usdtFetches } from './usdt-args.js';
 import {
@@ -70,6 +71,11 @@ export interface ResolveOptions {
   readonly libraryPath?: string | undefined;
   /** The program whose RPATH/RUNPATH is searched for library names (with `pid`: its own). */
   readonly executable?: string | undefined;
+  /**
+   * A site a pattern matches that cannot be probed (the kernel refuses its instruction) fails
+   * the spec, instead of being skipped and listed in `skipped`.
+   */
+  readonly strict?: boolean | undefined;
 }
 
 export interface ProbePlan {
@@ -78,6 +84,17 @@ export interface ProbePlan {
   readonly errors: ProbeError[];
   /** Things resolved with a caveat (an IFUNC skipped by a glob, ...). */
   readonly warnings: ProbeError[];
+  /**
+   * Sites patterns matched that cannot be probed, left out (the other sites of the pattern
+   * are probed). Never with `strict`; a pattern that matched only such sites is an error.
+   */
+  readonly skipped: SkippedSite[];
+}
+
+/** The sites to probe, and the ones patterns matched that cannot be probed. */
+export interface PlannedProbes {
+  readonly sites: ProbeSite[];
+  readonly skipped: SkippedSite[];
 }
 
 /** How many instructions `resolve` shows at each site. */
@@ -115,7 +132,7 @@ export function resolveProbesSync(
   specTexts: readonly string[],
   options: ResolveOptions = {},
 ): ProbePlan {
-  const plan: ProbePlan = { sites: [], errors: [], warnings: [] };
+  const plan: ProbePlan = { sites: [], errors: [], warnings: [], skipped: [] };
   const targets = new Map<string, OpenTarget>();
   try {
     for (const text of specTexts) {
@@ -139,7 +156,7 @@ export function resolveProbesSync(
         const target = openTarget(parsed.spec, targets, options);
         // A fault test's stop: symbols are being read, nothing is defined yet.
         pausePoint('resolving');
-        plan.sites.push(...resolveLocation(parsed.spec, target, options, plan.warnings));
+        plan.sites.push(...resolveLocation(parsed.spec, target, options, plan));
       } catch (err) {
         if (!(err instanceof ProbeError)) throw err;
         plan.errors.push(err);
@@ -154,11 +171,14 @@ export function resolveProbesSync(
   return plan;
 }
 
-/** Like resolveProbes, but throws the first error (for callers that attach everything or nothing). */
+/**
+ * Like resolveProbes, but throws the first error (for callers that attach everything or
+ * nothing): the sites, and those patterns skipped (to be said; errors with `strict`).
+ */
 export async function planProbes(
   specTexts: readonly string[],
   options: ResolveOptions = {},
-): Promise<ProbeSite[]> {
+): Promise<PlannedProbes> {
   return planProbesSync(specTexts, options);
 }
 
@@ -166,10 +186,10 @@ export async function planProbes(
 export function planProbesSync(
   specTexts: readonly string[],
   options: ResolveOptions = {},
-): ProbeSite[] {
+): PlannedProbes {
   const plan = resolveProbesSync(specTexts, options);
   if (plan.errors.length > 0) throw plan.errors[0];
-  return plan.sites;
+  return { sites: plan.sites, skipped: plan.skipped };
 }
 
 function specError(
@@ -248,14 +268,14 @@ function resolveLocation(
   spec: ProbeSpec,
   target: OpenTarget,
   options: ResolveOptions,
-  warnings: ProbeError[],
+  plan: ProbePlan,
 ): ProbeSite[] {
   const location = spec.location;
   switch (location.type) {
     case 'symbol':
-      return resolveSymbol(spec, location, target, options, warnings);
+      return resolveSymbol(spec, location, target, options, plan);
     case 'glob':
-      return resolveGlob(spec, location, target, options, warnings);
+      return resolveGlob(spec, location, target, options, plan);
     case 'vaddr':
       return [siteAtAddress(spec, location.vaddr, location.span, target, options)];
     case 'file-offset': {
@@ -286,7 +306,7 @@ function resolveSymbol(
   location: Extract<Location, { type: 'symbol' }>,
   target: OpenTarget,
   options: ResolveOptions,
-  warnings: ProbeError[],
+  plan: ProbePlan,
 ): ProbeSite[] {
   const index = target.symbols();
   const byVersion = (found: readonly FunctionSymbol[]) =>
@@ -296,9 +316,9 @@ function resolveSymbol(
   if (matches.length === 0) {
     matches = byVersion(index.demangledNamed(location.name));
     if (matches.length === 0 && isGlob(location.name)) {
-      return resolveQuotedPattern(spec, location, target, options, warnings);
+      return resolveQuotedPattern(spec, location, target, options, plan);
     }
-    noteOverloads(spec, location, matches, target, warnings);
+    noteOverloads(spec, location, matches, target, plan.warnings);
   }
   if (matches.length === 0) throw symbolNotFound(spec, location, target);
   const ifunc = matches.find((fn) => fn.type === 'ifunc');
@@ -333,7 +353,7 @@ function resolveQuotedPattern(
   location: Extract<Location, { type: 'symbol' }>,
   target: OpenTarget,
   options: ResolveOptions,
-  warnings: ProbeError[],
+  plan: ProbePlan,
 ): ProbeSite[] {
   if (location.version !== undefined || location.offset !== 0n) {
     throw specError(
@@ -349,7 +369,7 @@ function resolveQuotedPattern(
     { type: 'glob', pattern: location.name, span: location.span },
     target,
     options,
-    warnings,
+    plan,
   );
 }
 
@@ -478,7 +498,7 @@ function resolveGlob(
   location: Extract<Location, { type: 'glob' }>,
   target: OpenTarget,
   options: ResolveOptions,
-  warnings: ProbeError[],
+  plan: ProbePlan,
 ): ProbeSite[] {
   const pattern = globToRegExp(location.pattern);
   const index = target.symbols();
@@ -505,16 +525,35 @@ function resolveGlob(
   }
   const sites: ProbeSite[] = [];
   const skipped: string[] = [];
+  const unprobeable: SkippedSite[] = [];
   for (const group of byAddress.values()) {
     const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
     if (main.type === 'ifunc') {
       skipped.push(main.name);
       continue;
     }
-    sites.push(buildSite(spec, target, main, main.vaddr, location.span, options));
+    try {
+      sites.push(buildSite(spec, target, main, main.vaddr, location.span, options));
+    } catch (err) {
+      // One function of many that cannot be probed is left out, not the whole pattern.
+      const reason = skipReasonOf(err);
+      if (reason === undefined) throw err;
+      unprobeable.push({
+        spec: spec.text,
+        target: target.file.displayPath,
+        symbol: functionDisplayName(main, { demangle: options.demangle !== false }),
+        vaddr: main.vaddr,
+        reason,
+        error: err as ProbeError,
+      });
+    }
+  }
+  if (unprobeable.length > 0) {
+    checkSkips(spec, location, target, options, sites.length, unprobeable);
+    plan.skipped.push(...unprobeable);
   }
   if (skipped.length > 0) {
-    warnings.push(
+    plan.warnings.push(
       specError(
         spec,
         location.span,
@@ -525,6 +564,51 @@ function resolveGlob(
     );
   }
   return sites;
+}
+
+/** Details key of a site's error that a pattern may skip the site for: its reason, short. */
+const SKIP_REASON = 'skipReason';
+
+function skipReasonOf(err: unknown): string | undefined {
+  if (!(err instanceof ProbeError)) return undefined;
+  const reason = err.details?.[SKIP_REASON];
+  return typeof reason === 'string' ? reason : undefined;
+}
+
+/**
+ * A pattern that skipped sites: an error when it has nothing else (the first site's error
+ * says why, with the counts) or with `strict`; else the skips are for the plan to say.
+ */
+function checkSkips(
+  spec: ProbeSpec,
+  location: Extract<Location, { type: 'glob' }>,
+  target: OpenTarget,
+  options: ResolveOptions,
+  probed: number,
+  skipped: readonly SkippedSite[],
+): void {
+  const total = probed + skipped.length;
+  const where = `matching ${quote(location.pattern)} in ${quote(target.file.displayPath)}`;
+  const list = `upscope resolve '${spec.text}'`;
+  if (probed === 0) {
+    const first = skipped[0]!.error;
+    throw specError(
+      spec,
+      location.span,
+      'ERR_UNPROBEABLE_INSTRUCTION',
+      `Cannot place a probe on any of the ${total} function${total === 1 ? '' : 's'} ${where}: ${skipCounts(skipped)}`,
+      [`The first: ${first.message}`, ...first.hints, `See them all with: ${list}`],
+    );
+  }
+  if (options.strict === true) {
+    throw specError(
+      spec,
+      location.span,
+      'ERR_UNPROBEABLE_INSTRUCTION',
+      `Cannot place probes on ${skipped.length} of the ${total} functions ${where} (--strict): ${skipCounts(skipped)}`,
+      [`See them with: ${list}`, 'Without --strict, they are skipped and the rest are probed'],
+    );
+  }
 }
 
 function resolveUsdt(
@@ -631,12 +715,14 @@ function buildSite(
   const segment = elf.loadSegmentOf(vaddr);
   const fileOffset = elf.vaddrToFileOffset(vaddr);
   if (segment === undefined || !segment.executable || fileOffset === undefined) {
-    throw specError(
-      spec,
-      span,
+    throw new ProbeError(
       'ERR_NOT_EXECUTABLE',
       `Cannot place probe at ${hex} in ${where}: ${segment === undefined ? 'no loadable segment holds that address' : 'the address is not in an executable segment'}`,
-      [`See the segments with: readelf -lW ${target.file.displayPath}`],
+      {
+        source: { text: spec.text, span },
+        hints: [`See the segments with: readelf -lW ${target.file.displayPath}`],
+        details: { [SKIP_REASON]: 'not in code' },
+      },
     );
   }
   const instructions = decodeSite(spec, target, fn, vaddr, span, options);
@@ -651,18 +737,39 @@ function buildSite(
       `Probe a neighbouring instruction instead; see them with: objdump -d --start-address=0x${vaddr.toString(16)} ${target.file.displayPath}`,
     ];
     // The ptrace engine runs the displaced instruction itself, out of line or emulated.
-    if (planXol(instructions[0]!.bytes, vaddr, vaddr).kind !== 'refuse') {
+    const bytes = instructions[0]!.bytes;
+    if (planXol(bytes, vaddr, vaddr).kind !== 'refuse') {
       hints.push(
         'Or probe it with --engine ptrace (with -p PID or -c COMMAND), which runs the instruction itself',
       );
     }
-    throw specError(
-      spec,
-      span,
+    throw new ProbeError(
       'ERR_UNPROBEABLE_INSTRUCTION',
       `Cannot place probe at ${hex} in ${where}: ${handling.strategy === 'refuse' ? 'the kernel refuses uprobes on' : 'the kernel mishandles a uprobe on'} "${instructions[0]!.text}": ${handling.reason}`,
-      hints,
+      {
+        source: { text: spec.text, span },
+        hints,
+        details: { [SKIP_REASON]: handling.label },
+      },
     );
+  }
+  if (options.engine === 'ptrace') {
+    // What the ptrace engine will not run out of line is refused here, where a pattern can
+    // skip it, rather than when the probe is placed.
+    const xol = planXol(instructions[0]!.bytes, vaddr, vaddr);
+    if (xol.kind === 'refuse') {
+      throw new ProbeError(
+        'ERR_UNPROBEABLE_INSTRUCTION',
+        `Cannot place probe at ${hex} in ${where}: the ptrace engine cannot run "${xol.text}" out of line: ${xol.reason}`,
+        {
+          source: { text: spec.text, span },
+          hints: [
+            `Probe a neighbouring instruction instead; see them with: objdump -d --start-address=0x${vaddr.toString(16)} ${target.file.displayPath}`,
+          ],
+          details: { [SKIP_REASON]: xol.reason.replace(/,.*$/, '') },
+        },
+      );
+    }
   }
   const kind: SiteKind =
     usdt !== undefined
@@ -766,11 +873,13 @@ function decodeSite(
   const instructions = decodeInstructions(bytes, vaddr, { maxCount: SHOWN_INSTRUCTIONS });
   if (instructions.length === 0 || instructions[0]!.invalid) {
     if (options.unsafe !== true || instructions.length === 0) {
-      throw specError(
-        spec,
-        span,
+      throw new ProbeError(
         'ERR_DECODE',
         `Cannot place probe at ${hex} in ${where}: the bytes there are not a valid instruction`,
+        {
+          source: { text: spec.text, span },
+          details: { [SKIP_REASON]: 'not an instruction' },
+        },
       );
     }
   }

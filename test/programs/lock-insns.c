@@ -4,6 +4,8 @@
  * the `lock add` of locked_count(). It calls each N times (argv[1]), from 2 threads, and
  * prints how many calls it made and the counters the locked adds kept: a probe that ran the
  * instruction without its lock, or twice, or not at all, shows in them.
+ * locked_halt() starts with `hlt`, which no engine can probe, and is never called: with the
+ * others, it makes the pattern `locked_*` match functions each engine must skip.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -19,6 +21,8 @@ __attribute__((noipa)) void locked_count(long i) {
   sink = i;
   __atomic_fetch_add(&counted, 1, __ATOMIC_SEQ_CST); /* LOCK-LINE */
 }
+
+__attribute__((noipa)) void locked_halt(void) { __asm__ volatile("hlt"); }
 
 static long calls;
 

@@ -29,11 +29,15 @@
  */
 import type { DecodedInstruction } from './decode.js';
 
+/**
+ * `label` (refuse, unsafe) names the class of instruction in a few words (`lock prefix`,
+ * `int3`), for summaries that count them; `reason` says why in a sentence.
+ */
 export type KernelHandling =
   | { strategy: 'emulate'; what: string }
   | { strategy: 'single-step'; what: string; ripRelative: boolean }
-  | { strategy: 'refuse'; reason: string }
-  | { strategy: 'unsafe'; what: string; reason: string };
+  | { strategy: 'refuse'; label: string; reason: string }
+  | { strategy: 'unsafe'; what: string; label: string; reason: string };
 
 export interface KernelHandlingOptions {
   /**
@@ -43,33 +47,39 @@ export interface KernelHandlingOptions {
   readonly kernel?: { readonly major: number; readonly minor: number };
 }
 
-/** One-byte opcodes the kernel refuses in 64-bit processes (its `good_insns_64` table). */
-const REFUSED_OPCODES: ReadonlyMap<number, string> = new Map([
+type Refusal = readonly [label: string, reason: string];
+
+const INVALID_64: Refusal = ['invalid opcode', 'an opcode that is invalid in 64-bit mode'];
+const PORT_IO: Refusal = ['port I/O', 'port I/O (in, out, ins, outs), which faults in user space'];
+
+/**
+ * One-byte opcodes the kernel refuses in 64-bit processes (its `good_insns_64` table), with a
+ * label and the reason.
+ */
+const REFUSED_OPCODES: ReadonlyMap<number, Refusal> = new Map<number, Refusal>([
   ...[0x06, 0x07, 0x0e, 0x16, 0x17, 0x1e, 0x1f, 0x27, 0x2f, 0x37, 0x3f, 0x60, 0x61, 0x62].map(
-    (op) => [op, 'an opcode that is invalid in 64-bit mode'] as const,
+    (op): [number, Refusal] => [op, INVALID_64],
   ),
-  ...[0x82, 0x9a, 0xce, 0xd4, 0xd5, 0xd6, 0xea].map(
-    (op) => [op, 'an opcode that is invalid in 64-bit mode'] as const,
-  ),
+  ...[0x82, 0x9a, 0xce, 0xd4, 0xd5, 0xd6, 0xea].map((op): [number, Refusal] => [op, INVALID_64]),
   ...[0x6c, 0x6d, 0x6e, 0x6f, 0xe4, 0xe5, 0xe6, 0xe7, 0xec, 0xed, 0xee, 0xef].map(
-    (op) => [op, 'port I/O (in, out, ins, outs), which faults in user space'] as const,
+    (op): [number, Refusal] => [op, PORT_IO],
   ),
-  [0xcc, 'int3, the breakpoint instruction uprobes itself uses'],
-  [0xcd, 'int N, a software interrupt'],
-  [0xcf, 'iret'],
-  [0xf1, 'int1, a debug trap'],
-  [0xf4, 'hlt, which faults in user space'],
-  [0xfa, 'cli, which faults in user space'],
-  [0xfb, 'sti, which faults in user space'],
+  [0xcc, ['int3', 'int3, the breakpoint instruction uprobes itself uses']],
+  [0xcd, ['int N', 'int N, a software interrupt']],
+  [0xcf, ['iret', 'iret']],
+  [0xf1, ['int1', 'int1, a debug trap']],
+  [0xf4, ['hlt', 'hlt, which faults in user space']],
+  [0xfa, ['cli', 'cli, which faults in user space']],
+  [0xfb, ['sti', 'sti, which faults in user space']],
 ]);
 
-/** Legacy prefixes the kernel refuses (`is_prefix_bad`). */
-const REFUSED_PREFIXES: ReadonlyMap<number, string> = new Map([
-  [0x26, 'an es segment prefix (0x26)'],
-  [0x2e, 'a cs segment prefix (0x2e), as in "cs nopw"'],
-  [0x36, 'an ss segment prefix (0x36)'],
-  [0x3e, 'a ds segment prefix (0x3e), which is also "notrack"'],
-  [0xf0, 'a lock prefix (0xf0)'],
+/** Legacy prefixes the kernel refuses (`is_prefix_bad`): label, what it is. */
+const REFUSED_PREFIXES: ReadonlyMap<number, Refusal> = new Map<number, Refusal>([
+  [0x26, ['es prefix', 'an es segment prefix (0x26)']],
+  [0x2e, ['cs prefix', 'a cs segment prefix (0x2e), as in "cs nopw"']],
+  [0x36, ['ss prefix', 'an ss segment prefix (0x36)']],
+  [0x3e, ['ds prefix', 'a ds segment prefix (0x3e), which is also "notrack"']],
+  [0xf0, ['lock prefix', 'a lock prefix (0xf0)']],
 ]);
 
 const LEGACY_PREFIXES = new Set([0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x66, 0x67, 0xf0, 0xf2, 0xf3]);
@@ -266,6 +276,7 @@ function nopHandling(
     return {
       strategy: 'unsafe',
       what: name,
+      label: `${layout.encoding.toUpperCase()} taken for a nop`,
       reason: `the kernel takes this ${layout.encoding.toUpperCase()} instruction (opcode byte 0x90) for a nop and skips it`,
     };
   }
@@ -273,6 +284,7 @@ function nopHandling(
     return {
       strategy: 'unsafe',
       what: name,
+      label: 'xchg taken for a nop',
       reason: `the kernel takes "${instruction.text}" (opcode 0x90 with REX.B) for a nop and skips it, so the registers are never exchanged`,
     };
   }
@@ -305,12 +317,14 @@ function branchHandling(
     return {
       strategy: 'unsafe',
       what: instruction.mnemonic,
+      label: `${layout.encoding.toUpperCase()} taken for a branch`,
       reason: `the kernel takes this ${layout.encoding.toUpperCase()} instruction (opcode byte ${hexByte(layout.opcode1)}) for ${as} and skips it${isCall ? ', pushing a bogus return address' : ''}`,
     };
   }
   if (layout.prefixes.includes(0x66)) {
     return {
       strategy: 'refuse',
+      label: 'branch with 0x66 prefix',
       reason: 'the kernel refuses branches with an operand-size prefix (0x66)',
     };
   }
@@ -363,36 +377,44 @@ export function analyzeKernelHandling(
   instruction: DecodedInstruction,
   options: KernelHandlingOptions = {},
 ): KernelHandling {
-  if (instruction.invalid) {
-    return { strategy: 'refuse', reason: 'the bytes are not a valid instruction' };
-  }
+  const invalid = {
+    strategy: 'refuse',
+    label: 'not an instruction',
+    reason: 'the bytes are not a valid instruction',
+  } as const;
+  if (instruction.invalid) return invalid;
   const layout = parseLayout(instruction.bytes);
-  if (layout === undefined) {
-    return { strategy: 'refuse', reason: 'the bytes are not a valid instruction' };
-  }
+  if (layout === undefined) return invalid;
   if (layout.encoding === 'xop') {
     return {
       strategy: 'unsafe',
       what: instruction.mnemonic,
+      label: 'XOP encoding',
       reason: "the kernel's instruction decoder does not know AMD XOP encodings",
     };
   }
   if (new Set(layout.prefixes).size > 4) {
     return {
       strategy: 'refuse',
+      label: 'over four prefixes',
       reason: "the kernel's decoder rejects more than four different prefixes",
     };
   }
   for (const prefix of layout.prefixes) {
     const refused = REFUSED_PREFIXES.get(prefix);
     if (refused !== undefined) {
-      return { strategy: 'refuse', reason: `the kernel refuses instructions with ${refused}` };
+      return {
+        strategy: 'refuse',
+        label: refused[0],
+        reason: `the kernel refuses instructions with ${refused[1]}`,
+      };
     }
   }
   const modrmReg = ((instruction.bytes[layout.modrmOffset] ?? 0) >> 3) & 7;
   if (layout.opcode1 === 0x8e && modrmReg === 2) {
     return {
       strategy: 'refuse',
+      label: 'load of %ss',
       reason:
         layout.encoding === 'legacy'
           ? 'the kernel refuses instructions that load %ss (they hold off traps for one instruction)'
@@ -402,10 +424,15 @@ export function analyzeKernelHandling(
   const refusedOpcode = REFUSED_OPCODES.get(layout.opcode1);
   if (refusedOpcode !== undefined) {
     if (layout.encoding === 'legacy') {
-      return { strategy: 'refuse', reason: `the kernel refuses ${refusedOpcode}` };
+      return {
+        strategy: 'refuse',
+        label: refusedOpcode[0],
+        reason: `the kernel refuses ${refusedOpcode[1]}`,
+      };
     }
     return {
       strategy: 'refuse',
+      label: `${layout.encoding.toUpperCase()} opcode ${hexByte(layout.opcode1)}`,
       reason: `the kernel checks the opcode byte of ${layout.encoding.toUpperCase()} instructions against its one-byte opcode table, where ${hexByte(layout.opcode1)} is not allowed`,
     };
   }

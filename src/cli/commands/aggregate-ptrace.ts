@@ -30,7 +30,7 @@ import { runPtrace } from './trace-ptrace.js';
 export interface PtraceAggregateOptions
   extends Pick<
     AggregateOptions,
-    'pid' | 'command' | 'tid' | 'comm' | 'filter' | 'unsafe' | 'debugDirs'
+    'pid' | 'command' | 'tid' | 'comm' | 'filter' | 'unsafe' | 'strict' | 'debugDirs'
   > {
   readonly duration?: number | undefined;
   readonly interval?: number | undefined;
@@ -210,6 +210,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         pid: options.pid,
         command: options.command,
         unsafe: options.unsafe,
+        strict: options.strict,
         debugDirs: options.debugDirs,
         durationSeconds: options.duration,
       },

@@ -21,7 +21,14 @@ import { ProbeError } from '../../errors/index.js';
 import { formatDuration, renderHistogram, renderTable } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, outputOption, parsePid, positive } from '../options.js';
+import {
+  debugDirOption,
+  outputOption,
+  parsePid,
+  positive,
+  startLine,
+  strictOption,
+} from '../options.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { aggregatePtrace } from './aggregate-ptrace.js';
 
@@ -36,6 +43,7 @@ interface CommonOptions {
   json?: true;
   output?: string;
   unsafe?: true;
+  strict?: true;
   debugDir?: string[];
   engine?: 'bpf' | 'ptrace';
 }
@@ -96,6 +104,7 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     .option('--json', 'print JSON instead of text')
     .option(...outputOption)
     .option('--unsafe', 'allow raw addresses no symbol covers')
+    .option(...strictOption)
     .option(...debugDirOption)
     .option(
       '--engine <engine>',
@@ -113,6 +122,7 @@ function aggregateOptions(options: CommonOptions): AggregateOptions {
     comm: options.comm,
     filter: options.filter,
     unsafe: options.unsafe,
+    strict: options.strict,
     debugDirs: options.debugDir,
   };
 }
@@ -142,7 +152,12 @@ async function run<R>(
     for (const note of notLoadedNotes(aggregate.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
   io.err(
-    `${what} ${probes} ${noun}${probes === 1 ? '' : 's'} (bpf, ${how}, attached in ${report.milliseconds.toFixed(1)} ms). Ctrl-C to end.\n`,
+    startLine(
+      `${what} ${probes} ${noun}${probes === 1 ? '' : 's'} (bpf, ${how}, attached in ${report.milliseconds.toFixed(1)} ms). Ctrl-C to end.`,
+      aggregate.skipped,
+      aggregate.sites.length,
+      'bpf',
+    ),
   );
   let signal: NodeJS.Signals | undefined;
   const onSignal = (received: NodeJS.Signals) => {

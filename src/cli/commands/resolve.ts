@@ -4,8 +4,10 @@ import {
   type ProbeSite,
   printFetchExpr,
   resolveProbes,
+  type SkippedSite,
   type SourceSite,
   type Symbolized,
+  skipCounts,
   symbolizeAddress,
 } from '../../api/index.js';
 import { eventName, uprobeEventLine } from '../../engines/index.js';
@@ -13,7 +15,7 @@ import { exitStatusOf, ProbeError, renderError } from '../../errors/index.js';
 import { hex, renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, formatDev, parseEngine, parsePid } from '../options.js';
+import { debugDirOption, formatDev, parseEngine, parsePid, strictOption } from '../options.js';
 
 export function registerResolve(program: Command, io: Io, result: CommandResult): void {
   program
@@ -23,11 +25,15 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       'Resolve each SPEC to its probe sites and show, for each: the file, device:inode, build-id, ' +
         "virtual address, file offset, the line the kernel's uprobe_events would take, how the " +
         'kernel will run the probed instruction, and the first instructions at the site. ' +
+        'Functions a pattern matches that cannot be probed (the kernel refuses their first ' +
+        'instruction) are listed as skipped, with the reason; the commands that probe skip them ' +
+        'too (--strict makes that an error). ' +
         'With -p PID, a bare address (0x7f...) is symbolized: object, file offset, symbol+offset.',
     )
     .argument('<spec...>', "probe specs, e.g. libc:malloc 'r:./app:parse_*' ./app:main+0x8")
     .option('-p, --pid <pid>', 'resolve targets as process PID sees them', parsePid)
     .option('--unsafe', 'allow raw addresses no symbol covers (instruction boundary unchecked)')
+    .option(...strictOption)
     .option(
       '--engine <engine>',
       'whose rules decide what can be probed: tracefs and bpf (the kernel: the default) or ptrace',
@@ -58,6 +64,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
         {
           pid: options.pid,
           unsafe: options.unsafe,
+          strict: options.strict,
           engine: options.engine === 'ptrace' ? 'ptrace' : 'tracefs',
           demangle: options.demangle,
           debugDirs: options.debugDir,
@@ -69,6 +76,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
         io.out(
           `${renderJson({
             sites: plan.sites.map((site) => siteJson(site, group)),
+            skipped: plan.skipped.map(skippedJson),
             notes,
             addresses: symbolized.map((s) =>
               options.demangle ? s : { ...s, demangled: undefined },
@@ -80,9 +88,16 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       } else {
         const blocks = [
           ...plan.sites.map((site) => renderSite(site, group)),
+          ...plan.skipped.map(renderSkipped),
           ...symbolized.map((s) => renderSymbolized(s, options.demangle)),
         ];
         if (blocks.length > 0) io.out(`${blocks.join('\n')}\n`);
+        if (plan.skipped.length > 0) {
+          const total = plan.sites.length + plan.skipped.length;
+          io.err(
+            `upscope: ${plan.skipped.length} of ${total.toLocaleString('en-US')} sites skipped: ${skipCounts(plan.skipped)}\n`,
+          );
+        }
         for (const note of notes) io.err(`upscope: ${note}\n`);
         for (const warning of plan.warnings)
           io.err(`${renderError(warning).replace(/^error/, 'warning')}\n`);
@@ -148,6 +163,29 @@ function eventLineOf(
     if (!(err instanceof ProbeError) || err.category !== 'not-supported') throw err;
     return { uprobeEvent: null, uprobeEventError: err.message };
   }
+}
+
+/** A skipped site as JSON: where, the reason in a few words, and the error it would give. */
+function skippedJson(site: SkippedSite) {
+  return {
+    spec: site.spec,
+    target: site.target,
+    symbol: site.symbol,
+    vaddr: site.vaddr,
+    reason: site.reason,
+    error: errorJson(site.error),
+  };
+}
+
+function renderSkipped(site: SkippedSite): string {
+  const where = site.symbol ?? hex(site.vaddr);
+  return [
+    `${site.spec}  ->  ${where} (skipped: ${site.reason})`,
+    `  file       ${site.target}`,
+    `  address    vaddr ${hex(site.vaddr)}`,
+    `  why        ${site.error.message}`,
+    ...site.error.hints.map((hint) => `  hint       ${hint}`),
+  ].join('\n');
 }
 
 function hexBytes(bytes: Uint8Array): string {

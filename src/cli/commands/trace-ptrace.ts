@@ -11,16 +11,20 @@ import {
   ProcessTracer,
   parseSpec,
   probeName,
+  type SkippedSite,
   ThreadNames,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
+import { startLine } from '../options.js';
 import { helperSignal } from '../ptrace-helper.js';
 
 export interface PtraceTraceOptions {
   readonly pid?: number | undefined;
   readonly command?: string | undefined;
   readonly unsafe?: boolean | undefined;
+  /** A function a pattern matches that cannot be probed is an error, not skipped. */
+  readonly strict?: boolean | undefined;
   readonly debugDirs?: readonly string[] | undefined;
   readonly durationSeconds?: number | undefined;
   readonly maxEvents?: number | undefined;
@@ -166,6 +170,7 @@ export async function runPtrace(
       if (!more || performance.now() >= yieldAt) tracer.interrupt();
     };
     const sites: ProbeSite[] = [];
+    const skipped: SkippedSite[] = [];
     for (const [i, spec] of specs.entries()) {
       sites.push(
         ...(await tracer.register({
@@ -173,10 +178,12 @@ export async function runPtrace(
           event: consumer.returns(spec) ? 'return' : 'breakpoint',
           where: spec,
           unsafe: options.unsafe,
+          strict: options.strict,
           debugDirs: options.debugDirs,
           handler,
         })),
       );
+      skipped.push(...tracer.skippedOf(`spec${i}`));
     }
     consumer.begin(sites);
     if (options.pid !== undefined) {
@@ -184,7 +191,12 @@ export async function runPtrace(
     }
     const probes = new Set(sites.map(probeName));
     io.err(
-      `${consumer.verb} ${probes.size} probe${probes.size === 1 ? '' : 's'} (ptrace, process ${tracer.pid}). Ctrl-C to end.\n`,
+      startLine(
+        `${consumer.verb} ${probes.size} probe${probes.size === 1 ? '' : 's'} (ptrace, process ${tracer.pid}). Ctrl-C to end.`,
+        skipped,
+        sites.length,
+        'ptrace',
+      ),
     );
     const deadline =
       options.durationSeconds === undefined

@@ -13,7 +13,15 @@ import { ProbeError } from '../../errors/index.js';
 import { formatDuration } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, outputOption, parseEngine, parsePid, positive } from '../options.js';
+import {
+  debugDirOption,
+  outputOption,
+  parseEngine,
+  parsePid,
+  positive,
+  startLine,
+  strictOption,
+} from '../options.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { tracePtrace } from './trace-ptrace.js';
 
@@ -49,6 +57,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
       positive('--buffer-size'),
     )
     .option('--unsafe', 'allow raw addresses no symbol covers')
+    .option(...strictOption)
     .option(...debugDirOption)
     .option(
       '--engine <engine>',
@@ -68,6 +77,7 @@ interface TraceOptions {
   maxEvents?: number;
   bufferSize?: number;
   unsafe?: true;
+  strict?: true;
   debugDir?: string[];
   engine?: 'tracefs' | 'bpf' | 'ptrace';
 }
@@ -101,6 +111,7 @@ async function trace(
         pid: options.pid,
         command: options.command,
         unsafe: options.unsafe,
+        strict: options.strict,
         debugDirs: options.debugDir,
         durationSeconds: options.duration,
         maxEvents: options.maxEvents,
@@ -119,6 +130,7 @@ async function trace(
     pid: options.pid,
     command: options.command,
     unsafe: options.unsafe,
+    strict: options.strict,
     debugDirs: options.debugDir,
     bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
     engine,
@@ -132,7 +144,14 @@ async function trace(
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(attachment.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
-  io.err(`Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.\n`);
+  io.err(
+    startLine(
+      `Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.`,
+      attachment.skipped,
+      attachment.sites.length,
+      engine,
+    ),
+  );
   const timer =
     options.duration === undefined
       ? undefined

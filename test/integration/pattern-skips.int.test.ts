@@ -1,0 +1,175 @@
+// A pattern that matches functions some engine cannot probe: they are skipped and counted on
+// the start line, every other match is probed (on every engine and command that takes specs),
+// `resolve` lists them with the reason, --strict makes a skip an error, and a function named
+// exactly fails as before. The target: test/programs/lock-insns.c, whose `locked_*` functions
+// start with `lock add` (the kernel refuses it, ptrace runs it), `hlt` (no engine runs it) and
+// a plain `mov`.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { afterEach, describe, test } from 'node:test';
+import { compileProgram } from '../helpers/compile.js';
+import { leftovers } from '../helpers/leftovers.js';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+const CALLS = 200;
+
+function app(): string {
+  return compileProgram('lock-insns', { flags: ['-O2'], link: ['-lpthread'] });
+}
+
+/** objdump's first instruction of each `locked_*` function: the truth of what is skipped. */
+function firstInstructions(path: string): Map<string, string> {
+  const text = execFileSync('objdump', ['-d', '--no-show-raw-insn', path], { encoding: 'utf8' });
+  const found = new Map<string, string>();
+  for (const m of text.matchAll(/^[0-9a-f]+ <(locked_\w+)>:\n\s*[0-9a-f]+:\s+(\S+)/gm)) {
+    found.set(m[1]!, m[2]!);
+  }
+  return found;
+}
+
+const KERNEL_SKIPS = /2 of 3 sites skipped: hlt 1, lock prefix 1; upscope resolve lists them$/;
+const PTRACE_SKIPS =
+  /1 of 3 sites skipped: a privileged instruction 1; upscope resolve --engine ptrace lists them$/;
+
+describe('patterns skip what cannot be probed', () => {
+  afterEach(() => {
+    assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+    assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+  });
+
+  test('resolve lists the skipped functions with their reasons; --strict and exact names fail', (t) => {
+    if (!requireHost(t, { commands: ['gcc', 'objdump'] })) return;
+    const path = app();
+    const first = firstInstructions(path);
+    assert.deepEqual(
+      [...first].sort(),
+      [
+        ['locked_add', 'lock'],
+        ['locked_count', 'mov'],
+        ['locked_halt', 'hlt'],
+      ],
+      'what gcc made of them',
+    );
+    const spec = `${path}:locked_*`;
+    const text = runCli(['resolve', spec]);
+    assert.equal(text.status, 0, text.stderr);
+    assert.match(text.stdout, /:locked_\* {2}-> {2}locked_count \(function entry\)\n/);
+    assert.match(
+      text.stdout,
+      /:locked_\* {2}-> {2}locked_add \(skipped: lock prefix\)\n.*\n.*\n\s+why\s+Cannot place probe at 0x[0-9a-f]+ in ".*": the kernel refuses uprobes on "lock add .*": the kernel refuses instructions with a lock prefix \(0xf0\)\n/,
+    );
+    assert.match(text.stdout, /:locked_\* {2}-> {2}locked_halt \(skipped: hlt\)\n/);
+    assert.equal(text.stderr, 'upscope: 2 of 3 sites skipped: hlt 1, lock prefix 1\n');
+
+    const json = runCli(['resolve', '--json', spec]);
+    const plan = JSON.parse(json.stdout) as {
+      sites: { symbol: string }[];
+      skipped: { symbol: string; reason: string; error: { code: string } }[];
+    };
+    assert.deepEqual(
+      plan.sites.map((s) => s.symbol),
+      ['locked_count'],
+    );
+    assert.deepEqual(plan.skipped.map((s) => [s.symbol, s.reason, s.error.code]).sort(), [
+      ['locked_add', 'lock prefix', 'ERR_UNPROBEABLE_INSTRUCTION'],
+      ['locked_halt', 'hlt', 'ERR_UNPROBEABLE_INSTRUCTION'],
+    ]);
+
+    // By the ptrace engine's rules only hlt is left out: it runs the lock add itself.
+    const ptrace = JSON.parse(runCli(['resolve', '--json', '--engine', 'ptrace', spec]).stdout);
+    assert.deepEqual(
+      ptrace.skipped.map((s: { symbol: string }) => s.symbol),
+      ['locked_halt'],
+    );
+
+    const strict = runCli(['resolve', '--strict', spec]);
+    assert.equal(strict.status, 3);
+    assert.match(
+      strict.stderr,
+      /^error\[ERR_UNPROBEABLE_INSTRUCTION\]: Cannot place probes on 2 of the 3 functions matching "locked_\*" in ".*" \(--strict\): hlt 1, lock prefix 1\n/,
+    );
+    // A function named exactly is not skipped: its spec fails, as a pattern of only such does.
+    const exact = runCli(['resolve', `${path}:locked_add`]);
+    assert.equal(exact.status, 3);
+    assert.match(exact.stderr, /^error\[ERR_UNPROBEABLE_INSTRUCTION\]: Cannot place probe at /);
+    const none = runCli(['resolve', `${path}:locked_[ah]*`]);
+    assert.equal(none.status, 3);
+    assert.match(
+      none.stderr,
+      /^error\[ERR_UNPROBEABLE_INSTRUCTION\]: Cannot place a probe on any of the 2 functions matching "locked_\[ah\]\*" in ".*": hlt 1, lock prefix 1\n/,
+    );
+  });
+
+  const runs: { engine: 'tracefs' | 'bpf' | 'ptrace'; command: string[]; skips: RegExp }[] = [
+    { engine: 'tracefs', command: ['trace'], skips: KERNEL_SKIPS },
+    { engine: 'bpf', command: ['trace'], skips: KERNEL_SKIPS },
+    { engine: 'bpf', command: ['count'], skips: KERNEL_SKIPS },
+    { engine: 'bpf', command: ['latency'], skips: KERNEL_SKIPS },
+    { engine: 'bpf', command: ['hist'], skips: KERNEL_SKIPS },
+    { engine: 'ptrace', command: ['trace'], skips: PTRACE_SKIPS },
+    { engine: 'ptrace', command: ['count'], skips: PTRACE_SKIPS },
+    { engine: 'ptrace', command: ['latency'], skips: PTRACE_SKIPS },
+    { engine: 'ptrace', command: ['hist'], skips: PTRACE_SKIPS },
+  ];
+  for (const { engine, command, skips } of runs) {
+    test(`${command[0]} --engine ${engine}: the rest of the pattern is probed, the skips said on the start line; --strict fails`, (t) => {
+      if (!requireHost(t, { root: engine !== 'ptrace', commands: ['gcc'] })) return;
+      const path = app();
+      const args = (...more: string[]) => [
+        command[0]!,
+        '--engine',
+        engine,
+        ...more,
+        '-c',
+        `${path} ${CALLS}`,
+        `${path}:locked_*`,
+        ...(command[0] === 'hist' ? ['arg0'] : []),
+      ];
+      const result = runCli(args('--json'));
+      assert.equal(result.status, 0, result.stderr);
+      // The target ran and counted its calls: 2 threads, each calls both functions CALLS times.
+      assert.match(
+        result.stdout,
+        new RegExp(`^calls=${2 * CALLS} added=${4 * CALLS} counted=${2 * CALLS}$`, 'm'),
+      );
+      const start = result.stderr
+        .split('\n')
+        .find((l) => /^(Tracing|Counting|Timing|Histogram)/.test(l));
+      assert.ok(start !== undefined, result.stderr);
+      assert.match(start, / Ctrl-C to end\. /);
+      assert.match(start, skips);
+      // Every call of what could be probed was seen.
+      const probed = engine === 'ptrace' ? ['locked_add', 'locked_count'] : ['locked_count'];
+      const seen = new Map<string, number>();
+      for (const line of result.stdout.split('\n')) {
+        if (line.startsWith('{') && command[0] === 'trace') {
+          const probe = (JSON.parse(line) as { probe: string }).probe;
+          seen.set(probe, (seen.get(probe) ?? 0) + 1);
+        } else if (line.startsWith('[')) {
+          for (const row of JSON.parse(line) as {
+            probe: string;
+            count?: number;
+            histogram?: { count: number };
+          }[]) {
+            seen.set(row.probe, Number(row.count ?? row.histogram?.count));
+          }
+        }
+      }
+      assert.deepEqual(
+        [...seen].sort(),
+        probed.map((p) => [p, 2 * CALLS]),
+        `hits per probe: ${result.stdout.slice(0, 2000)}`,
+      );
+
+      const strict = runCli(args('--strict'));
+      assert.equal(strict.status, 3, strict.stderr);
+      assert.doesNotMatch(strict.stdout, /calls=/, 'the command was not started');
+      assert.match(
+        strict.stderr,
+        /^error\[ERR_UNPROBEABLE_INSTRUCTION\]: Cannot place probes on \d of the 3 functions matching "locked_\*" .*\(--strict\)/,
+      );
+    });
+  }
+});
