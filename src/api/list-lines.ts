@@ -8,6 +8,7 @@ import {
   lookupDebugInfo,
   missingDebugInfoHints,
   resolveTarget,
+  targetSymbols,
 } from '../plan/index.js';
 import {
   DwarfFormatError,
@@ -15,7 +16,7 @@ import {
   type LineAddress,
   type LineTable,
   openElf,
-  SymbolIndex,
+  type SymbolIndex,
 } from '../symbols/index.js';
 
 /** One source line as `list --lines` shows it. */
@@ -82,7 +83,7 @@ export function listSourceLines(
         const last = range[3] === undefined ? first : Number(range[3]);
         return { ...base, ...fileRange(info.lines, range[1]!, first, last, resolved.displayPath) };
       }
-      const symbols = info.debugSymbols() ?? new SymbolIndex(elf);
+      const symbols = targetSymbols(elf, resolved.path, { debugDirs: options.debugDirs });
       return { ...base, ...functionLines(info.lines, symbols, what, resolved.displayPath) };
     } catch (err) {
       if (err instanceof DwarfFormatError) {

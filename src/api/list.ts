@@ -1,13 +1,18 @@
 import { statSync } from 'node:fs';
 import { ProbeError, quote } from '../errors/index.js';
-import { processComm, processObjects, resolveTarget } from '../plan/index.js';
+import {
+  closeDebugInfo,
+  processComm,
+  processObjects,
+  resolveTarget,
+  targetSymbols,
+} from '../plan/index.js';
 import { globToRegExp } from '../spec/index.js';
 import {
   type FunctionSymbol,
   fileOffsetToRuntime,
   type MappedObject,
   openElf,
-  SymbolIndex,
 } from '../symbols/index.js';
 
 /** A function as listed: its symbol, and with a pid, where it is in that process. */
@@ -46,7 +51,10 @@ export interface FunctionListing {
     readonly buildId: string | undefined;
     readonly type: string;
   };
+  /** True when only .dynsym (exported functions) was found: no .symtab, no debug file. */
   readonly stripped: boolean;
+  /** The separate debug file whose .symtab the functions come from, when they do. */
+  readonly debugFile: string | undefined;
   /** The functions as objects, sorted by address (built when first read). */
   readonly functions: readonly ListedFunction[];
   readonly rows: FunctionRows;
@@ -62,6 +70,8 @@ export interface ListOptions {
   readonly pid?: number | undefined;
   /** Show C++ and Rust names demangled in `rows` (default true); `functions` has both. */
   readonly demangle?: boolean | undefined;
+  /** Directories searched for a stripped file's debug file, before /usr/lib/debug. */
+  readonly debugDirs?: readonly string[] | undefined;
 }
 
 const encoder = new TextEncoder();
@@ -74,7 +84,7 @@ export async function listFunctions(
   const resolved = await resolveTarget(target, { pid: options.pid });
   const elf = openElf(resolved.path);
   try {
-    const index = new SymbolIndex(elf);
+    const index = targetSymbols(elf, resolved.path, { debugDirs: options.debugDirs });
     const demangle = options.demangle !== false;
     const pattern = options.pattern === undefined ? undefined : globToRegExp(options.pattern);
     // Which index positions are listed: all, or those whose name matches.
@@ -125,6 +135,7 @@ export async function listFunctions(
         type: elf.type,
       },
       stripped: index.stripped,
+      debugFile: index.debugFile,
       get functions() {
         functions ??= Array.from({ length: rows.count }, (_, i) => {
           const fn = index.function(at(i));
@@ -143,6 +154,7 @@ export async function listFunctions(
       rows,
     };
   } finally {
+    closeDebugInfo(elf);
     elf.close();
   }
 }

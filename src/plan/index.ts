@@ -7,6 +7,8 @@ export {
   lookupDebugInfo,
   type MissingDebugInfo,
   missingDebugInfoHints,
+  missingDebugSymbolsHints,
+  targetSymbols,
 } from './debug-info.js';
 export { findIfuncImplementations, type IfuncImplementation } from './ifunc.js';
 export { notLoadedNotes } from './not-loaded.js';

@@ -56,6 +56,11 @@ export interface ProbeSite {
   readonly demangled: string | undefined;
   /** Other names for the same function address (demangled, unless demangling is off). */
   readonly aliases: readonly string[];
+  /**
+   * The separate debug file whose .symtab names the function, when the target is stripped
+   * (found by build-id or .gnu_debuglink); undefined when the target names it itself.
+   */
+  readonly symbolFile?: string | undefined;
   readonly symbolOffset: bigint;
   readonly vaddr: bigint;
   readonly fileOffset: bigint;

@@ -18,17 +18,16 @@ import {
 } from '../spec/index.js';
 import {
   type DwarfReader,
-  debugFileCandidates,
   type ElfFile,
   type FunctionSymbol,
   fileOffsetToRuntime,
   functionDisplayName,
   openElf,
   preferName,
-  SymbolIndex,
+  type SymbolIndex,
   withoutParameters,
 } from '../symbols/index.js';
-import { closeDebugInfo } from './debug-info.js';
+import { closeDebugInfo, missingDebugSymbolsHints, targetSymbols } from './debug-info.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
@@ -225,7 +224,7 @@ function openTarget(
       elfType: elf.type,
     },
     symbols: () => {
-      index ??= new SymbolIndex(elf);
+      index ??= targetSymbols(elf, resolved.path, { debugDirs: options.debugDirs });
       return index;
     },
     ifuncImplementations: () => {
@@ -299,7 +298,7 @@ function resolveSymbol(
     }
     noteOverloads(spec, location, matches, target, warnings);
   }
-  if (matches.length === 0) throw symbolNotFound(spec, location, target);
+  if (matches.length === 0) throw symbolNotFound(spec, location, target, options);
   const ifunc = matches.find((fn) => fn.type === 'ifunc');
   if (ifunc !== undefined) throw ifuncError(spec, location.span, ifunc, target);
   // Several functions may share a name (static functions of different files): probe each.
@@ -374,10 +373,21 @@ function noteOverloads(
   );
 }
 
+/** What to say about a stripped file whose debug symbols were not found. */
+function strippedHints(target: OpenTarget, options: ResolveOptions): string[] {
+  return [
+    'The file is stripped: only .dynsym (exported functions) is available',
+    ...missingDebugSymbolsHints(target.elf, target.file.path, target.file.displayPath, {
+      debugDirs: options.debugDirs,
+    }),
+  ];
+}
+
 function symbolNotFound(
   spec: ProbeSpec,
   location: Extract<Location, { type: 'symbol' }>,
   target: OpenTarget,
+  options: ResolveOptions,
 ): ProbeError {
   const index = target.symbols();
   const name = location.name;
@@ -417,18 +427,13 @@ function symbolNotFound(
   );
   const suggestion = didYouMean(suggestions);
   if (suggestion !== undefined) hints.push(suggestion);
-  if (index.stripped) {
-    hints.push('The file is stripped: only .dynsym (exported functions) is available');
-    const candidates = debugFileCandidates(
-      target.file.path,
-      target.file.buildId,
-      target.elf.debugLink()?.file,
-    );
-    if (candidates.length > 0)
-      hints.push(`Debug symbols would be looked for in: ${candidates.join(', ')}`);
-  }
+  if (index.stripped) hints.push(...strippedHints(target, options));
   hints.push(`List candidates with: upscope list ${spec.target.text} '${name.slice(0, 3)}*'`);
-  const table = index.stripped ? '.dynsym' : '.symtab or .dynsym';
+  const table = index.stripped
+    ? '.dynsym'
+    : index.debugFile !== undefined
+      ? `the .symtab of its debug file ${index.debugFile} or its .dynsym`
+      : '.symtab or .dynsym';
   return specError(
     spec,
     location.span,
@@ -491,8 +496,7 @@ function resolveGlob(
   }
   if (byAddress.size === 0) {
     const hints: string[] = [];
-    if (target.symbols().stripped)
-      hints.push('The file is stripped: only .dynsym (exported functions) is available');
+    if (target.symbols().stripped) hints.push(...strippedHints(target, options));
     hints.push(`List the functions with: upscope list ${spec.target.text}`);
     throw specError(
       spec,
@@ -681,6 +685,7 @@ function buildSite(
     symbol: fn === undefined ? undefined : functionDisplayName(fn, { demangle: false }),
     demangled: demangle ? fn?.demangled : undefined,
     aliases: [...new Set(aliases)],
+    symbolFile: fn === undefined ? undefined : target.symbols().debugFile,
     symbolOffset: fn === undefined ? 0n : vaddr - fn.vaddr,
     vaddr,
     fileOffset,

@@ -59,7 +59,8 @@ export function noDebugInfoHints(
 ): string[] {
   const info = lookupDebugInfo(elf, path, options);
   if (isDebugInfo(info)) {
-    return [`Its debug info (${info.source.path}) has line tables but no .debug_info`];
+    const has = info.lines.present ? 'line tables but no .debug_info' : 'no .debug_info';
+    return [`Its debug info (${info.source.path}) has ${has}`, 'Rebuild it with -g'];
   }
   return missingDebugInfoHints(info, displayPath);
 }

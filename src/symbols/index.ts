@@ -15,4 +15,5 @@ export {
   functionDisplayName,
   preferName,
   SymbolIndex,
+  type SymbolIndexOptions,
 } from './symbol-index.js';

@@ -49,18 +49,33 @@ interface Version {
   readonly hidden: boolean;
 }
 
+export interface SymbolIndexOptions {
+  /**
+   * The file's separate debug file (an `objcopy --only-keep-debug` copy, found by build-id or
+   * .gnu_debuglink, with the same addresses): its .symtab is read when the file has none of
+   * its own, as gdb, perf and bpftrace do. Addresses still map to file offsets through the
+   * file's own segments, and versions come from its .dynsym.
+   */
+  readonly debugFile?: { readonly elf: ElfFile; readonly path: string } | undefined;
+}
+
 /**
  * The functions of one ELF file, from .symtab when present (with versions taken from the
- * matching .dynsym entries) or from .dynsym alone when the file is stripped; sorted by address
- * then name, one per (name, address).
+ * matching .dynsym entries), else from its separate debug file's .symtab, else from .dynsym
+ * alone (the file is stripped); sorted by address then name, one per (name, address).
  *
  * A listing of /usr/bin/node has 86,000 functions, so the index is kept as columns: sorted row
  * numbers into the ELF reader's FunctionColumns, with per-row accessors for renderers that write
  * bytes. FunctionSymbol objects are built only when asked for (`function(k)`, `functions`).
  */
 export class SymbolIndex {
+  /** True when only .dynsym (exported functions) was available. */
   readonly stripped: boolean;
+  /** The debug file whose .symtab the functions come from, when they come from one. */
+  readonly debugFile: string | undefined;
   readonly #elf: ElfFile;
+  /** The file whose symbol table is read: the file itself or its debug file. */
+  readonly #symbolFile: ElfFile;
   readonly #columns: FunctionColumns;
   /** Column rows, sorted and without repeats. */
   readonly #order: Uint32Array;
@@ -78,10 +93,14 @@ export class SymbolIndex {
   /** Positions by demangled name and by demangled name without parameters, compacted. */
   #byDemangled: Map<string, number[]> | undefined;
 
-  constructor(elf: ElfFile) {
+  constructor(elf: ElfFile, options: SymbolIndexOptions = {}) {
     this.#elf = elf;
-    this.stripped = !elf.hasSymtab;
-    this.#columns = elf.functionColumns(this.stripped ? 'dynsym' : 'symtab');
+    const debug = options.debugFile;
+    const fromDebug = !elf.hasSymtab && debug !== undefined && debug.elf.hasSymtab;
+    this.#symbolFile = fromDebug ? debug.elf : elf;
+    this.debugFile = fromDebug ? debug.path : undefined;
+    this.stripped = !this.#symbolFile.hasSymtab;
+    this.#columns = this.#symbolFile.functionColumns(this.stripped ? 'dynsym' : 'symtab');
     // .dynsym matters beside .symtab only for symbol versions, which exist for a file's own
     // functions only when it defines versions (.gnu.version_d: libc, not a typical program).
     if (!this.stripped && elf.section('.gnu.version_d') !== undefined) {
@@ -281,7 +300,7 @@ export class SymbolIndex {
   anySymbolNamed(name: string): ElfSymbol | undefined {
     const table = this.stripped ? 'dynsym' : 'symtab';
     return (
-      this.#elf.symbols(table).find((sym) => sym.name === name) ??
+      this.#symbolFile.symbols(table).find((sym) => sym.name === name) ??
       this.#elf.symbols('dynsym').find((sym) => sym.name === name)
     );
   }
