@@ -74,8 +74,6 @@ export interface ListOptions {
   readonly debugDirs?: readonly string[] | undefined;
 }
 
-const encoder = new TextEncoder();
-
 /** The functions of one ELF file (a path, program or library name), sorted by address. */
 export async function listFunctions(
   target: string,
@@ -87,6 +85,8 @@ export async function listFunctions(
     const index = targetSymbols(elf, resolved.path, { debugDirs: options.debugDirs });
     const demangle = options.demangle !== false;
     const pattern = options.pattern === undefined ? undefined : globToRegExp(options.pattern);
+    // Every name is shown, or matched against the pattern, demangled: all at once.
+    if (demangle || pattern !== undefined) index.demangleAll();
     // Which index positions are listed: all, or those whose name matches.
     let picked: number[] | undefined;
     if (pattern !== undefined) {
@@ -109,13 +109,14 @@ export async function listFunctions(
       binding: (i) => index.bindingAt(at(i)),
       type: (i) => index.typeAt(at(i)),
       nameLength: (i) => {
-        const demangled = demangle ? index.demangledAt(at(i)) : undefined;
-        return demangled === undefined ? index.nameLengthAt(at(i)) : Buffer.byteLength(demangled);
+        const length = demangle ? index.demangledLengthAt(at(i)) : -1;
+        return length < 0 ? index.nameLengthAt(at(i)) : length;
       },
       copyName: (i, target, offset) => {
-        const demangled = demangle ? index.demangledAt(at(i)) : undefined;
-        if (demangled === undefined) return index.copyNameAt(at(i), target, offset);
-        return encoder.encodeInto(demangled, target.subarray(offset)).written;
+        if (demangle && index.demangledLengthAt(at(i)) >= 0) {
+          return index.copyDemangledAt(at(i), target, offset);
+        }
+        return index.copyNameAt(at(i), target, offset);
       },
       versionSuffix: (i) => index.versionSuffixAt(at(i)),
       runtimeAddress: (i) => {

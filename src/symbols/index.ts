@@ -4,7 +4,13 @@ export {
   debugFileCandidates,
   debugFileLocations,
 } from './debug-files.js';
-export { demangle, looksMangled, withoutParameters } from './demangle.js';
+export {
+  type DemangledNames,
+  demangle,
+  demangleNames,
+  looksMangled,
+  withoutParameters,
+} from './demangle.js';
 export * from './dwarf/index.js';
 export * from './elf/index.js';
 export * from './ldcache/index.js';

@@ -1,4 +1,10 @@
-import { demangle, looksMangled, withoutParameters } from './demangle.js';
+import {
+  type DemangledNames,
+  demangle,
+  demangleNames,
+  looksMangled,
+  withoutParameters,
+} from './demangle.js';
 import {
   type ElfFile,
   type ElfSymbol,
@@ -90,6 +96,8 @@ export class SymbolIndex {
   #byName: Map<string, number[]> | undefined;
   /** Demangled names by position: a string, `null` when not mangled, undefined until asked. */
   #demangled: (string | null | undefined)[] | undefined;
+  /** Every demangled name as bytes, by position, once demangleAll() ran. */
+  #demangledBytes: DemangledNames | undefined;
   /** Positions by demangled name and by demangled name without parameters, compacted. */
   #byDemangled: Map<string, number[]> | undefined;
 
@@ -186,22 +194,72 @@ export class SymbolIndex {
 
   /**
    * The demangled name of the k-th function, or undefined when its name is not a mangled C++
-   * or Rust name. Demangled on first use and kept (a name takes about 5 µs to demangle).
+   * or Rust name. Demangled on first use and kept (a name takes about 5 µs to demangle), or
+   * read from what demangleAll() made.
    */
   demangledAt(k: number): string | undefined {
     this.#demangled ??= new Array(this.length);
     let known = this.#demangled[k];
     if (known === undefined) {
-      const row = this.#order[k]!;
-      // Most names of a C program are not mangled: look at the bytes before building a string.
-      const c = this.#columns;
-      const start = c.nameStart[row]!;
-      const mangled =
-        c.nameEnd[row]! - start > 2 && c.strings[start] === 0x5f && looksMangled(this.#nameOf(row));
-      known = mangled ? (demangle(this.#nameOf(row)) ?? null) : null;
+      const all = this.#demangledBytes;
+      if (all !== undefined) {
+        const start = all.start[k]!;
+        known = start < 0 ? null : utf8(all.bytes, start, all.end[k]!);
+      } else {
+        const row = this.#order[k]!;
+        // Most names of a C program are not mangled: look at the bytes before building a string.
+        const c = this.#columns;
+        const start = c.nameStart[row]!;
+        const mangled =
+          c.nameEnd[row]! - start > 2 &&
+          c.strings[start] === 0x5f &&
+          looksMangled(this.#nameOf(row));
+        known = mangled ? (demangle(this.#nameOf(row)) ?? null) : null;
+      }
       this.#demangled[k] = known;
     }
     return known ?? undefined;
+  }
+
+  /**
+   * Demangle every name at once (demangleNames(): from the string table's bytes, into one
+   * buffer), for callers about to read them all: a listing, a pattern, a demangled name.
+   */
+  demangleAll(): void {
+    if (this.#demangledBytes !== undefined) return;
+    const c = this.#columns;
+    const starts = new Uint32Array(this.length);
+    const ends = new Uint32Array(this.length);
+    for (let k = 0; k < this.length; k++) {
+      const row = this.#order[k]!;
+      const start = c.nameStart[row]!;
+      let end = c.nameEnd[row]!;
+      // .symtab may write a version into the name (`_ZSt4cout@GLIBCXX_3.4`): not demangled.
+      if (!this.stripped && c.strings[start] === 0x5f) {
+        const at = c.strings.indexOf(0x40, start);
+        if (at >= 0 && at < end) end = at;
+      }
+      starts[k] = start;
+      ends[k] = end;
+    }
+    this.#demangledBytes = demangleNames(c.strings, starts, ends);
+  }
+
+  /** The length in UTF-8 bytes of the k-th demangled name, or -1 when it is not mangled. */
+  demangledLengthAt(k: number): number {
+    this.demangleAll();
+    const all = this.#demangledBytes!;
+    return all.start[k]! < 0 ? -1 : all.end[k]! - all.start[k]!;
+  }
+
+  /** Copy the k-th demangled name's bytes into `target` at `offset`; returns how many. */
+  copyDemangledAt(k: number, target: Uint8Array, offset: number): number {
+    this.demangleAll();
+    const all = this.#demangledBytes!;
+    const start = all.start[k]!;
+    if (start < 0) return 0;
+    target.set(all.bytes.subarray(start, all.end[k]!), offset);
+    return all.end[k]! - start;
   }
 
   /**
@@ -227,6 +285,7 @@ export class SymbolIndex {
    */
   demangledNamed(name: string): readonly FunctionSymbol[] {
     if (this.#byDemangled === undefined) {
+      this.demangleAll();
       this.#byDemangled = new Map();
       const add = (key: string, k: number) => {
         const list = this.#byDemangled!.get(key);
@@ -357,6 +416,11 @@ export class SymbolIndex {
     }
     return lo;
   }
+}
+
+/** The UTF-8 text of bytes [start, end). */
+function utf8(bytes: Uint8Array, start: number, end: number): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('utf8');
 }
 
 /** The versions .dynsym gives exported functions, by name. */
