@@ -49,6 +49,10 @@ export const ERROR_CODES = {
   ERR_NOT_EXECUTABLE: code('resolution', 'An address is not inside an executable segment'),
   ERR_UNSAFE_ADDRESS: code('resolution', 'A raw address has no symbol around it'),
   ERR_IFUNC: code('resolution', 'A symbol is an IFUNC resolver, not the function it picks'),
+  ERR_COLD_PART: code(
+    'resolution',
+    "A name matched a function's .cold part, code jumped to from it, not a function entry",
+  ),
   ERR_NOT_A_FUNCTION: code('resolution', 'A symbol is data, not code'),
   ERR_DECODE: code('resolution', 'Machine code cannot be decoded'),
   ERR_PROCESS_NOT_FOUND: code('resolution', 'No process has that PID'),

@@ -15,8 +15,11 @@ import {
   type Location,
   type ProbeSpec,
   parseSpec,
+  printSymbolName,
+  shellWord,
 } from '../spec/index.js';
 import {
+  cloneName,
   type DwarfReader,
   type ElfFile,
   type FunctionSymbol,
@@ -289,7 +292,8 @@ function resolveSymbol(
   const index = target.symbols();
   const byVersion = (found: readonly FunctionSymbol[]) =>
     location.version === undefined ? found : found.filter((fn) => fn.version === location.version);
-  let matches = byVersion(index.named(location.name));
+  // The name as stored, and the GCC clones of it (`helper.isra.0`), as gdb finds them.
+  let matches = byVersion([...index.named(location.name), ...index.clonesOf(location.name)]);
   // A C++ or Rust name as it reads demangled: `ns::Class::method`, `ns::Class::method(int)`.
   if (matches.length === 0) {
     matches = byVersion(index.demangledNamed(location.name));
@@ -299,8 +303,41 @@ function resolveSymbol(
     noteOverloads(spec, location, matches, target, warnings);
   }
   if (matches.length === 0) throw symbolNotFound(spec, location, target, options);
+  // A .cold part found through the name of its function is not an entry of it (gdb leaves it
+  // out too); named itself, it is probed as the instruction it starts with.
+  const compact = (name: string) => name.replace(/\s+/g, '');
+  const named = (fn: FunctionSymbol) =>
+    fn.name === location.name ||
+    (fn.demangled !== undefined && compact(fn.demangled) === compact(location.name));
+  const cold = matches.filter((fn) => isColdPart(fn) && !named(fn));
+  if (cold.length > 0) {
+    matches = matches.filter((fn) => !cold.includes(fn));
+    const message = `${cold.length === 1 ? 'a .cold part' : `${cold.length} .cold parts`} of ${quote(location.name)} in ${quote(target.file.displayPath)}: ${cold.map((fn) => shownName(fn)).join(', ')}`;
+    const why =
+      "A .cold part holds a function's rarely run code, split off by GCC and jumped to from the function: it is not called, so it has no entry to probe";
+    const hint = `Probe it by its own name if you mean its first instruction, e.g. ${shellWord(`${spec.target.text}:${printSymbolName(shownName(cold[0]!))}`)}`;
+    if (matches.length === 0) {
+      throw specError(spec, location.span, 'ERR_COLD_PART', `Cannot probe ${message}`, [why, hint]);
+    }
+    warnings.push(
+      specError(spec, location.span, 'ERR_COLD_PART', `Left out ${message}`, [why, hint]),
+    );
+  }
   const ifunc = matches.find((fn) => fn.type === 'ifunc');
   if (ifunc !== undefined) throw ifuncError(spec, location.span, ifunc, target);
+  const coldReturn = matches.find((fn) => isColdPart(fn));
+  if (coldReturn !== undefined && spec.kind === 'return') {
+    throw specError(
+      spec,
+      location.span,
+      'ERR_COLD_PART',
+      `Cannot place a return probe on ${quote(shownName(coldReturn))}: it is a .cold part, jumped to from its function, so the top of the stack there is not a return address`,
+      [
+        'A return probe replaces the return address at the top of the stack; here it would overwrite data of the function',
+        `Probe the return of the function it belongs to: ${shellWord(`r:${spec.target.text}:${printSymbolName(cloneName(shownName(coldReturn))!.base)}`)}`,
+      ],
+    );
+  }
   // Several functions may share a name (static functions of different files): probe each.
   const sites: ProbeSite[] = [];
   const seen = new Set<bigint>();
@@ -320,6 +357,16 @@ function resolveSymbol(
     sites.push(buildSite(spec, target, fn, fn.vaddr + location.offset, span, options));
   }
   return sites;
+}
+
+/** A .cold part: GCC's split-off rarely run blocks of a function (`f.cold`, `f.part.0.cold`). */
+function isColdPart(fn: FunctionSymbol): boolean {
+  return fn.name.endsWith('.cold') && cloneName(fn.name)?.cold === true;
+}
+
+/** A function's name as shown: demangled when it is a C++ or Rust name. */
+function shownName(fn: FunctionSymbol): string {
+  return fn.demangled ?? fn.name;
 }
 
 /**
@@ -359,7 +406,15 @@ function noteOverloads(
   target: OpenTarget,
   warnings: ProbeError[],
 ): void {
-  const overloads = [...new Set(matches.map((fn) => fn.demangled ?? fn.name))];
+  // A GCC clone of a function is not another overload of it.
+  const overloads = [
+    ...new Set(
+      matches.map((fn) => {
+        const name = fn.demangled ?? fn.name;
+        return cloneName(name)?.base ?? name;
+      }),
+    ),
+  ];
   if (overloads.length < 2) return;
   const shown = overloads.slice(0, 8).join(', ') + (overloads.length > 8 ? ', ...' : '');
   warnings.push(
@@ -509,13 +564,30 @@ function resolveGlob(
   }
   const sites: ProbeSite[] = [];
   const skipped: string[] = [];
+  const coldParts: string[] = [];
   for (const group of byAddress.values()) {
     const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
     if (main.type === 'ifunc') {
       skipped.push(main.name);
       continue;
     }
+    if (isColdPart(main)) {
+      coldParts.push(shownName(main));
+      continue;
+    }
     sites.push(buildSite(spec, target, main, main.vaddr, location.span, options));
+  }
+  if (coldParts.length > 0) {
+    const left = `${coldParts.length} .cold part${coldParts.length === 1 ? '' : 's'} matched by ${quote(location.pattern)}: ${coldParts.slice(0, 5).join(', ')}${coldParts.length > 5 ? ', ...' : ''}`;
+    const why =
+      "A .cold part holds a function's rarely run code, jumped to from it, not called: it has no entry to probe";
+    if (sites.length === 0 && skipped.length === 0) {
+      throw specError(spec, location.span, 'ERR_COLD_PART', `Cannot probe ${left}`, [
+        why,
+        'Probe one by its own name if you mean its first instruction',
+      ]);
+    }
+    warnings.push(specError(spec, location.span, 'ERR_COLD_PART', `Left out ${left}`, [why]));
   }
   if (skipped.length > 0) {
     warnings.push(
@@ -666,7 +738,7 @@ function buildSite(
       ? 'usdt'
       : spec.kind === 'return'
         ? 'return'
-        : functionStart || (fn !== undefined && vaddr === fn.vaddr)
+        : functionStart || (fn !== undefined && vaddr === fn.vaddr && !isColdPart(fn))
           ? 'entry'
           : 'instruction';
   const demangle = options.demangle !== false;

@@ -217,11 +217,42 @@ function unchanged(out: Uint8Array, strings: Uint8Array, from: number, to: numbe
 }
 
 /**
+ * The suffixes GCC gives the copies it makes of a function: `.isra.N` (arguments passed
+ * differently), `.constprop.N` (a constant argument folded in), `.part.N` (the rest of a
+ * function partly inlined into its callers) and `.cold` (its rarely run blocks, split off and
+ * jumped to from the function), possibly several (`.constprop.0.isra.0`, `.part.0.cold`).
+ */
+const CLONE_SUFFIXES = /^(.+?)((?:\.(?:isra|constprop|part|cold)(?:\.\d+)?)+)$/;
+/** The same suffixes as a demangler shows them: ` [clone .isra.0]`, ` [clone .cold]`. */
+const DEMANGLED_CLONE_SUFFIXES =
+  /^(.+?)((?: \[clone \.(?:isra|constprop|part|cold)(?:\.\d+)?\])+)$/;
+
+/** A symbol name split into the function it was cloned from and its clone suffixes. */
+export interface CloneName {
+  /** The name without the suffixes: `helper`, `_ZN3app4Calc3addEi`, `app::Calc::add(int)`. */
+  readonly base: string;
+  /** The suffixes as stored (`.constprop.0.isra.0`) or shown (` [clone .cold]`). */
+  readonly suffix: string;
+  /** True for a `.cold` part: code of the function jumped to from it, not a function entry. */
+  readonly cold: boolean;
+}
+
+/**
+ * The clone suffixes of a stored symbol name (`helper.isra.0`, `_ZN3app4Calc3addEi.cold`) or
+ * of a demangled one (`app::Calc::add(int) [clone .isra.0]`), or undefined when it has none.
+ */
+export function cloneName(name: string): CloneName | undefined {
+  const m = (name.endsWith(']') ? DEMANGLED_CLONE_SUFFIXES : CLONE_SUFFIXES).exec(name);
+  if (m === null) return undefined;
+  const suffix = m[2]!;
+  return { base: m[1]!, suffix, cold: /\.cold\]?$/.test(suffix) };
+}
+
+/**
  * A demangled C++ function name without its parameter list and the qualifiers after it:
  * `ns::Class::method` for `ns::Class::method(int) const`, `ns::Class::operator()` for
  * `ns::Class::operator()(int)`. Undefined when the name has no parameter list (Rust paths,
- * special names) or is a clone of part of a function (`foo() [clone .cold]`), which a probe
- * by name must not land on.
+ * special names) or is a clone (`foo() [clone .isra.0]`): cloneName() gives its base.
  */
 export function withoutParameters(demangled: string): string | undefined {
   if (demangled.includes(' [clone ')) return undefined;

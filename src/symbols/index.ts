@@ -5,6 +5,8 @@ export {
   debugFileLocations,
 } from './debug-files.js';
 export {
+  type CloneName,
+  cloneName,
   type DemangledNames,
   demangle,
   demangleNames,

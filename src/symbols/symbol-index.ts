@@ -1,4 +1,5 @@
 import {
+  cloneName,
   type DemangledNames,
   demangle,
   demangleNames,
@@ -94,6 +95,8 @@ export class SymbolIndex {
   #objects: (FunctionSymbol | undefined)[] | undefined;
   #all: readonly FunctionSymbol[] | undefined;
   #byName: Map<string, number[]> | undefined;
+  /** Positions of GCC clones by the stored name they are clones of. */
+  #byCloneBase: Map<string, number[]> | undefined;
   /** Demangled names by position: a string, `null` when not mangled, undefined until asked. */
   #demangled: (string | null | undefined)[] | undefined;
   /** Every demangled name as bytes, by position, once demangleAll() ran. */
@@ -264,7 +267,9 @@ export class SymbolIndex {
 
   /**
    * True when the k-th function's name matches `pattern`: its stored name, its name with the
-   * version, its demangled name, or its demangled name without the parameter list.
+   * version, its demangled name, or its demangled name without the parameter list; for a
+   * GCC clone (`helper.isra.0`, `ns::f(int) [clone .cold]`), the same of the name it is a
+   * clone of.
    */
   matchesAt(k: number, pattern: RegExp): boolean {
     const row = this.#order[k]!;
@@ -273,15 +278,41 @@ export class SymbolIndex {
     const suffix = this.versionSuffixAt(k);
     if (suffix !== '' && pattern.test(`${name}${suffix}`)) return true;
     const demangled = this.demangledAt(k);
-    if (demangled === undefined) return false;
+    if (demangled === undefined) {
+      const clone = name.includes('.') ? cloneName(name) : undefined;
+      return clone !== undefined && pattern.test(clone.base);
+    }
     if (pattern.test(demangled)) return true;
-    const bare = withoutParameters(demangled);
+    const base = cloneName(demangled)?.base ?? demangled;
+    if (base !== demangled && pattern.test(base)) return true;
+    const bare = withoutParameters(base);
     return bare !== undefined && pattern.test(bare);
   }
 
   /**
+   * The GCC clones and parts of the function stored as `name` (`helper.isra.0`,
+   * `helper.cold`, `_ZN3app4Calc3addEi.constprop.0`): what gdb finds by the plain name too.
+   */
+  clonesOf(name: string): readonly FunctionSymbol[] {
+    if (this.#byCloneBase === undefined) {
+      this.#byCloneBase = new Map();
+      for (let k = 0; k < this.length; k++) {
+        const stored = this.#nameOf(this.#order[k]!);
+        if (!stored.includes('.')) continue;
+        const clone = cloneName(stored);
+        if (clone === undefined) continue;
+        const list = this.#byCloneBase.get(clone.base);
+        if (list === undefined) this.#byCloneBase.set(clone.base, [k]);
+        else list.push(k);
+      }
+    }
+    return (this.#byCloneBase.get(name) ?? []).map((k) => this.function(k));
+  }
+
+  /**
    * Functions whose demangled name is `name`, with or without the parameter list, spaces
-   * aside: `ns::Class::method` finds every overload, `ns::Class::method(int)` one of them.
+   * aside: `ns::Class::method` finds every overload, `ns::Class::method(int)` one of them,
+   * and their GCC clones and parts (`ns::Class::method(int) [clone .isra.0]`).
    */
   demangledNamed(name: string): readonly FunctionSymbol[] {
     if (this.#byDemangled === undefined) {
@@ -296,7 +327,9 @@ export class SymbolIndex {
         const demangled = this.demangledAt(k);
         if (demangled === undefined) continue;
         add(compactName(demangled), k);
-        const bare = withoutParameters(demangled);
+        const base = cloneName(demangled)?.base ?? demangled;
+        if (base !== demangled) add(compactName(base), k);
+        const bare = withoutParameters(base);
         if (bare !== undefined) add(compactName(bare), k);
       }
     }
