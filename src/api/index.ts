@@ -38,6 +38,7 @@ export {
   type ProbePlan,
   type ProbeSite,
   planProbes,
+  qualifyNames,
   type ResolveOptions,
   resolveProbes,
   type SiteKind,

@@ -32,7 +32,13 @@ import {
 } from '../symbols/index.js';
 import { closeDebugInfo, missingDebugSymbolsHints, targetSymbols } from './debug-info.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
-import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
+import {
+  type ProbeSite,
+  qualifyNames,
+  type SiteKind,
+  type TargetFile,
+  type UsdtSite,
+} from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
 import { elfSymbolVaddr, type UsdtArgsContext, usdtFetches } from './usdt-args.js';
@@ -152,7 +158,7 @@ export function resolveProbesSync(
       target.elf.close();
     }
   }
-  return plan;
+  return { ...plan, sites: qualifyNames(plan.sites) };
 }
 
 /** Like resolveProbes, but throws the first error (for callers that attach everything or nothing). */
@@ -292,11 +298,11 @@ function resolveSymbol(
   const index = target.symbols();
   const byVersion = (found: readonly FunctionSymbol[]) =>
     location.version === undefined ? found : found.filter((fn) => fn.version === location.version);
-  // The name as stored, and the GCC clones of it (`helper.isra.0`), as gdb finds them.
-  let matches = byVersion([...index.named(location.name), ...index.clonesOf(location.name)]);
-  // A C++ or Rust name as it reads demangled: `ns::Class::method`, `ns::Class::method(int)`.
-  if (matches.length === 0) {
-    matches = byVersion(index.demangledNamed(location.name));
+  // The name as stored and the GCC clones of it (`helper.isra.0`), as gdb finds them; else a
+  // C++ or Rust name as it reads demangled: `ns::Class::method`, `ns::Class::method(int)`.
+  const stored = index.named(location.name).length + index.clonesOf(location.name).length > 0;
+  let matches = byVersion(index.functionsCalled(location.name));
+  if (!stored) {
     if (matches.length === 0 && isGlob(location.name)) {
       return resolveQuotedPattern(spec, location, target, options, warnings);
     }

@@ -290,6 +290,16 @@ export class SymbolIndex {
   }
 
   /**
+   * The functions a name given by a user means, as probes take it: those stored under it and
+   * their GCC clones and parts; else those whose demangled name it is, with or without the
+   * parameter list (with their clones and parts). Callers leave out the .cold parts they must.
+   */
+  functionsCalled(name: string): readonly FunctionSymbol[] {
+    const stored = [...this.named(name), ...this.clonesOf(name)];
+    return stored.length > 0 ? stored : this.demangledNamed(name);
+  }
+
+  /**
    * The GCC clones and parts of the function stored as `name` (`helper.isra.0`,
    * `helper.cold`, `_ZN3app4Calc3addEi.constprop.0`): what gdb finds by the plain name too.
    */

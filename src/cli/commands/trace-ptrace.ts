@@ -12,6 +12,7 @@ import {
   ProcessTracer,
   parseSpec,
   probeName,
+  qualifyNames,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
@@ -166,9 +167,11 @@ export async function runPtrace(
     };
     let more = true;
     let yieldAt = Number.POSITIVE_INFINITY;
+    // Sites of several specs that share a name are told apart (qualifyNames) once all are placed.
+    const qualified = new Map<ProbeSite, ProbeSite>();
     const handler = (hit: HitContext, site: ProbeSite | undefined) => {
       if (site === undefined || !more) return;
-      more = consumer.hit(hit, site, comm(hit.tid));
+      more = consumer.hit(hit, qualified.get(site) ?? site, comm(hit.tid));
       // A busy process never lets poll() wait: end it every 100 ms all the same, so that
       // timers (--interval), signals and --duration are seen.
       if (!more || performance.now() >= yieldAt) tracer.interrupt();
@@ -186,7 +189,9 @@ export async function runPtrace(
         })),
       );
     }
-    consumer.begin(sites);
+    const named = qualifyNames(sites);
+    sites.forEach((site, i) => qualified.set(site, named[i]!));
+    consumer.begin(named);
     if (options.pid !== undefined) {
       for (const note of notLoadedNotes(sites, options.pid)) io.err(`upscope: ${note}\n`);
     }
