@@ -429,7 +429,9 @@ function noteOverloads(
       location.span,
       'ERR_OVERLOADED',
       `Placed probes on ${overloads.length} overloads of ${quote(location.name)} in ${quote(target.file.displayPath)}: ${shown}`,
-      [`Probe one by its parameters, e.g. ${spec.target.text}:'${overloads[0]}'`],
+      [
+        `Probe one by its parameters, e.g. ${shellWord(`${spec.kindExplicit ? `${spec.kind === 'return' ? 'r' : 'p'}:` : ''}${spec.target.text}:${printSymbolName(overloads[0]!)}`)}`,
+      ],
     ),
   );
 }
