@@ -17,6 +17,7 @@ import {
 import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
 import { helperSignal } from '../ptrace-helper.js';
+import { summaryLine } from './trace-summary.js';
 
 export interface PtraceTraceOptions {
   readonly pid?: number | undefined;
@@ -84,7 +85,7 @@ export async function tracePtrace(
   // After the detach: the process runs on whatever the output did.
   if (failure !== undefined) throw failure;
   flush();
-  io.err(`upscope: ${count} events delivered, 0 lost, 0 missed\n`);
+  io.err(`upscope: ${summaryLine(count, max, { delivered: count, lost: 0, missed: 0 })}\n`);
   return ended;
 }
 
