@@ -326,7 +326,7 @@ describe('parseSpec() on the examples of DESIGN.md', () => {
     );
     // The spec in the hint, typed in bash, reaches the parser as one spec that parses.
     const typed = /: (".*")$/.exec(hint)![1]!;
-    const argv = JSON.parse(
+    const argv: string[] = JSON.parse(
       execFileSync(
         'bash',
         ['-c', `node -e 'console.log(JSON.stringify(process.argv.slice(1)))' ${typed}`],
@@ -336,7 +336,7 @@ describe('parseSpec() on the examples of DESIGN.md', () => {
       ),
     );
     assert.deepEqual(argv, ["./app:'ns::f(char const*, int) const'"]);
-    assert.equal(parseSpec(argv[0]).spec?.location.type, 'symbol');
+    assert.equal(parseSpec(argv[0]!).spec?.location.type, 'symbol');
   });
 
   test('a C++ name without a target gets one message saying so', () => {
