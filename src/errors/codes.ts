@@ -39,6 +39,7 @@ export const ERROR_CODES = {
   ERR_FILE_READ: code('target', 'A file cannot be read'),
   ERR_FILE_ACCESS: code('environment', 'A file cannot be read with these privileges'),
   ERR_ELF_INVALID: code('target', 'A file is not a valid ELF file'),
+  ERR_SCRIPT_TARGET: code('target', 'A target is a script (#!), not an ELF file'),
   ERR_ELF_UNSUPPORTED: code('not-supported', 'An ELF file is not 64-bit little-endian x86-64'),
   ERR_USDT_ARGUMENT: code('target', "A USDT note's argument string cannot be read"),
   ERR_SYMBOL_NOT_FOUND: code('resolution', 'No symbol of that name is in the file'),
