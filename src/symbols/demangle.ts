@@ -135,7 +135,7 @@ export function demangle(name: string): string | undefined {
 
 /** Demangled names of many symbols, as UTF-8 bytes in one buffer. */
 export interface DemangledNames {
-  readonly bytes: Uint8Array;
+  readonly bytes: Buffer;
   /** Where name k starts in `bytes`, or -1 when name k is not a mangled name. */
   readonly start: Int32Array;
   readonly end: Int32Array;
@@ -168,8 +168,15 @@ export function demangleNames(
   const count = starts.length;
   const start = new Int32Array(count).fill(-1);
   const end = new Int32Array(count).fill(-1);
-  let bytes = new Uint8Array(1 << 16);
+  // Room for the answers at once: a demangled C++ name is about 1.4 times as long.
+  let input = 0;
+  for (let k = 0; k < count; k++) {
+    if (ends[k]! - starts[k]! > 2 && strings[starts[k]!] === 0x5f) input += ends[k]! - starts[k]!;
+  }
+  let bytes = Buffer.allocUnsafe(Math.max(1 << 12, Math.ceil(input * 1.6)));
   let used = 0;
+  // One view of the demangler's memory, made again only when the memory grows.
+  let memory: Uint8Array | undefined;
   for (let k = 0; k < count; k++) {
     const from = starts[k]!;
     const to = ends[k]!;
@@ -180,23 +187,27 @@ export function demangleNames(
     let result: [number, number] | undefined;
     try {
       const ptr = wasm.__wbindgen_malloc(length, 1) >>> 0;
-      new Uint8Array(wasm.memory.buffer, ptr, length).set(strings.subarray(from, to));
+      if (memory?.buffer !== wasm.memory.buffer) memory = new Uint8Array(wasm.memory.buffer);
+      for (let i = 0; i < length; i++) memory[ptr + i] = strings[from + i]!;
       result = wasm.demangle_any(ptr, length);
-      const out = new Uint8Array(wasm.memory.buffer, result[0] >>> 0, result[1] >>> 0);
+      if (memory.buffer !== wasm.memory.buffer) memory = new Uint8Array(wasm.memory.buffer);
+      const outStart = result[0] >>> 0;
+      const outLength = result[1] >>> 0;
       // The input back, or less its first character, or nothing: not a mangled name.
-      if (out.length === 0 || unchanged(out, strings, from, to)) continue;
-      if (used + out.length > bytes.length) {
-        const grown = new Uint8Array(Math.max(bytes.length * 2, used + out.length));
-        grown.set(bytes.subarray(0, used));
+      if (outLength === 0 || unchanged(memory, outStart, outLength, strings, from, to)) continue;
+      if (used + outLength > bytes.length) {
+        const grown = Buffer.allocUnsafe(Math.max(bytes.length * 2, used + outLength));
+        bytes.copy(grown, 0, 0, used);
         bytes = grown;
       }
-      bytes.set(out, used);
+      for (let i = 0; i < outLength; i++) bytes[used + i] = memory[outStart + i]!;
       start[k] = used;
-      used += out.length;
+      used += outLength;
       end[k] = used;
     } catch {
       // A trap leaves the demangler's memory in an unknown state: start afresh.
       instance = undefined;
+      memory = undefined;
       result = undefined;
     } finally {
       if (result !== undefined) wasm.__wbindgen_free(result[0], result[1], 1);
@@ -205,12 +216,19 @@ export function demangleNames(
   return { bytes: bytes.subarray(0, used), start, end };
 }
 
-/** True when `out` is the name at [from, to) of `strings`, or it less its first character. */
-function unchanged(out: Uint8Array, strings: Uint8Array, from: number, to: number): boolean {
+/** True when `memory[at, at + length)` is the name at [from, to) of `strings`, or it less its first character. */
+function unchanged(
+  memory: Uint8Array,
+  at: number,
+  length: number,
+  strings: Uint8Array,
+  from: number,
+  to: number,
+): boolean {
   for (const skip of [0, 1]) {
-    if (out.length !== to - from - skip) continue;
+    if (length !== to - from - skip) continue;
     let same = true;
-    for (let i = 0; i < out.length && same; i++) same = out[i] === strings[from + skip + i];
+    for (let i = 0; i < length && same; i++) same = memory[at + i] === strings[from + skip + i];
     if (same) return true;
   }
   return false;
