@@ -40,6 +40,7 @@ export {
   type ProbePlan,
   type ProbeSite,
   planProbes,
+  qualifyNames,
   type ResolveOptions,
   resolveProbes,
   type SiteKind,

@@ -8,14 +8,18 @@ import {
   lookupDebugInfo,
   missingDebugInfoHints,
   resolveTarget,
+  targetSymbols,
 } from '../plan/index.js';
 import {
+  cloneName,
+  DW_AT,
   DwarfFormatError,
+  type DwarfReader,
   functionDisplayName,
   type LineAddress,
   type LineTable,
   openElf,
-  SymbolIndex,
+  type SymbolIndex,
 } from '../symbols/index.js';
 
 /** One source line as `list --lines` shows it. */
@@ -82,8 +86,11 @@ export function listSourceLines(
         const last = range[3] === undefined ? first : Number(range[3]);
         return { ...base, ...fileRange(info.lines, range[1]!, first, last, resolved.displayPath) };
       }
-      const symbols = info.debugSymbols() ?? new SymbolIndex(elf);
-      return { ...base, ...functionLines(info.lines, symbols, what, resolved.displayPath) };
+      const symbols = targetSymbols(elf, resolved.path, { debugDirs: options.debugDirs });
+      return {
+        ...base,
+        ...functionLines(info.lines, symbols, what, resolved.displayPath, info.dwarf()),
+      };
     } catch (err) {
       if (err instanceof DwarfFormatError) {
         throw new ProbeError(
@@ -107,8 +114,14 @@ function functionLines(
   symbols: SymbolIndex,
   name: string,
   displayPath: string,
+  dwarf: DwarfReader | undefined,
 ): Listed {
-  const fn = symbols.named(name)[0];
+  // The name as probes take it (`app::check`, a Rust path, `helper` for `helper.isra.0`);
+  // a .cold part only when named itself.
+  const found = symbols.functionsCalled(name);
+  const fn =
+    found.find((f) => cloneName(f.name)?.cold !== true) ??
+    found.find((f) => f.name === name || f.demangled === name);
   if (fn === undefined) {
     throw new ProbeError(
       'ERR_SYMBOL_NOT_FOUND',
@@ -123,7 +136,13 @@ function functionLines(
   }
   const end = fn.vaddr + (fn.sizeBytes === 0n ? 1n : fn.sizeBytes);
   const rows = lines.rowsInRange(fn.vaddr, end);
-  const entry = rows[0];
+  // The first row of the function's own code, not of a function inlined at its top (Rust's
+  // black_box, from core/src/hint.rs).
+  const entry =
+    (dwarf === undefined
+      ? undefined
+      : rows.find((r) => !dwarf.scopesAt(r.vaddr).some((scope) => scope.kind === 'inlined'))) ??
+    rows[0];
   if (entry === undefined) {
     throw new ProbeError(
       'ERR_NO_LINE_CODE',
@@ -135,9 +154,19 @@ function functionLines(
   // has (lines of functions inlined from above it in the file are left out).
   const own = rows.filter((r) => r.file === entry.file && r.line >= entry.line);
   const last = Math.max(...own.map((r) => r.line));
+  // From the line it is declared on, when DWARF says and it comes first (perf probe -L does).
+  const subprogram = dwarf?.scopesAt(fn.vaddr)[0]?.die;
+  const declared =
+    subprogram === undefined
+      ? undefined
+      : dwarf!.info.constant(dwarf!.info.origin(subprogram), DW_AT.decl_line);
+  const first =
+    typeof declared === 'bigint' && declared > 0n && declared < BigInt(entry.line)
+      ? Number(declared)
+      : entry.line;
   return {
     function: functionDisplayName(fn),
-    ...numbered(entry.file, entry.line, last, own),
+    ...numbered(entry.file, first, last, own),
   };
 }
 

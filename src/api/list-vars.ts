@@ -5,6 +5,7 @@ import {
   noDebugInfoHints,
   openDwarf,
   resolveTarget,
+  targetSymbols,
 } from '../plan/index.js';
 import { type DwarfReader, fileOffsetToRuntime, openElf } from '../symbols/index.js';
 
@@ -49,6 +50,7 @@ export async function listVariables(
           return dwarf;
         },
         noDebugInfoHints: () => noDebugInfoHints(elf, resolved.path, resolved.displayPath, debug),
+        symbols: () => targetSymbols(elf, resolved.path, debug),
       },
       fn,
     ).map((instance) => {

@@ -1,13 +1,18 @@
 import { statSync } from 'node:fs';
 import { ProbeError, quote } from '../errors/index.js';
-import { processComm, processObjects, resolveTarget } from '../plan/index.js';
+import {
+  closeDebugInfo,
+  processComm,
+  processObjects,
+  resolveTarget,
+  targetSymbols,
+} from '../plan/index.js';
 import { globToRegExp } from '../spec/index.js';
 import {
   type FunctionSymbol,
   fileOffsetToRuntime,
   type MappedObject,
   openElf,
-  SymbolIndex,
 } from '../symbols/index.js';
 
 /** A function as listed: its symbol, and with a pid, where it is in that process. */
@@ -46,7 +51,10 @@ export interface FunctionListing {
     readonly buildId: string | undefined;
     readonly type: string;
   };
+  /** True when only .dynsym (exported functions) was found: no .symtab, no debug file. */
   readonly stripped: boolean;
+  /** The separate debug file whose .symtab the functions come from, when they do. */
+  readonly debugFile: string | undefined;
   /** The functions as objects, sorted by address (built when first read). */
   readonly functions: readonly ListedFunction[];
   readonly rows: FunctionRows;
@@ -62,9 +70,9 @@ export interface ListOptions {
   readonly pid?: number | undefined;
   /** Show C++ and Rust names demangled in `rows` (default true); `functions` has both. */
   readonly demangle?: boolean | undefined;
+  /** Directories searched for a stripped file's debug file, before /usr/lib/debug. */
+  readonly debugDirs?: readonly string[] | undefined;
 }
-
-const encoder = new TextEncoder();
 
 /** The functions of one ELF file (a path, program or library name), sorted by address. */
 export async function listFunctions(
@@ -74,9 +82,11 @@ export async function listFunctions(
   const resolved = await resolveTarget(target, { pid: options.pid });
   const elf = openElf(resolved.path);
   try {
-    const index = new SymbolIndex(elf);
+    const index = targetSymbols(elf, resolved.path, { debugDirs: options.debugDirs });
     const demangle = options.demangle !== false;
     const pattern = options.pattern === undefined ? undefined : globToRegExp(options.pattern);
+    // Every name is shown, or matched against the pattern, demangled: all at once.
+    if (demangle || pattern !== undefined) index.demangleAll();
     // Which index positions are listed: all, or those whose name matches.
     let picked: number[] | undefined;
     if (pattern !== undefined) {
@@ -99,13 +109,14 @@ export async function listFunctions(
       binding: (i) => index.bindingAt(at(i)),
       type: (i) => index.typeAt(at(i)),
       nameLength: (i) => {
-        const demangled = demangle ? index.demangledAt(at(i)) : undefined;
-        return demangled === undefined ? index.nameLengthAt(at(i)) : Buffer.byteLength(demangled);
+        const length = demangle ? index.demangledLengthAt(at(i)) : -1;
+        return length < 0 ? index.nameLengthAt(at(i)) : length;
       },
       copyName: (i, target, offset) => {
-        const demangled = demangle ? index.demangledAt(at(i)) : undefined;
-        if (demangled === undefined) return index.copyNameAt(at(i), target, offset);
-        return encoder.encodeInto(demangled, target.subarray(offset)).written;
+        if (demangle && index.demangledLengthAt(at(i)) >= 0) {
+          return index.copyDemangledAt(at(i), target, offset);
+        }
+        return index.copyNameAt(at(i), target, offset);
       },
       versionSuffix: (i) => index.versionSuffixAt(at(i)),
       runtimeAddress: (i) => {
@@ -125,6 +136,7 @@ export async function listFunctions(
         type: elf.type,
       },
       stripped: index.stripped,
+      debugFile: index.debugFile,
       get functions() {
         functions ??= Array.from({ length: rows.count }, (_, i) => {
           const fn = index.function(at(i));
@@ -143,6 +155,7 @@ export async function listFunctions(
       rows,
     };
   } finally {
+    closeDebugInfo(elf);
     elf.close();
   }
 }

@@ -1,13 +1,13 @@
 import { ProbeError } from '../errors/index.js';
 import { hex } from '../output/index.js';
-import { readProcessMaps } from '../plan/index.js';
+import { closeDebugInfo, readProcessMaps, targetSymbols } from '../plan/index.js';
 import {
   type ElfFile,
   functionDisplayName,
   type MapEntry,
   openElf,
   runtimeToFileOffset,
-  SymbolIndex,
+  type SymbolIndex,
 } from '../symbols/index.js';
 
 export interface Symbolized {
@@ -44,7 +44,7 @@ export function symbolizeAddress(pid: number, address: bigint): Symbolized {
   const elf = openElf(path);
   try {
     const vaddr = elf.fileOffsetToVaddr(fileOffset);
-    const fn = vaddr === undefined ? undefined : new SymbolIndex(elf).containing(vaddr);
+    const fn = vaddr === undefined ? undefined : targetSymbols(elf, path).containing(vaddr);
     return {
       address,
       object: entry.deleted ? `${entry.path} (deleted)` : entry.path,
@@ -55,6 +55,7 @@ export function symbolizeAddress(pid: number, address: bigint): Symbolized {
       symbolOffset: fn === undefined || vaddr === undefined ? 0n : vaddr - fn.vaddr,
     };
   } finally {
+    closeDebugInfo(elf);
     elf.close();
   }
 }
@@ -128,7 +129,7 @@ export class StackSymbolizer {
     if (!this.#files.has(path)) {
       try {
         const elf = openElf(path);
-        this.#files.set(path, { elf, index: new SymbolIndex(elf) });
+        this.#files.set(path, { elf, index: targetSymbols(elf, path) });
       } catch {
         this.#files.set(path, undefined);
       }
@@ -137,7 +138,11 @@ export class StackSymbolizer {
   }
 
   close(): void {
-    for (const file of this.#files.values()) file?.elf.close();
+    for (const file of this.#files.values()) {
+      if (file === undefined) continue;
+      closeDebugInfo(file.elf);
+      file.elf.close();
+    }
     this.#files.clear();
   }
 }

@@ -25,6 +25,7 @@ import {
   type ProbeSite,
   planProbes,
   type SkippedSite,
+  siteName,
 } from '../plan/index.js';
 import {
   type Aggregate,
@@ -268,13 +269,12 @@ function bpfSite(site: NamedSite): BpfStreamSite {
 
 /**
  * A probe's name in events: `parse_request`, `main+0x1a`, `ns::Class::method(int)` (demangled),
- * the address without a symbol, or `provider:name` for a USDT probe.
+ * the address without a symbol, or `provider:name` for a USDT probe; followed by what tells it
+ * from another site of the same name (`rust_vars::twice (0x14650)`: qualifyNames()).
  */
 export function probeName(site: ProbeSite): string {
-  if (site.usdt !== undefined) return `${site.usdt.provider}:${site.usdt.name}`;
-  if (site.symbol === undefined) return `0x${site.vaddr.toString(16)}`;
-  const name = site.demangled ?? site.symbol.replace(/@.*$/, '');
-  return site.symbolOffset === 0n ? name : `${name}+0x${site.symbolOffset.toString(16)}`;
+  const name = siteName(site);
+  return site.nameQualifier === undefined ? name : `${name} (${site.nameQualifier})`;
 }
 
 /**

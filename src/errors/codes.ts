@@ -39,6 +39,7 @@ export const ERROR_CODES = {
   ERR_FILE_READ: code('target', 'A file cannot be read'),
   ERR_FILE_ACCESS: code('environment', 'A file cannot be read with these privileges'),
   ERR_ELF_INVALID: code('target', 'A file is not a valid ELF file'),
+  ERR_SCRIPT_TARGET: code('target', 'A target is a script (#!), not an ELF file'),
   ERR_ELF_UNSUPPORTED: code('not-supported', 'An ELF file is not 64-bit little-endian x86-64'),
   ERR_USDT_ARGUMENT: code('target', "A USDT note's argument string cannot be read"),
   ERR_SYMBOL_NOT_FOUND: code('resolution', 'No symbol of that name is in the file'),
@@ -49,6 +50,10 @@ export const ERROR_CODES = {
   ERR_NOT_EXECUTABLE: code('resolution', 'An address is not inside an executable segment'),
   ERR_UNSAFE_ADDRESS: code('resolution', 'A raw address has no symbol around it'),
   ERR_IFUNC: code('resolution', 'A symbol is an IFUNC resolver, not the function it picks'),
+  ERR_COLD_PART: code(
+    'resolution',
+    "A name matched a function's .cold part, code jumped to from it, not a function entry",
+  ),
   ERR_NOT_A_FUNCTION: code('resolution', 'A symbol is data, not code'),
   ERR_DECODE: code('resolution', 'Machine code cannot be decoded'),
   ERR_PROCESS_NOT_FOUND: code('resolution', 'No process has that PID'),

@@ -18,11 +18,6 @@ export interface DebugInfo {
   readonly lines: LineTable;
   /** The .debug_info reader (variables, types, inlined instances), or undefined without it. */
   dwarf(): DwarfReader | undefined;
-  /**
-   * The function symbols of the debug file when it is separate and the target is stripped (an
-   * --only-keep-debug file keeps .symtab), else undefined: use the target's.
-   */
-  debugSymbols(): SymbolIndex | undefined;
 }
 
 /** Where debug info was found, as reports show it. */
@@ -63,7 +58,6 @@ export function lookupDebugInfo(
   let result: DebugInfo | MissingDebugInfo;
   if (found.found) {
     const source: DebugInfoSource = { elf: found.elf, path: found.path, how: found.how };
-    let symbols: SymbolIndex | undefined;
     let dwarf: DwarfReader | undefined | null = null;
     const reader = (): DwarfReader | undefined => {
       if (dwarf === null) {
@@ -80,23 +74,69 @@ export function lookupDebugInfo(
         compDirOf: (offset) => reader()?.compDirOfLineProgram(offset),
       }),
       dwarf: reader,
-      debugSymbols: () => {
-        if (found.elf === elf || elf.hasSymtab || !found.elf.hasSymtab) return undefined;
-        symbols ??= new SymbolIndex(found.elf);
-        return symbols;
-      },
     };
   } else {
-    const owner = owningPackage(path);
+    // dpkg is asked only when a message needs the package (a process per question).
+    let owner: string | undefined | null = null;
+    const ownerOf = () => {
+      if (owner === null) owner = owningPackage(path);
+      return owner;
+    };
     result = {
       candidates: found.candidates,
       rejected: found.rejected,
-      package: owner,
-      debugPackage: owner === undefined ? undefined : debugPackageName(owner),
+      get package() {
+        return ownerOf();
+      },
+      get debugPackage() {
+        const known = ownerOf();
+        return known === undefined ? undefined : debugPackageName(known);
+      },
     };
   }
   open.set(elf, result);
   return result;
+}
+
+const indexes = new WeakMap<ElfFile, SymbolIndex>();
+
+/**
+ * The function symbols of an opened target, the one index every command names functions
+ * with (probes, `list`, stack frames, IFUNC implementations): its own .symtab; else, when it
+ * is stripped, the .symtab of its separate debug file (the one its DWARF is read from, found
+ * by build-id or .gnu_debuglink, as gdb, perf and bpftrace find it); else its .dynsym. Cached
+ * per ElfFile; closeDebugInfo() closes a debug file opened here.
+ */
+export function targetSymbols(
+  elf: ElfFile,
+  path: string,
+  options: DebugInfoOptions = {},
+): SymbolIndex {
+  let index = indexes.get(elf);
+  if (index === undefined) {
+    let debugFile: { elf: ElfFile; path: string } | undefined;
+    if (!elf.hasSymtab) {
+      const info = lookupDebugInfo(elf, path, options);
+      if (isDebugInfo(info) && info.source.elf !== elf) {
+        debugFile = { elf: info.source.elf, path: info.source.path };
+      }
+    }
+    index = new SymbolIndex(elf, { debugFile });
+    indexes.set(elf, index);
+  }
+  return index;
+}
+
+/** Where debug symbols were looked for, for a message about a stripped file. */
+export function missingDebugSymbolsHints(
+  elf: ElfFile,
+  path: string,
+  displayPath: string,
+  options: DebugInfoOptions = {},
+): string[] {
+  const info = lookupDebugInfo(elf, path, options);
+  if (isDebugInfo(info)) return [];
+  return missingDebugInfoHints(info, displayPath);
 }
 
 export function isDebugInfo(info: DebugInfo | MissingDebugInfo): info is DebugInfo {
@@ -110,6 +150,7 @@ export function closeDebugInfo(elf: ElfFile): void {
     known.source.elf.close();
   }
   open.delete(elf);
+  indexes.delete(elf);
 }
 
 /** The hints that tell a user where debug info was looked for and how to get it. */

@@ -7,10 +7,20 @@ export {
   lookupDebugInfo,
   type MissingDebugInfo,
   missingDebugInfoHints,
+  missingDebugSymbolsHints,
+  targetSymbols,
 } from './debug-info.js';
 export { findIfuncImplementations, type IfuncImplementation } from './ifunc.js';
 export { notLoadedNotes } from './not-loaded.js';
-export type { ProbeSite, SiteKind, SourceSite, TargetFile, UsdtSite } from './probe-site.js';
+export {
+  type ProbeSite,
+  qualifyNames,
+  type SiteKind,
+  type SourceSite,
+  siteName,
+  type TargetFile,
+  type UsdtSite,
+} from './probe-site.js';
 export {
   type PlannedProbes,
   type ProbePlan,

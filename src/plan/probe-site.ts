@@ -56,6 +56,11 @@ export interface ProbeSite {
   readonly demangled: string | undefined;
   /** Other names for the same function address (demangled, unless demangling is off). */
   readonly aliases: readonly string[];
+  /**
+   * The separate debug file whose .symtab names the function, when the target is stripped
+   * (found by build-id or .gnu_debuglink); undefined when the target names it itself.
+   */
+  readonly symbolFile?: string | undefined;
   readonly symbolOffset: bigint;
   readonly vaddr: bigint;
   readonly fileOffset: bigint;
@@ -69,4 +74,58 @@ export interface ProbeSite {
   readonly runtimeAddress: bigint | undefined;
   /** For a FILE:LINE spec: the line, and where its debug info came from. */
   readonly source?: SourceSite | undefined;
+  /**
+   * What tells this site from another site of the plan with the same name (two Rust functions
+   * whose legacy names demangle alike, static functions of two files, two files' functions):
+   * its address (`0x14650`), its file, or both; undefined when its name is its own.
+   */
+  readonly nameQualifier?: string | undefined;
+}
+
+/**
+ * A site's name in events and counts, without qualifier: `parse_request`, `main+0x1a`,
+ * `ns::Class::method(int)` (demangled), the address without a symbol, or `provider:name` for
+ * a USDT probe.
+ */
+export function siteName(site: ProbeSite): string {
+  if (site.usdt !== undefined) return `${site.usdt.provider}:${site.usdt.name}`;
+  if (site.symbol === undefined) return `0x${site.vaddr.toString(16)}`;
+  const name = site.demangled ?? site.symbol.replace(/@.*$/, '');
+  return site.symbolOffset === 0n ? name : `${name}+0x${site.symbolOffset.toString(16)}`;
+}
+
+/**
+ * The sites with a nameQualifier on each whose name (and kind) another site of a different
+ * place shares: the address when they are in one file, the file when at one address, both
+ * otherwise. Two sites at the same place (one function named by two specs) keep one name.
+ */
+export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
+  const groups = new Map<string, T[]>();
+  for (const site of sites) {
+    const key = `${site.kind === 'return' ? 'r:' : ''}${siteName(site)}`;
+    const group = groups.get(key);
+    if (group === undefined) groups.set(key, [site]);
+    else group.push(site);
+  }
+  const qualifier = new Map<T, string>();
+  for (const group of groups.values()) {
+    const places = new Set(group.map((s) => `${s.target.path}:${s.vaddr}`));
+    if (places.size < 2) continue;
+    const files = new Set(group.map((s) => s.target.path)).size;
+    const addresses = new Set(group.map((s) => s.vaddr)).size;
+    for (const site of group) {
+      const address = `0x${site.vaddr.toString(16)}`;
+      qualifier.set(
+        site,
+        files === 1
+          ? address
+          : addresses === 1
+            ? site.target.displayPath
+            : `${site.target.displayPath} ${address}`,
+      );
+    }
+  }
+  return sites.map((site) =>
+    qualifier.has(site) ? { ...site, nameQualifier: qualifier.get(site) } : site,
+  );
 }

@@ -72,7 +72,7 @@ export function resolveLineAddresses(
   try {
     const path = pickFile(lines, location.file, what, displayPath, spec, fail);
     const rows = lines.rowsOfLine(path, location.line);
-    const symbols = info.debugSymbols() ?? target.symbols();
+    const symbols = target.symbols();
     const picked = firstAddressPerContext(rows, lineCopies(rows, symbols, info.dwarf()));
     if (picked.length === 0) {
       const near = nearestLines(lines.linesWithCode(path), location.line);

@@ -16,22 +16,30 @@ import {
   type Location,
   type ProbeSpec,
   parseSpec,
+  printSymbolName,
+  shellWord,
 } from '../spec/index.js';
 import {
+  cloneName,
   type DwarfReader,
-  debugFileCandidates,
   type ElfFile,
   type FunctionSymbol,
   fileOffsetToRuntime,
   functionDisplayName,
   openElf,
   preferName,
-  SymbolIndex,
+  type SymbolIndex,
   withoutParameters,
 } from '../symbols/index.js';
-import { closeDebugInfo } from './debug-info.js';
+import { closeDebugInfo, missingDebugSymbolsHints, targetSymbols } from './debug-info.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
-import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
+import {
+  type ProbeSite,
+  qualifyNames,
+  type SiteKind,
+  type TargetFile,
+  type UsdtSite,
+} from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
 import { type SkippedSite, skipCounts } from './skipped-sites.js';
 import { type ResolvedTarget, resolveTarget } from './targets/index.js';
@@ -168,7 +176,7 @@ export function resolveProbesSync(
       target.elf.close();
     }
   }
-  return plan;
+  return { ...plan, sites: qualifyNames(plan.sites) };
 }
 
 /**
@@ -246,7 +254,7 @@ function openTarget(
       elfType: elf.type,
     },
     symbols: () => {
-      index ??= new SymbolIndex(elf);
+      index ??= targetSymbols(elf, resolved.path, { debugDirs: options.debugDirs });
       return index;
     },
     ifuncImplementations: () => {
@@ -311,18 +319,52 @@ function resolveSymbol(
   const index = target.symbols();
   const byVersion = (found: readonly FunctionSymbol[]) =>
     location.version === undefined ? found : found.filter((fn) => fn.version === location.version);
-  let matches = byVersion(index.named(location.name));
-  // A C++ or Rust name as it reads demangled: `ns::Class::method`, `ns::Class::method(int)`.
-  if (matches.length === 0) {
-    matches = byVersion(index.demangledNamed(location.name));
+  // The name as stored and the GCC clones of it (`helper.isra.0`), as gdb finds them; else a
+  // C++ or Rust name as it reads demangled: `ns::Class::method`, `ns::Class::method(int)`.
+  const stored = index.named(location.name).length + index.clonesOf(location.name).length > 0;
+  let matches = byVersion(index.functionsCalled(location.name));
+  if (!stored) {
     if (matches.length === 0 && isGlob(location.name)) {
       return resolveQuotedPattern(spec, location, target, options, plan);
     }
     noteOverloads(spec, location, matches, target, plan.warnings);
   }
-  if (matches.length === 0) throw symbolNotFound(spec, location, target);
+  if (matches.length === 0) throw symbolNotFound(spec, location, target, options);
+  // A .cold part found through the name of its function is not an entry of it (gdb leaves it
+  // out too); named itself, it is probed as the instruction it starts with.
+  const compact = (name: string) => name.replace(/\s+/g, '');
+  const named = (fn: FunctionSymbol) =>
+    fn.name === location.name ||
+    (fn.demangled !== undefined && compact(fn.demangled) === compact(location.name));
+  const cold = matches.filter((fn) => isColdPart(fn) && !named(fn));
+  if (cold.length > 0) {
+    matches = matches.filter((fn) => !cold.includes(fn));
+    const message = `${cold.length === 1 ? 'a .cold part' : `${cold.length} .cold parts`} of ${quote(location.name)} in ${quote(target.file.displayPath)}: ${cold.map((fn) => shownName(fn)).join(', ')}`;
+    const why =
+      "A .cold part holds a function's rarely run code, split off by GCC and jumped to from the function: it is not called, so it has no entry to probe";
+    const hint = `Probe it by its own name if you mean its first instruction, e.g. ${shellWord(`${spec.target.text}:${printSymbolName(shownName(cold[0]!))}`)}`;
+    if (matches.length === 0) {
+      throw specError(spec, location.span, 'ERR_COLD_PART', `Cannot probe ${message}`, [why, hint]);
+    }
+    plan.warnings.push(
+      specError(spec, location.span, 'ERR_COLD_PART', `Left out ${message}`, [why, hint]),
+    );
+  }
   const ifunc = matches.find((fn) => fn.type === 'ifunc');
   if (ifunc !== undefined) throw ifuncError(spec, location.span, ifunc, target);
+  const coldReturn = matches.find((fn) => isColdPart(fn));
+  if (coldReturn !== undefined && spec.kind === 'return') {
+    throw specError(
+      spec,
+      location.span,
+      'ERR_COLD_PART',
+      `Cannot place a return probe on ${quote(shownName(coldReturn))}: it is a .cold part, jumped to from its function, so the top of the stack there is not a return address`,
+      [
+        'A return probe replaces the return address at the top of the stack; here it would overwrite data of the function',
+        `Probe the return of the function it belongs to: ${shellWord(`r:${spec.target.text}:${printSymbolName(cloneName(shownName(coldReturn))!.base)}`)}`,
+      ],
+    );
+  }
   // Several functions may share a name (static functions of different files): probe each.
   const sites: ProbeSite[] = [];
   const seen = new Set<bigint>();
@@ -342,6 +384,16 @@ function resolveSymbol(
     sites.push(buildSite(spec, target, fn, fn.vaddr + location.offset, span, options));
   }
   return sites;
+}
+
+/** A .cold part: GCC's split-off rarely run blocks of a function (`f.cold`, `f.part.0.cold`). */
+function isColdPart(fn: FunctionSymbol): boolean {
+  return fn.name.endsWith('.cold') && cloneName(fn.name)?.cold === true;
+}
+
+/** A function's name as shown: demangled when it is a C++ or Rust name. */
+function shownName(fn: FunctionSymbol): string {
+  return fn.demangled ?? fn.name;
 }
 
 /**
@@ -381,7 +433,15 @@ function noteOverloads(
   target: OpenTarget,
   warnings: ProbeError[],
 ): void {
-  const overloads = [...new Set(matches.map((fn) => fn.demangled ?? fn.name))];
+  // A GCC clone of a function is not another overload of it.
+  const overloads = [
+    ...new Set(
+      matches.map((fn) => {
+        const name = fn.demangled ?? fn.name;
+        return cloneName(name)?.base ?? name;
+      }),
+    ),
+  ];
   if (overloads.length < 2) return;
   const shown = overloads.slice(0, 8).join(', ') + (overloads.length > 8 ? ', ...' : '');
   warnings.push(
@@ -390,15 +450,28 @@ function noteOverloads(
       location.span,
       'ERR_OVERLOADED',
       `Placed probes on ${overloads.length} overloads of ${quote(location.name)} in ${quote(target.file.displayPath)}: ${shown}`,
-      [`Probe one by its parameters, e.g. ${spec.target.text}:'${overloads[0]}'`],
+      [
+        `Probe one by its parameters, e.g. ${shellWord(`${spec.kindExplicit ? `${spec.kind === 'return' ? 'r' : 'p'}:` : ''}${spec.target.text}:${printSymbolName(overloads[0]!)}`)}`,
+      ],
     ),
   );
+}
+
+/** What to say about a stripped file whose debug symbols were not found. */
+function strippedHints(target: OpenTarget, options: ResolveOptions): string[] {
+  return [
+    'The file is stripped: only .dynsym (exported functions) is available',
+    ...missingDebugSymbolsHints(target.elf, target.file.path, target.file.displayPath, {
+      debugDirs: options.debugDirs,
+    }),
+  ];
 }
 
 function symbolNotFound(
   spec: ProbeSpec,
   location: Extract<Location, { type: 'symbol' }>,
   target: OpenTarget,
+  options: ResolveOptions,
 ): ProbeError {
   const index = target.symbols();
   const name = location.name;
@@ -438,18 +511,13 @@ function symbolNotFound(
   );
   const suggestion = didYouMean(suggestions);
   if (suggestion !== undefined) hints.push(suggestion);
-  if (index.stripped) {
-    hints.push('The file is stripped: only .dynsym (exported functions) is available');
-    const candidates = debugFileCandidates(
-      target.file.path,
-      target.file.buildId,
-      target.elf.debugLink()?.file,
-    );
-    if (candidates.length > 0)
-      hints.push(`Debug symbols would be looked for in: ${candidates.join(', ')}`);
-  }
+  if (index.stripped) hints.push(...strippedHints(target, options));
   hints.push(`List candidates with: upscope list ${spec.target.text} '${name.slice(0, 3)}*'`);
-  const table = index.stripped ? '.dynsym' : '.symtab or .dynsym';
+  const table = index.stripped
+    ? '.dynsym'
+    : index.debugFile !== undefined
+      ? `the .symtab of its debug file ${index.debugFile} or its .dynsym`
+      : '.symtab or .dynsym';
   return specError(
     spec,
     location.span,
@@ -502,6 +570,7 @@ function resolveGlob(
 ): ProbeSite[] {
   const pattern = globToRegExp(location.pattern);
   const index = target.symbols();
+  index.demangleAll();
   const byAddress = new Map<bigint, FunctionSymbol[]>();
   for (let k = 0; k < index.length; k++) {
     if (!index.matchesAt(k, pattern)) continue;
@@ -512,8 +581,7 @@ function resolveGlob(
   }
   if (byAddress.size === 0) {
     const hints: string[] = [];
-    if (target.symbols().stripped)
-      hints.push('The file is stripped: only .dynsym (exported functions) is available');
+    if (target.symbols().stripped) hints.push(...strippedHints(target, options));
     hints.push(`List the functions with: upscope list ${spec.target.text}`);
     throw specError(
       spec,
@@ -526,10 +594,15 @@ function resolveGlob(
   const sites: ProbeSite[] = [];
   const skipped: string[] = [];
   const unprobeable: SkippedSite[] = [];
+  const coldParts: string[] = [];
   for (const group of byAddress.values()) {
     const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
     if (main.type === 'ifunc') {
       skipped.push(main.name);
+      continue;
+    }
+    if (isColdPart(main)) {
+      coldParts.push(shownName(main));
       continue;
     }
     try {
@@ -551,6 +624,18 @@ function resolveGlob(
   if (unprobeable.length > 0) {
     checkSkips(spec, location, target, options, sites.length, unprobeable);
     plan.skipped.push(...unprobeable);
+  }
+  if (coldParts.length > 0) {
+    const left = `${coldParts.length} .cold part${coldParts.length === 1 ? '' : 's'} matched by ${quote(location.pattern)}: ${coldParts.slice(0, 5).join(', ')}${coldParts.length > 5 ? ', ...' : ''}`;
+    const why =
+      "A .cold part holds a function's rarely run code, jumped to from it, not called: it has no entry to probe";
+    if (sites.length === 0 && skipped.length === 0) {
+      throw specError(spec, location.span, 'ERR_COLD_PART', `Cannot probe ${left}`, [
+        why,
+        'Probe one by its own name if you mean its first instruction',
+      ]);
+    }
+    plan.warnings.push(specError(spec, location.span, 'ERR_COLD_PART', `Left out ${left}`, [why]));
   }
   if (skipped.length > 0) {
     plan.warnings.push(
@@ -776,7 +861,7 @@ function buildSite(
       ? 'usdt'
       : spec.kind === 'return'
         ? 'return'
-        : functionStart || (fn !== undefined && vaddr === fn.vaddr)
+        : functionStart || (fn !== undefined && vaddr === fn.vaddr && !isColdPart(fn))
           ? 'entry'
           : 'instruction';
   const demangle = options.demangle !== false;
@@ -796,6 +881,7 @@ function buildSite(
     symbol: fn === undefined ? undefined : functionDisplayName(fn, { demangle: false }),
     demangled: demangle ? fn?.demangled : undefined,
     aliases: [...new Set(aliases)],
+    symbolFile: fn === undefined ? undefined : target.symbols().debugFile,
     symbolOffset: fn === undefined ? 0n : vaddr - fn.vaddr,
     vaddr,
     fileOffset,

@@ -4,7 +4,9 @@ import { closest, didYouMean } from '../internal/index.js';
 import type { FetchArg, FetchExpr, FetchType, ProbeSpec, VariableStep } from '../spec/index.js';
 import {
   type AddressExpr,
+  cloneName,
   DwarfFormatError,
+  type DwarfFunction,
   type DwarfReader,
   type DwarfType,
   type DwarfVariable,
@@ -14,6 +16,7 @@ import {
   type ElfFile,
   resolvedType,
   type StructMember,
+  type SymbolIndex,
   typeName,
   typeSize,
   type VariableLocation,
@@ -34,6 +37,8 @@ export interface VariableTarget {
   dwarf(): DwarfReader | undefined;
   /** When dwarf() is undefined: where debug info was looked for and what would provide it. */
   noDebugInfoHints(): string[];
+  /** The file's function symbols, to find a function DWARF names otherwise (`ns::f(int)`). */
+  symbols?(): SymbolIndex;
 }
 
 /**
@@ -59,7 +64,8 @@ export function noDebugInfoHints(
 ): string[] {
   const info = lookupDebugInfo(elf, path, options);
   if (isDebugInfo(info)) {
-    return [`Its debug info (${info.source.path}) has line tables but no .debug_info`];
+    const has = info.lines.present ? 'line tables but no .debug_info' : 'no .debug_info';
+    return [`Its debug info (${info.source.path}) has ${has}`, 'Rebuild it with -g'];
   }
   return missingDebugInfoHints(info, displayPath);
 }
@@ -148,7 +154,9 @@ function lowerFetch(
   const hex = `0x${site.vaddr.toString(16)}`;
   const scopes = dwarf.scopesAt(site.vaddr);
   let found: DwarfVariable | undefined;
-  const visible = scopes.length === 0 ? [] : dwarf.variablesAt(site.vaddr);
+  // At a function's entry, its own variables: not those of a function inlined at its top.
+  const own = site.kind === 'entry' ? scopes[0]?.die : undefined;
+  const visible = scopes.length === 0 ? [] : dwarf.variablesAt(site.vaddr, { function: own });
   found = visible.find((v) => v.name === variable.name);
   if (
     found === undefined ||
@@ -168,7 +176,8 @@ function lowerFetch(
         'ERR_VARIABLE_NOT_FOUND',
       );
     }
-    const where = scopes[scopes.length - 1]?.name ?? scopes[0]?.name ?? hex;
+    const where =
+      (own === undefined ? scopes[scopes.length - 1]?.name : undefined) ?? scopes[0]?.name ?? hex;
     const locals = visible.filter((v) => !v.global).map((v) => v.name);
     if (locals.length > 0) hints.push(`Visible there: ${locals.slice(0, 12).join(', ')}`);
     throw fail(
@@ -605,6 +614,47 @@ export function functionProbeAddress(target: VariableTarget, entry: bigint): big
   return afterPrologue(target.elf.read(fileOffset, length), entry);
 }
 
+/**
+ * The DWARF functions (out-of-line copies and inlined instances) a name means: DWARF's own
+ * name or linkage name (`parse_request`, `_ZN3app5checkEl`), else the name as probes take it
+ * (`app::check`, `'app::check(long)'`, a Rust path): the symbols it finds, each the entry of a
+ * subprogram, with the inlined instances of the same function. A .cold part is not one.
+ */
+function functionsOf(dwarf: DwarfReader, target: VariableTarget, name: string): DwarfFunction[] {
+  const named = dwarf.functionsNamed(name);
+  if (named.length > 0 || target.symbols === undefined) return named;
+  const found: DwarfFunction[] = [];
+  const seen = new Set<number>();
+  for (const fn of target.symbols().functionsCalled(name)) {
+    if (cloneName(fn.name)?.cold === true) continue;
+    const subprogram = dwarf.scopesAt(fn.vaddr)[0]?.die;
+    if (subprogram === undefined || dwarf.info.entryPc(subprogram) !== fn.vaddr) continue;
+    const origin = dwarf.info.origin(subprogram).offset;
+    if (seen.has(origin)) continue;
+    seen.add(origin);
+    const dwarfName = dwarf.info.name(subprogram);
+    const linkage = dwarf.info.linkageName(subprogram);
+    const instances = dwarf
+      .functionsNamed(linkage ?? dwarfName ?? fn.name)
+      .filter((f) => dwarf.info.origin(f.die).offset === origin);
+    found.push(
+      ...(instances.some((f) => f.die === subprogram)
+        ? instances
+        : [
+            {
+              name: dwarfName ?? fn.name,
+              linkageName: linkage,
+              inlined: false,
+              entryPc: fn.vaddr,
+              die: subprogram,
+            },
+            ...instances,
+          ]),
+    );
+  }
+  return found;
+}
+
 /** One variable or parameter as `list --vars` shows it. */
 export interface ListedVariable {
   readonly name: string;
@@ -643,7 +693,7 @@ export function functionVariables(target: VariableTarget, name: string): Functio
     );
   }
   try {
-    const found = dwarf.functionsNamed(name);
+    const found = functionsOf(dwarf, target, name);
     if (found.length === 0) {
       const hints: string[] = [];
       const suggestion = didYouMean(closest(name, dwarf.functionNames(), 3));
@@ -658,7 +708,7 @@ export function functionVariables(target: VariableTarget, name: string): Functio
       const vaddr = fn.inlined ? fn.entryPc : functionProbeAddress(target, fn.entryPc);
       const caller = fn.inlined ? dwarf.inlineContextAt(fn.entryPc) : undefined;
       const variables = dwarf
-        .variablesAt(vaddr)
+        .variablesAt(vaddr, { function: fn.die })
         .filter((v) => !v.global)
         .map((v): ListedVariable => {
           const location = dwarf.locate(v, vaddr);

@@ -36,7 +36,7 @@ export {
   parseSpec,
   parseSpecOrThrow,
 } from './parse-spec.js';
-export { printFetchExpr, printSpec } from './print-spec.js';
+export { printFetchExpr, printSpec, printSymbolName, shellWord } from './print-spec.js';
 export {
   ARGUMENT_REGISTERS,
   REGISTER_NAMES,

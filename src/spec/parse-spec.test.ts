@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { ProbeError, renderError } from '../errors/index.js';
 import {
@@ -306,7 +307,52 @@ describe('parseSpec() on the examples of DESIGN.md', () => {
       const { spec, diagnostics } = parseSpec(`app:${location}`);
       assert.equal(spec, undefined, location);
       assert.equal(diagnostics[0]?.code, 'ERR_SPEC_SYNTAX');
-      assert.deepEqual(diagnostics[0]?.hints.at(-1), `Quote a C++ name: app:'${location}'`);
+      assert.deepEqual(
+        diagnostics[0]?.hints.at(-1),
+        `Quote the C++ name, and the spec for the shell: "app:'${location}'"`,
+      );
+    }
+  });
+
+  test('quotes the whole C++ name in its hint when the shell passed it with spaces, unquoted', () => {
+    // What bash passes for: upscope resolve ./app:'ns::f(char const*, int) const' x=arg0
+    const text = './app:ns::f(char const*, int) const x=arg0';
+    const { diagnostics } = parseSpec(text);
+    assert.equal(diagnostics[0]?.code, 'ERR_SPEC_SYNTAX');
+    const hint = diagnostics[0]!.hints.at(-1)!;
+    assert.equal(
+      hint,
+      `Quote the C++ name, and the spec for the shell: "./app:'ns::f(char const*, int) const'"`,
+    );
+    // The spec in the hint, typed in bash, reaches the parser as one spec that parses.
+    const typed = /: (".*")$/.exec(hint)![1]!;
+    const argv: string[] = JSON.parse(
+      execFileSync(
+        'bash',
+        ['-c', `node -e 'console.log(JSON.stringify(process.argv.slice(1)))' ${typed}`],
+        {
+          encoding: 'utf8',
+        },
+      ),
+    );
+    assert.deepEqual(argv, ["./app:'ns::f(char const*, int) const'"]);
+    assert.equal(parseSpec(argv[0]!).spec?.location.type, 'symbol');
+  });
+
+  test('a C++ name without a target gets one message saying so', () => {
+    for (const [text, name] of [
+      ['app::Calc::add', 'app::Calc::add'],
+      ['r:app::Calc::add', 'app::Calc::add'],
+      ['ns::f(int, char) x=arg0', 'ns::f(int, char)'],
+    ] as const) {
+      const { spec, diagnostics } = parseSpec(text);
+      assert.equal(spec, undefined);
+      assert.equal(diagnostics.length, 1, text);
+      assert.equal(
+        diagnostics[0]!.message,
+        `Cannot parse probe spec: "${name}" has no target: a spec is TARGET:LOCATION`,
+      );
+      assert.doesNotMatch(diagnostics[0]!.hints.join('\n'), /USDT/);
     }
   });
 
@@ -487,7 +533,7 @@ const MALFORMED: readonly Malformed[] = [
     code: 'ERR_SPEC_SYNTAX',
     message: 'Cannot parse probe spec: unexpected "(" in symbol "ns::f(int)"',
     span: [9, 10],
-    hint: "Quote a C++ name: app:'ns::f(int)'",
+    hint: `Quote the C++ name, and the spec for the shell: "app:'ns::f(int)'"`,
   },
   {
     spec: 'libc:1234',
@@ -713,7 +759,7 @@ const MALFORMED: readonly Malformed[] = [
     code: 'ERR_SPEC_SYNTAX',
     message: 'Cannot parse probe spec: unexpected "(" after "new"',
     span: [16, 17],
-    hint: "Quote a location that has spaces or special characters: app:'operator new(unsigned long)'",
+    hint: `Quote a location that has spaces or special characters, and the spec for the shell: "app:'operator new(unsigned long)'"`,
   },
   {
     spec: "'app':main",

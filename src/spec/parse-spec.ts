@@ -42,7 +42,7 @@ const HINT_DEREF = 'Read memory as +OFF(FETCH), for example +8(arg0) or -16(%rbp
 const HINT_TYPES = `Types are ${FETCH_TYPES.join(', ')}`;
 const HINT_NAME = 'A fetch name starts with a letter or "_" and has only letters, digits and "_"';
 const HINT_QUOTE_SPACES =
-  "Quote a location that has spaces or special characters: app:'operator new(unsigned long)'";
+  'Quote a location that has spaces or special characters, and the spec for the shell: "app:\'operator new(unsigned long)\'"';
 const RESERVED_NAME = /^(common_|__probe_)/;
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const FETCH_TYPE_SET: ReadonlySet<string> = new Set(FETCH_TYPES);
@@ -51,6 +51,11 @@ const FETCH_TYPE_SET: ReadonlySet<string> = new Set(FETCH_TYPES);
 function closest(word: string, candidates: Iterable<string>): string | undefined {
   const maxDistance = Math.min(2, word.length - 1);
   return maxDistance < 1 ? undefined : closestNames(word, candidates, 1, { maxDistance })[0];
+}
+
+/** A spec as typed in a shell: in single quotes when it has characters a shell would take. */
+function shellArgument(text: string): string {
+  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(text) ? text : `'${text}'`;
 }
 
 function isWs(c: string): boolean {
@@ -109,6 +114,30 @@ function hex(value: bigint): string {
 interface ParsedFetch {
   readonly arg: FetchArg;
   readonly nameSpan: Span | undefined;
+}
+
+/**
+ * Where a C++ name written at `start` ends when it has a parameter list with spaces in it
+ * (`ns::f(char const*, int) const`): after its balanced `(...)` and the qualifiers after it;
+ * `start` when it has no parenthesis open at a space.
+ */
+function cxxNameEnd(text: string, start: number): number {
+  let depth = 0;
+  let i = start;
+  for (; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === '(') depth++;
+    else if (c === ')') {
+      depth--;
+      if (depth < 0) return start;
+    } else if (isWs(c) && depth === 0) break;
+  }
+  if (depth !== 0) return start;
+  for (;;) {
+    const qualifier = /^ (?:const|volatile|&&|&)(?=\s|$)/.exec(text.slice(i));
+    if (qualifier === null) return i;
+    i += qualifier[0].length;
+  }
 }
 
 /** A hand-written scanner and recursive-descent parser over one spec string. */
@@ -192,6 +221,22 @@ class SpecParser {
         return this.syntax(`expected a target after ${before}`, i, i, [HINT_FORM]);
       return this.syntax(`expected ":" and a location after ${before}`, i, i, kindHints);
     }
+    if (text[i + 1] === ':' && target.text !== '' && !target.text.includes('/')) {
+      // `app::Calc::add`: a C++ or Rust name, and no target before it.
+      const nameEnd = Math.max(
+        this.wordEnd(targetStart, n, (c) => !isWs(c)),
+        cxxNameEnd(text, targetStart),
+      );
+      const name = text.slice(targetStart, nameEnd);
+      return this.syntax(
+        `${quote(name)} has no target: a spec is TARGET:LOCATION`,
+        targetStart,
+        nameEnd,
+        [
+          `Name the program or library that has the function first, e.g. ${shellArgument(`./app:${name}`)} or ${shellArgument(`libfoo:${name}`)}`,
+        ],
+      );
+    }
     const quoteAt = target.text.indexOf("'");
     if (quoteAt >= 0) {
       this.syntax(`a target cannot be quoted: ${quote(target.text)}`, targetStart + quoteAt, i, [
@@ -255,7 +300,7 @@ class SpecParser {
       const c = text[j]!;
       if (c === "'") {
         this.syntax(`unexpected quote in location ${quote(token)}`, j, j + 1, [
-          "Quote the whole location: app:'operator new(unsigned long)'",
+          'Quote the whole location, and the spec for the shell: "app:\'operator new(unsigned long)\'"',
         ]);
         return { location: undefined, end };
       }
@@ -289,10 +334,18 @@ class SpecParser {
     return { location: this.parseSymbolOrGlob(start, end), end };
   }
 
+  /**
+   * How to write the location at `start` (a word that ends at `end`): quoted, with the spec in
+   * double quotes so that a shell passes the quotes on. A C++ name the shell split at a space
+   * (`ns::f(char const*, int) const`) is taken whole, up to its closing parenthesis.
+   */
   private quoteHint(start: number, end: number): string {
-    const token = this.text.slice(start, end);
+    const token = this.text.slice(start, Math.max(end, cxxNameEnd(this.text, start)));
     const cxx = /::|[()<>~]/.test(token);
-    return `Quote ${cxx ? 'a C++ name' : 'a name with special characters'}: ${this.targetText}:'${token}'`;
+    const kind = this.kindExplicit
+      ? `${this.text.slice(0, this.text.indexOf(':') + 1).trim()}`
+      : '';
+    return `Quote ${cxx ? 'the C++ name' : 'the name'}, and the spec for the shell: "${kind}${this.targetText}:'${token}'"`;
   }
 
   private parseQuoted(start: number): { location: Location | undefined; end: number } {
@@ -303,7 +356,9 @@ class SpecParser {
         `expected "'" to close the quoted location ${quote(text.slice(start))}`,
         start,
         n,
-        ["End a quoted location with a quote: app:'operator new(unsigned long)'"],
+        [
+          'End a quoted location with a quote (and keep the quotes from the shell: "app:\'operator new(unsigned long)\'")',
+        ],
       );
       return { location: undefined, end: n };
     }

@@ -7,7 +7,8 @@ const KIND_NAMES: ReadonlySet<string> = new Set(Object.values(KIND_LETTERS));
 /** A symbol name that reads back as the same symbol without quotes. */
 const PLAIN_SYMBOL = /^[A-Za-z_.$][A-Za-z0-9_.$]*(::[A-Za-z0-9_.$]+)*$/;
 
-function printSymbolName(name: string): string {
+/** A symbol name as a spec's location holds it: as it is, or quoted when it must be. */
+export function printSymbolName(name: string): string {
   if (PLAIN_SYMBOL.test(name)) return name;
   if (name.includes("'")) {
     throw new ProbeError(
@@ -16,6 +17,21 @@ function printSymbolName(name: string): string {
     );
   }
   return `'${name}'`;
+}
+
+/** Characters a POSIX shell takes as they are in a word. */
+const SHELL_PLAIN = /^[A-Za-z0-9_./:@%+=,-]+$/;
+
+/**
+ * A command-line argument as it must be typed in a POSIX shell (bash) to reach the program as
+ * `text`: as it is, in single quotes, or (when it holds a single quote, as a quoted location
+ * does) in double quotes with `"`, `$`, `` ` `` and `\` escaped. For hints that show a spec to
+ * copy: `"./app:'ns::Class::method(int)'"`.
+ */
+export function shellWord(text: string): string {
+  if (SHELL_PLAIN.test(text)) return text;
+  if (!text.includes("'")) return `'${text}'`;
+  return `"${text.replace(/["$`\\]/g, (c) => `\\${c}`)}"`;
 }
 
 function printLocation(location: Location): string {

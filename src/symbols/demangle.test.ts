@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { requireHost } from '../../test/helpers/require-host.js';
-import { demangle, withoutParameters } from './index.js';
+import { cloneName, demangle, demangleNames, withoutParameters } from './index.js';
 
 /** c++filt's answer for each name (binutils demangles C++ and both Rust manglings). */
 function cxxfilt(names: readonly string[]): string[] {
@@ -81,6 +81,76 @@ describe('demangle()', () => {
     }
     assert.equal(demangle('_ZN2ns1fEv'), 'ns::f()');
     assert.equal(demangle(42 as unknown as string), undefined);
+  });
+});
+
+describe('demangleNames()', () => {
+  test("gives demangle()'s answer for every name of a string table, as bytes", () => {
+    const names = [
+      '_ZN2ns5Class6methodEi',
+      'main',
+      '_ZN2ns1fEv.cold',
+      '_Z',
+      '_ZZZZZZ',
+      '_RNvNtNtCsbt0fQicOZbh_10rust_names6shapes5inner6probed',
+      '_ZN4core3fmt9Formatter3pad17h0123456789abcdefE',
+      '_ZNSt6vectorIiSaIiEE9push_backERKi',
+      `_Z${'P'.repeat(100_000)}i`,
+      '_R',
+      '_Znwm',
+    ];
+    // A string table as ELF keeps it: each name followed by a NUL, one after the other.
+    const table = Buffer.from(`\0${names.join('\0')}\0`);
+    const starts: number[] = [];
+    const ends: number[] = [];
+    let at = 1;
+    for (const name of names) {
+      starts.push(at);
+      ends.push(at + name.length);
+      at += name.length + 1;
+    }
+    const out = demangleNames(table, starts, ends);
+    names.forEach((name, k) => {
+      const want = demangle(name);
+      const got =
+        out.start[k]! < 0
+          ? undefined
+          : Buffer.from(out.bytes.subarray(out.start[k], out.end[k])).toString('utf8');
+      assert.equal(got, want, name.slice(0, 40));
+    });
+  });
+});
+
+describe('cloneName()', () => {
+  test('splits the suffixes GCC gives copies and parts of functions, stored or demangled', () => {
+    const cases: [string, string | undefined, string | undefined, boolean | undefined][] = [
+      ['helper.isra.0', 'helper', '.isra.0', false],
+      ['add.constprop.0.isra.0', 'add', '.constprop.0.isra.0', false],
+      ['work.part.0', 'work', '.part.0', false],
+      ['check.cold', 'check', '.cold', true],
+      ['work.part.0.cold', 'work', '.part.0.cold', true],
+      ['_ZN3app4Calc3addEi.isra.0', '_ZN3app4Calc3addEi', '.isra.0', false],
+      ['app::Calc::add(int) [clone .isra.0]', 'app::Calc::add(int)', ' [clone .isra.0]', false],
+      [
+        'app::f(int) [clone .constprop.0] [clone .isra.0]',
+        'app::f(int)',
+        ' [clone .constprop.0] [clone .isra.0]',
+        false,
+      ],
+      ['app::check(long) [clone .cold]', 'app::check(long)', ' [clone .cold]', true],
+      ['main', undefined, undefined, undefined],
+      ['foo.localalias', undefined, undefined, undefined],
+      ['.cold', undefined, undefined, undefined],
+      ['std::vector<int>::at(unsigned long) const', undefined, undefined, undefined],
+    ];
+    for (const [name, base, suffix, cold] of cases) {
+      const got = cloneName(name);
+      assert.deepEqual(
+        got === undefined ? [undefined, undefined, undefined] : [got.base, got.suffix, got.cold],
+        [base, suffix, cold],
+        name,
+      );
+    }
   });
 });
 

@@ -4,7 +4,15 @@ export {
   debugFileCandidates,
   debugFileLocations,
 } from './debug-files.js';
-export { demangle, looksMangled, withoutParameters } from './demangle.js';
+export {
+  type CloneName,
+  cloneName,
+  type DemangledNames,
+  demangle,
+  demangleNames,
+  looksMangled,
+  withoutParameters,
+} from './demangle.js';
 export * from './dwarf/index.js';
 export * from './elf/index.js';
 export * from './ldcache/index.js';
@@ -15,4 +23,5 @@ export {
   functionDisplayName,
   preferName,
   SymbolIndex,
+  type SymbolIndexOptions,
 } from './symbol-index.js';

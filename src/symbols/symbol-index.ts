@@ -1,4 +1,11 @@
-import { demangle, looksMangled, withoutParameters } from './demangle.js';
+import {
+  cloneName,
+  type DemangledNames,
+  demangle,
+  demangleNames,
+  looksMangled,
+  withoutParameters,
+} from './demangle.js';
 import {
   type ElfFile,
   type ElfSymbol,
@@ -49,18 +56,33 @@ interface Version {
   readonly hidden: boolean;
 }
 
+export interface SymbolIndexOptions {
+  /**
+   * The file's separate debug file (an `objcopy --only-keep-debug` copy, found by build-id or
+   * .gnu_debuglink, with the same addresses): its .symtab is read when the file has none of
+   * its own, as gdb, perf and bpftrace do. Addresses still map to file offsets through the
+   * file's own segments, and versions come from its .dynsym.
+   */
+  readonly debugFile?: { readonly elf: ElfFile; readonly path: string } | undefined;
+}
+
 /**
  * The functions of one ELF file, from .symtab when present (with versions taken from the
- * matching .dynsym entries) or from .dynsym alone when the file is stripped; sorted by address
- * then name, one per (name, address).
+ * matching .dynsym entries), else from its separate debug file's .symtab, else from .dynsym
+ * alone (the file is stripped); sorted by address then name, one per (name, address).
  *
  * A listing of /usr/bin/node has 86,000 functions, so the index is kept as columns: sorted row
  * numbers into the ELF reader's FunctionColumns, with per-row accessors for renderers that write
  * bytes. FunctionSymbol objects are built only when asked for (`function(k)`, `functions`).
  */
 export class SymbolIndex {
+  /** True when only .dynsym (exported functions) was available. */
   readonly stripped: boolean;
+  /** The debug file whose .symtab the functions come from, when they come from one. */
+  readonly debugFile: string | undefined;
   readonly #elf: ElfFile;
+  /** The file whose symbol table is read: the file itself or its debug file. */
+  readonly #symbolFile: ElfFile;
   readonly #columns: FunctionColumns;
   /** Column rows, sorted and without repeats. */
   readonly #order: Uint32Array;
@@ -73,15 +95,23 @@ export class SymbolIndex {
   #objects: (FunctionSymbol | undefined)[] | undefined;
   #all: readonly FunctionSymbol[] | undefined;
   #byName: Map<string, number[]> | undefined;
+  /** Positions of GCC clones by the stored name they are clones of. */
+  #byCloneBase: Map<string, number[]> | undefined;
   /** Demangled names by position: a string, `null` when not mangled, undefined until asked. */
   #demangled: (string | null | undefined)[] | undefined;
+  /** Every demangled name as bytes, by position, once demangleAll() ran. */
+  #demangledBytes: DemangledNames | undefined;
   /** Positions by demangled name and by demangled name without parameters, compacted. */
   #byDemangled: Map<string, number[]> | undefined;
 
-  constructor(elf: ElfFile) {
+  constructor(elf: ElfFile, options: SymbolIndexOptions = {}) {
     this.#elf = elf;
-    this.stripped = !elf.hasSymtab;
-    this.#columns = elf.functionColumns(this.stripped ? 'dynsym' : 'symtab');
+    const debug = options.debugFile;
+    const fromDebug = !elf.hasSymtab && debug !== undefined && debug.elf.hasSymtab;
+    this.#symbolFile = fromDebug ? debug.elf : elf;
+    this.debugFile = fromDebug ? debug.path : undefined;
+    this.stripped = !this.#symbolFile.hasSymtab;
+    this.#columns = this.#symbolFile.functionColumns(this.stripped ? 'dynsym' : 'symtab');
     // .dynsym matters beside .symtab only for symbol versions, which exist for a file's own
     // functions only when it defines versions (.gnu.version_d: libc, not a typical program).
     if (!this.stripped && elf.section('.gnu.version_d') !== undefined) {
@@ -161,33 +191,87 @@ export class SymbolIndex {
     const c = this.#columns;
     const start = c.nameStart[row]!;
     const end = c.nameEnd[row]!;
-    target.set(c.strings.subarray(start, end), offset);
-    return end - start;
+    return copyBytes(c.strings, start, end, target, offset);
   }
 
   /**
    * The demangled name of the k-th function, or undefined when its name is not a mangled C++
-   * or Rust name. Demangled on first use and kept (a name takes about 5 µs to demangle).
+   * or Rust name. Demangled on first use and kept (a name takes about 5 µs to demangle), or
+   * read from what demangleAll() made.
    */
   demangledAt(k: number): string | undefined {
     this.#demangled ??= new Array(this.length);
     let known = this.#demangled[k];
     if (known === undefined) {
-      const row = this.#order[k]!;
-      // Most names of a C program are not mangled: look at the bytes before building a string.
-      const c = this.#columns;
-      const start = c.nameStart[row]!;
-      const mangled =
-        c.nameEnd[row]! - start > 2 && c.strings[start] === 0x5f && looksMangled(this.#nameOf(row));
-      known = mangled ? (demangle(this.#nameOf(row)) ?? null) : null;
+      const all = this.#demangledBytes;
+      if (all !== undefined) {
+        const start = all.start[k]!;
+        known = start < 0 ? null : utf8(all.bytes, start, all.end[k]!);
+      } else {
+        const row = this.#order[k]!;
+        // Most names of a C program are not mangled: look at the bytes before building a string.
+        const c = this.#columns;
+        const start = c.nameStart[row]!;
+        const mangled =
+          c.nameEnd[row]! - start > 2 &&
+          c.strings[start] === 0x5f &&
+          looksMangled(this.#nameOf(row));
+        known = mangled ? (demangle(this.#nameOf(row)) ?? null) : null;
+      }
       this.#demangled[k] = known;
     }
     return known ?? undefined;
   }
 
   /**
+   * Demangle every name at once (demangleNames(): from the string table's bytes, into one
+   * buffer), for callers about to read them all: a listing, a pattern, a demangled name.
+   */
+  demangleAll(): void {
+    if (this.#demangledBytes !== undefined) return;
+    const c = this.#columns;
+    const starts = new Uint32Array(this.length);
+    const ends = new Uint32Array(this.length);
+    for (let k = 0; k < this.length; k++) {
+      const row = this.#order[k]!;
+      const start = c.nameStart[row]!;
+      let end = c.nameEnd[row]!;
+      // .symtab may write a version into the name (`_ZSt4cout@GLIBCXX_3.4`): not demangled.
+      if (!this.stripped && c.strings[start] === 0x5f) {
+        for (let i = start; i < end; i++) {
+          if (c.strings[i] === 0x40) {
+            end = i;
+            break;
+          }
+        }
+      }
+      starts[k] = start;
+      ends[k] = end;
+    }
+    this.#demangledBytes = demangleNames(c.strings, starts, ends);
+  }
+
+  /** The length in UTF-8 bytes of the k-th demangled name, or -1 when it is not mangled. */
+  demangledLengthAt(k: number): number {
+    this.demangleAll();
+    const all = this.#demangledBytes!;
+    return all.start[k]! < 0 ? -1 : all.end[k]! - all.start[k]!;
+  }
+
+  /** Copy the k-th demangled name's bytes into `target` at `offset`; returns how many. */
+  copyDemangledAt(k: number, target: Uint8Array, offset: number): number {
+    this.demangleAll();
+    const all = this.#demangledBytes!;
+    const start = all.start[k]!;
+    if (start < 0) return 0;
+    return copyBytes(all.bytes, start, all.end[k]!, target, offset);
+  }
+
+  /**
    * True when the k-th function's name matches `pattern`: its stored name, its name with the
-   * version, its demangled name, or its demangled name without the parameter list.
+   * version, its demangled name, or its demangled name without the parameter list; for a
+   * GCC clone (`helper.isra.0`, `ns::f(int) [clone .cold]`), the same of the name it is a
+   * clone of.
    */
   matchesAt(k: number, pattern: RegExp): boolean {
     const row = this.#order[k]!;
@@ -196,18 +280,55 @@ export class SymbolIndex {
     const suffix = this.versionSuffixAt(k);
     if (suffix !== '' && pattern.test(`${name}${suffix}`)) return true;
     const demangled = this.demangledAt(k);
-    if (demangled === undefined) return false;
+    if (demangled === undefined) {
+      const clone = name.includes('.') ? cloneName(name) : undefined;
+      return clone !== undefined && pattern.test(clone.base);
+    }
     if (pattern.test(demangled)) return true;
-    const bare = withoutParameters(demangled);
+    const base = cloneName(demangled)?.base ?? demangled;
+    if (base !== demangled && pattern.test(base)) return true;
+    const bare = withoutParameters(base);
     return bare !== undefined && pattern.test(bare);
   }
 
   /**
+   * The functions a name given by a user means, as probes take it: those stored under it and
+   * their GCC clones and parts; else those whose demangled name it is, with or without the
+   * parameter list (with their clones and parts). Callers leave out the .cold parts they must.
+   */
+  functionsCalled(name: string): readonly FunctionSymbol[] {
+    const stored = [...this.named(name), ...this.clonesOf(name)];
+    return stored.length > 0 ? stored : this.demangledNamed(name);
+  }
+
+  /**
+   * The GCC clones and parts of the function stored as `name` (`helper.isra.0`,
+   * `helper.cold`, `_ZN3app4Calc3addEi.constprop.0`): what gdb finds by the plain name too.
+   */
+  clonesOf(name: string): readonly FunctionSymbol[] {
+    if (this.#byCloneBase === undefined) {
+      this.#byCloneBase = new Map();
+      for (let k = 0; k < this.length; k++) {
+        const stored = this.#nameOf(this.#order[k]!);
+        if (!stored.includes('.')) continue;
+        const clone = cloneName(stored);
+        if (clone === undefined) continue;
+        const list = this.#byCloneBase.get(clone.base);
+        if (list === undefined) this.#byCloneBase.set(clone.base, [k]);
+        else list.push(k);
+      }
+    }
+    return (this.#byCloneBase.get(name) ?? []).map((k) => this.function(k));
+  }
+
+  /**
    * Functions whose demangled name is `name`, with or without the parameter list, spaces
-   * aside: `ns::Class::method` finds every overload, `ns::Class::method(int)` one of them.
+   * aside: `ns::Class::method` finds every overload, `ns::Class::method(int)` one of them,
+   * and their GCC clones and parts (`ns::Class::method(int) [clone .isra.0]`).
    */
   demangledNamed(name: string): readonly FunctionSymbol[] {
     if (this.#byDemangled === undefined) {
+      this.demangleAll();
       this.#byDemangled = new Map();
       const add = (key: string, k: number) => {
         const list = this.#byDemangled!.get(key);
@@ -218,7 +339,9 @@ export class SymbolIndex {
         const demangled = this.demangledAt(k);
         if (demangled === undefined) continue;
         add(compactName(demangled), k);
-        const bare = withoutParameters(demangled);
+        const base = cloneName(demangled)?.base ?? demangled;
+        if (base !== demangled) add(compactName(base), k);
+        const bare = withoutParameters(base);
         if (bare !== undefined) add(compactName(bare), k);
       }
     }
@@ -281,7 +404,7 @@ export class SymbolIndex {
   anySymbolNamed(name: string): ElfSymbol | undefined {
     const table = this.stripped ? 'dynsym' : 'symtab';
     return (
-      this.#elf.symbols(table).find((sym) => sym.name === name) ??
+      this.#symbolFile.symbols(table).find((sym) => sym.name === name) ??
       this.#elf.symbols('dynsym').find((sym) => sym.name === name)
     );
   }
@@ -340,6 +463,23 @@ export class SymbolIndex {
   }
 }
 
+/** Copy bytes [start, end) of `from` into `to` at `offset`: a loop (names are short). */
+function copyBytes(
+  from: Uint8Array,
+  start: number,
+  end: number,
+  to: Uint8Array,
+  offset: number,
+): number {
+  for (let i = start; i < end; i++) to[offset + i - start] = from[i]!;
+  return end - start;
+}
+
+/** The UTF-8 text of bytes [start, end). */
+function utf8(bytes: Uint8Array, start: number, end: number): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('utf8');
+}
+
 /** The versions .dynsym gives exported functions, by name. */
 function exportedVersions(
   dynamic: FunctionColumns,
@@ -387,11 +527,22 @@ function sortUnique(c: FunctionColumns): Uint32Array {
     for (let i = 0; i < n; i++) order[i] = i;
     order.sort((x, y) => c.address[x]! - c.address[y]!);
   }
-  const name = (row: number) => c.strings.subarray(c.nameStart[row], c.nameEnd[row]);
+  // Name bytes compared in place (a listing of /usr/bin/node compares 40,000 aliases).
+  const compareNames = (x: number, y: number) => {
+    const ax = c.nameStart[x]!;
+    const ay = c.nameStart[y]!;
+    const lx = c.nameEnd[x]! - ax;
+    const ly = c.nameEnd[y]! - ay;
+    for (let i = 0; i < lx && i < ly; i++) {
+      const d = c.strings[ax + i]! - c.strings[ay + i]!;
+      if (d !== 0) return d;
+    }
+    return lx - ly;
+  };
   // Same name and version (one object per version in .dynsym, none in .symtab): a repeat.
   // One name at one address under several versions (realpath@GLIBC_2.2.5, ...) is kept.
   const compare = (x: number, y: number) =>
-    Buffer.compare(name(x), name(y)) ||
+    compareNames(x, y) ||
     (c.version(x) === c.version(y)
       ? 0
       : (c.version(x)?.name ?? '') < (c.version(y)?.name ?? '')

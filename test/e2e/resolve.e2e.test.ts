@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { requireHost } from '../helpers/require-host.js';
@@ -8,6 +9,18 @@ import { runCli } from '../helpers/run-cli.js';
 import { readelfFileOffset, tool } from '../helpers/tools.js';
 
 const LIBC = '/usr/lib/x86_64-linux-gnu/libc.so.6';
+
+/**
+ * readelf's lines of the table libc's functions are named from: the .symtab of libc6-dbg's debug
+ * file (found by build-id) when it is installed, else libc's own .dynsym.
+ */
+function libcFunctionLines(): string[] {
+  const id = /Build ID: ([0-9a-f]+)/.exec(tool('readelf', ['-n', LIBC]))![1]!;
+  const debug = `/usr/lib/debug/.build-id/${id.slice(0, 2)}/${id.slice(2)}.debug`;
+  return existsSync(debug)
+    ? tool('readelf', ['-sW', debug]).split('\n')
+    : tool('readelf', ['--dyn-syms', '-W', LIBC]).split('\n');
+}
 const SAMPLE = new URL('../../sample/app.c', import.meta.url).pathname;
 
 interface JsonSite {
@@ -147,7 +160,7 @@ describe('upscope resolve', () => {
     const malloc = dyn.find((l) => l.trim().split(/\s+/)[7] === 'malloc@@GLIBC_2.2.5');
     assert.ok(malloc);
     const vaddr = BigInt(`0x${malloc.trim().split(/\s+/)[1]}`);
-    const aliases = dyn
+    const aliases = libcFunctionLines()
       .filter((l) => l.includes(' FUNC ') && BigInt(`0x${l.trim().split(/\s+/)[1]}`) === vaddr)
       .map((l) => l.trim().split(/\s+/)[7]!.replace(/@.*/, ''));
     const { sites } = resolveJson(['libc:*malloc']);
@@ -190,7 +203,15 @@ describe('upscope resolve', () => {
     assert.notEqual(result.status, 0);
     assert.match(result.stderr, /^error\[ERR_IFUNC\]: .*IFUNC/);
     assert.match(result.stderr, /resolver runs once/);
-    const offered = [...result.stderr.matchAll(/0x[0-9a-f]+/g)].map((m) => BigInt(m[0]));
+    // Named from libc's debug symbols when it has them (__strlen_evex, ...), else addresses.
+    const named = /Its implementations: (.*)/.exec(result.stderr)![1]!.split(', ');
+    const addressOf = new Map(
+      libcFunctionLines()
+        .map((l) => l.trim().split(/\s+/))
+        .filter((f) => f[3] === 'FUNC')
+        .map((f) => [f[7]!, BigInt(`0x${f[1]}`)]),
+    );
+    const offered = named.map((n) => (n.startsWith('0x') ? BigInt(n) : addressOf.get(n)!));
     assert.ok(offered.length >= 2, result.stderr);
     for (const address of offered.filter((a) => a !== BigInt(`0x${value}`))) {
       assert.ok(leas.has(address), `0x${address.toString(16)} is loaded by the resolver`);

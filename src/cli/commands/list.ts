@@ -100,6 +100,7 @@ export function registerList(program: Command, io: Io, result: CommandResult): v
         pid: options.pid,
         pattern,
         demangle: options.demangle,
+        debugDirs: options.debugDir,
       });
       io.out(
         options.json === true
@@ -131,6 +132,7 @@ function listingJson(listing: FunctionListing, demangle: boolean) {
       type: target.type,
     },
     stripped: listing.stripped,
+    debugFile: listing.debugFile,
     functions: listing.functions.map((fn) => ({
       name: functionDisplayName(fn, { demangle }),
       symbol: fn.name,
@@ -157,7 +159,11 @@ function renderFunctions(listing: FunctionListing): Buffer {
   let runtime = false;
   for (let i = 0; i < rows.count && !runtime; i++) runtime = rows.runtimeAddress(i) !== undefined;
   const head = `VADDR             FILE OFFSET     SIZE  BIND    TYPE   ${runtime ? 'RUNTIME           ' : ''}NAME\n`;
-  const note = listing.stripped ? ' (stripped: .dynsym only)' : '';
+  const note = listing.stripped
+    ? ' (stripped: .dynsym only)'
+    : listing.debugFile !== undefined
+      ? ` (.symtab of its debug file ${listing.debugFile})`
+      : '';
   const tail = `${rows.count} functions in ${listing.target.displayPath}${note}\n`;
   // Sizes are padded to 7 digits but may take up to 20 (a u64): room for that on every row.
   const rowWidth = 16 + 2 + 12 + 2 + 20 + 2 + 15 + (runtime ? 18 : 0) + 1;

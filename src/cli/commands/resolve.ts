@@ -126,6 +126,7 @@ function siteJson(site: ProbeSite, group: string) {
     symbol: site.symbol,
     demangled: site.demangled,
     aliases: site.aliases,
+    symbolFile: site.symbolFile,
     symbolOffset: site.symbolOffset,
     vaddr: site.vaddr,
     fileOffset: site.fileOffset,
@@ -234,6 +235,9 @@ function renderSite(site: ProbeSite, group: string): string {
     lines.push(field('symbol', site.symbol));
   }
   if (site.aliases.length > 0) lines.push(field('aliases', site.aliases.join(', ')));
+  if (site.symbolFile !== undefined) {
+    lines.push(field('symbols', `.symtab of its debug file ${site.symbolFile}`));
+  }
   if (site.source !== undefined) lines.push(field('line', sourceText(site.source)));
   if (site.usdt !== undefined) {
     lines.push(

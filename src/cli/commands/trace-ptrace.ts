@@ -11,6 +11,7 @@ import {
   ProcessTracer,
   parseSpec,
   probeName,
+  qualifyNames,
   type SkippedSite,
   ThreadNames,
 } from '../../api/index.js';
@@ -18,6 +19,7 @@ import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
 import { startLine } from '../options.js';
 import { helperSignal } from '../ptrace-helper.js';
+import { summaryLine } from './trace-summary.js';
 
 export interface PtraceTraceOptions {
   readonly pid?: number | undefined;
@@ -87,7 +89,7 @@ export async function tracePtrace(
   // After the detach: the process runs on whatever the output did.
   if (failure !== undefined) throw failure;
   flush();
-  io.err(`upscope: ${count} events delivered, 0 lost, 0 missed\n`);
+  io.err(`upscope: ${summaryLine(count, max, { delivered: count, lost: 0, missed: 0 })}\n`);
   return ended;
 }
 
@@ -162,9 +164,11 @@ export async function runPtrace(
     const comm = (tid: number) => names.name(tid);
     let more = true;
     let yieldAt = Number.POSITIVE_INFINITY;
+    // Sites of several specs that share a name are told apart (qualifyNames) once all are placed.
+    const qualified = new Map<ProbeSite, ProbeSite>();
     const handler = (hit: HitContext, site: ProbeSite | undefined) => {
       if (site === undefined || !more) return;
-      more = consumer.hit(hit, site, comm(hit.tid));
+      more = consumer.hit(hit, qualified.get(site) ?? site, comm(hit.tid));
       // A busy process never lets poll() wait: end it every 100 ms all the same, so that
       // timers (--interval), signals and --duration are seen.
       if (!more || performance.now() >= yieldAt) tracer.interrupt();
@@ -185,7 +189,9 @@ export async function runPtrace(
       );
       skipped.push(...tracer.skippedOf(`spec${i}`));
     }
-    consumer.begin(sites);
+    const named = qualifyNames(sites);
+    sites.forEach((site, i) => qualified.set(site, named[i]!));
+    consumer.begin(named);
     if (options.pid !== undefined) {
       for (const note of notLoadedNotes(sites, options.pid)) io.err(`upscope: ${note}\n`);
     }

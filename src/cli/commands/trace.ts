@@ -24,6 +24,7 @@ import {
 } from '../options.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { tracePtrace } from './trace-ptrace.js';
+import { summaryLine } from './trace-summary.js';
 
 export function registerTrace(program: Command, io: Io, result: CommandResult): void {
   program
@@ -50,7 +51,11 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option('--json', 'print JSON lines instead of text')
     .option(...outputOption)
     .option('--duration <seconds>', 'end the trace after this many seconds', positive('--duration'))
-    .option('--max-events <n>', 'end the trace after this many events', positive('--max-events'))
+    .option(
+      '--max-events <n>',
+      'print this many events, then end the trace (the summary says how many more were read with them)',
+      positive('--max-events'),
+    )
     .option(
       '--buffer-size <KiB>',
       'ring-buffer size per CPU (default 4096; bpf: one buffer of twice this times the CPUs): more absorbs longer bursts',
@@ -205,9 +210,7 @@ async function trace(
   sayLosses();
   if (attachment.targetExited) io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   const stats = attachment.stats();
-  io.err(
-    `upscope: ${stats.delivered} events delivered, ${stats.lost} lost, ${stats.missed ?? 0} missed\n`,
-  );
+  io.err(`upscope: ${summaryLine(count, max, stats)}\n`);
   const exit = attachment.exit;
   if (exit !== undefined) {
     result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);

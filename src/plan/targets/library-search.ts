@@ -173,6 +173,38 @@ export function findOnPath(name: string, pathVar: string, cwd: string): string |
   return undefined;
 }
 
+/** Every executable regular file of this name on PATH, in PATH order. */
+export function allOnPath(name: string, pathVar: string, cwd: string): string[] {
+  const found: string[] = [];
+  for (const dir of pathDirs(pathVar, cwd)) {
+    const candidate = join(dir, name);
+    if (regularFile(candidate) === undefined || found.includes(candidate)) continue;
+    try {
+      accessSync(candidate, constants.X_OK);
+      found.push(candidate);
+    } catch {
+      // not executable by us
+    }
+  }
+  return found;
+}
+
+/** The first bytes of a file (at most `length`), or an empty array when it cannot be read. */
+export function fileHead(path: string, length: number): Uint8Array {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, 'r');
+    const bytes = Buffer.alloc(length);
+    return bytes.subarray(0, readSync(fd, bytes, 0, length, 0));
+  } catch {
+    return new Uint8Array(0);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+export { isElf };
+
 /** Names worth suggesting for a misspelt target: library short names and sonames, programs. */
 export function targetNameCandidates(
   entries: readonly LdCacheEntry[],

@@ -84,8 +84,8 @@ describe('resolveTarget() without a process', () => {
     const second = join(scratch, 'path-b');
     mkdirSync(first);
     mkdirSync(second);
-    writeFileSync(join(first, 'tgt-tool'), '#!/bin/sh\n', { mode: 0o644 });
-    writeFileSync(join(second, 'tgt-tool'), '#!/bin/sh\n', { mode: 0o755 });
+    writeFileSync(join(first, 'tgt-tool'), '\x7fELF', { mode: 0o644 });
+    writeFileSync(join(second, 'tgt-tool'), '\x7fELF', { mode: 0o755 });
     const target = resolveTarget('tgt-tool', {
       path: `${first}:${second}`,
       ldCachePath: '/nonexistent',

@@ -10,9 +10,12 @@ import {
   matchLibraryName,
 } from './library-name.js';
 import {
+  allOnPath,
+  fileHead,
   findInLdCache,
   findInLibraryDirs,
   findOnPath,
+  isElf,
   LD_CACHE_PATH,
   LIBRARY_DIRS,
   readLdCache,
@@ -25,6 +28,8 @@ import {
   type MappedObject,
   openElf,
   readDynamicInfo,
+  readScriptHeader,
+  scriptTargetError,
 } from './symbols.js';
 
 /** A target file found on disk or in a process. */
@@ -153,6 +158,7 @@ export function resolveTarget(name: string, options: ResolveTargetOptions = {}):
       'lib-dir',
     ) ??
     tagged(findOnPath(name, pathVar, cwd), 'path-search');
+  if (found?.how === 'path-search') refuseScript(name, found.path, pathVar, cwd);
   if (found !== undefined) {
     const stat = statBig(found.path);
     if (stat !== undefined) {
@@ -201,6 +207,38 @@ export function resolveTarget(name: string, options: ResolveTargetOptions = {}):
     `Cannot find target ${quote(name)}: ${joinAnd(where)}`,
     { hints, details: { name, pid: options.pid } },
   );
+}
+
+/**
+ * A program found on PATH that is a script (a pyenv shim, a wrapper) is refused here, saying
+ * what runs it and which other programs of the name on PATH are ELF files (the shell would
+ * run the script; which program it starts, only it knows).
+ */
+function refuseScript(name: string, path: string, pathVar: string, cwd: string): void {
+  const header = readScriptHeader(fileHead(path, 4096));
+  if (header === undefined) return;
+  // Each file once (/bin and /usr/bin are one directory on a merged-/usr system).
+  const seen = new Set<string>([fileKey(path)]);
+  const others = allOnPath(name, pathVar, cwd).filter((p) => {
+    const key = fileKey(p);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return isElf(p);
+  });
+  throw scriptTargetError(
+    path,
+    header,
+    others.length === 0
+      ? []
+      : [
+          `Other ${name} programs on PATH, after it: ${others.join(', ')} (e.g. upscope list ${others[0]})`,
+        ],
+  );
+}
+
+function fileKey(path: string): string {
+  const stat = statBig(path);
+  return stat === undefined ? path : `${stat.dev}:${stat.ino}`;
 }
 
 function tagged<H extends ResolvedTarget['how']>(

@@ -11,4 +11,6 @@ export {
   parseLdCache,
   parseProcMaps,
   readDynamicInfo,
+  readScriptHeader,
+  scriptTargetError,
 } from '../../symbols/index.js';

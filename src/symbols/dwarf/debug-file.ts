@@ -36,11 +36,12 @@ export interface FindDebugInfoOptions {
 }
 
 /**
- * Finds the DWARF for `target` (opened from `path`): its own .debug_info/.debug_line, else a
- * separate debug file found by build-id or .gnu_debuglink and checked to belong to it (same
- * build-id, or the debuglink's CRC-32 of the file). A separate file has the same addresses as
- * the target (the same link), so its DWARF addresses map through the target's segments. The
- * caller closes `elf` when it is not `target`.
+ * Finds the debug info for `target` (opened from `path`): its own .debug_info/.debug_line, else
+ * a separate debug file found by build-id or .gnu_debuglink and checked to belong to it (same
+ * build-id, or the debuglink's CRC-32 of the file) that has DWARF or a .symtab (a debug file
+ * made from a binary built without -g has only the symbols). A separate file has the same
+ * addresses as the target (the same link), so its addresses map through the target's
+ * segments. The caller closes `elf` when it is not `target`.
  */
 export function findDebugInfo(
   target: ElfFile,
@@ -89,7 +90,9 @@ function refusal(
       return `its CRC-32 0x${hex8(actual)} is not the 0x${hex8(crc)} .gnu_debuglink records`;
     }
   }
-  if (!hasDwarf(elf)) return 'it has no .debug_info or .debug_line section';
+  if (!hasDwarf(elf) && !elf.hasSymtab) {
+    return 'it has no .debug_info, .debug_line or .symtab section';
+  }
   return undefined;
 }
 

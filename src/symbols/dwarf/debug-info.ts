@@ -428,7 +428,12 @@ export class DebugInfo {
     return readRanges(this.sections.ranges, unit.addressSize, offset + extra, base);
   }
 
-  /** The entry address of a subprogram or inlined instance: DW_AT_entry_pc, else its lowest range. */
+  /**
+   * The entry address of a subprogram or inlined instance: DW_AT_entry_pc, else DW_AT_low_pc,
+   * else (code in several ranges) the start of its first range for a subprogram, as gdb takes
+   * it (GCC lists a function's own code before its .cold part, which lies lower, in
+   * .text.unlikely), and the lowest address for an inlined instance.
+   */
   entryPc(die: Die): bigint | undefined {
     const ranges = this.ranges(die);
     const entry = die.attrs.get(DW_AT.entry_pc);
@@ -443,6 +448,7 @@ export class DebugInfo {
     }
     const low = this.address(die, DW_AT.low_pc);
     if (low !== undefined) return low;
+    if (die.tag === DW_TAG.subprogram) return ranges[0]?.low;
     let lowest: bigint | undefined;
     for (const r of ranges) if (lowest === undefined || r.low < lowest) lowest = r.low;
     return lowest;

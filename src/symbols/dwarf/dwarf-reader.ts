@@ -271,9 +271,25 @@ export class DwarfReader {
    * The variables and parameters visible at `vaddr`, innermost first, an inner name hiding an
    * outer one; then the globals of the unit. Parameters of an inlined or out-of-line copy that
    * the compiler dropped are listed too (their location is then absent).
+   *
+   * With `options.function` (the DIE of a subprogram or inlined instance holding `vaddr`):
+   * only that function's own, as gdb shows them at a breakpoint on it: not those of a caller it
+   * is inlined into, nor of functions inlined into it that start at the same address (Rust's
+   * `black_box` at the top of a function).
    */
-  variablesAt(vaddr: bigint): DwarfVariable[] {
-    const scopes = this.scopesAt(vaddr);
+  variablesAt(
+    vaddr: bigint,
+    options: { readonly function?: Die | undefined } = {},
+  ): DwarfVariable[] {
+    let scopes = this.scopesAt(vaddr);
+    if (options.function !== undefined) {
+      const own = scopes.findIndex((scope) => scope.die === options.function);
+      if (own >= 0) {
+        let end = own + 1;
+        while (end < scopes.length && scopes[end]!.kind === 'block') end++;
+        scopes = scopes.slice(own, end);
+      }
+    }
     const seen = new Set<string>();
     const out: DwarfVariable[] = [];
     const add = (die: Die, scope: Scope | undefined) => {

@@ -33,6 +33,7 @@ export {
   rendezvousState,
   walkLinkMap,
 } from './rendezvous.js';
+export { readScriptHeader, type ScriptHeader, scriptTargetError } from './script.js';
 export type {
   DebugLink,
   ElfFile,

@@ -33,7 +33,7 @@ function readEverything(elf: ElfFile): void {
 
 interface Case {
   readonly title: string;
-  readonly code: 'ERR_ELF_INVALID' | 'ERR_ELF_UNSUPPORTED';
+  readonly code: 'ERR_ELF_INVALID' | 'ERR_ELF_UNSUPPORTED' | 'ERR_SCRIPT_TARGET';
   readonly reason: RegExp;
   readonly make: (original: Buffer, path: string) => Buffer;
 }
@@ -54,7 +54,13 @@ const CASES: readonly Case[] = [
   {
     title: 'a text file',
     code: 'ERR_ELF_INVALID',
-    reason: /: not an ELF file \(it starts with bytes 23 21 2f 62, not 7f 45 4c 46\)$/,
+    reason: /: not an ELF file \(it starts with bytes 68 65 6c 6c, not 7f 45 4c 46\)$/,
+    make: () => Buffer.from('hello world\n'),
+  },
+  {
+    title: 'a script',
+    code: 'ERR_SCRIPT_TARGET',
+    reason: /: it is a script run by sh \("#!\/bin\/sh"\), not an ELF file$/,
     make: () => Buffer.from('#!/bin/sh\necho hello\n'),
   },
   {

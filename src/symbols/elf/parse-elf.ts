@@ -32,6 +32,7 @@ import { hex, invalidElf, unsupportedElf } from './elf-error.js';
 import { inflateSection } from './inflate-section.js';
 import { readBuildId, readDebugLink, readNotes, readUsdtNotes } from './read-notes.js';
 import { type FunctionColumns, readFunctionColumns, readSymbols } from './read-symbols.js';
+import { readScriptHeader, scriptTargetError } from './script.js';
 import type {
   DebugLink,
   ElfFile,
@@ -74,6 +75,8 @@ export function openElf(path: string): ElfFile {
 }
 
 const EMPTY = new Uint8Array(0);
+/** How much of a script is read to tell what runs it. */
+const SCRIPT_HEAD_BYTES = 4096;
 
 /** What the symbol and note readers need from the file. */
 export interface ElfContext {
@@ -153,6 +156,8 @@ class ElfReader implements ElfFile, ElfContext {
     if (size === 0) throw invalidElf(path, 'the file is empty');
     const head = this.#source.read(0, Math.min(size, EHDR_SIZE));
     if (head.length < 4 || head.readUInt32LE(0) !== ELF_MAGIC) {
+      const script = readScriptHeader(this.#source.read(0, Math.min(size, SCRIPT_HEAD_BYTES)));
+      if (script !== undefined) throw scriptTargetError(path, script);
       const first = [...head.subarray(0, 4)].map((b) => b.toString(16).padStart(2, '0'));
       throw invalidElf(
         path,

@@ -237,7 +237,7 @@ export interface FunctionColumns {
   /** The name's bytes are strings[nameStart[i], nameEnd[i]). */
   readonly nameStart: Uint32Array;
   readonly nameEnd: Uint32Array;
-  readonly strings: Uint8Array;
+  readonly strings: Buffer;
   /** The name as text (with a literal `@VERSION` suffix, as .symtab may hold it). */
   name(i: number): string;
   /** The symbol version from .gnu.version, for .dynsym. */

@@ -1,0 +1,88 @@
+// Two functions with one name (Rust's twice::<u32> and twice::<u64>, whose legacy-mangled
+// names demangle alike) are two probes with two names on every engine, each with its address
+// (gdb's `info address`), each counted as often as the target calls it.
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import { leftovers } from '../helpers/leftovers.js';
+import { requireHost, STRICT } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { compileRust, findRustc } from '../helpers/rustc.js';
+import { tool } from '../helpers/tools.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+const ROUNDS = 5;
+
+afterEach(() => {
+  assert.deepEqual(leftovers(), [], 'no upscope probes left in tracefs');
+  assert.deepEqual(tracedChildren(), [], 'no traced or zombie children');
+});
+
+function gdbAddress(app: string, name: string): string {
+  const out = tool('gdb', ['-batch', '-nx', '-ex', `info address ${name}`, app]);
+  const m = /is a function at address (0x[0-9a-f]+)/.exec(out);
+  assert.ok(m, out);
+  return `0x${BigInt(m[1]!).toString(16)}`;
+}
+
+function target(t: { skip(reason: string): void }): string | undefined {
+  const rustc = findRustc();
+  if (rustc === undefined) {
+    if (STRICT) throw new Error('Cannot run test under CI: needs rustc');
+    t.skip('rustc is not installed (looked on PATH and in ~/.cargo/bin)');
+    return undefined;
+  }
+  return compileRust(rustc, 'rust-vars', ['-C', 'opt-level=1']);
+}
+
+describe('functions that share a demangled name', () => {
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    test(`count --engine ${engine}: a row per function, named with its address`, (t) => {
+      if (!requireHost(t, { root: engine === 'bpf', commands: ['gdb'] })) return;
+      const app = target(t);
+      if (app === undefined) return;
+      const u32 = gdbAddress(app, 'rust_vars::twice<u32>');
+      const u64 = gdbAddress(app, 'rust_vars::twice<u64>');
+      // One spec matching both, and each named by its mangled name: the same two rows.
+      const mangled = tool('nm', [app])
+        .split('\n')
+        .filter((l) => l.includes('9rust_vars5twice'))
+        .map((l) => `${app}:${l.split(' ')[2]}`);
+      assert.equal(mangled.length, 2);
+      for (const specs of [[`${app}:rust_vars::twice`], mangled]) {
+        const result = runCli([
+          'count',
+          '--engine',
+          engine,
+          '--json',
+          '-c',
+          `${app} ${ROUNDS}`,
+          ...specs,
+        ]);
+        assert.equal(result.status, 0, result.stderr);
+        const json = result.stdout.split('\n').filter((l) => l.startsWith('['));
+        const rows: { probe: string; count: number }[] = JSON.parse(json.at(-1)!);
+        assert.deepEqual(Object.fromEntries(rows.map((r) => [r.probe, r.count])), {
+          [`rust_vars::twice (${u32})`]: ROUNDS,
+          [`rust_vars::twice (${u64})`]: 2 * ROUNDS,
+        });
+      }
+    });
+  }
+
+  test('trace --engine tracefs: events named with the address of their function', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gdb'] })) return;
+    const app = target(t);
+    if (app === undefined) return;
+    const result = runCli(['trace', '--json', '-c', `${app} ${ROUNDS}`, `${app}:rust_vars::twice`]);
+    assert.equal(result.status, 0, result.stderr);
+    const seen: Record<string, number> = {};
+    for (const line of result.stdout.split('\n')) {
+      if (line.startsWith('{'))
+        seen[JSON.parse(line).probe] = (seen[JSON.parse(line).probe] ?? 0) + 1;
+    }
+    assert.deepEqual(seen, {
+      [`rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u32>')})`]: ROUNDS,
+      [`rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u64>')})`]: 2 * ROUNDS,
+    });
+  });
+});
