@@ -190,7 +190,7 @@ export async function runPtrace(
       skipped.push(...tracer.skippedOf(`spec${i}`));
     }
     const named = qualifyNames(sites);
-    sites.forEach((site, i) => qualified.set(site, named[i]!));
+    for (const [i, site] of sites.entries()) qualified.set(site, named[i]!);
     consumer.begin(named);
     if (options.pid !== undefined) {
       for (const note of notLoadedNotes(sites, options.pid)) io.err(`upscope: ${note}\n`);
