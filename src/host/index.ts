@@ -32,6 +32,13 @@ export {
 export { debugPackageName, owningPackage } from './packages.js';
 export { PAUSE_VARIABLE, PHASES, type Phase, pausePoint } from './pause-point.js';
 export {
+  isKernelThread,
+  type PtraceRefusal,
+  ptraceRefusal,
+  type TracerProcess,
+  tracerOf,
+} from './ptrace-refusal.js';
+export {
   ensureTracefs,
   findTracefs,
   type MountEntry,
