@@ -5,7 +5,7 @@ import {
   type DecodedInstruction,
   decodeInstructions,
 } from '../arch/index.js';
-import { ProbeError, quote, type Span } from '../errors/index.js';
+import { InternalError, ProbeError, quote, type Span } from '../errors/index.js';
 import { kernelVersion, pausePoint } from '../host/index.js';
 import { closest, didYouMean } from '../internal/index.js';
 import {
@@ -23,6 +23,7 @@ import {
   type FunctionSymbol,
   fileOffsetToRuntime,
   functionDisplayName,
+  type MappedObject,
   openElf,
   preferName,
   SymbolIndex,
@@ -32,7 +33,12 @@ import { closeDebugInfo } from './debug-info.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import type { ProbeSite, SiteKind, TargetFile, UsdtSite } from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
-import { type ResolvedTarget, resolveTarget } from './targets/index.js';
+import {
+  openMappedObject,
+  processObjects,
+  type ResolvedTarget,
+  resolveTarget,
+} from './targets/index.js';
 import { elfSymbolVaddr, type UsdtArgsContext, usdtFetches } from './usdt-args.js';
 import {
   lowerVariableFetches,
@@ -69,6 +75,17 @@ export interface ResolveOptions {
   readonly libraryPath?: string | undefined;
   /** The program whose RPATH/RUNPATH is searched for library names (with `pid`: its own). */
   readonly executable?: string | undefined;
+  /**
+   * Resolve every spec in this file instead of the one its target names: the file now at the
+   * path where a target was resolved before (replaced on disk since, a new inode), whose
+   * sites are placed again: a path to open (`displayPath` names it as before; with `pid`,
+   * runtime addresses are those of the process's mapping of this very file, if it has one),
+   * or a file process `pid` has mapped.
+   */
+  readonly targetFile?:
+    | { readonly path: string; readonly displayPath: string }
+    | { readonly object: MappedObject }
+    | undefined;
 }
 
 export interface ProbePlan {
@@ -189,12 +206,15 @@ function openTarget(
 ): OpenTarget {
   let resolved: ResolvedTarget;
   try {
-    resolved = resolveTarget(spec.target.text, {
-      pid: options.pid,
-      cwd: options.cwd,
-      libraryPath: options.libraryPath,
-      executable: options.executable,
-    });
+    resolved =
+      options.targetFile === undefined
+        ? resolveTarget(spec.target.text, {
+            pid: options.pid,
+            cwd: options.cwd,
+            libraryPath: options.libraryPath,
+            executable: options.executable,
+          })
+        : fileTarget(options.targetFile, options.pid);
   } catch (err) {
     if (err instanceof ProbeError && err.source === undefined) {
       throw new ProbeError(err.code, err.message, {
@@ -241,6 +261,29 @@ function openTarget(
   };
   cache.set(resolved.path, target);
   return target;
+}
+
+/** A given file as a resolved target (see ResolveOptions.targetFile). */
+function fileTarget(
+  file: NonNullable<ResolveOptions['targetFile']>,
+  pid: number | undefined,
+): ResolvedTarget {
+  if ('object' in file) {
+    if (pid === undefined) {
+      throw new InternalError('Cannot resolve in a mapped file without the process that maps it');
+    }
+    return openMappedObject(pid, file.object);
+  }
+  const found = resolveTarget(file.path.includes('/') ? file.path : `./${file.path}`);
+  const mappedObject =
+    pid === undefined
+      ? undefined
+      : processObjects(pid).find((o) => o.dev === found.dev && o.inode === found.inode);
+  return {
+    ...found,
+    displayPath: file.displayPath,
+    ...(mappedObject === undefined ? {} : { mappedObject }),
+  };
 }
 
 function resolveLocation(
