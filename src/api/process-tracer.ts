@@ -108,6 +108,9 @@ export class ProcessTracer {
   #rendezvous: LoaderRendezvous | null | undefined;
   #unwinderHooked = false;
   #next = 0;
+  /** Registrations resolved again in a replaced file (id and file), tried once each. */
+  readonly #tried = new Set<string>();
+  readonly #notices: string[] = [];
 
   private constructor(probes: ProcessProbes, options: FollowOptions) {
     this.#probes = probes;
@@ -205,11 +208,7 @@ export class ProcessTracer {
       debugDirs: registration.debugDirs,
       engine: 'ptrace',
     });
-    const added = sites.map((site) => ({
-      registration,
-      site,
-      key: `${registration.id}\u0000${site.kind}:${site.target.dev}:${site.target.inode}:${site.fileOffset}`,
-    }));
+    const added = sites.map((site) => ({ registration, site, key: siteKey(registration, site) }));
     // Sites in files the process has not mapped yet wait for the dynamic loader to map them;
     // sites in libraries it has are placed again if it closes and reopens them.
     const objects = processObjects(this.pid);
@@ -308,6 +307,8 @@ export class ProcessTracer {
       if (err instanceof ProbeError) return;
       throw err;
     }
+    const again = this.#resolveReplaced(pid, objects);
+    if (again.length > 0) specSites = [...specSites, ...again];
     let placed = this.#placements.get(pid);
     if (placed === undefined) {
       placed = new Map();
@@ -340,6 +341,64 @@ export class ProcessTracer {
       placed.set(spec.key, { spec, internalId, address });
       this.#ids.get(registration.id)?.push(internalId);
     }
+  }
+
+  /**
+   * Spec sites for the files process `pid` has mapped at the path of a spec's target that are
+   * not that file (another inode: the library was replaced on disk, and loaded again): each
+   * spec is resolved again in the file mapped, once per file, and its new sites are added to
+   * the spec's (the old file's stay, for the processes that still map it). A spec that names
+   * nothing in the new file gets nothing there (and a notice says so).
+   */
+  #resolveReplaced(pid: number, objects: readonly MappedObject[]): SpecSite[] {
+    const added: SpecSite[] = [];
+    for (const object of objects) {
+      const stale = new Set<ProcessRegistration>();
+      const current = new Set<ProcessRegistration>();
+      for (const { registration, site } of this.#specSites) {
+        if (site.target.dev === object.dev && site.target.inode === object.inode) {
+          current.add(registration);
+        } else if (site.target.displayPath === object.path) {
+          stale.add(registration);
+        }
+      }
+      for (const registration of stale) {
+        if (current.has(registration) || typeof registration.where !== 'string') continue;
+        const key = `${registration.id}\u0000${object.dev}:${object.inode}`;
+        if (this.#tried.has(key)) continue;
+        this.#tried.add(key);
+        let sites: ProbeSite[];
+        try {
+          sites = planProbesSync([registration.where], {
+            pid,
+            unsafe: registration.unsafe,
+            debugDirs: registration.debugDirs,
+            engine: 'ptrace',
+            targetFile: { object },
+          });
+        } catch (err) {
+          if (!(err instanceof ProbeError)) throw err;
+          this.#notices.push(
+            `${object.path} was replaced on disk and loaded again by process ${pid}: ${registration.where} is not probed in the new file: ${err.message}`,
+          );
+          continue;
+        }
+        const news = sites.map((site) => ({
+          registration,
+          site,
+          key: siteKey(registration, site),
+        }));
+        this.#specSites.push(...news);
+        this.#sites.set(registration.id, [...(this.#sites.get(registration.id) ?? []), ...sites]);
+        added.push(...news);
+      }
+    }
+    return added;
+  }
+
+  /** Things the tracer noticed that a user should hear of, since the last call (oldest first). */
+  takeNotices(): string[] {
+    return this.#notices.splice(0);
   }
 
   /** An engine id no process uses any more is dropped from its registration's list. */
@@ -447,6 +506,7 @@ export class ProcessTracer {
    */
   #execed(): void {
     this.#rendezvous = undefined;
+    this.#tried.clear();
     this.#unwinderHooked = false;
     this.#specSites = [];
     this.#placements.delete(this.pid);
@@ -472,6 +532,11 @@ export class ProcessTracer {
       }
     }
   }
+}
+
+/** The same for the same site of the same registration, also once resolved again. */
+function siteKey(registration: ProcessRegistration, site: ProbeSite): string {
+  return `${registration.id}\u0000${site.kind}:${site.target.dev}:${site.target.inode}:${site.fileOffset}`;
 }
 
 /** Where a site is in a process with these objects mapped; undefined when its file is not. */
