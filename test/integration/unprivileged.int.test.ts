@@ -95,7 +95,10 @@ const CASES: readonly Case[] = [
     status: 5,
     line: /^error\[ERR_PROCESS_ACCESS\]: Cannot trace process \d+ \(thread \d+\): ptrace: EPERM \(operation not permitted\)$/,
     // The Yama hint only where Yama restricts ptrace: elsewhere it would send the user astray.
-    hints: [/Trace your own processes, or run as root \(CAP_SYS_PTRACE\)/, ...(yamaScope() > 0 ? [/ptrace_scope/] : [])],
+    hints: [
+      /Trace your own processes, or run as root \(CAP_SYS_PTRACE\)/,
+      ...(yamaScope() > 0 ? [/ptrace_scope/] : []),
+    ],
   })),
   ...(['count', 'hist', 'latency'] as const).map((command) => ({
     args: (app: string) => [command, `${app}:busy_tick`, ...(command === 'hist' ? ['arg0'] : [])],

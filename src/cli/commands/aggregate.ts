@@ -105,8 +105,9 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     );
 }
 
-function aggregateOptions(options: CommonOptions): AggregateOptions {
+function aggregateOptions(options: CommonOptions, io: Io): AggregateOptions {
   return {
+    onNotice: (text) => io.err(`upscope: ${text}\n`),
     pid: options.pid,
     command: options.command,
     tid: options.tid,
@@ -382,7 +383,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           result,
           async () => {
             const by = options.by;
-            const aggregate = await countHits(specs, { ...aggregateOptions(options), by });
+            const aggregate = await countHits(specs, { ...aggregateOptions(options, io), by });
             await run(aggregate, options, 'Counting', 'probe', io, result, print);
           },
           () =>
@@ -429,7 +430,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           result,
           async () => {
             const aggregate = await histogramOf(specs, value, {
-              ...aggregateOptions(options),
+              ...aggregateOptions(options, io),
               linear: options.linear,
             });
             await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
@@ -477,7 +478,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           io,
           result,
           async () => {
-            const aggregate = await latencyOf(specs, { ...aggregateOptions(options), unit });
+            const aggregate = await latencyOf(specs, { ...aggregateOptions(options, io), unit });
             await run(aggregate, options, 'Timing', 'function', io, result, print);
           },
           () =>

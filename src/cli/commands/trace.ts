@@ -127,6 +127,7 @@ async function trace(
     debugDirs: options.debugDir,
     bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
     engine,
+    onNotice: (text) => io.err(`upscope: ${text}\n`),
   });
   const endedBy = installLifecycle(attachment);
   const format =
