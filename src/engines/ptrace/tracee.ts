@@ -1,4 +1,4 @@
-import { closeSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { ProbeError, quote } from '../../errors/index.js';
 import {
   checkCommand,
@@ -308,7 +308,15 @@ export class Tracee {
       }
       const s = status[0]!;
       // Another process of the family (a forked child) keeps its own accounts.
-      const owner = this.#family.members.find((m) => m.threads.has(tid)) ?? this;
+      let owner = this.#family.members.find((m) => m.threads.has(tid));
+      if (owner === undefined) {
+        // A new thread whose stops come before its creator's clone event (waitpid reports
+        // the newest tracee first): it is a thread of the process its Tgid names, from now.
+        const tgid = threadGroupOf(tid);
+        owner = this.#family.members.find((m) => m.pid === tgid);
+        if (owner !== undefined && tgid !== tid) owner.threads.add(tid);
+      }
+      owner ??= this;
       const pid = owner.pid;
       if ((s & 0x7f) === 0) {
         owner.threads.delete(tid);
@@ -781,6 +789,17 @@ function listThreads(pid: number): number[] {
 }
 
 const EPERM = 1;
+
+/** The process a thread belongs to (Tgid in /proc/TID/status), undefined when it is gone. */
+function threadGroupOf(tid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${tid}/status`, 'utf8');
+    const tgid = Number(/^Tgid:\s+(\d+)$/m.exec(status)?.[1]);
+    return Number.isInteger(tgid) ? tgid : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * PTRACE_SEIZE of thread `tid` of process `pid` failed with `-errno` `result`: say why, with
