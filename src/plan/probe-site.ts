@@ -69,4 +69,12 @@ export interface ProbeSite {
   readonly runtimeAddress: bigint | undefined;
   /** For a FILE:LINE spec: the line, and where its debug info came from. */
   readonly source?: SourceSite | undefined;
+  /**
+   * Whether the instruction after the probed one is also reached otherwise than through it:
+   * a jump in the site's function lands there (or, away from the function's entry, the
+   * function jumps through a register or table). The ptrace engine may watch that
+   * instruction too when it is not (see arch's guard). Resolved for the ptrace engine only;
+   * undefined when not known.
+   */
+  readonly nextIsJumpTarget?: boolean | undefined;
 }

@@ -4,6 +4,7 @@ import {
   checkInstructionBoundary,
   type DecodedInstruction,
   decodeInstructions,
+  sweepInstructions,
 } from '../arch/index.js';
 import { InternalError, ProbeError, quote, type Span } from '../errors/index.js';
 import { kernelVersion, pausePoint } from '../host/index.js';
@@ -748,7 +749,37 @@ function buildSite(
       target.resolved.mappedObject === undefined
         ? undefined
         : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
+    ...(options.engine === 'ptrace'
+      ? { nextIsJumpTarget: nextIsJumpTarget(target.elf, fn, vaddr, instructions[0]!) }
+      : {}),
   };
+}
+
+/**
+ * Whether the instruction after `probed` is reached otherwise than through it (see
+ * ProbeSite.nextIsJumpTarget): a direct jump of the function lands there, or (away from the
+ * function's entry, where a table's targets are cases of a switch) the function jumps
+ * through a register or memory. Undefined without the function's extent.
+ */
+function nextIsJumpTarget(
+  elf: ElfFile,
+  fn: FunctionSymbol | undefined,
+  vaddr: bigint,
+  probed: DecodedInstruction,
+): boolean | undefined {
+  if (fn === undefined || fn.sizeBytes === 0n || probed.invalid) return undefined;
+  const offset = elf.vaddrToFileOffset(fn.vaddr);
+  if (offset === undefined) return undefined;
+  const next = vaddr + BigInt(probed.length);
+  let target = false;
+  let indirect = false;
+  sweepInstructions(elf.read(offset, Number(fn.sizeBytes)), fn.vaddr, (instruction) => {
+    if (instruction.invalid) return false;
+    if (instruction.branchTarget === next) target = true;
+    if (/^((notrack|bnd) )?jmp \*/.test(instruction.text)) indirect = true;
+    return !target;
+  });
+  return target || (indirect && vaddr !== fn.vaddr);
 }
 
 /** Decode from the function start and insist the site is an instruction boundary. */
