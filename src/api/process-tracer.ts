@@ -1,4 +1,5 @@
 import {
+  type ForeignBreakpointNotice,
   type HitContext,
   type ProbeEventKind,
   type ProbesOptions,
@@ -14,6 +15,7 @@ import {
   rendezvousState,
 } from '../symbols/index.js';
 import { findLoaderRendezvous, type LoaderRendezvous } from './loader-rendezvous.js';
+import { probeName } from './tracer.js';
 
 export type { HitContext, ProbeEventKind } from '../engines/index.js';
 
@@ -330,6 +332,8 @@ export class ProcessTracer {
         id: internalId,
         event: registration.event,
         where: address,
+        fileCode: fileCode(site),
+        guardable: site.nextIsJumpTarget === false,
         semaphore: semaphoreAddress(site, address),
         reportAs: registration.id,
         filter: registration.filter,
@@ -398,7 +402,32 @@ export class ProcessTracer {
 
   /** Things the tracer noticed that a user should hear of, since the last call (oldest first). */
   takeNotices(): string[] {
+    for (const notice of this.#probes.takeNotices()) this.#notices.push(this.#describe(notice));
     return this.#notices.splice(0);
+  }
+
+  /** What the engine noticed of another tracer's breakpoint, said with the probe's name. */
+  #describe(notice: ForeignBreakpointNotice): string {
+    let name = `0x${notice.vaddr.toString(16)}`;
+    for (const placement of this.#placements.get(notice.pid)?.values() ?? []) {
+      if (placement.address !== notice.vaddr) continue;
+      name = `${probeName(placement.spec.site)} (0x${notice.vaddr.toString(16)})`;
+      break;
+    }
+    const where = `${name} in process ${notice.pid}`;
+    switch (notice.what) {
+      case 'shared':
+        return `${where} also holds another tracer's breakpoint (a kernel uprobe: bpftrace, perf, or upscope's bpf or tracefs engine): its hits are seen after its first instruction, and both tracers count every one`;
+      case 'put-back':
+        return `${where}: another tracer removed upscope's breakpoint (a kernel uprobe that was placed over it and then removed puts back the byte it found); it is in again, and no hit was missed`;
+      case 'missed': {
+        const since =
+          notice.sinceNs === undefined
+            ? 'since it was placed'
+            : `in the last ${(Number(process.hrtime.bigint() - notice.sinceNs) / 1e9).toFixed(1)} s (since its last hit)`;
+        return `${where}: another tracer removed upscope's breakpoint (a kernel uprobe that was placed over it and then removed puts back the byte it found); it is in again, but hits ${since} may have been missed`;
+      }
+    }
   }
 
   /** An engine id no process uses any more is dropped from its registration's list. */
@@ -537,6 +566,13 @@ export class ProcessTracer {
 /** The same for the same site of the same registration, also once resolved again. */
 function siteKey(registration: ProcessRegistration, site: ProbeSite): string {
   return `${registration.id}\u0000${site.kind}:${site.target.dev}:${site.target.inode}:${site.fileOffset}`;
+}
+
+/** The file's bytes at a site: its first instructions, as resolved. */
+function fileCode(site: ProbeSite): Uint8Array {
+  const bytes: number[] = [];
+  for (const instruction of site.instructions) bytes.push(...instruction.bytes);
+  return Uint8Array.from(bytes);
 }
 
 /** Where a site is in a process with these objects mapped; undefined when its file is not. */

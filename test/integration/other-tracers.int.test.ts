@@ -9,7 +9,7 @@ import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
-import { ended, type Spawned, spawnCollected, waitFor } from '../helpers/spawned.js';
+import { ended, type Spawned, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const started: Spawned[] = [];
@@ -120,4 +120,54 @@ describe('a process another tracer holds', () => {
     assert.equal(await send('quit'), 100);
     assert.deepEqual(tracedChildren([pid]), []);
   });
+});
+
+/** The count of `probe` in the last JSON table of `count --json`. */
+function jsonCount(stdout: string, probe: string): number {
+  const rows = JSON.parse(stdout.trim().split('\n').at(-1)!) as { probe: string; count: number }[];
+  return rows.filter((row) => row.probe === probe).reduce((sum, row) => sum + row.count, 0);
+}
+
+/** `upscope count --json -p PID SPEC` on an engine, once it says it counts. */
+async function counting(engine: string, pid: number, spec: string): Promise<Spawned> {
+  const running = spawnUpscope(['count', '--engine', engine, '--json', '-p', String(pid), spec]);
+  started.push(running);
+  await waitFor(running, /^Counting /m);
+  return running;
+}
+
+/** End a count with Ctrl-C, and take its last table's count of `probe`. */
+async function stopCounting(running: Spawned, probe: string): Promise<number> {
+  running.child.kill('SIGINT');
+  const exit = await ended(running);
+  assert.equal(exit.code, 0, running.stderr);
+  return jsonCount(running.stdout, probe);
+}
+
+describe('the ptrace engine and a kernel uprobe on the same function', () => {
+  const CALLS = 2000;
+  for (const first of ['ptrace', 'bpf'] as const) {
+    test(`a ptrace count while a bpf count starts and stops 10 times (${first} first): both count every call`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const { pid, app, send } = await startTarget(2);
+      const spec = `${app}:co_work`;
+      let bpf = first === 'bpf' ? await counting('bpf', pid, spec) : undefined;
+      const ptrace = await counting('ptrace', pid, spec);
+      for (let round = 0; round < 10; round++) {
+        bpf ??= await counting('bpf', pid, spec);
+        const before = (await send('run 0'))!;
+        const after = (await send(`run ${CALLS}`))!;
+        assert.equal(after - before, CALLS);
+        assert.equal(await stopCounting(bpf, 'co_work'), CALLS, `bpf count ${round + 1}`);
+        bpf = undefined;
+      }
+      await send(`run ${CALLS}`);
+      const total = (await send('quit'))!;
+      assert.equal(total, 11 * CALLS);
+      const exit = await ended(ptrace);
+      assert.equal(exit.code, 0, ptrace.stderr);
+      assert.equal(jsonCount(ptrace.stdout, 'co_work'), total, ptrace.stderr);
+      assert.deepEqual(tracedChildren([pid]), []);
+    });
+  }
 });
