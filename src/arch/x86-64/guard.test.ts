@@ -10,7 +10,7 @@ const le32 = (value: bigint) => {
   return [...out];
 };
 
-test('reverseEffect() takes back what a prologue instruction did to %rsp, and nothing else', () => {
+test('reverseEffect() takes back what an instruction did to %rsp; one that writes no register needs nothing', () => {
   const cases: [string, Uint8Array, bigint][] = [
     ['push %rbp', bytes(0x55), 8n],
     ['push %r15', bytes(0x41, 0x57), 8n],
@@ -23,6 +23,11 @@ test('reverseEffect() takes back what a prologue instruction did to %rsp, and no
     ['test %rdi,%rdi', bytes(0x48, 0x85, 0xff), 0n],
     // Go's stack check: flags only.
     ['cmp 0x10(%r14),%rsp', bytes(0x49, 0x3b, 0x66, 0x10), 0n],
+    ['push (%rax)', bytes(0xff, 0x30), 8n],
+    // A counter in memory, as a C++ or Rust function's first instruction may be.
+    ['lock addq $0x1,0x2c6b(%rip)', bytes(0xf0, 0x48, 0x83, 0x05, 0x6b, 0x2c, 0, 0, 0x01), 0n],
+    ['lock incq 0x10(%rip)', bytes(0xf0, 0x48, 0xff, 0x05, 0x10, 0, 0, 0), 0n],
+    ['mov %rdi,-0x8(%rsp)', bytes(0x48, 0x89, 0x7c, 0x24, 0xf8), 0n],
   ];
   for (const [text, code, delta] of cases) {
     assert.deepEqual(reverseEffect(code, 0x1000n), { rspDelta: delta }, text);
@@ -31,11 +36,12 @@ test('reverseEffect() takes back what a prologue instruction did to %rsp, and no
 
 test('reverseEffect() refuses what overwrites a register, branches, or moves %rsp by other than 8', () => {
   const cases: [string, Uint8Array, RegExp][] = [
-    ['mov %rsp,%rbp', bytes(0x48, 0x89, 0xe5), /"mov %rsp,%rbp" changes registers/],
-    ['xor %eax,%eax', bytes(0x31, 0xc0), /cannot be taken back/],
-    ['sub %rax,%rsp', bytes(0x48, 0x29, 0xc4), /cannot be taken back/],
-    ['pushw %ax', bytes(0x66, 0x50), /cannot be taken back/],
-    ['push (%rax)', bytes(0xff, 0x30), /cannot be taken back/],
+    ['mov %rsp,%rbp', bytes(0x48, 0x89, 0xe5), /^"mov %rsp,%rbp" writes rbp, which cannot/],
+    ['xor %eax,%eax', bytes(0x31, 0xc0), /writes rax/],
+    ['pop %rbx', bytes(0x5b), /writes rbx/],
+    ['lea 0x1(%rdi,%rdi,2),%rax', bytes(0x48, 0x8d, 0x44, 0x3f, 0x01), /writes rax/],
+    ['sub %rax,%rsp', bytes(0x48, 0x29, 0xc4), /moves %rsp by an amount not known/],
+    ['pushw %ax', bytes(0x66, 0x50), /moves %rsp/],
     ['jmp .+2', bytes(0xeb, 0x00), /is a branch/],
     ['call rel32', bytes(0xe8, 0, 0, 0, 0), /is a branch/],
   ];

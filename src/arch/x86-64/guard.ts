@@ -37,16 +37,45 @@ export interface PairSlot {
 
 /**
  * How to see the registers as they were before the instruction at bytes[0] ran, from those
- * after it: for instructions whose whole effect on the general registers is a known change of
- * %rsp (push, sub/add of an immediate, lea off %rsp) or none (endbr64, nop, test, cmp: flags
- * only; flags at a function's entry mean nothing). Anything else: why not.
+ * after it: for an instruction that writes no general register, or only %rsp by a known
+ * amount (push, sub/add of an immediate, lea off %rsp). Memory it wrote stays written (it
+ * ran once, as it should); flags at a probe mean nothing. Anything else: why not.
  */
 export function reverseEffect(bytes: Uint8Array, vaddr: bigint): ReversibleEffect | string {
   return withInstruction(bytes, vaddr, (iced, instruction) => {
-    const { Mnemonic, OpKind, Register, FlowControl } = iced;
+    const { Mnemonic, OpKind, Register, FlowControl, OpAccess } = iced;
     const text = decodeInstructions(bytes, vaddr, { maxCount: 1 })[0]?.text ?? '?';
-    const cannot = `"${text}" changes registers in a way that cannot be taken back`;
     if (instruction.flowControl !== FlowControl.Next) return `"${text}" is a branch`;
+    if (instruction.isSaveRestoreInstruction) return `"${text}" restores registers`;
+    const cannot = (what: string) => `"${text}" ${what}, which cannot be taken back`;
+    const factory = new iced.InstructionInfoFactory();
+    const written: number[] = [];
+    try {
+      const info = factory.info(instruction);
+      try {
+        for (const used of info.usedRegisters() as IcedUsedRegister[]) {
+          const access = used.access;
+          if (
+            access === OpAccess.Write ||
+            access === OpAccess.CondWrite ||
+            access === OpAccess.ReadWrite ||
+            access === OpAccess.ReadCondWrite
+          ) {
+            written.push(used.register);
+          }
+          used.free();
+        }
+      } finally {
+        info.free();
+      }
+    } finally {
+      factory.free();
+    }
+    const other = written.find((register) => register !== Register.RSP);
+    if (other !== undefined) {
+      return cannot(`writes ${(Register[other] ?? 'a register').toLowerCase()}`);
+    }
+    if (written.length === 0) return { rspDelta: 0n };
     const rsp = (operand: number) =>
       instruction.opKind(operand) === OpKind.Register &&
       instruction.opRegister(operand) === Register.RSP;
@@ -62,27 +91,15 @@ export function reverseEffect(bytes: Uint8Array, vaddr: bigint): ReversibleEffec
       }
       return undefined;
     };
+    const moves = cannot('moves %rsp by an amount not known here');
     switch (instruction.mnemonic) {
-      case Mnemonic.Endbr64:
-      case Mnemonic.Nop:
-      case Mnemonic.Test:
-      case Mnemonic.Cmp:
-        return { rspDelta: 0n };
-      case Mnemonic.Push: {
-        // A 16-bit push (0x66) moves %rsp by 2; no compiler emits one.
-        const operand = instruction.opKind(0);
-        const size =
-          operand === OpKind.Register
-            ? registerBytes(iced, instruction.opRegister(0))
-            : operand === OpKind.Memory
-              ? 0
-              : 8;
-        return size === 8 ? { rspDelta: 8n } : cannot;
-      }
+      case Mnemonic.Push:
+        // 8 bytes, unless a 16-bit push (0x66), which no compiler emits.
+        return instruction.stackPointerIncrement === -8 ? { rspDelta: 8n } : moves;
       case Mnemonic.Sub:
       case Mnemonic.Add: {
         const value = rsp(0) ? immediate(1) : undefined;
-        if (value === undefined) return cannot;
+        if (value === undefined) return moves;
         return { rspDelta: instruction.mnemonic === Mnemonic.Sub ? value : -value };
       }
       case Mnemonic.Lea:
@@ -93,11 +110,18 @@ export function reverseEffect(bytes: Uint8Array, vaddr: bigint): ReversibleEffec
         ) {
           return { rspDelta: -BigInt.asIntN(64, instruction.memoryDisplacement) };
         }
-        return cannot;
+        return moves;
       default:
-        return cannot;
+        return moves;
     }
   });
+}
+
+/** What iced's InstructionInfo.usedRegisters() holds. */
+interface IcedUsedRegister {
+  readonly register: number;
+  readonly access: number;
+  free(): void;
 }
 
 /**
@@ -185,29 +209,6 @@ function conditionalJump(condition: string, at: bigint, target: bigint): Uint8Ar
   bytes[1] = 0x80 + cc;
   new DataView(bytes.buffer).setInt32(2, Number(rel), true);
   return bytes;
-}
-
-function registerBytes(iced: Iced, register: number): number {
-  const { Register } = iced;
-  const wide = [
-    Register.RAX,
-    Register.RCX,
-    Register.RDX,
-    Register.RBX,
-    Register.RSP,
-    Register.RBP,
-    Register.RSI,
-    Register.RDI,
-    Register.R8,
-    Register.R9,
-    Register.R10,
-    Register.R11,
-    Register.R12,
-    Register.R13,
-    Register.R14,
-    Register.R15,
-  ];
-  return wide.includes(register) ? 8 : 0;
 }
 
 function withInstruction<T>(
