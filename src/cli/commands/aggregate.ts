@@ -346,7 +346,9 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           '(-fomit-frame-pointer, the default of -O2 on x86-64) shows short stacks. Totals ' +
           'print at the end (Ctrl-C, --duration, or the end of the ' +
           '-c command or -p process) and every --interval. Needs root or CAP_BPF and CAP_PERFMON; ' +
-          'without them, -p and -c run on the ptrace engine.',
+          'without them, -p and -c run on the ptrace engine (which counts beside another ' +
+          "tracer's kernel uprobe on the same function). A probed file replaced on disk (a " +
+          'rebuild, an upgrade) is probed again when a process loads it again, and said.',
       )
       .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
   )
