@@ -13,6 +13,7 @@
 #   golang-go: Go targets (return probes through moving goroutine stacks, Go's register ABI)
 #   libc6-dbg: libc's separate debug file (.symtab by build-id: _int_malloc by name)
 #   nginx-light: a real forking server for -p/-c over children
+#   bpftrace: another tracer's kernel uprobe on the function the ptrace engine probes
 # `--check` prints what is missing and exits 1 if anything is, installing nothing.
 set -euo pipefail
 
@@ -28,6 +29,7 @@ NEEDS=(
   'command -v go|golang-go'
   'test -d /usr/lib/debug/.build-id && dpkg -s libc6-dbg|libc6-dbg'
   'command -v nginx|nginx-light'
+  'command -v bpftrace|bpftrace'
 )
 
 missing=()

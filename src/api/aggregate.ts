@@ -29,6 +29,7 @@ import {
   usdtFetchForSites,
 } from '../plan/index.js';
 import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
+import { processFamily, ReplacedFiles } from './replaced-files.js';
 import { StackSymbolizer } from './symbolize.js';
 import { checkTargetOptions, probeName } from './tracer.js';
 
@@ -56,6 +57,11 @@ export interface AggregateOptions {
    * (listed in the aggregation's `skipped`).
    */
   readonly strict?: boolean | undefined;
+  /**
+   * Told of what happens while it runs that a user should know (one line each): a probed
+   * file replaced on disk and probed again, calls that may not have been counted.
+   */
+  readonly onNotice?: ((text: string) => void) | undefined;
 }
 
 export interface CountOptions extends AggregateOptions {
@@ -284,8 +290,30 @@ async function start<R>(
   const launched = options.command === undefined ? undefined : await launchStopped(options.command);
   try {
     const names = probeNames(sites);
-    const opened = open(sites, names, launched?.pid ?? options.pid);
-    const aggregate = new Aggregate({ sites, skipped }, names, opened, options, launched);
+    const pid = launched?.pid ?? options.pid;
+    const opened = open(sites, names, pid);
+    // Files replaced on disk while it runs are probed again (kernel probes are on inodes).
+    const replaced = ReplacedFiles.watch(sites, {
+      attach: (move) => opened.engine.attachMoved(move),
+      notice: options.onNotice ?? (() => {}),
+      processes: pid === undefined ? undefined : () => processFamily(pid),
+      unsafe: options.unsafe,
+      debugDirs: options.debugDirs,
+    });
+    const stopped = opened.stopped;
+    const aggregate = new Aggregate(
+      { sites, skipped },
+      names,
+      {
+        ...opened,
+        stopped: () => {
+          replaced.close();
+          stopped?.();
+        },
+      },
+      options,
+      launched,
+    );
     launched?.resume();
     // Fault tests stop here: probes live, the kernel counting.
     pausePoint('tracing');

@@ -1,4 +1,5 @@
 import {
+  type ForeignBreakpointNotice,
   type HitContext,
   type ProbeEventKind,
   type ProbesOptions,
@@ -14,6 +15,7 @@ import {
   rendezvousState,
 } from '../symbols/index.js';
 import { findLoaderRendezvous, type LoaderRendezvous } from './loader-rendezvous.js';
+import { probeName } from './tracer.js';
 
 export type { HitContext, ProbeEventKind } from '../engines/index.js';
 
@@ -114,6 +116,9 @@ export class ProcessTracer {
   #rendezvous: LoaderRendezvous | null | undefined;
   #unwinderHooked = false;
   #next = 0;
+  /** Registrations resolved again in a replaced file (id and file), tried once each. */
+  readonly #tried = new Set<string>();
+  readonly #notices: string[] = [];
 
   private constructor(probes: ProcessProbes, options: FollowOptions) {
     this.#probes = probes;
@@ -212,11 +217,7 @@ export class ProcessTracer {
       strict: registration.strict,
       engine: 'ptrace',
     });
-    const added = sites.map((site) => ({
-      registration,
-      site,
-      key: `${registration.id}\u0000${site.kind}:${site.target.dev}:${site.target.inode}:${site.fileOffset}`,
-    }));
+    const added = sites.map((site) => ({ registration, site, key: siteKey(registration, site) }));
     // Sites in files the process has not mapped yet wait for the dynamic loader to map them;
     // sites in libraries it has are placed again if it closes and reopens them.
     const objects = processObjects(this.pid);
@@ -322,6 +323,8 @@ export class ProcessTracer {
       if (err instanceof ProbeError) return;
       throw err;
     }
+    const again = this.#resolveReplaced(pid, objects);
+    if (again.length > 0) specSites = [...specSites, ...again];
     let placed = this.#placements.get(pid);
     if (placed === undefined) {
       placed = new Map();
@@ -343,6 +346,8 @@ export class ProcessTracer {
         id: internalId,
         event: registration.event,
         where: address,
+        fileCode: fileCode(site),
+        guardable: site.nextIsJumpTarget === false,
         semaphore: semaphoreAddress(site, address),
         reportAs: registration.id,
         filter: registration.filter,
@@ -353,6 +358,89 @@ export class ProcessTracer {
       });
       placed.set(spec.key, { spec, internalId, address });
       this.#ids.get(registration.id)?.push(internalId);
+    }
+  }
+
+  /**
+   * Spec sites for the files process `pid` has mapped at the path of a spec's target that are
+   * not that file (another inode: the library was replaced on disk, and loaded again): each
+   * spec is resolved again in the file mapped, once per file, and its new sites are added to
+   * the spec's (the old file's stay, for the processes that still map it). A spec that names
+   * nothing in the new file gets nothing there (and a notice says so).
+   */
+  #resolveReplaced(pid: number, objects: readonly MappedObject[]): SpecSite[] {
+    const added: SpecSite[] = [];
+    for (const object of objects) {
+      const stale = new Set<ProcessRegistration>();
+      const current = new Set<ProcessRegistration>();
+      for (const { registration, site } of this.#specSites) {
+        if (site.target.dev === object.dev && site.target.inode === object.inode) {
+          current.add(registration);
+        } else if (site.target.displayPath === object.path) {
+          stale.add(registration);
+        }
+      }
+      for (const registration of stale) {
+        if (current.has(registration) || typeof registration.where !== 'string') continue;
+        const key = `${registration.id}\u0000${object.dev}:${object.inode}`;
+        if (this.#tried.has(key)) continue;
+        this.#tried.add(key);
+        let sites: ProbeSite[];
+        try {
+          ({ sites } = planProbesSync([registration.where], {
+            pid,
+            unsafe: registration.unsafe,
+            debugDirs: registration.debugDirs,
+            engine: 'ptrace',
+            targetFile: { object },
+          }));
+        } catch (err) {
+          if (!(err instanceof ProbeError)) throw err;
+          this.#notices.push(
+            `${object.path} was replaced on disk and loaded again by process ${pid}: ${registration.where} is not probed in the new file: ${err.message}`,
+          );
+          continue;
+        }
+        const news = sites.map((site) => ({
+          registration,
+          site,
+          key: siteKey(registration, site),
+        }));
+        this.#specSites.push(...news);
+        this.#sites.set(registration.id, [...(this.#sites.get(registration.id) ?? []), ...sites]);
+        added.push(...news);
+      }
+    }
+    return added;
+  }
+
+  /** Things the tracer noticed that a user should hear of, since the last call (oldest first). */
+  takeNotices(): string[] {
+    for (const notice of this.#probes.takeNotices()) this.#notices.push(this.#describe(notice));
+    return this.#notices.splice(0);
+  }
+
+  /** What the engine noticed of another tracer's breakpoint, said with the probe's name. */
+  #describe(notice: ForeignBreakpointNotice): string {
+    let name = `0x${notice.vaddr.toString(16)}`;
+    for (const placement of this.#placements.get(notice.pid)?.values() ?? []) {
+      if (placement.address !== notice.vaddr) continue;
+      name = `${probeName(placement.spec.site)} (0x${notice.vaddr.toString(16)})`;
+      break;
+    }
+    const where = `${name} in process ${notice.pid}`;
+    switch (notice.what) {
+      case 'shared':
+        return `${where} also holds another tracer's breakpoint (a kernel uprobe: bpftrace, perf, or upscope's bpf or tracefs engine): its hits are seen after its first instruction, and both tracers count every one`;
+      case 'put-back':
+        return `${where}: another tracer removed upscope's breakpoint (a kernel uprobe that was placed over it and then removed puts back the byte it found); it is in again, and no hit was missed`;
+      case 'missed': {
+        const since =
+          notice.sinceNs === undefined
+            ? 'since it was placed'
+            : `in the last ${(Number(process.hrtime.bigint() - notice.sinceNs) / 1e9).toFixed(1)} s (since its last hit)`;
+        return `${where}: another tracer removed upscope's breakpoint (a kernel uprobe that was placed over it and then removed puts back the byte it found); it is in again, but hits ${since} may have been missed`;
+      }
     }
   }
 
@@ -461,6 +549,7 @@ export class ProcessTracer {
    */
   #execed(): void {
     this.#rendezvous = undefined;
+    this.#tried.clear();
     this.#unwinderHooked = false;
     this.#specSites = [];
     this.#placements.delete(this.pid);
@@ -487,6 +576,18 @@ export class ProcessTracer {
       }
     }
   }
+}
+
+/** The same for the same site of the same registration, also once resolved again. */
+function siteKey(registration: ProcessRegistration, site: ProbeSite): string {
+  return `${registration.id}\u0000${site.kind}:${site.target.dev}:${site.target.inode}:${site.fileOffset}`;
+}
+
+/** The file's bytes at a site: its first instructions, as resolved. */
+function fileCode(site: ProbeSite): Uint8Array {
+  const bytes: number[] = [];
+  for (const instruction of site.instructions) bytes.push(...instruction.bytes);
+  return Uint8Array.from(bytes);
 }
 
 /** Where a site is in a process with these objects mapped; undefined when its file is not. */

@@ -5,6 +5,7 @@ import {
   BpfStream,
   type BpfStreamSite,
   cleanStaleGroups,
+  type MovedProbe,
   type StreamSite,
   TracefsStream,
 } from '../engines/index.js';
@@ -38,6 +39,7 @@ import {
   type ProbeCount,
   type ProbeHistogram,
 } from './aggregate.js';
+import { processFamily, ReplacedFiles } from './replaced-files.js';
 
 export interface AttachOptions {
   /** Trace only this process (all its threads, and the threads and children it creates). */
@@ -69,11 +71,18 @@ export interface AttachOptions {
    * (listed in the attachment's `skipped`).
    */
   readonly strict?: boolean | undefined;
+  /**
+   * Told of what happens while it runs that a user should know (one line each): a probed
+   * file replaced on disk and probed again, hits that may have been missed.
+   */
+  readonly onNotice?: ((text: string) => void) | undefined;
 }
 
 /** What an attachment reads events from: a tracefs or a BPF ring-buffer stream. */
 interface EventStream {
   poll(onEvent: (event: ProbeEvent) => void): number;
+  /** Copies of the probes in a file replaced on disk (see ReplacedFiles). */
+  attachMoved(move: (path: string, offset: bigint) => MovedProbe | undefined): number;
   stop(): void;
   stats(): StreamStats;
   close(): void;
@@ -201,6 +210,17 @@ export class Tracer {
         options,
         launched,
       );
+      const pid = launched?.pid ?? options.pid;
+      // Files replaced on disk while it runs are probed again (kernel probes are on inodes).
+      attachment.watchReplaced(
+        ReplacedFiles.watch(sites, {
+          attach: (move) => stream.attachMoved(move),
+          notice: options.onNotice ?? (() => {}),
+          processes: pid === undefined ? undefined : () => processFamily(pid),
+          unsafe: options.unsafe,
+          debugDirs: options.debugDirs,
+        }),
+      );
       launched?.resume();
       return attachment;
     } catch (err) {
@@ -308,6 +328,7 @@ export class Attachment {
   #finalStats: StreamStats | undefined;
   #exit: Exit | undefined;
   #targetExited = false;
+  #replaced: ReplacedFiles | undefined;
   #resolveEnded!: () => void;
 
   constructor(
@@ -344,6 +365,12 @@ export class Attachment {
       this.#exit = exit;
       void this.close();
     });
+  }
+
+  /** @internal The watch for probed files replaced on disk, closed with the attachment. */
+  watchReplaced(replaced: ReplacedFiles): void {
+    if (this.#closed) replaced.close();
+    else this.#replaced = replaced;
   }
 
   /** Why reading failed, when it did (the attachment then ended). */
@@ -423,6 +450,7 @@ export class Attachment {
     }
     this.#closed = true;
     clearInterval(this.#timer);
+    this.#replaced?.close();
     try {
       this.#stream.stop();
       this.#drain();
@@ -441,6 +469,7 @@ export class Attachment {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#timer);
+    this.#replaced?.close();
     this.#stream.close();
     this.#launched?.kill();
     this.#wake?.();

@@ -58,6 +58,10 @@ export const ERROR_CODES = {
   ERR_DECODE: code('resolution', 'Machine code cannot be decoded'),
   ERR_PROCESS_NOT_FOUND: code('resolution', 'No process has that PID'),
   ERR_PROCESS_ACCESS: code('environment', 'A process cannot be inspected with these privileges'),
+  ERR_ALREADY_TRACED: code(
+    'target',
+    'The process is already traced by another tracer (one at a time)',
+  ),
   ERR_NOT_MAPPED: code('resolution', 'A file or address is not mapped in the process'),
   ERR_LDCACHE_INVALID: code('target', 'The dynamic linker cache cannot be read'),
   ERR_PRIVILEGES: code('environment', 'The operation needs privileges this user does not have'),

@@ -31,6 +31,13 @@ export {
 } from './launch.js';
 export { debugPackageName, owningPackage } from './packages.js';
 export { PAUSE_VARIABLE, PHASES, type Phase, pausePoint } from './pause-point.js';
+export {
+  isKernelThread,
+  type PtraceRefusal,
+  ptraceRefusal,
+  type TracerProcess,
+  tracerOf,
+} from './ptrace-refusal.js';
 export { ThreadNames } from './thread-names.js';
 export {
   ensureTracefs,

@@ -80,6 +80,14 @@ export interface ProbeSite {
    * its address (`0x14650`), its file, or both; undefined when its name is its own.
    */
   readonly nameQualifier?: string | undefined;
+  /**
+   * Whether the instruction after the probed one is also reached otherwise than through it:
+   * a jump in the site's function lands there (or, away from the function's entry, the
+   * function jumps through a register or table). The ptrace engine may watch that
+   * instruction too when it is not (see arch's guard). Resolved for the ptrace engine only;
+   * undefined when not known.
+   */
+  readonly nextIsJumpTarget?: boolean | undefined;
 }
 
 /**

@@ -5,8 +5,9 @@ import {
   type DecodedInstruction,
   decodeInstructions,
   planXol,
+  sweepInstructions,
 } from '../arch/index.js';
-import { ProbeError, quote, type Span } from '../errors/index.js';
+import { InternalError, ProbeError, quote, type Span } from '../errors/index.js';
 import { kernelVersion, pausePoint } from '../host/index.js';
 import { closest, didYouMean } from '../internal/index.js';
 import {
@@ -26,6 +27,7 @@ import {
   type FunctionSymbol,
   fileOffsetToRuntime,
   functionDisplayName,
+  type MappedObject,
   openElf,
   preferName,
   type SymbolIndex,
@@ -42,7 +44,12 @@ import {
 } from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
 import { type SkippedSite, skipCounts } from './skipped-sites.js';
-import { type ResolvedTarget, resolveTarget } from './targets/index.js';
+import {
+  openMappedObject,
+  processObjects,
+  type ResolvedTarget,
+  resolveTarget,
+} from './targets/index.js';
 import { elfSymbolVaddr, type UsdtArgsContext, usdtFetches } from './usdt-args.js';
 import {
   lowerVariableFetches,
@@ -84,6 +91,17 @@ export interface ResolveOptions {
    * the spec, instead of being skipped and listed in `skipped`.
    */
   readonly strict?: boolean | undefined;
+  /**
+   * Resolve every spec in this file instead of the one its target names: the file now at the
+   * path where a target was resolved before (replaced on disk since, a new inode), whose
+   * sites are placed again: a path to open (`displayPath` names it as before; with `pid`,
+   * runtime addresses are those of the process's mapping of this very file, if it has one),
+   * or a file process `pid` has mapped.
+   */
+  readonly targetFile?:
+    | { readonly path: string; readonly displayPath: string }
+    | { readonly object: MappedObject }
+    | undefined;
 }
 
 export interface ProbePlan {
@@ -218,12 +236,15 @@ function openTarget(
 ): OpenTarget {
   let resolved: ResolvedTarget;
   try {
-    resolved = resolveTarget(spec.target.text, {
-      pid: options.pid,
-      cwd: options.cwd,
-      libraryPath: options.libraryPath,
-      executable: options.executable,
-    });
+    resolved =
+      options.targetFile === undefined
+        ? resolveTarget(spec.target.text, {
+            pid: options.pid,
+            cwd: options.cwd,
+            libraryPath: options.libraryPath,
+            executable: options.executable,
+          })
+        : fileTarget(options.targetFile, options.pid);
   } catch (err) {
     if (err instanceof ProbeError && err.source === undefined) {
       throw new ProbeError(err.code, err.message, {
@@ -270,6 +291,29 @@ function openTarget(
   };
   cache.set(resolved.path, target);
   return target;
+}
+
+/** A given file as a resolved target (see ResolveOptions.targetFile). */
+function fileTarget(
+  file: NonNullable<ResolveOptions['targetFile']>,
+  pid: number | undefined,
+): ResolvedTarget {
+  if ('object' in file) {
+    if (pid === undefined) {
+      throw new InternalError('Cannot resolve in a mapped file without the process that maps it');
+    }
+    return openMappedObject(pid, file.object);
+  }
+  const found = resolveTarget(file.path.includes('/') ? file.path : `./${file.path}`);
+  const mappedObject =
+    pid === undefined
+      ? undefined
+      : processObjects(pid).find((o) => o.dev === found.dev && o.inode === found.inode);
+  return {
+    ...found,
+    displayPath: file.displayPath,
+    ...(mappedObject === undefined ? {} : { mappedObject }),
+  };
 }
 
 function resolveLocation(
@@ -906,7 +950,37 @@ function buildSite(
       target.resolved.mappedObject === undefined
         ? undefined
         : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
+    ...(options.engine === 'ptrace'
+      ? { nextIsJumpTarget: nextIsJumpTarget(target.elf, fn, vaddr, instructions[0]!) }
+      : {}),
   };
+}
+
+/**
+ * Whether the instruction after `probed` is reached otherwise than through it (see
+ * ProbeSite.nextIsJumpTarget): a direct jump of the function lands there, or (away from the
+ * function's entry, where a table's targets are cases of a switch) the function jumps
+ * through a register or memory. Undefined without the function's extent.
+ */
+function nextIsJumpTarget(
+  elf: ElfFile,
+  fn: FunctionSymbol | undefined,
+  vaddr: bigint,
+  probed: DecodedInstruction,
+): boolean | undefined {
+  if (fn === undefined || fn.sizeBytes === 0n || probed.invalid) return undefined;
+  const offset = elf.vaddrToFileOffset(fn.vaddr);
+  if (offset === undefined) return undefined;
+  const next = vaddr + BigInt(probed.length);
+  let target = false;
+  let indirect = false;
+  sweepInstructions(elf.read(offset, Number(fn.sizeBytes)), fn.vaddr, (instruction) => {
+    if (instruction.invalid) return false;
+    if (instruction.branchTarget === next) target = true;
+    if (/^((notrack|bnd) )?jmp \*/.test(instruction.text)) indirect = true;
+    return !target;
+  });
+  return target || (indirect && vaddr !== fn.vaddr);
 }
 
 /** Decode from the function start and insist the site is an instruction boundary. */

@@ -12,6 +12,7 @@ import {
   readFileSync,
   readSync,
   realpathSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -110,8 +111,8 @@ async function withProcess(
   upscopeArgs: (pid: number) => string[],
   targetArgs: readonly string[],
   env = process.env,
+  app = build().app,
 ): Promise<{ cli: string; cliErr: string; target: string; targetPid: number }> {
-  const { app } = build();
   const go = join(scratch, `go-${Math.random().toString(36).slice(2)}`);
   const target = run(app, [go, ...targetArgs], env);
   started.push(target.child);
@@ -249,6 +250,163 @@ describe('count: a library loaded later', () => {
         late_mul: truth.mul,
       });
       assert.match(out.cliErr, /is not loaded in process \d+ yet/);
+    });
+  }
+});
+
+/**
+ * The library built twice (-O2 and -O0: its functions at other offsets), the -O2 one at
+ * liblate.so in a directory of its own; `replace()` renames a copy of the other over it (a
+ * new file at the path, as a rebuild or an upgrade leaves it).
+ */
+function twoBuilds(): { lib: string; other: string; replace(): void } {
+  const dir = mkdtempSync(join(scratch, 'replaced-'));
+  const lib = join(dir, 'liblate.so');
+  copyFileSync(
+    compileProgram('late-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' }),
+    lib,
+  );
+  const other = compileProgram('late-lib', { flags: ['-shared', '-fPIC', '-O0'], suffix: '.so' });
+  const offset = (file: string) => /^([0-9a-f]+) T late_add$/m.exec(tool('nm', [file]))![1];
+  assert.notEqual(offset(lib), offset(other), 'the two builds place late_add apart');
+  return {
+    lib,
+    other,
+    replace: () => {
+      copyFileSync(other, `${lib}.tmp`);
+      renameSync(`${lib}.tmp`, lib);
+    },
+  };
+}
+
+describe('a library replaced on disk between dlclose() and dlopen()', () => {
+  const cases = [
+    { engine: 'tracefs', command: 'trace' },
+    { engine: 'bpf', command: 'trace' },
+    { engine: 'bpf', command: 'count' },
+    { engine: 'ptrace', command: 'count' },
+    { engine: 'ptrace', command: 'trace' },
+  ] as const;
+  for (const { engine, command } of cases) {
+    test(`${engine} ${command} -p: every call, in the old file and in the new one`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc', 'nm'] })) return;
+      const app = compileProgram('late-target', { flags: ['-O2'], link: ['-ldl'] });
+      const { lib, replace } = twoBuilds();
+      const go = join(scratch, `go-${Math.random().toString(36).slice(2)}`);
+      const target = run(app, [go, lib, String(CALLS), '2', 'each']);
+      started.push(target.child);
+      let targetOut = '';
+      target.child.stdout!.on('data', (chunk: Buffer) => {
+        targetOut += chunk.toString();
+      });
+      await until(() => targetOut, /^ready \d+$/m, 'the target started');
+      const pid = target.child.pid!;
+      const cli = run(process.execPath, [
+        BIN,
+        command,
+        '--engine',
+        engine,
+        '--json',
+        '-p',
+        String(pid),
+        `${lib}:late_add`,
+      ]);
+      started.push(cli.child);
+      await until(cli.stderr, /^(Tracing|Counting) /m, 'upscope attached');
+      writeFileSync(go, '');
+      await until(() => targetOut, /^closed 1$/m, 'the first round ended');
+      replace();
+      // The kernel engines see the new file when it is renamed in, and say so; the ptrace
+      // engine when the process maps it.
+      if (engine !== 'ptrace') {
+        await until(
+          cli.stderr,
+          new RegExp(
+            `^upscope: ${lib} was replaced on disk: 1 probe placed in the new file too$`,
+            'm',
+          ),
+          'upscope probed the new file',
+        );
+      }
+      writeFileSync(`${go}.2`, '');
+      assert.equal(await target.exit, 0, 'the target exits normally');
+      assert.equal(await cli.exit, 0, cli.stderr());
+      const truth = counted(await target.stdout);
+      assert.deepEqual(truth, { add: 2 * CALLS, mul: CALLS });
+      const out = await cli.stdout;
+      const seen =
+        command === 'trace'
+          ? (hits(out)['late_add'] ?? 0)
+          : (JSON.parse(out.trim().split('\n').at(-1)!) as { probe: string; count: number }[])
+              .filter((row) => row.probe === 'late_add')
+              .reduce((sum, row) => sum + row.count, 0);
+      assert.equal(seen, truth.add, cli.stderr());
+      assert.doesNotMatch(cli.stderr(), /not counted|not probed/);
+      assert.deepEqual(tracedChildren([pid]), []);
+    });
+  }
+
+  for (const engine of ['bpf', 'tracefs'] as const) {
+    test(`${engine}: a new file loaded before upscope could probe it is said, with what was not counted`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc', 'nm'] })) return;
+      const app = compileProgram('late-target', { flags: ['-O2'], link: ['-ldl'] });
+      const { lib, replace } = twoBuilds();
+      const go = join(scratch, `go-${Math.random().toString(36).slice(2)}`);
+      const target = run(app, [go, lib, String(CALLS), '2', 'each', 'hold']);
+      started.push(target.child);
+      let targetOut = '';
+      target.child.stdout!.on('data', (chunk: Buffer) => {
+        targetOut += chunk.toString();
+      });
+      await until(() => targetOut, /^ready \d+$/m, 'the target started');
+      const pid = target.child.pid!;
+      const verb = engine === 'bpf' ? 'count' : 'trace';
+      const cli = run(process.execPath, [
+        BIN,
+        verb,
+        '--engine',
+        engine,
+        '--json',
+        '-p',
+        String(pid),
+        `${lib}:late_add`,
+      ]);
+      started.push(cli.child);
+      await until(cli.stderr, /^(Tracing|Counting) /m, 'upscope attached');
+      writeFileSync(go, '');
+      await until(() => targetOut, /^opened 1$/m, 'the first round made its calls');
+      writeFileSync(`${go}.close.1`, '');
+      await until(() => targetOut, /^closed 1$/m, 'the first round ended');
+      // upscope cannot see the new file before the target has loaded it and called it.
+      cli.child.kill('SIGSTOP');
+      try {
+        replace();
+        writeFileSync(`${go}.2`, '');
+        await until(() => targetOut, /^opened 2$/m, 'the second round made its calls');
+      } finally {
+        cli.child.kill('SIGCONT');
+      }
+      await until(
+        cli.stderr,
+        new RegExp(
+          `^upscope: process ${pid} had loaded the new ${lib} before its probes were placed: its calls there until now are not counted$`,
+          'm',
+        ),
+        'upscope said what it missed',
+      );
+      writeFileSync(`${go}.close.2`, '');
+      assert.equal(await target.exit, 0, 'the target exits normally');
+      assert.equal(await cli.exit, 0, cli.stderr());
+      const truth = counted(await target.stdout);
+      assert.deepEqual(truth, { add: 2 * CALLS, mul: CALLS });
+      const out = await cli.stdout;
+      const seen =
+        verb === 'trace'
+          ? (hits(out)['late_add'] ?? 0)
+          : (JSON.parse(out.trim().split('\n').at(-1)!) as { probe: string; count: number }[])
+              .filter((row) => row.probe === 'late_add')
+              .reduce((sum, row) => sum + row.count, 0);
+      assert.equal(seen, CALLS, 'the first file was counted, the calls said missed were not');
     });
   }
 });

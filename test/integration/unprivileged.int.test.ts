@@ -2,7 +2,7 @@
 // in one line what is missing, with hints naming the privilege or the engine that would do.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
@@ -18,6 +18,15 @@ interface Case {
   readonly status: number;
   readonly line?: RegExp;
   readonly hints?: readonly RegExp[];
+}
+
+/** Yama's ptrace_scope, 0 without Yama. */
+function yamaScope(): number {
+  try {
+    return Number(readFileSync('/proc/sys/kernel/yama/ptrace_scope', 'utf8'));
+  } catch {
+    return 0;
+  }
 }
 
 const PTRACE_INSTEAD = /--engine ptrace with -p PID or -c/;
@@ -85,7 +94,11 @@ const CASES: readonly Case[] = [
     args: (app: string, pid: number) => [command, '-p', String(pid), `${app}:busy_tick`],
     status: 5,
     line: /^error\[ERR_PROCESS_ACCESS\]: Cannot trace process \d+ \(thread \d+\): ptrace: EPERM \(operation not permitted\)$/,
-    hints: [/Trace your own processes, or run as root \(CAP_SYS_PTRACE\)/, /ptrace_scope/],
+    // The Yama hint only where Yama restricts ptrace: elsewhere it would send the user astray.
+    hints: [
+      /Trace your own processes, or run as root \(CAP_SYS_PTRACE\)/,
+      ...(yamaScope() > 0 ? [/ptrace_scope/] : []),
+    ],
   })),
   ...(['count', 'hist', 'latency'] as const).map((command) => ({
     args: (app: string) => [command, `${app}:busy_tick`, ...(command === 'hist' ? ['arg0'] : [])],

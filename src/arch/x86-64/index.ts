@@ -7,6 +7,12 @@ export {
   ripRelativeTargets,
   sweepInstructions,
 } from './decode.js';
+export {
+  type PairSlot,
+  planPairSlot,
+  type ReversibleEffect,
+  reverseEffect,
+} from './guard.js';
 export { isIcedLoaded } from './iced.js';
 export {
   analyzeKernelHandling,

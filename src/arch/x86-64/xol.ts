@@ -204,7 +204,7 @@ function distance(from: bigint, to: bigint): bigint {
  * else `jmp *0x0(%rip)` reading the absolute target from the 8 bytes after it (which clobbers
  * no register, unlike `movabs` + `jmp *%reg`).
  */
-function jumpBack(at: bigint, to: bigint): Uint8Array {
+export function jumpBack(at: bigint, to: bigint): Uint8Array {
   const rel = distance(at + BigInt(JMP_REL32_BYTES), to);
   if (fitsInt32(rel)) {
     const bytes = new Uint8Array(JMP_REL32_BYTES);

@@ -114,8 +114,9 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     );
 }
 
-function aggregateOptions(options: CommonOptions): AggregateOptions {
+function aggregateOptions(options: CommonOptions, io: Io): AggregateOptions {
   return {
+    onNotice: (text) => io.err(`upscope: ${text}\n`),
     pid: options.pid,
     command: options.command,
     tid: options.tid,
@@ -360,7 +361,9 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           '(-fomit-frame-pointer, the default of -O2 on x86-64) shows short stacks. Totals ' +
           'print at the end (Ctrl-C, --duration, or the end of the ' +
           '-c command or -p process) and every --interval. Needs root or CAP_BPF and CAP_PERFMON; ' +
-          'without them, -p and -c run on the ptrace engine.',
+          'without them, -p and -c run on the ptrace engine (which counts beside another ' +
+          "tracer's kernel uprobe on the same function). A probed file replaced on disk (a " +
+          'rebuild, an upgrade) is probed again when a process loads it again, and said.',
       )
       .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
   )
@@ -397,7 +400,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           result,
           async () => {
             const by = options.by;
-            const aggregate = await countHits(specs, { ...aggregateOptions(options), by });
+            const aggregate = await countHits(specs, { ...aggregateOptions(options, io), by });
             await run(aggregate, options, 'Counting', 'probe', io, result, print);
           },
           () =>
@@ -444,7 +447,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           result,
           async () => {
             const aggregate = await histogramOf(specs, value, {
-              ...aggregateOptions(options),
+              ...aggregateOptions(options, io),
               linear: options.linear,
             });
             await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
@@ -492,7 +495,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           io,
           result,
           async () => {
-            const aggregate = await latencyOf(specs, { ...aggregateOptions(options), unit });
+            const aggregate = await latencyOf(specs, { ...aggregateOptions(options, io), unit });
             await run(aggregate, options, 'Timing', 'function', io, result, print);
           },
           () =>

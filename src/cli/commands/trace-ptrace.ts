@@ -216,6 +216,7 @@ export async function runPtrace(
       alarmIn(1);
       yieldAt = performance.now() + 100;
       tracer.poll();
+      for (const notice of tracer.takeNotices()) io.err(`upscope: ${notice}\n`);
       if (consumer.polled() === false) more = false;
       // Let the handlers of the signals that ended the wait run: libuv reads its signal pipe
       // in the poll phase, which a setImmediate() alone can pass over.

@@ -43,7 +43,10 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         'a BPF ring buffer; root, or CAP_BPF and CAP_PERFMON, with read access to tracefs for ' +
         '-p and -c) and ptrace (one process, -p or -c, probes served in user space by a helper ' +
         'process that restores the process even if upscope is killed; no root needed for your ' +
-        'own processes).',
+        "own processes; it counts beside another tracer's kernel uprobe on the same function, " +
+        'and a process another ptrace tracer holds is refused naming it). A probed file ' +
+        'replaced on disk (a rebuild, an upgrade) is probed again when a process loads it ' +
+        'again, and said.',
     )
     .argument('<spec...>', "probe specs, e.g. 'libc:malloc size=arg0:u64' 'r:./app:parse_request'")
     .option('-p, --pid <pid>', 'trace only this process', parsePid)
@@ -139,6 +142,7 @@ async function trace(
     debugDirs: options.debugDir,
     bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
     engine,
+    onNotice: (text) => io.err(`upscope: ${text}\n`),
   });
   const endedBy = installLifecycle(attachment);
   const format =

@@ -24,7 +24,7 @@ import {
   STATS_BYTES,
   valueProgram,
 } from './programs.js';
-import { type AttachMode, type AttachReport, BpfSession } from './session.js';
+import { type AttachMode, type AttachReport, BpfSession, type MoveProbe } from './session.js';
 
 /** A probe to aggregate over: where it is, and which way. Its index is its cookie. */
 export interface AggregateSite {
@@ -106,6 +106,14 @@ export abstract class BpfAggregation {
 
   handlerErrors(): HandlerErrors {
     return readErrors(this.errors);
+  }
+
+  /**
+   * Probe again a file replaced on disk since the probes were attached: copies of the probes
+   * in it go where `move` says, counted as the originals (see BpfSession.attachMoved()).
+   */
+  attachMoved(move: MoveProbe): number {
+    return this.session.attachMoved(move);
   }
 
   /** Stop counting: every probe is removed, the maps stay readable. */

@@ -11,5 +11,5 @@ export {
 export { type BpfFeatures, bpfAllowed, probeBpfFeatures } from './features.js';
 export { BpfMap, loadProgram, verifierReason } from './kernel.js';
 export type { CountKey, Filters } from './programs.js';
-export type { AttachMode, AttachReport } from './session.js';
+export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';
 export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';

@@ -51,6 +51,19 @@ export interface AttachOptions {
 
 type Programs = Readonly<Record<'entry' | 'return', (() => Insn[]) | undefined>>;
 
+/** Where the copy of a probe goes in the file now at its file's path (replaced on disk). */
+export interface MovedProbe {
+  readonly path: string;
+  readonly offset: bigint;
+  readonly refCtrOffset?: bigint | undefined;
+}
+
+/**
+ * For a probe's file and offset as first attached: where its copy goes in a new file at that
+ * path, or undefined for none.
+ */
+export type MoveProbe = (path: string, offset: bigint) => MovedProbe | undefined;
+
 const EPERM = 1;
 const EACCES = 13;
 
@@ -65,6 +78,13 @@ export class BpfSession {
   readonly #links: number[] = [];
   readonly #events: number[] = [];
   #pmu: UprobePmu | undefined;
+  /** The probes attached by attach() (not copies), with their handlers: what attachMoved() copies. */
+  readonly #originals: {
+    readonly probes: readonly BpfProbe[];
+    readonly programs: Programs;
+    readonly options: AttachOptions;
+  }[] = [];
+  #detached = false;
   #closed = false;
 
   map(spec: MapSpec): BpfMap {
@@ -90,6 +110,39 @@ export class BpfSession {
    * of their first probe), with the handler for its direction.
    */
   attach(probes: readonly BpfProbe[], programs: Programs, options: AttachOptions): AttachReport {
+    this.#originals.push({ probes, programs, options });
+    return this.#attach(probes, programs, options);
+  }
+
+  /**
+   * Attach a copy of every probe attach() attached whose file was replaced on disk (a new
+   * inode at its path, which the kernel's uprobes, keyed by inode, do not see), where `move`
+   * says, with the same handler and cookie: its hits count as the original's. Copies of
+   * copies are never made: each new file gets one copy of each original. Nothing after
+   * detach(). Returns how many probes were attached.
+   */
+  attachMoved(move: MoveProbe): number {
+    if (this.#detached || this.#closed) return 0;
+    let attached = 0;
+    for (const { probes, programs, options } of this.#originals) {
+      const copies: BpfProbe[] = [];
+      for (const probe of probes) {
+        const to = move(probe.path, probe.offset);
+        if (to === undefined) continue;
+        copies.push({
+          ...probe,
+          path: to.path,
+          offset: to.offset,
+          refCtrOffset: probe.refCtrOffset === undefined ? undefined : to.refCtrOffset,
+        });
+      }
+      if (copies.length === 0) continue;
+      attached += this.#attach(copies, programs, options).probes;
+    }
+    return attached;
+  }
+
+  #attach(probes: readonly BpfProbe[], programs: Programs, options: AttachOptions): AttachReport {
     const began = performance.now();
     const mode = options.mode ?? 'auto';
     const groups = new Map<string, BpfProbe[]>();
@@ -184,6 +237,7 @@ export class BpfSession {
 
   /** Detach every probe (the maps stay readable until close()). */
   detach(): void {
+    this.#detached = true;
     for (const fd of this.#links.splice(0)) {
       closeFd(fd);
       // Fault tests stop here: one link closed, the others still attached.

@@ -13,7 +13,7 @@ import { integerReader, parseEventFormat, type Reader, recordText } from '../tra
 import type { BpfMap } from './kernel.js';
 import { type Filters, fetchType, isSigned } from './programs.js';
 import { RingBuffer } from './ring-buffer.js';
-import { type AttachMode, type AttachReport, BpfSession } from './session.js';
+import { type AttachMode, type AttachReport, BpfSession, type MoveProbe } from './session.js';
 import {
   EXEC_MARK,
   execMarkProgram,
@@ -276,6 +276,15 @@ export class BpfStream {
     const text16 = recordText(this.#ring.data, at, at + 16);
     this.#lastComm = { a, b, c, d, text: text16 };
     return text16;
+  }
+
+  /**
+   * Probe again a file replaced on disk since the probes were attached: copies of the probes
+   * in it go where `move` says, their hits recorded as the originals' (see
+   * BpfSession.attachMoved()).
+   */
+  attachMoved(move: MoveProbe): number {
+    return this.#session.attachMoved(move);
   }
 
   /** Stop recording: every probe is detached (the buffer keeps what it has for a last poll). */

@@ -1,5 +1,6 @@
 export { evaluateFetch, type FetchSource } from './fetch.js';
 export {
+  type ForeignBreakpointNotice,
   type HitContext,
   type ProbeEventKind,
   type ProbesOptions,

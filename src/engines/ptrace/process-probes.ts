@@ -1,12 +1,15 @@
 import { readFileSync } from 'node:fs';
 import {
+  decodeInstructions,
   emulate,
+  planPairSlot,
   planXol,
+  reverseEffect,
   XOL_SLOT_BYTES,
   type XolPlan,
   type XolRegisters,
 } from '../../arch/index.js';
-import { ProbeError } from '../../errors/index.js';
+import { InternalError, ProbeError } from '../../errors/index.js';
 import { pausePoint, procState } from '../../host/index.js';
 import { PTRACE_EVENT } from '../../native/index.js';
 import { Registers } from './registers.js';
@@ -64,6 +67,37 @@ export interface Registration {
   readonly handler?: ((hit: HitContext) => void) | undefined;
   /** Only hits this returns true for count. */
   readonly filter?: ((hit: HitContext) => boolean) | undefined;
+  /**
+   * The file's bytes at `where` (the probed instruction and the ones after it), when known:
+   * an int3 in memory where the file has another byte is then known for another tracer's
+   * breakpoint (a kernel uprobe), which the probe lives beside instead of refusing it.
+   */
+  readonly fileCode?: Uint8Array | undefined;
+  /**
+   * Whether the instruction after the probed one is reached only through it (no jump lands
+   * there): the engine may then guard it, to see the hits another tracer's breakpoint on the
+   * probed instruction takes first (see arch's guard.ts).
+   */
+  readonly guardable?: boolean | undefined;
+}
+
+/**
+ * What the engine noticed about another tracer's breakpoints at one of its probes (a kernel
+ * uprobe on the same instruction), for the user:
+ * - `shared`: one is there (found when the probe was placed, or placed since): the probe
+ *   sees that instruction's hits at its guard, after it, and both count them;
+ * - `put-back`: the engine's int3 there was removed by someone else (a kernel uprobe that was
+ *   placed over it and then removed puts back the byte it found) and is in again; its guard
+ *   saw every hit meanwhile;
+ * - `missed`: the same, at a probe without a guard: hits since `sinceNs` (the last one seen,
+ *   or when it was placed) may have been missed.
+ */
+export interface ForeignBreakpointNotice {
+  readonly pid: number;
+  readonly vaddr: bigint;
+  readonly what: 'shared' | 'put-back' | 'missed';
+  /** For `missed`: since when (CLOCK_MONOTONIC, ns). */
+  readonly sinceNs?: bigint | undefined;
 }
 
 export interface ProbesOptions {
@@ -83,9 +117,23 @@ export interface ProbesOptions {
 interface Breakpoint {
   readonly vaddr: bigint;
   readonly original: number;
+  /** The instruction's bytes, as they were before the int3 (the file's). */
+  readonly code: Uint8Array;
   readonly plan: XolPlan;
   readonly slot: bigint | undefined;
+  /** Where each instruction the slot runs starts in it, and the address it stands for. */
+  readonly slotMap: readonly { readonly slotOffset: number; readonly vaddr: bigint }[];
+  /** The guard after this breakpoint's instruction, if it has one (its slot runs both). */
+  readonly guard?: bigint | undefined;
+  /**
+   * For a guard: the breakpoint it guards, and what to add to %rsp there to get %rsp at the
+   * guarded instruction (whose effect, run by someone else, is taken back).
+   */
+  readonly guarded?: { readonly vaddr: bigint; readonly rspDelta: bigint } | undefined;
 }
+
+/** How often breakpoints without a guard are checked for being removed by someone else. */
+const CHECK_EVERY_MS = 500;
 
 /** A return waiting for its function to come back, on one thread. */
 interface ReturnInstance {
@@ -121,6 +169,8 @@ interface Delivery {
   readonly members: Map<number, ProcessProbes>;
   /** First stops of forked children whose parent's fork event has not been handled yet. */
   readonly newborns: Map<number, StopReport>;
+  /** What the processes noticed of other tracers' breakpoints, not taken yet. */
+  readonly notices: ForeignBreakpointNotice[];
 }
 
 /** How long detach() waits for a report before it looks for threads stopped without one. */
@@ -155,6 +205,16 @@ export class ProcessProbes {
   #handling: number | undefined;
   /** USDT semaphores raised in this process: address -> by how much. */
   #semaphores = new Map<bigint, number>();
+  /**
+   * Breakpoints whose int3 is another tracer's (a kernel uprobe's, found there or placed over
+   * ours since): their hits come through their guard, and their byte is not ours to restore.
+   */
+  #foreign = new Set<bigint>();
+  /** When each breakpoint was last hit (or placed), for what a removal may have missed. */
+  readonly #lastHitNs = new Map<bigint, bigint>();
+  /** Breakpoints already said to share their instruction with another tracer. */
+  readonly #saidShared = new Set<bigint>();
+  #checkedAt = performance.now();
 
   private constructor(tracee: Tracee, options: ProbesOptions, delivery?: Delivery) {
     this.tracee = tracee;
@@ -167,6 +227,7 @@ export class ProcessProbes {
       interrupted: false,
       members: new Map(),
       newborns: new Map(),
+      notices: [],
     };
     this.#d.members.set(tracee.pid, this);
   }
@@ -224,7 +285,7 @@ export class ProcessProbes {
           `Cannot register "${registration.id}": a ${event} needs an address`,
         );
       }
-      this.#arm(where);
+      this.#arm(where, registration);
       if (event === 'return') this.#armTrampoline(where);
       // A fault test's stop: the first probe's breakpoint is in, the others are not yet
       // (upscope's own hooks, whose ids start with NUL, do not count).
@@ -342,6 +403,10 @@ export class ProcessProbes {
         killedMeanwhile(() => this.#finish(current), current.tid);
       }
       for (const tid of this.#d.held.splice(0)) killedMeanwhile(() => this.tracee.cont(tid), tid);
+      if (performance.now() - this.#checkedAt >= CHECK_EVERY_MS) {
+        this.#checkedAt = performance.now();
+        for (const member of this.#d.members.values()) member.#checkBreakpoints();
+      }
       // Over once the process and every child followed have ended.
       if (this.#d.members.size === 0) return null;
       // Hits served by handlers do not end a poll early, but its time does, and interrupt().
@@ -353,6 +418,48 @@ export class ProcessProbes {
       const report = this.#d.queue.shift() ?? this.tracee.takeDeferred() ?? this.#wait(deadline);
       if (report === undefined) return null;
       killedMeanwhile(() => this.#route(report), report.tid);
+    }
+  }
+
+  /**
+   * What the processes noticed of other tracers' breakpoints at their probes since the last
+   * call (see ForeignBreakpointNotice), oldest first.
+   */
+  takeNotices(): ForeignBreakpointNotice[] {
+    return this.#d.notices.splice(0);
+  }
+
+  /**
+   * Put back the int3 of every breakpoint without a guard that someone else removed (a
+   * kernel uprobe placed over it takes its hits silently, and puts back the byte it found
+   * when it goes), saying since when hits may have been missed. Guarded ones need no check:
+   * their guard sees every hit, and puts the int3 back at the first.
+   */
+  #checkBreakpoints(): void {
+    if (this.#ended || this.tracee.threads.size === 0) return;
+    for (const breakpoint of this.#breakpoints.values()) {
+      if (breakpoint.guard !== undefined || breakpoint.guarded !== undefined) continue;
+      if (this.#foreign.has(breakpoint.vaddr)) continue;
+      // The whole instruction as it was, not only its first byte: other code mapped there
+      // since (a library closed, another one loaded) is never written to.
+      const length = breakpoint.plan.length;
+      let now: Uint8Array;
+      try {
+        now = this.tracee.read(breakpoint.vaddr, length);
+      } catch (err) {
+        if (err instanceof ProbeError) continue;
+        throw err;
+      }
+      if (now[0] !== breakpoint.original || !now.every((b, i) => b === breakpoint.code[i])) {
+        continue;
+      }
+      this.tracee.write(breakpoint.vaddr, new Uint8Array([INT3]));
+      this.#d.notices.push({
+        pid: this.pid,
+        vaddr: breakpoint.vaddr,
+        what: 'missed',
+        sinceNs: this.#lastHitNs.get(breakpoint.vaddr),
+      });
     }
   }
 
@@ -546,19 +653,87 @@ export class ProcessProbes {
     return false;
   }
 
-  #arm(vaddr: bigint): void {
-    if (this.#breakpoints.has(vaddr)) return;
+  #arm(vaddr: bigint, registration: Registration): void {
+    const existing = this.#breakpoints.get(vaddr);
+    if (existing !== undefined) {
+      // A probe on a guard's instruction: the guard becomes a breakpoint like any other.
+      if (existing.guarded !== undefined) this.#unguard(existing.guarded.vaddr);
+      return;
+    }
     const tracee = this.tracee;
-    const bytes = tracee.read(vaddr, 16);
+    let bytes = this.#readCode(vaddr);
+    let foreign = false;
     if (bytes[0] === INT3) {
-      throw new ProbeError(
-        'ERR_UNPROBEABLE_INSTRUCTION',
-        `Cannot probe 0x${vaddr.toString(16)} in process ${this.pid}: it is already an int3 (another debugger's breakpoint?)`,
-      );
+      // Another tracer's breakpoint where the file has another byte: a kernel uprobe (the
+      // kernel writes only the int3 and runs its own copy of the file's instruction).
+      const file = registration.fileCode;
+      if (
+        file === undefined ||
+        file[0] === INT3 ||
+        !bytes.subarray(1, file.length).every((b, i) => b === file[i + 1])
+      ) {
+        throw new ProbeError(
+          'ERR_UNPROBEABLE_INSTRUCTION',
+          `Cannot probe 0x${vaddr.toString(16)} in process ${this.pid}: it is already an int3 (another debugger's breakpoint?)`,
+        );
+      }
+      foreign = true;
+      bytes = Uint8Array.from([...file, ...bytes.subarray(file.length)]);
     }
     const tid = this.#stoppedThread();
     // The slot's address decides %rip-relative re-encoding: plan once a slot is known.
     const slot = this.#xol.take(vaddr, tid);
+    const guarded =
+      registration.guardable === true
+        ? this.#planGuard(vaddr, bytes, slot, tid)
+        : 'the instruction after it may be reached by a jump';
+    if (typeof guarded !== 'string') {
+      this.#xol.fill(slot, guarded.pair.slotBytes);
+      if (guarded.slot !== undefined && guarded.plan.kind === 'relocate') {
+        this.#xol.fill(guarded.slot, guarded.plan.slotBytes);
+      }
+      const [length] = guarded.pair.lengths;
+      this.#breakpoints.set(vaddr, {
+        vaddr,
+        original: bytes[0]!,
+        code: bytes.slice(0, length),
+        plan: {
+          kind: 'relocate',
+          length,
+          text: decodeInstructions(bytes, vaddr, { maxCount: 1 })[0]?.text ?? '',
+          slotBytes: guarded.pair.slotBytes,
+        },
+        slot,
+        slotMap: guarded.pair.slotMap,
+        guard: guarded.vaddr,
+      });
+      this.#breakpoints.set(guarded.vaddr, {
+        vaddr: guarded.vaddr,
+        original: bytes[length]!,
+        code: bytes.slice(length, length + guarded.plan.length),
+        plan: guarded.plan,
+        slot: guarded.slot,
+        slotMap: singleSlotMap(guarded.vaddr, guarded.plan),
+        guarded: { vaddr, rspDelta: guarded.rspDelta },
+      });
+      tracee.write(guarded.vaddr, new Uint8Array([INT3]));
+      this.#lastHitNs.set(vaddr, process.hrtime.bigint());
+      if (foreign) this.#shared(vaddr);
+      else tracee.write(vaddr, new Uint8Array([INT3]));
+      return;
+    }
+    if (foreign) {
+      this.#xol.release(slot);
+      throw new ProbeError(
+        'ERR_UNPROBEABLE_INSTRUCTION',
+        `Cannot probe 0x${vaddr.toString(16)} in process ${this.pid}: another tracer's breakpoint is on it (a kernel uprobe: bpftrace, perf, or upscope's bpf or tracefs engine), and the instruction after it cannot carry upscope's probe instead: ${guarded}`,
+        {
+          hints: [
+            'Stop the other tracer first, or probe this function with a kernel engine too (--engine bpf), which shares the kernel uprobe',
+          ],
+        },
+      );
+    }
     const plan = planXol(bytes, vaddr, slot);
     if (plan.kind !== 'relocate') this.#xol.release(slot);
     if (plan.kind === 'refuse') {
@@ -571,10 +746,94 @@ export class ProcessProbes {
     this.#breakpoints.set(vaddr, {
       vaddr,
       original: bytes[0]!,
+      code: bytes.slice(0, plan.length),
       plan,
       slot: plan.kind === 'relocate' ? slot : undefined,
+      slotMap: singleSlotMap(vaddr, plan),
     });
+    this.#lastHitNs.set(vaddr, process.hrtime.bigint());
     tracee.write(vaddr, new Uint8Array([INT3]));
+  }
+
+  /** The code at `vaddr`: 32 bytes (two instructions), fewer at the end of a mapping. */
+  #readCode(vaddr: bigint): Uint8Array {
+    try {
+      return this.tracee.read(vaddr, 32);
+    } catch (err) {
+      if (!(err instanceof ProbeError)) throw err;
+      return this.tracee.read(vaddr, 16);
+    }
+  }
+
+  /**
+   * A guard for the breakpoint at `vaddr` (slot `slot`, taken): the pair slot that runs its
+   * instruction and the next, the guard's own plan (and slot) for that next instruction, and
+   * how to take the first one's effect back. A string says why there can be none.
+   */
+  #planGuard(vaddr: bigint, bytes: Uint8Array, slot: bigint, tid: number) {
+    const effect = reverseEffect(bytes, vaddr);
+    if (typeof effect === 'string') return effect;
+    const pair = planPairSlot(bytes, vaddr, slot);
+    if (typeof pair === 'string') return pair;
+    const at = vaddr + BigInt(pair.lengths[0]);
+    if (this.#breakpoints.has(at) || bytes[pair.lengths[0]] === INT3) {
+      return 'the instruction after it holds a breakpoint already';
+    }
+    const own = this.#xol.take(at, tid);
+    const plan = planXol(bytes.subarray(pair.lengths[0]), at, own);
+    if (plan.kind !== 'relocate') this.#xol.release(own);
+    if (plan.kind === 'refuse')
+      return `the instruction after it cannot run out of line: ${plan.reason}`;
+    return {
+      pair,
+      vaddr: at,
+      plan,
+      slot: plan.kind === 'relocate' ? own : undefined,
+      rspDelta: effect.rspDelta,
+    };
+  }
+
+  /**
+   * The guard of the breakpoint at `vaddr` stops being one (a probe is placed on its
+   * instruction): the breakpoint gets a slot of its own that goes back to that instruction,
+   * where the other probe now traps for every passage. A breakpoint whose int3 is another
+   * tracer's cannot do without its guard: that probe is refused.
+   */
+  #unguard(vaddr: bigint): void {
+    const primary = this.#breakpoints.get(vaddr);
+    const guard = primary?.guard === undefined ? undefined : this.#breakpoints.get(primary.guard);
+    if (primary === undefined || guard === undefined) return;
+    if (this.#foreign.has(vaddr)) {
+      throw new ProbeError(
+        'ERR_UNPROBEABLE_INSTRUCTION',
+        `Cannot probe 0x${guard.vaddr.toString(16)} in process ${this.pid}: upscope watches it for the probe at 0x${vaddr.toString(16)}, which shares its instruction with another tracer's breakpoint`,
+      );
+    }
+    const bytes = this.#readCode(vaddr);
+    bytes[0] = primary.original;
+    const slot = this.#xol.take(vaddr, this.#stoppedThread());
+    const plan = planXol(bytes, vaddr, slot);
+    if (plan.kind !== 'relocate') {
+      this.#xol.release(slot);
+      throw new InternalError(`Cannot give 0x${vaddr.toString(16)} a slot of its own again`);
+    }
+    this.#xol.fill(slot, plan.slotBytes);
+    this.#breakpoints.set(vaddr, {
+      ...primary,
+      plan,
+      slot,
+      slotMap: singleSlotMap(vaddr, plan),
+      guard: undefined,
+    });
+    this.#breakpoints.set(guard.vaddr, { ...guard, guarded: undefined });
+  }
+
+  /** Say once that the breakpoint at `vaddr` shares its instruction with another tracer's. */
+  #shared(vaddr: bigint): void {
+    this.#foreign.add(vaddr);
+    if (this.#saidShared.has(vaddr)) return;
+    this.#saidShared.add(vaddr);
+    this.#d.notices.push({ pid: this.pid, vaddr, what: 'shared' });
   }
 
   #disarm(vaddr: bigint): void {
@@ -582,9 +841,19 @@ export class ProcessProbes {
     if (breakpoint === undefined) return;
     this.#breakpoints.delete(vaddr);
     this.#removed.add(vaddr);
+    this.#lastHitNs.delete(vaddr);
+    if (breakpoint.guard !== undefined) this.#disarm(breakpoint.guard);
+    // Another tracer's int3 stays: it removes it itself (a kernel uprobe puts back the
+    // byte it found when it is unregistered).
+    const foreign = this.#foreign.delete(vaddr);
     // Only our int3 is put back: where the code was unmapped (a library closed) or replaced
     // since, nothing is written.
-    if (!this.#ended && this.tracee.threads.size > 0 && this.#readByte(vaddr) === INT3) {
+    if (
+      !foreign &&
+      !this.#ended &&
+      this.tracee.threads.size > 0 &&
+      this.#readByte(vaddr) === INT3
+    ) {
       this.tracee.write(vaddr, new Uint8Array([breakpoint.original]));
     }
     // The slot is not reused: a thread may still be running the instruction in it.
@@ -720,6 +989,9 @@ export class ProcessProbes {
         }
         this.#breakpoints.clear();
         this.#removed.clear();
+        this.#foreign.clear();
+        this.#lastHitNs.clear();
+        this.#saidShared.clear();
         this.#semaphores.clear();
         this.#image = {};
         this.#returns.clear();
@@ -758,8 +1030,22 @@ export class ProcessProbes {
       tracee.cont(tid);
       return true;
     }
+    if (breakpoint.guarded !== undefined) {
+      this.#guardStop(tid, regs, breakpoint, breakpoint.guarded);
+      return true;
+    }
     regs.rip = at;
+    this.#hit(tid, regs, at, () => this.#stepOver(tid, regs, at));
+    return true;
+  }
+
+  /**
+   * A hit of the breakpoint at `at`, with the thread's registers as they are there: its
+   * registrations' events, a return instance for its return probes, then `resume`.
+   */
+  #hit(tid: number, regs: Registers, at: bigint, resume: () => void): void {
     const timeNs = process.hrtime.bigint();
+    this.#lastHitNs.set(at, timeNs);
     const pending: HitContext[] = [];
     const hasReturn = [...this.#registrations.values()].some(
       (r) => r.event === 'return' && r.where === at,
@@ -775,11 +1061,60 @@ export class ProcessProbes {
       else pending.push(hit);
     }
     if (hasReturn) this.#pushReturn(tid, at, regs);
-    this.#stop({ probes: this, tid, regs, pending, resume: () => this.#stepOver(tid, regs, at) });
+    this.#stop({ probes: this, tid, regs, pending, resume });
     // A fault test's stop: a probe's hit has been delivered (its thread may be held still);
     // upscope's own hooks (ids starting with NUL: the loader's, the unwinder's) do not count.
     if (hits.some((id) => !id.startsWith('\u0000'))) pausePoint('tracing');
-    return true;
+  }
+
+  /**
+   * A guard trapped: the instruction before it (the guarded breakpoint's) ran without
+   * trapping to us, run by another tracer whose int3 took the hit there (a kernel uprobe,
+   * which runs its handlers, then the instruction, and goes on here), or because our int3
+   * there is gone (such a uprobe, removed, puts back the byte it found over ours). Either way
+   * it is a hit of the guarded breakpoint: delivered with the registers as they were there
+   * (the instruction's effect taken back); then our int3 is put back if it is gone, and the
+   * thread goes on with the guard's own instruction.
+   */
+  #guardStop(
+    tid: number,
+    regs: Registers,
+    guard: Breakpoint,
+    guarded: { readonly vaddr: bigint; readonly rspDelta: bigint },
+  ): void {
+    const at = guard.vaddr;
+    regs.rip = at;
+    const primary = this.#breakpoints.get(guarded.vaddr);
+    if (primary === undefined) {
+      this.#stepOver(tid, regs, at);
+      return;
+    }
+    const byte = this.#readByte(primary.vaddr);
+    if (byte === INT3) {
+      // Not ours that trapped: another tracer's int3 (placed over ours, or there before).
+      this.#shared(primary.vaddr);
+    } else if (byte === primary.original) {
+      this.tracee.write(primary.vaddr, new Uint8Array([INT3]));
+      const wasForeign = this.#foreign.delete(primary.vaddr);
+      if (!wasForeign || !this.#saidShared.has(primary.vaddr)) {
+        this.#d.notices.push({ pid: this.pid, vaddr: primary.vaddr, what: 'put-back' });
+      }
+    }
+    const view = regs.clone();
+    view.rip = primary.vaddr;
+    view.rsp = regs.rsp + guarded.rspDelta;
+    this.#hit(tid, view, primary.vaddr, () => {
+      if (view.rip !== primary.vaddr) {
+        // A handler moved the thread: it goes on from there, as from the probed instruction.
+        this.tracee.setRegs(tid, view);
+        this.tracee.cont(tid);
+        return;
+      }
+      const after = view.clone();
+      after.rip = at;
+      after.rsp = view.rsp - guarded.rspDelta;
+      this.#stepOver(tid, after, at);
+    });
   }
 
   #pushReturn(tid: number, at: bigint, regs: Registers): void {
@@ -913,10 +1248,10 @@ export class ProcessProbes {
   #forked(parent: number, child: number): void {
     const tracee = this.tracee;
     if (!this.#firstStop(child)) return;
-    const writes = [...this.#breakpoints.values()].map((b) => ({
-      vaddr: b.vaddr,
-      bytes: new Uint8Array([b.original]),
-    }));
+    // Another tracer's int3s stay: its kernel uprobe serves the child too.
+    const writes = [...this.#breakpoints.values()]
+      .filter((b) => !this.#foreign.has(b.vaddr))
+      .map((b) => ({ vaddr: b.vaddr, bytes: new Uint8Array([b.original]) }));
     // The child is a copy of the thread that forked: its pending returns hold the trampoline.
     for (const instance of this.#returns.get(parent) ?? []) {
       const bytes = new Uint8Array(8);
@@ -969,6 +1304,8 @@ export class ProcessProbes {
       probes.#registrations.set(id, registration);
     for (const [vaddr, breakpoint] of this.#breakpoints) probes.#breakpoints.set(vaddr, breakpoint);
     for (const vaddr of this.#removed) probes.#removed.add(vaddr);
+    probes.#foreign = new Set(this.#foreign);
+    for (const [vaddr, time] of this.#lastHitNs) probes.#lastHitNs.set(vaddr, time);
     probes.#xol = this.#xol.copyFor(probes.tracee);
     probes.#trampoline = this.#trampoline;
     probes.#image = this.#image;
@@ -988,9 +1325,12 @@ export class ProcessProbes {
       if (slot === undefined || breakpoint.plan.kind !== 'relocate') continue;
       const end = slot + BigInt(breakpoint.plan.slotBytes.length);
       if (regs.rip < slot || regs.rip >= end) continue;
-      // At the slot's start the instruction has not run; past it, only the jump back is left.
-      regs.rip =
-        regs.rip === slot ? breakpoint.vaddr : breakpoint.vaddr + BigInt(breakpoint.plan.length);
+      // The instruction the thread is at in the slot has not run yet: back to its original;
+      // past the last one, only the jump back is left.
+      const offset = Number(regs.rip - slot);
+      let to = breakpoint.slotMap[0]!.vaddr;
+      for (const entry of breakpoint.slotMap) if (entry.slotOffset <= offset) to = entry.vaddr;
+      regs.rip = to;
       this.tracee.setRegs(tid, regs);
       return;
     }
@@ -1031,6 +1371,14 @@ export class ProcessProbes {
       write: (vaddr, bytes) => tracee.write(vaddr, bytes),
     };
   }
+}
+
+/** Where a slot running one instruction (or none: emulated) goes back to, by slot offset. */
+function singleSlotMap(vaddr: bigint, plan: XolPlan) {
+  return [
+    { slotOffset: 0, vaddr },
+    { slotOffset: plan.length, vaddr: vaddr + BigInt(plan.length) },
+  ];
 }
 
 /** Whether `tid` leads a process of its own (a forked child), rather than being a thread. */

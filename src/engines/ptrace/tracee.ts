@@ -1,6 +1,12 @@
-import { closeSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { ProbeError, quote } from '../../errors/index.js';
-import { checkCommand, checkProgram, procState, stopThenExec } from '../../host/index.js';
+import {
+  checkCommand,
+  checkProgram,
+  procState,
+  ptraceRefusal,
+  stopThenExec,
+} from '../../host/index.js';
 import {
   describeErrno,
   loadNative,
@@ -259,18 +265,7 @@ export class Tracee {
 
   #seize(tid: number, options: number): void {
     const result = this.#native.ptrace(PTRACE.PTRACE_SEIZE, tid, 0n, BigInt(options));
-    if (result < 0) {
-      throw new ProbeError(
-        'ERR_PROCESS_ACCESS',
-        `Cannot trace process ${this.pid} (thread ${tid}): ptrace: ${describeErrno(result)}`,
-        {
-          hints: [
-            'Trace your own processes, or run as root (CAP_SYS_PTRACE)',
-            'With /proc/sys/kernel/yama/ptrace_scope at 1, only descendants can be traced: start the program with upscope',
-          ],
-        },
-      );
-    }
+    if (result < 0) throw seizeError(this.pid, tid, result);
     this.threads.add(tid);
   }
 
@@ -313,7 +308,15 @@ export class Tracee {
       }
       const s = status[0]!;
       // Another process of the family (a forked child) keeps its own accounts.
-      const owner = this.#family.members.find((m) => m.threads.has(tid)) ?? this;
+      let owner = this.#family.members.find((m) => m.threads.has(tid));
+      if (owner === undefined) {
+        // A new thread whose stops come before its creator's clone event (waitpid reports
+        // the newest tracee first): it is a thread of the process its Tgid names, from now.
+        const tgid = threadGroupOf(tid);
+        owner = this.#family.members.find((m) => m.pid === tgid);
+        if (owner !== undefined && tgid !== tid) owner.threads.add(tid);
+      }
+      owner ??= this;
       const pid = owner.pid;
       if ((s & 0x7f) === 0) {
         owner.threads.delete(tid);
@@ -782,5 +785,83 @@ function listThreads(pid: number): number[] {
       cause,
       hints: ['List running processes with: ps -e'],
     });
+  }
+}
+
+const EPERM = 1;
+
+/** The process a thread belongs to (Tgid in /proc/TID/status), undefined when it is gone. */
+function threadGroupOf(tid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${tid}/status`, 'utf8');
+    const tgid = Number(/^Tgid:\s+(\d+)$/m.exec(status)?.[1]);
+    return Number.isInteger(tgid) ? tgid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * PTRACE_SEIZE of thread `tid` of process `pid` failed with `-errno` `result`: say why, with
+ * what to do about that cause only (a process held by another tracer is not a matter of
+ * privileges, nor is a kernel thread).
+ */
+function seizeError(pid: number, tid: number, result: number): ProbeError {
+  const what = `Cannot trace process ${pid} (thread ${tid})`;
+  if (-result !== EPERM) {
+    return new ProbeError('ERR_PROCESS_ACCESS', `${what}: ptrace: ${describeErrno(result)}`);
+  }
+  const refusal = ptraceRefusal(tid);
+  switch (refusal.kind) {
+    case 'traced': {
+      const { pid: tracer, comm } = refusal.tracer;
+      return new ProbeError(
+        'ERR_ALREADY_TRACED',
+        `${what}: it is already traced by process ${tracer} (${quote(comm)}), and a process can have only one tracer`,
+        {
+          details: { tracerPid: tracer, tracerComm: comm },
+          hints: [
+            `Detach ${comm} (process ${tracer}) from it first (gdb: detach; strace: Ctrl-C), then run upscope again`,
+            'Or use a kernel engine, which does not ptrace (root): --engine bpf or --engine tracefs',
+          ],
+        },
+      );
+    }
+    case 'kernel-thread':
+      return new ProbeError(
+        'ERR_PROCESS_ACCESS',
+        `${what}: it is a kernel thread, which has no user-space code to probe`,
+        {
+          hints: [
+            'Give the pid of a user process (ps -e lists them; kernel threads are in [brackets])',
+          ],
+        },
+      );
+    case 'yama-admin-only':
+      return new ProbeError(
+        'ERR_PROCESS_ACCESS',
+        `${what}: ptrace: EPERM: /proc/sys/kernel/yama/ptrace_scope is 3, which forbids attaching to any process, even as root`,
+        {
+          hints: [
+            'Start the program under upscope instead (-c), or use a kernel engine (root): --engine bpf',
+          ],
+        },
+      );
+    case 'privileges':
+      return new ProbeError('ERR_PROCESS_ACCESS', `${what}: ptrace: ${describeErrno(result)}`, {
+        hints: [
+          'Trace your own processes, or run as root (CAP_SYS_PTRACE)',
+          ...(refusal.yamaScope !== undefined && refusal.yamaScope > 0
+            ? [
+                `With /proc/sys/kernel/yama/ptrace_scope at ${refusal.yamaScope}, only descendants can be traced: start the program with upscope (-c)`,
+              ]
+            : []),
+        ],
+      });
+    case 'unknown':
+      return new ProbeError(
+        'ERR_PROCESS_ACCESS',
+        `${what}: ptrace: ${describeErrno(result)}, although upscope has CAP_SYS_PTRACE (a security module such as SELinux or AppArmor may forbid it)`,
+      );
   }
 }

@@ -45,7 +45,12 @@ export {
   type TracefsSessionOptions,
   type TracefsSite,
 } from './tracefs-session.js';
-export { type StreamOptions, type StreamSite, TracefsStream } from './tracefs-stream.js';
+export {
+  type MovedSite,
+  type StreamOptions,
+  type StreamSite,
+  TracefsStream,
+} from './tracefs-stream.js';
 export {
   type EventLineSite,
   eventName,

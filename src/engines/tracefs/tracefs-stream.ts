@@ -35,6 +35,15 @@ interface Route {
   /** The user's fields (the kernel's `__probe_*` left out). */
   readonly decoder: RecordDecoder;
   delivered: number;
+  /** Its events in uprobe_events: the first, then copies in files replaced on disk since. */
+  readonly events: string[];
+}
+
+/** Where the copy of a site goes in the file now at its file's path (replaced on disk). */
+export interface MovedSite {
+  readonly path: string;
+  readonly offset: bigint;
+  readonly refCtrOffset?: bigint | undefined;
 }
 
 /** Handles a record of a kernel event the stream records for itself. */
@@ -65,7 +74,10 @@ export class TracefsStream {
   readonly #session: TracefsSession;
   readonly #bookkeeping: TracefsSession;
   readonly #reader: BufferReader;
+  /** By event id; copies in replaced files share their original's route. */
   readonly #routes = new Map<number, Route>();
+  /** One per site, in the order of the sites. */
+  readonly #sites: Route[];
   readonly #threads: ThreadTable;
   readonly #side = new Map<number, { decoder: RecordDecoder; handle: SideEvent }>();
   /** With startAtExecOf: the launched process, and when its exec was seen. */
@@ -84,6 +96,7 @@ export class TracefsStream {
     this.#bookkeeping = bookkeeping;
     this.#reader = reader;
     this.#routes = routes;
+    this.#sites = [...routes.values()];
     this.#threads = new ThreadTable(session.root);
     this.#exec =
       startAtExecOf === undefined ? undefined : { pid: startAtExecOf, seenAtNs: undefined };
@@ -105,6 +118,7 @@ export class TracefsStream {
           site: sites[i]!,
           decoder: recordDecoder(format, (name) => name.startsWith('__probe_')),
           delivered: 0,
+          events: [event.event],
         });
       });
       writeOption(dir, 'record-tgid', '1');
@@ -210,6 +224,40 @@ export class TracefsStream {
     return exec.seenAtNs === undefined || timestampNs < exec.seenAtNs;
   }
 
+  /**
+   * Probe again a file replaced on disk since the events were defined (a new inode at its
+   * path, which the kernel's uprobes, keyed by inode, do not see): for each site `move`
+   * gives a place in the new file, an event is defined there with the same fetches and
+   * enabled, its records delivered as the site's. Nothing after stop(). Returns how many
+   * events were defined.
+   */
+  attachMoved(move: (path: string, offset: bigint) => MovedSite | undefined): number {
+    if (this.#stopped) return 0;
+    const dir = this.#session.instancePath!;
+    let defined = 0;
+    for (const route of this.#sites) {
+      const site = route.site;
+      const to = move(site.target.path, site.fileOffset);
+      if (to === undefined) continue;
+      const copy: StreamSite = {
+        ...site,
+        target: { ...site.target, path: to.path },
+        fileOffset: to.offset,
+        usdt:
+          site.usdt === undefined
+            ? undefined
+            : { ...site.usdt, semaphoreFileOffset: to.refCtrOffset },
+      };
+      const [event] = this.#session.define([copy]);
+      const format = readFormat(dir, event!);
+      this.#routes.set(format.id, route);
+      route.events.push(event!.event);
+      this.#session.enable([event!]);
+      defined++;
+    }
+    return defined;
+  }
+
   /** Stop recording (the buffer keeps what it has for a last poll()). */
   stop(): void {
     this.#session.disable();
@@ -219,18 +267,22 @@ export class TracefsStream {
   stats(): StreamStats {
     const kernel = this.#session.stats();
     const hits = new Map(kernel.events.map((e) => [e.event, e.hits]));
-    const events = this.#session.events;
     return {
       delivered: this.#delivered,
       lost: Math.max(this.#reader.lost, kernel.overrun + kernel.dropped),
       missed: kernel.events.some((e) => e.misses !== undefined)
         ? kernel.events.reduce((sum, e) => sum + (e.misses ?? 0), 0)
         : undefined,
-      perProbe: [...this.#routes.values()].map((route, i) => ({
-        probe: route.site.probe,
-        delivered: route.delivered,
-        hits: hits.get(events[i]?.event ?? ''),
-      })),
+      perProbe: this.#sites.map((route) => {
+        const counted = route.events.map((event) => hits.get(event));
+        return {
+          probe: route.site.probe,
+          delivered: route.delivered,
+          hits: counted.includes(undefined)
+            ? undefined
+            : counted.reduce((sum: number, n) => sum + n!, 0),
+        };
+      }),
     };
   }
 

@@ -21,6 +21,7 @@ export {
 } from './process.js';
 export {
   commandSearchOptions,
+  openMappedObject,
   type ResolvedTarget,
   type ResolveTargetOptions,
   resolveTarget,

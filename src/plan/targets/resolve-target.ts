@@ -420,6 +420,14 @@ function programSearchPaths(path: string): {
   }
 }
 
+/**
+ * A file process `pid` has mapped, opened as resolveTarget() opens one: through its path (the
+ * process's view) when that still holds the mapped inode, else /proc/PID/map_files (root).
+ */
+export function openMappedObject(pid: number, object: MappedObject): ResolvedTarget {
+  return new ProcessView(pid).open(object, 'process-map');
+}
+
 /** What resolution needs to know about a process, read once. */
 class ProcessView {
   readonly objects: MappedObject[];
