@@ -20,12 +20,7 @@ import {
   pausePoint,
   processEnded,
 } from '../host/index.js';
-import {
-  commandSearchOptions,
-  type ProbeSite,
-  planProbes,
-  usdtFetchForSites,
-} from '../plan/index.js';
+import { commandSearchOptions, fetchForSites, type ProbeSite, planProbes } from '../plan/index.js';
 import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
 import { StackSymbolizer } from './symbolize.js';
 import { checkTargetOptions, probeName } from './tracer.js';
@@ -247,7 +242,7 @@ function filtersAt(filters: Omit<Filters, 'pid'>, sites: readonly ProbeSite[]) {
   if (predicate === undefined) return filters;
   return {
     ...filters,
-    predicate: { ...predicate, fetch: usdtFetchForSites(predicate.fetch, sites, '--filter') },
+    predicate: { ...predicate, fetch: fetchForSites(predicate.fetch, sites, '--filter') },
   };
 }
 
@@ -300,7 +295,7 @@ export async function countHits(
   const filters = filtersOf(options);
   return start(specs, options, (sites, names, pid) => {
     const siteKey: CountKey =
-      key.kind === 'value' ? { ...key, fetch: usdtFetchForSites(key.fetch, sites, '--by') } : key;
+      key.kind === 'value' ? { ...key, fetch: fetchForSites(key.fetch, sites, '--by') } : key;
     const counts = BpfCounts.open(aggregateSites(sites), siteKey, {
       pid,
       filters: filtersAt(filters, sites),
@@ -375,7 +370,7 @@ export async function histogramOf(
     options.linear === undefined ? { kind: 'log2' } : { kind: 'linear', ...options.linear };
   const filters = filtersOf(options);
   return start(specs, options, (sites, names, pid) => {
-    const siteFetch = usdtFetchForSites(fetch, sites, 'the histogram value');
+    const siteFetch = fetchForSites(fetch, sites, 'the histogram value');
     const hist = BpfValueHistograms.open(aggregateSites(sites), siteFetch, scheme, {
       pid,
       filters: filtersAt(filters, sites),

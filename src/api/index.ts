@@ -34,15 +34,20 @@ export {
 export type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
 export type { DoctorReport } from '../host/index.js';
 export {
+  type AttachPoint,
+  attachPoints,
+  type CallingConvention,
+  fetchAtSite,
   notLoadedNotes,
   type ProbePlan,
   type ProbeSite,
   planProbes,
   type ResolveOptions,
+  type ReturnPlan,
+  type ReturnProbeMode,
   resolveProbes,
   type SiteKind,
   type SourceSite,
-  usdtFetchAt,
 } from '../plan/index.js';
 export {
   type FetchArg,

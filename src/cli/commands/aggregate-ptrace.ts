@@ -11,6 +11,7 @@ import {
   type FetchArg,
   type FetchSource,
   type FieldValue,
+  fetchAtSite,
   HistogramAccumulator,
   type HitContext,
   type ProbeCount,
@@ -19,7 +20,6 @@ import {
   parseComparisonOrThrow,
   parseFetchOrThrow,
   probeName,
-  usdtFetchAt,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
@@ -128,7 +128,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
     }
     let found = own.get(fetch);
     if (found === undefined) {
-      found = usdtFetchAt(fetch, site);
+      found = fetchAtSite(fetch, site);
       own.set(fetch, found);
     }
     return found;

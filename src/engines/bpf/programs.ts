@@ -209,6 +209,7 @@ function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
       return;
     }
     case 'retval':
+      if ((expr.index ?? 0) !== 0) throw unlowered(expr);
       a.emit(ldx('DW', 7, 6, USER_REGS.rax));
       return;
     case 'ip':
@@ -245,6 +246,12 @@ function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
         `The fetch of variable "${expr.name}" reached the bpf engine unresolved`,
       );
   }
+}
+
+function unlowered(expr: FetchExpr): InternalError {
+  return new InternalError(
+    `The fetch ${printFetchExpr(expr)} reached the bpf engine without its calling convention`,
+  );
 }
 
 /** `dst` = what `%name` reads: its bits of the saved register. */

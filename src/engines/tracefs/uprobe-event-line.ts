@@ -67,6 +67,11 @@ function fetchText(expr: FetchExpr): {
         ? { text: ARG_REGISTERS[expr.index]!, width: undefined }
         : { text: `$stack${expr.index - ARG_REGISTERS.length + 1}`, width: undefined };
     case 'retval':
+      if ((expr.index ?? 0) !== 0) {
+        throw new InternalError(
+          `The fetch retval${expr.index} reached the tracefs engine without its calling convention`,
+        );
+      }
       return { text: '$retval', width: undefined };
     case 'register': {
       const info = registerInfo(expr.name.replace(/^%/, ''));
