@@ -11,6 +11,7 @@ import {
   type CountKey,
   type Filters,
   type HandlerErrors,
+  type TimedFunction,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
 import {
@@ -20,7 +21,14 @@ import {
   pausePoint,
   processEnded,
 } from '../host/index.js';
-import { commandSearchOptions, fetchForSites, type ProbeSite, planProbes } from '../plan/index.js';
+import {
+  attachPoints,
+  commandSearchOptions,
+  fetchForSites,
+  type ProbeSite,
+  planProbes,
+  type ReturnProbeMode,
+} from '../plan/index.js';
 import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
 import { StackSymbolizer } from './symbolize.js';
 import { checkTargetOptions, probeName } from './tracer.js';
@@ -44,6 +52,11 @@ export interface AggregateOptions {
   readonly debugDirs?: readonly string[] | undefined;
   /** How probes are attached (default `auto`: uprobe_multi, else one perf event each). */
   readonly attach?: AttachMode | undefined;
+  /**
+   * How returns are caught (default `auto`): `sites` probes the instructions a function
+   * leaves by, `trampoline` replaces its return address (see ReturnProbeMode).
+   */
+  readonly returnProbes?: ReturnProbeMode | undefined;
 }
 
 export interface CountOptions extends AggregateOptions {
@@ -75,6 +88,11 @@ export interface ProbeCount {
   /** By `ustack`: the process, and its frames, innermost first (`symbol+0xoff (file)`). */
   readonly stack?: { readonly pid: number; readonly frames: readonly string[] } | undefined;
   readonly count: bigint;
+  /**
+   * `unwind` for the calls of a return probe that an unwind (an exception, a Go panic,
+   * pthread_cancel, a longjmp) or their thread's end took away: their return was not seen.
+   */
+  readonly exit?: 'unwind' | undefined;
 }
 
 export interface ProbeHistogram {
@@ -217,14 +235,44 @@ function probeNames(sites: readonly ProbeSite[]): string[] {
   );
 }
 
+/**
+ * The uprobes of the sites, each with the index of its site: one per site, or for a return
+ * probe caught at its exits one per exit and one at the entry that opens a call's frame.
+ */
 function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
-  return sites.map((site) => ({
-    path: site.target.path,
-    offset: site.fileOffset,
-    kind: site.kind === 'return' ? 'return' : 'entry',
-    refCtrOffset: site.usdt?.semaphoreFileOffset,
-    atEntry: site.kind === 'entry',
-  }));
+  return sites.flatMap((site, probe) =>
+    attachPoints(site).map((point) => ({
+      path: site.target.path,
+      offset: point.fileOffset,
+      kind: point.attach === 'uretprobe' ? ('return' as const) : ('entry' as const),
+      refCtrOffset: site.usdt?.semaphoreFileOffset,
+      atEntry: site.kind === 'entry',
+      probe,
+      role: point.role === 'probe' ? undefined : point.role,
+      goroutine: site.returns?.frames === 'goroutine',
+    })),
+  );
+}
+
+/** Functions to time: each entry, and how its returns are caught. */
+function timedFunctions(sites: readonly ProbeSite[]): TimedFunction[] {
+  return sites.map((site) => {
+    const returns = site.returns;
+    return {
+      path: site.target.path,
+      offset: site.fileOffset,
+      kind: 'entry',
+      atEntry: true,
+      exits:
+        returns?.mode === 'sites'
+          ? {
+              entryOffset: returns.entry.fileOffset,
+              offsets: returns.sites.map((exit) => exit.fileOffset),
+              goroutine: returns.frames === 'goroutine',
+            }
+          : undefined,
+    };
+  });
 }
 
 function filtersOf(options: AggregateOptions): Omit<Filters, 'pid'> {
@@ -255,12 +303,16 @@ async function start<R>(
     pid: number | undefined,
   ) => Opened<R>,
   check?: (sites: readonly ProbeSite[]) => void,
+  /** The aggregation times calls to their returns (latency): plan the returns of entries. */
+  timesCalls = false,
 ): Promise<Aggregate<R>> {
   checkTargetOptions(options, 'aggregate');
   const sites = await planProbes(typeof specs === 'string' ? [specs] : specs, {
     pid: options.pid,
     unsafe: options.unsafe,
     debugDirs: options.debugDirs,
+    returnProbes: options.returnProbes,
+    returnsOfEntries: timesCalls,
     // The command's libraries are searched for as its dynamic linker will.
     ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
   });
@@ -311,6 +363,9 @@ export async function countHits(
           .read()
           .map((row) => {
             const probe = names[row.probe] ?? `#${row.probe}`;
+            if (row.exit !== undefined) {
+              return { probe, key: undefined, count: row.count, exit: row.exit };
+            }
             if (row.stack === undefined || stacks === undefined) {
               return { probe, key: row.key, count: row.count };
             }
@@ -398,7 +453,7 @@ export async function latencyOf(
     specs,
     options,
     (sites, names, pid) => {
-      const latency = BpfLatency.open(aggregateSites(sites), UNIT_NS[unit], {
+      const latency = BpfLatency.open(timedFunctions(sites), UNIT_NS[unit], {
         pid,
         filters: filtersAt(filters, sites),
         mode: options.attach,
@@ -417,5 +472,6 @@ export async function latencyOf(
         );
       }
     },
+    true,
   );
 }

@@ -168,6 +168,8 @@ export class AsyncProcessTracer implements AsyncDisposable {
         where: registration.where,
         unsafe: registration.unsafe,
         debugDirs: registration.debugDirs,
+        returnProbes: registration.returnProbes,
+        unwinds: registration.unwinds,
         handler: registration.handler !== undefined,
         filter: registration.filter !== undefined,
       },
@@ -378,6 +380,7 @@ class RemoteHit implements HitContext {
   retval: bigint | undefined;
   readonly entry: Registers | undefined;
   readonly entryTimeNs: bigint | undefined;
+  readonly exit: 'tail-call' | 'unwind' | undefined;
   readonly detail: number | undefined;
   readonly #call: (request: Outgoing) => unknown;
 
@@ -393,6 +396,7 @@ class RemoteHit implements HitContext {
     this.retval = message.retval;
     this.entry = message.entry === undefined ? undefined : new Registers(message.entry);
     this.entryTimeNs = message.entryTimeNs;
+    this.exit = message.exit;
     this.detail = message.detail;
     this.#call = call;
   }

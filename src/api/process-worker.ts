@@ -232,13 +232,16 @@ class Server {
 
   /** The registration as the tracer takes it: what runs in the caller's thread is asked for. */
   #registration(request: Extract<Request, { op: 'register' }>) {
-    const { id, event, where, unsafe, debugDirs, handler, filter } = request.registration;
+    const { id, event, where, unsafe, debugDirs, returnProbes, unwinds, handler, filter } =
+      request.registration;
     return {
       id,
       event,
       where,
       unsafe,
       debugDirs,
+      returnProbes,
+      unwinds,
       handler: handler
         ? (hit: HitContext, site: ProbeSite | undefined) => {
             this.#ask(hit, site);
@@ -292,6 +295,7 @@ function message(key: number, hit: HitContext, site: ProbeSite | undefined): Hit
     retval: hit.retval,
     entry: hit.entry?.bytes.slice(),
     entryTimeNs: hit.entryTimeNs,
+    exit: hit.exit,
     detail: hit.detail,
     site,
   };

@@ -30,7 +30,7 @@ import { runPtrace } from './trace-ptrace.js';
 export interface PtraceAggregateOptions
   extends Pick<
     AggregateOptions,
-    'pid' | 'command' | 'tid' | 'comm' | 'filter' | 'unsafe' | 'debugDirs'
+    'pid' | 'command' | 'tid' | 'comm' | 'filter' | 'unsafe' | 'debugDirs' | 'returnProbes'
   > {
   readonly duration?: number | undefined;
   readonly interval?: number | undefined;
@@ -101,6 +101,8 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   >();
   const histograms = new Map<string, HistogramAccumulator>();
   let faults = 0;
+  /** Per return probe: calls an unwind took away. */
+  const unwound = new Map<string, bigint>();
   const names = new Map<ProbeSite, string>();
   const nameOf = (site: ProbeSite) => {
     let name = names.get(site);
@@ -142,6 +144,11 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
       if (typeof value !== 'bigint' || !COMPARE[predicate.op](value, predicate.value)) return true;
     }
     const probe = nameOf(site);
+    if (context.exit === 'unwind') {
+      // No return was seen: counted apart, neither keyed, measured nor timed.
+      unwound.set(probe, (unwound.get(probe) ?? 0n) + 1n);
+      return true;
+    }
     switch (aggregation.kind) {
       case 'count': {
         let key: bigint | string | undefined;
@@ -184,8 +191,11 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   };
   const read = (): Reading<A> => {
     if (aggregation.kind === 'count') {
-      const rows = [...counts.values()].map((row) => ({ ...row }));
+      const rows: ProbeCount[] = [...counts.values()].map((row) => ({ ...row }));
       rows.sort((a, b) => (a.count < b.count ? 1 : a.count > b.count ? -1 : 0));
+      for (const [probe, count] of unwound) {
+        rows.push({ probe, key: undefined, count, exit: 'unwind' });
+      }
       return rows as Reading<A>;
     }
     return [...histograms].map(([probe, h]) => ({ probe, histogram: h.read() })) as Reading<A>;
@@ -211,6 +221,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         command: options.command,
         unsafe: options.unsafe,
         debugDirs: options.debugDirs,
+        returnProbes: options.returnProbes,
         durationSeconds: options.duration,
       },
       io,
@@ -228,6 +239,10 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   if (failure !== undefined) throw failure;
   print(read(), true);
   if (faults > 0) io.err(`upscope: ${faults} hits whose value could not be read\n`);
+  const unwinds = [...unwound.values()].reduce((sum, n) => sum + n, 0n);
+  if (unwinds > 0n && aggregation.kind !== 'count') {
+    io.err(`upscope: ${unwinds} calls ended by an unwind (an exception, a panic), not timed\n`);
+  }
   if (ended.exitCode !== undefined) {
     result.status = ended.exitCode >= 0 ? ended.exitCode : 128 - ended.exitCode;
   } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {

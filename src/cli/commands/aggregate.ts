@@ -21,7 +21,13 @@ import { ProbeError } from '../../errors/index.js';
 import { formatDuration, renderHistogram, renderTable } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, outputOption, parsePid, positive } from '../options.js';
+import {
+  debugDirOption,
+  outputOption,
+  parsePid,
+  positive,
+  returnProbesOption,
+} from '../options.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { aggregatePtrace } from './aggregate-ptrace.js';
 
@@ -37,6 +43,7 @@ interface CommonOptions {
   output?: string;
   unsafe?: true;
   debugDir?: string[];
+  returnProbes?: 'auto' | 'sites' | 'trampoline';
   engine?: 'bpf' | 'ptrace';
 }
 
@@ -97,6 +104,7 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     .option(...outputOption)
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(...debugDirOption)
+    .option(...returnProbesOption)
     .option(
       '--engine <engine>',
       'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON) or ptrace (one process, -p or -c, ' +
@@ -114,6 +122,7 @@ function aggregateOptions(options: CommonOptions): AggregateOptions {
     filter: options.filter,
     unsafe: options.unsafe,
     debugDirs: options.debugDir,
+    returnProbes: options.returnProbes,
   };
 }
 
@@ -130,6 +139,8 @@ async function run<R>(
   result: CommandResult,
   print: (reading: R, final: boolean) => void,
 ): Promise<void> {
+  // count shows the calls unwinds took away as rows of their own; the others say how many.
+  const countsUnwinds = what === 'Counting';
   const report = aggregate.attachReport;
   const how =
     report.multi > 0 && report.perf === 0
@@ -191,7 +202,12 @@ async function run<R>(
     if (errors.dropped > 0n) notes.push(`${errors.dropped} hits not counted (a map was full)`);
     if (errors.faults > 0n) notes.push(`${errors.faults} hits whose value could not be read`);
     if (errors.unmatched > 0n) notes.push(`${errors.unmatched} returns without their entry`);
-    if (errors.deep > 0n) notes.push(`${errors.deep} calls nested over 16 deep, not timed`);
+    if (errors.deep > 0n && what === 'Timing') {
+      notes.push(`${errors.deep} calls nested over 16 deep, not timed`);
+    }
+    if (errors.unwound > 0n && !countsUnwinds) {
+      notes.push(`${errors.unwound} calls ended by an unwind (an exception, a panic), not timed`);
+    }
     if (notes.length > 0) io.err(`upscope: ${notes.join(', ')}\n`);
   } finally {
     aggregate.close();
@@ -230,7 +246,10 @@ function printCounts(rows: ProbeCount[], by: string | undefined, top: number | u
   return renderTable(
     header,
     shown.map((row) => {
-      const cells = [row.count.toString(), row.probe];
+      const cells = [
+        row.count.toString(),
+        row.exit === 'unwind' ? `${row.probe} (unwound)` : row.probe,
+      ];
       if (by !== undefined) cells.push(typeof row.key === 'string' ? row.key : String(row.key));
       return cells;
     }),
@@ -362,7 +381,8 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
               `${JSON.stringify(
                 rows.map((row) => ({
                   probe: row.probe,
-                  ...(options.by === undefined
+                  ...(row.exit === undefined ? {} : { exit: row.exit }),
+                  ...(options.by === undefined || row.exit !== undefined
                     ? {}
                     : { key: typeof row.key === 'bigint' ? jsonNumber(row.key) : row.key }),
                   ...(row.stack === undefined

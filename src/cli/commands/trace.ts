@@ -13,7 +13,13 @@ import { ProbeError } from '../../errors/index.js';
 import { formatDuration } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, outputOption, parsePid, positive } from '../options.js';
+import {
+  debugDirOption,
+  outputOption,
+  parsePid,
+  positive,
+  returnProbesOption,
+} from '../options.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { tracePtrace } from './trace-ptrace.js';
 
@@ -55,6 +61,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     )
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(...debugDirOption)
+    .option(...returnProbesOption)
     .option(
       '--engine <engine>',
       'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root) or ptrace (one process, no root); by default tracefs as root, else ptrace',
@@ -74,6 +81,7 @@ interface TraceOptions {
   bufferSize?: number;
   unsafe?: true;
   debugDir?: string[];
+  returnProbes?: 'auto' | 'sites' | 'trampoline';
   engine?: 'tracefs' | 'bpf' | 'ptrace';
 }
 
@@ -107,6 +115,7 @@ async function trace(
         command: options.command,
         unsafe: options.unsafe,
         debugDirs: options.debugDir,
+        returnProbes: options.returnProbes,
         durationSeconds: options.duration,
         maxEvents: options.maxEvents,
       },
@@ -125,6 +134,7 @@ async function trace(
     command: options.command,
     unsafe: options.unsafe,
     debugDirs: options.debugDir,
+    returnProbes: options.returnProbes,
     bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
     engine,
   });
@@ -313,7 +323,9 @@ function textFormatter(sites: readonly ProbeSite[], start: bigint): Formatter {
     const values = event.fields;
     for (const name in values) fields += ` ${name}=${formatValue(values[name]!, own?.get(name))}`;
     const latency = event.latencyNs === undefined ? '' : ` (${formatDuration(event.latencyNs)})`;
-    return time + who + fields + latency;
+    const exit =
+      event.exit === undefined ? '' : event.exit === 'unwind' ? ' (unwound)' : ' (tail call)';
+    return time + who + fields + latency + exit;
   };
 }
 
@@ -342,6 +354,7 @@ function jsonFormatter(sites: readonly ProbeSite[]): Formatter {
       comm: event.comm,
       fields,
       ...(event.latencyNs === undefined ? {} : { latencyNs: String(event.latencyNs) }),
+      ...(event.exit === undefined ? {} : { exit: event.exit }),
     });
   };
 }

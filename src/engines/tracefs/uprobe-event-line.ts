@@ -16,6 +16,12 @@ export interface EventLineSite {
   readonly fileOffset: bigint;
   readonly usdt: { readonly semaphoreFileOffset: bigint | undefined } | undefined;
   readonly fetches: readonly FetchArg[];
+  /**
+   * `uretprobe` for an `r:` line (the kernel catches the return through the return address),
+   * `uprobe` for a `p:` line; by default `r:` for a return and `p:` for anything else. A
+   * return caught at a function's exit is a `p:` line at that exit.
+   */
+  readonly attach?: 'uprobe' | 'uretprobe' | undefined;
 }
 
 /** System V x86-64 argument registers, in the kernel's fetch-arg spelling. */
@@ -145,7 +151,9 @@ export function kernelFetchArg(fetch: FetchArg): string {
  * Return probes use `r:`; USDT semaphores become the kernel's `(ref_ctr_offset)`.
  */
 export function uprobeEventLine(site: EventLineSite, group: string, event: string): string {
-  const prefix = site.kind === 'return' ? 'r' : 'p';
+  const uretprobe =
+    site.attach === undefined ? site.kind === 'return' : site.attach === 'uretprobe';
+  const prefix = uretprobe ? 'r' : 'p';
   const semaphore = site.usdt?.semaphoreFileOffset;
   const where = `${site.target.path}:0x${site.fileOffset.toString(16)}${semaphore === undefined ? '' : `(0x${semaphore.toString(16)})`}`;
   const args = site.fetches.map(kernelFetchArg);
