@@ -363,8 +363,11 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           "'+0(arg0):string'). --by ustack walks the frame pointers: code built without them " +
           '(-fomit-frame-pointer, the default of -O2 on x86-64) shows short stacks. Totals ' +
           'print at the end (Ctrl-C, --duration, or the end of the ' +
-          '-c command or -p process) and every --interval. Needs root or CAP_BPF and CAP_PERFMON; ' +
-          'without them, -p and -c run on the ptrace engine.',
+          '-c command or -p process) and every --interval. A return probe whose returns are ' +
+          'caught at its exits (Go programs; C++, Rust and pthread_cancel unwinds; see ' +
+          '--return-probes) also counts the calls an unwind took away, as "PROBE (unwound)". ' +
+          'Needs root or CAP_BPF and CAP_PERFMON; without them, -p and -c run on the ptrace ' +
+          'engine.',
       )
       .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
   )
@@ -481,7 +484,8 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .summary('histogram of the time from entry to return of functions, in the kernel')
       .description(
         'Time each call of the functions SPEC names, from entry to return, in the kernel: ' +
-          'per thread, with recursion kept apart (each call matched to its own return). ' +
+          'per thread, with recursion kept apart (each call matched to its own return); in Go ' +
+          'programs per goroutine, which may move between threads. ' +
           'Prints count, average, min, p50/p90/p99 and max, and a log2 histogram in --unit.',
       )
       .argument('<spec...>', "functions, e.g. './app:parse_request' 'libc:read'"),

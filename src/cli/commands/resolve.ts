@@ -14,7 +14,7 @@ import { exitStatusOf, ProbeError, renderError } from '../../errors/index.js';
 import { hex, renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, formatDev, parsePid } from '../options.js';
+import { debugDirOption, formatDev, parsePid, returnProbesOption } from '../options.js';
 
 export function registerResolve(program: Command, io: Io, result: CommandResult): void {
   program
@@ -23,7 +23,10 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
     .description(
       'Resolve each SPEC to its probe sites and show, for each: the file, device:inode, build-id, ' +
         "virtual address, file offset, the line the kernel's uprobe_events would take, how the " +
-        'kernel will run the probed instruction, and the first instructions at the site. ' +
+        'kernel will run the probed instruction, and the first instructions at the site; the ' +
+        'calling convention argN and retvalN read (C, or Go); for a return probe, whether its ' +
+        'returns are caught by a trampoline or at each instruction the function leaves by, ' +
+        'and why. ' +
         'With -p PID, a bare address (0x7f...) is symbolized: object, file offset, symbol+offset.',
     )
     .argument('<spec...>', "probe specs, e.g. libc:malloc 'r:./app:parse_*' ./app:main+0x8")
@@ -35,6 +38,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       'show C++ and Rust function names as stored (mangled); specs still match demangled names',
     )
     .option(...debugDirOption)
+    .option(...returnProbesOption)
     .action(async (specs, options) => {
       const addresses = specs.filter((spec) => /^0x[0-9a-f]+$/i.test(spec));
       if (addresses.length > 0 && options.pid === undefined) {
@@ -56,6 +60,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
           unsafe: options.unsafe,
           demangle: options.demangle,
           debugDirs: options.debugDir,
+          returnProbes: options.returnProbes,
         },
       );
       const group = `upscope_${process.pid}`;
