@@ -29,7 +29,7 @@ import {
   planProbes,
   type ReturnProbeMode,
 } from '../plan/index.js';
-import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
+import { type FetchArg, parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
 import { StackSymbolizer } from './symbolize.js';
 import { checkTargetOptions, probeName } from './tracer.js';
 
@@ -250,6 +250,7 @@ function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
       probe,
       role: point.role === 'probe' ? undefined : point.role,
       goroutine: site.returns?.frames === 'goroutine',
+      tailCall: point.exit === 'tail-call',
     })),
   );
 }
@@ -351,6 +352,7 @@ export async function countHits(
     const counts = BpfCounts.open(aggregateSites(sites), siteKey, {
       pid,
       filters: filtersAt(filters, sites),
+      readsResult: key.kind === 'value' && readsResult(key.fetch.expr),
       mode: options.attach,
       purpose: `counting ${sites.length} probe${sites.length === 1 ? '' : 's'}`,
     });
@@ -429,6 +431,7 @@ export async function histogramOf(
     const hist = BpfValueHistograms.open(aggregateSites(sites), siteFetch, scheme, {
       pid,
       filters: filtersAt(filters, sites),
+      readsResult: readsResult(fetch.expr),
       mode: options.attach,
       purpose: `a histogram of ${value}`,
     });
@@ -474,4 +477,10 @@ export async function latencyOf(
     },
     true,
   );
+}
+
+/** Whether a fetch reads a function's result (`retval`, `retvalN`), anywhere in it. */
+function readsResult(expr: FetchArg['expr']): boolean {
+  if (expr.kind === 'deref') return readsResult(expr.inner);
+  return expr.kind === 'retval';
 }

@@ -149,6 +149,12 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
       unwound.set(probe, (unwound.get(probe) ?? 0n) + 1n);
       return true;
     }
+    // At a tail call the result is not made yet: a key or value read from it is not there.
+    const fetched = aggregation.kind === 'hist' ? valueFetch : byFetch;
+    if (context.exit === 'tail-call' && fetched !== undefined && readsResult(fetched.expr)) {
+      faults++;
+      return true;
+    }
     switch (aggregation.kind) {
       case 'count': {
         let key: bigint | string | undefined;
@@ -248,4 +254,10 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {
     result.status = 128 + constants.signals[ended.signal];
   }
+}
+
+/** Whether a fetch reads a function's result (`retval`, `retvalN`), anywhere in it. */
+function readsResult(expr: FetchArg['expr']): boolean {
+  if (expr.kind === 'deref') return readsResult(expr.inner);
+  return expr.kind === 'retval';
 }

@@ -236,6 +236,8 @@ function printCounts(rows: ProbeCount[], by: string | undefined, top: number | u
     // A stack per count, innermost frame first, as bpftrace prints @[ustack].
     return shown
       .map((row) => {
+        // Calls an unwind took away: no return was seen, so no stack either.
+        if (row.exit === 'unwind') return `${row.probe} (unwound): ${row.count}`;
         const frames = row.stack?.frames ?? [];
         const lines = frames.length === 0 ? ['[no user stack]'] : frames;
         return `${row.probe} (pid ${row.stack?.pid}): ${row.count}\n${lines.map((f) => `    ${f}`).join('\n')}`;
@@ -250,7 +252,11 @@ function printCounts(rows: ProbeCount[], by: string | undefined, top: number | u
         row.count.toString(),
         row.exit === 'unwind' ? `${row.probe} (unwound)` : row.probe,
       ];
-      if (by !== undefined) cells.push(typeof row.key === 'string' ? row.key : String(row.key));
+      if (by !== undefined) {
+        cells.push(
+          row.exit === 'unwind' ? '-' : typeof row.key === 'string' ? row.key : String(row.key),
+        );
+      }
       return cells;
     }),
   );

@@ -10,6 +10,7 @@ import {
   COOKIE_FRAME_ENTRY,
   COOKIE_GOROUTINE,
   COOKIE_RETURN_SITE,
+  COOKIE_TAIL_CALL,
   FRAMES_KEY_BYTES,
   FRAMES_VALUE_BYTES,
 } from './frame-programs.js';
@@ -54,6 +55,8 @@ export interface AggregateSite {
   readonly role?: 'return' | 'frame-entry' | undefined;
   /** That function's calls are paired per goroutine (Go's register ABI), not per thread. */
   readonly goroutine?: boolean | undefined;
+  /** A return caught at a jump to another function: the result is not made yet. */
+  readonly tailCall?: boolean | undefined;
 }
 
 /** A function to time: its entry, and how its returns are caught. */
@@ -78,6 +81,7 @@ function cookieOf(site: AggregateSite, index: number): number {
   if (site.role === 'frame-entry') cookie += COOKIE_FRAME_ENTRY;
   if (site.role === 'return') cookie += COOKIE_RETURN_SITE;
   if (site.role !== undefined && site.goroutine === true) cookie += COOKIE_GOROUTINE;
+  if (site.role === 'return' && site.tailCall === true) cookie += COOKIE_TAIL_CALL;
   return cookie;
 }
 
@@ -93,6 +97,11 @@ export interface AggregateOptions {
   readonly mode?: AttachMode | undefined;
   /** What the aggregation is, in errors: `count of app:work`. */
   readonly purpose: string;
+  /**
+   * The key or value read is a function's result: at a return caught at a tail call it is
+   * not made yet, and the hit is counted as a fault instead.
+   */
+  readonly readsResult?: boolean | undefined;
 }
 
 /** Hits the handlers saw but could not aggregate. */
@@ -323,6 +332,7 @@ export class BpfCounts extends BpfAggregation {
             { errors: self.errors.fd, counts: self.#counts.fd, frames },
             key,
             filtersOf(options),
+            { readsResult: options.readsResult },
           );
         self.attached(
           self.session.attach(
@@ -522,6 +532,7 @@ export class BpfValueHistograms extends BpfAggregation {
             fetch,
             scheme,
             filtersOf(options),
+            { readsResult: options.readsResult },
           );
         self.attached(
           self.session.attach(

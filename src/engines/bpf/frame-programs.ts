@@ -43,6 +43,8 @@ export const COOKIE_FRAME_ENTRY = 2 ** 33;
 export const COOKIE_RETURN_SITE = 2 ** 34;
 /** The attach cookie's bit for frames kept per goroutine (%r14) rather than per thread. */
 export const COOKIE_GOROUTINE = 2 ** 35;
+/** The attach cookie's bit for a return caught at a tail call (the result is not made yet). */
+export const COOKIE_TAIL_CALL = 2 ** 36;
 
 /** Stack slots (from r10), below everything the other handlers use. */
 const FRAME_KEY = -512;

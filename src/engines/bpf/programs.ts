@@ -24,6 +24,7 @@ import { Asm } from './asm.js';
 import {
   COOKIE_FRAME_ENTRY,
   COOKIE_RETURN_SITE,
+  COOKIE_TAIL_CALL,
   emitFrameEnter,
   emitFrameLeave,
   FRAME_START,
@@ -366,7 +367,14 @@ function emitPredicate(a: Asm, predicate: Comparison, out: string): void {
  * call (its start at FRAME_START); then `--filter`, which may read a return's value and so
  * is applied after. Without `frames`, the plain prologue.
  */
-function framedPrologue(a: Asm, maps: HandlerMaps, filters: Filters, out: string): void {
+function framedPrologue(
+  a: Asm,
+  maps: HandlerMaps,
+  filters: Filters,
+  out: string,
+  /** Where a return at a tail call goes when the handler reads its (not yet made) result. */
+  tailCall?: string | undefined,
+): void {
   if (maps.frames === undefined) {
     prologue(a, filters, out);
     return;
@@ -383,8 +391,18 @@ function framedPrologue(a: Asm, maps: HandlerMaps, filters: Filters, out: string
   emitFrameEnter(a, frames, ERROR_SLOT, out);
   a.label(leave);
   emitFrameLeave(a, frames, ERROR_SLOT);
+  if (tailCall !== undefined) ifCookieBit(a, COOKIE_TAIL_CALL, tailCall);
   a.label(body);
   if (filters.predicate !== undefined) emitPredicate(a, filters.predicate, out);
+}
+
+/** Options of the count and histogram handlers. */
+export interface ValueOptions {
+  /**
+   * The key or value read is a function's result (`retval`): at a return caught at a tail
+   * call, where the result is not made yet, the hit is not counted but said (a fault).
+   */
+  readonly readsResult?: boolean | undefined;
 }
 
 /**
@@ -436,11 +454,16 @@ function epilogue(a: Asm, out: string, fault: string | undefined, maps: HandlerM
  * Count hits per probe (a per-CPU array indexed by probe) or per probe and key (a per-CPU
  * hash of `{u32 probe, u32 0, key bytes}`).
  */
-export function countProgram(maps: HandlerMaps, key: CountKey, filters: Filters): Insn[] {
+export function countProgram(
+  maps: HandlerMaps,
+  key: CountKey,
+  filters: Filters,
+  options: ValueOptions = {},
+): Insn[] {
   const a = new Asm();
   const out = 'out';
   const fault = 'fault';
-  framedPrologue(a, maps, filters, out);
+  framedPrologue(a, maps, filters, out, options.readsResult === true ? fault : undefined);
   const counts = need(maps.counts, 'counts');
   if (key.kind === 'none') {
     a.emit(stx('W', 10, SCRATCH, 8), ldMapFd(1, counts), mov64Reg(2, 10));
@@ -604,11 +627,12 @@ export function valueProgram(
   fetch: FetchArg,
   buckets: Buckets,
   filters: Filters,
+  options: ValueOptions = {},
 ): Insn[] {
   const a = new Asm();
   const out = 'out';
   const fault = 'fault';
-  framedPrologue(a, maps, filters, out);
+  framedPrologue(a, maps, filters, out, options.readsResult === true ? fault : undefined);
   emitFetch(a, fetch, fault);
   emitRecord(a, maps, buckets, isSigned(fetchType(fetch)));
   return epilogue(a, out, fault, maps);
