@@ -130,4 +130,21 @@ describe('upscope resolve on Go programs', () => {
     assert.match(result.stderr, /Cannot fetch retval2: the C ABI returns at most two registers/);
     assert.doesNotMatch(result.stderr, /\n\s+at /);
   });
+
+  test('a Go assembly function (.abi0) takes its arguments on the stack, after the return address', (t) => {
+    const app = goTarget(t);
+    if (app === undefined) return;
+    const abi0 = tool('readelf', ['-sW', app])
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/)[7])
+      .find((name) => name?.startsWith('runtime.') && name.endsWith('.abi0'));
+    assert.ok(abi0, 'the runtime has ABI0 assembly functions');
+    const { sites, errors } = resolveJson([`${app}:${abi0} a=arg0 b=arg1`]);
+    assert.deepEqual(errors, []);
+    assert.equal(sites[0]!.convention?.kind, 'go-stack');
+    assert.deepEqual(
+      sites[0]!.fetches.map((f) => f.fetch),
+      ['+8(sp)', '+16(sp)'],
+    );
+  });
 });

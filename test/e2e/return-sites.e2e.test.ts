@@ -119,4 +119,20 @@ describe('upscope resolve: how a return probe catches returns', () => {
     const text = runCli(['resolve', `r:${app}:level2`]);
     assert.match(text.stdout, /returns +at its \d+ exits?, return address left alone: /);
   });
+
+  test('a function whose exits cannot all be found is refused in one line, not given a trampoline behind the back', (t) => {
+    if (!requireHost(t, { commands: ['gcc'] })) return;
+    const app = compileProgram('exits', { flags: ['-O2'] });
+    const result = runCli(['resolve', '--return-probes', 'sites', `r:${app}:exits_conditional`]);
+    assert.equal(result.status, 3);
+    const [first, ...rest] = result.stderr.trim().split('\n');
+    assert.match(
+      first!,
+      /^error\[ERR_RETURNS_NOT_FOUND\]: Cannot place a return probe on "exits_conditional" in ".*": its returns cannot be found safely: it leaves by a conditional jump to another function \("jne 0x[0-9a-f]+"/,
+    );
+    assert.ok(
+      rest.every((line) => !/^\s+at /.test(line)),
+      'no stack trace',
+    );
+  });
 });

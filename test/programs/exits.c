@@ -36,12 +36,25 @@ __attribute__((noinline)) long exits_loop(const long *v, long n) {
   return sum;
 }
 
+// Leaves by a conditional jump to another function: a probe there fires whether or not the
+// jump is taken, so its returns cannot be told apart.
+__asm__(
+    ".globl exits_conditional\n"
+    ".type exits_conditional, @function\n"
+    "exits_conditional:\n"
+    "  test %rdi, %rdi\n"
+    "  jne exits_callee\n"
+    "  xor %eax, %eax\n"
+    "  ret\n"
+    ".size exits_conditional, .-exits_conditional\n");
+long exits_conditional(long x);
+
 int main(int argc, char **argv) {
   long n = argc > 1 ? strtol(argv[1], NULL, 10) : 10;
   long v[4] = {1, 2, 3, n};
   long total = 0;
   for (long i = 0; i < n; i++) total += exits_tail(i * 30) + exits_switch(i % 10);
-  total += exits_loop(v, 4);
+  total += exits_loop(v, 4) + exits_conditional(n);
   printf("total=%ld\n", total);
   return 0;
 }
