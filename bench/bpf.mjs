@@ -4,7 +4,9 @@
 //     kernel's bare uprobe (perf stat of a perf probe: no handler at all) and the bare loop;
 //  2. the same for a latency histogram: upscope latency, bpftrace's `@start[tid]` idiom, and
 //     bcc's funclatency when it can be installed and run;
-//  3. the time to attach 1,000 and 10,000 probes (and to be done with them), upscope against
+//  3. a return probe through the kernel's trampoline against one at each exit of the function
+//     (--return-probes trampoline|sites), on the same function;
+//  4. the time to attach 1,000 and 10,000 probes (and to be done with them), upscope against
 //     bpftrace.
 // Installs perf, bpftrace and bpfcc-tools when missing; a peer that cannot be had is reported.
 import { spawnSync } from 'node:child_process';
@@ -17,7 +19,11 @@ const N = Number(process.env.BENCH_BPF_N ?? 2_000_000);
 const ROUNDS = Number(process.env.BENCH_BPF_RUNS ?? 3);
 const UPSCOPE = join(root, 'bin/upscope.js');
 /** Which parts to run: count, latency, attach (all by default). */
-const PARTS = new Set((process.env.BENCH_BPF_PARTS ?? 'count,latency,attach').split(','));
+const PARTS = new Set((process.env.BENCH_BPF_PARTS ?? 'count,latency,returns,attach').split(','));
+/** Calls of the return-probe comparison (a probe on `ret` costs a single step per call). */
+const RETURNS_N = Number(process.env.BENCH_RETURNS_N ?? 200_000);
+/** Throws of the C++ part. */
+const THROWS_N = Number(process.env.BENCH_THROWS_N ?? 50_000);
 
 const fmt = (n, digits = 1) =>
   n === undefined || Number.isNaN(n)
@@ -148,7 +154,8 @@ export function runBpfBench() {
   // bcc compiles its programs against kernel headers, which this kernel does not ship: use
   // Debian's, merged from their -common and -amd64 halves (as the distribution's build tree).
   let headers;
-  if (missing.bcc === undefined) {
+  // Only the latency part runs bcc.
+  if (missing.bcc === undefined && PARTS.has('latency')) {
     const find = () =>
       run('sh', [
         '-c',
@@ -157,7 +164,12 @@ export function runBpfBench() {
         .stdout.trim()
         .split('\n')
         .filter(Boolean);
-    if (find().length < 2) install('linux-headers-amd64');
+    if (find().length < 2) {
+      run('sh', [
+        '-c',
+        'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-headers-amd64 2>&1',
+      ]);
+    }
     const [common, amd64] = [
       find().find((d) => d.endsWith('-common')),
       find().find((d) => d.endsWith('-amd64')),
@@ -300,7 +312,99 @@ export function runBpfBench() {
             : `upscope is ${fmt(cost(row) / cost(latencyRows[1]), 2)}x faster`,
       );
 
-    // 3. Attaching many probes.
+    // 3. Return probes: the kernel's return trampoline (the return address replaced at the
+    // entry) against a probe on each exit of the function (the return address left alone, as
+    // for Go programs and where an exception or pthread_cancel can unwind): the kernel
+    // emulates the entry's `push`, but single-steps `ret`.
+    const returnRows = !PARTS.has('returns')
+      ? []
+      : [
+          { label: 'bare loop', measure: () => run(bin, [String(RETURNS_N)]) },
+          ...['trampoline', 'sites'].map((mode) => ({
+            label: `count r:, --return-probes ${mode}`,
+            measure: () =>
+              run(process.execPath, [
+                UPSCOPE,
+                'count',
+                '--return-probes',
+                mode,
+                `r:${bin}:hot_function`,
+                '-c',
+                `${bin} ${RETURNS_N}`,
+              ]),
+            check: (r) => counts(r.stdout, RETURNS_N),
+          })),
+          {
+            // What keeping the trampoline in C++ would add per call: a map update at each
+            // entry and return, as latency's trampoline handlers do (to know the return
+            // addresses to put back when a throw starts).
+            label: 'latency, --return-probes trampoline',
+            measure: () =>
+              run(process.execPath, [
+                UPSCOPE,
+                'latency',
+                '--return-probes',
+                'trampoline',
+                `${bin}:hot_function`,
+                '-c',
+                `${bin} ${RETURNS_N}`,
+              ]),
+            check: (r) => new RegExp(`count ${RETURNS_N},`).test(r.stdout),
+          },
+        ];
+    if (PARTS.has('returns')) {
+      perHitTable(
+        `bpf engine, return probes on the same function, N=${RETURNS_N.toLocaleString('en-US')} calls: per call = ns/call probed - bare (the entry that opens the call's frame included for sites)`,
+        returnRows,
+        (row, cost) => {
+          if (row !== returnRows[2]) return '';
+          const ratio = cost(returnRows[2]) / cost(returnRows[1]);
+          return ratio >= 1
+            ? `the trampoline is ${fmt(ratio, 1)}x cheaper`
+            : `sites are ${fmt(1 / ratio, 1)}x cheaper`;
+        },
+      );
+      // A throw per call: what a hook where an unwind starts costs (the trampoline's
+      // alternative in C++ puts the return addresses back there), and what return probes at
+      // the exits cost when every call is left by the exception.
+      const throws = join(dir, 'throws');
+      const built = run('g++', ['-O2', '-o', throws, join(root, 'bench/programs/throws.cpp')]);
+      if (built.status !== 0) throw new Error(`g++ failed: ${built.stderr}`);
+      const throwRows = [
+        { label: 'bare throw loop', measure: () => run(throws, [String(THROWS_N)]) },
+        {
+          label: 'count libgcc_s:_Unwind_RaiseException',
+          measure: () =>
+            run(process.execPath, [
+              UPSCOPE,
+              'count',
+              'libgcc_s.so.1:_Unwind_RaiseException',
+              '-c',
+              `${throws} ${THROWS_N}`,
+            ]),
+          check: (r) => counts(r.stdout, THROWS_N),
+        },
+        {
+          label: 'count r:middle (sites), all unwound',
+          measure: () =>
+            run(process.execPath, [
+              UPSCOPE,
+              'count',
+              `r:${throws}:_Z6middlel`,
+              '-c',
+              `${throws} ${THROWS_N}`,
+            ]),
+          check: (r) => counts(r.stdout, THROWS_N),
+        },
+      ];
+      perHitTable(
+        `bpf engine, C++: each of N=${THROWS_N.toLocaleString('en-US')} calls throws through middle() to a catch in main(): per throw = ns/call probed - bare`,
+        throwRows,
+        () => '',
+      );
+    }
+
+    // 4. Attaching many probes.
     console.log(
       'bpf engine, attaching many probes: gen_f* functions, each called once; attach = start of the tool to the start of the target',
     );

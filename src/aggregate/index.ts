@@ -1,3 +1,4 @@
+export { goroutineDepth, PendingCalls, threadDepth } from './call-frames.js';
 export {
   type BucketRange,
   type BucketScheme,

@@ -11,6 +11,7 @@ import {
   type CountKey,
   type Filters,
   type HandlerErrors,
+  type TimedFunction,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
 import {
@@ -21,14 +22,16 @@ import {
   processEnded,
 } from '../host/index.js';
 import {
+  attachPoints,
   commandSearchOptions,
+  fetchForSites,
   type PlannedProbes,
   type ProbeSite,
   planProbes,
+  type ReturnProbeMode,
   type SkippedSite,
-  usdtFetchForSites,
 } from '../plan/index.js';
-import { parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
+import { type FetchArg, parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
 import { processFamily, ReplacedFiles } from './replaced-files.js';
 import { StackSymbolizer } from './symbolize.js';
 import { checkTargetOptions, probeName } from './tracer.js';
@@ -62,6 +65,11 @@ export interface AggregateOptions {
    * file replaced on disk and probed again, calls that may not have been counted.
    */
   readonly onNotice?: ((text: string) => void) | undefined;
+  /**
+   * How returns are caught (default `auto`): `sites` probes the instructions a function
+   * leaves by, `trampoline` replaces its return address (see ReturnProbeMode).
+   */
+  readonly returnProbes?: ReturnProbeMode | undefined;
 }
 
 export interface CountOptions extends AggregateOptions {
@@ -93,6 +101,11 @@ export interface ProbeCount {
   /** By `ustack`: the process, and its frames, innermost first (`symbol+0xoff (file)`). */
   readonly stack?: { readonly pid: number; readonly frames: readonly string[] } | undefined;
   readonly count: bigint;
+  /**
+   * `unwind` for the calls of a return probe that an unwind (an exception, a Go panic,
+   * pthread_cancel, a longjmp) or their thread's end took away: their return was not seen.
+   */
+  readonly exit?: 'unwind' | undefined;
 }
 
 export interface ProbeHistogram {
@@ -238,14 +251,45 @@ function probeNames(sites: readonly ProbeSite[]): string[] {
   );
 }
 
+/**
+ * The uprobes of the sites, each with the index of its site: one per site, or for a return
+ * probe caught at its exits one per exit and one at the entry that opens a call's frame.
+ */
 function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
-  return sites.map((site) => ({
-    path: site.target.path,
-    offset: site.fileOffset,
-    kind: site.kind === 'return' ? 'return' : 'entry',
-    refCtrOffset: site.usdt?.semaphoreFileOffset,
-    atEntry: site.kind === 'entry',
-  }));
+  return sites.flatMap((site, probe) =>
+    attachPoints(site).map((point) => ({
+      path: site.target.path,
+      offset: point.fileOffset,
+      kind: point.attach === 'uretprobe' ? ('return' as const) : ('entry' as const),
+      refCtrOffset: site.usdt?.semaphoreFileOffset,
+      atEntry: site.kind === 'entry',
+      probe,
+      role: point.role === 'probe' ? undefined : point.role,
+      goroutine: site.returns?.frames === 'goroutine',
+      tailCall: point.exit === 'tail-call',
+    })),
+  );
+}
+
+/** Functions to time: each entry, and how its returns are caught. */
+function timedFunctions(sites: readonly ProbeSite[]): TimedFunction[] {
+  return sites.map((site) => {
+    const returns = site.returns;
+    return {
+      path: site.target.path,
+      offset: site.fileOffset,
+      kind: 'entry',
+      atEntry: true,
+      exits:
+        returns?.mode === 'sites'
+          ? {
+              entryOffset: returns.entry.fileOffset,
+              offsets: returns.sites.map((exit) => exit.fileOffset),
+              goroutine: returns.frames === 'goroutine',
+            }
+          : undefined,
+    };
+  });
 }
 
 function filtersOf(options: AggregateOptions): Omit<Filters, 'pid'> {
@@ -263,7 +307,7 @@ function filtersAt(filters: Omit<Filters, 'pid'>, sites: readonly ProbeSite[]) {
   if (predicate === undefined) return filters;
   return {
     ...filters,
-    predicate: { ...predicate, fetch: usdtFetchForSites(predicate.fetch, sites, '--filter') },
+    predicate: { ...predicate, fetch: fetchForSites(predicate.fetch, sites, '--filter') },
   };
 }
 
@@ -276,6 +320,8 @@ async function start<R>(
     pid: number | undefined,
   ) => Opened<R>,
   check?: (sites: readonly ProbeSite[]) => void,
+  /** The aggregation times calls to their returns (latency): plan the returns of entries. */
+  timesCalls = false,
 ): Promise<Aggregate<R>> {
   checkTargetOptions(options, 'aggregate');
   const { sites, skipped } = await planProbes(typeof specs === 'string' ? [specs] : specs, {
@@ -283,6 +329,8 @@ async function start<R>(
     unsafe: options.unsafe,
     debugDirs: options.debugDirs,
     strict: options.strict,
+    returnProbes: options.returnProbes,
+    returnsOfEntries: timesCalls,
     // The command's libraries are searched for as its dynamic linker will.
     ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
   });
@@ -339,10 +387,11 @@ export async function countHits(
   const filters = filtersOf(options);
   return start(specs, options, (sites, names, pid) => {
     const siteKey: CountKey =
-      key.kind === 'value' ? { ...key, fetch: usdtFetchForSites(key.fetch, sites, '--by') } : key;
+      key.kind === 'value' ? { ...key, fetch: fetchForSites(key.fetch, sites, '--by') } : key;
     const counts = BpfCounts.open(aggregateSites(sites), siteKey, {
       pid,
       filters: filtersAt(filters, sites),
+      readsResult: key.kind === 'value' && readsResult(key.fetch.expr),
       mode: options.attach,
       purpose: `counting ${sites.length} probe${sites.length === 1 ? '' : 's'}`,
     });
@@ -355,6 +404,9 @@ export async function countHits(
           .read()
           .map((row) => {
             const probe = names[row.probe] ?? `#${row.probe}`;
+            if (row.exit !== undefined) {
+              return { probe, key: undefined, count: row.count, exit: row.exit };
+            }
             if (row.stack === undefined || stacks === undefined) {
               return { probe, key: row.key, count: row.count };
             }
@@ -414,10 +466,11 @@ export async function histogramOf(
     options.linear === undefined ? { kind: 'log2' } : { kind: 'linear', ...options.linear };
   const filters = filtersOf(options);
   return start(specs, options, (sites, names, pid) => {
-    const siteFetch = usdtFetchForSites(fetch, sites, 'the histogram value');
+    const siteFetch = fetchForSites(fetch, sites, 'the histogram value');
     const hist = BpfValueHistograms.open(aggregateSites(sites), siteFetch, scheme, {
       pid,
       filters: filtersAt(filters, sites),
+      readsResult: readsResult(fetch.expr),
       mode: options.attach,
       purpose: `a histogram of ${value}`,
     });
@@ -442,7 +495,7 @@ export async function latencyOf(
     specs,
     options,
     (sites, names, pid) => {
-      const latency = BpfLatency.open(aggregateSites(sites), UNIT_NS[unit], {
+      const latency = BpfLatency.open(timedFunctions(sites), UNIT_NS[unit], {
         pid,
         filters: filtersAt(filters, sites),
         mode: options.attach,
@@ -461,5 +514,12 @@ export async function latencyOf(
         );
       }
     },
+    true,
   );
+}
+
+/** Whether a fetch reads a function's result (`retval`, `retvalN`), anywhere in it. */
+function readsResult(expr: FetchArg['expr']): boolean {
+  if (expr.kind === 'deref') return readsResult(expr.inner);
+  return expr.kind === 'retval';
 }

@@ -169,6 +169,8 @@ export class AsyncProcessTracer implements AsyncDisposable {
         unsafe: registration.unsafe,
         debugDirs: registration.debugDirs,
         strict: registration.strict,
+        returnProbes: registration.returnProbes,
+        unwinds: registration.unwinds,
         handler: registration.handler !== undefined,
         filter: registration.filter !== undefined,
       },
@@ -379,6 +381,7 @@ class RemoteHit implements HitContext {
   retval: bigint | undefined;
   readonly entry: Registers | undefined;
   readonly entryTimeNs: bigint | undefined;
+  readonly exit: 'tail-call' | 'unwind' | undefined;
   readonly detail: number | undefined;
   readonly #call: (request: Outgoing) => unknown;
 
@@ -394,6 +397,7 @@ class RemoteHit implements HitContext {
     this.retval = message.retval;
     this.entry = message.entry === undefined ? undefined : new Registers(message.entry);
     this.entryTimeNs = message.entryTimeNs;
+    this.exit = message.exit;
     this.detail = message.detail;
     this.#call = call;
   }

@@ -35,6 +35,10 @@ export type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
 export type { DoctorReport } from '../host/index.js';
 export { ThreadNames } from '../host/index.js';
 export {
+  type AttachPoint,
+  attachPoints,
+  type CallingConvention,
+  fetchAtSite,
   notLoadedNotes,
   type PlannedProbes,
   type ProbePlan,
@@ -42,13 +46,14 @@ export {
   planProbes,
   qualifyNames,
   type ResolveOptions,
+  type ReturnPlan,
+  type ReturnProbeMode,
   resolveProbes,
   type SiteKind,
   type SkippedSite,
   type SourceSite,
   skipCounts,
   skipSummary,
-  usdtFetchAt,
 } from '../plan/index.js';
 export {
   type FetchArg,

@@ -4,10 +4,17 @@ import {
   type ProbeEventKind,
   type ProbesOptions,
   ProcessProbes,
+  type ReturnSites,
   type SpawnOptions,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
-import { type ProbeSite, planProbesSync, processObjects, type SkippedSite } from '../plan/index.js';
+import {
+  type ProbeSite,
+  planProbesSync,
+  processObjects,
+  type ReturnProbeMode,
+  type SkippedSite,
+} from '../plan/index.js';
 import {
   fileOffsetToRuntime,
   type MappedObject,
@@ -45,6 +52,17 @@ export interface ProcessRegistration {
    * it (skippedOf() lists those skipped).
    */
   readonly strict?: boolean | undefined;
+  /**
+   * For a return: how it is caught (default `auto`): `sites` breaks at each instruction the
+   * function leaves by, `trampoline` swaps its return address (see ReturnProbeMode).
+   */
+  readonly returnProbes?: ReturnProbeMode | undefined;
+  /**
+   * For a return caught at the function's exits: also call the handler (or return from
+   * poll()) for the calls an unwind (an exception, a Go panic, pthread_cancel, a longjmp) or
+   * their thread's end took away, with `exit` 'unwind' and no `retval` (default false).
+   */
+  readonly unwinds?: boolean | undefined;
 }
 
 export interface FollowOptions {
@@ -215,6 +233,9 @@ export class ProcessTracer {
       unsafe: registration.unsafe,
       debugDirs: registration.debugDirs,
       strict: registration.strict,
+      returnProbes: registration.returnProbes,
+      // A return registration on a function's entry (latency) catches its returns too.
+      returnsOfEntries: registration.event === 'return',
       engine: 'ptrace',
     });
     const added = sites.map((site) => ({ registration, site, key: siteKey(registration, site) }));
@@ -348,6 +369,8 @@ export class ProcessTracer {
         where: address,
         fileCode: fileCode(site),
         guardable: site.nextIsJumpTarget === false,
+        returnSites: registration.event === 'return' ? returnSitesIn(objects, site) : undefined,
+        unwinds: registration.unwinds,
         semaphore: semaphoreAddress(site, address),
         reportAs: registration.id,
         filter: registration.filter,
@@ -588,6 +611,28 @@ function fileCode(site: ProbeSite): Uint8Array {
   const bytes: number[] = [];
   for (const instruction of site.instructions) bytes.push(...instruction.bytes);
   return Uint8Array.from(bytes);
+}
+
+/**
+ * Where a return probe's calls begin and end in a process with these objects mapped, when
+ * its returns are caught at its exits (ReturnPlan `sites`); undefined otherwise.
+ */
+function returnSitesIn(objects: readonly MappedObject[], site: ProbeSite): ReturnSites | undefined {
+  const returns = site.returns;
+  if (returns?.mode !== 'sites') return undefined;
+  const object = objects.find((o) => o.dev === site.target.dev && o.inode === site.target.inode);
+  if (object === undefined) return undefined;
+  const entry = fileOffsetToRuntime(object, returns.entry.fileOffset);
+  const exits = returns.sites.map((exit) => ({
+    vaddr: fileOffsetToRuntime(object, exit.fileOffset),
+    kind: exit.kind,
+  }));
+  if (entry === undefined || exits.some((exit) => exit.vaddr === undefined)) return undefined;
+  return {
+    entry,
+    exits: exits as { vaddr: bigint; kind: 'ret' | 'tail-call' }[],
+    frames: returns.frames,
+  };
 }
 
 /** Where a site is in a process with these objects mapped; undefined when its file is not. */

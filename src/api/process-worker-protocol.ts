@@ -41,6 +41,8 @@ export interface RegistrationRequest {
   readonly unsafe: boolean | undefined;
   readonly debugDirs: readonly string[] | undefined;
   readonly strict: boolean | undefined;
+  readonly returnProbes?: 'auto' | 'sites' | 'trampoline' | undefined;
+  readonly unwinds?: boolean | undefined;
   /** What runs in the caller's thread: the worker asks it at each hit. */
   readonly handler: boolean;
   readonly filter: boolean;
@@ -98,6 +100,7 @@ export interface HitMessage {
   readonly retval: bigint | undefined;
   readonly entry: Uint8Array | undefined;
   readonly entryTimeNs: bigint | undefined;
+  readonly exit?: 'tail-call' | 'unwind' | undefined;
   readonly detail: number | undefined;
   /** The site of the registration's spec that fired (none for an address). */
   readonly site: ProbeSite | undefined;

@@ -232,7 +232,8 @@ class Server {
 
   /** The registration as the tracer takes it: what runs in the caller's thread is asked for. */
   #registration(request: Extract<Request, { op: 'register' }>) {
-    const { id, event, where, unsafe, debugDirs, strict, handler, filter } = request.registration;
+    const { id, event, where, unsafe, debugDirs, strict, returnProbes, unwinds, handler, filter } =
+      request.registration;
     return {
       id,
       event,
@@ -240,6 +241,8 @@ class Server {
       unsafe,
       debugDirs,
       strict,
+      returnProbes,
+      unwinds,
       handler: handler
         ? (hit: HitContext, site: ProbeSite | undefined) => {
             this.#ask(hit, site);
@@ -293,6 +296,7 @@ function message(key: number, hit: HitContext, site: ProbeSite | undefined): Hit
     retval: hit.retval,
     entry: hit.entry?.bytes.slice(),
     entryTimeNs: hit.entryTimeNs,
+    exit: hit.exit,
     detail: hit.detail,
     site,
   };

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { goroutineDepth, PendingCalls, threadDepth } from '../aggregate/index.js';
 import {
   type AttachMode,
   BpfStream,
@@ -10,7 +11,7 @@ import {
   TracefsStream,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
-import type { ProbeEvent, StreamStats } from '../events/index.js';
+import type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
 import {
   type Exit,
   ensureTracefs,
@@ -21,10 +22,13 @@ import {
   threadsOf,
 } from '../host/index.js';
 import {
+  attachPoints,
   commandSearchOptions,
+  FRAME_FIELDS,
   type PlannedProbes,
   type ProbeSite,
   planProbes,
+  type ReturnProbeMode,
   type SkippedSite,
   siteName,
 } from '../plan/index.js';
@@ -76,6 +80,11 @@ export interface AttachOptions {
    * file replaced on disk and probed again, hits that may have been missed.
    */
   readonly onNotice?: ((text: string) => void) | undefined;
+  /**
+   * How returns are caught (default `auto`): `sites` probes the instructions a function
+   * leaves by, `trampoline` replaces its return address (see ReturnProbeMode).
+   */
+  readonly returnProbes?: ReturnProbeMode | undefined;
 }
 
 /** What an attachment reads events from: a tracefs or a BPF ring-buffer stream. */
@@ -108,6 +117,26 @@ interface Timing {
   readonly hidden: boolean;
   /** Entry times not yet matched by a return, per thread. */
   readonly calls: Map<number, bigint[]>;
+  /** The function's returns are paired by frame (caught at its exits), not here. */
+  readonly byFrame: boolean;
+}
+
+/** A call whose frame is open: who made it, and when. */
+interface OpenCall {
+  readonly pid: number;
+  readonly tid: number;
+  readonly comm: string;
+  readonly timestampNs: bigint;
+}
+
+/** The open calls of one function whose returns are caught at its exits. */
+interface FunctionFrames {
+  readonly calls: PendingCalls<OpenCall>;
+  /** Its return probe's name and spec, for the events of calls an unwind ended. */
+  probe: string;
+  spec: string;
+  /** Frames are kept per goroutine (else per thread). */
+  readonly goroutine: boolean;
 }
 
 /** Return instances kept per thread and function: deeper recursion than this is not paired. */
@@ -163,6 +192,7 @@ export class Tracer {
       unsafe: options.unsafe,
       debugDirs: options.debugDirs,
       strict: options.strict,
+      returnProbes: options.returnProbes,
       // The command's libraries are searched for as its dynamic linker will.
       ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });
@@ -253,23 +283,79 @@ export function checkTargetOptions(
   }
 }
 
-/** Sites to stream: the user's, plus a hidden entry for each return probe, to time calls. */
-type NamedSite = ProbeSite & StreamSite;
+/** A site to stream, and what its events mean for pairing calls with their returns. */
+type NamedSite = ProbeSite & StreamSite & { readonly role: StreamRole };
 
+/**
+ * What a streamed probe's events are: the user's own (`probe`); a return caught at one of
+ * the function's exits (`return`, paired by frame); or a hidden entry that opens a call's
+ * frame (`frame-entry`, for returns caught at exits) or times it (`timing-entry`, for returns
+ * through the kernel's trampoline, paired by thread).
+ */
+type StreamRole =
+  | { readonly kind: 'probe' }
+  | { readonly kind: 'return'; readonly function: string; readonly exit: 'ret' | 'tail-call' }
+  | { readonly kind: 'frame-entry'; readonly function: string }
+  | { readonly kind: 'timing-entry' };
+
+/**
+ * Sites to stream: each site's uprobes (see attachPoints(): one, or one per exit of a return
+ * probe caught in place plus the entry that opens its frame), and a hidden entry for each
+ * return probe through the trampoline, to time its calls.
+ */
 function streamSitesFor(sites: readonly ProbeSite[]): {
   streamSites: NamedSite[];
   hidden: Set<string>;
 } {
   const key = (site: ProbeSite) => `${site.target.path}:${site.fileOffset}`;
   const entries = new Set(sites.filter((s) => s.kind === 'entry').map(key));
-  const streamSites: NamedSite[] = sites.map((site) => ({ ...site, probe: probeName(site) }));
+  const streamSites: NamedSite[] = [];
   const hidden = new Set<string>();
   for (const site of sites) {
-    if (site.kind !== 'return' || entries.has(key(site))) continue;
+    const probe = probeName(site);
+    for (const point of attachPoints(site, { frameFields: true })) {
+      const at = { ...site, fileOffset: point.fileOffset, vaddr: point.vaddr };
+      const attach = point.attach;
+      if (point.role === 'probe') {
+        streamSites.push({ ...site, attach, probe, role: { kind: 'probe' } });
+      } else if (point.role === 'return') {
+        streamSites.push({
+          ...at,
+          attach,
+          fetches: point.fetches,
+          probe,
+          exit: point.exit === 'tail-call' ? 'tail-call' : undefined,
+          role: { kind: 'return', function: key(site), exit: point.exit ?? 'ret' },
+        });
+      } else {
+        const name = `${probe}${HIDDEN_SUFFIX}`;
+        hidden.add(name);
+        streamSites.push({
+          ...at,
+          kind: 'entry',
+          attach,
+          fetches: point.fetches,
+          probe: name,
+          role: { kind: 'frame-entry', function: key(site) },
+        });
+      }
+    }
+  }
+  for (const site of sites) {
+    if (site.kind !== 'return' || site.returns?.mode === 'sites' || entries.has(key(site))) {
+      continue;
+    }
     entries.add(key(site));
     const probe = `${probeName(site)}${HIDDEN_SUFFIX}`;
     hidden.add(probe);
-    streamSites.push({ ...site, kind: 'entry', fetches: [], probe });
+    streamSites.push({
+      ...site,
+      kind: 'entry',
+      attach: 'uprobe',
+      fetches: [],
+      probe,
+      role: { kind: 'timing-entry' },
+    });
   }
   return { streamSites, hidden };
 }
@@ -278,12 +364,13 @@ function bpfSite(site: NamedSite): BpfStreamSite {
   return {
     path: site.target.path,
     offset: site.fileOffset,
-    attach: site.kind === 'return' ? 'return' : 'entry',
+    attach: site.attach === 'uretprobe' ? 'return' : 'entry',
     refCtrOffset: site.usdt?.semaphoreFileOffset,
     fetches: [...site.fetches],
     probe: site.probe,
     spec: site.spec,
     kind: site.kind,
+    exit: site.exit,
   };
 }
 
@@ -316,6 +403,10 @@ export class Attachment {
   /** Per probe name: the entry times waiting for their return, per thread (shared by a
    * function's entry, hidden or not, and its return). */
   readonly #timing = new Map<string, Timing>();
+  /** Per function whose returns are caught at its exits: its open calls. */
+  readonly #frames = new Map<string, FunctionFrames>();
+  /** Per probe name: the function whose frames its events open (hidden entries) or close. */
+  readonly #frameRoles = new Map<string, { kind: 'entry' | 'return'; frames: FunctionFrames }>();
   readonly #launched: LaunchedCommand | undefined;
   readonly #watchedPid: number | undefined;
   readonly #timer: NodeJS.Timeout;
@@ -334,7 +425,7 @@ export class Attachment {
   constructor(
     stream: EventStream,
     { sites, skipped }: PlannedProbes,
-    streamSites: readonly StreamSite[],
+    streamSites: readonly (StreamSite & { readonly role?: StreamRole })[],
     hidden: Set<string>,
     options: AttachOptions,
     launched: LaunchedCommand | undefined,
@@ -343,15 +434,38 @@ export class Attachment {
     this.sites = sites;
     this.skipped = skipped;
     this.#hidden = hidden;
+    for (const site of streamSites) {
+      const role = site.role;
+      if (role?.kind !== 'return' && role?.kind !== 'frame-entry') continue;
+      let frames = this.#frames.get(role.function);
+      if (frames === undefined) {
+        const goroutine = site.fetches.some((f) => f.name === FRAME_FIELDS.goroutine);
+        frames = { calls: new PendingCalls(MAX_PENDING_CALLS), probe: '', spec: '', goroutine };
+        this.#frames.set(role.function, frames);
+      }
+      if (role.kind === 'return') {
+        frames.probe = site.probe;
+        frames.spec = site.spec;
+      }
+      this.#frameRoles.set(site.probe + (role.kind === 'return' ? RETURN_KEY : ''), {
+        kind: role.kind === 'return' ? 'return' : 'entry',
+        frames,
+      });
+    }
     const byFunction = new Map<string, Map<number, bigint[]>>();
     for (const site of streamSites) {
+      if (site.role?.kind === 'frame-entry' || site.role?.kind === 'return') continue;
       const base = hidden.has(site.probe) ? site.probe.slice(0, -HIDDEN_SUFFIX.length) : site.probe;
       let calls = byFunction.get(base);
       if (calls === undefined) {
         calls = new Map();
         byFunction.set(base, calls);
       }
-      this.#timing.set(site.probe, { hidden: hidden.has(site.probe), calls });
+      this.#timing.set(site.probe, {
+        hidden: hidden.has(site.probe),
+        calls,
+        byFrame: this.#frameRoles.has(site.probe + RETURN_KEY),
+      });
     }
     this.#launched = launched;
     this.commandPid = launched?.pid;
@@ -453,7 +567,7 @@ export class Attachment {
     this.#replaced?.close();
     try {
       this.#stream.stop();
-      this.#drain();
+      this.#drain(true);
       this.#finalStats = this.#stream.stats();
     } finally {
       this.#stream.close();
@@ -494,30 +608,105 @@ export class Attachment {
     }
   }
 
-  #drain(): void {
+  #drain(last = false): void {
     const queue = this.#iterating || this.#consumers.length === 0;
     this.#draining = true;
     try {
-      this.#poll(queue);
+      this.#poll(queue, last);
     } finally {
       this.#draining = false;
     }
     if (this.#queue.length > 0) this.#wake?.();
   }
 
-  #poll(queue: boolean): void {
-    const delivered = this.#stream.poll((event) => {
-      const timed = this.#time(event);
-      if (timed === undefined) return;
+  #poll(queue: boolean, last = false): void {
+    const deliver = (timed: ProbeEvent) => {
       for (const consumer of this.#consumers) {
         if (consumer.probe !== '*' && consumer.probe !== timed.probe) continue;
         if (consumer.filter !== undefined && !consumer.filter(timed)) continue;
         consumer.handler(timed);
       }
       if (queue) this.#queue.push(timed);
-    });
+    };
+    const delivered = this.#stream.poll((event) => this.#pair(event, deliver));
+    // At the end, calls whose thread has ended without returning were left by an unwind (a
+    // cancelled thread's) or by the thread's end.
+    if (last) this.#closeEnded(deliver);
     // Fault tests stop here: probes live and events flowing.
     if (delivered > 0) pausePoint('tracing');
+  }
+
+  /**
+   * Pair a return caught at an exit with its call, by frame: hidden frame entries open calls,
+   * returns close them, and calls an unwind left are delivered as returns marked `unwound`
+   * (before the event that showed it). Events of other probes go to #time().
+   */
+  #pair(event: ProbeEvent, deliver: (event: ProbeEvent) => void): void {
+    const role =
+      this.#frameRoles.get(event.probe + (event.kind === 'return' ? RETURN_KEY : '')) ?? undefined;
+    if (role === undefined) {
+      const timed = this.#time(event);
+      if (timed !== undefined) deliver(timed);
+      return;
+    }
+    const { frames } = role;
+    const fields: Record<string, FieldValue> = {};
+    let sp: FieldValue = null;
+    let goroutine: FieldValue = null;
+    let stackTop: FieldValue = null;
+    for (const name in event.fields) {
+      const value = event.fields[name]!;
+      if (name === FRAME_FIELDS.sp) sp = value;
+      else if (name === FRAME_FIELDS.goroutine) goroutine = value;
+      else if (name === FRAME_FIELDS.stackTop) stackTop = value;
+      else fields[name] = value;
+    }
+    const frame = frameOf(frames.goroutine, event, sp, goroutine, stackTop);
+    const unwoundAt = (calls: OpenCall[]) => {
+      for (const call of calls) deliver(unwoundEvent(frames, call, event.timestampNs));
+    };
+    if (role.kind === 'entry') {
+      if (frame !== undefined) {
+        const call: OpenCall = {
+          pid: event.pid,
+          tid: event.tid,
+          comm: event.comm,
+          timestampNs: event.timestampNs,
+        };
+        unwoundAt(frames.calls.enter(frame.owner, frame.depth, call));
+      }
+      return;
+    }
+    const { call, unwound } =
+      frame === undefined
+        ? { call: undefined, unwound: [] }
+        : frames.calls.leave(frame.owner, frame.depth);
+    unwoundAt(unwound);
+    deliver({
+      probe: event.probe,
+      spec: event.spec,
+      kind: event.kind,
+      pid: event.pid,
+      tid: event.tid,
+      cpu: event.cpu,
+      timestampNs: event.timestampNs,
+      comm: event.comm,
+      fields,
+      latencyNs: call === undefined ? undefined : event.timestampNs - call.timestampNs,
+      exit: event.exit,
+    });
+  }
+
+  /** The open calls of threads (or processes, for goroutines) that have ended: unwound. */
+  #closeEnded(deliver: (event: ProbeEvent) => void): void {
+    const now = process.hrtime.bigint();
+    for (const frames of this.#frames.values()) {
+      const ended = frames.calls.drop((owner) => {
+        const [pid, tid] = owner.split(':');
+        return !existsSync(frames.goroutine ? `/proc/${pid}` : `/proc/${pid}/task/${tid}`);
+      });
+      for (const call of ended) deliver(unwoundEvent(frames, call, now));
+    }
   }
 
   /** Pair returns with the entry of the same function on the same thread; hide timing probes. */
@@ -527,6 +716,7 @@ export class Attachment {
       return event;
     }
     if (event.kind === 'entry') {
+      if (timing.byFrame) return timing.hidden ? undefined : event;
       let stack = timing.calls.get(event.tid);
       if (stack === undefined) {
         stack = [];
@@ -549,6 +739,41 @@ export class Attachment {
       comm: event.comm,
       fields: event.fields,
       latencyNs: event.timestampNs - entry,
+      exit: event.exit,
     };
   }
+}
+
+/** Where a probe's return events are found among the frame roles (apart from its entries). */
+const RETURN_KEY = '\u0000return';
+
+/** Who owns a call's frame and how deep it is, from an event's frame fields. */
+function frameOf(
+  goroutine: boolean,
+  event: ProbeEvent,
+  sp: FieldValue,
+  g: FieldValue,
+  stackTop: FieldValue,
+): { owner: string; depth: bigint } | undefined {
+  if (typeof sp !== 'bigint') return undefined;
+  if (!goroutine) return { owner: `${event.pid}:${event.tid}`, depth: threadDepth(sp) };
+  if (typeof g !== 'bigint' || typeof stackTop !== 'bigint') return undefined;
+  return { owner: `${event.pid}:${g}`, depth: goroutineDepth(stackTop, sp) };
+}
+
+/** The return event of a call an unwind (or its thread's end) left, seen at `timestampNs`. */
+function unwoundEvent(frames: FunctionFrames, call: OpenCall, timestampNs: bigint): ProbeEvent {
+  return {
+    probe: frames.probe,
+    spec: frames.spec,
+    kind: 'return',
+    pid: call.pid,
+    tid: call.tid,
+    cpu: -1,
+    timestampNs,
+    comm: call.comm,
+    fields: {},
+    latencyNs: undefined,
+    exit: 'unwind',
+  };
 }

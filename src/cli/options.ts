@@ -77,3 +77,22 @@ export const outputOption = [
   '-o, --output <file>',
   'write the output to FILE instead of stdout (messages stay on stderr): created with mode 0666 less the umask, or truncated if it is a regular file; a symbolic link, FIFO or device there is refused. A write error (e.g. a full disk) ends the command: the probes are removed and a -p process runs on',
 ] as const;
+
+/** Parse --return-probes: sites, trampoline or auto. */
+function parseReturnProbes(value: string): 'auto' | 'sites' | 'trampoline' {
+  if (value === 'auto' || value === 'sites' || value === 'trampoline') return value;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot use --return-probes "${value}": give sites, trampoline or auto`,
+  );
+}
+
+/**
+ * `--return-probes MODE` for the commands that place return probes (and latency, which times
+ * calls to their returns). Spread into .option().
+ */
+export const returnProbesOption = [
+  '--return-probes <mode>',
+  "how returns are caught: sites (a probe on each instruction the function leaves by: ret, or a jump to another function; its return address is left alone), trampoline (the return address is replaced by a trampoline's: cheaper on the kernel engines, where a ret is single-stepped, but a C++ exception, Rust panic or pthread_cancel through the function then ends the program, and Go code is refused), or auto (the default: sites in Go programs and where an unwinder can pass, else trampoline); resolve says which a probe uses and why",
+  parseReturnProbes,
+] as const;

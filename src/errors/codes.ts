@@ -72,6 +72,14 @@ export const ERROR_CODES = {
     'resolution',
     'The kernel refuses or mishandles a probe on that instruction',
   ),
+  ERR_RETURNS_NOT_FOUND: code(
+    'resolution',
+    "A function's returns cannot all be found, and its return addresses must not be replaced",
+  ),
+  ERR_RETURN_ADDRESS_UNSAFE: code(
+    'resolution',
+    'A return trampoline was asked for where replacing a return address breaks the program',
+  ),
   ERR_NOT_SUPPORTED: code('not-supported', 'A feature is not available in this version or kernel'),
   ERR_MAPS_INVALID: code('target', 'A /proc/PID/maps text cannot be parsed'),
   ERR_KERNEL_REFUSED_PROBE: code('resolution', 'The kernel refused a uprobe_events definition'),

@@ -19,6 +19,14 @@ export interface ProbeEvent {
   readonly fields: Readonly<Record<string, FieldValue>>;
   /** For a return: the time since the matching entry of the same thread, when it was seen. */
   readonly latencyNs?: bigint | undefined;
+  /**
+   * How a return left the function, when not by its own `ret` through the probe: a
+   * `tail-call` (a jump to another function, which returns for it: its result is not known
+   * at the probe), or an `unwind` (an exception, a Go panic, pthread_cancel or a longjmp
+   * took the call away, or its thread ended in it: no result, no latency; seen when a later
+   * event of its thread or goroutine, or the end of the trace, showed it).
+   */
+  readonly exit?: 'tail-call' | 'unwind' | undefined;
 }
 
 /** What a stream delivered and what it lost, per probe and in all. */

@@ -1,4 +1,17 @@
 export {
+  type AttachPoint,
+  type AttachPointOptions,
+  attachPoints,
+  FRAME_FIELDS,
+  frameFetches,
+} from './attach-points.js';
+export {
+  type CallingConvention,
+  GO_INTEGER_REGISTERS,
+  lowerForConvention,
+  readsArgumentsOrResults,
+} from './calling-convention.js';
+export {
   closeDebugInfo,
   type DebugFileUsed,
   type DebugInfo,
@@ -30,9 +43,10 @@ export {
   resolveProbes,
   resolveProbesSync,
 } from './resolve-probes.js';
+export type { ReturnPlan, ReturnProbeMode, ReturnSitePlan } from './return-plan.js';
 export { type SkippedSite, skipCounts, skipSummary } from './skipped-sites.js';
 export * from './targets/index.js';
-export { usdtFetchAt, usdtFetchForSites } from './usdt-args.js';
+export { fetchAtSite, fetchForSites } from './usdt-args.js';
 export {
   type FunctionVariables,
   functionVariables,

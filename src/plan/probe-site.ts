@@ -1,5 +1,7 @@
 import type { DecodedInstruction, KernelHandling } from '../arch/index.js';
 import type { FetchArg } from '../spec/index.js';
+import type { CallingConvention } from './calling-convention.js';
+import type { ReturnPlan } from './return-plan.js';
 
 /** Where a probe goes: `entry` of a function, its `return`, any `instruction`, a `usdt` note. */
 export type SiteKind = 'entry' | 'return' | 'instruction' | 'usdt';
@@ -88,6 +90,22 @@ export interface ProbeSite {
    * undefined when not known.
    */
   readonly nextIsJumpTarget?: boolean | undefined;
+  /**
+   * How the function holding the site passes arguments and results: what `argN` and
+   * `retvalN` were read as (C's ABI, or Go's). Undefined outside any function.
+   */
+  readonly convention?: CallingConvention | undefined;
+  /**
+   * For the entry of a Go function: how far in the probe sits, after the stack check that
+   * runs the function's start again when its stack grows (`symbolOffset` stays 0: the probe
+   * is on the function). Undefined elsewhere.
+   */
+  readonly afterStackCheck?: bigint | undefined;
+  /**
+   * For a return probe (and, when asked for, a function entry timed to its return): how its
+   * returns are caught, by a trampoline or at the instructions it leaves by.
+   */
+  readonly returns?: ReturnPlan | undefined;
 }
 
 /**

@@ -21,8 +21,11 @@ import {
   shellWord,
 } from '../spec/index.js';
 import {
+  CallFrames,
   cloneName,
   type DwarfReader,
+  type DwarfSections,
+  dwarfSections,
   type ElfFile,
   type FunctionSymbol,
   fileOffsetToRuntime,
@@ -33,6 +36,15 @@ import {
   type SymbolIndex,
   withoutParameters,
 } from '../symbols/index.js';
+import {
+  type CallingConvention,
+  callingConvention,
+  type GoFacts,
+  goFacts,
+  isGoFunction,
+  lowerForConvention,
+  registerArguments,
+} from './calling-convention.js';
 import { closeDebugInfo, missingDebugSymbolsHints, targetSymbols } from './debug-info.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
 import {
@@ -43,6 +55,7 @@ import {
   type UsdtSite,
 } from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
+import { afterGoStackCheck, planReturns, type ReturnProbeMode } from './return-plan.js';
 import { type SkippedSite, skipCounts } from './skipped-sites.js';
 import {
   openMappedObject,
@@ -50,6 +63,7 @@ import {
   type ResolvedTarget,
   resolveTarget,
 } from './targets/index.js';
+import { programUnwinder, unwinderOf } from './unwinder.js';
 import { elfSymbolVaddr, type UsdtArgsContext, usdtFetches } from './usdt-args.js';
 import {
   lowerVariableFetches,
@@ -102,6 +116,14 @@ export interface ResolveOptions {
     | { readonly path: string; readonly displayPath: string }
     | { readonly object: MappedObject }
     | undefined;
+  /**
+   * How return probes catch returns (default `auto`): see ReturnProbeMode. `auto` probes in
+   * place the returns of Go code and of functions an unwinder can pass through in a program
+   * that links one (the program is the process with `pid`, else `executable`, else the file).
+   */
+  readonly returnProbes?: ReturnProbeMode | undefined;
+  /** Plan the returns of function entries too (latency times each call to its return). */
+  readonly returnsOfEntries?: boolean | undefined;
 }
 
 export interface ProbePlan {
@@ -139,6 +161,12 @@ interface OpenTarget {
   /** The file's DWARF (for variables by name), undefined without .debug_info. */
   dwarf(): DwarfReader | undefined;
   noDebugInfoHints(): string[];
+  /** What the file says about Go (undefined: not a Go program). */
+  go(): GoFacts | undefined;
+  /** Why an unwinder can pass through the file's code in the program probed, else undefined. */
+  unwinder(): string | undefined;
+  /** Whether .eh_frame (what unwinders read) covers an address. */
+  hasUnwindInfo(vaddr: bigint): boolean;
 }
 
 /**
@@ -262,6 +290,9 @@ function openTarget(
   let index: SymbolIndex | undefined;
   let ifuncStarts: Set<bigint> | undefined;
   let dwarf: DwarfReader | undefined | null = null;
+  let go: GoFacts | undefined | null = null;
+  let unwinder: string | undefined | null = null;
+  let frames: CallFrames | undefined;
   const stat = statSync(resolved.path, { bigint: true });
   const target: OpenTarget = {
     resolved,
@@ -288,6 +319,29 @@ function openTarget(
     },
     noDebugInfoHints: () =>
       noDebugInfoHints(elf, resolved.path, resolved.displayPath, { debugDirs: options.debugDirs }),
+    go: () => {
+      if (go === null) go = goFacts(elf);
+      return go;
+    },
+    unwinder: () => {
+      if (unwinder === null) {
+        const own = unwinderOf(elf);
+        unwinder =
+          own !== undefined
+            ? `${resolved.displayPath} ${own}`
+            : programUnwinder({ pid: options.pid, executable: options.executable });
+      }
+      return unwinder;
+    },
+    hasUnwindInfo: (vaddr) => {
+      // Only .eh_frame: what an unwinder reads at run time (.debug_frame is for debuggers).
+      if (frames === undefined) {
+        const sections = Object.create(dwarfSections(elf)) as DwarfSections;
+        Object.defineProperty(sections, 'frame', { value: new Uint8Array(0) });
+        frames = new CallFrames(sections, { dataRelBase: elf.section('.got')?.addr });
+      }
+      return frames.cfaAt(vaddr) !== undefined;
+    },
   };
   cache.set(resolved.path, target);
   return target;
@@ -834,10 +888,23 @@ function buildSite(
     dwarf: target.dwarf,
     noDebugInfoHints: target.noDebugInfoHints,
   };
-  const vaddr =
-    usdt === undefined && spec.kind !== 'return' && fn !== undefined && entry === fn.vaddr
-      ? variableProbeAddress(spec.fetches, variables, entry)
-      : entry;
+  const go = target.go();
+  const goCode = isGoFunction(go, fn);
+  const convention: CallingConvention | undefined =
+    fn === undefined ? undefined : callingConvention(go, fn);
+  // A Go function runs its start again when its stack grows: its entry is after that check.
+  const afterStackCheck =
+    goCode && fn !== undefined ? afterGoStackCheck(fn, target.elf, target.symbols()) : undefined;
+  const atFunctionStart =
+    usdt === undefined && spec.kind !== 'return' && fn !== undefined && entry === fn.vaddr;
+  const vaddr = !atFunctionStart
+    ? entry
+    : afterStackCheck !== undefined
+      ? afterStackCheck
+      : goCode
+        ? entry
+        : variableProbeAddress(spec.fetches, variables, entry);
+  const movedEntry = atFunctionStart && afterStackCheck !== undefined;
   const elf = target.elf;
   const where = quote(target.file.displayPath);
   const hex = `0x${vaddr.toString(16)}`;
@@ -905,7 +972,7 @@ function buildSite(
       ? 'usdt'
       : spec.kind === 'return'
         ? 'return'
-        : functionStart || (fn !== undefined && vaddr === fn.vaddr && !isColdPart(fn))
+        : functionStart || movedEntry || (fn !== undefined && vaddr === fn.vaddr && !isColdPart(fn))
           ? 'entry'
           : 'instruction';
   const demangle = options.demangle !== false;
@@ -918,6 +985,28 @@ function buildSite(
           .filter((other) => other.name !== fn.name)
           .map((other) => (demangle ? (other.demangled ?? other.name) : other.name))
           .filter((name) => !demangle || name !== fn.demangled);
+  const returns =
+    fn !== undefined &&
+    (kind === 'return' || (kind === 'entry' && options.returnsOfEntries === true))
+      ? planReturns(
+          fn,
+          afterStackCheck ?? fn.vaddr,
+          {
+            elf,
+            symbols: target.symbols(),
+            displayPath: target.file.displayPath,
+            goProgram: go !== undefined,
+            convention: convention!,
+            unwinder: target.unwinder,
+            hasUnwindInfo: target.hasUnwindInfo,
+            mode: options.returnProbes ?? 'auto',
+            kernelEngine: options.engine !== 'ptrace',
+            kernel: options.kernel ?? kernelVersion(),
+          },
+          { text: spec.text, span },
+        )
+      : undefined;
+  const lowered = lowerVariableFetches(spec, spec.fetches, variables, { vaddr, kind });
   return {
     spec: spec.text,
     kind,
@@ -926,7 +1015,7 @@ function buildSite(
     demangled: demangle ? fn?.demangled : undefined,
     aliases: [...new Set(aliases)],
     symbolFile: fn === undefined ? undefined : target.symbols().debugFile,
-    symbolOffset: fn === undefined ? 0n : vaddr - fn.vaddr,
+    symbolOffset: fn === undefined || movedEntry ? 0n : vaddr - fn.vaddr,
     vaddr,
     fileOffset,
     usdt,
@@ -934,8 +1023,11 @@ function buildSite(
     handling,
     fetches: checkFetches(
       spec,
-      lowerVariableFetches(spec, spec.fetches, variables, { vaddr, kind }),
+      usdt !== undefined || convention === undefined
+        ? lowered
+        : lowered.map((fetch) => lowerForConvention(fetch, convention, spec.text)),
       kind,
+      convention,
       usdt && {
         probe: `${usdt.provider}:${usdt.name}`,
         path: target.file.displayPath,
@@ -953,6 +1045,9 @@ function buildSite(
     ...(options.engine === 'ptrace'
       ? { nextIsJumpTarget: nextIsJumpTarget(target.elf, fn, vaddr, instructions[0]!) }
       : {}),
+    convention,
+    afterStackCheck: movedEntry ? vaddr - fn!.vaddr : undefined,
+    returns,
   };
 }
 
@@ -1046,8 +1141,6 @@ function decodeSite(
   return instructions.filter((insn, i) => i === 0 || !insn.invalid);
 }
 
-const REGISTER_ARGS = 6;
-
 /**
  * Fetch arguments that cannot make sense at this kind of site are refused here; at a USDT
  * site, `argN` become the note's arguments (all of them when no fetch is given).
@@ -1056,12 +1149,14 @@ function checkFetches(
   spec: ProbeSpec,
   fetches: readonly FetchArg[],
   kind: SiteKind,
+  convention: CallingConvention | undefined,
   usdt?: UsdtArgsContext,
 ): FetchArg[] {
-  for (const fetch of fetches) {
+  const registers = registerArguments(convention ?? { kind: 'sysv', why: '' });
+  for (const fetch of spec.fetches) {
     let expr = fetch.expr;
     while (expr.kind === 'deref') expr = expr.inner;
-    if (expr.kind === 'arg' && expr.index >= REGISTER_ARGS && kind !== 'entry' && !usdt) {
+    if (expr.kind === 'arg' && expr.index >= registers && kind !== 'entry' && !usdt) {
       throw specError(
         spec,
         expr.span,

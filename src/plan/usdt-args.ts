@@ -8,6 +8,7 @@ import {
   type UsdtOperand,
   type UsdtRegister,
 } from '../symbols/index.js';
+import { lowerForConvention, readsArgumentsOrResults } from './calling-convention.js';
 import type { ProbeSite } from './probe-site.js';
 
 /** What lowering a USDT probe's arguments needs to know about the probe and its file. */
@@ -184,11 +185,17 @@ export function elfSymbolVaddr(elf: ElfFile, name: string): bigint | undefined {
 
 /**
  * A fetch given apart from the specs (`--by`, `--filter`, a histogram's value) as it reads at
- * `site`: at a USDT probe, `argN` is the note's N-th argument; elsewhere the fetch as given.
+ * `site`: at a USDT probe, `argN` is the note's N-th argument; in a function, `argN` and
+ * `retvalN` read what its calling convention says (Go's registers in Go code); elsewhere the
+ * fetch as given.
  */
-export function usdtFetchAt(fetch: FetchArg, site: ProbeSite): FetchArg {
+export function fetchAtSite(fetch: FetchArg, site: ProbeSite): FetchArg {
   const usdt = site.usdt;
-  if (usdt === undefined || !hasArg(fetch.expr)) return fetch;
+  if (usdt === undefined) {
+    if (site.convention === undefined || !readsArgumentsOrResults(fetch.expr)) return fetch;
+    return lowerForConvention(fetch, site.convention, undefined);
+  }
+  if (!hasArg(fetch.expr)) return fetch;
   const elf = openElf(site.target.path);
   try {
     const [lowered] = usdtFetches([fetch], {
@@ -208,23 +215,30 @@ export function usdtFetchAt(fetch: FetchArg, site: ProbeSite): FetchArg {
 
 /**
  * One fetch for every site of an in-kernel aggregation, whose program reads the same thing at
- * each: at USDT probes `argN` is the note's argument, which must then be in the same place at
- * every site (else ProbeError ERR_NOT_SUPPORTED, naming `what`, e.g. "--by").
+ * each: `argN` and `retvalN` read as each site says (fetchAtSite()), which must then be the
+ * same place at every site (else ProbeError ERR_NOT_SUPPORTED, naming `what`, e.g. "--by").
  */
-export function usdtFetchForSites(
+export function fetchForSites(
   fetch: FetchArg,
   sites: readonly ProbeSite[],
   what: string,
 ): FetchArg {
-  if (!hasArg(fetch.expr) || sites.every((site) => site.usdt === undefined)) return fetch;
-  const lowered = sites.map((site) => usdtFetchAt(fetch, site));
+  if (!readsArgumentsOrResults(fetch.expr) || sites.length === 0) return fetch;
+  const lowered = sites.map((site) => fetchAtSite(fetch, site));
   const text = (f: FetchArg) => `${printFetchExpr(f.expr)}:${f.type ?? ''}`;
   const first = lowered[0]!;
   if (lowered.some((f) => text(f) !== text(first))) {
+    const usdt = sites.some((site) => site.usdt !== undefined);
     throw new ProbeError(
       'ERR_NOT_SUPPORTED',
-      `Cannot read ${quote(printFetchExpr(fetch.expr))} for ${what} at these probes together: at USDT probes argN is the note's argument, and it is in different places at different probes`,
-      { hints: ['Aggregate one USDT probe at a time'] },
+      `Cannot read ${quote(printFetchExpr(fetch.expr))} for ${what} at these probes together: ${usdt ? "at USDT probes argN is the note's argument" : "each function's calling convention puts it elsewhere (Go's, C's)"}, and it is in different places at different probes`,
+      {
+        hints: [
+          usdt
+            ? 'Aggregate one USDT probe at a time'
+            : 'Aggregate the Go and the C functions apart',
+        ],
+      },
     );
   }
   return first;

@@ -17,7 +17,7 @@
  *           FILE:LINE              FILE has a "." and only [A-Za-z0-9_./+-]; LINE >= 1
  *           PROVIDER:NAME          [A-Za-z0-9_] and glob characters on each side
  * FETCHARG  [NAME=]FETCH[:TYPE]    NAME [A-Za-z_][A-Za-z0-9_]*, default arg1, arg2, ... by position
- * FETCH     arg0..arg15 | retval | %REG | ip | sp | comm | [+-]OFF(FETCH) (16 deep at most)
+ * FETCH     arg0..arg15 | retval | retval1..retval8 | %REG | ip | sp | comm | [+-]OFF(FETCH) (16 deep at most)
  *           | IDENT ('->' IDENT | '.' IDENT | '[' DEC ']')*     a DWARF variable
  * TYPE      s8..s64 u8..u64 x8..x64 string ustring ptr char bool
  * ```
@@ -33,6 +33,7 @@ export {
   MAX_ARG_INDEX,
   MAX_DEREF_DEPTH,
   MAX_FETCHES,
+  MAX_RETVAL_INDEX,
   parseSpec,
   parseSpecOrThrow,
 } from './parse-spec.js';

@@ -18,6 +18,8 @@ import {
 
 /** arg0..arg5 are the ABI's argument registers; arg6..arg15 are read from the stack. */
 export const MAX_ARG_INDEX = 15;
+/** The highest N of `retvalN` (Go returns up to nine integer results in registers). */
+export const MAX_RETVAL_INDEX = 8;
 /** The kernel's limit on fetch args per probe (MAX_TRACE_ARGS), kept by every engine. */
 export const MAX_FETCHES = 128;
 /** Nested dereferences, `+8(+16(...))`, allowed in one fetch. */
@@ -37,7 +39,7 @@ const HINT_RETURN = 'Write a return probe as r:TARGET:FUNCTION, for example r:li
 const HINT_USDT =
   'Write a USDT probe as u:TARGET:PROVIDER:NAME, for example u:python3:python:function__entry';
 const HINT_FETCH =
-  'A fetch is arg0..arg15, retval, %REGISTER, ip, sp, comm, +OFF(FETCH) or a variable name';
+  'A fetch is arg0..arg15, retval, retval1.., %REGISTER, ip, sp, comm, +OFF(FETCH) or a variable name';
 const HINT_DEREF = 'Read memory as +OFF(FETCH), for example +8(arg0) or -16(%rbp)';
 const HINT_TYPES = `Types are ${FETCH_TYPES.join(', ')}`;
 const HINT_NAME = 'A fetch name starts with a letter or "_" and has only letters, digits and "_"';
@@ -939,6 +941,21 @@ class SpecParser {
     }
     if (word === 'retval' || word === 'ip' || word === 'sp' || word === 'comm') {
       return { expr: { kind: word, span }, end: j };
+    }
+    const result = /^retval([0-9]+)$/.exec(word);
+    if (result !== null) {
+      const index = Number(result[1]);
+      if (index > MAX_RETVAL_INDEX) {
+        this.invalid(
+          `Cannot fetch ${quote(word)}: return values go from retval (retval0) to retval${MAX_RETVAL_INDEX}`,
+          span,
+          ['retval1 is the second result register (C: %rdx; Go: %rbx), and so on'],
+        );
+      }
+      return {
+        expr: index === 0 ? { kind: 'retval', span } : { kind: 'retval', index, span },
+        end: j,
+      };
     }
     const path: VariableStep[] = [];
     let k = j;

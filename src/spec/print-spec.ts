@@ -69,6 +69,8 @@ export function printFetchExpr(expr: FetchExpr): string {
       const sign = expr.offset < 0n ? '' : '+';
       return `${sign}${expr.offset}(${printFetchExpr(expr.inner)})`;
     }
+    case 'retval':
+      return expr.index === undefined || expr.index === 0 ? 'retval' : `retval${expr.index}`;
     case 'constant':
       return `\\${expr.value}`;
     case 'indexed':

@@ -64,7 +64,12 @@ export type VariableStep =
 export type FetchExpr =
   /** ABI argument by position: arg0..arg5 in registers, arg6..arg15 on the stack. */
   | { readonly kind: 'arg'; readonly index: number; readonly span: Span }
-  | { readonly kind: 'retval'; readonly span: Span }
+  /**
+   * A return value: `retval` (index 0) or `retvalN`, the N-th result register of the
+   * function's calling convention (C: %rax then %rdx; Go: %rax, %rbx, %rcx, ...). The planner
+   * turns N >= 1 into the register; engines see only `retval` itself.
+   */
+  | { readonly kind: 'retval'; readonly index?: number | undefined; readonly span: Span }
   /** A register, lowercase and without `%` (see `registerInfo` for what each name reads). */
   | { readonly kind: 'register'; readonly name: string; readonly span: Span }
   | { readonly kind: 'ip'; readonly span: Span }

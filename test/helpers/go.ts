@@ -4,10 +4,8 @@ import {
   copyFileSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readFileSync,
   renameSync,
-  rmSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -15,41 +13,53 @@ import { TEST_CACHE } from './cache-dir.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
 
+/** The go command: on PATH, or where Debian's golang-go puts it. */
+export function findGo(): string | undefined {
+  for (const dir of [...(process.env['PATH'] ?? '').split(':'), '/usr/lib/go/bin']) {
+    if (dir !== '' && existsSync(join(dir, 'go'))) return join(dir, 'go');
+  }
+  return undefined;
+}
+
+export interface GoBuildOptions {
+  /** Build with cgo (the program's C preamble compiled by gcc); off by default. */
+  readonly cgo?: boolean;
+}
+
 /**
- * Build test/programs/NAME.go with the machine's `go` (Debian's golang-go) as a module of its
- * own (`go 1.19`, no dependencies, no network), cached by source and flags in TEST_CACHE, as
- * compileProgram() does for C; Go's own caches live there too.
+ * Build test/programs/NAME.go as a module of its own (`go 1.19`, no dependencies, nothing
+ * fetched: GOPROXY=off), with its build cache and module path inside TEST_CACHE; the result
+ * is cached by source and options as compileProgram() does for C.
  */
-export function compileGo(name: string, flags: readonly string[] = []): string {
+export function compileGo(go: string, name: string, options: GoBuildOptions = {}): string {
   const source = join(PROGRAMS, `${name}.go`);
   const key = createHash('sha256')
     .update(readFileSync(source))
-    .update(JSON.stringify(flags))
+    .update(JSON.stringify(options))
     .digest('hex')
     .slice(0, 16);
   mkdirSync(TEST_CACHE, { recursive: true });
-  const out = join(TEST_CACHE, `${name}-go-${key}`);
+  const out = join(TEST_CACHE, `${name}-${key}`);
   if (existsSync(out)) return out;
-  const dir = mkdtempSync(join(TEST_CACHE, `${name}-go-build-`));
-  try {
-    copyFileSync(source, join(dir, 'main.go'));
-    writeFileSync(join(dir, 'go.mod'), `module ${name.replace(/[^a-z0-9]/gi, '')}\n\ngo 1.19\n`);
-    const tmp = `${out}.${process.pid}.tmp`;
-    execFileSync('go', ['build', ...flags, '-o', tmp, '.'], {
-      cwd: dir,
-      stdio: 'pipe',
-      env: {
-        ...process.env,
-        GOFLAGS: '-mod=mod',
-        GOPROXY: 'off',
-        GOTOOLCHAIN: 'local',
-        GOCACHE: join(TEST_CACHE, 'go-cache'),
-        GOPATH: join(TEST_CACHE, 'go-path'),
-      },
-    });
-    renameSync(tmp, out);
-    return out;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const dir = join(TEST_CACHE, `go-src-${name}-${key}`);
+  mkdirSync(dir, { recursive: true });
+  copyFileSync(source, join(dir, 'main.go'));
+  writeFileSync(join(dir, 'go.mod'), `module upscope.test/${name}\n\ngo 1.19\n`);
+  const tmp = `${out}.${process.pid}.tmp`;
+  execFileSync(go, ['build', '-o', tmp, '.'], {
+    cwd: dir,
+    stdio: 'pipe',
+    env: {
+      ...process.env,
+      GOCACHE: join(TEST_CACHE, 'go-build-cache'),
+      GOPATH: join(TEST_CACHE, 'go-path'),
+      GOFLAGS: '-mod=mod',
+      GOPROXY: 'off',
+      GO111MODULE: 'on',
+      GOTOOLCHAIN: 'local',
+      CGO_ENABLED: options.cgo === true ? '1' : '0',
+    },
+  });
+  renameSync(tmp, out);
+  return out;
 }

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
-import { compileGo } from '../helpers/go.js';
+import { compileGo, findGo } from '../helpers/go.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
@@ -325,7 +325,7 @@ describe('the ptrace engine beside a kernel uprobe, on C++ (throwing), Rust and 
     },
     {
       language: 'Go',
-      build: () => compileGo('coexist-loop'),
+      build: () => compileGo(findGo()!, 'coexist-loop'),
       fn: 'main.step',
       probe: 'main.step',
       needs: ['go'],

@@ -20,6 +20,12 @@ export {
   type KernelHandlingOptions,
 } from './kernel-handling.js';
 export {
+  type CodePart,
+  findReturnInstructions,
+  type ReturnInstruction,
+  type ReturnScan,
+} from './returns.js';
+export {
   type Emulation,
   type EmulationResult,
   emulate,

@@ -11,6 +11,7 @@ import {
   type FetchArg,
   type FetchSource,
   type FieldValue,
+  fetchAtSite,
   HistogramAccumulator,
   type HitContext,
   type ProbeCount,
@@ -19,7 +20,6 @@ import {
   parseComparisonOrThrow,
   parseFetchOrThrow,
   probeName,
-  usdtFetchAt,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
@@ -30,7 +30,15 @@ import { runPtrace } from './trace-ptrace.js';
 export interface PtraceAggregateOptions
   extends Pick<
     AggregateOptions,
-    'pid' | 'command' | 'tid' | 'comm' | 'filter' | 'unsafe' | 'strict' | 'debugDirs'
+    | 'pid'
+    | 'command'
+    | 'tid'
+    | 'comm'
+    | 'filter'
+    | 'unsafe'
+    | 'strict'
+    | 'debugDirs'
+    | 'returnProbes'
   > {
   readonly duration?: number | undefined;
   readonly interval?: number | undefined;
@@ -101,6 +109,8 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   >();
   const histograms = new Map<string, HistogramAccumulator>();
   let faults = 0;
+  /** Per return probe: calls an unwind took away. */
+  const unwound = new Map<string, bigint>();
   const names = new Map<ProbeSite, string>();
   const nameOf = (site: ProbeSite) => {
     let name = names.get(site);
@@ -128,7 +138,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
     }
     let found = own.get(fetch);
     if (found === undefined) {
-      found = usdtFetchAt(fetch, site);
+      found = fetchAtSite(fetch, site);
       own.set(fetch, found);
     }
     return found;
@@ -142,6 +152,17 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
       if (typeof value !== 'bigint' || !COMPARE[predicate.op](value, predicate.value)) return true;
     }
     const probe = nameOf(site);
+    if (context.exit === 'unwind') {
+      // No return was seen: counted apart, neither keyed, measured nor timed.
+      unwound.set(probe, (unwound.get(probe) ?? 0n) + 1n);
+      return true;
+    }
+    // At a tail call the result is not made yet: a key or value read from it is not there.
+    const fetched = aggregation.kind === 'hist' ? valueFetch : byFetch;
+    if (context.exit === 'tail-call' && fetched !== undefined && readsResult(fetched.expr)) {
+      faults++;
+      return true;
+    }
     switch (aggregation.kind) {
       case 'count': {
         let key: bigint | string | undefined;
@@ -184,8 +205,11 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   };
   const read = (): Reading<A> => {
     if (aggregation.kind === 'count') {
-      const rows = [...counts.values()].map((row) => ({ ...row }));
+      const rows: ProbeCount[] = [...counts.values()].map((row) => ({ ...row }));
       rows.sort((a, b) => (a.count < b.count ? 1 : a.count > b.count ? -1 : 0));
+      for (const [probe, count] of unwound) {
+        rows.push({ probe, key: undefined, count, exit: 'unwind' });
+      }
       return rows as Reading<A>;
     }
     return [...histograms].map(([probe, h]) => ({ probe, histogram: h.read() })) as Reading<A>;
@@ -212,6 +236,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         unsafe: options.unsafe,
         strict: options.strict,
         debugDirs: options.debugDirs,
+        returnProbes: options.returnProbes,
         durationSeconds: options.duration,
       },
       io,
@@ -229,9 +254,19 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   if (failure !== undefined) throw failure;
   print(read(), true);
   if (faults > 0) io.err(`upscope: ${faults} hits whose value could not be read\n`);
+  const unwinds = [...unwound.values()].reduce((sum, n) => sum + n, 0n);
+  if (unwinds > 0n && aggregation.kind !== 'count') {
+    io.err(`upscope: ${unwinds} calls ended by an unwind (an exception, a panic), not timed\n`);
+  }
   if (ended.exitCode !== undefined) {
     result.status = ended.exitCode >= 0 ? ended.exitCode : 128 - ended.exitCode;
   } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {
     result.status = 128 + constants.signals[ended.signal];
   }
+}
+
+/** Whether a fetch reads a function's result (`retval`, `retvalN`), anywhere in it. */
+function readsResult(expr: FetchArg['expr']): boolean {
+  if (expr.kind === 'deref') return readsResult(expr.inner);
+  return expr.kind === 'retval';
 }

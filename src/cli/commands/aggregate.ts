@@ -26,6 +26,7 @@ import {
   outputOption,
   parsePid,
   positive,
+  returnProbesOption,
   startLine,
   strictOption,
 } from '../options.js';
@@ -45,6 +46,7 @@ interface CommonOptions {
   unsafe?: true;
   strict?: true;
   debugDir?: string[];
+  returnProbes?: 'auto' | 'sites' | 'trampoline';
   engine?: 'bpf' | 'ptrace';
 }
 
@@ -106,6 +108,7 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(...strictOption)
     .option(...debugDirOption)
+    .option(...returnProbesOption)
     .option(
       '--engine <engine>',
       'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON) or ptrace (one process, -p or -c, ' +
@@ -125,6 +128,7 @@ function aggregateOptions(options: CommonOptions, io: Io): AggregateOptions {
     unsafe: options.unsafe,
     strict: options.strict,
     debugDirs: options.debugDir,
+    returnProbes: options.returnProbes,
   };
 }
 
@@ -141,6 +145,8 @@ async function run<R>(
   result: CommandResult,
   print: (reading: R, final: boolean) => void,
 ): Promise<void> {
+  // count shows the calls unwinds took away as rows of their own; the others say how many.
+  const countsUnwinds = what === 'Counting';
   const report = aggregate.attachReport;
   const how =
     report.multi > 0 && report.perf === 0
@@ -207,7 +213,12 @@ async function run<R>(
     if (errors.dropped > 0n) notes.push(`${errors.dropped} hits not counted (a map was full)`);
     if (errors.faults > 0n) notes.push(`${errors.faults} hits whose value could not be read`);
     if (errors.unmatched > 0n) notes.push(`${errors.unmatched} returns without their entry`);
-    if (errors.deep > 0n) notes.push(`${errors.deep} calls nested over 16 deep, not timed`);
+    if (errors.deep > 0n && what === 'Timing') {
+      notes.push(`${errors.deep} calls nested over 16 deep, not timed`);
+    }
+    if (errors.unwound > 0n && !countsUnwinds) {
+      notes.push(`${errors.unwound} calls ended by an unwind (an exception, a panic), not timed`);
+    }
     if (notes.length > 0) io.err(`upscope: ${notes.join(', ')}\n`);
   } finally {
     aggregate.close();
@@ -236,6 +247,8 @@ function printCounts(rows: ProbeCount[], by: string | undefined, top: number | u
     // A stack per count, innermost frame first, as bpftrace prints @[ustack].
     return shown
       .map((row) => {
+        // Calls an unwind took away: no return was seen, so no stack either.
+        if (row.exit === 'unwind') return `${row.probe} (unwound): ${row.count}`;
         const frames = row.stack?.frames ?? [];
         const lines = frames.length === 0 ? ['[no user stack]'] : frames;
         return `${row.probe} (pid ${row.stack?.pid}): ${row.count}\n${lines.map((f) => `    ${f}`).join('\n')}`;
@@ -246,8 +259,15 @@ function printCounts(rows: ProbeCount[], by: string | undefined, top: number | u
   return renderTable(
     header,
     shown.map((row) => {
-      const cells = [row.count.toString(), row.probe];
-      if (by !== undefined) cells.push(typeof row.key === 'string' ? row.key : String(row.key));
+      const cells = [
+        row.count.toString(),
+        row.exit === 'unwind' ? `${row.probe} (unwound)` : row.probe,
+      ];
+      if (by !== undefined) {
+        cells.push(
+          row.exit === 'unwind' ? '-' : typeof row.key === 'string' ? row.key : String(row.key),
+        );
+      }
       return cells;
     }),
   );
@@ -360,10 +380,13 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           "'+0(arg0):string'). --by ustack walks the frame pointers: code built without them " +
           '(-fomit-frame-pointer, the default of -O2 on x86-64) shows short stacks. Totals ' +
           'print at the end (Ctrl-C, --duration, or the end of the ' +
-          '-c command or -p process) and every --interval. Needs root or CAP_BPF and CAP_PERFMON; ' +
-          'without them, -p and -c run on the ptrace engine (which counts beside another ' +
-          "tracer's kernel uprobe on the same function). A probed file replaced on disk (a " +
-          'rebuild, an upgrade) is probed again when a process loads it again, and said.',
+          '-c command or -p process) and every --interval. A return probe whose returns are ' +
+          'caught at its exits (Go programs; C++, Rust and pthread_cancel unwinds; see ' +
+          '--return-probes) also counts the calls an unwind took away, as "PROBE (unwound)". ' +
+          'Needs root or CAP_BPF and CAP_PERFMON; without them, -p and -c run on the ptrace ' +
+          "engine (which counts beside another tracer's kernel uprobe on the same function). " +
+          'A probed file replaced on disk (a rebuild, an upgrade) is probed again when a ' +
+          'process loads it again, and said.',
       )
       .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
   )
@@ -380,7 +403,8 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
               `${JSON.stringify(
                 rows.map((row) => ({
                   probe: row.probe,
-                  ...(options.by === undefined
+                  ...(row.exit === undefined ? {} : { exit: row.exit }),
+                  ...(options.by === undefined || row.exit !== undefined
                     ? {}
                     : { key: typeof row.key === 'bigint' ? jsonNumber(row.key) : row.key }),
                   ...(row.stack === undefined
@@ -479,7 +503,8 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .summary('histogram of the time from entry to return of functions, in the kernel')
       .description(
         'Time each call of the functions SPEC names, from entry to return, in the kernel: ' +
-          'per thread, with recursion kept apart (each call matched to its own return). ' +
+          'per thread, with recursion kept apart (each call matched to its own return); in Go ' +
+          'programs per goroutine, which may move between threads. ' +
           'Prints count, average, min, p50/p90/p99 and max, and a log2 histogram in --unit.',
       )
       .argument('<spec...>', "functions, e.g. './app:parse_request' 'libc:read'"),

@@ -1,5 +1,6 @@
 import type { Command } from '@commander-js/extra-typings';
 import {
+  attachPoints,
   notLoadedNotes,
   type ProbeSite,
   printFetchExpr,
@@ -15,7 +16,14 @@ import { exitStatusOf, ProbeError, renderError } from '../../errors/index.js';
 import { hex, renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { debugDirOption, formatDev, parseEngine, parsePid, strictOption } from '../options.js';
+import {
+  debugDirOption,
+  formatDev,
+  parseEngine,
+  parsePid,
+  returnProbesOption,
+  strictOption,
+} from '../options.js';
 
 export function registerResolve(program: Command, io: Io, result: CommandResult): void {
   program
@@ -24,10 +32,12 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
     .description(
       'Resolve each SPEC to its probe sites and show, for each: the file, device:inode, build-id, ' +
         "virtual address, file offset, the line the kernel's uprobe_events would take, how the " +
-        'kernel will run the probed instruction, and the first instructions at the site. ' +
-        'Functions a pattern matches that cannot be probed (the kernel refuses their first ' +
-        'instruction) are listed as skipped, with the reason; the commands that probe skip them ' +
-        'too (--strict makes that an error). ' +
+        'kernel will run the probed instruction, and the first instructions at the site; the ' +
+        'calling convention argN and retvalN read (C, or Go); for a return probe, whether its ' +
+        'returns are caught by a trampoline or at each instruction the function leaves by, ' +
+        'and why. Functions a pattern matches that cannot be probed (the kernel refuses their ' +
+        'first instruction) are listed as skipped, with the reason; the commands that probe ' +
+        'skip them too (--strict makes that an error). ' +
         'With -p PID, a bare address (0x7f...) is symbolized: object, file offset, symbol+offset.',
     )
     .argument('<spec...>', "probe specs, e.g. libc:malloc 'r:./app:parse_*' ./app:main+0x8")
@@ -45,6 +55,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
       'show C++ and Rust function names as stored (mangled); specs still match demangled names',
     )
     .option(...debugDirOption)
+    .option(...returnProbesOption)
     .action(async (specs, options) => {
       const addresses = specs.filter((spec) => /^0x[0-9a-f]+$/i.test(spec));
       if (addresses.length > 0 && options.pid === undefined) {
@@ -68,6 +79,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
           engine: options.engine === 'ptrace' ? 'ptrace' : 'tracefs',
           demangle: options.demangle,
           debugDirs: options.debugDir,
+          returnProbes: options.returnProbes,
         },
       );
       const group = `upscope_${process.pid}`;
@@ -134,7 +146,11 @@ function siteJson(site: ProbeSite, group: string) {
     usdt: site.usdt,
     source: site.source,
     ...eventLineOf(site, group),
+    ...(site.returns?.mode === 'sites' ? { uprobeEvents: eventLinesOf(site, group) } : {}),
     handling: site.handling,
+    convention: site.convention,
+    afterStackCheck: site.afterStackCheck,
+    returns: site.returns,
     instructions: site.instructions.map((insn) => ({
       vaddr: insn.vaddr,
       length: insn.length,
@@ -147,6 +163,21 @@ function siteJson(site: ProbeSite, group: string) {
       type: fetch.type,
     })),
   };
+}
+
+/**
+ * The uprobe_events lines of a return probe caught at its exits: one per exit (retval read
+ * from %ax), then the entry that opens its frame.
+ */
+function eventLinesOf(site: ProbeSite, group: string): string[] {
+  const base = eventName(site.symbol, site.symbolOffset, site.vaddr);
+  return attachPoints(site).map((point, i) =>
+    uprobeEventLine(
+      { ...site, kind: 'entry', fileOffset: point.fileOffset, fetches: point.fetches },
+      group,
+      point.role === 'frame-entry' ? `${base}_entry` : `${base}_ret${i + 1}`,
+    ),
+  );
 }
 
 /**
@@ -247,15 +278,62 @@ function renderSite(site: ProbeSite, group: string): string {
       ),
     );
   }
-  const event = eventLineOf(site, group);
-  lines.push(field('uprobe', event.uprobeEvent ?? `(none: ${event.uprobeEventError})`));
-  lines.push(field('kernel', handlingText(site)));
+  if (site.convention !== undefined && site.kind !== 'usdt') {
+    lines.push(field('abi', site.convention.why));
+  }
+  if (site.afterStackCheck !== undefined) {
+    lines.push(
+      field(
+        'entry',
+        `probed at +${hex(site.afterStackCheck)}, after the Go stack check: a call whose stack grows runs the function's start twice, this once`,
+      ),
+    );
+  }
+  const returns = site.returns;
+  if (returns?.mode === 'sites') {
+    const count = returns.sites.length;
+    lines.push(
+      field(
+        'returns',
+        `at its ${count} exit${count === 1 ? '' : 's'}, return address left alone: ${returns.why}`,
+      ),
+    );
+    lines.push(
+      field(
+        '',
+        `calls paired by ${returns.frames === 'goroutine' ? 'goroutine (%r14) and depth in its stack' : 'thread and stack pointer'}; a frame an unwind or longjmp leaves is closed as unwound`,
+      ),
+    );
+    for (const exit of returns.sites) {
+      const how = exit.kind === 'tail-call' ? 'tail call: no result yet' : 'ret';
+      lines.push(
+        field(
+          '',
+          `${hex(exit.vaddr)}  ${exit.text.padEnd(24)} ${how}; ${handlingWords(exit.handling)}`,
+        ),
+      );
+    }
+    eventLinesOf(site, group).forEach((line, i) => {
+      lines.push(field(i === 0 ? 'uprobe' : '', line));
+    });
+  } else {
+    if (returns !== undefined && site.kind === 'return') {
+      lines.push(
+        field('returns', `by a return trampoline (the return address is replaced): ${returns.why}`),
+      );
+    }
+    const event = eventLineOf(site, group);
+    lines.push(field('uprobe', event.uprobeEvent ?? `(none: ${event.uprobeEventError})`));
+  }
+  // A return probe caught at its exits has nothing at the function's start but the entry.
+  const atStart = returns?.mode !== 'sites';
+  if (atStart) lines.push(field('kernel', handlingText(site)));
   site.instructions.forEach((insn, i) => {
     const bytes = hexBytes(insn.bytes);
     lines.push(
       field(
         i === 0 ? 'code' : '',
-        `${hex(insn.vaddr)}  ${bytes.padEnd(24)} ${insn.text}${i === 0 ? '   <- probe' : ''}`,
+        `${hex(insn.vaddr)}  ${bytes.padEnd(24)} ${insn.text}${i === 0 && atStart ? '   <- probe' : ''}`,
       ),
     );
   });
@@ -271,6 +349,20 @@ const DEBUG_HOW: Record<SourceSite['debugFile']['how'], string> = {
 function sourceText(source: SourceSite): string {
   const column = source.column === 0 ? '' : `:${source.column}`;
   return `${source.file}:${source.line}${column} (debug info: ${source.debugFile.path}, ${DEBUG_HOW[source.debugFile.how]})`;
+}
+
+/** How the kernel runs a probe on an instruction, briefly. */
+function handlingWords(h: ProbeSite['handling']): string {
+  switch (h.strategy) {
+    case 'emulate':
+      return 'the kernel emulates it';
+    case 'single-step':
+      return 'the kernel single-steps it (a trap more per hit)';
+    case 'refuse':
+      return `the kernel refuses it: ${h.reason}`;
+    case 'unsafe':
+      return `the kernel mishandles it: ${h.reason}`;
+  }
 }
 
 function handlingText(site: ProbeSite): string {

@@ -28,6 +28,7 @@ export interface PtraceTraceOptions {
   /** A function a pattern matches that cannot be probed is an error, not skipped. */
   readonly strict?: boolean | undefined;
   readonly debugDirs?: readonly string[] | undefined;
+  readonly returnProbes?: 'auto' | 'sites' | 'trampoline' | undefined;
   readonly durationSeconds?: number | undefined;
   readonly maxEvents?: number | undefined;
 }
@@ -184,6 +185,9 @@ export async function runPtrace(
           unsafe: options.unsafe,
           strict: options.strict,
           debugDirs: options.debugDirs,
+          returnProbes: options.returnProbes,
+          // Calls an unwind took away are shown (trace) and counted (count) as such.
+          unwinds: true,
           handler,
         })),
       );
@@ -236,7 +240,13 @@ export async function runPtrace(
 export function toEvent(hit: HitContext, site: ProbeSite, comm: string): ProbeEvent {
   const fields: Record<string, FieldValue> = {};
   const source: FetchSource = { ...hit, comm: () => comm };
-  for (const fetch of site.fetches) fields[fetch.name] = evaluateFetch(fetch, source);
+  // A call an unwind took away has no values to show; at a tail call, no result yet.
+  if (hit.exit !== 'unwind') {
+    for (const fetch of site.fetches) {
+      if (hit.exit === 'tail-call' && readsResult(fetch.expr)) continue;
+      fields[fetch.name] = evaluateFetch(fetch, source);
+    }
+  }
   return {
     probe: probeName(site),
     spec: site.spec,
@@ -247,6 +257,15 @@ export function toEvent(hit: HitContext, site: ProbeSite, comm: string): ProbeEv
     timestampNs: hit.timeNs,
     comm,
     fields,
-    latencyNs: hit.entryTimeNs === undefined ? undefined : hit.timeNs - hit.entryTimeNs,
+    latencyNs:
+      hit.entryTimeNs === undefined || hit.exit === 'unwind'
+        ? undefined
+        : hit.timeNs - hit.entryTimeNs,
+    exit: hit.exit,
   };
+}
+
+function readsResult(expr: ProbeSite['fetches'][number]['expr']): boolean {
+  if (expr.kind === 'deref') return readsResult(expr.inner);
+  return expr.kind === 'retval';
 }

@@ -19,6 +19,7 @@ import {
   parseEngine,
   parsePid,
   positive,
+  returnProbesOption,
   startLine,
   strictOption,
 } from '../options.js';
@@ -67,6 +68,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(...strictOption)
     .option(...debugDirOption)
+    .option(...returnProbesOption)
     .option(
       '--engine <engine>',
       'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root) or ptrace (one process, no root); by default tracefs as root, else ptrace',
@@ -87,6 +89,7 @@ interface TraceOptions {
   unsafe?: true;
   strict?: true;
   debugDir?: string[];
+  returnProbes?: 'auto' | 'sites' | 'trampoline';
   engine?: 'tracefs' | 'bpf' | 'ptrace';
 }
 
@@ -121,6 +124,7 @@ async function trace(
         unsafe: options.unsafe,
         strict: options.strict,
         debugDirs: options.debugDir,
+        returnProbes: options.returnProbes,
         durationSeconds: options.duration,
         maxEvents: options.maxEvents,
       },
@@ -140,6 +144,7 @@ async function trace(
     unsafe: options.unsafe,
     strict: options.strict,
     debugDirs: options.debugDir,
+    returnProbes: options.returnProbes,
     bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
     engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
@@ -334,7 +339,9 @@ function textFormatter(sites: readonly ProbeSite[], start: bigint): Formatter {
     const values = event.fields;
     for (const name in values) fields += ` ${name}=${formatValue(values[name]!, own?.get(name))}`;
     const latency = event.latencyNs === undefined ? '' : ` (${formatDuration(event.latencyNs)})`;
-    return time + who + fields + latency;
+    const exit =
+      event.exit === undefined ? '' : event.exit === 'unwind' ? ' (unwound)' : ' (tail call)';
+    return time + who + fields + latency + exit;
   };
 }
 
@@ -363,6 +370,7 @@ function jsonFormatter(sites: readonly ProbeSite[]): Formatter {
       comm: event.comm,
       fields,
       ...(event.latencyNs === undefined ? {} : { latencyNs: String(event.latencyNs) }),
+      ...(event.exit === undefined ? {} : { exit: event.exit }),
     });
   };
 }

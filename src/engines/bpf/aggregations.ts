@@ -2,9 +2,18 @@
  * In-kernel aggregations: maps sized for the probes, handlers generated for them, probes
  * attached, and readers that turn the maps' per-CPU values into totals.
  */
+import { existsSync } from 'node:fs';
 import { type BucketScheme, type Histogram, linearSteps } from '../../aggregate/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { type FetchArg, printFetchExpr } from '../../spec/index.js';
+import {
+  COOKIE_FRAME_ENTRY,
+  COOKIE_GOROUTINE,
+  COOKIE_RETURN_SITE,
+  COOKIE_TAIL_CALL,
+  FRAMES_KEY_BYTES,
+  FRAMES_VALUE_BYTES,
+} from './frame-programs.js';
 import type { BpfMap } from './kernel.js';
 import {
   CALLS_VALUE_BYTES,
@@ -34,6 +43,51 @@ export interface AggregateSite {
   readonly refCtrOffset?: bigint | undefined;
   /** At a function's first instruction (its caller is then found from the stack pointer). */
   readonly atEntry?: boolean | undefined;
+  /**
+   * The probe this uprobe serves (its index among the probes), when it is one of several
+   * uprobes of one probe; by default the uprobe's own place in the list.
+   */
+  readonly probe?: number | undefined;
+  /**
+   * For a return probe caught at its function's exits (uprobes of kind `entry`): a `return`
+   * at one exit, or the `frame-entry` that opens a call's frame (nothing is counted there).
+   */
+  readonly role?: 'return' | 'frame-entry' | undefined;
+  /** That function's calls are paired per goroutine (Go's register ABI), not per thread. */
+  readonly goroutine?: boolean | undefined;
+  /** A return caught at a jump to another function: the result is not made yet. */
+  readonly tailCall?: boolean | undefined;
+}
+
+/** A function to time: its entry, and how its returns are caught. */
+export interface TimedFunction extends AggregateSite {
+  /**
+   * Returns caught at its exits (no return address replaced): the uprobe that opens a call's
+   * frame and one per exit; without, the kernel's return trampoline.
+   */
+  readonly exits?:
+    | {
+        readonly entryOffset: bigint;
+        readonly offsets: readonly bigint[];
+        readonly goroutine: boolean;
+      }
+    | undefined;
+}
+
+/** The attach cookie of a site: its probe's index, and what kind of uprobe it is. */
+function cookieOf(site: AggregateSite, index: number): number {
+  let cookie = site.probe ?? index;
+  if (site.atEntry === true) cookie += COOKIE_AT_ENTRY;
+  if (site.role === 'frame-entry') cookie += COOKIE_FRAME_ENTRY;
+  if (site.role === 'return') cookie += COOKIE_RETURN_SITE;
+  if (site.role !== undefined && site.goroutine === true) cookie += COOKIE_GOROUTINE;
+  if (site.role === 'return' && site.tailCall === true) cookie += COOKIE_TAIL_CALL;
+  return cookie;
+}
+
+/** How many probes the sites serve (the highest probe index, plus one). */
+function probeCount(sites: readonly AggregateSite[]): number {
+  return sites.reduce((count, site, i) => Math.max(count, (site.probe ?? i) + 1), 0);
 }
 
 export interface AggregateOptions {
@@ -43,6 +97,11 @@ export interface AggregateOptions {
   readonly mode?: AttachMode | undefined;
   /** What the aggregation is, in errors: `count of app:work`. */
   readonly purpose: string;
+  /**
+   * The key or value read is a function's result: at a return caught at a tail call it is
+   * not made yet, and the hit is counted as a fault instead.
+   */
+  readonly readsResult?: boolean | undefined;
 }
 
 /** Hits the handlers saw but could not aggregate. */
@@ -55,6 +114,11 @@ export interface HandlerErrors {
   readonly unmatched: bigint;
   /** Calls nested too deep in their function to be timed. */
   readonly deep: bigint;
+  /**
+   * Calls of functions whose returns are caught at their exits that an unwind (an exception,
+   * a Go panic, pthread_cancel, a longjmp) or their thread's end took away: no return.
+   */
+  readonly unwound: bigint;
 }
 
 const MAX_KEYS = 16384;
@@ -66,13 +130,91 @@ function u32(value: number): Uint8Array {
   return bytes;
 }
 
-function readErrors(errors: BpfMap): HandlerErrors {
+function readErrors(errors: BpfMap, unwound: bigint): HandlerErrors {
   return {
     dropped: errors.lookupSum(u32(ERROR_SLOT.dropped)),
     faults: errors.lookupSum(u32(ERROR_SLOT.faults)),
     unmatched: errors.lookupSum(u32(ERROR_SLOT.unmatched)),
     deep: errors.lookupSum(u32(ERROR_SLOT.deep)),
+    unwound,
   };
+}
+
+/** Owners (threads or goroutines) kept at once with open calls of framed functions. */
+const MAX_FRAME_OWNERS = 16384;
+
+/** The open calls of functions whose returns are caught at their exits, and their unwinds. */
+class FrameState {
+  readonly frames: BpfMap;
+  readonly zero: BpfMap;
+  readonly unwound: BpfMap;
+  readonly #probes: number;
+  /** Per probe: its calls are kept per goroutine. */
+  readonly #goroutine: boolean[];
+
+  constructor(session: BpfSession, sites: readonly AggregateSite[], probes: number) {
+    this.#probes = probes;
+    this.#goroutine = Array.from({ length: probes }, () => false);
+    sites.forEach((site, i) => {
+      if (site.goroutine === true) this.#goroutine[site.probe ?? i] = true;
+    });
+    this.frames = session.map({
+      kind: 'lru-hash',
+      name: 'frames',
+      keyBytes: FRAMES_KEY_BYTES,
+      valueBytes: FRAMES_VALUE_BYTES,
+      maxEntries: MAX_FRAME_OWNERS,
+    });
+    this.zero = session.map({
+      kind: 'array',
+      name: 'frame_zero',
+      keyBytes: 4,
+      valueBytes: FRAMES_VALUE_BYTES,
+      maxEntries: 1,
+    });
+    this.unwound = session.map({
+      kind: 'percpu-array',
+      name: 'unwound',
+      keyBytes: 4,
+      valueBytes: 8,
+      maxEntries: Math.max(probes, 1),
+    });
+  }
+
+  maps() {
+    return { frames: this.frames.fd, zero: this.zero.fd, unwound: this.unwound.fd };
+  }
+
+  /**
+   * Per probe: calls the handlers found left by an unwind, and the open calls of threads
+   * (for goroutines: processes) that have ended, which no return will close.
+   */
+  read(): bigint[] {
+    const counts = Array.from({ length: this.#probes }, (_, probe) =>
+      this.unwound.lookupSum(u32(probe)),
+    );
+    for (const key of this.frames.keys()) {
+      const view = new DataView(key.buffer, key.byteOffset, key.byteLength);
+      const owner = view.getBigUint64(0, true);
+      const probe = view.getUint32(8, true);
+      const tgid = view.getUint32(12, true);
+      if (probe >= this.#probes) continue;
+      const alive = this.#goroutine[probe]
+        ? existsSync(`/proc/${tgid}`)
+        : existsSync(`/proc/${tgid}/task/${Number(owner & 0xffff_ffffn)}`);
+      if (alive) continue;
+      const value = this.frames.lookup(key);
+      if (value === undefined) continue;
+      const frames = new DataView(value.buffer, value.byteOffset, value.byteLength);
+      counts[probe]! += frames.getBigUint64(0, true) + frames.getBigUint64(8, true);
+    }
+    return counts;
+  }
+}
+
+/** Whether any site is a return caught at an exit, whose calls are kept by frame. */
+function framed(sites: readonly AggregateSite[]): boolean {
+  return sites.some((site) => site.role !== undefined);
 }
 
 function filtersOf(options: AggregateOptions): Filters {
@@ -83,6 +225,8 @@ function filtersOf(options: AggregateOptions): Filters {
 export abstract class BpfAggregation {
   protected readonly session = new BpfSession();
   protected readonly errors: BpfMap;
+  /** For returns caught at exits: the open calls and unwinds. */
+  protected frameState: FrameState | undefined;
   #attach: AttachReport | undefined;
 
   protected constructor() {
@@ -105,7 +249,15 @@ export abstract class BpfAggregation {
   }
 
   handlerErrors(): HandlerErrors {
-    return readErrors(this.errors);
+    const unwound = this.frameState?.read().reduce((sum, n) => sum + n, 0n) ?? 0n;
+    return readErrors(this.errors, unwound);
+  }
+
+  /** The frame maps, made for sites that need them (returns caught at exits). */
+  protected framesFor(sites: readonly AggregateSite[], probes: number) {
+    if (!framed(sites)) return undefined;
+    this.frameState ??= new FrameState(this.session, sites, probes);
+    return this.frameState.maps();
   }
 
   /**
@@ -145,6 +297,8 @@ export interface CountRow {
   /** With a user-stack key: the process, and the stack's addresses, innermost first. */
   readonly stack?: { readonly pid: number; readonly addresses: readonly bigint[] } | undefined;
   readonly count: bigint;
+  /** A row of calls of a return probe that an unwind took away (no key: no return was seen). */
+  readonly exit?: 'unwind' | undefined;
 }
 
 /** Hits per probe, or per probe and key. */
@@ -176,21 +330,21 @@ export class BpfCounts extends BpfAggregation {
   }
 
   static open(sites: readonly AggregateSite[], key: CountKey, options: AggregateOptions) {
+    const probes = probeCount(sites);
     return build(
-      () => new BpfCounts(sites.length, key),
+      () => new BpfCounts(probes, key),
       (self) => {
+        const frames = self.framesFor(sites, probes);
         const program = () =>
           countProgram(
-            { errors: self.errors.fd, counts: self.#counts.fd },
+            { errors: self.errors.fd, counts: self.#counts.fd, frames },
             key,
             filtersOf(options),
+            { readsResult: options.readsResult },
           );
         self.attached(
           self.session.attach(
-            sites.map((site, index) => ({
-              ...site,
-              cookie: index + (site.atEntry === true ? COOKIE_AT_ENTRY : 0),
-            })),
+            sites.map((site, index) => ({ ...site, cookie: cookieOf(site, index) })),
             { entry: program, return: program },
             { pid: options.pid, mode: options.mode, purpose: options.purpose },
           ),
@@ -199,8 +353,17 @@ export class BpfCounts extends BpfAggregation {
     );
   }
 
-  /** Every count with hits, read now. */
+  /** Every count with hits, read now; then, per return probe, the calls unwinds took away. */
   read(): CountRow[] {
+    const rows = this.#read();
+    const unwound = this.frameState?.read() ?? [];
+    unwound.forEach((count, probe) => {
+      if (count > 0n) rows.push({ probe, key: undefined, count, exit: 'unwind' });
+    });
+    return rows;
+  }
+
+  #read(): CountRow[] {
     const rows: CountRow[] = [];
     if (this.#key.kind === 'none') {
       for (let probe = 0; probe < this.#probes; probe++) {
@@ -361,19 +524,27 @@ export class BpfValueHistograms extends BpfAggregation {
         { hints: ['Count strings instead: upscope count SPEC --by EXPR:string'] },
       );
     }
+    const probes = probeCount(sites);
     return build(
-      () => new BpfValueHistograms(sites.length, scheme, isSigned(fetchType(fetch))),
+      () => new BpfValueHistograms(probes, scheme, isSigned(fetchType(fetch))),
       (self) => {
+        const frames = self.framesFor(sites, probes);
         const program = () =>
           valueProgram(
-            { errors: self.errors.fd, hist: self.#maps.hist.fd, stats: self.#maps.stats.fd },
+            {
+              errors: self.errors.fd,
+              hist: self.#maps.hist.fd,
+              stats: self.#maps.stats.fd,
+              frames,
+            },
             fetch,
             scheme,
             filtersOf(options),
+            { readsResult: options.readsResult },
           );
         self.attached(
           self.session.attach(
-            sites.map((site, cookie) => ({ ...site, cookie })),
+            sites.map((site, index) => ({ ...site, cookie: cookieOf(site, index) })),
             { entry: program, return: program },
             { pid: options.pid, mode: options.mode, purpose: options.purpose },
           ),
@@ -409,29 +580,68 @@ export class BpfLatency extends BpfAggregation {
     });
   }
 
-  /** `functions` are entry sites; each gets a return probe too, attached first. */
-  static open(functions: readonly AggregateSite[], unitNs: number, options: AggregateOptions) {
+  /**
+   * `functions` are entry sites; each gets a return probe too, attached first: the kernel's
+   * return trampoline, or, for a function whose returns are caught at its exits, a uprobe
+   * at each exit, its calls opened by a uprobe at `exits.entryOffset` and paired by frame.
+   */
+  static open(functions: readonly TimedFunction[], unitNs: number, options: AggregateOptions) {
+    const framedSites: AggregateSite[] = functions.flatMap((fn, probe) =>
+      fn.exits === undefined
+        ? []
+        : [
+            ...fn.exits.offsets.map((offset) => ({
+              path: fn.path,
+              offset,
+              kind: 'entry' as const,
+              probe,
+              role: 'return' as const,
+              goroutine: fn.exits!.goroutine,
+            })),
+          ],
+    );
+    const entries: AggregateSite[] = functions.flatMap((fn, probe) =>
+      fn.exits === undefined
+        ? []
+        : [
+            {
+              path: fn.path,
+              offset: fn.exits.entryOffset,
+              kind: 'entry' as const,
+              probe,
+              role: 'frame-entry' as const,
+              goroutine: fn.exits.goroutine,
+            },
+          ],
+    );
     return build(
       () => new BpfLatency(functions.length, unitNs),
       (self) => {
+        const frames = self.framesFor([...framedSites, ...entries], functions.length);
         const maps = {
           errors: self.errors.fd,
           hist: self.#maps.hist.fd,
           stats: self.#maps.stats.fd,
           calls: self.calls.fd,
+          frames,
         };
         const filters = filtersOf(options);
         // Returns first: a call already running when its entry probe arrives is not timed
         // (its return finds no start), rather than leaving a start no return ever takes.
+        const trampolined = functions
+          .map((fn, cookie) => ({ fn, cookie }))
+          .filter(({ fn }) => fn.exits === undefined);
         const probes = [
-          ...functions.map((site, cookie) => ({ ...site, kind: 'return' as const, cookie })),
-          ...functions.map((site, cookie) => ({ ...site, kind: 'entry' as const, cookie })),
+          ...trampolined.map(({ fn, cookie }) => ({ ...fn, kind: 'return' as const, cookie })),
+          ...framedSites.map((site) => ({ ...site, cookie: cookieOf(site, 0) })),
+          ...trampolined.map(({ fn, cookie }) => ({ ...fn, kind: 'entry' as const, cookie })),
+          ...entries.map((site) => ({ ...site, cookie: cookieOf(site, 0) })),
         ];
         self.attached(
           self.session.attach(
             probes,
             {
-              entry: () => latencyEntryProgram(maps, filters),
+              entry: () => latencyEntryProgram(maps, filters, unitNs),
               return: () => latencyReturnProgram(maps, filters, unitNs),
             },
             { pid: options.pid, mode: options.mode, purpose: options.purpose },

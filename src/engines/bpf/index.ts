@@ -7,6 +7,7 @@ export {
   BpfValueHistograms,
   type CountRow,
   type HandlerErrors,
+  type TimedFunction,
 } from './aggregations.js';
 export { type BpfFeatures, bpfAllowed, probeBpfFeatures } from './features.js';
 export { BpfMap, loadProgram, verifierReason } from './kernel.js';

@@ -22,6 +22,16 @@ import {
 } from '../../spec/index.js';
 import { Asm } from './asm.js';
 import {
+  COOKIE_FRAME_ENTRY,
+  COOKIE_RETURN_SITE,
+  COOKIE_TAIL_CALL,
+  emitFrameEnter,
+  emitFrameLeave,
+  FRAME_START,
+  type FrameMaps,
+  ifCookieBit,
+} from './frame-programs.js';
+import {
   alu64Imm,
   alu64Reg,
   atomicAdd,
@@ -156,6 +166,8 @@ export interface HandlerMaps {
   readonly hist?: number | undefined;
   readonly stats?: number | undefined;
   readonly calls?: number | undefined;
+  /** For returns caught at functions' exits: the open calls (see frame-programs.ts). */
+  readonly frames?: Omit<FrameMaps, 'errors'> | undefined;
 }
 
 function need(fd: number | undefined, name: string): number {
@@ -209,6 +221,7 @@ function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
       return;
     }
     case 'retval':
+      if ((expr.index ?? 0) !== 0) throw unlowered(expr);
       a.emit(ldx('DW', 7, 6, USER_REGS.rax));
       return;
     case 'ip':
@@ -245,6 +258,12 @@ function emitExpr(a: Asm, expr: FetchExpr, width: number, fault: string): void {
         `The fetch of variable "${expr.name}" reached the bpf engine unresolved`,
       );
   }
+}
+
+function unlowered(expr: FetchExpr): InternalError {
+  return new InternalError(
+    `The fetch ${printFetchExpr(expr)} reached the bpf engine without its calling convention`,
+  );
 }
 
 /** `dst` = what `%name` reads: its bits of the saved register. */
@@ -320,23 +339,70 @@ export function prologue(a: Asm, filters: Filters, out: string, followed?: numbe
       a.jmpReg('JNE', 1, 2, out);
     }
   }
-  if (filters.predicate !== undefined) {
-    const { fetch, op, value } = filters.predicate;
-    emitFetch(a, fetch, out);
-    a.emit(ld64Imm(1, value));
-    const signed = isSigned(fetchType(fetch));
-    // Jump out when the comparison is false.
-    const negated = {
-      '==': 'JNE',
-      '!=': 'JEQ',
-      '<': signed ? 'JSGE' : 'JGE',
-      '<=': signed ? 'JSGT' : 'JGT',
-      '>': signed ? 'JSLE' : 'JLE',
-      '>=': signed ? 'JSLT' : 'JLT',
-    } as const;
-    a.jmpReg(negated[op], 7, 1, out);
-  }
+  if (filters.predicate !== undefined) emitPredicate(a, filters.predicate, out);
   a.emit(mov64Reg(1, 6), call(BPF_FUNC.get_attach_cookie), mov64Reg(8, 0));
+}
+
+/** Jump to `out` unless the comparison holds at this hit. */
+function emitPredicate(a: Asm, predicate: Comparison, out: string): void {
+  const { fetch, op, value } = predicate;
+  emitFetch(a, fetch, out);
+  a.emit(ld64Imm(1, value));
+  const signed = isSigned(fetchType(fetch));
+  // Jump out when the comparison is false.
+  const negated = {
+    '==': 'JNE',
+    '!=': 'JEQ',
+    '<': signed ? 'JSGE' : 'JGE',
+    '<=': signed ? 'JSGT' : 'JGT',
+    '>': signed ? 'JSLE' : 'JLE',
+    '>=': signed ? 'JSLT' : 'JLT',
+  } as const;
+  a.jmpReg(negated[op], 7, 1, out);
+}
+
+/**
+ * The prologue of a handler that may serve returns caught at a function's exits (maps with
+ * `frames`): filters, then a frame entry is handled and ends the hit, a return pairs with its
+ * call (its start at FRAME_START); then `--filter`, which may read a return's value and so
+ * is applied after. Without `frames`, the plain prologue.
+ */
+function framedPrologue(
+  a: Asm,
+  maps: HandlerMaps,
+  filters: Filters,
+  out: string,
+  /** Where a return at a tail call goes when the handler reads its (not yet made) result. */
+  tailCall?: string | undefined,
+): void {
+  if (maps.frames === undefined) {
+    prologue(a, filters, out);
+    return;
+  }
+  const frames = { ...maps.frames, errors: maps.errors };
+  prologue(a, { ...filters, predicate: undefined }, out);
+  const enter = a.fresh('frame.enter');
+  const leave = a.fresh('frame.leave');
+  const body = a.fresh('frame.body');
+  ifCookieBit(a, COOKIE_FRAME_ENTRY, enter);
+  ifCookieBit(a, COOKIE_RETURN_SITE, leave);
+  a.goto(body);
+  a.label(enter);
+  emitFrameEnter(a, frames, ERROR_SLOT, out);
+  a.label(leave);
+  emitFrameLeave(a, frames, ERROR_SLOT);
+  if (tailCall !== undefined) ifCookieBit(a, COOKIE_TAIL_CALL, tailCall);
+  a.label(body);
+  if (filters.predicate !== undefined) emitPredicate(a, filters.predicate, out);
+}
+
+/** Options of the count and histogram handlers. */
+export interface ValueOptions {
+  /**
+   * The key or value read is a function's result (`retval`): at a return caught at a tail
+   * call, where the result is not made yet, the hit is not counted but said (a fault).
+   */
+  readonly readsResult?: boolean | undefined;
 }
 
 /**
@@ -388,11 +454,16 @@ function epilogue(a: Asm, out: string, fault: string | undefined, maps: HandlerM
  * Count hits per probe (a per-CPU array indexed by probe) or per probe and key (a per-CPU
  * hash of `{u32 probe, u32 0, key bytes}`).
  */
-export function countProgram(maps: HandlerMaps, key: CountKey, filters: Filters): Insn[] {
+export function countProgram(
+  maps: HandlerMaps,
+  key: CountKey,
+  filters: Filters,
+  options: ValueOptions = {},
+): Insn[] {
   const a = new Asm();
   const out = 'out';
   const fault = 'fault';
-  prologue(a, filters, out);
+  framedPrologue(a, maps, filters, out, options.readsResult === true ? fault : undefined);
   const counts = need(maps.counts, 'counts');
   if (key.kind === 'none') {
     a.emit(stx('W', 10, SCRATCH, 8), ldMapFd(1, counts), mov64Reg(2, 10));
@@ -556,11 +627,12 @@ export function valueProgram(
   fetch: FetchArg,
   buckets: Buckets,
   filters: Filters,
+  options: ValueOptions = {},
 ): Insn[] {
   const a = new Asm();
   const out = 'out';
   const fault = 'fault';
-  prologue(a, filters, out);
+  framedPrologue(a, maps, filters, out, options.readsResult === true ? fault : undefined);
   emitFetch(a, fetch, fault);
   emitRecord(a, maps, buckets, isSigned(fetchType(fetch)));
   return epilogue(a, out, fault, maps);
@@ -585,11 +657,12 @@ function mapCall(a: Asm, helper: number, map: number, keyAt: number, valueAt?: n
  * (the calls it has not returned from yet), so that recursion keeps one start per call. The
  * slots are in an LRU hash: a thread's slot is made once and never deleted on the hot path.
  */
-export function latencyEntryProgram(maps: HandlerMaps, filters: Filters): Insn[] {
+export function latencyEntryProgram(maps: HandlerMaps, filters: Filters, unitNs = 1): Insn[] {
   const a = new Asm();
   const out = 'out';
   const calls = need(maps.calls, 'calls');
   prologue(a, filters, out);
+  if (maps.frames !== undefined) emitFramedLatency(a, maps, unitNs, out);
   callsKey(a);
   mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
   a.jmpImm('JNE', 0, 0, 'have');
@@ -611,6 +684,34 @@ export function latencyEntryProgram(maps: HandlerMaps, filters: Filters): Insn[]
   a.label('full');
   countError(a, maps, ERROR_SLOT.dropped);
   return epilogue(a, out, undefined, maps);
+}
+
+/**
+ * For functions whose returns are caught at their exits (a uprobe each, with the entry that
+ * opens their frame): a frame entry pushes the call with its time; a return pairs with it by
+ * frame (thread and stack pointer, or goroutine and depth) and histograms the time since;
+ * then `out`. Anything else falls through to the thread-and-depth timing below.
+ */
+function emitFramedLatency(a: Asm, maps: HandlerMaps, unitNs: number, out: string): void {
+  const frames = { ...maps.frames!, errors: maps.errors };
+  const enter = a.fresh('frame.enter');
+  const leave = a.fresh('frame.leave');
+  const other = a.fresh('frame.other');
+  ifCookieBit(a, COOKIE_FRAME_ENTRY, enter);
+  ifCookieBit(a, COOKIE_RETURN_SITE, leave);
+  a.goto(other);
+  a.label(enter);
+  emitFrameEnter(a, frames, ERROR_SLOT, out);
+  a.label(leave);
+  // The time first, before the handler's own work.
+  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 10, NOW, 0));
+  emitFrameLeave(a, frames, ERROR_SLOT);
+  a.emit(ldx('DW', 1, 10, FRAME_START));
+  a.jmpImm('JEQ', 1, 0, out);
+  a.emit(ldx('DW', 7, 10, NOW), alu64Reg('SUB', 7, 1));
+  emitRecord(a, maps, { kind: 'log2' }, false, unitNs);
+  a.goto(out);
+  a.label(other);
 }
 
 /**

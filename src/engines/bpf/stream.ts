@@ -35,6 +35,8 @@ export interface BpfStreamSite {
   readonly probe: string;
   readonly spec: string;
   readonly kind: ProbeEvent['kind'];
+  /** For a return caught at a tail call out of the function: its events say so. */
+  readonly exit?: 'tail-call' | undefined;
 }
 
 export interface BpfStreamOptions {
@@ -259,6 +261,7 @@ export class BpfStream {
         comm: this.#comm(view, start + RECORD_HEADER.comm),
         fields: route.decode(view, this.#ring.data, start, faults),
         latencyNs: undefined,
+        exit: site.exit,
       });
     });
     this.#delivered += delivered;

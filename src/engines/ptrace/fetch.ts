@@ -64,6 +64,11 @@ function value(expr: FetchExpr, source: FetchSource): bigint {
       );
     }
     case 'retval':
+      if ((expr.index ?? 0) !== 0) {
+        throw new InternalError(
+          `The fetch retval${expr.index} reached the ptrace engine without its calling convention`,
+        );
+      }
       return source.retval ?? regs.get('rax');
     case 'register':
       return registerValue(expr.name, regs);

@@ -6,6 +6,7 @@ export {
   type ProbesOptions,
   ProcessProbes,
   type Registration,
+  type ReturnSites,
 } from './process-probes.js';
 export { type RegisterName, Registers } from './registers.js';
 export { alarmIn, interruptWaitsOn, signalOnParentDeath } from './signals.js';

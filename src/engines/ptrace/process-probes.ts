@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { goroutineDepth, PendingCalls, threadDepth } from '../../aggregate/index.js';
 import {
   decodeInstructions,
   emulate,
@@ -42,6 +43,14 @@ export interface HitContext {
   readonly entry: Registers | undefined;
   /** For a return: when the matching entry was hit (CLOCK_MONOTONIC, ns). */
   readonly entryTimeNs: bigint | undefined;
+  /**
+   * For a return caught at an exit (Registration `returnSites`), when not by a `ret` there:
+   * `tail-call`, a jump to another function that returns for it (its result is not made
+   * yet); `unwind`, a call an unwind (an exception, a Go panic, pthread_cancel, a longjmp)
+   * or its thread's end took away, found when a later call or return of the same thread or
+   * goroutine reached its depth again (`regs` are then its entry's, `retval` undefined).
+   */
+  readonly exit?: 'tail-call' | 'unwind' | undefined;
   /** For exit: the exit status, or the signal that ended it (negative). For clone and fork: the new thread or child. */
   readonly detail: number | undefined;
   readU64(vaddr: bigint): bigint;
@@ -79,6 +88,33 @@ export interface Registration {
    * probed instruction takes first (see arch's guard.ts).
    */
   readonly guardable?: boolean | undefined;
+  /**
+   * For a return: catch it at the instructions the function leaves by, instead of through a
+   * trampoline's address put in place of its return address (which a Go runtime or a C++
+   * unwinder walking the stack cannot read). `entry` is where a call begins (a Go
+   * function's: after its stack check); calls are kept per thread by stack pointer, or per
+   * goroutine (%r14) by depth below the top of its stack.
+   */
+  readonly returnSites?: ReturnSites | undefined;
+  /**
+   * With `returnSites`: also deliver the calls an unwind took away, as returns with `exit`
+   * `unwind` (default false: they are closed without an event).
+   */
+  readonly unwinds?: boolean | undefined;
+}
+
+/** Where a function's calls begin and end, at run time. */
+export interface ReturnSites {
+  readonly entry: bigint;
+  readonly exits: readonly { readonly vaddr: bigint; readonly kind: 'ret' | 'tail-call' }[];
+  readonly frames: 'thread' | 'goroutine';
+}
+
+/** A call of a function whose returns are caught at its exits, not returned from yet. */
+interface OpenCall {
+  readonly tid: number;
+  readonly entry: Registers;
+  readonly entryTimeNs: bigint;
 }
 
 /**
@@ -215,6 +251,8 @@ export class ProcessProbes {
   /** Breakpoints already said to share their instruction with another tracer. */
   readonly #saidShared = new Set<bigint>();
   #checkedAt = performance.now();
+  /** Per return registration with `returnSites`: its open calls, by owner and depth. */
+  #openCalls = new Map<string, PendingCalls<OpenCall>>();
 
   private constructor(tracee: Tracee, options: ProbesOptions, delivery?: Delivery) {
     this.tracee = tracee;
@@ -285,8 +323,15 @@ export class ProcessProbes {
           `Cannot register "${registration.id}": a ${event} needs an address`,
         );
       }
-      this.#arm(where, registration);
-      if (event === 'return') this.#armTrampoline(where);
+      const sites = event === 'return' ? registration.returnSites : undefined;
+      if (sites !== undefined) {
+        this.#arm(sites.entry, registration);
+        for (const exit of sites.exits) this.#arm(exit.vaddr, registration);
+        this.#openCalls.set(registration.id, new PendingCalls(MAX_RETURN_INSTANCES));
+      } else {
+        this.#arm(where, registration);
+        if (event === 'return') this.#armTrampoline(where);
+      }
       // A fault test's stop: the first probe's breakpoint is in, the others are not yet
       // (upscope's own hooks, whose ids start with NUL, do not count).
       if (!registration.id.startsWith('\u0000')) pausePoint('attaching');
@@ -372,8 +417,9 @@ export class ProcessProbes {
           }
         }
       }
-      const where = registration.where;
-      if (where !== undefined && !this.#usedAt(where)) {
+      this.#openCalls.delete(registration.id);
+      for (const where of addressesOf(registration)) {
+        if (this.#usedAt(where)) continue;
         if (unmapped) this.#breakpoints.delete(where);
         else this.#disarm(where);
       }
@@ -649,7 +695,9 @@ export class ProcessProbes {
   }
 
   #usedAt(where: bigint): boolean {
-    for (const r of this.#registrations.values()) if (r.where === where) return true;
+    for (const r of this.#registrations.values()) {
+      if (addressesOf(r).includes(where)) return true;
+    }
     return false;
   }
 
@@ -666,7 +714,8 @@ export class ProcessProbes {
     if (bytes[0] === INT3) {
       // Another tracer's breakpoint where the file has another byte: a kernel uprobe (the
       // kernel writes only the int3 and runs its own copy of the file's instruction).
-      const file = registration.fileCode;
+      // The file's bytes are known at the registration's own site (not at a return's exits).
+      const file = vaddr === registration.where ? registration.fileCode : undefined;
       if (
         file === undefined ||
         file[0] === INT3 ||
@@ -684,7 +733,7 @@ export class ProcessProbes {
     // The slot's address decides %rip-relative re-encoding: plan once a slot is known.
     const slot = this.#xol.take(vaddr, tid);
     const guarded =
-      registration.guardable === true
+      registration.guardable === true && vaddr === registration.where
         ? this.#planGuard(vaddr, bytes, slot, tid)
         : 'the instruction after it may be reached by a jump';
     if (typeof guarded !== 'string') {
@@ -953,11 +1002,17 @@ export class ProcessProbes {
     const tracee = this.tracee;
     if (report.kind === 'exited' || report.kind === 'killed') {
       this.#returns.delete(report.tid);
+      // Calls a thread was in when it ended (a cancelled thread's) no return will close.
+      const ended = this.#endedCalls(report.tid === this.pid ? undefined : report.tid);
+      if (report.tid !== this.pid && ended.length > 0) {
+        const regs = new Registers();
+        this.#stop({ probes: this, tid: report.tid, regs, pending: ended, resume: () => {} });
+      }
       if (report.tid === this.pid) {
         this.#exitCode = report.kind === 'exited' ? report.code : -report.signal;
         // The leader's end is reported once every thread has gone: the process is over. A
         // pending exit event is still returned by poll() before it says so.
-        this.#deliverProcessEvent('exit', report.tid, undefined, this.#exitCode, () => {});
+        this.#deliverProcessEvent('exit', report.tid, undefined, this.#exitCode, () => {}, ended);
         this.#end();
         this.tracee.unpin();
       }
@@ -993,6 +1048,7 @@ export class ProcessProbes {
         this.#lastHitNs.clear();
         this.#saidShared.clear();
         this.#semaphores.clear();
+        this.#openCalls.clear();
         this.#image = {};
         this.#returns.clear();
         this.#trampoline = undefined;
@@ -1048,17 +1104,36 @@ export class ProcessProbes {
     this.#lastHitNs.set(at, timeNs);
     const pending: HitContext[] = [];
     const hasReturn = [...this.#registrations.values()].some(
-      (r) => r.event === 'return' && r.where === at,
+      (r) => r.event === 'return' && r.where === at && r.returnSites === undefined,
     );
     const hits: string[] = [];
+    const deliver = (registration: Registration, hit: HitContext) => {
+      if (registration.filter !== undefined && !registration.filter(hit)) return;
+      if (registration.handler !== undefined) this.#run(registration.handler, hit);
+      else pending.push(hit);
+      if (hit.event === 'return' && hit.exit !== 'unwind' && hit.retval !== undefined) {
+        regs.set('rax', hit.retval);
+      }
+    };
     for (const registration of this.#registrations.values()) {
+      const sites = registration.returnSites;
+      if (sites !== undefined) {
+        const atEntry = sites.entry === at;
+        const exit = sites.exits.find((e) => e.vaddr === at);
+        if (!atEntry && exit === undefined) continue;
+        hits.push(registration.id);
+        for (const hit of this.#framedReturns(registration, tid, regs, timeNs, atEntry, exit)) {
+          deliver(registration, hit);
+        }
+        continue;
+      }
       if (registration.where !== at) continue;
       hits.push(registration.id);
       if (registration.event !== 'breakpoint') continue;
-      const hit = this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined);
-      if (registration.filter !== undefined && !registration.filter(hit)) continue;
-      if (registration.handler !== undefined) this.#run(registration.handler, hit);
-      else pending.push(hit);
+      deliver(
+        registration,
+        this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined),
+      );
     }
     if (hasReturn) this.#pushReturn(tid, at, regs);
     this.#stop({ probes: this, tid, regs, pending, resume });
@@ -1115,6 +1190,107 @@ export class ProcessProbes {
       after.rsp = view.rsp - guarded.rspDelta;
       this.#stepOver(tid, after, at);
     });
+  }
+
+  /**
+   * A call's entry or exit of a return registration caught at exits: the entry opens the
+   * call's frame, an exit closes it with a return event; calls at the same depth or deeper
+   * (for an entry), or deeper (for an exit), were left by an unwind and give `unwind` events
+   * first.
+   */
+  #framedReturns(
+    registration: Registration,
+    tid: number,
+    regs: Registers,
+    timeNs: bigint,
+    atEntry: boolean,
+    exit: ReturnSites['exits'][number] | undefined,
+  ): HitContext[] {
+    const calls = this.#openCalls.get(registration.id);
+    const frame = this.#frameOf(registration.returnSites!, tid, regs);
+    if (calls === undefined || frame === undefined) return [];
+    const hits: HitContext[] = [];
+    const unwound = (call: OpenCall) => {
+      if (registration.unwinds !== true) return;
+      hits.push({
+        ...this.#context(
+          registration,
+          call.tid,
+          call.entry,
+          timeNs,
+          call.entry,
+          undefined,
+          undefined,
+        ),
+        entryTimeNs: call.entryTimeNs,
+        exit: 'unwind',
+      });
+    };
+    if (atEntry) {
+      const call = { tid, entry: regs.clone(), entryTimeNs: timeNs };
+      for (const left of calls.enter(frame.owner, frame.depth, call)) unwound(left);
+    }
+    if (exit !== undefined) {
+      const { call, unwound: left } = calls.leave(frame.owner, frame.depth);
+      for (const one of left) unwound(one);
+      const retval = exit.kind === 'ret' ? regs.get('rax') : undefined;
+      hits.push({
+        ...this.#context(registration, tid, regs, timeNs, call?.entry, retval, undefined),
+        entryTimeNs: call?.entryTimeNs,
+        exit: exit.kind === 'tail-call' ? 'tail-call' : undefined,
+      });
+    }
+    return hits;
+  }
+
+  /** Who owns a call's frame (a thread, or a goroutine), and how deep in its stack it is. */
+  #frameOf(
+    sites: ReturnSites,
+    tid: number,
+    regs: Registers,
+  ): { owner: string; depth: bigint } | undefined {
+    if (sites.frames === 'thread') return { owner: String(tid), depth: threadDepth(regs.rsp) };
+    const g = regs.get('r14');
+    try {
+      return { owner: `g${g}`, depth: goroutineDepth(this.tracee.readU64(g + 8n), regs.rsp) };
+    } catch (err) {
+      if (err instanceof ProbeError) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * The open calls of a thread that has ended (or of every owner, when the process has), as
+   * `unwind` returns: served by their handlers here, the others returned.
+   */
+  #endedCalls(tid: number | undefined): HitContext[] {
+    const timeNs = process.hrtime.bigint();
+    const pending: HitContext[] = [];
+    for (const [id, calls] of this.#openCalls) {
+      const registration = this.#registrations.get(id);
+      if (registration === undefined) continue;
+      const ended = calls.drop((owner) => tid === undefined || owner === String(tid));
+      if (registration.unwinds !== true) continue;
+      for (const call of ended) {
+        const hit: HitContext = {
+          ...this.#context(
+            registration,
+            call.tid,
+            call.entry,
+            timeNs,
+            call.entry,
+            undefined,
+            undefined,
+          ),
+          entryTimeNs: call.entryTimeNs,
+          exit: 'unwind',
+        };
+        if (registration.filter !== undefined && !registration.filter(hit)) continue;
+        if (registration.handler !== undefined) this.#run(registration.handler, hit);
+        else pending.push(hit);
+      }
+    }
+    return pending;
   }
 
   #pushReturn(tid: number, at: bigint, regs: Registers): void {
@@ -1190,15 +1366,17 @@ export class ProcessProbes {
     regs: Registers | undefined,
     detail: number | undefined,
     resume: () => void,
+    /** Events to return before this one. */
+    before: readonly HitContext[] = [],
   ): void {
     const registrations = [...this.#registrations.values()].filter((r) => r.event === event);
-    if (registrations.length === 0) {
+    if (registrations.length === 0 && before.length === 0) {
       resume();
       return;
     }
     const live = regs ?? (event === 'exit' ? new Registers() : this.tracee.regs(tid));
     const timeNs = process.hrtime.bigint();
-    const pending: HitContext[] = [];
+    const pending: HitContext[] = [...before];
     for (const registration of registrations) {
       const hit = this.#context(registration, tid, live, timeNs, undefined, undefined, detail);
       if (registration.filter !== undefined && !registration.filter(hit)) continue;
@@ -1300,8 +1478,12 @@ export class ProcessProbes {
       { followForks: true },
       this.#d,
     );
-    for (const [id, registration] of this.#registrations)
+    for (const [id, registration] of this.#registrations) {
       probes.#registrations.set(id, registration);
+      if (registration.returnSites !== undefined) {
+        probes.#openCalls.set(id, new PendingCalls(MAX_RETURN_INSTANCES));
+      }
+    }
     for (const [vaddr, breakpoint] of this.#breakpoints) probes.#breakpoints.set(vaddr, breakpoint);
     for (const vaddr of this.#removed) probes.#removed.add(vaddr);
     probes.#foreign = new Set(this.#foreign);
@@ -1379,6 +1561,15 @@ function singleSlotMap(vaddr: bigint, plan: XolPlan) {
     { slotOffset: 0, vaddr },
     { slotOffset: plan.length, vaddr: vaddr + BigInt(plan.length) },
   ];
+}
+
+/** The addresses a registration has breakpoints at. */
+function addressesOf(registration: Registration): bigint[] {
+  const sites = registration.returnSites;
+  if (registration.event === 'return' && sites !== undefined) {
+    return [sites.entry, ...sites.exits.map((exit) => exit.vaddr)];
+  }
+  return registration.where === undefined ? [] : [registration.where];
 }
 
 /** Whether `tid` leads a process of its own (a forked child), rather than being a thread. */

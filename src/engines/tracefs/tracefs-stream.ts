@@ -12,6 +12,8 @@ import { type DefinedEvent, TracefsSession, type TracefsSite } from './tracefs-s
 export interface StreamSite extends TracefsSite {
   readonly spec: string;
   readonly kind: ProbeEvent['kind'];
+  /** For a return caught at a tail call out of the function: its events say so. */
+  readonly exit?: 'tail-call' | undefined;
   /** The probe's name in events: `parse_request`, `main+0x1a`, `0x401136`. */
   readonly probe: string;
 }
@@ -212,6 +214,7 @@ export class TracefsStream {
         fields,
         // Present on every event, so that all have one shape (a return's is filled in later).
         latencyNs: undefined,
+        exit: site.exit,
       });
     }, this.#stopped);
     return delivered;

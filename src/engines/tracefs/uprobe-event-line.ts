@@ -16,6 +16,12 @@ export interface EventLineSite {
   readonly fileOffset: bigint;
   readonly usdt: { readonly semaphoreFileOffset: bigint | undefined } | undefined;
   readonly fetches: readonly FetchArg[];
+  /**
+   * `uretprobe` for an `r:` line (the kernel catches the return through the return address),
+   * `uprobe` for a `p:` line; by default `r:` for a return and `p:` for anything else. A
+   * return caught at a function's exit is a `p:` line at that exit.
+   */
+  readonly attach?: 'uprobe' | 'uretprobe' | undefined;
 }
 
 /** System V x86-64 argument registers, in the kernel's fetch-arg spelling. */
@@ -67,6 +73,11 @@ function fetchText(expr: FetchExpr): {
         ? { text: ARG_REGISTERS[expr.index]!, width: undefined }
         : { text: `$stack${expr.index - ARG_REGISTERS.length + 1}`, width: undefined };
     case 'retval':
+      if ((expr.index ?? 0) !== 0) {
+        throw new InternalError(
+          `The fetch retval${expr.index} reached the tracefs engine without its calling convention`,
+        );
+      }
       return { text: '$retval', width: undefined };
     case 'register': {
       const info = registerInfo(expr.name.replace(/^%/, ''));
@@ -161,7 +172,9 @@ export function kernelFetchArg(fetch: FetchArg): string {
  * Return probes use `r:`; USDT semaphores become the kernel's `(ref_ctr_offset)`.
  */
 export function uprobeEventLine(site: EventLineSite, group: string, event: string): string {
-  const prefix = site.kind === 'return' ? 'r' : 'p';
+  const uretprobe =
+    site.attach === undefined ? site.kind === 'return' : site.attach === 'uretprobe';
+  const prefix = uretprobe ? 'r' : 'p';
   const semaphore = site.usdt?.semaphoreFileOffset;
   const where = `${site.target.path}:0x${site.fileOffset.toString(16)}${semaphore === undefined ? '' : `(0x${semaphore.toString(16)})`}`;
   const args = site.fetches.map(kernelFetchArg);

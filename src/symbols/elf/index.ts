@@ -7,6 +7,7 @@ export {
   SYMBOL_BINDINGS,
 } from './constants.js';
 export { fileAccessError } from './file-access.js';
+export { type GoInfo, goFunctionEntries, goInfo, isGoFunctionEntry } from './go-info.js';
 export { openElf, type ParseElfOptions, parseElf } from './parse-elf.js';
 export {
   DT,

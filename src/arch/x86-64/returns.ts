@@ -1,0 +1,120 @@
+import { type DecodedInstruction, sweepInstructions } from './decode.js';
+
+/** A piece of a function's code: its body, or a part the compiler moved away (`f.cold`). */
+export interface CodePart {
+  readonly vaddr: bigint;
+  readonly bytes: Uint8Array;
+}
+
+/** One way out of a function. */
+export interface ReturnInstruction {
+  readonly instruction: DecodedInstruction;
+  /**
+   * `ret`: the function returns from here. `tail-call`: it jumps to another function, which
+   * returns to its caller for it (the stack pointer is where it was at the entry, as at a
+   * `ret`; the result is not made yet).
+   */
+  readonly kind: 'ret' | 'tail-call';
+}
+
+export type ReturnScan =
+  | { readonly ok: true; readonly exits: readonly ReturnInstruction[] }
+  | { readonly ok: false; readonly reason: string; readonly at: bigint | undefined };
+
+/** How many instructions before an indirect `jmp` are searched for its jump-table load. */
+const TABLE_LOOKBACK = 4;
+
+/** `(base,index,scale)` or `(,index,scale)` in AT&T text: a memory operand with an index. */
+const INDEXED_MEMORY = /\([^)]*,%[a-z0-9]+,[1248]\)/;
+
+/**
+ * Every instruction a function leaves by, found by decoding all of its code (every part, in
+ * full): each `ret`, and each jump out of it: a direct `jmp` to an address outside its parts,
+ * an indirect `jmp` through memory at a fixed place (`jmp *0x2fe2(%rip)`, a GOT slot) or
+ * through a register or pointer that no jump table filled (`jmp *%rax` after a call's
+ * arguments, `jmp *0x10(%rax)`, a virtual call). An indirect jump through a table
+ * (`jmp *0x402010(,%rax,8)`, or `jmp *%rax` shortly after a load indexed by the same
+ * register's source, as gcc and Go 1.19 write switch tables) stays inside.
+ *
+ * Fails, with the reason and where, when the code cannot be decoded to its end (data in the
+ * code, or a size that cuts an instruction), or when it leaves by a conditional jump to
+ * another function: a probe there cannot tell a taken jump from one not taken.
+ */
+export function findReturnInstructions(parts: readonly CodePart[]): ReturnScan {
+  const inside = (address: bigint) =>
+    parts.some((part) => address >= part.vaddr && address < part.vaddr + BigInt(part.bytes.length));
+  const exits: ReturnInstruction[] = [];
+  for (const part of parts) {
+    const recent: DecodedInstruction[] = [];
+    let failure: ReturnScan | undefined;
+    sweepInstructions(part.bytes, part.vaddr, (instruction) => {
+      if (instruction.invalid) {
+        failure = {
+          ok: false,
+          reason: `the bytes at 0x${instruction.vaddr.toString(16)} are not an instruction (data in the code, or a symbol size that cuts one)`,
+          at: instruction.vaddr,
+        };
+        return false;
+      }
+      const kind = exitKind(instruction, recent, inside);
+      if (kind === 'conditional') {
+        failure = {
+          ok: false,
+          reason: `it leaves by a conditional jump to another function ("${instruction.text}" at 0x${instruction.vaddr.toString(16)}), which a probe cannot tell taken from not taken`,
+          at: instruction.vaddr,
+        };
+        return false;
+      }
+      if (kind !== undefined) exits.push({ instruction, kind });
+      recent.push(instruction);
+      if (recent.length > TABLE_LOOKBACK) recent.shift();
+      return true;
+    });
+    if (failure !== undefined) return failure;
+  }
+  if (exits.length === 0) {
+    return {
+      ok: false,
+      reason: 'no ret or jump out of it was found (a function that never returns?)',
+      at: undefined,
+    };
+  }
+  return { ok: true, exits };
+}
+
+function exitKind(
+  instruction: DecodedInstruction,
+  recent: readonly DecodedInstruction[],
+  inside: (address: bigint) => boolean,
+): ReturnInstruction['kind'] | 'conditional' | undefined {
+  const { mnemonic, text } = instruction;
+  if (mnemonic === 'ret') return 'ret';
+  const target = instruction.branchTarget;
+  if (target !== undefined) {
+    if (mnemonic === 'call' || inside(target)) return undefined;
+    return mnemonic === 'jmp' ? 'tail-call' : 'conditional';
+  }
+  if (mnemonic !== 'jmp') return undefined;
+  const operand = text.slice(text.indexOf('*') + 1);
+  if (instruction.ripRelative) return 'tail-call';
+  if (INDEXED_MEMORY.test(operand)) return undefined;
+  if (/^%[a-z0-9]+$/.test(operand) && filledFromTable(operand, recent)) return undefined;
+  return 'tail-call';
+}
+
+/**
+ * Whether `register` was just computed from a table: loaded from memory indexed by a register
+ * (`movslq (%rdx,%rax,4),%rax`, `mov (%rdx,%rcx,8),%rdx`), possibly then added to the table's
+ * base (`add %rdx,%rax`).
+ */
+function filledFromTable(register: string, recent: readonly DecodedInstruction[]): boolean {
+  for (let i = recent.length - 1; i >= 0; i--) {
+    const text = recent[i]!.text;
+    const destination = /,(%[a-z0-9]+)$/.exec(text)?.[1];
+    if (destination !== register) continue;
+    if (INDEXED_MEMORY.test(text)) return true;
+    // `add %rdx,%rax`: the sum of a table's base and an entry loaded just before.
+    if (!/^add %[a-z0-9]+,%[a-z0-9]+$/.test(text)) return false;
+  }
+  return false;
+}

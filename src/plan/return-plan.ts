@@ -1,0 +1,251 @@
+import {
+  analyzeKernelHandling,
+  type CodePart,
+  type DecodedInstruction,
+  decodeInstructions,
+  findReturnInstructions,
+  type KernelHandling,
+} from '../arch/index.js';
+import { ProbeError, quote } from '../errors/index.js';
+import {
+  type ElfFile,
+  type FunctionSymbol,
+  functionDisplayName,
+  type SymbolIndex,
+} from '../symbols/index.js';
+import type { CallingConvention } from './calling-convention.js';
+
+/**
+ * How return probes are placed: `trampoline` replaces the return address at the entry with a
+ * trampoline's (the kernel's uretprobes, the ptrace engine's own), one probe for every return;
+ * `sites` leaves return addresses alone and probes every instruction the function leaves by
+ * (a trap more per call on the kernel engines: `ret` is single-stepped); `auto` picks sites
+ * where the program may walk or unwind its stack through the function, else the trampoline.
+ */
+export type ReturnProbeMode = 'auto' | 'sites' | 'trampoline';
+
+/** One instruction a function leaves by, probed in place of its return address. */
+export interface ReturnSitePlan {
+  readonly vaddr: bigint;
+  readonly fileOffset: bigint;
+  /** `ret`, or `tail-call`: a jump to another function, which returns for this one. */
+  readonly kind: 'ret' | 'tail-call';
+  /** The instruction, as objdump writes it. */
+  readonly text: string;
+  /** How the kernel runs a probe on it. */
+  readonly handling: KernelHandling;
+}
+
+/** How the returns of one probed function are caught. */
+export interface ReturnPlan {
+  readonly mode: 'trampoline' | 'sites';
+  /** Why this way, in one line (`resolve` shows it). */
+  readonly why: string;
+  /** With sites: every instruction the function leaves by. */
+  readonly sites: readonly ReturnSitePlan[];
+  /**
+   * Where a call begins: the function's first instruction, or for a Go function the first
+   * after its stack check (a call whose stack grows runs its start twice).
+   */
+  readonly entry: { readonly vaddr: bigint; readonly fileOffset: bigint };
+  /**
+   * What a call's frame is kept per, to pair its entry and return and to close frames that an
+   * unwind or a longjmp left: a thread, by its stack pointer at the entry (C, C++, Rust), or a
+   * goroutine (%r14 under Go's register ABI), by the distance from the top of its stack,
+   * which a copy of the stack keeps.
+   */
+  readonly frames: 'thread' | 'goroutine';
+}
+
+/** What planning a function's returns needs to know about its file and the program. */
+export interface ReturnPlanContext {
+  readonly elf: ElfFile;
+  readonly symbols: SymbolIndex;
+  readonly displayPath: string;
+  /** The file was built by the Go toolchain. */
+  readonly goProgram: boolean;
+  readonly convention: CallingConvention;
+  /** Why the program can unwind through this code (an unwinder linked), else undefined. */
+  readonly unwinder: () => string | undefined;
+  /** Whether unwind information (.eh_frame) covers an address. */
+  readonly hasUnwindInfo: (vaddr: bigint) => boolean;
+  readonly mode: ReturnProbeMode;
+  /** The sites are for a kernel engine (whose refusals apply), not ptrace. */
+  readonly kernelEngine: boolean;
+  readonly kernel: { readonly major: number; readonly minor: number } | undefined;
+}
+
+/** The ways a spec names, to point errors at: its text and the span of its location. */
+export interface SpecRef {
+  readonly text: string;
+  readonly span: { readonly start: number; readonly end: number };
+}
+
+/**
+ * Decide how the returns of `fn` are caught, and find them when they are probed in place.
+ * Throws ProbeError ERR_RETURN_ADDRESS_UNSAFE when a trampoline is asked for in Go code, and
+ * ERR_RETURNS_NOT_FOUND when the returns must be probed in place but cannot all be found (or
+ * one of them cannot take a kernel probe).
+ */
+export function planReturns(
+  fn: FunctionSymbol,
+  entryVaddr: bigint,
+  context: ReturnPlanContext,
+  spec: SpecRef,
+): ReturnPlan {
+  const name = functionDisplayName(fn);
+  const where = `${quote(name)} in ${quote(context.displayPath)}`;
+  const entry = { vaddr: entryVaddr, fileOffset: context.elf.vaddrToFileOffset(entryVaddr)! };
+  const frames =
+    context.goProgram && context.convention.kind === 'go-register' ? 'goroutine' : 'thread';
+  const trampoline = (why: string): ReturnPlan => ({
+    mode: 'trampoline',
+    why,
+    sites: [],
+    entry,
+    frames,
+  });
+  let why: string;
+  if (context.goProgram) {
+    if (context.mode === 'trampoline') {
+      throw new ProbeError(
+        'ERR_RETURN_ADDRESS_UNSAFE',
+        `Cannot place a return trampoline in ${where}: it is a Go program, whose runtime walks and copies goroutine stacks and aborts on a replaced return address`,
+        {
+          source: { text: spec.text, span: spec.span },
+          hints: ['Leave out --return-probes=trampoline: its returns are probed in place'],
+        },
+      );
+    }
+    why =
+      'a Go program: its runtime walks and copies goroutine stacks, so return addresses stay as they are';
+  } else if (context.mode === 'trampoline') {
+    return trampoline('asked for with --return-probes=trampoline');
+  } else if (context.mode === 'sites') {
+    why = 'asked for with --return-probes=sites';
+  } else {
+    const unwinder = context.unwinder();
+    if (unwinder === undefined) {
+      return trampoline(
+        'no unwinder can pass through it: the program links none (no C++ exceptions, Rust panics or forced unwinds)',
+      );
+    }
+    if (!context.hasUnwindInfo(fn.vaddr)) {
+      return trampoline(
+        `no unwinder can pass through it: it has no unwind information (.eh_frame), though ${unwinder}`,
+      );
+    }
+    why = `an exception or a forced unwind (pthread_cancel) can pass through it: it has unwind information and ${unwinder}`;
+  }
+  const sites = findSites(fn, context, where, spec);
+  return { mode: 'sites', why, sites, entry, frames };
+}
+
+function findSites(
+  fn: FunctionSymbol,
+  context: ReturnPlanContext,
+  where: string,
+  spec: SpecRef,
+): ReturnSitePlan[] {
+  const refuse = (reason: string, hints: string[] = []) =>
+    new ProbeError('ERR_RETURNS_NOT_FOUND', `Cannot place a return probe on ${where}: ${reason}`, {
+      source: { text: spec.text, span: spec.span },
+      hints: [
+        ...hints,
+        context.goProgram
+          ? 'Probe its callers after the call instead (FUNCTION+OFFSET), or its entry'
+          : 'Probe its entry, or its callers after the call; --return-probes=trampoline replaces return addresses instead (a throw through it then ends the program)',
+      ],
+    });
+  if (fn.sizeBytes === 0n) {
+    throw refuse('its symbol has no size, so where its code ends is not known');
+  }
+  const parts = codeParts(fn, context);
+  const scan = findReturnInstructions(parts);
+  if (!scan.ok) throw refuse(`its returns cannot be found safely: ${scan.reason}`);
+  const sites: ReturnSitePlan[] = [];
+  for (const exit of scan.exits) {
+    const handling = analyzeKernelHandling(exit.instruction, { kernel: context.kernel });
+    if (
+      context.kernelEngine &&
+      (handling.strategy === 'refuse' || handling.strategy === 'unsafe')
+    ) {
+      throw refuse(
+        `the kernel cannot probe its exit "${exit.instruction.text}" at 0x${exit.instruction.vaddr.toString(16)}: ${handling.reason}`,
+        ['The ptrace engine can (--engine ptrace with -p or -c)'],
+      );
+    }
+    sites.push({
+      vaddr: exit.instruction.vaddr,
+      fileOffset: context.elf.vaddrToFileOffset(exit.instruction.vaddr)!,
+      kind: exit.kind,
+      text: exit.instruction.text,
+      handling,
+    });
+  }
+  return sites;
+}
+
+/** The function's code, and its cold part (`f.cold`, which gcc moves away from the hot path). */
+function codeParts(fn: FunctionSymbol, context: ReturnPlanContext): CodePart[] {
+  const read = (vaddr: bigint, size: bigint): CodePart => {
+    const fileOffset = context.elf.vaddrToFileOffset(vaddr);
+    if (fileOffset === undefined) return { vaddr, bytes: new Uint8Array(0) };
+    return { vaddr, bytes: context.elf.read(fileOffset, Number(size)) };
+  };
+  const parts = [read(fn.vaddr, fn.sizeBytes)];
+  for (const cold of context.symbols.named(`${fn.name}.cold`)) {
+    if (cold.sizeBytes > 0n) parts.push(read(cold.vaddr, cold.sizeBytes));
+  }
+  return parts;
+}
+
+/** How many instructions from a Go function's start its stack check may take. */
+const STACK_CHECK_INSTRUCTIONS = 8;
+/** How far into the block a stack check jumps to its `call runtime.morestack*` is. */
+const MORESTACK_BLOCK_INSTRUCTIONS = 8;
+
+/**
+ * Where a Go function's work starts: after the stack check at its start (`cmp 0x10(%r14),%rsp;
+ * jbe more`, with `more:` calling runtime.morestack and jumping back to the start once the
+ * stack has grown), so that a call whose stack grows is seen once, not twice. Undefined for
+ * a function with no stack check (NOSPLIT).
+ */
+export function afterGoStackCheck(
+  fn: FunctionSymbol,
+  elf: ElfFile,
+  symbols: SymbolIndex,
+): bigint | undefined {
+  const decode = (vaddr: bigint, count: number): DecodedInstruction[] => {
+    const fileOffset = elf.vaddrToFileOffset(vaddr);
+    if (fileOffset === undefined) return [];
+    const end = fn.vaddr + fn.sizeBytes;
+    const available = end > vaddr ? Number(end - vaddr) : 0;
+    const bytes = elf.read(fileOffset, Math.min(available, count * 15));
+    return decodeInstructions(bytes, vaddr, { maxCount: count }).filter((i) => !i.invalid);
+  };
+  const callsMorestack = (vaddr: bigint) =>
+    decode(vaddr, MORESTACK_BLOCK_INSTRUCTIONS).some(
+      (insn) =>
+        insn.mnemonic === 'call' &&
+        insn.branchTarget !== undefined &&
+        symbols.containing(insn.branchTarget)?.name.startsWith('runtime.morestack') === true,
+    );
+  const start = decode(fn.vaddr, STACK_CHECK_INSTRUCTIONS + 1);
+  let after: bigint | undefined;
+  start.slice(0, STACK_CHECK_INSTRUCTIONS).forEach((insn, i) => {
+    const target = insn.branchTarget;
+    if (
+      target === undefined ||
+      insn.mnemonic === 'jmp' ||
+      insn.mnemonic === 'call' ||
+      target <= insn.vaddr ||
+      target >= fn.vaddr + fn.sizeBytes ||
+      !callsMorestack(target)
+    ) {
+      return;
+    }
+    after = start[i + 1]?.vaddr;
+  });
+  return after;
+}

@@ -1,0 +1,259 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { afterEach, describe, test } from 'node:test';
+import { compileGo, findGo } from '../helpers/go.js';
+import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+const ENGINES = ['tracefs', 'bpf', 'ptrace'] as const;
+type Engine = (typeof ENGINES)[number];
+
+interface JsonEvent {
+  probe: string;
+  kind: string;
+  pid: number;
+  tid: number;
+  fields: Record<string, number | string | null>;
+  latencyNs?: string;
+  exit?: string;
+}
+
+afterEach(() => {
+  assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+  assert.deepEqual(ownBpfFds(), [], 'no BPF map, program, link or perf event is left open');
+  assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+});
+
+function target(t: Parameters<typeof requireHost>[0]): string | undefined {
+  const go = findGo();
+  if (!requireHost(t, { root: true, commands: go === undefined ? ['go'] : [] })) return undefined;
+  return compileGo(go!, 'go-returns');
+}
+
+/** The program's own output, run without any probe. */
+function unprobed(app: string, mode: string, n: number): string {
+  return execFileSync(app, [mode, String(n)], { encoding: 'utf8' });
+}
+
+/** The program's lines (they start with its mode's word) and upscope's JSON lines. */
+function split(stdout: string, mode: string): { program: string; events: JsonEvent[] } {
+  const lines = stdout.split('\n');
+  return {
+    program: lines
+      .filter((l) => l.startsWith(`${mode} `) || l.startsWith('classify '))
+      .map((l) => `${l}\n`)
+      .join(''),
+    events: lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JsonEvent),
+  };
+}
+
+/** `trace --json` of the command on one engine. */
+function trace(engine: Engine, command: string, specs: string[]) {
+  const result = runCli(['trace', '--engine', engine, '--json', '-c', command, ...specs], {
+    timeoutMs: 600_000,
+  });
+  assert.equal(result.status, 0, result.stderr);
+  return result;
+}
+
+describe('Go programs: entry probes', () => {
+  for (const engine of ENGINES) {
+    test(`${engine}: a call whose goroutine stack grows is seen once; arg0..arg2 are what it passed`, (t) => {
+      const app = target(t);
+      if (app === undefined) return;
+      const rounds = engine === 'ptrace' ? 3 : 20;
+      const result = trace(engine, `${app} deep ${rounds}`, [`${app}:main.deep n=arg0 seed=arg1`]);
+      const { program, events } = split(result.stdout, 'deep');
+      assert.equal(program, unprobed(app, 'deep', rounds), 'the output is unchanged');
+      const calls = Number(/calls=(\d+)/.exec(program)?.[1]);
+      assert.equal(events.length, calls, 'one event per call');
+      // Goroutine g calls deep(20 + g, i), which recurses down to deep(0, ...).
+      const depths = new Map<number, number>();
+      for (const e of events) {
+        const n = Number(e.fields['n']);
+        depths.set(n, (depths.get(n) ?? 0) + 1);
+      }
+      for (let n = 0; n <= 27; n++) {
+        assert.equal(depths.get(n), rounds * Math.min(8, 28 - n), `calls with n=${n}`);
+      }
+
+      const paths = trace(engine, `${app} paths 40`, [`${app}:main.classify a=arg0 b=arg1 c=arg2`]);
+      const out = split(paths.stdout, 'classify');
+      assert.equal(out.program, unprobed(app, 'paths', 40));
+      const passed = out.program
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ').slice(1, 4).join(' '));
+      assert.deepEqual(
+        out.events.map((e) => `${e.fields['a']} ${e.fields['b']} ${e.fields['c']}`),
+        passed,
+      );
+    });
+  }
+
+  test('bpf count: an entry probe counts every call of a function whose stack grows', (t) => {
+    const app = target(t);
+    if (app === undefined) return;
+    const result = runCli(['count', '--json', '-c', `${app} deep 200`, `${app}:main.deep`]);
+    assert.equal(result.status, 0, result.stderr);
+    const calls = Number(/deep calls=(\d+)/.exec(result.stdout)?.[1]);
+    const rows: { probe: string; count: number }[] = JSON.parse(
+      result.stdout.trim().split('\n').at(-1)!,
+    );
+    assert.deepEqual(rows, [{ probe: 'main.deep', count: calls }]);
+  });
+});
+
+/** The values of `name=` in a line of the program's. */
+function counts(line: string): Record<string, number> {
+  return Object.fromEntries([...line.matchAll(/(\w+)=(-?\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
+}
+
+/** count --json on one engine: rows by probe, the unwound ones as "PROBE (unwound)". */
+function countOn(engine: 'bpf' | 'ptrace', command: string, specs: string[]) {
+  const result = runCli(['count', '--engine', engine, '--json', '-c', command, ...specs], {
+    timeoutMs: 600_000,
+  });
+  assert.equal(result.status, 0, result.stderr);
+  const rows: { probe: string; count: number; exit?: string }[] = JSON.parse(
+    result.stdout.trim().split('\n').at(-1)!,
+  );
+  const byProbe: Record<string, number> = {};
+  for (const row of rows) {
+    byProbe[row.exit === 'unwind' ? `${row.probe} (unwound)` : row.probe] = row.count;
+  }
+  return { result, byProbe };
+}
+
+describe('Go programs: return probes, with return addresses left alone', () => {
+  for (const engine of ENGINES) {
+    test(`${engine}: returns from growing stacks, several return paths and a recovered panic are each seen, with the values returned; the program runs as without probes`, (t) => {
+      const app = target(t);
+      if (app === undefined) return;
+      const rounds = engine === 'ptrace' ? 3 : 20;
+      // Recursion with large frames in 8 goroutines: stacks grow and are copied mid-call.
+      const deep = trace(engine, `${app} deep ${rounds}`, [
+        `r:${app}:main.deep r=retval`,
+        `${app}:main.deep`,
+      ]);
+      const own = split(deep.stdout, 'deep');
+      assert.equal(own.program, unprobed(app, 'deep', rounds), 'the output is unchanged');
+      const calls = counts(own.program)['calls']!;
+      const returns = own.events.filter((e) => e.kind === 'return');
+      assert.equal(own.events.filter((e) => e.kind === 'entry').length, calls);
+      assert.equal(returns.length, counts(own.program)['returns']!);
+      assert.ok(returns.every((e) => e.exit === undefined && e.latencyNs !== undefined));
+
+      // Four return paths: each call's result is what the program printed.
+      const paths = trace(engine, `${app} paths 40`, [
+        `r:${app}:main.classify r=retval`,
+        `${app}:main.classify a=arg0 b=arg1 c=arg2`,
+      ]);
+      const out = split(paths.stdout, 'classify');
+      assert.equal(out.program, unprobed(app, 'paths', 40));
+      const printed = out.program
+        .trim()
+        .split('\n')
+        .map((line) => line.split(' '));
+      const seen = out.events.map((e) =>
+        e.kind === 'entry'
+          ? `${e.fields['a']} ${e.fields['b']} ${e.fields['c']}`
+          : `-> ${e.fields['r']}`,
+      );
+      assert.deepEqual(
+        seen,
+        printed.flatMap((p) => [`${p[1]} ${p[2]} ${p[3]}`, `-> ${p[5]}`]),
+      );
+
+      // A panic in inner() goes up through mayPanic() to guard(), which recovers.
+      const panic = trace(engine, `${app} panic 30`, [
+        `r:${app}:main.mayPanic`,
+        `r:${app}:main.inner`,
+      ]);
+      const p = split(panic.stdout, 'panic');
+      assert.equal(p.program, unprobed(app, 'panic', 30));
+      const own2 = counts(p.program);
+      const of = (probe: string, unwound: boolean) =>
+        p.events.filter((e) => e.probe === probe && (e.exit === 'unwind') === unwound).length;
+      assert.equal(of('main.mayPanic', false), own2['returns']);
+      assert.equal(of('main.inner', false), own2['inner_returns']);
+      assert.equal(of('main.mayPanic', true), own2['calls']! - own2['returns']!);
+      assert.equal(of('main.inner', true), own2['inner_calls']! - own2['inner_returns']!);
+    });
+
+    test(`${engine}: a call parked on a channel and resumed on another thread is paired by goroutine`, (t) => {
+      const app = target(t);
+      if (app === undefined) return;
+      const n = engine === 'ptrace' ? 8 : 64;
+      const result = trace(engine, `${app} chan ${n}`, [`r:${app}:main.wait r=retval`]);
+      const { program, events } = split(result.stdout, 'chan');
+      assert.equal(program, unprobed(app, 'chan', n));
+      const moved = Number(/moved=(\d+)/.exec(result.stderr)?.[1]);
+      assert.ok(moved > 0, 'some goroutines resumed on another thread');
+      assert.equal(events.length, n);
+      // Every wait() was parked until all were, and then 20 ms more: every call, paired with
+      // its own entry (not another goroutine's on the same thread), took longer than that.
+      for (const e of events) {
+        assert.ok(e.latencyNs !== undefined, 'paired with its entry');
+        assert.ok(BigInt(e.latencyNs) > 20_000_000n, `latency ${e.latencyNs} ns`);
+      }
+      if (engine === 'tracefs') return;
+      const timed = runCli(
+        ['latency', '--engine', engine, '--json', '-c', `${app} chan ${n}`, `${app}:main.wait`],
+        { timeoutMs: 600_000 },
+      );
+      assert.equal(timed.status, 0, timed.stderr);
+      const [h] = JSON.parse(timed.stdout.trim().split('\n').at(-1)!) as {
+        count: number;
+        minNs: number;
+      }[];
+      assert.equal(h!.count, n);
+      assert.ok(h!.minNs > 20_000_000, `shortest call ${h!.minNs} ns`);
+    });
+  }
+
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    test(`${engine}: count sees every return and every call a panic took away`, (t) => {
+      const app = target(t);
+      if (app === undefined) return;
+      const rounds = engine === 'ptrace' ? 3 : 50;
+      const deep = countOn(engine, `${app} deep ${rounds}`, [`r:${app}:main.deep`]);
+      const own = counts(deep.result.stdout.split('\n').find((l) => l.startsWith('deep '))!);
+      assert.deepEqual(deep.byProbe, { 'r:main.deep': own['returns'] });
+      const panic = countOn(engine, `${app} panic 30`, [
+        `r:${app}:main.mayPanic`,
+        `r:${app}:main.inner`,
+      ]);
+      const line = panic.result.stdout.split('\n').find((l) => l.startsWith('panic '))!;
+      assert.equal(`${line}\n`, unprobed(app, 'panic', 30));
+      const p = counts(line);
+      assert.deepEqual(panic.byProbe, {
+        'r:main.mayPanic': p['returns'],
+        'r:main.mayPanic (unwound)': p['calls']! - p['returns']!,
+        'r:main.inner': p['inner_returns'],
+        'r:main.inner (unwound)': p['inner_calls']! - p['inner_returns']!,
+      });
+    });
+  }
+
+  test('--return-probes=trampoline on Go code is refused in one line, before anything runs', (t) => {
+    const app = target(t);
+    if (app === undefined) return;
+    const result = runCli([
+      'count',
+      '--return-probes',
+      'trampoline',
+      '-c',
+      `${app} deep 1`,
+      `r:${app}:main.deep`,
+    ]);
+    assert.equal(result.status, 3);
+    assert.match(
+      result.stderr,
+      /Cannot place a return trampoline in "main\.deep" in ".*": it is a Go program/,
+    );
+    assert.doesNotMatch(result.stdout, /deep calls/, 'the command was not started');
+  });
+});
