@@ -14,6 +14,25 @@ export {
   type KernelHandlingOptions,
 } from './kernel-handling.js';
 export {
+  CFA_KIND,
+  type CfiRowInput,
+  compileUnwindTable,
+  type Located,
+  RA_KIND,
+  RBP_KIND,
+  ruleAt,
+  ruleOfRow,
+  STOP_REASON,
+  type StopReason,
+  stopFrameText,
+  stopReasonOf,
+  type UnwindOptions,
+  type UnwindRule,
+  type UnwindTable,
+  type UnwoundFrame,
+  unwindStack,
+} from './unwind.js';
+export {
   type Emulation,
   type EmulationResult,
   emulate,
