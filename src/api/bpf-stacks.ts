@@ -93,18 +93,19 @@ export class BpfStacks {
     const add = (file: StackFile | undefined) => {
       if (file !== undefined && !preload.includes(file)) preload.push(file);
     };
-    for (const site of options.sites) {
-      const { major, minor } = splitDev(site.target.dev);
-      const identity = { dev: kernelDev(major, minor), ino: site.target.inode };
-      add(
-        this.files.get(identity) ?? this.files.fromPath(site.target.path, site.target.displayPath),
-      );
-    }
     if (options.command !== undefined) {
       for (const file of commandFiles(this.files, options.command)) add(file);
     } else if (options.pid !== undefined) {
       for (const file of processFiles(this.files, options.pid)) add(file);
-    } else {
+    }
+    for (const site of options.sites) {
+      const { major, minor } = splitDev(site.target.dev);
+      const identity = { dev: kernelDev(major, minor), ino: site.target.inode };
+      // A file read through /proc (another namespace's, or replaced) is shown as the process names it.
+      const shown = site.target.path.startsWith('/proc/') ? site.target.displayPath : undefined;
+      add(this.files.get(identity) ?? this.files.fromPath(site.target.path, shown));
+    }
+    if (options.command === undefined && options.pid === undefined) {
       // Every process: the probed files' libraries are the ones most stacks go through.
       for (const site of [...preload]) {
         for (const needed of readDynamicInfo(site.elf)?.needed ?? []) {

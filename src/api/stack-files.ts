@@ -4,7 +4,7 @@
  * read through /proc/PID/map_files (the mapped inode, not the new file at its path), and a
  * file stays open after its process has ended, so that its frames are still named.
  */
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { compileUnwindTable, type UnwindTable } from '../arch/index.js';
 import { isDebugInfo, lookupDebugInfo } from '../plan/index.js';
 import {
@@ -188,12 +188,21 @@ export class StackFiles {
     return file;
   }
 
-  /** A file by path (a command's program or library, before it runs): identity from stat. */
-  fromPath(path: string, shown = path): StackFile | undefined {
+  /**
+   * A file by path (a command's program or library, before it runs): identity from stat,
+   * shown by its real path, as the process's memory map will name it.
+   */
+  fromPath(path: string, shownAs?: string): StackFile | undefined {
     const identity = identityOf(path);
     if (identity === undefined) return undefined;
     const key = identityKey(identity);
     if (this.#files.has(key)) return this.#files.get(key);
+    let shown = shownAs ?? path;
+    try {
+      if (shownAs === undefined) shown = realpathSync(path);
+    } catch {
+      // shown as given
+    }
     const file = this.#open(identity, shown, [path]);
     this.#files.set(key, file);
     return file;
