@@ -212,6 +212,7 @@ export class BpfStacks {
   close(): void {
     this.stop();
     this.#closed = true;
+    this.namer.close();
     this.files.close();
   }
 }

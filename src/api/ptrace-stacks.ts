@@ -106,6 +106,7 @@ export class PtraceStacks {
   }
 
   close(): void {
+    this.namer.close();
     this.files.close();
   }
 }

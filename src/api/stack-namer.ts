@@ -41,11 +41,22 @@ export interface StackNamerOptions {
   readonly inlines?: boolean | undefined;
 }
 
-/** A grown file read from where the last read stopped. */
+/**
+ * A growing file read from where the last read stopped, through a descriptor opened when it
+ * was found (a path under /proc/PID/root is gone once the process has ended).
+ */
 interface Tail {
-  readonly path: string;
+  readonly fd: number;
   offset: number;
   pending: string;
+}
+
+function openTail(path: string): Tail | undefined {
+  try {
+    return { fd: openSync(path, 'r'), offset: 0, pending: '' };
+  } catch {
+    return undefined;
+  }
 }
 
 /** What is known of one process: its last memory map, and its JIT code's names. */
@@ -53,7 +64,7 @@ class ProcessRecord {
   maps: MapEntry[] | undefined;
   readonly jit = new JitSymbols();
   perfMap: Tail | undefined;
-  jitDump: { path: string; offset: number; named: Map<bigint, string> } | undefined;
+  jitDump: (Tail & { readonly named: Map<bigint, string> }) | undefined;
   jitChecked = false;
 
   constructor(readonly pid: number) {}
@@ -94,6 +105,17 @@ export class StackNamer {
       // ended, or not ours to read
     }
     return record.maps;
+  }
+
+  /** Close the JIT files kept open. */
+  close(): void {
+    for (const record of this.#processes.values()) {
+      for (const tail of [record.perfMap, record.jitDump]) {
+        if (tail !== undefined) closeSync(tail.fd);
+      }
+      record.perfMap = undefined;
+      record.jitDump = undefined;
+    }
   }
 
   /** The last snapshot of the process's memory map, if any. */
@@ -205,20 +227,16 @@ export class StackNamer {
         `/proc/${record.pid}/root/tmp/perf-${nsPid}.map`,
         `/tmp/perf-${record.pid}.map`,
       ]) {
-        if (existsSync(path)) {
-          record.perfMap = { path, offset: 0, pending: '' };
-          break;
-        }
+        record.perfMap = openTail(path);
+        if (record.perfMap !== undefined) break;
       }
     }
     if (record.jitDump === undefined && record.maps !== undefined) {
       // A runtime writing jitdump maps the file, so that perf finds it: so do we.
       const dump = record.maps.find((m) => /\/jit-\d+\.dump$/.test(m.path));
       if (dump !== undefined) {
-        const path = existsSync(`/proc/${record.pid}/root${dump.path}`)
-          ? `/proc/${record.pid}/root${dump.path}`
-          : dump.path;
-        record.jitDump = { path, offset: 0, named: new Map() };
+        const tail = openTail(`/proc/${record.pid}/root${dump.path}`) ?? openTail(dump.path);
+        if (tail !== undefined) record.jitDump = { ...tail, named: new Map() };
       }
     }
   }
@@ -231,7 +249,7 @@ export class StackNamer {
     }
     const map = record.perfMap;
     if (map !== undefined) {
-      const text = readFrom(map.path, map.offset);
+      const text = readFrom(map.fd, map.offset);
       if (text !== undefined && text.length > 0) {
         const piece = map.pending + text.toString('utf8');
         const { entries, consumed } = parsePerfMap(piece);
@@ -242,25 +260,21 @@ export class StackNamer {
     }
     const dump = record.jitDump;
     if (dump !== undefined) {
-      const bytes = readFrom(dump.path, dump.offset);
+      const bytes = readFrom(dump.fd, dump.offset);
       if (bytes !== undefined && bytes.length > 0) {
         const parsed = parseJitDump(bytes, dump.offset === 0, dump.named);
         if (parsed !== undefined) {
           record.jit.add(parsed.entries);
           dump.offset += parsed.consumed;
-        } else {
-          record.jitDump = undefined;
         }
       }
     }
   }
 }
 
-/** The bytes of a file from `offset` to its end (undefined when it cannot be read). */
-function readFrom(path: string, offset: number): Buffer | undefined {
-  let fd: number | undefined;
+/** The bytes of an open file from `offset` to its end (undefined when it cannot be read). */
+function readFrom(fd: number, offset: number): Buffer | undefined {
   try {
-    fd = openSync(path, 'r');
     const size = fstatSync(fd).size;
     if (size <= offset) return Buffer.alloc(0);
     const bytes = Buffer.alloc(size - offset);
@@ -273,7 +287,5 @@ function readFrom(path: string, offset: number): Buffer | undefined {
     return bytes.subarray(0, done);
   } catch {
     return undefined;
-  } finally {
-    if (fd !== undefined) closeSync(fd);
   }
 }

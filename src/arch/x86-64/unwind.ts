@@ -348,7 +348,7 @@ export function ruleAt(table: UnwindTable, fileOffset: number): UnwindRule {
 export const STOP_REASON = {
   /** More frames than are kept. */
   depth: 1,
-  /** No call frame information covers the address. */
+  /** No call frame information covers the address (kept for its number; walked by rbp). */
   noInfo: 2,
   /** The CFI's rule there is one the unwinder does not follow. */
   unsupported: 3,
@@ -452,18 +452,21 @@ export function unwindStack<F>(
     let ra: bigint | undefined;
     let nextBp: bigint | undefined = bp;
     let signal = false;
-    if (where.kind === 'anonymous') {
+    const rule: UnwindRule | undefined =
+      where.kind === 'file' && where.table !== undefined
+        ? ruleAt(where.table, Number(exact ? where.fileOffset : where.fileOffset - 1n))
+        : undefined;
+    // JIT code, and code no CFI covers (JIT code a runtime embeds in its file), is walked by
+    // frame pointers.
+    if (where.kind === 'anonymous' || rule?.cfa === CFA_KIND.none) {
       if (bp <= sp) return { frames, stop: 'badFrame' };
       cfa = bp + 16n;
       ra = options.read64(bp + 8n);
       nextBp = options.read64(bp);
       if (ra === undefined || nextBp === undefined) return { frames, stop: 'unreadable' };
     } else {
-      if (where.table === undefined) return { frames, stop: 'noTable' };
-      const lookup = exact ? where.fileOffset : where.fileOffset - 1n;
-      const rule = ruleAt(where.table, Number(lookup));
+      if (where.kind !== 'file' || rule === undefined) return { frames, stop: 'noTable' };
       signal = rule.signal;
-      if (rule.cfa === CFA_KIND.none) return { frames, stop: 'noInfo' };
       if (rule.cfa === CFA_KIND.unsupported || rule.ra === RA_KIND.unsupported) {
         return { frames, stop: 'unsupported' };
       }

@@ -283,8 +283,9 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   a.jmpImm('JEQ', 1, KIND.uprobes, marked(STOP_REASON.uretprobe));
   a.jmpImm('JEQ', 1, KIND.tableFull, marked(STOP_REASON.tableFull));
   a.jmpImm('JNE', 1, KIND.table, marked(STOP_REASON.noTable));
-  emitRuleStep(a, maps, marked, stop);
-  // JIT code keeps frame pointers: the caller's rbp at rbp, its pc above it.
+  emitRuleStep(a, maps, marked, stop, anonymous);
+  // JIT code keeps frame pointers (V8's, and the builtins it embeds in a file without
+  // unwind info for them): the caller's rbp at rbp, its pc above it.
   a.label(anonymous);
   a.emit(ldx('DW', 1, 9, S.bp), ldx('DW', 2, 9, S.sp));
   a.jmpReg('JLE', 1, 2, marked(STOP_REASON.badFrame));
@@ -302,7 +303,8 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   a.emit(stx('DW', 8, 8 + 8 * (UNWIND_FRAMES - 1), 3));
   a.goto(end);
   for (const reason of reasons) {
-    if (reason === STOP_REASON.depth) continue;
+    // The verifier refuses code nothing reaches: a mark only where some jump goes.
+    if (reason === STOP_REASON.depth || !a.isTarget(marked(reason))) continue;
     a.label(marked(reason));
     a.emit(ld64Imm(3, FRAME_MARK | BigInt(reason)));
     storeFrame(a, 7, 3);
@@ -334,8 +336,10 @@ function emitRuleStep(
   maps: UnwindMaps,
   marked: (reason: number) => string,
   stop: string,
+  framePointers: string,
 ): void {
-  const noInfo = marked(STOP_REASON.noInfo);
+  // Code no CFI covers is walked by its frame pointers, as JIT code is.
+  const noInfo = framePointers;
   const unsupported = marked(STOP_REASON.unsupported);
   const unreadable = marked(STOP_REASON.unreadable);
   // r6 = the file offset to look up.

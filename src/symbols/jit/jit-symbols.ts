@@ -14,8 +14,8 @@ export interface JitEntry {
 }
 
 /**
- * The complete lines of a piece of a perf map, and how many bytes they took (a last line
- * without its newline is left for the next read). Lines not in the format are skipped.
+ * The complete lines of a piece of a perf map, and how many characters they took (a last
+ * line without its newline is left for the next read). Lines not in the format are skipped.
  */
 export function parsePerfMap(text: string): { entries: JitEntry[]; consumed: number } {
   const entries: JitEntry[] = [];
@@ -26,7 +26,7 @@ export function parsePerfMap(text: string): { entries: JitEntry[]; consumed: num
     if (m === null) continue;
     entries.push({ start: BigInt(`0x${m[1]}`), size: BigInt(`0x${m[2]}`), name: m[3]! });
   }
-  return { entries, consumed: Buffer.byteLength(text.slice(0, end + 1)) };
+  return { entries, consumed: end + 1 };
 }
 
 const JITDUMP_MAGIC = 0x4a695444;
