@@ -9,6 +9,7 @@ import { compileUnwindTable, type UnwindTable } from '../arch/index.js';
 import { isDebugInfo, lookupDebugInfo } from '../plan/index.js';
 import {
   CallFrames,
+  DW_TAG,
   DwarfReader,
   dwarfSections,
   type ElfFile,
@@ -115,10 +116,11 @@ export class StackFile {
   }
 
   /**
-   * The functions inlined at `vaddr`, innermost first, from DWARF (the file's own or its
-   * debug file's); empty when nothing is inlined there or there is no DWARF.
+   * The functions inlined at `vaddr`, innermost first, named as gdb names them (from DWARF,
+   * qualified by their namespaces and classes); empty when nothing is inlined there or there
+   * is no DWARF (the file's own, or its debug file's).
    */
-  inlinedAt(vaddr: bigint): { name: string; linkageName: string | undefined }[] {
+  inlinedAt(vaddr: bigint): string[] {
     if (this.#dwarf === null) {
       this.#dwarf = undefined;
       try {
@@ -132,11 +134,13 @@ export class StackFile {
         // no DWARF
       }
     }
-    const found: { name: string; linkageName: string | undefined }[] = [];
+    const dwarf = this.#dwarf;
+    if (dwarf === undefined) return [];
+    const found: string[] = [];
     try {
-      for (let c = this.#dwarf?.inlineContextAt(vaddr); c !== undefined; c = c.caller) {
+      for (let c = dwarf.inlineContextAt(vaddr); c !== undefined; c = c.caller) {
         if (c.kind !== 'inlined') break;
-        found.push({ name: c.name ?? '??', linkageName: c.linkageName });
+        found.push(qualifiedName(dwarf, c.originOffset) ?? c.name ?? '??');
       }
     } catch {
       return [];
@@ -233,6 +237,28 @@ export class StackFiles {
     this.#files.clear();
     this.#ids.clear();
   }
+}
+
+/** DW_TAG_namespace, structure_type, class_type, union_type: scopes that qualify a name. */
+const SCOPES: ReadonlySet<number> = new Set([
+  0x39,
+  DW_TAG.structure_type,
+  DW_TAG.class_type,
+  DW_TAG.union_type,
+]);
+
+/** A function's name with its namespaces and classes (`calc::Adder::add`), from its DIE. */
+function qualifiedName(dwarf: DwarfReader, offset: number): string | undefined {
+  const die = dwarf.info.dieAt(offset);
+  if (die === undefined) return undefined;
+  const name = dwarf.info.name(die);
+  if (name === undefined) return undefined;
+  const parts = [name];
+  for (let scope = die.parent; scope !== undefined; scope = scope.parent) {
+    if (!SCOPES.has(scope.tag)) continue;
+    parts.unshift(dwarf.info.name(scope) ?? '(anonymous namespace)');
+  }
+  return parts.join('::');
 }
 
 /** The program's interpreter (PT_INTERP), if it names one. */

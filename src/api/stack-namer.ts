@@ -11,7 +11,6 @@ import { type StopReason, stopFrameText, stopReasonOf } from '../arch/index.js';
 import { hex } from '../output/index.js';
 import { readProcessMaps } from '../plan/index.js';
 import {
-  demangle,
   findMapping,
   isFileMapping,
   JitSymbols,
@@ -174,10 +173,10 @@ export class StackNamer {
       key: keyText(name),
     };
     if (!this.#inlines) return [own];
-    const inlined = file.inlinedAt(lookup).map(({ name: short, linkageName }) => {
-      const full = linkageName === undefined ? short : (demangle(linkageName) ?? short);
-      return { text: `${full} (inlined) (${object})`, key: keyText(full) };
-    });
+    const inlined = file.inlinedAt(lookup).map((inner) => ({
+      text: `${inner} (inlined) (${object})`,
+      key: keyText(inner),
+    }));
     return [...inlined, own];
   }
 
