@@ -46,7 +46,7 @@ interface StackRow {
 function countStacks(
   engine: Engine,
   command: string,
-  spec: string,
+  spec: string | readonly string[],
   extra: readonly string[] = [],
 ): { account: { calls: number }; rows: StackRow[] } {
   const result = runCli([
@@ -59,7 +59,7 @@ function countStacks(
     ...extra,
     '-c',
     command,
-    spec,
+    ...(typeof spec === 'string' ? [spec] : spec),
   ]);
   assert.equal(result.status, 0, result.stderr);
   const lines = result.stdout.split('\n');
@@ -208,6 +208,40 @@ describe('count --by ustack: whole stacks without frame pointers, equal to gdb b
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
+    });
+  }
+
+  for (const engine of ENGINES) {
+    test(`${engine}: a stack deeper than the 62 frames kept ends with a depth-limit frame`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = compileProgram('unwind-deep', { flags: ['-O2', '-fomit-frame-pointer'] });
+      const { account, rows } = countStacks(engine, `${app} 5 100`, `${app}:unwind_deep_leaf`);
+      const frames = onlyStack(rows, account.calls);
+      assert.equal(frames.length, 63);
+      assert.equal(frames.at(-1), '[stack cut: depth limit]');
+      assert.equal(parseFrame(frames[0]!).name, 'unwind_deep_leaf');
+      for (const frame of frames.slice(1, -1))
+        assert.equal(parseFrame(frame).name, 'unwind_descend');
+    });
+
+    test(`${engine}: return addresses replaced by pending return probes are put back (whole stacks, as without them)`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc', 'gdb', 'readelf'] })) return;
+      const { app } = cBuild();
+      const gdb = gdbStack([app, '3', '0'], 'unwind_leaf');
+      // unwind_top's and main's return addresses are the trampoline's while unwind_leaf runs.
+      const { account, rows } = countStacks(engine, `${app} 100 0`, [
+        `r:${app}:unwind_top`,
+        `r:${app}:main`,
+        `${app}:unwind_leaf`,
+      ]);
+      const leaf = rows.filter((row) => row.probe === 'unwind_leaf');
+      assert.equal(leaf.length, 1, JSON.stringify(rows, null, 2));
+      assert.equal(leaf[0]!.count, account.calls);
+      assertSameStack(leaf[0]!.frames, gdb);
+      // The return probes' own stacks: the caller's, from the real return address on.
+      const returns = rows.find((row) => row.probe === 'r:unwind_top');
+      assert.equal(returns?.count, account.calls);
+      assert.equal(parseFrame(returns!.frames[0]!).name, 'main');
     });
   }
 

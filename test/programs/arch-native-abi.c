@@ -36,6 +36,7 @@ int main(void) {
   printf("\"BPF_FUNC\":{");
   FUNC(map_lookup_elem); FUNC(map_update_elem); FUNC(map_delete_elem); FUNC(ktime_get_ns);
   FUNC(get_smp_processor_id); FUNC(get_current_pid_tgid); FUNC(get_current_comm); FUNC(get_stackid);
+  FUNC(get_current_task);
   FUNC(probe_read_user); FUNC(probe_read_kernel); FUNC(probe_read_user_str); FUNC(ringbuf_output);
   FUNC(ringbuf_reserve); FUNC(ringbuf_submit); FUNC(ringbuf_discard); FUNC(get_current_task_btf);
   FUNC(get_attach_cookie); FUNC(find_vma);

@@ -55,7 +55,7 @@ const EBUSY = -16;
 const VM_IO = 0x4000;
 
 /** The walker's state, on the main program's stack at `fp + STATE`. */
-const STATE = -272;
+const STATE = -288;
 const S = {
   pc: 0,
   sp: 8,
@@ -85,8 +85,14 @@ const S = {
   pid: 116,
   pidPad: 120,
   spare: 124,
+  /** The uretprobe trampoline's address while the thread has return probes pending, else 0. */
+  tramp: 128,
+  /** The newest of the thread's uretprobe return instances (kernel address), else 0. */
+  ri: 136,
 } as const;
-export const UNWIND_STATE_BYTES = 128;
+export const UNWIND_STATE_BYTES = 144;
+/** Return instances looked through for a return address a uretprobe replaced. */
+const RETURN_INSTANCES = 8;
 
 /**
  * What holds the pc: a file with its table, a file known to have none, anonymous memory,
@@ -105,6 +111,14 @@ interface KernelOffsets {
   iIno: number;
   iSb: number;
   sDev: number;
+  taskUtask: number;
+  taskMm: number;
+  utaskReturnInstances: number;
+  riStack: number;
+  riOrigRetVaddr: number;
+  riNext: number;
+  mmXolArea: number;
+  xolVaddr: number;
 }
 
 let offsets: KernelOffsets | undefined;
@@ -122,6 +136,15 @@ function kernelOffsets(): KernelOffsets {
     iIno: btf.offsetOf('inode', 'i_ino'),
     iSb: btf.offsetOf('inode', 'i_sb'),
     sDev: btf.offsetOf('super_block', 's_dev'),
+    taskUtask: btf.offsetOf('task_struct', 'utask'),
+    taskMm: btf.offsetOf('task_struct', 'mm'),
+    utaskReturnInstances: btf.offsetOf('uprobe_task', 'return_instances'),
+    riStack: btf.offsetOf('return_instance', 'stack'),
+    riOrigRetVaddr: btf.offsetOf('return_instance', 'orig_ret_vaddr'),
+    riNext: btf.offsetOf('return_instance', 'next'),
+    mmXolArea:
+      btf.offsetOf('mm_struct', 'uprobes_state') + btf.offsetOf('uprobes_state', 'xol_area'),
+    xolVaddr: btf.offsetOf('xol_area', 'vaddr'),
   };
   return offsets;
 }
@@ -164,9 +187,53 @@ export function emitUnwindKey(a: Asm, maps: UnwindMaps, full: string, out: strin
   a.emit(ldx('DW', 1, 6, USER_REGS.rip), stx('DW', 10, state(S.pc), 1));
   a.emit(ldx('DW', 1, 6, USER_REGS.rsp), stx('DW', 10, state(S.sp), 1));
   a.emit(ldx('DW', 1, 6, USER_REGS.rbp), stx('DW', 10, state(S.bp), 1));
+  emitReturnInstances(a);
   a.emit(mov64Imm(1, UNWIND_FRAMES));
   a.loadCallback(2, FRAME);
   a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, STATE), mov64Imm(4, 0), call(BPF_FUNC.loop));
+}
+
+/**
+ * `*(u64 *)(fp + at) = *(u64 *)(r3 + off)` from kernel memory; a failed read jumps to `fail`
+ * (r3 is clobbered).
+ */
+function readKernel(a: Asm, at: number, off: number, fail: string): void {
+  a.emit(alu64Imm('ADD', 3, off), mov64Reg(1, 10), alu64Imm('ADD', 1, at), mov64Imm(2, 8));
+  a.emit(call(BPF_FUNC.probe_read_kernel));
+  a.jmpImm('JNE', 0, 0, fail);
+}
+
+/**
+ * When the thread has uretprobes pending (return addresses on its stack replaced by the
+ * trampoline), the trampoline's address and the newest return instance into the state, so
+ * that the walker can put the replaced addresses back as the kernel saved them.
+ */
+function emitReturnInstances(a: Asm): void {
+  const o = kernelOffsets();
+  const none = a.fresh('unwind.noreturns');
+  const at = (field: number) => STATE + field;
+  // The task (kept in the trampoline's slot until it is read), its utask, the newest instance.
+  a.emit(call(BPF_FUNC.get_current_task), stx('DW', 10, at(S.tramp), 0), mov64Reg(3, 0));
+  readKernel(a, at(S.ri), o.taskUtask, none);
+  a.emit(ldx('DW', 3, 10, at(S.ri)));
+  a.jmpImm('JEQ', 3, 0, none);
+  readKernel(a, at(S.ri), o.utaskReturnInstances, none);
+  a.emit(ldx('DW', 1, 10, at(S.ri)));
+  a.jmpImm('JEQ', 1, 0, none);
+  // The trampoline: task->mm->uprobes_state.xol_area->vaddr.
+  a.emit(ldx('DW', 3, 10, at(S.tramp)));
+  readKernel(a, at(S.tramp), o.taskMm, none);
+  a.emit(ldx('DW', 3, 10, at(S.tramp)));
+  a.jmpImm('JEQ', 3, 0, none);
+  readKernel(a, at(S.tramp), o.mmXolArea, none);
+  a.emit(ldx('DW', 3, 10, at(S.tramp)));
+  a.jmpImm('JEQ', 3, 0, none);
+  readKernel(a, at(S.tramp), o.xolVaddr, none);
+  const done = a.fresh('unwind.returns');
+  a.goto(done);
+  a.label(none);
+  a.emit(st('DW', 10, at(S.tramp), 0), st('DW', 10, at(S.ri), 0));
+  a.label(done);
 }
 
 /** Give back the nesting slot taken by `emitUnwindKey` (r7 the counter, the slot saved). */
@@ -258,12 +325,13 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   a.emit(st('W', 9, S.kind, KIND.tableFull));
   a.label(classified);
   a.label(recorded);
-  // The frame: (file id, file offset) when the file has an id, else the pc.
+  // The frame: (file id, file offset) when the file has an id, else the pc. The uprobes page
+  // is no frame: a return address the walker could not put back.
   const raw = a.fresh('unwind.raw');
   const store = a.fresh('unwind.store');
   a.emit(ldx('W', 1, 9, S.kind), mov64Reg(2, 6));
   a.jmpImm('JEQ', 1, KIND.anonymous, store);
-  a.jmpImm('JEQ', 1, KIND.uprobes, store);
+  a.jmpImm('JEQ', 1, KIND.uprobes, marked(STOP_REASON.uretprobe));
   a.jmpImm('JEQ', 1, KIND.unknown, raw);
   a.emit(ldx('W', 1, 9, S.fileId));
   a.emit(ldx('DW', 3, 9, S.fileBase), alu64Reg('SUB', 2, 3));
@@ -433,9 +501,10 @@ function emitRuleStep(
   a.label(raCfa);
   a.emit(ldx('W', 4, 6, 12));
   signExtend(a, 4);
-  a.emit(alu64Reg('ADD', 3, 4));
+  a.emit(alu64Reg('ADD', 3, 4), stx('DW', 10, -64, 3));
   read8(a, unreadable);
   a.emit(stx('DW', 10, -56, 0));
+  emitReturnAddressFix(a, marked(STOP_REASON.uretprobe));
   // The caller's rbp, into the state at once (nothing reads the callee's after this).
   const rbpDone = a.fresh('unwind.rbp');
   const rbpRead = a.fresh('unwind.rbpread');
@@ -464,6 +533,37 @@ function emitRuleStep(
   a.emit(stx('DW', 9, S.sp, 2), ldx('DW', 2, 10, -56), stx('DW', 9, S.pc, 2));
   a.emit(stx('W', 9, S.exact, 1));
   a.emit(mov64Imm(0, 0), exit());
+}
+
+/**
+ * A return address a uretprobe replaced (fp-56, read from the slot at fp-64) put back: the
+ * return instance whose saved stack pointer is that slot holds the original. One not found
+ * among the newest few ends the walk with its mark.
+ */
+function emitReturnAddressFix(a: Asm, notFound: string): void {
+  const o = kernelOffsets();
+  const fixed = a.fresh('unwind.rafixed');
+  a.emit(ldx('DW', 1, 9, S.tramp));
+  a.jmpImm('JEQ', 1, 0, fixed);
+  a.emit(ldx('DW', 2, 10, -56));
+  a.jmpReg('JNE', 1, 2, fixed);
+  // fp-72: the instance looked at.
+  a.emit(ldx('DW', 1, 9, S.ri), stx('DW', 10, -72, 1));
+  const found = a.fresh('unwind.rafound');
+  for (let i = 0; i < RETURN_INSTANCES; i++) {
+    a.emit(ldx('DW', 3, 10, -72));
+    a.jmpImm('JEQ', 3, 0, notFound);
+    readKernel(a, -8, o.riStack, notFound);
+    a.emit(ldx('DW', 1, 10, -8), ldx('DW', 2, 10, -64));
+    a.jmpReg('JEQ', 1, 2, found);
+    a.emit(ldx('DW', 3, 10, -72));
+    readKernel(a, -72, o.riNext, notFound);
+  }
+  a.goto(notFound);
+  a.label(found);
+  a.emit(ldx('DW', 3, 10, -72));
+  readKernel(a, -56, o.riOrigRetVaddr, notFound);
+  a.label(fixed);
 }
 
 /**
