@@ -45,6 +45,7 @@ export interface StackNamerOptions {
  * was found (a path under /proc/PID/root is gone once the process has ended).
  */
 interface Tail {
+  readonly path: string;
   readonly fd: number;
   offset: number;
   pending: string;
@@ -52,7 +53,7 @@ interface Tail {
 
 function openTail(path: string): Tail | undefined {
   try {
-    return { fd: openSync(path, 'r'), offset: 0, pending: '' };
+    return { path, fd: openSync(path, 'r'), offset: 0, pending: '' };
   } catch {
     return undefined;
   }
@@ -217,6 +218,13 @@ export class StackNamer {
     if (known !== undefined) return known;
     this.#readJit(record);
     return record.jit.lookup(address);
+  }
+
+  /** The JIT files of the process read so far: its perf map and jitdump file, if found. */
+  jitSources(pid: number): string[] {
+    const record = this.#processes.get(pid);
+    if (record === undefined) return [];
+    return [record.perfMap?.path, record.jitDump?.path].filter((p): p is string => p !== undefined);
   }
 
   #findJitFiles(record: ProcessRecord): void {

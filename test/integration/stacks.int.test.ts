@@ -6,7 +6,7 @@
  * milliseconds, and a process whose program was replaced on disk, named as gdb names them.
  */
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
@@ -22,6 +22,11 @@ import { tool } from '../helpers/tools.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
+
+/** A string matched as it is in a regular expression. */
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
 const ENGINES = ['bpf', 'ptrace'] as const;
 type Engine = (typeof ENGINES)[number];
 
@@ -245,6 +250,32 @@ describe('count --by ustack: whole stacks without frame pointers, equal to gdb b
     });
   }
 
+  test('resolve -p PID ADDR names JIT code from the perf map as it grows', async (t) => {
+    if (!requireHost(t, {})) return;
+    const script = join(PROGRAMS, 'unwind-hot.js');
+    const node = spawnCollected(process.execPath, ['--perf-basic-prof', script, '4000000']);
+    running.push(node);
+    const map = `/tmp/perf-${node.pid}.map`;
+    // V8 writes the map as it compiles: wait for hot()'s optimised code (the truth here).
+    let line: RegExpExecArray | null = null;
+    for (let i = 0; i < 300 && line === null; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      try {
+        line = /^([0-9a-f]+) ([0-9a-f]+) (JS:\*hot .*)$/m.exec(readFileSync(map, 'utf8'));
+      } catch {
+        // not written yet
+      }
+    }
+    assert.ok(line !== null, `${map} names hot()'s optimised code`);
+    const address = BigInt(`0x${line[1]}`) + 0x10n;
+    const result = runCli(['resolve', '-p', String(node.pid), `0x${address.toString(16)}`]);
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stdout, new RegExp(`-> {2}${escape(line[3]!)}\\+0x10\\n`));
+    assert.match(result.stdout, new RegExp(`JIT code, named by .*perf-${node.pid}\\.map`));
+    node.child.kill('SIGKILL');
+    rmSync(map, { force: true });
+  });
+
   test('bpf: node --perf-basic-prof, the hot JavaScript function named from its perf map', (t) => {
     if (!requireHost(t, { root: true })) return;
     const script = join(PROGRAMS, 'unwind-hot.js');
@@ -253,6 +284,10 @@ describe('count --by ustack: whole stacks without frame pointers, equal to gdb b
       `${process.execPath} --perf-basic-prof ${script} 2000`,
       'libc:getppid',
     );
+    // node wrote its perf map in /tmp: the test leaves nothing there.
+    for (const pid of new Set(rows.map((row) => row.pid))) {
+      rmSync(`/tmp/perf-${pid}.map`, { force: true });
+    }
     const total = rows.reduce((sum, row) => sum + row.count, 0);
     assert.equal(total, account.calls, 'every call counted');
     // Once compiled, hot() is JIT code: named as V8 writes it (JS:*hot, JS:^hot ...).
