@@ -4,12 +4,15 @@
 // Then the tracing part (bench/trace.mjs): probe cost per hit and event rate against perf and
 // bpftrace. Then the ptrace engine's per-hit cost (bench/ptrace.mjs) and the bpf engine's
 // counting, latency and attach times against bpftrace and bcc (bench/bpf.mjs). Then probes by
-// source line on a large binary with DWARF against perf probe (bench/dwarf.mjs).
+// source line on a large binary with DWARF against perf probe (bench/dwarf.mjs). Then whole
+// stacks without frame pointers against bpftrace's ustack and perf's --call-graph dwarf
+// (bench/stacks.mjs).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { runBpfBench } from './bpf.mjs';
 import { runDwarfBench } from './dwarf.mjs';
 import { runPtraceBench } from './ptrace.mjs';
+import { runStackBench } from './stacks.mjs';
 import { runTraceBench } from './trace.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -88,3 +91,4 @@ runTraceBench();
 runPtraceBench();
 runBpfBench();
 runDwarfBench();
+runStackBench();

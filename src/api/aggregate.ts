@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import type { BucketScheme, Histogram } from '../aggregate/index.js';
 import {
   type AggregateSite,
@@ -32,8 +31,8 @@ import {
   type SkippedSite,
 } from '../plan/index.js';
 import { type FetchArg, parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
+import { BpfStacks } from './bpf-stacks.js';
 import { processFamily, ReplacedFiles } from './replaced-files.js';
-import { StackSymbolizer } from './symbolize.js';
 import { checkTargetOptions, probeName } from './tracer.js';
 
 export interface AggregateOptions {
@@ -73,8 +72,10 @@ export interface AggregateOptions {
 }
 
 export interface CountOptions extends AggregateOptions {
-  /** Count per `pid`, `tid`, `comm`, or a fetched value (`arg0`, `+0(arg0):string`). */
+  /** Count per `pid`, `tid`, `comm`, `ustack`, or a fetched value (`arg0`, `+0(arg0):string`). */
   readonly by?: string | undefined;
+  /** By `ustack`: functions inlined at a frame are frames of their own (from DWARF). */
+  readonly inlines?: boolean | undefined;
 }
 
 export interface HistogramOptions extends AggregateOptions {
@@ -95,10 +96,14 @@ export interface ProbeCount {
   readonly probe: string;
   /**
    * The key's value with `by`; by `ustack`, the stack folded (outermost frame first, frames
-   * joined by `;`, as flame-graph tools read it).
+   * joined by `;`, as flame-graph tools read it): function names, `file+0xvaddr` where no
+   * symbol names a frame.
    */
   readonly key: bigint | string | undefined;
-  /** By `ustack`: the process, and its frames, innermost first (`symbol+0xoff (file)`). */
+  /**
+   * By `ustack`: the process, and its frames, innermost first (`symbol+0xoff (file)`); a
+   * stack cut short ends with a marked frame (`[stack cut: depth limit]`).
+   */
   readonly stack?: { readonly pid: number; readonly frames: readonly string[] } | undefined;
   readonly count: bigint;
   /**
@@ -262,7 +267,6 @@ function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
       offset: point.fileOffset,
       kind: point.attach === 'uretprobe' ? ('return' as const) : ('entry' as const),
       refCtrOffset: site.usdt?.semaphoreFileOffset,
-      atEntry: site.kind === 'entry',
       probe,
       role: point.role === 'probe' ? undefined : point.role,
       goroutine: site.returns?.frames === 'goroutine',
@@ -279,7 +283,6 @@ function timedFunctions(sites: readonly ProbeSite[]): TimedFunction[] {
       path: site.target.path,
       offset: site.fileOffset,
       kind: 'entry',
-      atEntry: true,
       exits:
         returns?.mode === 'sites'
           ? {
@@ -388,19 +391,30 @@ export async function countHits(
   return start(specs, options, (sites, names, pid) => {
     const siteKey: CountKey =
       key.kind === 'value' ? { ...key, fetch: fetchForSites(key.fetch, sites, '--by') } : key;
-    const counts = BpfCounts.open(aggregateSites(sites), siteKey, {
-      pid,
-      filters: filtersAt(filters, sites),
-      readsResult: key.kind === 'value' && readsResult(key.fetch.expr),
-      mode: options.attach,
-      purpose: `counting ${sites.length} probe${sites.length === 1 ? '' : 's'}`,
-    });
     const stacks =
-      key.kind === 'ustack' ? stackNamer(pid, options.command !== undefined) : undefined;
+      key.kind === 'ustack'
+        ? new BpfStacks({ pid, command: options.command, sites, inlines: options.inlines })
+        : undefined;
+    let counts: BpfCounts;
+    try {
+      counts = BpfCounts.open(aggregateSites(sites), siteKey, {
+        pid,
+        filters: filtersAt(filters, sites),
+        readsResult: key.kind === 'value' && readsResult(key.fetch.expr),
+        mode: options.attach,
+        purpose: `counting ${sites.length} probe${sites.length === 1 ? '' : 's'}`,
+        stacks: stacks?.stackOptions(),
+      });
+    } catch (err) {
+      stacks?.close();
+      throw err;
+    }
+    stacks?.start(options.command !== undefined);
     return {
       engine: counts,
-      read: () =>
-        counts
+      read: () => {
+        stacks?.loadMissing();
+        return counts
           .read()
           .map((row) => {
             const probe = names[row.probe] ?? `#${row.probe}`;
@@ -410,49 +424,22 @@ export async function countHits(
             if (row.stack === undefined || stacks === undefined) {
               return { probe, key: row.key, count: row.count };
             }
-            const { pid: owner, addresses } = row.stack;
-            const site = sites[row.probe];
-            // An entry or instruction probe's first frame is its own address.
-            if (site !== undefined && site.kind !== 'return' && addresses[0] !== undefined) {
-              stacks.symbolizer.know(owner, site.target.path, addresses[0], site.vaddr);
-            }
-            const frames = addresses.map((address) => stacks.symbolizer.frame(owner, address));
-            const key = frames.length === 0 ? '[no user stack]' : frames.toReversed().join(';');
-            return { probe, key, stack: { pid: owner, frames }, count: row.count };
+            const named = stacks.name(row.stack.pid, row.stack.frames);
+            const frames = named.map((frame) => frame.text);
+            const key =
+              named.length === 0
+                ? '[no user stack]'
+                : named
+                    .map((frame) => frame.key)
+                    .toReversed()
+                    .join(';');
+            return { probe, key, stack: { pid: row.stack.pid, frames }, count: row.count };
           })
-          .sort((a, b) => (a.count < b.count ? 1 : a.count > b.count ? -1 : 0)),
-      stopped: stacks?.stop,
+          .sort((a, b) => (a.count < b.count ? 1 : a.count > b.count ? -1 : 0));
+      },
+      stopped: () => stacks?.close(),
     };
   });
-}
-
-/**
- * Names stack addresses; with one process (-p, -c), its memory map is taken again while it
- * lives (every 25 ms in its first second, when libraries are loaded, then every second), so
- * that stacks are named even after it has ended. A command's first map is taken at the first
- * tick: at the start it is still upscope's launcher.
- */
-function stackNamer(pid: number | undefined, launched: boolean) {
-  const symbolizer = new StackSymbolizer();
-  let ticks = 0;
-  const timer =
-    pid === undefined
-      ? undefined
-      : setInterval(() => {
-          ticks++;
-          if ((ticks <= 40 || ticks % 40 === 0) && existsSync(`/proc/${pid}`)) {
-            symbolizer.snapshot(pid);
-          }
-        }, 25);
-  timer?.unref();
-  if (pid !== undefined && !launched) symbolizer.snapshot(pid);
-  return {
-    symbolizer,
-    stop: () => {
-      clearInterval(timer);
-      symbolizer.close();
-    },
-  };
 }
 
 /** A histogram of a fetched value (`arg0`, `retval:s64`, `+8(arg0):u32`) per probe. */

@@ -111,6 +111,7 @@ export {
   ProcessTracer,
   type ProcessTracerOptions,
 } from './process-tracer.js';
+export { PtraceStacks, type WalkedStack } from './ptrace-stacks.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
 export {
   Attachment,

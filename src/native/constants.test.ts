@@ -19,6 +19,8 @@ test('constants.ts holds the numbers this machine’s kernel headers define', (t
       BPF_ATTACH_TYPE: constants.BPF_ATTACH_TYPE,
       BPF_FUNC: constants.BPF_FUNC,
       BPF_PROG_LOAD_ATTR: constants.BPF_PROG_LOAD_ATTR,
+      BPF_BTF_LOAD_ATTR: constants.BPF_BTF_LOAD_ATTR,
+      BPF_MAP_BATCH_ATTR: constants.BPF_MAP_BATCH_ATTR,
       BPF_MAP_ELEM_ATTR: constants.BPF_MAP_ELEM_ATTR,
       BPF_LINK_CREATE_ATTR: constants.BPF_LINK_CREATE_ATTR,
       BPF_ATTR_BYTES: constants.BPF_ATTR_BYTES,

@@ -37,7 +37,9 @@ export const BPF_CMD = {
   BPF_MAP_GET_NEXT_KEY: 4,
   BPF_PROG_LOAD: 5,
   BPF_OBJ_GET_INFO_BY_FD: 15,
+  BPF_BTF_LOAD: 18,
   BPF_MAP_LOOKUP_BATCH: 24,
+  BPF_MAP_UPDATE_BATCH: 26,
   BPF_LINK_CREATE: 28,
 } as const;
 
@@ -79,13 +81,18 @@ export const BPF_FUNC = {
   get_current_pid_tgid: 14,
   get_current_comm: 16,
   get_stackid: 27,
+  get_current_task: 35,
   probe_read_user: 112,
+  probe_read_kernel: 113,
   probe_read_user_str: 114,
   ringbuf_output: 130,
   ringbuf_reserve: 131,
   ringbuf_submit: 132,
   ringbuf_discard: 133,
+  get_current_task_btf: 158,
   get_attach_cookie: 174,
+  find_vma: 180,
+  loop: 181,
 } as const;
 
 /** Layout of the BPF_PROG_LOAD part of `union bpf_attr`. */
@@ -101,6 +108,31 @@ export const BPF_PROG_LOAD_ATTR = {
   prog_flags: 44,
   prog_name: 48,
   expected_attach_type: 68,
+  prog_btf_fd: 72,
+  func_info_rec_size: 76,
+  func_info: 80,
+  func_info_cnt: 88,
+} as const;
+
+/** Layout of the BPF_BTF_LOAD part of `union bpf_attr`. */
+export const BPF_BTF_LOAD_ATTR = {
+  btf: 0,
+  btf_log_buf: 8,
+  btf_size: 16,
+  btf_log_size: 20,
+  btf_log_level: 24,
+} as const;
+
+/** Layout of the batch commands' part of `union bpf_attr` (BPF_MAP_UPDATE_BATCH). */
+export const BPF_MAP_BATCH_ATTR = {
+  in_batch: 0,
+  out_batch: 8,
+  keys: 16,
+  values: 24,
+  count: 32,
+  map_fd: 36,
+  elem_flags: 40,
+  flags: 48,
 } as const;
 
 /** Layout of the map element commands' part of `union bpf_attr` (lookup, update, delete, next key). */

@@ -3,9 +3,11 @@ export { type MapCreateSpec, mapCreateAttr } from './bpf-attr.js';
 export {
   BPF_ATTACH_TYPE,
   BPF_ATTR_BYTES,
+  BPF_BTF_LOAD_ATTR,
   BPF_CMD,
   BPF_FUNC,
   BPF_LINK_CREATE_ATTR,
+  BPF_MAP_BATCH_ATTR,
   BPF_MAP_CREATE_ATTR,
   BPF_MAP_ELEM_ATTR,
   BPF_MAP_TYPE,

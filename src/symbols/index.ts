@@ -15,6 +15,7 @@ export {
 } from './demangle.js';
 export * from './dwarf/index.js';
 export * from './elf/index.js';
+export * from './jit/index.js';
 export * from './ldcache/index.js';
 export * from './maps/index.js';
 export {

@@ -26,23 +26,36 @@ int main(void) {
          BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM);
   printf("\"BPF_MAP_DELETE_ELEM\":%d,\"BPF_MAP_GET_NEXT_KEY\":%d,\"BPF_PROG_LOAD\":%d,",
          BPF_MAP_DELETE_ELEM, BPF_MAP_GET_NEXT_KEY, BPF_PROG_LOAD);
-  printf("\"BPF_OBJ_GET_INFO_BY_FD\":%d,\"BPF_MAP_LOOKUP_BATCH\":%d,\"BPF_LINK_CREATE\":%d},",
-         BPF_OBJ_GET_INFO_BY_FD, BPF_MAP_LOOKUP_BATCH, BPF_LINK_CREATE);
+  printf("\"BPF_OBJ_GET_INFO_BY_FD\":%d,\"BPF_BTF_LOAD\":%d,\"BPF_MAP_LOOKUP_BATCH\":%d,",
+         BPF_OBJ_GET_INFO_BY_FD, BPF_BTF_LOAD, BPF_MAP_LOOKUP_BATCH);
+  printf("\"BPF_MAP_UPDATE_BATCH\":%d,\"BPF_LINK_CREATE\":%d},", BPF_MAP_UPDATE_BATCH,
+         BPF_LINK_CREATE);
   printf("\"BPF_PROG_TYPE\":{\"BPF_PROG_TYPE_KPROBE\":%d,\"BPF_PROG_TYPE_TRACEPOINT\":%d},", BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT);
   printf("\"BPF_ATTACH_TYPE\":{\"BPF_PERF_EVENT\":%d},", BPF_PERF_EVENT);
 #define FUNC(name) printf("\"" #name "\":%d,", BPF_FUNC_##name)
   printf("\"BPF_FUNC\":{");
   FUNC(map_lookup_elem); FUNC(map_update_elem); FUNC(map_delete_elem); FUNC(ktime_get_ns);
   FUNC(get_smp_processor_id); FUNC(get_current_pid_tgid); FUNC(get_current_comm); FUNC(get_stackid);
-  FUNC(probe_read_user); FUNC(probe_read_user_str); FUNC(ringbuf_output); FUNC(ringbuf_reserve);
-  FUNC(ringbuf_submit); FUNC(ringbuf_discard);
-  printf("\"get_attach_cookie\":%d},", BPF_FUNC_get_attach_cookie);
+  FUNC(get_current_task);
+  FUNC(probe_read_user); FUNC(probe_read_kernel); FUNC(probe_read_user_str); FUNC(ringbuf_output);
+  FUNC(ringbuf_reserve); FUNC(ringbuf_submit); FUNC(ringbuf_discard); FUNC(get_current_task_btf);
+  FUNC(get_attach_cookie); FUNC(find_vma);
+  printf("\"loop\":%d},", BPF_FUNC_loop);
   printf("\"BPF_PROG_LOAD_ATTR\":{\"prog_type\":%zu,\"insn_cnt\":%zu,\"insns\":%zu,\"license\":%zu,",
          ATTR(prog_type), ATTR(insn_cnt), ATTR(insns), ATTR(license));
   printf("\"log_level\":%zu,\"log_size\":%zu,\"log_buf\":%zu,\"kern_version\":%zu,", ATTR(log_level),
          ATTR(log_size), ATTR(log_buf), ATTR(kern_version));
-  printf("\"prog_flags\":%zu,\"prog_name\":%zu,\"expected_attach_type\":%zu},", ATTR(prog_flags),
+  printf("\"prog_flags\":%zu,\"prog_name\":%zu,\"expected_attach_type\":%zu,", ATTR(prog_flags),
          ATTR(prog_name), ATTR(expected_attach_type));
+  printf("\"prog_btf_fd\":%zu,\"func_info_rec_size\":%zu,\"func_info\":%zu,\"func_info_cnt\":%zu},",
+         ATTR(prog_btf_fd), ATTR(func_info_rec_size), ATTR(func_info), ATTR(func_info_cnt));
+  printf("\"BPF_BTF_LOAD_ATTR\":{\"btf\":%zu,\"btf_log_buf\":%zu,\"btf_size\":%zu,", ATTR(btf),
+         ATTR(btf_log_buf), ATTR(btf_size));
+  printf("\"btf_log_size\":%zu,\"btf_log_level\":%zu},", ATTR(btf_log_size), ATTR(btf_log_level));
+  printf("\"BPF_MAP_BATCH_ATTR\":{\"in_batch\":%zu,\"out_batch\":%zu,\"keys\":%zu,", ATTR(batch.in_batch),
+         ATTR(batch.out_batch), ATTR(batch.keys));
+  printf("\"values\":%zu,\"count\":%zu,\"map_fd\":%zu,\"elem_flags\":%zu,\"flags\":%zu},",
+         ATTR(batch.values), ATTR(batch.count), ATTR(batch.map_fd), ATTR(batch.elem_flags), ATTR(batch.flags));
   printf("\"BPF_MAP_ELEM_ATTR\":{\"map_fd\":%zu,\"key\":%zu,\"value\":%zu,\"next_key\":%zu,\"flags\":%zu},",
          ATTR(map_fd), ATTR(key), ATTR(value), ATTR(next_key), ATTR(flags));
   printf("\"BPF_LINK_CREATE_ATTR\":{\"prog_fd\":%zu,\"target_fd\":%zu,\"attach_type\":%zu,",

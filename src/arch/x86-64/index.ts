@@ -26,6 +26,26 @@ export {
   type ReturnScan,
 } from './returns.js';
 export {
+  CFA_KIND,
+  type CfiRowInput,
+  compileUnwindTable,
+  type Located,
+  RA_KIND,
+  RBP_KIND,
+  ruleAt,
+  ruleOfRow,
+  STOP_REASON,
+  type StopReason,
+  stopFrameText,
+  stopReasonOf,
+  type UnwindOptions,
+  type UnwindRule,
+  type UnwindTable,
+  type UnwoundFrame,
+  unwindStack,
+} from './unwind.js';
+
+export {
   type Emulation,
   type EmulationResult,
   emulate,

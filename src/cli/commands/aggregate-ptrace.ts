@@ -17,9 +17,11 @@ import {
   type ProbeCount,
   type ProbeHistogram,
   type ProbeSite,
+  PtraceStacks,
   parseComparisonOrThrow,
   parseFetchOrThrow,
   probeName,
+  type WalkedStack,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
@@ -42,6 +44,8 @@ export interface PtraceAggregateOptions
   > {
   readonly duration?: number | undefined;
   readonly interval?: number | undefined;
+  /** By ustack: functions inlined at a frame are frames of their own. */
+  readonly inlines?: boolean | undefined;
 }
 
 /** What is aggregated, and into what reading. */
@@ -87,17 +91,15 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
 ): Promise<void> {
   const predicate =
     options.filter === undefined ? undefined : parseComparisonOrThrow(options.filter, '--filter');
-  if (aggregation.kind === 'count' && aggregation.by === 'ustack') {
-    throw new ProbeError(
-      'ERR_NOT_SUPPORTED',
-      'Cannot count by ustack on the ptrace engine: stacks are walked by the bpf engine',
-      { hints: ['Run as root (or with CAP_BPF and CAP_PERFMON) to count by user stack'] },
-    );
-  }
+  // By user stack: each hit's stack walked while its thread is stopped, named when read.
+  const stacks =
+    aggregation.kind === 'count' && aggregation.by === 'ustack'
+      ? new PtraceStacks({ inlines: options.inlines })
+      : undefined;
   const byFetch =
     aggregation.kind === 'count' &&
     aggregation.by !== undefined &&
-    !['pid', 'tid', 'comm'].includes(aggregation.by)
+    !['pid', 'tid', 'comm', 'ustack'].includes(aggregation.by)
       ? parseFetchOrThrow(aggregation.by, '--by')
       : undefined;
   const valueFetch =
@@ -105,7 +107,12 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   const comm = options.comm?.slice(0, 15);
   const counts = new Map<
     string,
-    { probe: string; key: bigint | string | undefined; count: bigint }
+    {
+      probe: string;
+      key: bigint | string | undefined;
+      stack?: WalkedStack | undefined;
+      count: bigint;
+    }
   >();
   const histograms = new Map<string, HistogramAccumulator>();
   let faults = 0;
@@ -166,7 +173,11 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
     switch (aggregation.kind) {
       case 'count': {
         let key: bigint | string | undefined;
-        if (aggregation.by === 'pid') key = BigInt(context.pid);
+        let stack: WalkedStack | undefined;
+        if (stacks !== undefined) {
+          stack = stacks.walk(context);
+          key = stack.id;
+        } else if (aggregation.by === 'pid') key = BigInt(context.pid);
         else if (aggregation.by === 'tid') key = BigInt(context.tid);
         else if (aggregation.by === 'comm') key = name;
         else if (byFetch !== undefined) {
@@ -177,7 +188,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
           }
         }
         const id = `${probe}\u0000${String(key)}`;
-        const row = counts.get(id) ?? { probe, key, count: 0n };
+        const row = counts.get(id) ?? { probe, key, stack, count: 0n };
         row.count++;
         counts.set(id, row);
         return true;
@@ -205,7 +216,17 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   };
   const read = (): Reading<A> => {
     if (aggregation.kind === 'count') {
-      const rows: ProbeCount[] = [...counts.values()].map((row) => ({ ...row }));
+      const rows = [...counts.values()].map(({ probe, key, stack, count }): ProbeCount => {
+        if (stack === undefined || stacks === undefined) return { probe, key, count };
+        const named = stacks.name(stack);
+        const folded = named.map((frame) => frame.key).toReversed();
+        return {
+          probe,
+          key: folded.length === 0 ? '[no user stack]' : folded.join(';'),
+          stack: { pid: stack.pid, frames: named.map((frame) => frame.text) },
+          count,
+        };
+      });
       rows.sort((a, b) => (a.count < b.count ? 1 : a.count > b.count ? -1 : 0));
       for (const [probe, count] of unwound) {
         rows.push({ probe, key: undefined, count, exit: 'unwind' });
@@ -251,8 +272,15 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   } finally {
     clearInterval(ticker);
   }
-  if (failure !== undefined) throw failure;
-  print(read(), true);
+  if (failure !== undefined) {
+    stacks?.close();
+    throw failure;
+  }
+  try {
+    print(read(), true);
+  } finally {
+    stacks?.close();
+  }
   if (faults > 0) io.err(`upscope: ${faults} hits whose value could not be read\n`);
   const unwinds = [...unwound.values()].reduce((sum, n) => sum + n, 0n);
   if (unwinds > 0n && aggregation.kind !== 'count') {

@@ -377,8 +377,10 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         'Count the hits of each SPEC with an in-kernel (eBPF) handler: millions of hits a ' +
           'second at about the cost of the kernel uprobe itself. With --by, counts are kept per ' +
           'process, thread, thread name, user stack or fetched value (e.g. --by arg0, --by ' +
-          "'+0(arg0):string'). --by ustack walks the frame pointers: code built without them " +
-          '(-fomit-frame-pointer, the default of -O2 on x86-64) shows short stacks. Totals ' +
+          "'+0(arg0):string'). --by ustack unwinds each stack from the call frame information " +
+          'of its files (.eh_frame, .debug_frame), so code built without frame pointers shows ' +
+          'whole stacks; JIT code is walked by frame pointers and named from /tmp/perf-PID.map ' +
+          'or jitdump; a stack cut short ends with a [stack cut: REASON] frame. Totals ' +
           'print at the end (Ctrl-C, --duration, or the end of the ' +
           '-c command or -p process) and every --interval. A return probe whose returns are ' +
           'caught at its exits (Go programs; C++, Rust and pthread_cancel unwinds; see ' +
@@ -395,8 +397,21 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       'count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string',
     )
     .option('--top <n>', 'print only the N largest counts', positive('--top'))
+    .option(
+      '--inlines',
+      'with --by ustack: show functions inlined at each frame as frames of their own (from DWARF)',
+    )
     .action((specs, options) =>
       withOutput(io, options.output, async (io) => {
+        if (options.inlines === true && options.by !== 'ustack') {
+          throw new ProbeError(
+            'ERR_USAGE',
+            'Cannot use --inlines: it names the frames of --by ustack',
+            {
+              hints: ["For example: upscope count --by ustack --inlines -c './app' './app:parse'"],
+            },
+          );
+        }
         const print = (rows: ProbeCount[], final: boolean) => {
           if (options.json === true) {
             io.out(
@@ -424,14 +439,18 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           result,
           async () => {
             const by = options.by;
-            const aggregate = await countHits(specs, { ...aggregateOptions(options, io), by });
+            const aggregate = await countHits(specs, {
+              ...aggregateOptions(options, io),
+              by,
+              inlines: options.inlines,
+            });
             await run(aggregate, options, 'Counting', 'probe', io, result, print);
           },
           () =>
             aggregatePtrace(
               specs,
               { kind: 'count', by: options.by },
-              { ...options, debugDirs: options.debugDir },
+              { ...options, debugDirs: options.debugDir, inlines: options.inlines },
               io,
               result,
               'Counting',

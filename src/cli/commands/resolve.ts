@@ -382,6 +382,12 @@ function handlingText(site: ProbeSite): string {
 function renderSymbolized(s: Symbolized, demangle: boolean): string {
   const name = (demangle ? s.demangled : undefined) ?? s.symbol;
   const where = name === undefined ? '(no symbol)' : `${name}+${hex(s.symbolOffset)}`;
+  if (s.fileOffset === undefined) {
+    return [
+      `${hex(s.address)}  ->  ${where}`,
+      `  object     JIT code, named by ${s.jit ?? 'the runtime'}`,
+    ].join('\n');
+  }
   return [
     `${hex(s.address)}  ->  ${where}`,
     `  object     ${s.object}`,

@@ -17,7 +17,6 @@ import {
 import type { BpfMap } from './kernel.js';
 import {
   CALLS_VALUE_BYTES,
-  COOKIE_AT_ENTRY,
   type CountKey,
   countKeyBytes,
   countProgram,
@@ -34,6 +33,13 @@ import {
   valueProgram,
 } from './programs.js';
 import { type AttachMode, type AttachReport, BpfSession, type MoveProbe } from './session.js';
+import { type UnwindCapacity, UnwindMaps } from './unwind-maps.js';
+import {
+  FRAME_FILE_BIT,
+  FRAME_FILE_ID_SHIFT,
+  FRAME_MARK,
+  UNWIND_KEY_BYTES,
+} from './unwind-program.js';
 
 /** A probe to aggregate over: where it is, and which way. Its index is its cookie. */
 export interface AggregateSite {
@@ -41,8 +47,6 @@ export interface AggregateSite {
   readonly offset: bigint;
   readonly kind: 'entry' | 'return';
   readonly refCtrOffset?: bigint | undefined;
-  /** At a function's first instruction (its caller is then found from the stack pointer). */
-  readonly atEntry?: boolean | undefined;
   /**
    * The probe this uprobe serves (its index among the probes), when it is one of several
    * uprobes of one probe; by default the uprobe's own place in the list.
@@ -77,7 +81,6 @@ export interface TimedFunction extends AggregateSite {
 /** The attach cookie of a site: its probe's index, and what kind of uprobe it is. */
 function cookieOf(site: AggregateSite, index: number): number {
   let cookie = site.probe ?? index;
-  if (site.atEntry === true) cookie += COOKIE_AT_ENTRY;
   if (site.role === 'frame-entry') cookie += COOKIE_FRAME_ENTRY;
   if (site.role === 'return') cookie += COOKIE_RETURN_SITE;
   if (site.role !== undefined && site.goroutine === true) cookie += COOKIE_GOROUTINE;
@@ -290,15 +293,43 @@ function build<T extends BpfAggregation>(make: () => T, attach: (aggregation: T)
   }
 }
 
+/**
+ * A frame of a stack key: in a file the unwinder has an id for (at a file offset), at a pc
+ * (anonymous memory, or a file not loaded yet), or the mark of a stack cut short.
+ */
+export type StackFrameKey =
+  | { readonly kind: 'file'; readonly fileId: number; readonly fileOffset: bigint }
+  | { readonly kind: 'pc'; readonly pc: bigint }
+  | { readonly kind: 'cut'; readonly reason: number };
+
 /** One count: the probe (its index), the key (absent without one), and the hits. */
 export interface CountRow {
   readonly probe: number;
   readonly key: bigint | string | undefined;
-  /** With a user-stack key: the process, and the stack's addresses, innermost first. */
-  readonly stack?: { readonly pid: number; readonly addresses: readonly bigint[] } | undefined;
+  /** With a user-stack key: the process, and the stack's frames, innermost first. */
+  readonly stack?: { readonly pid: number; readonly frames: readonly StackFrameKey[] } | undefined;
   readonly count: bigint;
   /** A row of calls of a return probe that an unwind took away (no key: no return was seen). */
   readonly exit?: 'unwind' | undefined;
+}
+
+function decodeFrame(value: bigint): StackFrameKey {
+  if ((value & FRAME_MARK) === FRAME_MARK) return { kind: 'cut', reason: Number(value & 0xffn) };
+  if ((value & FRAME_FILE_BIT) !== 0n) {
+    return {
+      kind: 'file',
+      fileId: Number((value & ~FRAME_FILE_BIT) >> FRAME_FILE_ID_SHIFT),
+      fileOffset: value & ((1n << FRAME_FILE_ID_SHIFT) - 1n),
+    };
+  }
+  return { kind: 'pc', pc: value };
+}
+
+/** What a count by user stack needs besides the probes: room for unwind tables, and them. */
+export interface StackOptions {
+  readonly capacity: UnwindCapacity;
+  /** Called once the maps exist, before any probe is attached (to load the first tables). */
+  readonly prepare: (maps: UnwindMaps) => void;
 }
 
 /** Hits per probe, or per probe and key. */
@@ -307,10 +338,18 @@ export class BpfCounts extends BpfAggregation {
   readonly #key: CountKey;
   readonly #probes: number;
 
-  private constructor(probes: number, key: CountKey) {
+  /** The unwind tables of a count by user stack. */
+  readonly unwind: UnwindMaps | undefined;
+
+  private constructor(probes: number, key: CountKey, stacks: StackOptions | undefined) {
     super();
     this.#key = key;
     this.#probes = probes;
+    if (key.kind === 'ustack') {
+      if (stacks === undefined) throw new Error('a count by user stack needs its stack options');
+      this.unwind = new UnwindMaps(this.session, stacks.capacity, UNWIND_KEY_BYTES);
+      stacks.prepare(this.unwind);
+    }
     this.#counts =
       key.kind === 'none'
         ? this.session.map({
@@ -329,15 +368,19 @@ export class BpfCounts extends BpfAggregation {
           });
   }
 
-  static open(sites: readonly AggregateSite[], key: CountKey, options: AggregateOptions) {
+  static open(
+    sites: readonly AggregateSite[],
+    key: CountKey,
+    options: AggregateOptions & { readonly stacks?: StackOptions | undefined },
+  ) {
     const probes = probeCount(sites);
     return build(
-      () => new BpfCounts(probes, key),
+      () => new BpfCounts(probes, key, options.stacks),
       (self) => {
         const frames = self.framesFor(sites, probes);
         const program = () =>
           countProgram(
-            { errors: self.errors.fd, counts: self.#counts.fd, frames },
+            { errors: self.errors.fd, counts: self.#counts.fd, frames, unwind: self.unwind },
             key,
             filtersOf(options),
             { readsResult: options.readsResult },
@@ -378,16 +421,16 @@ export class BpfCounts extends BpfAggregation {
       const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
       const probe = view.getUint32(0, true);
       if (this.#key.kind === 'ustack') {
-        const addresses: bigint[] = [];
+        const frames: StackFrameKey[] = [];
         for (let at = KEY_HEADER_BYTES; at < raw.byteLength; at += 8) {
-          const address = view.getBigUint64(at, true);
-          if (address === 0n) break;
-          addresses.push(address);
+          const value = view.getBigUint64(at, true);
+          if (value === 0n) break;
+          frames.push(decodeFrame(value));
         }
         rows.push({
           probe,
           key: undefined,
-          stack: { pid: view.getUint32(4, true), addresses },
+          stack: { pid: view.getUint32(4, true), frames },
           count,
         });
         continue;

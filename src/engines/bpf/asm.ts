@@ -1,10 +1,13 @@
 import {
+  callSub,
   type Insn,
   type JMP,
   ja,
   jmpImm,
   jmpReg,
+  ld64Imm,
   mov64Imm,
+  PSEUDO_FUNC,
   type Reg,
   exit as ret,
 } from './insn.js';
@@ -17,15 +20,54 @@ interface Fixup {
   readonly make: (off: number) => Insn;
 }
 
+/** A subprogram (a bpf-to-bpf call's target or a callback): where it starts, its arity. */
+export interface Subprogram {
+  readonly name: string;
+  readonly params: number;
+  readonly insnOffset: number;
+}
+
 /**
  * Straight-line BPF code with named forward and backward jump targets: jumps are emitted
- * with a label and their offsets filled in by `finish()`.
+ * with a label and their offsets filled in by `finish()`. Subprograms follow the main one,
+ * each begun with `subprogram()`; the kernel needs their list (`subprograms`) as BTF.
  */
 export class Asm {
   readonly #insns: Insn[] = [];
   readonly #labels = new Map<string, number>();
   readonly #fixups: Fixup[] = [];
+  readonly #subprograms: Subprogram[] = [];
   #unique = 0;
+
+  /** Begin a subprogram here: `name` is also its label, for `callSubprogram`/`loadCallback`. */
+  subprogram(name: string, params: number): this {
+    if (this.#subprograms.length === 0) {
+      this.#subprograms.push({ name: 'main', params: 1, insnOffset: 0 });
+    }
+    this.#subprograms.push({ name, params, insnOffset: this.#insns.length });
+    return this.label(name);
+  }
+
+  /** The main program and each subprogram, in order; empty when there are none. */
+  get subprograms(): readonly Subprogram[] {
+    return this.#subprograms;
+  }
+
+  /** A bpf-to-bpf call of the subprogram labelled `name`. */
+  callSubprogram(name: string): this {
+    return this.#jump(name, (off) => callSub(off));
+  }
+
+  /** `dst` = the subprogram `name`, as a callback for helpers such as bpf_loop. */
+  loadCallback(dst: Reg, name: string): this {
+    this.#fixups.push({
+      at: this.#insns.length,
+      label: name,
+      make: (off) => ld64Imm(dst, BigInt(off), PSEUDO_FUNC)[0],
+    });
+    this.#insns.push(...ld64Imm(dst, 0n, PSEUDO_FUNC));
+    return this;
+  }
 
   /** A label name no other call returns. */
   fresh(prefix: string): string {

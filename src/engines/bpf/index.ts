@@ -7,10 +7,14 @@ export {
   BpfValueHistograms,
   type CountRow,
   type HandlerErrors,
+  type StackFrameKey,
+  type StackOptions,
   type TimedFunction,
 } from './aggregations.js';
+export { KernelBtf } from './btf.js';
 export { type BpfFeatures, bpfAllowed, probeBpfFeatures } from './features.js';
 export { BpfMap, loadProgram, verifierReason } from './kernel.js';
 export type { CountKey, Filters } from './programs.js';
 export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';
 export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';
+export type { UnwindCapacity, UnwindMaps } from './unwind-maps.js';

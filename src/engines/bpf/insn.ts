@@ -67,6 +67,10 @@ const MODE_ATOMIC = 0xc0;
 
 /** `src` of a 64-bit immediate load whose immediate is a map's file descriptor. */
 export const PSEUDO_MAP_FD = 1;
+/** `src` of a call whose immediate is a subprogram's offset (bpf-to-bpf call). */
+export const PSEUDO_CALL = 1;
+/** `src` of a 64-bit immediate load whose immediate is a subprogram's offset (a callback). */
+export const PSEUDO_FUNC = 4;
 
 /** Registers: r0 return value, r1-r5 arguments, r6-r9 kept across calls, r10 frame pointer. */
 export type Reg = 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10;
@@ -166,6 +170,11 @@ export function ja(off: number): Insn {
 /** Call helper function number `helper` (arguments in r1-r5, result in r0). */
 export function call(helper: number): Insn {
   return insn(CLASS.JMP | JMP.CALL, 0, 0, 0, helper);
+}
+
+/** Call the subprogram `off` instructions after this one (arguments r1-r5, result r0). */
+export function callSub(off: number): Insn {
+  return insn(CLASS.JMP | JMP.CALL, 0, PSEUDO_CALL, 0, off);
 }
 
 /** Return r0. */

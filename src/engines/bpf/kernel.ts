@@ -8,8 +8,10 @@ import { ProbeError } from '../../errors/index.js';
 import {
   BPF_ATTACH_TYPE,
   BPF_ATTR_BYTES,
+  BPF_BTF_LOAD_ATTR,
   BPF_CMD,
   BPF_LINK_CREATE_ATTR,
+  BPF_MAP_BATCH_ATTR,
   BPF_MAP_ELEM_ATTR,
   BPF_MAP_TYPE,
   BPF_PROG_LOAD_ATTR,
@@ -25,6 +27,8 @@ import {
   SYSCALL,
   UPROBE_MULTI,
 } from '../../native/index.js';
+import type { Subprogram } from './asm.js';
+import { programBtf } from './btf.js';
 import { encode, type Insn } from './insn.js';
 
 const EPERM = 1;
@@ -187,6 +191,38 @@ export class BpfMap {
     if (status < 0) throw failure(`write BPF map "${this.spec.name}"`, status);
   }
 
+  /**
+   * Write `count` elements in one call: `keys` and `values` hold them back to back
+   * (BPF_MAP_UPDATE_BATCH, kernel 5.6+).
+   */
+  updateBatch(keys: Uint8Array, values: Uint8Array, count: number): void {
+    if (count === 0) return;
+    const keyMemory = this.#native.alloc(keys.length);
+    const valueMemory = this.#native.alloc(values.length);
+    try {
+      keyMemory.bytes.set(keys);
+      valueMemory.bytes.set(values);
+      this.#attr.bytes.fill(0);
+      const view = new DataView(this.#attr.bytes.buffer, this.#attr.bytes.byteOffset);
+      view.setBigUint64(BPF_MAP_BATCH_ATTR.keys, keyMemory.address, true);
+      view.setBigUint64(BPF_MAP_BATCH_ATTR.values, valueMemory.address, true);
+      view.setUint32(BPF_MAP_BATCH_ATTR.count, count, true);
+      view.setUint32(BPF_MAP_BATCH_ATTR.map_fd, this.fd, true);
+      const status = this.#native.syscall(
+        SYSCALL.bpf,
+        BigInt(BPF_CMD.BPF_MAP_UPDATE_BATCH),
+        this.#attr.address,
+        BigInt(BPF_ATTR_BYTES),
+        0n,
+        0n,
+      );
+      if (status < 0) throw failure(`write BPF map "${this.spec.name}"`, status);
+    } finally {
+      keyMemory.free();
+      valueMemory.free();
+    }
+  }
+
   delete(key: Uint8Array): boolean {
     this.#key.bytes.set(key);
     const status = this.#elem(BPF_CMD.BPF_MAP_DELETE_ELEM);
@@ -238,6 +274,58 @@ export interface ProgramOptions {
   readonly multi?: boolean | undefined;
   /** A tracepoint's handler (its context is the tracepoint's record), not a uprobe's. */
   readonly tracepoint?: boolean | undefined;
+  /** The main program and its subprograms (Asm's `subprograms`), when it has any. */
+  readonly subprograms?: readonly Subprogram[] | undefined;
+}
+
+/**
+ * Load the BTF that names a program's subprograms (the verifier takes a callback only from a
+ * program that has it): its file descriptor, and the `func_info` records to load with.
+ */
+function loadSubprogramBtf(
+  native: NativeBinding,
+  subprograms: readonly Subprogram[],
+  purpose: string,
+): { fd: number; funcInfo: NativeMemory } {
+  const { bytes, typeIds } = programBtf(subprograms);
+  const blob = native.alloc(bytes.length);
+  const attr = bpfAttr(native);
+  const log = native.alloc(LOG_BYTES);
+  try {
+    blob.bytes.set(bytes);
+    const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
+    view.setBigUint64(BPF_BTF_LOAD_ATTR.btf, blob.address, true);
+    view.setUint32(BPF_BTF_LOAD_ATTR.btf_size, bytes.length, true);
+    view.setBigUint64(BPF_BTF_LOAD_ATTR.btf_log_buf, log.address, true);
+    view.setUint32(BPF_BTF_LOAD_ATTR.btf_log_size, LOG_BYTES, true);
+    view.setUint32(BPF_BTF_LOAD_ATTR.btf_log_level, 1, true);
+    const fd = native.syscall(
+      SYSCALL.bpf,
+      BigInt(BPF_CMD.BPF_BTF_LOAD),
+      attr.address,
+      BigInt(BPF_ATTR_BYTES),
+      0n,
+      0n,
+    );
+    if (fd < 0) {
+      const said = logText(log);
+      throw failure(
+        `load the BTF of the BPF program for ${purpose}${said === '' ? '' : ` (${verifierReason(said)})`}`,
+        fd,
+      );
+    }
+    const funcInfo = native.alloc(subprograms.length * 8);
+    const info = new DataView(funcInfo.bytes.buffer, funcInfo.bytes.byteOffset);
+    subprograms.forEach((sub, i) => {
+      info.setUint32(i * 8, sub.insnOffset, true);
+      info.setUint32(i * 8 + 4, typeIds[i]!, true);
+    });
+    return { fd, funcInfo };
+  } finally {
+    blob.free();
+    attr.free();
+    log.free();
+  }
 }
 
 const LOG_BYTES = 1 << 20;
@@ -255,6 +343,9 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
   const license = native.alloc(LICENSE.length + 1);
   const attr = bpfAttr(native);
   let log: NativeMemory | undefined;
+  const subprograms = options.subprograms ?? [];
+  const btf =
+    subprograms.length === 0 ? undefined : loadSubprogramBtf(native, subprograms, options.purpose);
   try {
     program.bytes.set(code);
     license.bytes.set(new TextEncoder().encode(LICENSE));
@@ -278,6 +369,12 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
         new TextEncoder().encode(options.name.slice(0, 15)),
         BPF_PROG_LOAD_ATTR.prog_name,
       );
+      if (btf !== undefined) {
+        view.setUint32(BPF_PROG_LOAD_ATTR.prog_btf_fd, btf.fd, true);
+        view.setUint32(BPF_PROG_LOAD_ATTR.func_info_rec_size, 8, true);
+        view.setBigUint64(BPF_PROG_LOAD_ATTR.func_info, btf.funcInfo.address, true);
+        view.setUint32(BPF_PROG_LOAD_ATTR.func_info_cnt, subprograms.length, true);
+      }
       if (options.multi === true) {
         view.setUint32(
           BPF_PROG_LOAD_ATTR.expected_attach_type,
@@ -294,8 +391,16 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
         0n,
       );
     };
-    // Loading without a log is faster; the log is asked for only to explain a refusal.
-    let fd = load(0);
+    // Loading without a log is faster; the log is asked for only to explain a refusal (or,
+    // with UPSCOPE_VERIFIER_STATS set, to print the verifier's work on stderr).
+    let fd: number;
+    if (process.env['UPSCOPE_VERIFIER_STATS'] !== undefined) {
+      log = native.alloc(LOG_BYTES);
+      fd = load(4);
+      process.stderr.write(`upscope: ${options.purpose}: ${logText(log)}\n`);
+    } else {
+      fd = load(0);
+    }
     if (fd >= 0) return fd;
     if (-fd === EPERM || -fd === EACCES) {
       // EACCES is also the verifier's answer: tell them apart by the log.
@@ -317,6 +422,11 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
     license.free();
     attr.free();
     log?.free();
+    // The program holds its own reference to the BTF.
+    if (btf !== undefined) {
+      native.close(btf.fd);
+      btf.funcInfo.free();
+    }
   }
 }
 

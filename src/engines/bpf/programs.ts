@@ -20,7 +20,7 @@ import {
   printFetchExpr,
   registerInfo,
 } from '../../spec/index.js';
-import { Asm } from './asm.js';
+import { Asm, type Subprogram } from './asm.js';
 import {
   COOKIE_FRAME_ENTRY,
   COOKIE_RETURN_SITE,
@@ -46,6 +46,13 @@ import {
   st,
   stx,
 } from './insn.js';
+import type { UnwindMaps } from './unwind-maps.js';
+import {
+  emitUnwindKey,
+  emitUnwindLeave,
+  emitUnwindSubprograms,
+  UNWIND_KEY_BYTES,
+} from './unwind-program.js';
 
 /** Calls of one function by one thread that are timed at once (deeper recursion is not). */
 export const MAX_TIMED_DEPTH = 16;
@@ -63,8 +70,6 @@ const COMM = -144;
 const CALLS_VALUE = COMM - CALLS_VALUE_BYTES;
 /** The return's time, taken first (the key at KEY ends just below it). */
 const NOW = -56;
-/** 16 bytes read from a frame: the saved frame pointer and the return address. */
-const PAIR = -48;
 
 /** `BPF_NOEXIST`: a map update that only makes a new element. */
 const BPF_NOEXIST = 1;
@@ -106,19 +111,9 @@ export type CountKey =
   | { readonly kind: 'pid' }
   | { readonly kind: 'tid' }
   | { readonly kind: 'comm' }
-  /** The user stack, walked through frame pointers (the process is in the key's header). */
+  /** The user stack, unwound (the process is in the key's header; see unwind-program.ts). */
   | { readonly kind: 'ustack' }
   | { readonly kind: 'value'; readonly fetch: FetchArg };
-
-/** Frames kept of a user stack, innermost first. */
-export const MAX_STACK_FRAMES = 24;
-/**
- * The attach cookie's bit saying a probe is at a function's first instruction, where the
- * return address is at the stack pointer and the frame pointer is still the caller's.
- */
-export const COOKIE_AT_ENTRY = 2 ** 32;
-/** A stack key (header, then the frames): below everything else, down to fp - 480. */
-const STACK_KEY = CALLS_VALUE - KEY_HEADER_BYTES - 8 * MAX_STACK_FRAMES;
 
 export type Buckets = BucketScheme;
 
@@ -131,7 +126,7 @@ export function countKeyBytes(key: CountKey): number {
     case 'tid':
       return 8;
     case 'ustack':
-      return 8 * MAX_STACK_FRAMES;
+      return UNWIND_KEY_BYTES - KEY_HEADER_BYTES;
     case 'comm':
       return 16;
     case 'value':
@@ -168,6 +163,8 @@ export interface HandlerMaps {
   readonly calls?: number | undefined;
   /** For returns caught at functions' exits: the open calls (see frame-programs.ts). */
   readonly frames?: Omit<FrameMaps, 'errors'> | undefined;
+  /** The unwind tables and scratch of a count by user stack. */
+  readonly unwind?: UnwindMaps | undefined;
 }
 
 function need(fd: number | undefined, name: string): number {
@@ -407,24 +404,33 @@ export interface ValueOptions {
 
 /**
  * Add `r1`'s worth (1 when `by` is undefined, else the register given) to the u64 under the
- * key at `fp + keyAt` in a per-CPU hash: the slot is made when missing. A full map counts
- * the hit as dropped.
+ * key at `fp + keyAt` (or at the address in register `keyAt.reg`) in a per-CPU hash: the
+ * slot is made when missing. A full map counts the hit as dropped.
  */
-function addToHash(a: Asm, maps: HandlerMaps, map: number, keyAt: number, by?: Reg): void {
+function addToHash(
+  a: Asm,
+  maps: HandlerMaps,
+  map: number,
+  keyAt: number | { readonly reg: Reg },
+  by?: Reg,
+): void {
   const add = a.fresh('hash.add');
   const done = a.fresh('hash.done');
-  const lookup = () =>
-    a.emit(
-      ldMapFd(1, map),
-      mov64Reg(2, 10),
-      alu64Imm('ADD', 2, keyAt),
-      call(BPF_FUNC.map_lookup_elem),
-    );
+  const keyArg = () =>
+    typeof keyAt === 'number'
+      ? a.emit(mov64Reg(2, 10), alu64Imm('ADD', 2, keyAt))
+      : a.emit(mov64Reg(2, keyAt.reg));
+  const lookup = () => {
+    a.emit(ldMapFd(1, map));
+    keyArg();
+    a.emit(call(BPF_FUNC.map_lookup_elem));
+  };
   if (by !== undefined) a.emit(stx('DW', 10, ONE, by));
   else a.emit(st('DW', 10, ONE, 1));
   lookup();
   a.jmpImm('JNE', 0, 0, add);
-  a.emit(ldMapFd(1, map), mov64Reg(2, 10), alu64Imm('ADD', 2, keyAt));
+  a.emit(ldMapFd(1, map));
+  keyArg();
   a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, ONE), mov64Imm(4, BPF_NOEXIST));
   a.emit(call(BPF_FUNC.map_update_elem));
   a.jmpImm('JEQ', 0, 0, done);
@@ -451,6 +457,32 @@ function epilogue(a: Asm, out: string, fault: string | undefined, maps: HandlerM
 }
 
 /**
+ * Count hits per probe and user stack: the stack unwound into a key in per-CPU scratch
+ * memory (too long for the BPF stack), then counted under it.
+ */
+function stackCountProgram(
+  maps: HandlerMaps,
+  filters: Filters,
+): { insns: Insn[]; subprograms: readonly Subprogram[] } {
+  const a = new Asm();
+  const out = 'out';
+  const full = 'nested';
+  const unwind = maps.unwind;
+  if (unwind === undefined) throw new Error('BPF handler needs its unwind maps');
+  framedPrologue(a, maps, filters, out);
+  emitUnwindKey(a, unwind, full, out);
+  addToHash(a, maps, need(maps.counts, 'counts'), { reg: 9 });
+  emitUnwindLeave(a);
+  a.goto(out);
+  a.label(full);
+  countError(a, maps, ERROR_SLOT.dropped);
+  a.label(out);
+  a.returnZero();
+  emitUnwindSubprograms(a, unwind);
+  return { insns: a.finish(), subprograms: a.subprograms };
+}
+
+/**
  * Count hits per probe (a per-CPU array indexed by probe) or per probe and key (a per-CPU
  * hash of `{u32 probe, u32 0, key bytes}`).
  */
@@ -459,7 +491,8 @@ export function countProgram(
   key: CountKey,
   filters: Filters,
   options: ValueOptions = {},
-): Insn[] {
+): Insn[] | { insns: Insn[]; subprograms: readonly Subprogram[] } {
+  if (key.kind === 'ustack') return stackCountProgram(maps, filters);
   const a = new Asm();
   const out = 'out';
   const fault = 'fault';
@@ -473,8 +506,7 @@ export function countProgram(
     return epilogue(a, out, undefined, maps);
   }
   const bytes = KEY_HEADER_BYTES + countKeyBytes(key);
-  // A stack's key is too long for the usual place: it goes below everything else.
-  const keyAt = key.kind === 'ustack' ? STACK_KEY : KEY;
+  const keyAt = KEY;
   for (let at = 0; at < bytes; at += 8) a.emit(st('DW', 10, keyAt + at, 0));
   a.emit(stx('W', 10, keyAt, 8));
   const into = keyAt + KEY_HEADER_BYTES;
@@ -489,9 +521,6 @@ export function countProgram(
     case 'comm':
       a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, into), mov64Imm(2, 16));
       a.emit(call(BPF_FUNC.get_current_comm));
-      break;
-    case 'ustack':
-      emitUserStack(a, keyAt + 4, into);
       break;
     case 'value':
       if (isStringType(key.fetch)) {
@@ -508,45 +537,6 @@ export function countProgram(
   }
   addToHash(a, maps, counts, keyAt);
   return epilogue(a, out, fault, maps);
-}
-
-/**
- * The user stack into the frames at `fp + into` (innermost first) and the process id at
- * `fp + pidAt`: the probed address, then at a function's entry the return address at the
- * stack pointer, then each frame's return address, following saved frame pointers while
- * they are readable and move up the stack.
- */
-function emitUserStack(a: Asm, pidAt: number, into: number): void {
-  const done = a.fresh('stack.done');
-  a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('W', 10, pidAt, 0));
-  a.emit(ldx('DW', 1, 6, USER_REGS.rip), stx('DW', 10, into, 1));
-  const walk = (first: number) => {
-    a.emit(ldx('DW', 7, 6, USER_REGS.rbp));
-    for (let slot = first; slot < MAX_STACK_FRAMES; slot++) {
-      a.jmpImm('JEQ', 7, 0, done);
-      a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, PAIR), mov64Imm(2, 16), mov64Reg(3, 7));
-      a.emit(call(BPF_FUNC.probe_read_user));
-      a.jmpImm('JNE', 0, 0, done);
-      a.emit(ldx('DW', 1, 10, PAIR + 8));
-      a.jmpImm('JEQ', 1, 0, done);
-      a.emit(stx('DW', 10, into + 8 * slot, 1), ldx('DW', 1, 10, PAIR));
-      // A caller's frame is above its callee's: anything else is not a frame chain.
-      a.jmpReg('JLE', 1, 7, done);
-      a.emit(mov64Reg(7, 1));
-    }
-    a.goto(done);
-  };
-  const inside = a.fresh('stack.inside');
-  a.emit(mov64Reg(1, 8), alu64Imm('RSH', 1, 32));
-  a.jmpImm('JEQ', 1, 0, inside);
-  a.emit(ldx('DW', 3, 6, USER_REGS.rsp), mov64Reg(1, 10), alu64Imm('ADD', 1, PAIR));
-  a.emit(mov64Imm(2, 8), call(BPF_FUNC.probe_read_user));
-  a.jmpImm('JNE', 0, 0, done);
-  a.emit(ldx('DW', 1, 10, PAIR), stx('DW', 10, into + 8, 1));
-  walk(2);
-  a.label(inside);
-  walk(1);
-  a.label(done);
 }
 
 /** r1 = the bucket of r7 (see `bucketBounds` in aggregate/ for what each index holds). */

@@ -1,5 +1,6 @@
 import { ProbeError } from '../../errors/index.js';
 import { pausePoint } from '../../host/index.js';
+import type { Subprogram } from './asm.js';
 import type { Insn } from './insn.js';
 import {
   BpfMap,
@@ -49,7 +50,12 @@ export interface AttachOptions {
   readonly purpose: string;
 }
 
-type Programs = Readonly<Record<'entry' | 'return', (() => Insn[]) | undefined>>;
+/** A handler's code: instructions, with its subprograms' list when it has any. */
+export type BuiltProgram =
+  | Insn[]
+  | { readonly insns: Insn[]; readonly subprograms: readonly Subprogram[] };
+
+type Programs = Readonly<Record<'entry' | 'return', (() => BuiltProgram) | undefined>>;
 
 /** Where the copy of a probe goes in the file now at its file's path (replaced on disk). */
 export interface MovedProbe {
@@ -99,7 +105,15 @@ export class BpfSession {
     if (fd === undefined) {
       const build = programs[kind];
       if (build === undefined) throw new Error(`no ${kind} handler`);
-      fd = loadProgram(build(), { name: `upscope_${kind}`, purpose, multi });
+      const built = build();
+      fd = Array.isArray(built)
+        ? loadProgram(built, { name: `upscope_${kind}`, purpose, multi })
+        : loadProgram(built.insns, {
+            name: `upscope_${kind}`,
+            purpose,
+            multi,
+            subprograms: built.subprograms,
+          });
       this.#programs.set(key, fd);
     }
     return fd;

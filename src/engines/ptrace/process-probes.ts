@@ -54,6 +54,11 @@ export interface HitContext {
   /** For exit: the exit status, or the signal that ended it (negative). For clone and fork: the new thread or child. */
   readonly detail: number | undefined;
   readU64(vaddr: bigint): bigint;
+  /**
+   * 8 bytes of the thread's stack at `vaddr`, with a return address this engine swapped for
+   * its return trampoline read back as it was (what a stack walk needs).
+   */
+  readStackU64?(vaddr: bigint): bigint;
   read(vaddr: bigint, length: number): Uint8Array;
   readCString(vaddr: bigint, maxBytes?: number): string;
   write(vaddr: bigint, bytes: Uint8Array): void;
@@ -1548,6 +1553,12 @@ export class ProcessProbes {
       entryTimeNs,
       detail,
       readU64: (vaddr) => tracee.readU64(vaddr),
+      readStackU64: (vaddr) => {
+        const value = tracee.readU64(vaddr);
+        if (value !== this.#trampoline) return value;
+        const swapped = this.#returns.get(tid)?.find((instance) => instance.stackVaddr === vaddr);
+        return swapped?.returnAddress ?? value;
+      },
       read: (vaddr, length) => tracee.read(vaddr, length),
       readCString: (vaddr, maxBytes = 4096) => readCString(tracee, vaddr, maxBytes),
       write: (vaddr, bytes) => tracee.write(vaddr, bytes),

@@ -8,6 +8,8 @@ export type CfaRule =
   | { readonly kind: 'expression' };
 
 interface Cie {
+  readonly returnColumn: number;
+  readonly signalFrame: boolean;
   readonly codeAlign: bigint;
   readonly dataAlign: bigint;
   readonly addressSize: number;
@@ -68,6 +70,33 @@ export class CallFrames {
     const fde = this.all().find((f) => pc >= f.low && pc < f.high);
     if (fde === undefined) return undefined;
     return runCfa(fde, pc);
+  }
+
+  /**
+   * Every row of every FDE, in section order (.eh_frame first, then .debug_frame): the rules
+   * from each row's address up to the next row's. A row whose program cannot be read is left
+   * out with the rest of its FDE.
+   */
+  *rows(): Generator<CallFrameRow> {
+    for (const fde of this.all()) {
+      const found: CallFrameRow[] = [];
+      try {
+        runProgram(fde, undefined, (low, high, state) => {
+          found.push({
+            low,
+            high,
+            cfa: cfaOf(state),
+            registers: new Map(state.registers),
+            returnColumn: fde.cie.returnColumn,
+            signalFrame: fde.cie.signalFrame,
+            section: fde.section,
+          });
+        });
+      } catch {
+        // A damaged FDE: the rows read before the damage are kept.
+      }
+      yield* found;
+    }
   }
 
   private all(): Fde[] {
@@ -170,8 +199,7 @@ function readFrames(
     if (augmentation.includes('eh')) body.skip(addressSize);
     const codeAlign = body.uleb();
     const dataAlign = body.sleb();
-    if (version === 1) body.u8();
-    else body.uleb();
+    const returnColumn = version === 1 ? body.u8() : body.ulebNumber();
     let fdeEncoding: number = DW_EH_PE.absptr;
     const hasAugmentationData = augmentation.startsWith('z');
     if (hasAugmentationData) {
@@ -188,6 +216,8 @@ function readFrames(
       }
     }
     const cie: Cie = {
+      returnColumn,
+      signalFrame: augmentation.includes('S'),
       codeAlign,
       dataAlign,
       addressSize,
@@ -227,22 +257,90 @@ function readFrames(
   }
 }
 
+/** Where a register's value in the caller is, at one pc (DWARF's register rules). */
+export type RegisterRule =
+  | { readonly kind: 'undefined' }
+  | { readonly kind: 'same' }
+  /** Saved at CFA + offset. */
+  | { readonly kind: 'offset'; readonly offset: bigint }
+  /** Its value is CFA + offset. */
+  | { readonly kind: 'val-offset'; readonly offset: bigint }
+  /** Held in another register. */
+  | { readonly kind: 'register'; readonly register: number }
+  /** Saved at the address the expression computes (the CFA pushed first). */
+  | { readonly kind: 'expression'; readonly expression: Uint8Array }
+  /** Its value is what the expression computes. */
+  | { readonly kind: 'val-expression'; readonly expression: Uint8Array };
+
+/** The CFA at one pc, with the expression's bytes when it is computed by one. */
+export type CfaDefinition =
+  | { readonly kind: 'register'; readonly register: number; readonly offset: bigint }
+  | { readonly kind: 'expression'; readonly expression: Uint8Array };
+
+/** One row of the unwind table: from `low` up to the next row (or the FDE's end). */
+export interface CallFrameRow {
+  readonly low: bigint;
+  readonly high: bigint;
+  readonly cfa: CfaDefinition;
+  /** The rules of the registers the row's instructions name (others: the ABI's default). */
+  readonly registers: ReadonlyMap<number, RegisterRule>;
+  /** The return address column of the CIE (16, rip, on x86-64). */
+  readonly returnColumn: number;
+  /** A signal frame (augmentation 'S'): its pc is the interrupted one, not a return address. */
+  readonly signalFrame: boolean;
+  /** From .eh_frame, or from .debug_frame. */
+  readonly section: 'eh' | 'debug';
+}
+
 interface CfaState {
   register: number;
   offset: bigint;
-  expression: boolean;
+  expression: Uint8Array | undefined;
+  registers: Map<number, RegisterRule>;
 }
 
-/** Runs the CIE's initial instructions then the FDE's, up to and including `pc`. */
-function runCfa(fde: Fde, pc: bigint): CfaRule {
-  const state: CfaState = { register: 7, offset: 8n, expression: false };
+function copyState(state: CfaState): CfaState {
+  return { ...state, registers: new Map(state.registers) };
+}
+
+/**
+ * Runs the CIE's initial instructions then the FDE's, calling `row` with each row's state as
+ * its location ends (a row that covers no address is skipped), up to `stopPc` when given:
+ * then the state at `stopPc` is returned without further rows.
+ */
+function runProgram(
+  fde: Fde,
+  stopPc: bigint | undefined,
+  row?: (low: bigint, high: bigint, state: CfaState) => void,
+): CfaState {
+  const state: CfaState = {
+    register: 7,
+    offset: 8n,
+    expression: undefined,
+    registers: new Map(),
+  };
   const stack: CfaState[] = [];
-  const run = (program: Cursor): boolean => {
+  let initial = new Map<number, RegisterRule>();
+  let loc = fde.low;
+  /** Whether the program goes on: false once `stopPc` lies before the new location. */
+  const moveTo = (next: bigint): boolean => {
+    if (stopPc !== undefined) return next <= stopPc;
+    if (row !== undefined && next > loc) row(loc, next, state);
+    return true;
+  };
+  const run = (program: Cursor, isCie: boolean): boolean => {
     const c = new Cursor(program.bytes, program.section, program.offset, program.end);
-    let loc = fde.low;
     const advance = (delta: bigint): boolean => {
-      loc += delta * fde.cie.codeAlign;
-      return loc <= pc;
+      const next = loc + delta * fde.cie.codeAlign;
+      if (!moveTo(next)) return false;
+      loc = next;
+      return true;
+    };
+    const factored = (value: bigint) => value * fde.cie.dataAlign;
+    const restore = (register: number) => {
+      const rule = initial.get(register);
+      if (rule === undefined) state.registers.delete(register);
+      else state.registers.set(register, rule);
     };
     while (!c.atEnd) {
       const at = c.offset;
@@ -254,17 +352,23 @@ function runCfa(fde: Fde, pc: bigint): CfaRule {
         continue;
       }
       if (high === 0x80) {
-        c.uleb();
+        state.registers.set(low, { kind: 'offset', offset: factored(c.uleb()) });
         continue;
       }
-      if (high === 0xc0) continue; // DW_CFA_restore
+      if (high === 0xc0) {
+        restore(low);
+        continue;
+      }
       switch (op) {
         case 0x00: // nop
           break;
-        case 0x01: // set_loc
-          loc = c.unsigned(fde.cie.addressSize);
-          if (loc > pc) return false;
+        case 0x01: {
+          // set_loc
+          const next = c.unsigned(fde.cie.addressSize);
+          if (!moveTo(next)) return false;
+          loc = next;
           break;
+        }
         case 0x02:
           if (!advance(BigInt(c.u8()))) return false;
           break;
@@ -275,20 +379,25 @@ function runCfa(fde: Fde, pc: bigint): CfaRule {
           if (!advance(BigInt(c.u32()))) return false;
           break;
         case 0x05: // offset_extended
-        case 0x09: // register
-        case 0x14: // val_offset
-        case 0x2f: // GNU_negative_offset_extended
-          c.uleb();
-          c.uleb();
+          state.registers.set(c.ulebNumber(), { kind: 'offset', offset: factored(c.uleb()) });
           break;
         case 0x06: // restore_extended
-        case 0x07: // undefined
-        case 0x08: // same_value
-        case 0x2e: // GNU_args_size
-          c.uleb();
+          restore(c.ulebNumber());
           break;
+        case 0x07: // undefined
+          state.registers.set(c.ulebNumber(), { kind: 'undefined' });
+          break;
+        case 0x08: // same_value
+          state.registers.set(c.ulebNumber(), { kind: 'same' });
+          break;
+        case 0x09: {
+          // register
+          const register = c.ulebNumber();
+          state.registers.set(register, { kind: 'register', register: c.ulebNumber() });
+          break;
+        }
         case 0x0a:
-          stack.push({ ...state });
+          stack.push(copyState(state));
           break;
         case 0x0b: {
           const saved = stack.pop();
@@ -299,46 +408,78 @@ function runCfa(fde: Fde, pc: bigint): CfaRule {
         case 0x0c: // def_cfa
           state.register = c.ulebNumber();
           state.offset = c.uleb();
-          state.expression = false;
+          state.expression = undefined;
           break;
         case 0x0d: // def_cfa_register
           state.register = c.ulebNumber();
-          state.expression = false;
+          state.expression = undefined;
           break;
         case 0x0e: // def_cfa_offset
           state.offset = c.uleb();
           break;
         case 0x0f: // def_cfa_expression
-          c.skip(c.ulebNumber());
-          state.expression = true;
+          state.expression = c.bytes.slice(c.offset, c.offset + c.ulebNumber());
+          c.skip(state.expression.length);
           break;
         case 0x10: // expression
-        case 0x16: // val_expression
-          c.uleb();
-          c.skip(c.ulebNumber());
+        case 0x16: {
+          // val_expression
+          const register = c.ulebNumber();
+          const length = c.ulebNumber();
+          const expression = c.bytes.slice(c.offset, c.offset + length);
+          c.skip(length);
+          state.registers.set(register, {
+            kind: op === 0x10 ? 'expression' : 'val-expression',
+            expression,
+          });
           break;
+        }
         case 0x11: // offset_extended_sf
+          state.registers.set(c.ulebNumber(), { kind: 'offset', offset: factored(c.sleb()) });
+          break;
+        case 0x14: // val_offset
+          state.registers.set(c.ulebNumber(), { kind: 'val-offset', offset: factored(c.uleb()) });
+          break;
         case 0x15: // val_offset_sf
-          c.uleb();
-          c.sleb();
+          state.registers.set(c.ulebNumber(), { kind: 'val-offset', offset: factored(c.sleb()) });
           break;
         case 0x12: // def_cfa_sf
           state.register = c.ulebNumber();
-          state.offset = c.sleb() * fde.cie.dataAlign;
-          state.expression = false;
+          state.offset = factored(c.sleb());
+          state.expression = undefined;
           break;
         case 0x13: // def_cfa_offset_sf
-          state.offset = c.sleb() * fde.cie.dataAlign;
+          state.offset = factored(c.sleb());
+          break;
+        case 0x2e: // GNU_args_size
+          c.uleb();
+          break;
+        case 0x2f: // GNU_negative_offset_extended
+          state.registers.set(c.ulebNumber(), { kind: 'offset', offset: -factored(c.uleb()) });
           break;
         default:
           c.fail(at, `unknown call frame instruction 0x${op.toString(16)}`);
       }
     }
+    if (isCie) initial = new Map(state.registers);
     return true;
   };
-  run(fde.cie.initial);
-  run(fde.instructions);
-  return state.expression
+  if (run(fde.cie.initial, true) && run(fde.instructions, false)) {
+    if (stopPc === undefined && row !== undefined && fde.high > loc) row(loc, fde.high, state);
+  }
+  return state;
+}
+
+function cfaOf(state: CfaState): CfaDefinition {
+  return state.expression === undefined
+    ? { kind: 'register', register: state.register, offset: state.offset }
+    : { kind: 'expression', expression: state.expression };
+}
+
+/** Runs the CIE's initial instructions then the FDE's, up to and including `pc`. */
+function runCfa(fde: Fde, pc: bigint): CfaRule {
+  const state = runProgram(fde, pc);
+  return state.expression !== undefined
     ? { kind: 'expression' }
     : { kind: 'register', register: state.register, offset: state.offset };
 }

@@ -1,5 +1,11 @@
 export type { Abbrev, AbbrevAttribute } from './abbrev.js';
-export { CallFrames, type CfaRule } from './call-frames.js';
+export {
+  type CallFrameRow,
+  CallFrames,
+  type CfaDefinition,
+  type CfaRule,
+  type RegisterRule,
+} from './call-frames.js';
 export { DW_AT, DW_ATE, DW_OP, DW_TAG, dwarfRegisterName } from './constants.js';
 export { Cursor, DwarfFormatError, stringAt } from './cursor.js';
 export {

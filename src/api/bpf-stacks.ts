@@ -1,0 +1,218 @@
+/**
+ * Counting by user stack on the bpf engine: which files' unwind tables the kernel gets before
+ * the probes are attached (the probed files, the -p process's mapped objects, the -c
+ * command's program, interpreter and libraries), those it gets as the walker meets them (a
+ * library loaded later, another process's), and the names of the stacks it counted.
+ */
+import { existsSync } from 'node:fs';
+import type { StackFrameKey, StackOptions, UnwindMaps } from '../engines/index.js';
+import { commandProgram } from '../host/index.js';
+import { type ProbeSite, readProcessMaps, resolveTarget } from '../plan/index.js';
+import { isFileMapping, readDynamicInfo, splitDev } from '../symbols/index.js';
+import { interpreterOf, kernelDev, type StackFile, StackFiles } from './stack-files.js';
+import { type FrameRef, type NamedFrame, StackNamer } from './stack-namer.js';
+
+/** Room kept in the kernel's tables for files met after the start. */
+const SPARE_ROWS = 1 << 20;
+const SPARE_PAGES = 1 << 18;
+const RULES = 1 << 16;
+const FILES = 4096;
+
+export interface BpfStacksOptions {
+  /** The one process counted (-p, or the -c command once started), if any. */
+  readonly pid?: number | undefined;
+  /** The -c command line: its program and libraries are loaded before it runs. */
+  readonly command?: string | undefined;
+  readonly sites: readonly ProbeSite[];
+  readonly inlines?: boolean | undefined;
+}
+
+/** The files a command will map: its program, its interpreter, and the libraries they need. */
+function commandFiles(files: StackFiles, command: string): StackFile[] {
+  const program = commandProgram(command);
+  if (program === undefined) return [];
+  const found: StackFile[] = [];
+  const seen = new Set<string>();
+  const queue: { name: string; path: string | undefined }[] = [{ name: program, path: program }];
+  const libraryPath = process.env['LD_LIBRARY_PATH'];
+  while (queue.length > 0) {
+    const next = queue.shift()!;
+    let path = next.path;
+    if (path === undefined) {
+      try {
+        path = resolveTarget(next.name, { executable: program, libraryPath }).path;
+      } catch {
+        continue;
+      }
+    }
+    if (seen.has(path)) continue;
+    seen.add(path);
+    const file = files.fromPath(path);
+    if (file === undefined) continue;
+    found.push(file);
+    const interpreter = interpreterOf(file.elf);
+    if (interpreter !== undefined) queue.push({ name: interpreter, path: interpreter });
+    for (const needed of readDynamicInfo(file.elf)?.needed ?? []) {
+      queue.push({ name: needed, path: undefined });
+    }
+  }
+  return found;
+}
+
+/** The executable files process `pid` maps now. */
+function processFiles(files: StackFiles, pid: number): StackFile[] {
+  const found: StackFile[] = [];
+  let maps: ReturnType<typeof readProcessMaps>;
+  try {
+    maps = readProcessMaps(pid);
+  } catch {
+    return found;
+  }
+  for (const entry of maps) {
+    if (!entry.executable || !isFileMapping(entry)) continue;
+    const file = files.fromProcess(pid, entry);
+    if (file !== undefined && !found.includes(file)) found.push(file);
+  }
+  return found;
+}
+
+export class BpfStacks {
+  readonly files = new StackFiles();
+  readonly namer: StackNamer;
+  readonly #pid: number | undefined;
+  readonly #preload: StackFile[];
+  #maps: UnwindMaps | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #ticks = 0;
+  #closed = false;
+
+  constructor(options: BpfStacksOptions) {
+    this.#pid = options.pid;
+    this.namer = new StackNamer(this.files, { inlines: options.inlines });
+    const preload: StackFile[] = [];
+    const add = (file: StackFile | undefined) => {
+      if (file !== undefined && !preload.includes(file)) preload.push(file);
+    };
+    if (options.command !== undefined) {
+      for (const file of commandFiles(this.files, options.command)) add(file);
+    } else if (options.pid !== undefined) {
+      for (const file of processFiles(this.files, options.pid)) add(file);
+    }
+    for (const site of options.sites) {
+      const { major, minor } = splitDev(site.target.dev);
+      const identity = { dev: kernelDev(major, minor), ino: site.target.inode };
+      // A file read through /proc (another namespace's, or replaced) is shown as the process names it.
+      const shown = site.target.path.startsWith('/proc/') ? site.target.displayPath : undefined;
+      add(this.files.get(identity) ?? this.files.fromPath(site.target.path, shown));
+    }
+    if (options.command === undefined && options.pid === undefined) {
+      // Every process: the probed files' libraries are the ones most stacks go through.
+      for (const site of [...preload]) {
+        for (const needed of readDynamicInfo(site.elf)?.needed ?? []) {
+          try {
+            add(this.files.fromPath(resolveTarget(needed, { executable: site.path }).path));
+          } catch {
+            // not found here: loaded when met
+          }
+        }
+      }
+    }
+    this.#preload = preload;
+  }
+
+  /** What BpfCounts needs: room for the first tables and the spare, and loading them. */
+  stackOptions(): StackOptions {
+    let rows = 0;
+    let pages = 0;
+    for (const file of this.#preload) {
+      const table = file.table();
+      if (table === undefined) continue;
+      rows += table.starts.length;
+      pages += (table.starts.at(-1)! >>> 12) - (table.starts[0]! >>> 12) + 2;
+    }
+    return {
+      capacity: { rows: rows + SPARE_ROWS, pages: pages + SPARE_PAGES, rules: RULES, files: FILES },
+      prepare: (maps) => {
+        this.#maps = maps;
+        for (const file of this.#preload) {
+          this.files.setId(maps.addFile(file.identity, file.table()), file);
+        }
+      },
+    };
+  }
+
+  /**
+   * Start watching: the walker's unknown files are loaded as they are met (every 25 ms), and
+   * the process's memory map is taken again while it lives (every 25 ms in its first second,
+   * when libraries are loaded, then every second), so that pcs are named after it has ended.
+   * A command's first map is taken at the first tick: at the start it is still the launcher.
+   */
+  start(launched: boolean): void {
+    const pid = this.#pid;
+    if (pid !== undefined && !launched) this.namer.snapshot(pid);
+    this.#timer = setInterval(() => this.#tick(), 25);
+    this.#timer.unref();
+  }
+
+  #tick(): void {
+    this.#ticks++;
+    this.loadMissing();
+    const pid = this.#pid;
+    if (pid === undefined) return;
+    if ((this.#ticks <= 40 || this.#ticks % 40 === 0) && existsSync(`/proc/${pid}`)) {
+      this.namer.snapshot(pid);
+    }
+  }
+
+  /** Load the tables of the files the walker met without one. */
+  loadMissing(): void {
+    const maps = this.#maps;
+    if (maps === undefined || this.#closed) return;
+    let missing: ReturnType<UnwindMaps['takeMissing']>;
+    try {
+      missing = maps.takeMissing();
+    } catch {
+      return;
+    }
+    for (const { pid, dev, ino } of missing) {
+      const identity = { dev, ino };
+      let file = this.files.get(identity);
+      if (file === undefined && !this.files.tried(identity)) {
+        const entries = this.namer.snapshot(pid) ?? [];
+        const entry = entries.find(
+          (e) => e.inode === ino && kernelDev(e.devMajor, e.devMinor) === dev,
+        );
+        if (entry !== undefined) file = this.files.fromProcess(pid, entry);
+        if (file === undefined) this.files.markMissing(identity);
+      }
+      try {
+        const id = maps.addFile(identity, file?.table());
+        if (file !== undefined) this.files.setId(id, file);
+      } catch {
+        // the files map is full: the walker keeps ending stacks in this file
+      }
+    }
+  }
+
+  /** A counted stack's frames, named (innermost first). */
+  name(pid: number, frames: readonly StackFrameKey[]): NamedFrame[] {
+    const refs: FrameRef[] = frames.map((frame) => {
+      if (frame.kind !== 'file') return frame;
+      const file = this.files.byId(frame.fileId);
+      if (file === undefined) return { kind: 'unknown' };
+      return { kind: 'file', file, fileOffset: frame.fileOffset };
+    });
+    return this.namer.name(pid, refs);
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+
+  close(): void {
+    this.stop();
+    this.#closed = true;
+    this.namer.close();
+    this.files.close();
+  }
+}

@@ -1,0 +1,271 @@
+/**
+ * The files stack frames are unwound through and named from, each opened once and known by
+ * the identity the kernel gives its mappings (device and inode): a file replaced on disk is
+ * read through /proc/PID/map_files (the mapped inode, not the new file at its path), and a
+ * file stays open after its process has ended, so that its frames are still named.
+ */
+import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { compileUnwindTable, type UnwindTable } from '../arch/index.js';
+import { isDebugInfo, lookupDebugInfo, targetSymbols } from '../plan/index.js';
+import {
+  CallFrames,
+  DW_TAG,
+  DwarfReader,
+  dwarfSections,
+  type ElfFile,
+  type FunctionSymbol,
+  type MapEntry,
+  openElf,
+  type SymbolIndex,
+  splitDev,
+} from '../symbols/index.js';
+
+/** A file as the kernel knows a mapping of it: its superblock's dev_t (major << 20 | minor). */
+export interface FileIdentity {
+  readonly dev: number;
+  readonly ino: bigint;
+}
+
+export function kernelDev(major: number, minor: number): number {
+  return ((major << 20) | minor) >>> 0;
+}
+
+function identityKey(identity: FileIdentity): string {
+  return `${identity.dev}:${identity.ino}`;
+}
+
+/** The identity of the file at `path` (following links), or undefined when it cannot be read. */
+export function identityOf(path: string): FileIdentity | undefined {
+  try {
+    const stat = statSync(path, { bigint: true });
+    const { major, minor } = splitDev(stat.dev);
+    return { dev: kernelDev(major, minor), ino: stat.ino };
+  } catch {
+    return undefined;
+  }
+}
+
+/** One file: its ELF (kept open), unwind table and symbols, each made on first use. */
+export class StackFile {
+  readonly identity: FileIdentity;
+  /** The path as the process names it. */
+  readonly path: string;
+  readonly #elf: ElfFile;
+  #table: UnwindTable | undefined | null = null;
+  #symbols: SymbolIndex | undefined | null = null;
+  #dwarf: DwarfReader | undefined | null = null;
+
+  constructor(identity: FileIdentity, path: string, elf: ElfFile) {
+    this.identity = identity;
+    this.path = path;
+    this.#elf = elf;
+  }
+
+  /** The file name alone, as frames show it. */
+  get object(): string {
+    return this.path.slice(this.path.lastIndexOf('/') + 1);
+  }
+
+  get elf(): ElfFile {
+    return this.#elf;
+  }
+
+  /** The unwind table from its .eh_frame and .debug_frame (undefined when it has neither). */
+  table(): UnwindTable | undefined {
+    if (this.#table === null) {
+      try {
+        const frames = new CallFrames(dwarfSections(this.#elf), {
+          dataRelBase: this.#elf.section('.got')?.addr,
+        });
+        const table = compileUnwindTable(frames.rows(), (vaddr) =>
+          this.#elf.vaddrToFileOffset(vaddr),
+        );
+        this.#table = table.starts.length === 0 ? undefined : table;
+      } catch {
+        this.#table = undefined;
+      }
+    }
+    return this.#table;
+  }
+
+  /**
+   * The function holding `vaddr`: from the file's own symbols, or from its separate debug
+   * file's .symtab when the file itself is stripped of one.
+   */
+  functionAt(vaddr: bigint): FunctionSymbol | undefined {
+    if (this.#symbols === null) {
+      try {
+        this.#symbols = targetSymbols(this.#elf, this.path);
+      } catch {
+        this.#symbols = undefined;
+      }
+    }
+    return this.#symbols?.containing(vaddr);
+  }
+
+  /**
+   * The functions inlined at `vaddr`, innermost first, named as gdb names them (from DWARF,
+   * qualified by their namespaces and classes); empty when nothing is inlined there or there
+   * is no DWARF (the file's own, or its debug file's).
+   */
+  inlinedAt(vaddr: bigint): string[] {
+    if (this.#dwarf === null) {
+      this.#dwarf = undefined;
+      try {
+        const info = lookupDebugInfo(this.#elf, this.path);
+        if (isDebugInfo(info)) this.#dwarf = info.dwarf();
+        else {
+          const own = DwarfReader.fromElf(this.#elf);
+          if (own.hasInfo) this.#dwarf = own;
+        }
+      } catch {
+        // no DWARF
+      }
+    }
+    const dwarf = this.#dwarf;
+    if (dwarf === undefined) return [];
+    const found: string[] = [];
+    try {
+      for (let c = dwarf.inlineContextAt(vaddr); c !== undefined; c = c.caller) {
+        if (c.kind !== 'inlined') break;
+        found.push(qualifiedName(dwarf, c.originOffset) ?? c.name ?? '??');
+      }
+    } catch {
+      return [];
+    }
+    return found;
+  }
+
+  close(): void {
+    this.#elf.close();
+  }
+}
+
+/** The files of one aggregation, by identity, and by the id the kernel's tables key them. */
+export class StackFiles {
+  readonly #files = new Map<string, StackFile | undefined>();
+  readonly #ids = new Map<number, StackFile>();
+
+  get(identity: FileIdentity): StackFile | undefined {
+    return this.#files.get(identityKey(identity));
+  }
+
+  /** Whether the identity was tried already (found or not). */
+  tried(identity: FileIdentity): boolean {
+    return this.#files.has(identityKey(identity));
+  }
+
+  byId(id: number): StackFile | undefined {
+    return this.#ids.get(id);
+  }
+
+  setId(id: number, file: StackFile): void {
+    this.#ids.set(id, file);
+  }
+
+  /**
+   * The file a process maps at `entry`: through /proc/PID/map_files (the mapped inode even
+   * when the path now names another file), else its path under /proc/PID/root when it is still
+   * the same file. Undefined when neither can be opened.
+   */
+  fromProcess(pid: number, entry: MapEntry): StackFile | undefined {
+    const identity = { dev: kernelDev(entry.devMajor, entry.devMinor), ino: entry.inode };
+    const key = identityKey(identity);
+    if (this.#files.has(key)) return this.#files.get(key);
+    const range = `${entry.start.toString(16)}-${entry.end.toString(16)}`;
+    const candidates = [`/proc/${pid}/map_files/${range}`, `/proc/${pid}/root${entry.path}`];
+    if (!entry.deleted) candidates.push(entry.path);
+    const file = this.#open(identity, entry.path, candidates);
+    this.#files.set(key, file);
+    return file;
+  }
+
+  /**
+   * A file by path (a command's program or library, before it runs): identity from stat,
+   * shown by its real path, as the process's memory map will name it.
+   */
+  fromPath(path: string, shownAs?: string): StackFile | undefined {
+    const identity = identityOf(path);
+    if (identity === undefined) return undefined;
+    const key = identityKey(identity);
+    if (this.#files.has(key)) return this.#files.get(key);
+    let shown = shownAs ?? path;
+    try {
+      if (shownAs === undefined) shown = realpathSync(path);
+    } catch {
+      // shown as given
+    }
+    const file = this.#open(identity, shown, [path]);
+    this.#files.set(key, file);
+    return file;
+  }
+
+  /** Remember that a file could not be opened (its frames stay unnamed and end the stack). */
+  markMissing(identity: FileIdentity): void {
+    const key = identityKey(identity);
+    if (!this.#files.has(key)) this.#files.set(key, undefined);
+  }
+
+  #open(identity: FileIdentity, shown: string, candidates: string[]): StackFile | undefined {
+    for (const candidate of candidates) {
+      const found = identityOf(candidate);
+      if (found === undefined || found.ino !== identity.ino) continue;
+      // Device numbers of overlay and btrfs files differ between stat and the mapping.
+      try {
+        return new StackFile(identity, shown, openElf(candidate));
+      } catch {
+        // not an ELF file we can read: the next candidate
+      }
+    }
+    return undefined;
+  }
+
+  close(): void {
+    for (const file of this.#files.values()) file?.close();
+    this.#files.clear();
+    this.#ids.clear();
+  }
+}
+
+/** DW_TAG_namespace, structure_type, class_type, union_type: scopes that qualify a name. */
+const SCOPES: ReadonlySet<number> = new Set([
+  0x39,
+  DW_TAG.structure_type,
+  DW_TAG.class_type,
+  DW_TAG.union_type,
+]);
+
+/** A function's name with its namespaces and classes (`calc::Adder::add`), from its DIE. */
+function qualifiedName(dwarf: DwarfReader, offset: number): string | undefined {
+  const die = dwarf.info.dieAt(offset);
+  if (die === undefined) return undefined;
+  const name = dwarf.info.name(die);
+  if (name === undefined) return undefined;
+  const parts = [name];
+  for (let scope = die.parent; scope !== undefined; scope = scope.parent) {
+    if (!SCOPES.has(scope.tag)) continue;
+    parts.unshift(dwarf.info.name(scope) ?? '(anonymous namespace)');
+  }
+  return parts.join('::');
+}
+
+/** The program's interpreter (PT_INTERP), if it names one. */
+export function interpreterOf(elf: ElfFile): string | undefined {
+  const segment = elf.segments.find((s) => s.typeName === 'INTERP');
+  if (segment === undefined) return undefined;
+  const bytes = elf.read(segment.offset, segment.fileSize);
+  const end = bytes.indexOf(0);
+  return Buffer.from(bytes.subarray(0, end < 0 ? bytes.length : end)).toString('utf8');
+}
+
+/** The pid a process has in its own pid namespace (its perf map is named after it). */
+export function namespacePid(pid: number): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const line = /^NSpid:\s*(.*)$/m.exec(status)?.[1];
+    const last = line?.trim().split(/\s+/).at(-1);
+    return last === undefined ? pid : Number(last);
+  } catch {
+    return pid;
+  }
+}

@@ -1,0 +1,1 @@
+export { type JitEntry, JitSymbols, parseJitDump, parsePerfMap } from './jit-symbols.js';

@@ -1,0 +1,3 @@
+module unwindgo
+
+go 1.19
