@@ -2,6 +2,7 @@ export { type FlameGraphOptions, renderFlameGraph } from './flamegraph.js';
 export { type FoldedOptions, foldStacks, renderFolded } from './folded.js';
 export { formatBound, formatDuration, renderHistogram } from './histogram.js';
 export { hex, renderJson, renderTable } from './json.js';
+export { type PprofOptions, renderPprof } from './pprof.js';
 export {
   frameLabel,
   frameOf,
