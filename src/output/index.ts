@@ -1,8 +1,19 @@
+export { type Call, CallPairer, type Instant } from './calls.js';
+export { type ChromeTraceOptions, ChromeTraceSink, renderChromeTrace } from './chrome-trace.js';
+export { formatValue, type HexFields, jsonFields, jsonValue } from './fields.js';
 export { type FlameGraphOptions, renderFlameGraph } from './flamegraph.js';
 export { type FoldedOptions, foldStacks, renderFolded } from './folded.js';
 export { formatBound, formatDuration, renderHistogram } from './histogram.js';
 export { hex, renderJson, renderTable } from './json.js';
 export { type PprofOptions, renderPprof } from './pprof.js';
+export type { Sink, Write } from './sink.js';
+export {
+  renderSpeedscopeStacks,
+  renderSpeedscopeTrace,
+  type SpeedscopeStacksOptions,
+  type SpeedscopeTraceOptions,
+  SpeedscopeTraceSink,
+} from './speedscope.js';
 export {
   frameLabel,
   frameOf,
