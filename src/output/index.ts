@@ -6,6 +6,16 @@ export { type FoldedOptions, foldStacks, renderFolded } from './folded.js';
 export { formatBound, formatDuration, renderHistogram } from './histogram.js';
 export { hex, renderJson, renderTable } from './json.js';
 export { type PprofOptions, renderPprof } from './pprof.js';
+export {
+  type CountRow,
+  type Health,
+  type HistogramRow,
+  labelName,
+  PrometheusExporter,
+  type PrometheusInput,
+  type PrometheusOptions,
+  renderPrometheus,
+} from './prometheus.js';
 export type { Sink, Write } from './sink.js';
 export {
   renderSpeedscopeStacks,
