@@ -1,22 +1,7 @@
 import { bucketRange, type Histogram } from '../aggregate/index.js';
-import { frameLabel, rootFirst, type Stack } from './stacks.js';
+import { frameLabel, rootFirst } from './stacks.js';
+import type { CountRow, HistogramRow } from './values.js';
 import { xmlChars } from './xml.js';
-
-/** A count of hits of a probe, per key when counted by one (as `count` reads them). */
-export interface CountRow {
-  readonly probe: string;
-  /** The key's value (several, with several keys); absent without `by`. */
-  readonly key?: bigint | string | readonly (bigint | string)[] | undefined;
-  /** By `ustack`: the stack (its folded frames are the label). */
-  readonly stack?: Stack | undefined;
-  readonly count: bigint;
-}
-
-/** A histogram of a probe (as `hist` and `latency` read them). */
-export interface HistogramRow {
-  readonly probe: string;
-  readonly histogram: Histogram;
-}
 
 /** How the aggregation went: exported as upscope's own metrics. */
 export interface Health {
