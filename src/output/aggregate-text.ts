@@ -1,6 +1,7 @@
 import { type Histogram, histogramRows, mean, percentile } from '../aggregate/index.js';
 import { formatDuration, renderHistogram } from './histogram.js';
 import { renderTable } from './json.js';
+import { frameText } from './stacks.js';
 import type { CountRow, HistogramRow } from './values.js';
 
 /** A bigint as a JSON number where it is exact, else as a string of its digits. */
@@ -30,7 +31,7 @@ export function renderCountsText(
   if (by === 'ustack') {
     return shown
       .map((row) => {
-        const frames = (row.stack?.frames ?? []).map(String);
+        const frames = (row.stack?.frames ?? []).map(frameText);
         const lines = frames.length === 0 ? ['[no user stack]'] : frames;
         return `${row.probe} (pid ${row.stack?.pid}): ${row.count}\n${lines.map((f) => `    ${f}`).join('\n')}`;
       })
@@ -55,7 +56,9 @@ export function renderCountsJson(rows: readonly CountRow[], by: string | undefin
       ...(by === undefined
         ? {}
         : { key: typeof row.key === 'bigint' ? jsonNumber(row.key) : row.key }),
-      ...(row.stack === undefined ? {} : { pid: row.stack.pid, frames: row.stack.frames }),
+      ...(row.stack === undefined
+        ? {}
+        : { pid: row.stack.pid, frames: row.stack.frames.map(frameText) }),
       count: jsonNumber(row.count),
     })),
   );

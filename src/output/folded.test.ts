@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { stackCounts } from '../../test/fixtures/output/load.js';
 import { assertGolden } from '../../test/helpers/golden.js';
 import { foldStacks, renderFolded } from './folded.js';
-import { frameLabel, frameOf, type StackCount } from './stacks.js';
+import { frameLabel, frameOf, frameText, type StackCount } from './stacks.js';
 
 test('renderFolded() writes recorded ustack counts as collapsed stacks, root first', () => {
   const { rows } = stackCounts();
@@ -70,4 +70,19 @@ test('foldStacks() adds up rows that fold alike, weighs bytes, and keeps the sep
     ]),
   );
   assert.deepEqual(foldStacks(rows, { weight: 'bytes' }), new Map([['a:b;malloc', 160n]]));
+});
+
+test('frameText() writes structured frames as the symbolizer does, and frameOf() reads them back', () => {
+  for (const text of [
+    'via_b+0x15 (bpf-stacks)',
+    'stack_leaf (app)',
+    '0x2724a (libc.so.6)',
+    '0x7f3a2c0a2f40',
+  ]) {
+    assert.equal(frameText(frameOf(text)), text);
+  }
+  assert.equal(
+    frameText({ function: 'main', symbolOffset: 0x3cn, object: '/usr/bin/app', buildId: 'ab' }),
+    'main+0x3c (app)',
+  );
 });

@@ -6,6 +6,7 @@ import {
   histograms,
   latency,
   stackCounts,
+  stackFrames,
   traceEvents,
 } from '../../test/fixtures/output/load.js';
 import { assertGolden } from '../../test/helpers/golden.js';
@@ -94,6 +95,12 @@ test('counts by stack: text as bpftrace prints stacks, and every stack format', 
   const reading = [{ rows, final: true }];
   assertGolden('ustack.txt', collect((w) => countSink('text', w, { by: 'ustack' }), reading).text);
   assertGolden('ustack.json', collect((w) => countSink('json', w, { by: 'ustack' }), reading).text);
+  // Structured frames print as the text frames they stand for.
+  const structured = [{ rows: stackFrames().rows, final: true }];
+  assert.equal(
+    collect((w) => countSink('text', w, { by: 'ustack' }), structured).text,
+    collect((w) => countSink('text', w, { by: 'ustack' }), reading).text,
+  );
   for (const format of FORMATS.stacks) {
     const { chunks } = collect((w) => countSink(format, w, { by: 'ustack', title: 't' }), reading);
     assert.equal(chunks.length, 1, format);

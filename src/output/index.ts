@@ -48,6 +48,7 @@ export {
 export {
   frameLabel,
   frameOf,
+  frameText,
   NO_STACK,
   rootFirst,
   type Stack,

@@ -79,6 +79,22 @@ export function frameLabel(frame: StackFrame, offsets = false): string {
   return '[unknown]';
 }
 
+/**
+ * A frame as text, the way the stack symbolizer writes it (and frameOf() reads it back):
+ * `function+0xoff (object)`, `0xfileoffset (object)`, or the runtime address.
+ */
+export function frameText(frame: StackFrame | string): string {
+  if (typeof frame === 'string') return frame;
+  const object = frame.object === undefined ? '' : ` (${baseName(frame.object)})`;
+  if (frame.function !== undefined) {
+    const offset = frame.symbolOffset ?? 0n;
+    return `${frame.function}${offset === 0n ? '' : `+${hex(offset)}`}${object}`;
+  }
+  if (frame.fileOffset !== undefined && object !== '') return `${hex(frame.fileOffset)}${object}`;
+  if (frame.address !== undefined) return hex(frame.address);
+  return `[unknown]${object}`;
+}
+
 /** A stack's weight as `weight` says; a row without bytes weighs 0 bytes. */
 export function weightOf(row: StackCount, weight: StackWeight): bigint {
   return weight === 'bytes' ? (row.bytes ?? 0n) : row.count;
