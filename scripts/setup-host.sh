@@ -14,6 +14,9 @@
 #   libc6-dbg: libc's separate debug file (.symtab by build-id: _int_malloc by name)
 #   nginx-light: a real forking server for -p/-c over children
 #   bpftrace: another tracer's kernel uprobe on the function the ptrace engine probes
+#   chromium: the flame graph opened as a person would (headless, driven by playwright-core),
+#     and speedscope loading the chrome and speedscope files upscope writes
+#   prometheus: promtool, Prometheus's own reader of the exposition text upscope writes
 # `--check` prints what is missing and exits 1 if anything is, installing nothing.
 set -euo pipefail
 
@@ -30,6 +33,8 @@ NEEDS=(
   'test -d /usr/lib/debug/.build-id && dpkg -s libc6-dbg|libc6-dbg'
   'command -v nginx|nginx-light'
   'command -v bpftrace|bpftrace'
+  'command -v chromium|chromium'
+  'command -v promtool|prometheus'
 )
 
 missing=()

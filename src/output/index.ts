@@ -1,2 +1,59 @@
+export {
+  type CountsTextOptions,
+  type HistogramsTextOptions,
+  jsonNumber,
+  renderCountsJson,
+  renderCountsText,
+  renderHistogramsJson,
+  renderHistogramsText,
+} from './aggregate-text.js';
+export { type Call, CallPairer, type Instant } from './calls.js';
+export { type ChromeTraceOptions, ChromeTraceSink, renderChromeTrace } from './chrome-trace.js';
+export { type EventFormatter, eventJsonFormatter, eventTextFormatter } from './events-text.js';
+export { formatValue, type HexFields, jsonFields, jsonValue } from './fields.js';
+export { type FlameGraphOptions, renderFlameGraph } from './flamegraph.js';
+export { type FoldedOptions, foldStacks, renderFolded } from './folded.js';
+export {
+  type CountSinkOptions,
+  countSink,
+  FORMAT_INFO,
+  FORMATS,
+  type Format,
+  type HistogramSinkOptions,
+  histogramSink,
+  parseFormat,
+  type ResultKind,
+  type TraceSinkOptions,
+  traceSink,
+} from './formats.js';
 export { formatBound, formatDuration, renderHistogram } from './histogram.js';
 export { hex, renderJson, renderTable } from './json.js';
+export { type PprofOptions, renderPprof } from './pprof.js';
+export {
+  type Health,
+  labelName,
+  PrometheusExporter,
+  type PrometheusInput,
+  type PrometheusOptions,
+  renderPrometheus,
+} from './prometheus.js';
+export type { Sink, Write } from './sink.js';
+export {
+  renderSpeedscopeStacks,
+  renderSpeedscopeTrace,
+  type SpeedscopeStacksOptions,
+  type SpeedscopeTraceOptions,
+  SpeedscopeTraceSink,
+} from './speedscope.js';
+export {
+  frameLabel,
+  frameOf,
+  frameText,
+  NO_STACK,
+  rootFirst,
+  type Stack,
+  type StackCount,
+  type StackWeight,
+  weightOf,
+} from './stacks.js';
+export type { CountRow, HistogramRow, Reading } from './values.js';

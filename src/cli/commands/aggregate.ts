@@ -5,20 +5,21 @@ import {
   type AggregateOptions,
   bpfAllowed,
   countHits,
-  type Histogram,
   histogramOf,
-  histogramRows,
   type LatencyUnit,
   latencyOf,
-  mean,
   notLoadedNotes,
   type ProbeCount,
   type ProbeHistogram,
-  percentile,
   UNIT_NS,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
-import { formatDuration, renderHistogram, renderTable } from '../../output/index.js';
+import {
+  renderCountsJson,
+  renderCountsText,
+  renderHistogramsJson,
+  renderHistogramsText,
+} from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
@@ -231,90 +232,8 @@ async function run<R>(
   }
 }
 
-function jsonNumber(value: bigint): number | string {
-  return value <= BigInt(Number.MAX_SAFE_INTEGER) && value >= -BigInt(Number.MAX_SAFE_INTEGER)
-    ? Number(value)
-    : value.toString();
-}
-
 function stamp(final: boolean): string {
   return final ? '' : `${new Date().toISOString().slice(11, 19)}\n`;
-}
-
-function printCounts(rows: ProbeCount[], by: string | undefined, top: number | undefined) {
-  const shown = top === undefined ? rows : rows.slice(0, top);
-  if (by === 'ustack') {
-    // A stack per count, innermost frame first, as bpftrace prints @[ustack].
-    return shown
-      .map((row) => {
-        // Calls an unwind took away: no return was seen, so no stack either.
-        if (row.exit === 'unwind') return `${row.probe} (unwound): ${row.count}`;
-        const frames = row.stack?.frames ?? [];
-        const lines = frames.length === 0 ? ['[no user stack]'] : frames;
-        return `${row.probe} (pid ${row.stack?.pid}): ${row.count}\n${lines.map((f) => `    ${f}`).join('\n')}`;
-      })
-      .join('\n\n');
-  }
-  const header = by === undefined ? ['COUNT', 'PROBE'] : ['COUNT', 'PROBE', by.toUpperCase()];
-  return renderTable(
-    header,
-    shown.map((row) => {
-      const cells = [
-        row.count.toString(),
-        row.exit === 'unwind' ? `${row.probe} (unwound)` : row.probe,
-      ];
-      if (by !== undefined) {
-        cells.push(
-          row.exit === 'unwind' ? '-' : typeof row.key === 'string' ? row.key : String(row.key),
-        );
-      }
-      return cells;
-    }),
-  );
-}
-
-/** Count, sum, mean, min, max and percentiles; `duration` formats values (latency in ns). */
-function summary(histogram: Histogram, duration: boolean): Record<string, string> {
-  const format = (v: bigint | number | undefined) =>
-    v === undefined ? '-' : duration ? formatDuration(v) : String(v);
-  const avg = mean(histogram);
-  return {
-    count: histogram.count.toString(),
-    ...(duration ? {} : { sum: histogram.sum.toString() }),
-    avg: avg === undefined ? '-' : duration ? formatDuration(Math.round(avg)) : avg.toFixed(2),
-    min: format(histogram.min),
-    p50: format(percentile(histogram, 0.5)),
-    p90: format(percentile(histogram, 0.9)),
-    p99: format(percentile(histogram, 0.99)),
-    max: format(histogram.max),
-  };
-}
-
-function histogramJson(
-  probe: ProbeHistogram,
-  duration: boolean,
-  unit: string | undefined,
-): Record<string, unknown> {
-  const h = probe.histogram;
-  const value = (v: bigint | undefined) => (v === undefined ? null : jsonNumber(v));
-  const avg = mean(h);
-  return {
-    probe: probe.probe,
-    count: jsonNumber(h.count),
-    ...(duration ? { sumNs: jsonNumber(h.sum) } : { sum: jsonNumber(h.sum) }),
-    [duration ? 'avgNs' : 'avg']: avg ?? null,
-    [duration ? 'minNs' : 'min']: value(h.min),
-    [duration ? 'p50Ns' : 'p50']: value(percentile(h, 0.5)),
-    [duration ? 'p90Ns' : 'p90']: value(percentile(h, 0.9)),
-    [duration ? 'p99Ns' : 'p99']: value(percentile(h, 0.99)),
-    [duration ? 'maxNs' : 'max']: value(h.max),
-    ...(unit === undefined ? {} : { unit }),
-    buckets: histogramRows(h).map((row) => ({
-      low: row.low === undefined ? null : jsonNumber(row.low),
-      high: row.high === undefined ? null : jsonNumber(row.high),
-      count: jsonNumber(row.count),
-    })),
-  };
 }
 
 function printHistograms(
@@ -326,22 +245,10 @@ function printHistograms(
   unit: string | undefined,
 ): void {
   if (json) {
-    io.out(`${JSON.stringify(probes.map((p) => histogramJson(p, duration, unit)))}\n`);
+    io.out(`${renderHistogramsJson(probes, { duration, unit })}\n`);
     return;
   }
-  let text = stamp(final);
-  for (const probe of probes) {
-    const stats = Object.entries(summary(probe.histogram, duration))
-      .map(([name, value]) => `${name} ${value}`)
-      .join(', ');
-    text += `${probe.probe}: ${stats}\n`;
-    if (probe.histogram.count > 0n) {
-      if (unit !== undefined) text += `${unit}:\n`;
-      text += `${renderHistogram(probe.histogram)}\n`;
-    }
-    text += '\n';
-  }
-  io.out(text);
+  io.out(stamp(final) + renderHistogramsText(probes, { duration, unit }));
 }
 
 const UNIT_WORDS: Readonly<Record<LatencyUnit, string>> = {
@@ -414,24 +321,10 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         }
         const print = (rows: ProbeCount[], final: boolean) => {
           if (options.json === true) {
-            io.out(
-              `${JSON.stringify(
-                rows.map((row) => ({
-                  probe: row.probe,
-                  ...(row.exit === undefined ? {} : { exit: row.exit }),
-                  ...(options.by === undefined || row.exit !== undefined
-                    ? {}
-                    : { key: typeof row.key === 'bigint' ? jsonNumber(row.key) : row.key }),
-                  ...(row.stack === undefined
-                    ? {}
-                    : { pid: row.stack.pid, frames: row.stack.frames }),
-                  count: jsonNumber(row.count),
-                })),
-              )}\n`,
-            );
+            io.out(`${renderCountsJson(rows, options.by)}\n`);
             return;
           }
-          io.out(`${stamp(final)}${printCounts(rows, options.by, options.top)}\n`);
+          io.out(`${stamp(final)}${renderCountsText(rows, options)}\n`);
         };
         await onEngine(
           options,

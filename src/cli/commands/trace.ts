@@ -2,7 +2,6 @@ import { constants } from 'node:os';
 import type { Command } from '@commander-js/extra-typings';
 import {
   type Attachment,
-  type FieldValue,
   notLoadedNotes,
   type ProbeEvent,
   type ProbeSite,
@@ -10,7 +9,7 @@ import {
   Tracer,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
-import { formatDuration } from '../../output/index.js';
+import { eventJsonFormatter, eventTextFormatter } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
@@ -280,97 +279,12 @@ function valueFormats(sites: readonly ProbeSite[]): Map<string, Map<string, bool
   return hex;
 }
 
-function formatValue(value: FieldValue, hex: boolean | undefined): string {
-  if (value === null) return '(fault)';
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (value instanceof Uint8Array) return Buffer.from(value).toString('hex');
-  if (hex === true) {
-    const n = BigInt(value);
-    return `0x${(n < 0n ? n + (1n << 64n) : n).toString(16)}`;
-  }
-  return String(value);
-}
-
-/** '000' to '999', for the microseconds of a time. */
-const THREE_DIGITS = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
-
-/**
- * Text lines: seconds since `start` (to the microsecond), comm, pid/tid, probe, fields, and a
- * return's latency. Built for speed (a line per event at a million events a second): the
- * part naming the thread and probe is kept while consecutive events share it.
- */
+/** Text lines: seconds since `start`, comm, pid/tid, probe, fields, a return's latency. */
 function textFormatter(sites: readonly ProbeSite[], start: bigint): Formatter {
-  const hex = valueFormats(sites);
-  let last: ProbeEvent | undefined;
-  let who = '';
-  let own: Map<string, boolean> | undefined;
-  let second = Number.NaN;
-  let secondText = '';
-  return (event) => {
-    const ns = Number(event.timestampNs - start);
-    let time: string;
-    if (ns >= 0) {
-      const us = Math.floor(ns / 1000);
-      const s = Math.floor(us / 1e6);
-      if (s !== second) {
-        second = s;
-        secondText = `${s}.`;
-      }
-      const fraction = us - s * 1e6;
-      const high = Math.floor(fraction / 1000);
-      time = secondText + THREE_DIGITS[high]! + THREE_DIGITS[fraction - high * 1000]!;
-    } else {
-      time = (ns / 1e9).toFixed(6); // older than the trace's start: not expected
-    }
-    if (
-      last === undefined ||
-      event.tid !== last.tid ||
-      event.probe !== last.probe ||
-      event.kind !== last.kind ||
-      event.comm !== last.comm ||
-      event.pid !== last.pid
-    ) {
-      const probe = event.kind === 'return' ? `r:${event.probe}` : event.probe;
-      who = ` ${event.comm} ${event.pid}/${event.tid} ${probe}`;
-      own = hex.get(event.probe);
-    }
-    last = event;
-    let fields = '';
-    const values = event.fields;
-    for (const name in values) fields += ` ${name}=${formatValue(values[name]!, own?.get(name))}`;
-    const latency = event.latencyNs === undefined ? '' : ` (${formatDuration(event.latencyNs)})`;
-    const exit =
-      event.exit === undefined ? '' : event.exit === 'unwind' ? ' (unwound)' : ' (tail call)';
-    return time + who + fields + latency + exit;
-  };
+  return eventTextFormatter(valueFormats(sites), start);
 }
 
 /** JSON lines: 64-bit values and hex fields as strings, byte arrays as hex. */
 function jsonFormatter(sites: readonly ProbeSite[]): Formatter {
-  const hex = valueFormats(sites);
-  return (event) => {
-    const own = hex.get(event.probe);
-    const fields: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(event.fields)) {
-      const asHex = own?.get(name);
-      fields[name] =
-        typeof value === 'bigint' || (typeof value === 'number' && asHex === true)
-          ? formatValue(value, asHex)
-          : value instanceof Uint8Array
-            ? formatValue(value, asHex)
-            : value;
-    }
-    return JSON.stringify({
-      timeNs: String(event.timestampNs),
-      probe: event.probe,
-      kind: event.kind,
-      pid: event.pid,
-      tid: event.tid,
-      cpu: event.cpu,
-      comm: event.comm,
-      fields,
-      ...(event.latencyNs === undefined ? {} : { latencyNs: String(event.latencyNs) }),
-      ...(event.exit === undefined ? {} : { exit: event.exit }),
-    });
-  };
+  return eventJsonFormatter(valueFormats(sites));
 }
