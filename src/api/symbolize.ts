@@ -1,12 +1,7 @@
 import { ProbeError } from '../errors/index.js';
 import { hex } from '../output/index.js';
 import { closeDebugInfo, readProcessMaps, targetSymbols } from '../plan/index.js';
-import {
-  functionDisplayName,
-  openElf,
-  runtimeToFileOffset,
-  type SymbolIndex,
-} from '../symbols/index.js';
+import { functionDisplayName, openElf, runtimeToFileOffset } from '../symbols/index.js';
 import { StackFiles } from './stack-files.js';
 import { StackNamer } from './stack-namer.js';
 

@@ -24,7 +24,7 @@ import { tracedChildren } from '../helpers/tracees.js';
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
 
 /** A string matched as it is in a regular expression. */
-function escape(text: string): string {
+function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 const ENGINES = ['bpf', 'ptrace'] as const;
@@ -270,7 +270,7 @@ describe('count --by ustack: whole stacks without frame pointers, equal to gdb b
     const address = BigInt(`0x${line[1]}`) + 0x10n;
     const result = runCli(['resolve', '-p', String(node.pid), `0x${address.toString(16)}`]);
     assert.equal(result.status, 0, result.stderr);
-    assert.match(result.stdout, new RegExp(`-> {2}${escape(line[3]!)}\\+0x10\\n`));
+    assert.match(result.stdout, new RegExp(`-> {2}${escapeRegExp(line[3]!)}\\+0x10\\n`));
     assert.match(result.stdout, new RegExp(`JIT code, named by .*perf-${node.pid}\\.map`));
     node.child.kill('SIGKILL');
     rmSync(map, { force: true });

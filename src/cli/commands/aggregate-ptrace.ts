@@ -23,7 +23,6 @@ import {
   probeName,
   type WalkedStack,
 } from '../../api/index.js';
-import { ProbeError } from '../../errors/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { runPtrace } from './trace-ptrace.js';
