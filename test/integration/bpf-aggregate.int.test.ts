@@ -62,6 +62,37 @@ function bucketsByLow(h: JsonHistogram): Record<string, number> {
   return out;
 }
 
+/**
+ * Run the CLI; once its start line is out ("Counting ..."), SIGUSR1 ends the wait of the
+ * `waiting` targets (started with a long delay): they start their calls only when the probes
+ * are in, however long upscope takes to start on a loaded machine.
+ */
+function startedCli(
+  args: string[],
+  waiting: readonly ChildProcess[],
+): { child: ChildProcess; stdout: Promise<string> } {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let text = '';
+  let errors = '';
+  let signalled = false;
+  child.stdout!.on('data', (chunk: Buffer) => {
+    text += chunk.toString();
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    process.stderr.write(chunk);
+    errors += chunk.toString();
+    if (!signalled && /^(Counting|Tracing) /m.test(errors)) {
+      signalled = true;
+      for (const target of waiting) target.kill('SIGUSR1');
+    }
+  });
+  const stdout = once(child, 'exit').then(() => text);
+  return { child, stdout };
+}
+
+/** How long a target waits for upscope's start at most (SIGUSR1 ends the wait). */
+const START_WAIT_MS = '60000';
+
 const spawned: ChildProcess[] = [];
 
 afterEach(() => {
@@ -139,18 +170,13 @@ describe('upscope count (bpf engine)', () => {
   test('-p counts one process while another runs the same program', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
     const app = target();
-    const traced = started([app, 'hammer', '5000', '1500']);
-    const other = started([app, 'hammer', '7000', '1500']);
+    const traced = started([app, 'hammer', '5000', START_WAIT_MS]);
+    const other = started([app, 'hammer', '7000', START_WAIT_MS]);
     spawned.push(traced.child, other.child);
-    const cli = started([
-      process.execPath,
-      BIN,
-      'count',
-      '--json',
-      '-p',
-      String(traced.child.pid),
-      `${app}:bpf_hit`,
-    ]);
+    const cli = startedCli(
+      ['count', '--json', '-p', String(traced.child.pid), `${app}:bpf_hit`],
+      [traced.child, other.child],
+    );
     const [tracedOut, otherOut, cliOut] = await Promise.all([
       traced.stdout,
       other.stdout,
@@ -169,20 +195,13 @@ describe('upscope count (bpf engine)', () => {
       const app = compileProgram('bpf-stacks', { flags: ['-O2', '-fno-omit-frame-pointer'] });
       const name = app.slice(app.lastIndexOf('/') + 1);
       // -c: a command that ends within milliseconds; -p: a process that waits for upscope.
-      const traced = how === '-c' ? undefined : started([app, '300', '200', '1500']);
+      const traced = how === '-c' ? undefined : started([app, '300', '200', START_WAIT_MS, '1500']);
       if (traced !== undefined) spawned.push(traced.child);
       const target = how === '-c' ? `${app} 300 200 0` : String(traced!.child.pid);
-      const cli = started([
-        process.execPath,
-        BIN,
-        'count',
-        '--json',
-        '--by',
-        'ustack',
-        how,
-        target,
-        `${app}:stack_leaf`,
-      ]);
+      const cli = startedCli(
+        ['count', '--json', '--by', 'ustack', how, target, `${app}:stack_leaf`],
+        traced === undefined ? [] : [traced.child],
+      );
       const [cliOut, tracedOut] = await Promise.all([cli.stdout, traced?.stdout]);
       assert.equal(cli.child.exitCode, 0);
       const lines = cliOut.trim().split('\n');

@@ -9,8 +9,10 @@
  *                                  bpf_recurse(3, 2100) (calls of 2.1, 4.2 and 6.3 ms, nested)
  *                                  It times each of those calls itself and prints the log2
  *                                  rows (in us) of its own times: a sleep may overrun.
+ * SIGUSR1 ends a DELAY_MS wait early (a test sends it once upscope has attached).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +130,11 @@ static void *napper(void *arg) {
   return NULL;
 }
 
+static void on_start(int sig) { (void)sig; }
+
 int main(int argc, char **argv) {
+  /* A test may end a wait early with SIGUSR1 (once upscope has attached). */
+  signal(SIGUSR1, on_start);
   if (argc < 3) {
     fprintf(stderr, "usage: bpf-target hammer N DELAY_MS | spin SECONDS | nap DELAY_MS\n");
     return 2;
