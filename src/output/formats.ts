@@ -118,8 +118,13 @@ function lineSink(write: Write, format: (event: ProbeEvent) => string): Sink<Pro
     },
     lost() {},
     end() {
-      if (text.length > 0) write(text);
+      this.flush!();
+    },
+    flush() {
+      if (text.length === 0) return;
+      const chunk = text;
       text = '';
+      write(chunk);
     },
   };
 }
