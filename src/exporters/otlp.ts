@@ -149,7 +149,8 @@ class BoundedSpanProcessor implements SpanProcessor {
 
   /** Send what is queued, a batch at a time, one request in flight. */
   #send(): Promise<void> {
-    if (this.#sending !== undefined || this.#queue.length === 0) return this.#sending ?? Promise.resolve();
+    if (this.#sending !== undefined || this.#queue.length === 0)
+      return this.#sending ?? Promise.resolve();
     const batch = this.#queue.splice(0, this.#options.batchSize);
     this.#sending = new Promise<void>((resolve) => {
       this.#exporter.export(batch, (result) => {

@@ -95,7 +95,7 @@ export function parseFormat(kind: ResultKind, name: string): Format {
     'ERR_USAGE',
     known
       ? `Cannot write ${WHAT[kind]} as ${name}: give --format ${list(choices)}`
-      : `Cannot use --format "${name}": give ${list(choices)}`,
+      : `Cannot use --format "${name}": give ${list(choices)}${kind === 'count' ? `, or with --by ustack ${list(FORMATS.stacks.filter((f) => !choices.includes(f)))}` : ''}`,
     { hints },
   );
 }

@@ -324,7 +324,8 @@ export class PrometheusExporter {
       help: string,
       value: number | bigint | undefined,
     ) => {
-      if (value !== undefined) family(name, type, help).push({ name, labels: [], value: String(value) });
+      if (value !== undefined)
+        family(name, type, help).push({ name, labels: [], value: String(value) });
     };
     single(
       `${p}_events_lost_total`,
