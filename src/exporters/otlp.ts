@@ -103,6 +103,13 @@ function attributeValue(value: FieldValue): string | number | undefined {
   return value;
 }
 
+/**
+ * How long one export may take, its retries included (the exporter's own backoff, on network
+ * errors and 429/502/503/504): then its data is dropped and counted. close() waits a little
+ * longer for the last ones.
+ */
+const EXPORT_TIMEOUT_MS = 4000;
+
 /** Providers (one per traced process: its resource) kept at most; later processes share one. */
 const MAX_PROCESSES = 256;
 
@@ -121,6 +128,7 @@ class BoundedSpanProcessor implements SpanProcessor {
   readonly #queue: ReadableSpan[] = [];
   readonly #timer: NodeJS.Timeout;
   #sending: Promise<void> | undefined;
+  #inFlight = 0;
   sent = 0;
   dropped = 0;
 
@@ -152,8 +160,11 @@ class BoundedSpanProcessor implements SpanProcessor {
     if (this.#sending !== undefined || this.#queue.length === 0)
       return this.#sending ?? Promise.resolve();
     const batch = this.#queue.splice(0, this.#options.batchSize);
+    this.#inFlight = batch.length;
     this.#sending = new Promise<void>((resolve) => {
       this.#exporter.export(batch, (result) => {
+        if (this.#inFlight === 0) return resolve(); // abandoned: counted as dropped
+        this.#inFlight = 0;
         if (result.code === 0) {
           this.sent += batch.length;
           this.#onFailure(undefined);
@@ -178,6 +189,14 @@ class BoundedSpanProcessor implements SpanProcessor {
   async shutdown(): Promise<void> {
     clearInterval(this.#timer);
     await this.forceFlush();
+  }
+
+  /** Give up on what is queued or being sent (the receiver did not answer in time). */
+  abandon(): void {
+    clearInterval(this.#timer);
+    this.dropped += this.#queue.length + this.#inFlight;
+    this.#queue.length = 0;
+    this.#inFlight = 0;
   }
 }
 
@@ -227,7 +246,22 @@ export class OtlpExporter {
     });
     const traceExporter = new otel.traceExporter.OTLPTraceExporter({
       url: signalUrl(url, 'traces'),
+      timeoutMillis: EXPORT_TIMEOUT_MS,
     });
+    // The exporters say a failed request through OpenTelemetry's diagnostics (before they
+    // retry): said here at once, in one line, instead of only after the retries.
+    otel.api.diag.setLogger(
+      {
+        error: (message) => this.#said('data', message),
+        warn: (message) => {
+          if (/retryable|network error|failed/i.test(message)) this.#said('data', message);
+        },
+        info: () => {},
+        debug: () => {},
+        verbose: () => {},
+      },
+      { logLevel: otel.api.DiagLogLevel.WARN, suppressOverrideMessage: true },
+    );
     this.#spans = new BoundedSpanProcessor(
       traceExporter,
       {
@@ -239,6 +273,7 @@ export class OtlpExporter {
     );
     this.#metricExporter = new otel.metricExporter.OTLPMetricExporter({
       url: signalUrl(url, 'metrics'),
+      timeoutMillis: EXPORT_TIMEOUT_MS,
     });
     this.#resource = otel.resources.resourceFromAttributes({
       'service.name': options.serviceName ?? 'upscope',
@@ -425,7 +460,7 @@ export class OtlpExporter {
    * Send what is left (the last metrics, queued spans), waiting at most `waitMs` for the
    * receiver; what cannot go by then is counted as dropped. Idempotent.
    */
-  async close(waitMs = 5000): Promise<OtlpStats> {
+  async close(waitMs = EXPORT_TIMEOUT_MS + 1000): Promise<OtlpStats> {
     if (!this.#closed) {
       this.#closed = true;
       clearInterval(this.#metricsTimer);
@@ -435,14 +470,18 @@ export class OtlpExporter {
         await this.#spans.shutdown();
       })();
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        done,
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, waitMs);
+      const finished = await Promise.race([
+        done.then(() => true),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), waitMs);
           timer.unref();
         }),
       ]);
       clearTimeout(timer);
+      if (!finished) {
+        this.#spans.abandon();
+        if (this.#metricSending !== undefined) this.#metricExportsFailed++;
+      }
     }
     return this.stats();
   }

@@ -1,5 +1,6 @@
 // A target for the exporters' tests: waits for SIGUSR1, then calls work(i % 3) N times and
-// other() M times, keeping its own counts, prints them, and waits for SIGTERM.
+// other() M times, keeping its own counts, prints them, and waits for SIGTERM. With a third
+// argument `now` it starts at once and exits at the end.
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ __attribute__((noinline)) long other(long x) {
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 100;
   long m = argc > 2 ? atol(argv[2]) : 10;
+  int now = argc > 3;
+  go = now;
   signal(SIGUSR1, on_usr1);
   printf("waiting\n");
   fflush(stdout);
@@ -36,5 +39,6 @@ int main(int argc, char **argv) {
   printf("done work0=%ld work1=%ld work2=%ld other=%ld sum=%ld\n", per_kind[0], per_kind[1],
          per_kind[2], others, sum);
   fflush(stdout);
+  if (now) return 0;
   for (;;) pause();
 }
