@@ -226,7 +226,7 @@ export class OtlpExporter {
   readonly #epochOffsetNs: bigint;
   readonly #startTime: HrTime;
   #metricsTimer: NodeJS.Timeout | undefined;
-  #metricsSource: (() => PrometheusInput) | undefined;
+  #metricsSource: (() => PrometheusInput | readonly MetricFamily[]) | undefined;
   #metricSending: Promise<void> | undefined;
   #failing: string | undefined;
   #metricExports = 0;
@@ -360,7 +360,7 @@ export class OtlpExporter {
   }
 
   /** Send metrics read from `read()` every interval, and once more at close(). */
-  metrics(read: () => PrometheusInput): void {
+  metrics(read: () => PrometheusInput | readonly MetricFamily[]): void {
     this.#metricsSource = read;
     const every =
       this.#options.metricIntervalMs ?? envNumber('OTEL_METRIC_EXPORT_INTERVAL') ?? 10_000;
@@ -397,13 +397,16 @@ export class OtlpExporter {
   }
 
   /** The families --prometheus shows, as OTLP metric data (cumulative since the start). */
-  #resourceMetrics(input: PrometheusInput): ResourceMetrics {
+  #resourceMetrics(input: PrometheusInput | readonly MetricFamily[]): ResourceMetrics {
     const { DataPointType, AggregationTemporality } = this.#otel.metrics;
     const { ValueType } = this.#otel.api;
     const now = hrTime(BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6)));
     const times = { startTime: this.#startTime, endTime: now };
     const metrics: MetricData[] = [];
-    for (const family of this.#families.families(input)) {
+    const families = Array.isArray(input)
+      ? input
+      : this.#families.families(input as PrometheusInput);
+    for (const family of families) {
       const descriptor = {
         name: family.type === 'counter' ? family.name.replace(/_total$/, '') : family.name,
         description: family.help,
@@ -419,7 +422,7 @@ export class OtlpExporter {
         });
         continue;
       }
-      const dataPoints = family.samples.map((s) => ({
+      const dataPoints = family.samples.map((s: MetricFamily['samples'][number]) => ({
         ...times,
         attributes: Object.fromEntries(s.labels),
         value: Number(s.value),

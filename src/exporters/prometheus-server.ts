@@ -34,11 +34,12 @@ function asMetric(family: MetricFamily): Metric {
 /** One scrape's metrics as prom-client writes them (text exposition format 0.0.4). */
 export async function scrapeText(
   exporter: PrometheusExporter,
-  input: PrometheusInput,
+  input: PrometheusInput | readonly MetricFamily[],
 ): Promise<{ type: string; body: string }> {
   const { Registry } = await import('prom-client');
   const registry = new Registry();
-  for (const family of exporter.families(input)) registry.registerMetric(asMetric(family));
+  const families = Array.isArray(input) ? input : exporter.families(input as PrometheusInput);
+  for (const family of families) registry.registerMetric(asMetric(family));
   return { type: registry.contentType, body: await registry.metrics() };
 }
 
@@ -61,7 +62,7 @@ export class PrometheusServer {
 
   static async listen(
     address: ListenAddress,
-    read: () => PrometheusInput,
+    read: () => PrometheusInput | readonly MetricFamily[],
     options: PrometheusServerOptions = {},
   ): Promise<PrometheusServer> {
     const exporter = new PrometheusExporter(options);
