@@ -37,10 +37,6 @@ export interface OutputOptions {
   otlp?: string;
 }
 
-function orList(items: readonly string[]): string {
-  return items.length === 1 ? items[0]! : `${items.slice(0, -1).join(', ')} or ${items.at(-1)}`;
-}
-
 /**
  * `--format FMT` for a command producing these kinds of result (count: `count`, and
  * `stacks` with --by ustack); the help lists each format. Spread into .option().

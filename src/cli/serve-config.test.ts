@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noExplicitAny: parsed Kubernetes objects, checked field by field
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';

@@ -3,7 +3,6 @@ import type { Command } from '@commander-js/extra-typings';
 import {
   type Attachment,
   notLoadedNotes,
-  type ProbeEvent,
   type ProbeSite,
   probeName,
   Tracer,
