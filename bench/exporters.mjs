@@ -54,7 +54,7 @@ export async function runExporterBench(runs = 3) {
       join(root, 'bench/programs/hot.c'),
     ]);
     if (built.status !== 0) throw new Error(`gcc failed: ${built.stderr}`);
-    const calls = 2_000_000;
+    const calls = 500_000;
     const cmd = `${hot} ${calls}`;
     const probe = `${hot}:hot_function`;
     let port = 0;
