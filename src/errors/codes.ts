@@ -85,6 +85,8 @@ export const ERROR_CODES = {
   ERR_KERNEL_REFUSED_PROBE: code('resolution', 'The kernel refused a uprobe_events definition'),
   ERR_TRACEFS_WRITE: code('environment', 'A tracefs control file refused a change'),
   ERR_OUTPUT_FILE: code('environment', 'The --output file cannot be opened or written'),
+  ERR_LISTEN: code('environment', 'An endpoint (--prometheus, serve) cannot listen where asked'),
+  ERR_CONFIG: code('usage', "serve's --config file cannot be read or is not valid"),
   ERR_TRACEFS_FORMAT: code(
     'environment',
     "A tracefs format file or ring-buffer page is not what the kernel's layout says",

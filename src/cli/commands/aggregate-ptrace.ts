@@ -25,6 +25,7 @@ import {
 } from '../../api/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
+import type { Printer } from '../outputs.js';
 import { runPtrace } from './trace-ptrace.js';
 
 /** The library's options for an aggregation, with the CLI's timing ones. */
@@ -86,7 +87,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
   io: Io,
   result: CommandResult,
   verb: string,
-  print: (reading: Reading<A>, final: boolean) => void,
+  print: Printer<Reading<A>>,
 ): Promise<void> {
   const predicate =
     options.filter === undefined ? undefined : parseComparisonOrThrow(options.filter, '--filter');
@@ -234,6 +235,11 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
     }
     return [...histograms].map(([probe, h]) => ({ probe, histogram: h.read() })) as Reading<A>;
   };
+  let attached = 0;
+  print.live?.(read, () => ({
+    probesAttached: attached,
+    notCounted: { fault: faults },
+  }));
   let failure: unknown;
   const ticker =
     options.interval === undefined
@@ -263,7 +269,9 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
       {
         verb,
         returns: (spec) => aggregation.kind === 'latency' || /^r:/.test(spec),
-        begin: () => {},
+        begin: (sites) => {
+          attached = sites.length;
+        },
         hit,
         polled: () => failure === undefined,
       },

@@ -14,12 +14,6 @@ import {
   UNIT_NS,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
-import {
-  renderCountsJson,
-  renderCountsText,
-  renderHistogramsJson,
-  renderHistogramsText,
-} from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
@@ -31,6 +25,14 @@ import {
   startLine,
   strictOption,
 } from '../options.js';
+import {
+  formatOption,
+  otlpOption,
+  type Printer,
+  prometheusOption,
+  releaseExporters,
+  withAggregateOutput,
+} from '../outputs.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { aggregatePtrace } from './aggregate-ptrace.js';
 
@@ -43,6 +45,9 @@ interface CommonOptions {
   duration?: number;
   interval?: number;
   json?: true;
+  format?: string;
+  prometheus?: string;
+  otlp?: string;
   output?: string;
   unsafe?: true;
   strict?: true;
@@ -84,6 +89,7 @@ async function onEngine(
  */
 async function inHelper(result: CommandResult, ptrace: () => Promise<void>): Promise<void> {
   if (!ptraceInHelper()) return ptrace();
+  await releaseExporters();
   result.status = await runInHelper();
 }
 
@@ -106,6 +112,8 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     )
     .option('--json', 'print JSON instead of text')
     .option(...outputOption)
+    .option(...prometheusOption)
+    .option(...otlpOption)
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(...strictOption)
     .option(...debugDirOption)
@@ -144,7 +152,7 @@ async function run<R>(
   noun: string,
   io: Io,
   result: CommandResult,
-  print: (reading: R, final: boolean) => void,
+  print: Printer<R>,
 ): Promise<void> {
   // count shows the calls unwinds took away as rows of their own; the others say how many.
   const countsUnwinds = what === 'Counting';
@@ -180,6 +188,23 @@ async function run<R>(
   for (const s of signals) process.on(s, onSignal);
   const onExit = () => aggregate.close();
   process.on('exit', onExit);
+  print.live?.(
+    () => aggregate.read(),
+    () => {
+      const errors = aggregate.errors();
+      return {
+        eventsLost: errors.dropped,
+        probesAttached: aggregate.sites.length,
+        attachErrors: aggregate.skipped.length,
+        notCounted: {
+          map_full: errors.dropped,
+          fault: errors.faults,
+          unmatched: errors.unmatched,
+          deep: errors.deep,
+        },
+      };
+    },
+  );
   const timer =
     options.duration === undefined
       ? undefined
@@ -230,25 +255,6 @@ async function run<R>(
   } else if (signal !== undefined && signal !== 'SIGINT') {
     result.status = 128 + constants.signals[signal];
   }
-}
-
-function stamp(final: boolean): string {
-  return final ? '' : `${new Date().toISOString().slice(11, 19)}\n`;
-}
-
-function printHistograms(
-  io: Io,
-  probes: ProbeHistogram[],
-  json: boolean,
-  final: boolean,
-  duration: boolean,
-  unit: string | undefined,
-): void {
-  if (json) {
-    io.out(`${renderHistogramsJson(probes, { duration, unit })}\n`);
-    return;
-  }
-  io.out(stamp(final) + renderHistogramsText(probes, { duration, unit }));
 }
 
 const UNIT_WORDS: Readonly<Record<LatencyUnit, string>> = {
@@ -304,6 +310,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       'count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string',
     )
     .option('--top <n>', 'print only the N largest counts', positive('--top'))
+    .option(...formatOption(['count', 'stacks']))
     .option(
       '--inlines',
       'with --by ustack: show functions inlined at each frame as frames of their own (from DWARF)',
@@ -319,36 +326,31 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
             },
           );
         }
-        const print = (rows: ProbeCount[], final: boolean) => {
-          if (options.json === true) {
-            io.out(`${renderCountsJson(rows, options.by)}\n`);
-            return;
-          }
-          io.out(`${stamp(final)}${renderCountsText(rows, options)}\n`);
-        };
-        await onEngine(
-          options,
-          io,
-          result,
-          async () => {
-            const by = options.by;
-            const aggregate = await countHits(specs, {
-              ...aggregateOptions(options, io),
-              by,
-              inlines: options.inlines,
-            });
-            await run(aggregate, options, 'Counting', 'probe', io, result, print);
-          },
-          () =>
-            aggregatePtrace(
-              specs,
-              { kind: 'count', by: options.by },
-              { ...options, debugDirs: options.debugDir, inlines: options.inlines },
-              io,
-              result,
-              'Counting',
-              print,
-            ),
+        await withAggregateOutput('count', options, io, (print: Printer<ProbeCount[]>) =>
+          onEngine(
+            options,
+            io,
+            result,
+            async () => {
+              const by = options.by;
+              const aggregate = await countHits(specs, {
+                ...aggregateOptions(options, io),
+                by,
+                inlines: options.inlines,
+              });
+              await run(aggregate, options, 'Counting', 'probe', io, result, print);
+            },
+            () =>
+              aggregatePtrace(
+                specs,
+                { kind: 'count', by: options.by },
+                { ...options, debugDirs: options.debugDir, inlines: options.inlines },
+                io,
+                result,
+                'Counting',
+                print,
+              ),
+          ),
         );
       }),
     );
@@ -366,6 +368,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .argument('<spec...>', "the probe spec and the value, e.g. 'libc:malloc' arg0"),
   )
     .option('--linear <min,max,step>', 'linear buckets instead of log2', parseLinear)
+    .option(...formatOption(['hist']))
     .action((args, options) =>
       withOutput(io, options.output, async (io) => {
         if (args.length < 2) {
@@ -375,35 +378,39 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         }
         const value = args.at(-1)!;
         const specs = args.slice(0, -1);
-        const print = (probes: ProbeHistogram[], final: boolean) =>
-          printHistograms(io, probes, options.json === true, final, false, undefined);
-        await onEngine(
-          options,
+        await withAggregateOutput(
+          'hist',
+          { ...options, value },
           io,
-          result,
-          async () => {
-            const aggregate = await histogramOf(specs, value, {
-              ...aggregateOptions(options, io),
-              linear: options.linear,
-            });
-            await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
-          },
-          () =>
-            aggregatePtrace(
-              specs,
-              {
-                kind: 'hist',
-                value,
-                scheme:
-                  options.linear === undefined
-                    ? { kind: 'log2' }
-                    : { kind: 'linear', ...options.linear },
-              },
-              { ...options, debugDirs: options.debugDir },
+          (print: Printer<ProbeHistogram[]>) =>
+            onEngine(
+              options,
               io,
               result,
-              'Histogram of',
-              print,
+              async () => {
+                const aggregate = await histogramOf(specs, value, {
+                  ...aggregateOptions(options, io),
+                  linear: options.linear,
+                });
+                await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
+              },
+              () =>
+                aggregatePtrace(
+                  specs,
+                  {
+                    kind: 'hist',
+                    value,
+                    scheme:
+                      options.linear === undefined
+                        ? { kind: 'log2' }
+                        : { kind: 'linear', ...options.linear },
+                  },
+                  { ...options, debugDirs: options.debugDir },
+                  io,
+                  result,
+                  'Histogram of',
+                  print,
+                ),
             ),
         );
       }),
@@ -422,28 +429,36 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .argument('<spec...>', "functions, e.g. './app:parse_request' 'libc:read'"),
   )
     .option('--unit <unit>', 'histogram unit: ns, us (default) or ms', parseUnit)
+    .option(...formatOption(['latency']))
     .action((specs, options) =>
       withOutput(io, options.output, async (io) => {
         const unit = options.unit ?? 'us';
-        const print = (probes: ProbeHistogram[], final: boolean) =>
-          printHistograms(io, probes, options.json === true, final, true, UNIT_WORDS[unit]);
-        await onEngine(
-          options,
+        await withAggregateOutput(
+          'latency',
+          { ...options, unit: UNIT_WORDS[unit] },
           io,
-          result,
-          async () => {
-            const aggregate = await latencyOf(specs, { ...aggregateOptions(options, io), unit });
-            await run(aggregate, options, 'Timing', 'function', io, result, print);
-          },
-          () =>
-            aggregatePtrace(
-              specs,
-              { kind: 'latency', unitNs: UNIT_NS[unit] },
-              { ...options, debugDirs: options.debugDir },
+          (print: Printer<ProbeHistogram[]>) =>
+            onEngine(
+              options,
               io,
               result,
-              'Timing',
-              print,
+              async () => {
+                const aggregate = await latencyOf(specs, {
+                  ...aggregateOptions(options, io),
+                  unit,
+                });
+                await run(aggregate, options, 'Timing', 'function', io, result, print);
+              },
+              () =>
+                aggregatePtrace(
+                  specs,
+                  { kind: 'latency', unitNs: UNIT_NS[unit] },
+                  { ...options, debugDirs: options.debugDir },
+                  io,
+                  result,
+                  'Timing',
+                  print,
+                ),
             ),
         );
       }),

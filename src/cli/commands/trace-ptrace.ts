@@ -16,6 +16,7 @@ import {
   ThreadNames,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
+import type { Sink } from '../../output/index.js';
 import type { Io } from '../io.js';
 import { startLine } from '../options.js';
 import { helperSignal } from '../ptrace-helper.js';
@@ -49,16 +50,12 @@ export async function tracePtrace(
   specs: readonly string[],
   options: PtraceTraceOptions,
   io: Io,
-  makeFormat: (sites: readonly ProbeSite[]) => (event: ProbeEvent) => string,
+  makeSink: (sites: readonly ProbeSite[]) => Sink<ProbeEvent>,
 ): Promise<PtraceTraceResult> {
-  let format: (event: ProbeEvent) => string = () => '';
+  let sink: Sink<ProbeEvent> | undefined;
   let count = 0;
   const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
-  let text = '';
-  const flush = () => {
-    if (text.length > 0) io.out(text);
-    text = '';
-  };
+  const flush = () => sink?.flush?.();
   // A write that fails (a full disk) ends the run (false), to be reported after the detach:
   // a hit handler must not throw through the tracer's poll().
   let failure: unknown;
@@ -76,20 +73,25 @@ export async function tracePtrace(
     verb: 'Tracing',
     returns: (spec) => parseSpec(spec).spec?.kind === 'return',
     begin: (sites) => {
-      format = makeFormat(sites);
+      sink = makeSink(sites);
+      sink.begin();
     },
     hit: (hit, site, comm) => {
       if (count >= max || failure !== undefined) return false;
       count++;
-      text += `${format(toEvent(hit, site, comm))}\n`;
-      if (text.length >= 1 << 16) return flushed() && count < max;
+      try {
+        sink!.value(toEvent(hit, site, comm));
+      } catch (err) {
+        failure = err;
+        return false;
+      }
       return count < max;
     },
     polled: flushed,
   });
   // After the detach: the process runs on whatever the output did.
   if (failure !== undefined) throw failure;
-  flush();
+  sink?.end();
   io.err(`upscope: ${summaryLine(count, max, { delivered: count, lost: 0, missed: 0 })}\n`);
   return ended;
 }
