@@ -63,6 +63,7 @@ export {
   parseSpec,
   printFetchExpr,
   printSpec,
+  readsReturnValue,
 } from '../spec/index.js';
 export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/index.js';
 export {

@@ -43,6 +43,12 @@ export interface ProcessRegistration {
    */
   readonly handler?: ((hit: HitContext, site: ProbeSite | undefined) => void) | undefined;
   readonly filter?: ((hit: HitContext) => boolean) | undefined;
+  /**
+   * For a return: whether the call is wanted, decided at the function's entry (its arguments
+   * are there; at the return their registers hold other values). A call it refuses gives no
+   * return event. With a spec, `site` is the resolved site.
+   */
+  readonly entryFilter?: ((hit: HitContext, site: ProbeSite | undefined) => boolean) | undefined;
   /** Allow raw addresses no symbol covers, in specs. */
   readonly unsafe?: boolean | undefined;
   /** Directories searched for separate debug files (FILE:LINE specs), before /usr/lib/debug. */
@@ -323,6 +329,10 @@ export class ProcessTracer {
       semaphore: semaphoreAddress(site, where),
       reportAs: registration.id,
       filter: registration.filter,
+      entryFilter:
+        registration.entryFilter === undefined
+          ? undefined
+          : (hit) => registration.entryFilter!(hit, site),
       handler:
         registration.handler === undefined ? undefined : (hit) => registration.handler!(hit, site),
     });
@@ -374,6 +384,10 @@ export class ProcessTracer {
         semaphore: semaphoreAddress(site, address),
         reportAs: registration.id,
         filter: registration.filter,
+        entryFilter:
+          registration.entryFilter === undefined
+            ? undefined
+            : (hit) => registration.entryFilter!(hit, site),
         handler:
           registration.handler === undefined
             ? undefined

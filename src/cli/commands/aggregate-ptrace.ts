@@ -21,8 +21,10 @@ import {
   parseComparisonOrThrow,
   parseFetchOrThrow,
   probeName,
+  readsReturnValue,
   type WalkedStack,
 } from '../../api/index.js';
+
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { runPtrace } from './trace-ptrace.js';
@@ -149,14 +151,22 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
     }
     return found;
   };
+  const holds = (context: HitContext, site: ProbeSite, name: string): boolean => {
+    const source: FetchSource = { ...context, comm: () => name };
+    const value = asKey(evaluateFetch(at(predicate!.fetch, site), source));
+    return typeof value === 'bigint' && COMPARE[predicate!.op](value, predicate!.value);
+  };
+  // latency's filter on the arguments is decided at each call's entry, where they are; one
+  // on the return value at its return.
+  const atEntry =
+    aggregation.kind === 'latency' &&
+    predicate !== undefined &&
+    !readsReturnValue(predicate.fetch.expr);
   const hit = (context: HitContext, site: ProbeSite, name: string): boolean => {
     if (options.tid !== undefined && context.tid !== options.tid) return true;
     if (comm !== undefined && name !== comm) return true;
     const source: FetchSource = { ...context, comm: () => name };
-    if (predicate !== undefined) {
-      const value = asKey(evaluateFetch(at(predicate.fetch, site), source));
-      if (typeof value !== 'bigint' || !COMPARE[predicate.op](value, predicate.value)) return true;
-    }
+    if (predicate !== undefined && !atEntry && !holds(context, site, name)) return true;
     const probe = nameOf(site);
     if (context.exit === 'unwind') {
       // No return was seen: counted apart, neither keyed, measured nor timed.
@@ -265,6 +275,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         returns: (spec) => aggregation.kind === 'latency' || /^r:/.test(spec),
         begin: () => {},
         hit,
+        entryFilter: atEntry ? holds : undefined,
         polled: () => failure === undefined,
       },
     );

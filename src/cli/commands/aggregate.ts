@@ -417,7 +417,9 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         'Time each call of the functions SPEC names, from entry to return, in the kernel: ' +
           'per thread, with recursion kept apart (each call matched to its own return); in Go ' +
           'programs per goroutine, which may move between threads. ' +
-          'Prints count, average, min, p50/p90/p99 and max, and a log2 histogram in --unit.',
+          'Prints count, average, min, p50/p90/p99 and max, and a log2 histogram in --unit. ' +
+          "--filter is decided at each call's entry, where the arguments are (one on retval at " +
+          'its return).',
       )
       .argument('<spec...>', "functions, e.g. './app:parse_request' 'libc:read'"),
   )

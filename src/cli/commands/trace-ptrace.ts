@@ -103,6 +103,11 @@ export interface PtraceConsumer {
   readonly begin: (sites: readonly ProbeSite[]) => void;
   /** One hit (`comm` is the thread's name); false ends the run. */
   readonly hit: (hit: HitContext, site: ProbeSite, comm: string) => boolean;
+  /**
+   * For a spec served at the return: whether a call is wanted, decided at its entry (where
+   * its arguments are); a call it refuses gives no hit.
+   */
+  readonly entryFilter?: ((hit: HitContext, site: ProbeSite, comm: string) => boolean) | undefined;
   /** After each batch of hits; false ends the run. */
   readonly polled: () => boolean | undefined;
 }
@@ -174,13 +179,15 @@ export async function runPtrace(
       // timers (--interval), signals and --duration are seen.
       if (!more || performance.now() >= yieldAt) tracer.interrupt();
     };
+    const entryFilter = consumer.entryFilter;
     const sites: ProbeSite[] = [];
     const skipped: SkippedSite[] = [];
     for (const [i, spec] of specs.entries()) {
+      const returns = consumer.returns(spec);
       sites.push(
         ...(await tracer.register({
           id: `spec${i}`,
-          event: consumer.returns(spec) ? 'return' : 'breakpoint',
+          event: returns ? 'return' : 'breakpoint',
           where: spec,
           unsafe: options.unsafe,
           strict: options.strict,
@@ -189,6 +196,10 @@ export async function runPtrace(
           // Calls an unwind took away are shown (trace) and counted (count) as such.
           unwinds: true,
           handler,
+          entryFilter:
+            returns && entryFilter !== undefined
+              ? (hit, site) => site === undefined || entryFilter(hit, site, comm(hit.tid))
+              : undefined,
         })),
       );
       skipped.push(...tracer.skippedOf(`spec${i}`));

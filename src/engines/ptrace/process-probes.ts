@@ -106,6 +106,11 @@ export interface Registration {
    * `unwind` (default false: they are closed without an event).
    */
   readonly unwinds?: boolean | undefined;
+  /**
+   * For a return: whether the call is wanted, decided at the function's entry (with the
+   * entry's registers and memory); a call it refuses gives no return event.
+   */
+  readonly entryFilter?: ((hit: HitContext) => boolean) | undefined;
 }
 
 /** Where a function's calls begin and end, at run time. */
@@ -120,6 +125,8 @@ interface OpenCall {
   readonly tid: number;
   readonly entry: Registers;
   readonly entryTimeNs: bigint;
+  /** The registration's entryFilter refused the call: its return gives no event. */
+  readonly declined: boolean;
 }
 
 /**
@@ -184,6 +191,8 @@ interface ReturnInstance {
   readonly returnAddress: bigint;
   readonly entry: Registers;
   readonly entryTimeNs: bigint;
+  /** Return registrations whose entryFilter refused this call (ids). */
+  readonly declined: ReadonlySet<string> | undefined;
 }
 
 /** A stopped thread with the events it still has to deliver before it runs on. */
@@ -1120,6 +1129,7 @@ export class ProcessProbes {
         regs.set('rax', hit.retval);
       }
     };
+    let declined: Set<string> | undefined;
     for (const registration of this.#registrations.values()) {
       const sites = registration.returnSites;
       if (sites !== undefined) {
@@ -1134,13 +1144,28 @@ export class ProcessProbes {
       }
       if (registration.where !== at) continue;
       hits.push(registration.id);
+      if (registration.event === 'return' && registration.entryFilter !== undefined) {
+        const entry = this.#context(
+          registration,
+          tid,
+          regs,
+          timeNs,
+          undefined,
+          undefined,
+          undefined,
+        );
+        if (!registration.entryFilter(entry)) {
+          declined ??= new Set();
+          declined.add(registration.id);
+        }
+      }
       if (registration.event !== 'breakpoint') continue;
       deliver(
         registration,
         this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined),
       );
     }
-    if (hasReturn) this.#pushReturn(tid, at, regs);
+    if (hasReturn) this.#pushReturn(tid, at, regs, declined);
     this.#stop({ probes: this, tid, regs, pending, resume });
     // A fault test's stop: a probe's hit has been delivered (its thread may be held still);
     // upscope's own hooks (ids starting with NUL: the loader's, the unwinder's) do not count.
@@ -1216,7 +1241,7 @@ export class ProcessProbes {
     if (calls === undefined || frame === undefined) return [];
     const hits: HitContext[] = [];
     const unwound = (call: OpenCall) => {
-      if (registration.unwinds !== true) return;
+      if (registration.unwinds !== true || call.declined) return;
       hits.push({
         ...this.#context(
           registration,
@@ -1232,12 +1257,18 @@ export class ProcessProbes {
       });
     };
     if (atEntry) {
-      const call = { tid, entry: regs.clone(), entryTimeNs: timeNs };
+      const declined =
+        registration.entryFilter !== undefined &&
+        !registration.entryFilter(
+          this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined),
+        );
+      const call = { tid, entry: regs.clone(), entryTimeNs: timeNs, declined };
       for (const left of calls.enter(frame.owner, frame.depth, call)) unwound(left);
     }
     if (exit !== undefined) {
       const { call, unwound: left } = calls.leave(frame.owner, frame.depth);
       for (const one of left) unwound(one);
+      if (call?.declined === true) return hits;
       const retval = exit.kind === 'ret' ? regs.get('rax') : undefined;
       hits.push({
         ...this.#context(registration, tid, regs, timeNs, call?.entry, retval, undefined),
@@ -1277,6 +1308,7 @@ export class ProcessProbes {
       const ended = calls.drop((owner) => tid === undefined || owner === String(tid));
       if (registration.unwinds !== true) continue;
       for (const call of ended) {
+        if (call.declined) continue;
         const hit: HitContext = {
           ...this.#context(
             registration,
@@ -1298,7 +1330,12 @@ export class ProcessProbes {
     return pending;
   }
 
-  #pushReturn(tid: number, at: bigint, regs: Registers): void {
+  #pushReturn(
+    tid: number,
+    at: bigint,
+    regs: Registers,
+    declined: ReadonlySet<string> | undefined,
+  ): void {
     const trampoline = this.#trampoline!;
     let stack = this.#returns.get(tid);
     if (stack === undefined) {
@@ -1317,6 +1354,7 @@ export class ProcessProbes {
       returnAddress,
       entry: regs.clone(),
       entryTimeNs: process.hrtime.bigint(),
+      declined,
     });
     this.#writeU64(sp, trampoline);
   }
@@ -1338,6 +1376,7 @@ export class ProcessProbes {
     const pending: HitContext[] = [];
     for (const registration of this.#registrations.values()) {
       if (registration.event !== 'return' || registration.where !== instance.function) continue;
+      if (instance.declined?.has(registration.id) === true) continue;
       const hit = this.#context(
         registration,
         tid,
