@@ -105,6 +105,8 @@ export interface Filters {
   /** Only threads with this name (the first 15 bytes). */
   readonly comm?: string | undefined;
   readonly predicate?: Comparison | undefined;
+  /** Never these processes (thread group ids): upscope's own, in a run over every process. */
+  readonly exclude?: readonly number[] | undefined;
 }
 
 /** What a count is kept per, besides the probe. */
@@ -167,6 +169,8 @@ export interface HandlerMaps {
   readonly frames?: Omit<FrameMaps, 'errors'> | undefined;
   /** The unwind tables and scratch of a count by user stack. */
   readonly unwind?: UnwindMaps | undefined;
+  /** The processes followed (see follow.ts): only hits of those count. */
+  readonly followed?: number | undefined;
 }
 
 function need(fd: number | undefined, name: string): number {
@@ -333,6 +337,10 @@ export function processPrologue(a: Asm, filters: Filters, out: string, followed?
     a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32));
     a.jmpImm('JNE', 0, filters.pid, out);
   }
+  if (filters.exclude !== undefined && filters.exclude.length > 0) {
+    a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32));
+    for (const pid of filters.exclude) a.jmpImm('JEQ', 0, pid, out);
+  }
   a.emit(mov64Reg(1, 6), call(BPF_FUNC.get_attach_cookie), mov64Reg(8, 0));
 }
 
@@ -392,11 +400,11 @@ function framedPrologue(
   tailCall?: string | undefined,
 ): void {
   if (maps.frames === undefined) {
-    prologue(a, filters, out);
+    prologue(a, filters, out, maps.followed);
     return;
   }
   const frames = { ...maps.frames, errors: maps.errors };
-  prologue(a, { ...filters, predicate: undefined }, out);
+  prologue(a, { ...filters, predicate: undefined }, out, maps.followed);
   const enter = a.fresh('frame.enter');
   const leave = a.fresh('frame.leave');
   const body = a.fresh('frame.body');
@@ -685,7 +693,7 @@ export function latencyEntryProgram(maps: HandlerMaps, filters: Filters, unitNs 
   const a = new Asm();
   const out = 'out';
   const calls = need(maps.calls, 'calls');
-  processPrologue(a, filters, out);
+  processPrologue(a, filters, out, maps.followed);
   const { entry, atReturn } = latencyFilters(filters);
   if (maps.frames !== undefined) emitFramedLatency(a, maps, { entry, atReturn }, unitNs, out);
   emitTimedDecision(a, entry);
@@ -793,7 +801,7 @@ export function latencyReturnProgram(maps: HandlerMaps, filters: Filters, unitNs
   const calls = need(maps.calls, 'calls');
   // The time first, before the handler's own work.
   a.emit(mov64Reg(6, 1), call(BPF_FUNC.ktime_get_ns), stx('DW', 10, NOW, 0), mov64Reg(1, 6));
-  processPrologue(a, filters, out);
+  processPrologue(a, filters, out, maps.followed);
   callsKey(a);
   mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
   const unmatched = 'unmatched';
