@@ -34,7 +34,9 @@ export interface PtraceAggregateOptions
   extends Pick<
     AggregateOptions,
     | 'pid'
+    | 'children'
     | 'command'
+    | 'includeSelf'
     | 'tid'
     | 'comm'
     | 'filter'
@@ -47,6 +49,8 @@ export interface PtraceAggregateOptions
   readonly interval?: number | undefined;
   /** By ustack: functions inlined at a frame are frames of their own. */
   readonly inlines?: boolean | undefined;
+  /** With -c: seconds the command has to end after SIGTERM when the run ends first. */
+  readonly killAfter?: number | undefined;
 }
 
 /** What is aggregated, and into what reading. */
@@ -262,7 +266,10 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
       specs,
       {
         pid: options.pid,
+        children: options.children,
         command: options.command,
+        killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
+        includeSelf: options.includeSelf,
         unsafe: options.unsafe,
         strict: options.strict,
         debugDirs: options.debugDirs,

@@ -301,6 +301,27 @@ export class ProcessProbes {
     return this.tracee.pid;
   }
 
+  /**
+   * Trace running process `pid` too, in this tracer's family: a descendant of the traced
+   * process that existed before tracing began (a server's workers). Call it before the first
+   * poll(), while every process of the family is held. It gets the process-event
+   * registrations (exit, fork, exec...); probes at addresses go in with registerIn(). Its
+   * children are followed as the family's are. Throws ProbeError when it cannot be traced
+   * (gone: ERR_PROCESS_NOT_FOUND).
+   */
+  attachAlso(pid: number): void {
+    if (this.#ended) throw ended(this.pid);
+    const probes = new ProcessProbes(
+      Tracee.attach(pid, this.tracee),
+      { followForks: this.#followForks },
+      this.#d,
+    );
+    for (const [id, registration] of this.#registrations) {
+      if (registration.where === undefined) probes.#registrations.set(id, registration);
+    }
+    this.#d.held.push(...probes.tracee.threads);
+  }
+
   /** True once the process has exited or the tracer detached. */
   get ended(): boolean {
     return this.#ended;
@@ -319,9 +340,13 @@ export class ProcessProbes {
   register(registration: Registration): void {
     if (this.#ended) throw ended(this.pid);
     this.#registerOne(registration);
-    // Followed children still running the same image get it too.
+    // Followed children still running the same image get it too; a process event (no
+    // address), every process followed.
     for (const member of this.#d.members.values()) {
-      if (member !== this && member.#image === this.#image) member.#registerOne(registration);
+      if (member === this || member.#ended) continue;
+      if (member.#image === this.#image || registration.where === undefined) {
+        member.#registerOne(registration);
+      }
     }
   }
 
