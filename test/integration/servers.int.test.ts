@@ -273,10 +273,17 @@ for (const make of [forkServer, nginx]) {
         }
         if (server.workers) {
           // Without --children the workers that serve are not covered, and one line says so.
-          for (const engine of ['tracefs', 'bpf', 'ptrace']) {
+          const runs = [
+            ...['tracefs', 'bpf', 'ptrace'].map((engine) => ({
+              command: 'trace' as const,
+              engine,
+            })),
+            ...['bpf', 'ptrace'].map((engine) => ({ command: 'count' as const, engine })),
+          ];
+          for (const { command, engine } of runs) {
             const run = await measure(
               server,
-              [...COMMANDS.trace.args(server.probe), '--engine', engine, '-p', pid],
+              [...COMMANDS[command].args(server.probe), '--engine', engine, '-p', pid],
               'ctrl-c',
             );
             assert.equal(run.child.exitCode, 0, run.stderr);
@@ -286,9 +293,9 @@ for (const make of [forkServer, nginx]) {
                 `^upscope: process ${pid} has 2 child processes started before this run \\(\\d+, \\d+\\), not covered: add --children to take them too$`,
                 'm',
               ),
-              engine,
+              `${command} --engine ${engine}`,
             );
-            assert.equal(COMMANDS.trace.seen(run.stdout), 0, `${engine}\n${run.stdout}`);
+            assert.equal(COMMANDS[command].seen(run.stdout), 0, `${engine}\n${run.stdout}`);
           }
         }
       } finally {
