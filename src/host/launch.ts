@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { accessSync, constants, readdirSync, readFileSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { ProbeError, quote } from '../errors/index.js';
@@ -56,7 +56,7 @@ export async function launchStopped(command: string): Promise<LaunchedCommand> {
       `Cannot run ${quote(command)}: /bin/sh could not be started`,
     );
   }
-  await waitStopped(child, pid, exited);
+  await waitStopped(pid, exited);
   return {
     pid,
     resume: () => {
@@ -138,7 +138,7 @@ export function checkProgram(program: string): void {
 }
 
 /** Wait until the shell has stopped itself (state T in /proc/PID/stat). */
-async function waitStopped(child: ChildProcess, pid: number, exited: Promise<Exit>): Promise<void> {
+async function waitStopped(pid: number, exited: Promise<Exit>): Promise<void> {
   let done = false;
   void exited.then(() => {
     done = true;
