@@ -8,12 +8,14 @@ import {
   BpfLatency,
   BpfValueHistograms,
   type CountKey,
+  type AggregateOptions as EngineAggregateOptions,
   type Filters,
   type HandlerErrors,
   type TimedFunction,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
 import {
+  DEFAULT_KILL_AFTER_MS,
   type Exit,
   type LaunchedCommand,
   launchStopped,
@@ -32,14 +34,24 @@ import {
 } from '../plan/index.js';
 import { type FetchArg, parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
 import { BpfStacks } from './bpf-stacks.js';
+import { type Coverage, type CoverageOptions, coverage, tracefsForFollowing } from './coverage.js';
 import { processFamily, ReplacedFiles } from './replaced-files.js';
 import { checkTargetOptions, probeName } from './tracer.js';
 
-export interface AggregateOptions {
-  /** Only this process (all its threads). */
+export interface AggregateOptions extends CoverageOptions {
+  /**
+   * Only this process (all its threads) and the children it forks while the aggregation
+   * runs; with `children`, also the processes it has forked already.
+   */
   readonly pid?: number | undefined;
-  /** Start this shell command line stopped, aggregate only it, then let it run. */
+  /**
+   * Start this shell command line stopped, aggregate only it (from its exec on) and the
+   * children it forks, then let it run. When the aggregation stops before the command ends,
+   * the command's process group gets SIGTERM, and SIGKILL after `killAfterMs`.
+   */
   readonly command?: string | undefined;
+  /** With `command`: how long it has to end after SIGTERM (default 5000 ms). */
+  readonly killAfterMs?: number | undefined;
   /** Stops the aggregation when aborted. */
   readonly signal?: AbortSignal | undefined;
   /** Only this thread. */
@@ -144,9 +156,15 @@ export class Aggregate<R> {
   readonly #read: () => R;
   readonly #onStopped: (() => void) | undefined;
   readonly #launched: LaunchedCommand | undefined;
+  readonly #killAfterMs: number;
   readonly #timer: NodeJS.Timeout | undefined;
+  /** What the user should know about which processes are covered. */
+  readonly notes: readonly string[];
   #stopped = false;
   #closed = false;
+  /** Whether the command was ended by the aggregation (not by itself), or is gone. */
+  #ending = false;
+  #commandGone = false;
   #exit: Exit | undefined;
   #targetExited = false;
   #last: { reading: R; errors: HandlerErrors } | undefined;
@@ -159,6 +177,7 @@ export class Aggregate<R> {
     opened: Opened<R>,
     options: AggregateOptions,
     launched: LaunchedCommand | undefined,
+    notes: readonly string[],
   ) {
     this.sites = sites;
     this.skipped = skipped;
@@ -167,13 +186,16 @@ export class Aggregate<R> {
     this.#read = opened.read;
     this.#onStopped = opened.stopped;
     this.#launched = launched;
+    this.#killAfterMs = options.killAfterMs ?? DEFAULT_KILL_AFTER_MS;
     this.commandPid = launched?.pid;
+    this.notes = notes;
     this.ended = new Promise((resolve) => {
       this.#resolveEnded = resolve;
     });
     options.signal?.addEventListener('abort', () => this.stop(), { once: true });
     launched?.exited.then((exit) => {
-      this.#exit = exit;
+      // An end the aggregation caused (SIGTERM at its stop) is not the command's own.
+      if (!this.#ending) this.#exit = exit;
       this.stop();
     });
     const pid = options.pid;
@@ -191,7 +213,10 @@ export class Aggregate<R> {
     return this.#engine.attachReport;
   }
 
-  /** How the traced command ended (with `command`), once it has. */
+  /**
+   * How the traced command ended (with `command`), once it has, when it ended by itself
+   * (undefined when the aggregation stopped first and ended it).
+   */
   get exit(): Exit | undefined {
     return this.#exit;
   }
@@ -211,7 +236,11 @@ export class Aggregate<R> {
     return this.#last?.errors ?? this.#engine.handlerErrors();
   }
 
-  /** Remove the probes and keep the last totals; the command, if any, is killed if it runs. */
+  /**
+   * Remove the probes and keep the last totals; then the command, if any, is ended as a user
+   * would end it: its process group gets SIGTERM (also what is left of it once the command
+   * has exited by itself), and SIGKILL after `killAfterMs`. `ended` resolves once it is gone.
+   */
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
@@ -221,18 +250,35 @@ export class Aggregate<R> {
       this.#last = { reading: this.#read(), errors: this.#engine.handlerErrors() };
     } finally {
       this.#onStopped?.();
-      this.#launched?.kill();
-      this.#resolveEnded();
+      void this.#endCommand().then(
+        () => this.#resolveEnded(),
+        () => this.#resolveEnded(),
+      );
     }
   }
 
-  /** Stop, and release every map and program (the last totals stay readable). Idempotent. */
+  async #endCommand(): Promise<void> {
+    const launched = this.#launched;
+    if (launched === undefined) return;
+    this.#ending = true;
+    try {
+      await launched.terminate(this.#killAfterMs);
+    } finally {
+      this.#commandGone = true;
+    }
+  }
+
+  /**
+   * Stop, and release every map and program (the last totals stay readable). A command that
+   * stop() has not finished ending yet is killed (SIGKILL). Idempotent.
+   */
   close(): void {
     if (this.#closed) return;
     try {
       this.stop();
     } finally {
       this.#closed = true;
+      if (!this.#commandGone) this.#launched?.kill();
       this.#engine.close();
     }
   }
@@ -314,14 +360,48 @@ function filtersAt(filters: Omit<Filters, 'pid'>, sites: readonly ProbeSite[]) {
   };
 }
 
+/** Which processes the engine takes: followed in the kernel, or the one process as a fallback. */
+interface Processes {
+  readonly follow: EngineAggregateOptions['follow'];
+  /** The one process (-p, or -c's command): the fallback where following is not possible. */
+  readonly pid: number | undefined;
+  /** Processes never taken (upscope's own, in a run over every process). */
+  readonly exclude: readonly number[];
+}
+
+function processesOf(covered: Coverage, pid: number | undefined): Processes {
+  const following = covered.pids !== undefined || covered.startAtExecOf !== undefined;
+  return {
+    follow: following
+      ? {
+          pids: covered.pids ?? [],
+          startAtExecOf: covered.startAtExecOf,
+          tracefs: tracefsForFollowing(),
+        }
+      : undefined,
+    pid,
+    exclude: covered.exclude,
+  };
+}
+
+/** The line saying why the processes asked for are not followed (only the one process is). */
+function followNote(
+  engine: BpfAggregation,
+  pid: number | undefined,
+  command: boolean,
+): string | undefined {
+  const error = engine.followError;
+  if (error === undefined) return undefined;
+  const who = command
+    ? "only the command's own process is counted, from its launcher's start (before its exec)"
+    : `only process ${pid} itself is counted`;
+  return `${who}, not the children it forks: ${error.message}`;
+}
+
 async function start<R>(
   specs: string | readonly string[],
   options: AggregateOptions,
-  open: (
-    sites: readonly ProbeSite[],
-    names: readonly string[],
-    pid: number | undefined,
-  ) => Opened<R>,
+  open: (sites: readonly ProbeSite[], names: readonly string[], processes: Processes) => Opened<R>,
   check?: (sites: readonly ProbeSite[]) => void,
   /** The aggregation times calls to their returns (latency): plan the returns of entries. */
   timesCalls = false,
@@ -342,7 +422,10 @@ async function start<R>(
   try {
     const names = probeNames(sites);
     const pid = launched?.pid ?? options.pid;
-    const opened = open(sites, names, pid);
+    const covered = coverage(options, launched?.pid);
+    const opened = open(sites, names, processesOf(covered, pid));
+    const note = followNote(opened.engine, options.pid, launched !== undefined);
+    const notes = note === undefined ? covered.notes : [...covered.notes, note];
     // Files replaced on disk while it runs are probed again (kernel probes are on inodes).
     const replaced = ReplacedFiles.watch(sites, {
       attach: (move) => opened.engine.attachMoved(move),
@@ -364,6 +447,7 @@ async function start<R>(
       },
       options,
       launched,
+      notes,
     );
     launched?.resume();
     // Fault tests stop here: probes live, the kernel counting.
@@ -388,18 +472,23 @@ export async function countHits(
 ): Promise<Aggregate<ProbeCount[]>> {
   const key = countKey(options.by);
   const filters = filtersOf(options);
-  return start(specs, options, (sites, names, pid) => {
+  return start(specs, options, (sites, names, processes) => {
     const siteKey: CountKey =
       key.kind === 'value' ? { ...key, fetch: fetchForSites(key.fetch, sites, '--by') } : key;
     const stacks =
       key.kind === 'ustack'
-        ? new BpfStacks({ pid, command: options.command, sites, inlines: options.inlines })
+        ? new BpfStacks({
+            pid: processes.pid,
+            command: options.command,
+            sites,
+            inlines: options.inlines,
+          })
         : undefined;
     let counts: BpfCounts;
     try {
       counts = BpfCounts.open(aggregateSites(sites), siteKey, {
-        pid,
-        filters: filtersAt(filters, sites),
+        ...processes,
+        filters: { ...filtersAt(filters, sites), exclude: processes.exclude },
         readsResult: key.kind === 'value' && readsResult(key.fetch.expr),
         mode: options.attach,
         purpose: `counting ${sites.length} probe${sites.length === 1 ? '' : 's'}`,
@@ -452,11 +541,11 @@ export async function histogramOf(
   const scheme: BucketScheme =
     options.linear === undefined ? { kind: 'log2' } : { kind: 'linear', ...options.linear };
   const filters = filtersOf(options);
-  return start(specs, options, (sites, names, pid) => {
+  return start(specs, options, (sites, names, processes) => {
     const siteFetch = fetchForSites(fetch, sites, 'the histogram value');
     const hist = BpfValueHistograms.open(aggregateSites(sites), siteFetch, scheme, {
-      pid,
-      filters: filtersAt(filters, sites),
+      ...processes,
+      filters: { ...filtersAt(filters, sites), exclude: processes.exclude },
       readsResult: readsResult(fetch.expr),
       mode: options.attach,
       purpose: `a histogram of ${value}`,
@@ -481,10 +570,10 @@ export async function latencyOf(
   return start(
     specs,
     options,
-    (sites, names, pid) => {
+    (sites, names, processes) => {
       const latency = BpfLatency.open(timedFunctions(sites), UNIT_NS[unit], {
-        pid,
-        filters: filtersAt(filters, sites),
+        ...processes,
+        filters: { ...filtersAt(filters, sites), exclude: processes.exclude },
         mode: options.attach,
         purpose: `timing ${sites.length} function${sites.length === 1 ? '' : 's'}`,
       });

@@ -32,8 +32,14 @@ export {
   ProbeError,
 } from '../errors/index.js';
 export type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
-export type { DoctorReport } from '../host/index.js';
-export { ThreadNames } from '../host/index.js';
+export type { DoctorReport, GroupEnd } from '../host/index.js';
+export {
+  DEFAULT_KILL_AFTER_MS,
+  descendantsOf,
+  endProcessGroup,
+  groupMembers,
+  ThreadNames,
+} from '../host/index.js';
 export {
   type AttachPoint,
   attachPoints,
@@ -63,6 +69,7 @@ export {
   parseSpec,
   printFetchExpr,
   printSpec,
+  readsReturnValue,
 } from '../spec/index.js';
 export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/index.js';
 export {
@@ -81,6 +88,7 @@ export {
 } from './aggregate.js';
 export { AsyncProcessTracer } from './async-process-tracer.js';
 export { cleanStale } from './clean.js';
+export { type Coverage, type CoverageOptions, coverage, uncoveredNote } from './coverage.js';
 export { runDoctor } from './doctor.js';
 export {
   type FunctionListing,
@@ -117,6 +125,7 @@ export {
   Attachment,
   type AttachOptions,
   type ConsumerOptions,
+  checkTargetOptions,
   probeName,
   Tracer,
 } from './tracer.js';

@@ -34,6 +34,36 @@ export function positive(what: string) {
   };
 }
 
+/** A parser for an option that takes a number of seconds, 0 or more. */
+export function seconds(what: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isFinite(n) || n < 0) {
+      throw new ProbeError('ERR_USAGE', `Cannot use ${what} "${value}": give a number of seconds`);
+    }
+    return n;
+  };
+}
+
+/** `--children`, for the commands that take -p. Spread into .option(). */
+export const childrenOption = [
+  '--children',
+  "with -p: also the processes it has started already (a server's workers, their children), not only the children it forks from now on",
+] as const;
+
+/** `--include-self`, for the commands that probe every process. Spread into .option(). */
+export const includeSelfOption = [
+  '--include-self',
+  "without -p or -c: also upscope's own process (all its threads), which is left out by default",
+] as const;
+
+/** `--kill-after SECONDS`, for the commands that take -c. Spread into .option(). */
+export const killAfterOption = [
+  '--kill-after <seconds>',
+  "with -c: when upscope ends before the command (--duration, Ctrl-C, a signal), the command's process group gets SIGTERM, then SIGKILL after this many seconds (default 5)",
+  seconds('--kill-after'),
+] as const;
+
 /** Collects a repeatable option's values. */
 function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];

@@ -1,6 +1,6 @@
 import { InternalError, ProbeError } from '../errors/index.js';
 import { parseSpec } from './parse-spec.js';
-import type { FetchArg } from './types.js';
+import type { FetchArg, FetchExpr } from './types.js';
 
 /** A return probe's spec around the text: every fetch, `retval` included, may appear in it. */
 const PREFIX = 'r:_:_ ';
@@ -66,4 +66,14 @@ export function parseComparisonOrThrow(text: string, what: string): Comparison {
     op: op as ComparisonOp,
     value: negative ? -magnitude : magnitude,
   };
+}
+
+/**
+ * Whether a fetch reads the return value (`retval`, `+8(retval)`): a filter that does is
+ * decided at a function's return; any other, at its entry, where the arguments are (at the
+ * return, the argument registers hold other values).
+ */
+export function readsReturnValue(expr: FetchExpr): boolean {
+  if (expr.kind === 'retval') return true;
+  return expr.kind === 'deref' && readsReturnValue(expr.inner);
 }

@@ -21,8 +21,10 @@ import {
   parseComparisonOrThrow,
   parseFetchOrThrow,
   probeName,
+  readsReturnValue,
   type WalkedStack,
 } from '../../api/index.js';
+
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import type { Printer } from '../outputs.js';
@@ -33,7 +35,9 @@ export interface PtraceAggregateOptions
   extends Pick<
     AggregateOptions,
     | 'pid'
+    | 'children'
     | 'command'
+    | 'includeSelf'
     | 'tid'
     | 'comm'
     | 'filter'
@@ -46,6 +50,8 @@ export interface PtraceAggregateOptions
   readonly interval?: number | undefined;
   /** By ustack: functions inlined at a frame are frames of their own. */
   readonly inlines?: boolean | undefined;
+  /** With -c: seconds the command has to end after SIGTERM when the run ends first. */
+  readonly killAfter?: number | undefined;
 }
 
 /** What is aggregated, and into what reading. */
@@ -150,14 +156,22 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
     }
     return found;
   };
+  const holds = (context: HitContext, site: ProbeSite, name: string): boolean => {
+    const source: FetchSource = { ...context, comm: () => name };
+    const value = asKey(evaluateFetch(at(predicate!.fetch, site), source));
+    return typeof value === 'bigint' && COMPARE[predicate!.op](value, predicate!.value);
+  };
+  // latency's filter on the arguments is decided at each call's entry, where they are; one
+  // on the return value at its return.
+  const atEntry =
+    aggregation.kind === 'latency' &&
+    predicate !== undefined &&
+    !readsReturnValue(predicate.fetch.expr);
   const hit = (context: HitContext, site: ProbeSite, name: string): boolean => {
     if (options.tid !== undefined && context.tid !== options.tid) return true;
     if (comm !== undefined && name !== comm) return true;
     const source: FetchSource = { ...context, comm: () => name };
-    if (predicate !== undefined) {
-      const value = asKey(evaluateFetch(at(predicate.fetch, site), source));
-      if (typeof value !== 'bigint' || !COMPARE[predicate.op](value, predicate.value)) return true;
-    }
+    if (predicate !== undefined && !atEntry && !holds(context, site, name)) return true;
     const probe = nameOf(site);
     if (context.exit === 'unwind') {
       // No return was seen: counted apart, neither keyed, measured nor timed.
@@ -258,7 +272,10 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
       specs,
       {
         pid: options.pid,
+        children: options.children,
         command: options.command,
+        killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
+        includeSelf: options.includeSelf,
         unsafe: options.unsafe,
         strict: options.strict,
         debugDirs: options.debugDirs,
@@ -273,6 +290,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
           attached = sites.length;
         },
         hit,
+        entryFilter: atEntry ? holds : undefined,
         polled: () => failure === undefined,
       },
     );

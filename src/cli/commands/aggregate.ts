@@ -17,7 +17,10 @@ import { ProbeError } from '../../errors/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
+  childrenOption,
   debugDirOption,
+  includeSelfOption,
+  killAfterOption,
   outputOption,
   parsePid,
   positive,
@@ -39,6 +42,9 @@ import { aggregatePtrace } from './aggregate-ptrace.js';
 interface CommonOptions {
   pid?: number;
   command?: string;
+  children?: true;
+  includeSelf?: true;
+  killAfter?: number;
   tid?: number;
   comm?: string;
   filter?: string;
@@ -96,11 +102,18 @@ async function inHelper(result: CommandResult, ptrace: () => Promise<void>): Pro
 // biome-ignore lint/complexity/noBannedTypes: commander's own default for no options yet
 function common<Opts extends Record<string, unknown> = {}>(command: Command<[string[]], Opts>) {
   return command
-    .option('-p, --pid <pid>', 'only this process (all its threads)', parsePid)
+    .option(
+      '-p, --pid <pid>',
+      'only this process (all its threads) and the children it forks from now on',
+      parsePid,
+    )
+    .option(...childrenOption)
     .option(
       '-c, --command <command>',
-      "start this command and aggregate only it, e.g. -c './app 5'",
+      "start this command and aggregate only it (from its exec on) and the children it starts, e.g. -c './app 5'",
     )
+    .option(...killAfterOption)
+    .option(...includeSelfOption)
     .option('--tid <tid>', 'only this thread', parsePid)
     .option('--comm <name>', 'only threads of this name')
     .option('--filter <expr>', "only hits where this holds, e.g. 'arg0 > 4096' or 'retval:s32 < 0'")
@@ -131,6 +144,9 @@ function aggregateOptions(options: CommonOptions, io: Io): AggregateOptions {
     onNotice: (text) => io.err(`upscope: ${text}\n`),
     pid: options.pid,
     command: options.command,
+    children: options.children,
+    includeSelf: options.includeSelf,
+    killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
     tid: options.tid,
     comm: options.comm,
     filter: options.filter,
@@ -167,6 +183,7 @@ async function run<R>(
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(aggregate.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
+  for (const note of aggregate.notes) io.err(`upscope: ${note}\n`);
   io.err(
     startLine(
       `${what} ${probes} ${noun}${probes === 1 ? '' : 's'} (bpf, ${how}, attached in ${report.milliseconds.toFixed(1)} ms). Ctrl-C to end.`,
@@ -298,6 +315,10 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           '-c command or -p process) and every --interval. A return probe whose returns are ' +
           'caught at its exits (Go programs; C++, Rust and pthread_cancel unwinds; see ' +
           '--return-probes) also counts the calls an unwind took away, as "PROBE (unwound)". ' +
+          '-p takes the process and the children it forks meanwhile (--children: also those it ' +
+          'has started already); -c the command from its exec and the children it starts, and ' +
+          'ends it with SIGTERM to its process group when the count ends first (SIGKILL after ' +
+          "--kill-after); without either, every process but upscope's own. " +
           'Needs root or CAP_BPF and CAP_PERFMON; without them, -p and -c run on the ptrace ' +
           "engine (which counts beside another tracer's kernel uprobe on the same function). " +
           'A probed file replaced on disk (a rebuild, an upgrade) is probed again when a ' +
@@ -424,7 +445,9 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         'Time each call of the functions SPEC names, from entry to return, in the kernel: ' +
           'per thread, with recursion kept apart (each call matched to its own return); in Go ' +
           'programs per goroutine, which may move between threads. ' +
-          'Prints count, average, min, p50/p90/p99 and max, and a log2 histogram in --unit.',
+          'Prints count, average, min, p50/p90/p99 and max, and a log2 histogram in --unit. ' +
+          "--filter is decided at each call's entry, where the arguments are (one on retval at " +
+          'its return).',
       )
       .argument('<spec...>', "functions, e.g. './app:parse_request' 'libc:read'"),
   )

@@ -1,5 +1,9 @@
 import {
   alarmIn,
+  checkTargetOptions,
+  DEFAULT_KILL_AFTER_MS,
+  descendantsOf,
+  endProcessGroup,
   evaluateFetch,
   type FetchSource,
   type FieldValue,
@@ -14,6 +18,7 @@ import {
   qualifyNames,
   type SkippedSite,
   ThreadNames,
+  uncoveredNote,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import type { Sink } from '../../output/index.js';
@@ -24,7 +29,13 @@ import { summaryLine } from './trace-summary.js';
 
 export interface PtraceTraceOptions {
   readonly pid?: number | undefined;
+  /** With pid: also the processes descended from it now. */
+  readonly children?: boolean | undefined;
   readonly command?: string | undefined;
+  /** With command: how long it has to end after SIGTERM when the run ends first. */
+  readonly killAfterMs?: number | undefined;
+  /** A run over every process only (refused here, with -p or -c). */
+  readonly includeSelf?: boolean | undefined;
   readonly unsafe?: boolean | undefined;
   /** A function a pattern matches that cannot be probed is an error, not skipped. */
   readonly strict?: boolean | undefined;
@@ -105,13 +116,19 @@ export interface PtraceConsumer {
   readonly begin: (sites: readonly ProbeSite[]) => void;
   /** One hit (`comm` is the thread's name); false ends the run. */
   readonly hit: (hit: HitContext, site: ProbeSite, comm: string) => boolean;
+  /**
+   * For a spec served at the return: whether a call is wanted, decided at its entry (where
+   * its arguments are); a call it refuses gives no hit.
+   */
+  readonly entryFilter?: ((hit: HitContext, site: ProbeSite, comm: string) => boolean) | undefined;
   /** After each batch of hits; false ends the run. */
   readonly polled: () => boolean | undefined;
 }
 
 /**
  * Run specs on the ptrace engine until the process ends, --duration passes, the consumer
- * says so, or a signal comes; then detach (-p) or kill the command (-c).
+ * says so, or a signal comes; then detach from every process followed, and with -c end the
+ * command as a user would (SIGTERM to its process group, SIGKILL after --kill-after).
  */
 export async function runPtrace(
   specs: readonly string[],
@@ -119,6 +136,7 @@ export async function runPtrace(
   io: Io,
   consumer: PtraceConsumer,
 ): Promise<PtraceTraceResult> {
+  checkTargetOptions(options, 'trace');
   if ((options.pid === undefined) === (options.command === undefined)) {
     throw new ProbeError(
       'ERR_USAGE',
@@ -137,10 +155,15 @@ export async function runPtrace(
     options.command !== undefined
       ? await ProcessTracer.spawn([options.command], {
           shell: true,
+          newSession: true,
           followExec: true,
           followForks: true,
         })
-      : await ProcessTracer.attach(options.pid!, { followExec: true, followForks: true });
+      : await ProcessTracer.attach(options.pid!, {
+          followExec: true,
+          followForks: true,
+          children: options.children,
+        });
   let signal: NodeJS.Signals | undefined;
   const onSignal = (name: NodeJS.Signals) => {
     signal ??= name;
@@ -152,6 +175,7 @@ export async function runPtrace(
   process.on('SIGALRM', onAlarm);
   // poll() blocks in waitpid (the fastest wait): these signals end it.
   interruptWaitsOn([...signals, 'SIGALRM']);
+  // On an exit that cannot wait (an uncaught error): a command is killed at once.
   const cleanup = () => {
     if (tracer.ended) return;
     if (options.command !== undefined) tracer.kill();
@@ -176,13 +200,15 @@ export async function runPtrace(
       // timers (--interval), signals and --duration are seen.
       if (!more || performance.now() >= yieldAt) tracer.interrupt();
     };
+    const entryFilter = consumer.entryFilter;
     const sites: ProbeSite[] = [];
     const skipped: SkippedSite[] = [];
     for (const [i, spec] of specs.entries()) {
+      const returns = consumer.returns(spec);
       sites.push(
         ...(await tracer.register({
           id: `spec${i}`,
-          event: consumer.returns(spec) ? 'return' : 'breakpoint',
+          event: returns ? 'return' : 'breakpoint',
           where: spec,
           unsafe: options.unsafe,
           strict: options.strict,
@@ -191,6 +217,10 @@ export async function runPtrace(
           // Calls an unwind took away are shown (trace) and counted (count) as such.
           unwinds: true,
           handler,
+          entryFilter:
+            returns && entryFilter !== undefined
+              ? (hit, site) => site === undefined || entryFilter(hit, site, comm(hit.tid))
+              : undefined,
         })),
       );
       skipped.push(...tracer.skippedOf(`spec${i}`));
@@ -200,6 +230,9 @@ export async function runPtrace(
     consumer.begin(named);
     if (options.pid !== undefined) {
       for (const note of notLoadedNotes(sites, options.pid)) io.err(`upscope: ${note}\n`);
+      const followed = new Set(tracer.followed());
+      const uncovered = descendantsOf(options.pid).filter((pid) => !followed.has(pid));
+      if (uncovered.length > 0) io.err(`upscope: ${uncoveredNote(options.pid, uncovered)}\n`);
     }
     const probes = new Set(sites.map(probeName));
     io.err(
@@ -230,11 +263,19 @@ export async function runPtrace(
     }
     return { exitCode: tracer.exitCode, signal };
   } finally {
-    cleanup();
+    // Every process followed runs on untraced (children still traced after the command's
+    // exit too); then a command and what is left of it end as a user would end them.
+    tracer.detach();
     closeNames();
     alarmIn(0);
     process.off('exit', cleanup);
     process.off('SIGALRM', onAlarm);
+    if (options.command !== undefined) {
+      await endProcessGroup(tracer.pid, {
+        graceMs: options.killAfterMs ?? DEFAULT_KILL_AFTER_MS,
+        reap: () => tracer.reap(),
+      });
+    }
     for (const name of signals) process.off(name, onSignal);
   }
 }

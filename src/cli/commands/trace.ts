@@ -11,7 +11,10 @@ import { ProbeError } from '../../errors/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
+  childrenOption,
   debugDirOption,
+  includeSelfOption,
+  killAfterOption,
   outputOption,
   parseEngine,
   parsePid,
@@ -38,10 +41,13 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .description(
       'Trace each SPEC and print one line per ' +
         'event: time, command, pid/tid, probe and fetched fields. Return probes show the return ' +
-        'value and the time since the matching call. With -p, only that process (all its ' +
-        'threads and children) is traced, and probes on a library it has not loaded yet attach ' +
-        'when it loads it; with -c, the command is started, traced from its first ' +
-        'instruction, and its exit ends the trace and sets the exit status. Ctrl-C ends the ' +
+        'value and the time since the matching call. With -p, only that process is traced (all ' +
+        'its threads, the children it forks meanwhile, and with --children those it has ' +
+        'started already), and probes on a library it has not loaded yet attach when it loads ' +
+        'it; with -c, the command is started in a process group of its own, traced from its ' +
+        'first instruction with the children it starts, and its exit ends the trace and sets ' +
+        'the exit status; when the trace ends first, the group gets SIGTERM (SIGKILL after ' +
+        "--kill-after). Without either, every process but upscope's own. Ctrl-C ends the " +
         'trace; events lost are said on stderr as they happen, and a summary of events ' +
         'delivered, lost and missed at the end. Engines: tracefs (kernel uprobes; root; every ' +
         'process, or the one given), bpf (kernel uprobes with a BPF handler writing each hit to ' +
@@ -54,8 +60,18 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         'again, and said.',
     )
     .argument('<spec...>', "probe specs, e.g. 'libc:malloc size=arg0:u64' 'r:./app:parse_request'")
-    .option('-p, --pid <pid>', 'trace only this process', parsePid)
-    .option('-c, --command <command>', "start this command and trace only it, e.g. -c './app 5'")
+    .option(
+      '-p, --pid <pid>',
+      'trace only this process (all its threads) and the children it forks from now on',
+      parsePid,
+    )
+    .option(...childrenOption)
+    .option(
+      '-c, --command <command>',
+      "start this command and trace only it (from its first instruction) and the children it starts, e.g. -c './app 5'",
+    )
+    .option(...killAfterOption)
+    .option(...includeSelfOption)
     .option('--json', 'print JSON lines instead of text')
     .option(...formatOption(['trace']))
     .option(...outputOption)
@@ -95,6 +111,9 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
 interface TraceOptions {
   pid?: number;
   command?: string;
+  children?: true;
+  includeSelf?: true;
+  killAfter?: number;
   json?: true;
   duration?: number;
   maxEvents?: number;
@@ -136,6 +155,9 @@ async function trace(
       {
         pid: options.pid,
         command: options.command,
+        children: options.children,
+        killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
+        includeSelf: options.includeSelf,
         unsafe: options.unsafe,
         strict: options.strict,
         debugDirs: options.debugDir,
@@ -156,6 +178,9 @@ async function trace(
   const attachment = await new Tracer().attach(specs, {
     pid: options.pid,
     command: options.command,
+    children: options.children,
+    includeSelf: options.includeSelf,
+    killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
     unsafe: options.unsafe,
     strict: options.strict,
     debugDirs: options.debugDir,
@@ -171,6 +196,7 @@ async function trace(
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(attachment.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
+  for (const note of attachment.notes) io.err(`upscope: ${note}\n`);
   io.err(
     startLine(
       `Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.`,

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { type BucketScheme, type Histogram, linearSteps } from '../../aggregate/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { type FetchArg, printFetchExpr } from '../../spec/index.js';
+import { type FollowSpec, followProcesses } from './follow.js';
 import {
   COOKIE_FRAME_ENTRY,
   COOKIE_GOROUTINE,
@@ -94,7 +95,17 @@ function probeCount(sites: readonly AggregateSite[]): number {
 }
 
 export interface AggregateOptions {
-  /** Only this process: filtered where the probe is attached, and again in the handler. */
+  /**
+   * Only these processes, followed in the kernel: the ones given, with the children they
+   * fork, or a command from its exec (see FollowSpec). Where the sched tracepoints that
+   * follow them cannot be read (no tracefs access), `pid` alone is taken instead and
+   * `followError` says why.
+   */
+  readonly follow?: FollowSpec | undefined;
+  /**
+   * Only this process (without `follow`, or where following is not possible): filtered
+   * where the probe is attached, and again in the handler.
+   */
   readonly pid?: number | undefined;
   readonly filters?: Omit<Filters, 'pid'> | undefined;
   readonly mode?: AttachMode | undefined;
@@ -220,10 +231,6 @@ function framed(sites: readonly AggregateSite[]): boolean {
   return sites.some((site) => site.role !== undefined);
 }
 
-function filtersOf(options: AggregateOptions): Filters {
-  return { ...options.filters, pid: options.pid };
-}
-
 /** Base of the aggregations: their session, attach report, error counts and life cycle. */
 export abstract class BpfAggregation {
   protected readonly session = new BpfSession();
@@ -231,6 +238,9 @@ export abstract class BpfAggregation {
   /** For returns caught at exits: the open calls and unwinds. */
   protected frameState: FrameState | undefined;
   #attach: AttachReport | undefined;
+  #followed: BpfMap | undefined;
+  #followError: ProbeError | undefined;
+  #pid: number | undefined;
 
   protected constructor() {
     this.errors = this.session.map({
@@ -249,6 +259,49 @@ export abstract class BpfAggregation {
 
   protected attached(report: AttachReport): void {
     this.#attach = report;
+  }
+
+  /**
+   * Set up which processes count (before the probes are attached): the map of followed
+   * processes and its handlers, or, where they cannot be read, the one process `pid`.
+   */
+  protected follow(options: AggregateOptions): void {
+    this.#pid = options.pid;
+    if (options.follow === undefined) return;
+    try {
+      this.#followed = followProcesses(this.session, options.follow);
+      this.#pid = undefined;
+    } catch (err) {
+      const fallback =
+        err instanceof ProbeError &&
+        options.pid !== undefined &&
+        ['ERR_PRIVILEGES', 'ERR_TRACEFS_NOT_MOUNTED', 'ERR_NOT_SUPPORTED'].includes(err.code);
+      if (!fallback) throw err;
+      this.#followError = err;
+    }
+  }
+
+  /** The filters of the handlers: `filters`, and the process filter follow() chose. */
+  protected filters(options: AggregateOptions): Filters {
+    return { ...options.filters, pid: this.#pid };
+  }
+
+  /** The map of followed processes, for the handlers (undefined: no following). */
+  protected get followed(): number | undefined {
+    return this.#followed?.fd;
+  }
+
+  /** The process whose probes are filtered where they are attached (the fallback). */
+  protected get attachPid(): number | undefined {
+    return this.#pid;
+  }
+
+  /**
+   * Why the processes asked for are not followed (only the one process is counted, its
+   * children are not, and a command is counted from its launcher on), when they are not.
+   */
+  get followError(): ProbeError | undefined {
+    return this.#followError;
   }
 
   handlerErrors(): HandlerErrors {
@@ -377,19 +430,26 @@ export class BpfCounts extends BpfAggregation {
     return build(
       () => new BpfCounts(probes, key, options.stacks),
       (self) => {
+        self.follow(options);
         const frames = self.framesFor(sites, probes);
         const program = () =>
           countProgram(
-            { errors: self.errors.fd, counts: self.#counts.fd, frames, unwind: self.unwind },
+            {
+              errors: self.errors.fd,
+              counts: self.#counts.fd,
+              frames,
+              unwind: self.unwind,
+              followed: self.followed,
+            },
             key,
-            filtersOf(options),
+            self.filters(options),
             { readsResult: options.readsResult },
           );
         self.attached(
           self.session.attach(
             sites.map((site, index) => ({ ...site, cookie: cookieOf(site, index) })),
             { entry: program, return: program },
-            { pid: options.pid, mode: options.mode, purpose: options.purpose },
+            { pid: self.attachPid, mode: options.mode, purpose: options.purpose },
           ),
         );
       },
@@ -571,6 +631,7 @@ export class BpfValueHistograms extends BpfAggregation {
     return build(
       () => new BpfValueHistograms(probes, scheme, isSigned(fetchType(fetch))),
       (self) => {
+        self.follow(options);
         const frames = self.framesFor(sites, probes);
         const program = () =>
           valueProgram(
@@ -579,17 +640,18 @@ export class BpfValueHistograms extends BpfAggregation {
               hist: self.#maps.hist.fd,
               stats: self.#maps.stats.fd,
               frames,
+              followed: self.followed,
             },
             fetch,
             scheme,
-            filtersOf(options),
+            self.filters(options),
             { readsResult: options.readsResult },
           );
         self.attached(
           self.session.attach(
             sites.map((site, index) => ({ ...site, cookie: cookieOf(site, index) })),
             { entry: program, return: program },
-            { pid: options.pid, mode: options.mode, purpose: options.purpose },
+            { pid: self.attachPid, mode: options.mode, purpose: options.purpose },
           ),
         );
       },
@@ -660,6 +722,7 @@ export class BpfLatency extends BpfAggregation {
     return build(
       () => new BpfLatency(functions.length, unitNs),
       (self) => {
+        self.follow(options);
         const frames = self.framesFor([...framedSites, ...entries], functions.length);
         const maps = {
           errors: self.errors.fd,
@@ -667,8 +730,9 @@ export class BpfLatency extends BpfAggregation {
           stats: self.#maps.stats.fd,
           calls: self.calls.fd,
           frames,
+          followed: self.followed,
         };
-        const filters = filtersOf(options);
+        const filters = self.filters(options);
         // Returns first: a call already running when its entry probe arrives is not timed
         // (its return finds no start), rather than leaving a start no return ever takes.
         const trampolined = functions
@@ -687,7 +751,7 @@ export class BpfLatency extends BpfAggregation {
               entry: () => latencyEntryProgram(maps, filters, unitNs),
               return: () => latencyReturnProgram(maps, filters, unitNs),
             },
-            { pid: options.pid, mode: options.mode, purpose: options.purpose },
+            { pid: self.attachPid, mode: options.mode, purpose: options.purpose },
           ),
         );
       },

@@ -106,6 +106,11 @@ export interface Registration {
    * `unwind` (default false: they are closed without an event).
    */
   readonly unwinds?: boolean | undefined;
+  /**
+   * For a return: whether the call is wanted, decided at the function's entry (with the
+   * entry's registers and memory); a call it refuses gives no return event.
+   */
+  readonly entryFilter?: ((hit: HitContext) => boolean) | undefined;
 }
 
 /** Where a function's calls begin and end, at run time. */
@@ -120,6 +125,8 @@ interface OpenCall {
   readonly tid: number;
   readonly entry: Registers;
   readonly entryTimeNs: bigint;
+  /** The registration's entryFilter refused the call: its return gives no event. */
+  readonly declined: boolean;
 }
 
 /**
@@ -184,6 +191,8 @@ interface ReturnInstance {
   readonly returnAddress: bigint;
   readonly entry: Registers;
   readonly entryTimeNs: bigint;
+  /** Return registrations whose entryFilter refused this call (ids). */
+  readonly declined: ReadonlySet<string> | undefined;
 }
 
 /** A stopped thread with the events it still has to deliver before it runs on. */
@@ -292,6 +301,27 @@ export class ProcessProbes {
     return this.tracee.pid;
   }
 
+  /**
+   * Trace running process `pid` too, in this tracer's family: a descendant of the traced
+   * process that existed before tracing began (a server's workers). Call it before the first
+   * poll(), while every process of the family is held. It gets the process-event
+   * registrations (exit, fork, exec...); probes at addresses go in with registerIn(). Its
+   * children are followed as the family's are. Throws ProbeError when it cannot be traced
+   * (gone: ERR_PROCESS_NOT_FOUND).
+   */
+  attachAlso(pid: number): void {
+    if (this.#ended) throw ended(this.pid);
+    const probes = new ProcessProbes(
+      Tracee.attach(pid, this.tracee),
+      { followForks: this.#followForks },
+      this.#d,
+    );
+    for (const [id, registration] of this.#registrations) {
+      if (registration.where === undefined) probes.#registrations.set(id, registration);
+    }
+    this.#d.held.push(...probes.tracee.threads);
+  }
+
   /** True once the process has exited or the tracer detached. */
   get ended(): boolean {
     return this.#ended;
@@ -310,9 +340,13 @@ export class ProcessProbes {
   register(registration: Registration): void {
     if (this.#ended) throw ended(this.pid);
     this.#registerOne(registration);
-    // Followed children still running the same image get it too.
+    // Followed children still running the same image get it too; a process event (no
+    // address), every process followed.
     for (const member of this.#d.members.values()) {
-      if (member !== this && member.#image === this.#image) member.#registerOne(registration);
+      if (member === this || member.#ended) continue;
+      if (member.#image === this.#image || registration.where === undefined) {
+        member.#registerOne(registration);
+      }
     }
   }
 
@@ -1120,6 +1154,7 @@ export class ProcessProbes {
         regs.set('rax', hit.retval);
       }
     };
+    let declined: Set<string> | undefined;
     for (const registration of this.#registrations.values()) {
       const sites = registration.returnSites;
       if (sites !== undefined) {
@@ -1134,13 +1169,28 @@ export class ProcessProbes {
       }
       if (registration.where !== at) continue;
       hits.push(registration.id);
+      if (registration.event === 'return' && registration.entryFilter !== undefined) {
+        const entry = this.#context(
+          registration,
+          tid,
+          regs,
+          timeNs,
+          undefined,
+          undefined,
+          undefined,
+        );
+        if (!registration.entryFilter(entry)) {
+          declined ??= new Set();
+          declined.add(registration.id);
+        }
+      }
       if (registration.event !== 'breakpoint') continue;
       deliver(
         registration,
         this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined),
       );
     }
-    if (hasReturn) this.#pushReturn(tid, at, regs);
+    if (hasReturn) this.#pushReturn(tid, at, regs, declined);
     this.#stop({ probes: this, tid, regs, pending, resume });
     // A fault test's stop: a probe's hit has been delivered (its thread may be held still);
     // upscope's own hooks (ids starting with NUL: the loader's, the unwinder's) do not count.
@@ -1216,7 +1266,7 @@ export class ProcessProbes {
     if (calls === undefined || frame === undefined) return [];
     const hits: HitContext[] = [];
     const unwound = (call: OpenCall) => {
-      if (registration.unwinds !== true) return;
+      if (registration.unwinds !== true || call.declined) return;
       hits.push({
         ...this.#context(
           registration,
@@ -1232,12 +1282,18 @@ export class ProcessProbes {
       });
     };
     if (atEntry) {
-      const call = { tid, entry: regs.clone(), entryTimeNs: timeNs };
+      const declined =
+        registration.entryFilter !== undefined &&
+        !registration.entryFilter(
+          this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined),
+        );
+      const call = { tid, entry: regs.clone(), entryTimeNs: timeNs, declined };
       for (const left of calls.enter(frame.owner, frame.depth, call)) unwound(left);
     }
     if (exit !== undefined) {
       const { call, unwound: left } = calls.leave(frame.owner, frame.depth);
       for (const one of left) unwound(one);
+      if (call?.declined === true) return hits;
       const retval = exit.kind === 'ret' ? regs.get('rax') : undefined;
       hits.push({
         ...this.#context(registration, tid, regs, timeNs, call?.entry, retval, undefined),
@@ -1277,6 +1333,7 @@ export class ProcessProbes {
       const ended = calls.drop((owner) => tid === undefined || owner === String(tid));
       if (registration.unwinds !== true) continue;
       for (const call of ended) {
+        if (call.declined) continue;
         const hit: HitContext = {
           ...this.#context(
             registration,
@@ -1298,7 +1355,12 @@ export class ProcessProbes {
     return pending;
   }
 
-  #pushReturn(tid: number, at: bigint, regs: Registers): void {
+  #pushReturn(
+    tid: number,
+    at: bigint,
+    regs: Registers,
+    declined: ReadonlySet<string> | undefined,
+  ): void {
     const trampoline = this.#trampoline!;
     let stack = this.#returns.get(tid);
     if (stack === undefined) {
@@ -1317,6 +1379,7 @@ export class ProcessProbes {
       returnAddress,
       entry: regs.clone(),
       entryTimeNs: process.hrtime.bigint(),
+      declined,
     });
     this.#writeU64(sp, trampoline);
   }
@@ -1338,6 +1401,7 @@ export class ProcessProbes {
     const pending: HitContext[] = [];
     for (const registration of this.#registrations.values()) {
       if (registration.event !== 'return' || registration.where !== instance.function) continue;
+      if (instance.declined?.has(registration.id) === true) continue;
       const hit = this.#context(
         registration,
         tid,

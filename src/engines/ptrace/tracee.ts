@@ -59,6 +59,11 @@ export interface SpawnOptions {
   readonly stdio?: readonly number[] | undefined;
   /** argv is one shell command line (`./app 5 > out`), run by `sh` (which execs it). */
   readonly shell?: boolean | undefined;
+  /**
+   * Start it in a session and process group of its own (its pid), which holds what it starts,
+   * so that they can be ended together (default false: it shares this process's group).
+   */
+  readonly newSession?: boolean | undefined;
 }
 
 /** Options every traced thread gets: follow clones, forks and execs. */
@@ -136,7 +141,7 @@ export class Tracee {
     else checkProgram(program);
     const launcher =
       options.shell === true ? stopThenExec(program) : [...stopThenExec('"$0" "$@"'), ...argv];
-    const pid = native.spawn(launcher, env, options.stdio);
+    const pid = native.spawn(launcher, env, options.stdio, options.newSession === true);
     if (pid < 0) {
       throw new ProbeError(
         'ERR_TARGET_NOT_FOUND',
@@ -180,11 +185,13 @@ export class Tracee {
   /**
    * Trace every thread of the running process `pid`, and return with each one stopped.
    * Needs ptrace permission (the same user and ptrace_scope 0, or a descendant, or
-   * CAP_SYS_PTRACE).
+   * CAP_SYS_PTRACE). With `family`, traced with that tracee's process, by the same thread,
+   * whose waits report both (a descendant that existed before tracing began; every process
+   * of the family must be stopped meanwhile), and pinned to its CPU if it is.
    */
-  static attach(pid: number): Tracee {
-    const native = loadNative();
-    const tracee = new Tracee(native, pid);
+  static attach(pid: number, family?: Tracee): Tracee {
+    const native = family === undefined ? loadNative() : family.#native;
+    const tracee = new Tracee(native, pid, family === undefined ? undefined : family.#family);
     try {
       // Threads made while this runs are seized through their creator's clone event.
       for (let changed = true; changed; ) {
@@ -241,11 +248,40 @@ export class Tracee {
         native.ptrace(PTRACE.PTRACE_INTERRUPT, tid, 0n, 0n);
       }
       tracee.#openMemory();
+      if (family !== undefined && family.#affinity !== undefined) tracee.#pinWith();
       return tracee;
     } catch (err) {
       tracee.detach();
+      tracee.leaveFamily();
       throw err;
     }
+  }
+
+  /** Pin this process's threads to the CPU the tracer is pinned to (see pin()), keeping their masks. */
+  #pinWith(): void {
+    const native = this.#native;
+    const cpu = native.currentCpu();
+    if (cpu < 0) return;
+    const saved = new Map<number, Uint8Array>();
+    for (const tid of this.threads) {
+      const mask = native.getAffinity(tid);
+      if (typeof mask !== 'number') saved.set(tid, mask);
+    }
+    const [first] = saved.values();
+    if (first === undefined) return;
+    const one = new Uint8Array(first.length);
+    one[cpu >> 3] = 1 << (cpu & 7);
+    for (const tid of this.threads) native.setAffinity(tid, one);
+    this.#affinity = saved;
+  }
+
+  /**
+   * After detach() of a process this one started (spawn): collect its exit status if it has
+   * ended (nobody else will: it is this process's child, not Node's). True once it is reaped.
+   */
+  reap(): boolean {
+    const got = this.#native.waitpid(this.pid, this.#status, WAIT.WNOHANG | WAIT.__WALL);
+    return got === this.pid || got < 0;
   }
 
   /** Wait for the first stop of `child`, a process forked and auto-attached; false if it ended. */
