@@ -40,6 +40,11 @@ export interface AggregateOptions {
   readonly pid?: number | undefined;
   /** Start this shell command line stopped, aggregate only it, then let it run. */
   readonly command?: string | undefined;
+  /**
+   * Where the command's stdout goes (`command`): a file descriptor of this process (this
+   * process's stdout by default).
+   */
+  readonly commandStdout?: number | undefined;
   /** Stops the aggregation when aborted. */
   readonly signal?: AbortSignal | undefined;
   /** Only this thread. */
@@ -145,6 +150,12 @@ export class Aggregate<R> {
   readonly #onStopped: (() => void) | undefined;
   readonly #launched: LaunchedCommand | undefined;
   readonly #timer: NodeJS.Timeout | undefined;
+  /**
+   * Keeps the process alive while the aggregation runs: nothing else of a system-wide
+   * in-kernel aggregation holds Node's event loop, which would end at once (and with it a
+   * command-line run, whatever its stdin) when no other timer, socket or stream is pending.
+   */
+  readonly #alive: NodeJS.Timeout;
   #stopped = false;
   #closed = false;
   #exit: Exit | undefined;
@@ -171,6 +182,7 @@ export class Aggregate<R> {
     this.ended = new Promise((resolve) => {
       this.#resolveEnded = resolve;
     });
+    this.#alive = setInterval(() => {}, 1 << 30);
     options.signal?.addEventListener('abort', () => this.stop(), { once: true });
     launched?.exited.then((exit) => {
       this.#exit = exit;
@@ -216,6 +228,7 @@ export class Aggregate<R> {
     if (this.#stopped) return;
     this.#stopped = true;
     clearInterval(this.#timer);
+    clearInterval(this.#alive);
     try {
       this.#engine.detach();
       this.#last = { reading: this.#read(), errors: this.#engine.handlerErrors() };
@@ -338,7 +351,10 @@ async function start<R>(
     ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
   });
   check?.(sites);
-  const launched = options.command === undefined ? undefined : await launchStopped(options.command);
+  const launched =
+    options.command === undefined
+      ? undefined
+      : await launchStopped(options.command, { stdout: options.commandStdout });
   try {
     const names = probeNames(sites);
     const pid = launched?.pid ?? options.pid;

@@ -53,6 +53,11 @@ export interface AttachOptions {
    * let it run; the stream ends when it exits. Exclusive with `pid`.
    */
   readonly command?: string | undefined;
+  /**
+   * Where the command's stdout goes (`command`): a file descriptor of this process (this
+   * process's stdout by default).
+   */
+  readonly commandStdout?: number | undefined;
   /** Ends the attachment when aborted. */
   readonly signal?: AbortSignal | undefined;
   /** Ring-buffer size per CPU (default 4096 KiB); bpf: one buffer of twice this times the CPUs. */
@@ -203,7 +208,9 @@ export class Tracer {
     const tracefs = options.engine !== 'bpf' || following ? ensureTracefs() : undefined;
     if (options.engine !== 'bpf') cleanStaleGroups(tracefs!);
     const launched =
-      options.command === undefined ? undefined : await launchStopped(options.command);
+      options.command === undefined
+        ? undefined
+        : await launchStopped(options.command, { stdout: options.commandStdout });
     try {
       const pids =
         launched !== undefined

@@ -1,3 +1,5 @@
+import { closeSync, openSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import { InvalidArgumentError } from '@commander-js/extra-typings';
 import { ProbeError, type SkippedSite, skipSummary, splitDev } from '../api/index.js';
 
@@ -96,3 +98,58 @@ export const returnProbesOption = [
   "how returns are caught: sites (a probe on each instruction the function leaves by: ret, or a jump to another function; its return address is left alone), trampoline (the return address is replaced by a trampoline's: cheaper on the kernel engines, where a ret is single-stepped, but a C++ exception, Rust panic or pthread_cancel through the function then ends the program, and Go code is refused), or auto (the default: sites in Go programs and where an unwinder can pass, else trampoline); resolve says which a probe uses and why",
   parseReturnProbes,
 ] as const;
+
+/**
+ * `--command-output FILE|inherit|stderr` for the commands that start a command (-c). Spread
+ * into .option().
+ */
+export const commandOutputOption = [
+  '--command-output <where>',
+  "where the -c command's stdout goes: inherit (upscope's stdout), stderr, or a FILE (created or truncated); by default upscope's stdout, except when upscope writes a machine-readable format (--json) to a stdout that is not a terminal (a pipe, a file): then upscope's stderr, so that every line a reader gets is upscope's",
+] as const;
+
+/** Where a -c command's stdout goes: a file descriptor to give it, and how to let go of it. */
+export interface CommandStdout {
+  /** undefined: upscope's own stdout. */
+  readonly fd: number | undefined;
+  close(): void;
+}
+
+/**
+ * The -c command's stdout for `--command-output` (see commandOutputOption), given whether
+ * upscope writes a machine-readable format and whether that goes to its stdout (no -o).
+ */
+export function commandStdout(
+  where: string | undefined,
+  machineReadable: boolean,
+  toStdout: boolean,
+): CommandStdout {
+  const none = { fd: undefined, close: () => {} };
+  if (where === 'inherit') return none;
+  if (where === 'stderr') return { fd: 2, close: () => {} };
+  if (where === undefined) {
+    return machineReadable && toStdout && !isatty(1) ? { fd: 2, close: () => {} } : none;
+  }
+  let fd: number;
+  try {
+    fd = openSync(where, 'w', 0o666);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
+    throw new ProbeError(
+      'ERR_OUTPUT_FILE',
+      `Cannot open the command's output file "${where}": ${(err as Error).message.replace(/^[A-Z]+: /, '')}`,
+      {
+        hints: ['Give --command-output a file you can write, inherit or stderr'],
+        details: { code },
+      },
+    );
+  }
+  let open = true;
+  return {
+    fd,
+    close: () => {
+      if (open) closeSync(fd);
+      open = false;
+    },
+  };
+}

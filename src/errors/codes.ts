@@ -84,7 +84,10 @@ export const ERROR_CODES = {
   ERR_MAPS_INVALID: code('target', 'A /proc/PID/maps text cannot be parsed'),
   ERR_KERNEL_REFUSED_PROBE: code('resolution', 'The kernel refused a uprobe_events definition'),
   ERR_TRACEFS_WRITE: code('environment', 'A tracefs control file refused a change'),
-  ERR_OUTPUT_FILE: code('environment', 'The --output file cannot be opened or written'),
+  ERR_OUTPUT_FILE: code(
+    'environment',
+    'The --output or --command-output file cannot be opened or written',
+  ),
   ERR_TRACEFS_FORMAT: code(
     'environment',
     "A tracefs format file or ring-buffer page is not what the kernel's layout says",

@@ -265,7 +265,7 @@ export async function aggregatePtrace<A extends PtraceAggregation>(
         returns: (spec) => aggregation.kind === 'latency' || /^r:/.test(spec),
         begin: () => {},
         hit,
-        polled: () => failure === undefined,
+        polled: () => failure === undefined && io.outputClosed?.aborted !== true,
       },
     );
   } finally {

@@ -197,9 +197,13 @@ async function run<R>(
           }
         }, options.interval * 1000);
   let failure: unknown;
+  // The reader of the output went away (`| head`): end as on Ctrl-C.
+  const onClosed = () => aggregate.stop();
+  io.outputClosed?.addEventListener('abort', onClosed, { once: true });
   try {
     await aggregate.ended;
   } finally {
+    io.outputClosed?.removeEventListener('abort', onClosed);
     clearTimeout(timer);
     clearInterval(ticker);
     for (const s of signals) process.off(s, onSignal);

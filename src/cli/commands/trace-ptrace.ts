@@ -24,6 +24,8 @@ import { summaryLine } from './trace-summary.js';
 export interface PtraceTraceOptions {
   readonly pid?: number | undefined;
   readonly command?: string | undefined;
+  /** The command's stdout: a file descriptor of this process (its own stdout by default). */
+  readonly commandStdout?: number | undefined;
   readonly unsafe?: boolean | undefined;
   /** A function a pattern matches that cannot be probed is an error, not skipped. */
   readonly strict?: boolean | undefined;
@@ -66,7 +68,8 @@ export async function tracePtrace(
     if (failure !== undefined) return false;
     try {
       flush();
-      return true;
+      // The reader of the output went away (`| head`): end as on Ctrl-C.
+      return io.outputClosed?.aborted !== true;
     } catch (err) {
       failure = err;
       return false;
@@ -135,6 +138,7 @@ export async function runPtrace(
     options.command !== undefined
       ? await ProcessTracer.spawn([options.command], {
           shell: true,
+          stdio: [0, options.commandStdout ?? 1, 2],
           followExec: true,
           followForks: true,
         })

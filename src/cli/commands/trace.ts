@@ -13,6 +13,8 @@ import { eventJsonFormatter, eventTextFormatter } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
+  commandOutputOption,
+  commandStdout,
   debugDirOption,
   outputOption,
   parseEngine,
@@ -53,6 +55,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option('-c, --command <command>', "start this command and trace only it, e.g. -c './app 5'")
     .option('--json', 'print JSON lines instead of text')
     .option(...outputOption)
+    .option(...commandOutputOption)
     .option('--duration <seconds>', 'end the trace after this many seconds', positive('--duration'))
     .option(
       '--max-events <n>',
@@ -74,13 +77,26 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
       parseEngine,
     )
     .action(async (specs, options) => {
-      await withOutput(io, options.output, (out) => trace(specs, options, out, result));
+      const stdout = commandStdout(
+        options.commandOutput,
+        options.json === true,
+        options.output === undefined,
+      );
+      try {
+        await withOutput(io, options.output, (out) =>
+          trace(specs, { ...options, commandStdout: stdout.fd }, out, result),
+        );
+      } finally {
+        stdout.close();
+      }
     });
 }
 
 interface TraceOptions {
   pid?: number;
   command?: string;
+  /** The -c command's stdout (see --command-output); upscope's by default. */
+  commandStdout?: number | undefined;
   json?: true;
   duration?: number;
   maxEvents?: number;
@@ -120,6 +136,7 @@ async function trace(
       {
         pid: options.pid,
         command: options.command,
+        commandStdout: options.commandStdout,
         unsafe: options.unsafe,
         strict: options.strict,
         debugDirs: options.debugDir,
@@ -140,6 +157,7 @@ async function trace(
   const attachment = await new Tracer().attach(specs, {
     pid: options.pid,
     command: options.command,
+    commandStdout: options.commandStdout,
     unsafe: options.unsafe,
     strict: options.strict,
     debugDirs: options.debugDir,
@@ -209,9 +227,23 @@ async function trace(
     lostSaid = lost;
   };
   const lossTimer = setInterval(sayLosses, 1000);
+  // What was read goes out at least every 100 ms: a reader (`| head -3`, `| jq`) sees events
+  // as they come, and one that went away is noticed (EPIPE), which ends the trace.
+  const flushTimer = setInterval(() => {
+    try {
+      flush();
+    } catch (err) {
+      failure ??= err;
+      void attachment.close();
+    }
+  }, 100);
+  const onClosed = () => void attachment.close();
+  io.outputClosed?.addEventListener('abort', onClosed, { once: true });
   await attachment.ended;
   clearTimeout(timer);
   clearInterval(lossTimer);
+  clearInterval(flushTimer);
+  io.outputClosed?.removeEventListener('abort', onClosed);
   if (failure !== undefined) throw failure;
   flush();
   if (attachment.error !== undefined) throw attachment.error;
