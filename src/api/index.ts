@@ -68,6 +68,8 @@ export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/i
 export {
   Aggregate,
   type AggregateOptions,
+  type AggregationEngine,
+  type CountKeyPart,
   type CountOptions,
   countHits,
   type HistogramOptions,
@@ -77,6 +79,7 @@ export {
   latencyOf,
   type ProbeCount,
   type ProbeHistogram,
+  parseCountBy,
   UNIT_NS,
 } from './aggregate.js';
 export { AsyncProcessTracer } from './async-process-tracer.js';
@@ -111,6 +114,11 @@ export {
   ProcessTracer,
   type ProcessTracerOptions,
 } from './process-tracer.js';
+export {
+  type PtraceConsumer,
+  PtraceRun,
+  type PtraceRunOptions,
+} from './ptrace-run.js';
 export { PtraceStacks, type WalkedStack } from './ptrace-stacks.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
 export {

@@ -61,17 +61,32 @@ export const strictOption = [
 ] as const;
 
 /**
- * The line a command starts with (`Tracing 3 probes (tracefs). Ctrl-C to end.`), ended by the
- * count of sites patterns skipped, if any, and a newline.
+ * The line every command that runs probes starts with, the same on every engine:
+ * `Tracing 3 probes (tracefs). Ctrl-C to end.`, `Counting 1 probe (ptrace, process 42, ...)`:
+ * the verb, the number of sites probed, what the engine says of itself, and the count of
+ * sites patterns skipped, if any; ended by a newline.
  */
 export function startLine(
-  line: string,
+  verb: string,
+  sites: number,
+  noun: string,
+  engineText: string,
   skipped: readonly SkippedSite[],
-  probedSites: number,
   engine: 'tracefs' | 'bpf' | 'ptrace',
 ): string {
-  const summary = skipSummary(skipped, probedSites, engine);
+  const summary = skipSummary(skipped, sites, engine);
+  const line = `${verb} ${sites} ${noun}${sites === 1 ? '' : 's'} (${engineText}). Ctrl-C to end.`;
   return `${line}${summary === undefined ? '' : ` ${summary}`}\n`;
+}
+
+/** How a -c command ended, as upscope says it on stderr: `command 42 exited with status 3`. */
+export function commandEnd(exit: {
+  readonly code: number | undefined;
+  readonly signal: NodeJS.Signals | undefined;
+}): string {
+  return exit.code !== undefined
+    ? `the command exited with status ${exit.code}`
+    : `the command was killed by ${exit.signal ?? 'a signal'}`;
 }
 
 /** `-o, --output FILE` for the commands that stream or print results. Spread into .option(). */

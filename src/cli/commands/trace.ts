@@ -13,6 +13,7 @@ import { eventJsonFormatter, eventTextFormatter } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
+  commandEnd,
   commandOutputOption,
   commandStdout,
   debugDirOption,
@@ -147,11 +148,8 @@ async function trace(
       io,
       (sites) => (options.json === true ? jsonFormatter(sites) : textFormatter(sites, start)),
     );
-    if (ended.exitCode !== undefined) {
-      result.status = ended.exitCode >= 0 ? ended.exitCode : 128 - ended.exitCode;
-    } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {
-      result.status = 128 + constants.signals[ended.signal];
-    }
+    if (ended.exit !== undefined) io.err(`upscope: ${commandEnd(ended.exit)}\n`);
+    result.status = 0;
     return;
   }
   const attachment = await new Tracer().attach(specs, {
@@ -166,22 +164,16 @@ async function trace(
     engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
   });
-  const endedBy = installLifecycle(attachment);
+  installLifecycle(attachment);
   const format =
     options.json === true
       ? jsonFormatter(attachment.sites)
       : textFormatter(attachment.sites, start);
-  const probes = attachment.sites.length;
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(attachment.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
   io.err(
-    startLine(
-      `Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.`,
-      attachment.skipped,
-      attachment.sites.length,
-      engine,
-    ),
+    startLine('Tracing', attachment.sites.length, 'probe', engine, attachment.skipped, engine),
   );
   const timer =
     options.duration === undefined
@@ -251,12 +243,10 @@ async function trace(
   if (attachment.targetExited) io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   const stats = attachment.stats();
   io.err(`upscope: ${summaryLine(count, max, stats)}\n`);
-  const exit = attachment.exit;
-  if (exit !== undefined) {
-    result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);
-  } else if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
-    result.status = 128 + constants.signals[endedBy.signal];
-  }
+  // Ended as asked (the command's or the process's end, --duration, --max-events, a signal,
+  // the reader gone): status 0; the command's own status is said, not taken.
+  if (attachment.exit !== undefined) io.err(`upscope: ${commandEnd(attachment.exit)}\n`);
+  result.status = 0;
 }
 
 /**
