@@ -1,0 +1,227 @@
+// upscope as scripts, pipelines and services run it (issue 25): stdin at EOF or no terminal,
+// a reader that goes away, a command printing into a JSON pipe, names in options checked
+// before anything is attached, and the same exit status and stderr lines on every engine.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { afterEach, describe, test } from 'node:test';
+import { compileProgram } from '../helpers/compile.js';
+import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
+
+function target(): string {
+  return compileProgram('print-threads', { flags: ['-O1', '-g'], link: ['-lpthread'] });
+}
+
+const started: ChildProcess[] = [];
+
+afterEach(() => {
+  for (const child of started.splice(0)) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+  assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+  assert.deepEqual(ownBpfFds(), [], 'no BPF object is left open');
+  assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+});
+
+/** Start a shell line with stdin /dev/null; its stdout and stderr collected. */
+function sh(line: string): {
+  child: ChildProcess;
+  out: Promise<{ stdout: string; stderr: string; status: number | null }>;
+} {
+  const child = spawn('/bin/sh', ['-c', line], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NO_COLOR: '1' },
+    detached: true,
+  });
+  started.push(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const out = once(child, 'exit').then(([status]) => ({
+    stdout,
+    stderr,
+    status: status as number | null,
+  }));
+  return { child, out };
+}
+
+/** Resolves once `text` is in what `get` returns (polled), or rejects after `ms`. */
+async function until(get: () => string, text: string, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!get().includes(text)) {
+    if (Date.now() > end) throw new Error(`"${text}" never came; got:\n${get()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe('upscope in scripts and services', () => {
+  for (const command of ['count', 'hist', 'latency', 'trace'] as const) {
+    test(`${command} with stdin at EOF and no terminal (setsid, background) runs until SIGTERM`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc', 'setsid'] })) return;
+      const app = target();
+      const spec = command === 'hist' ? `${app}:tick arg0` : `${app}:tick`;
+      // The way a service manager or `nohup ... &` starts it: its own session, no terminal,
+      // stdin /dev/null, output to files.
+      let stderr = '';
+      const child = spawn('setsid', [process.execPath, BIN, command, ...spec.split(' ')], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, NO_COLOR: '1' },
+      });
+      started.push(child);
+      child.stderr!.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const exited = once(child, 'exit');
+      await until(() => stderr, 'Ctrl-C to end.');
+      // Still running a while later: before the fix, count/hist/latency ended at once.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.equal(child.exitCode, null, `${command} ended on its own:\n${stderr}`);
+      child.kill('SIGTERM');
+      const [status] = await exited;
+      assert.equal(status, 0, `ended as asked (SIGTERM): status 0\n${stderr}`);
+      assert.doesNotMatch(stderr, /error\[/);
+    });
+  }
+
+  test('--duration ends a count whose stdin is /dev/null, with status 0', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const run = spawnSync(process.execPath, [BIN, 'count', `${app}:tick`, '--duration', '2'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /COUNT\s+PROBE\n0\s+tick/);
+  });
+
+  for (const engine of ['tracefs', 'bpf', 'ptrace'] as const) {
+    test(`trace --engine ${engine} -c | head -3 ends when head does, the command with it`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = target();
+      // Enough ticks to run for minutes if nothing ended it.
+      const { out } = sh(
+        `${process.execPath} ${BIN} trace --engine ${engine} --command-output stderr -c '${app} 100000000' ${app}:tick | head -3`,
+      );
+      const result = await out;
+      assert.equal(result.status, 0, result.stderr);
+      assert.equal(
+        result.stdout
+          .trim()
+          .split('\n')
+          .filter((l) => /tick/.test(l)).length,
+        3,
+      );
+      assert.doesNotMatch(result.stderr, /error\[/);
+      const alive = spawnSync('pgrep', ['-f', `${app} 100000000`], { encoding: 'utf8' });
+      assert.equal(alive.stdout.trim(), '', 'the command was ended with upscope');
+    });
+  }
+
+  test('count --interval 1 | head -2 ends when head does', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const { out } = sh(
+      `${process.execPath} ${BIN} count --interval 1 -c '${app} 100000000' ${app}:tick | head -2`,
+    );
+    const result = await out;
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stdout.trim().split('\n').length, 2);
+    const alive = spawnSync('pgrep', ['-f', `${app} 100000000`], { encoding: 'utf8' });
+    assert.equal(alive.stdout.trim(), '', 'the command was ended with upscope');
+  });
+
+  test('trace --json -c on a pipe: every line parses, 20 runs of a 4-thread command that prints', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    for (let i = 0; i < 20; i++) {
+      const { out } = sh(
+        `${process.execPath} ${BIN} trace --engine bpf --json -c '${app} 400' ${app}:tick | cat`,
+      );
+      const result = await out;
+      assert.equal(result.status, 0, result.stderr);
+      const lines = result.stdout.split('\n').filter((line) => line !== '');
+      assert.equal(lines.length, 1600, `run ${i}: every tick is an event\n${result.stderr}`);
+      for (const line of lines) assert.doesNotThrow(() => JSON.parse(line), `run ${i}: ${line}`);
+      // The command's own lines went to stderr, whole.
+      assert.match(result.stderr, /\{"account": \{"ticks": 1600\}\}\n/);
+      assert.match(result.stderr, /the command exited with status 3/);
+    }
+  });
+
+  test("--command-output inherit and FILE put the command's output where asked", (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const inherit = runCli([
+      'count',
+      '--json',
+      '--command-output',
+      'inherit',
+      '-c',
+      `${app} 10`,
+      `${app}:tick`,
+    ]);
+    assert.equal(inherit.status, 0, inherit.stderr);
+    assert.match(inherit.stdout, /"account"/);
+    const piped = runCli(['count', '--json', '-c', `${app} 10`, `${app}:tick`]);
+    assert.doesNotMatch(piped.stdout, /"account"/);
+    assert.match(piped.stderr, /"account"/);
+    assert.deepEqual(JSON.parse(piped.stdout), [{ probe: 'tick', count: 40 }]);
+  });
+
+  test('the engines give the same status, start line and end lines for the same run', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const runs: Record<string, { status: number; stderr: string; stdout: string }> = {};
+    const normal = (stderr: string) =>
+      stderr
+        .replace(/\((bpf|ptrace|tracefs)[^)]*\)/g, '(ENGINE)')
+        .split('\n')
+        .filter((line) => !/^thread |account|times on the ptrace engine/.test(line))
+        .join('\n');
+    const table = [
+      ['count', 'bpf'],
+      ['count', 'ptrace'],
+      ['latency', 'bpf'],
+      ['latency', 'ptrace'],
+      ['trace', 'tracefs'],
+      ['trace', 'bpf'],
+      ['trace', 'ptrace'],
+    ] as const;
+    for (const [command, engine] of table) {
+      const specs = [`${app}:tick`, `${app}:never_called`];
+      const run = runCli([command, '--engine', engine, '-c', `${app} 50`, ...specs]);
+      runs[`${command} ${engine}`] = run;
+      assert.equal(
+        run.status,
+        0,
+        `${command} ${engine}: the command's 3 is not upscope's\n${run.stderr}`,
+      );
+      const lines = normal(run.stderr);
+      const verb = command === 'count' ? 'Counting' : command === 'latency' ? 'Timing' : 'Tracing';
+      const noun = command === 'latency' ? 'functions' : 'probes';
+      assert.match(lines, new RegExp(`^${verb} 2 ${noun} \\(ENGINE\\)\\. Ctrl-C to end\\.$`, 'm'));
+      assert.match(lines, /^upscope: the command exited with status 3$/m);
+    }
+    for (const command of ['count', 'latency', 'trace']) {
+      const same = Object.entries(runs).filter(([key]) => key.startsWith(`${command} `));
+      const first = normal(same[0]![1].stderr);
+      for (const [key, run] of same) assert.equal(normal(run.stderr), first, key);
+    }
+    // count lists both probes, with 0 for the one never called, on both engines.
+    for (const engine of ['bpf', 'ptrace']) {
+      assert.match(runs[`count ${engine}`]!.stdout, /^200\s+tick$/m);
+      assert.match(runs[`count ${engine}`]!.stdout, /^0\s+never_called$/m);
+    }
+  });
+});
