@@ -225,3 +225,116 @@ describe('upscope in scripts and services', () => {
     }
   });
 });
+
+describe('count --by comm,pid against bpftrace', () => {
+  test("--by comm,pid equals bpftrace's @[comm, pid] over the same runs", async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'bpftrace'] })) return;
+    const app = target();
+    const collect = (child: ChildProcess) => {
+      const text = { out: '', err: '' };
+      child.stdout!.on('data', (chunk: Buffer) => {
+        text.out += chunk.toString();
+      });
+      child.stderr!.on('data', (chunk: Buffer) => {
+        text.err += chunk.toString();
+      });
+      return text;
+    };
+    const bpftrace = spawn('bpftrace', ['-e', `uprobe:${app}:tick { @[comm, pid] = count(); }`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    started.push(bpftrace);
+    const peer = collect(bpftrace);
+    const upscope = spawn(
+      process.execPath,
+      [BIN, 'count', '--json', '--by', 'comm,pid', `${app}:tick`],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    started.push(upscope);
+    const ours = collect(upscope);
+    await until(() => peer.out, 'Attaching');
+    await until(() => ours.err, 'Ctrl-C to end.');
+    // Two runs of the command, and a bystander that never calls tick.
+    for (const n of ['30', '70']) spawnSync(app, [n], { stdio: 'ignore' });
+    const peerExit = once(bpftrace, 'exit');
+    const oursExit = once(upscope, 'exit');
+    bpftrace.kill('SIGINT');
+    upscope.kill('SIGINT');
+    await Promise.all([peerExit, oursExit]);
+    const theirs: Record<string, number> = {};
+    for (const match of peer.out.matchAll(/^@\[(.*), (\d+)\]: (\d+)$/gm)) {
+      theirs[`${match[1]} ${match[2]}`] = Number(match[3]);
+    }
+    const rows = JSON.parse(ours.out.trim().split('\n').at(-1)!) as {
+      key: [string, number];
+      count: number;
+    }[];
+    const mine: Record<string, number> = {};
+    for (const row of rows) mine[`${row.key[0]} ${row.key[1]}`] = row.count;
+    assert.equal(Object.keys(theirs).length, 2, peer.out);
+    assert.deepEqual(mine, theirs);
+    assert.deepEqual(Object.values(mine).sort(), [120, 280]);
+  });
+});
+
+describe('names in options', () => {
+  /** Option values a user may type: names, fetches, typos, junk; a few generated at random. */
+  function values(): string[] {
+    const fixed = [
+      'foo',
+      'i',
+      'arg0',
+      'arg9',
+      'retval',
+      '+0(arg0):string',
+      'comm,pid',
+      'pid,',
+      ',',
+      'ustack,pid',
+      'pid,pid',
+      '%rax',
+      '%zz',
+      'arg0:s99',
+      '+8(',
+      'i->x',
+      'i[2]',
+      '😀',
+      '',
+    ];
+    let seed = 25;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed;
+    };
+    const alphabet = 'abgirx0189+-()[]:,%>$.';
+    for (let n = 0; n < 8; n++) {
+      let text = '';
+      for (let k = 1 + (random() % 10); k > 0; k--) text += alphabet[random() % alphabet.length];
+      fixed.push(text);
+    }
+    return fixed;
+  }
+
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    test(`no --by, --filter or hist value reaches ERR_INTERNAL (${engine})`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = target();
+      for (const value of values()) {
+        for (const args of [
+          ['count', '--by', value, `${app}:tick`],
+          ['count', '--filter', `${value} > 1`, `${app}:tick`],
+          ['hist', `${app}:tick`, value],
+        ]) {
+          const [command, ...rest] = args;
+          const run = runCli([command!, '--engine', engine, '-c', `${app} 2`, ...rest]);
+          const what = `${args.join(' ')}\n${run.stderr}`;
+          assert.doesNotMatch(run.stderr, /ERR_INTERNAL|at .*\.(ts|js|mjs):\d+/, what);
+          assert.notEqual(run.status, 70, what);
+          if (run.status !== 0) assert.match(run.stderr, /^error\[ERR_[A-Z_]+\]: /m, what);
+        }
+      }
+    });
+  }
+});
