@@ -99,7 +99,7 @@ export class PtraceRun {
         'Cannot trace with the ptrace engine without a process: give -p PID or -c COMMAND',
         {
           hints: [
-            'The ptrace engine probes one process; the kernel engines (root) trace every process',
+            'The ptrace engine probes one process; the tracefs engine (root) traces every process',
           ],
         },
       );

@@ -72,9 +72,7 @@ export function renderCountsJson(rows: readonly CountRow[], by: string | undefin
     rows.map((row) => ({
       probe: row.probe,
       ...(row.exit === undefined ? {} : { exit: row.exit }),
-      ...(by === undefined || row.exit !== undefined
-        ? {}
-        : { key: keyJson(row.key) }),
+      ...(by === undefined || row.exit !== undefined ? {} : { key: keyJson(row.key) }),
       ...(row.stack === undefined
         ? {}
         : { pid: row.stack.pid, frames: row.stack.frames.map(frameText) }),
