@@ -10,6 +10,7 @@ import { compileProgram } from '../helpers/compile.js';
 import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
+import { spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
@@ -145,29 +146,22 @@ describe('upscope count (bpf engine)', () => {
   test('-p counts one process while another runs the same program', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
     const app = target();
-    const traced = started([app, 'hammer', '5000', '1500']);
-    const other = started([app, 'hammer', '7000', '1500']);
+    // Both wait for SIGUSR1, sent once upscope counts: no race with upscope's start.
+    const traced = spawnCollected(app, ['hammer', '5000', 'wait']);
+    const other = spawnCollected(app, ['hammer', '7000', 'wait']);
     spawned.push(traced.child, other.child);
-    const cli = started([
-      process.execPath,
-      BIN,
-      'count',
-      '--json',
-      '--command-output',
-      'inherit',
-      '-p',
-      String(traced.child.pid),
-      `${app}:bpf_hit`,
-    ]);
-    const [tracedOut, otherOut, cliOut] = await Promise.all([
-      traced.stdout,
-      other.stdout,
-      cli.stdout,
-    ]);
-    assert.equal(cli.child.exitCode, 0);
-    const account: Account = JSON.parse(tracedOut);
-    assert.equal(JSON.parse(otherOut).calls, 14000);
-    const rows: { count: number }[] = JSON.parse(cliOut.trim().split('\n').at(-1)!);
+    await waitFor(traced, /^ready$/m, 'stdout');
+    await waitFor(other, /^ready$/m, 'stdout');
+    const cli = spawnUpscope(['count', '--json', '-p', String(traced.pid), `${app}:bpf_hit`]);
+    spawned.push(cli.child);
+    await waitFor(cli, /^Counting /m);
+    traced.child.kill('SIGUSR1');
+    other.child.kill('SIGUSR1');
+    const [, , status] = await Promise.all([traced.exited, other.exited, cli.exited]);
+    assert.equal(status.code, 0, cli.stderr);
+    const account: Account = JSON.parse(traced.stdout.split('\n')[1]!);
+    assert.equal(JSON.parse(other.stdout.split('\n')[1]!).calls, 14000);
+    const rows: { count: number }[] = JSON.parse(cli.stdout.trim().split('\n').at(-1)!);
     assert.equal(rows[0]?.count, account.calls);
   });
 
@@ -176,13 +170,15 @@ describe('upscope count (bpf engine)', () => {
       if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
       const app = compileProgram('bpf-stacks', { flags: ['-O2', '-fno-omit-frame-pointer'] });
       const name = app.slice(app.lastIndexOf('/') + 1);
-      // -c: a command that ends within milliseconds; -p: a process that waits for upscope.
-      const traced = how === '-c' ? undefined : started([app, '300', '200', '1500']);
-      if (traced !== undefined) spawned.push(traced.child);
-      const target = how === '-c' ? `${app} 300 200 0` : String(traced!.child.pid);
-      const cli = started([
-        process.execPath,
-        BIN,
+      // -c: a command that ends within milliseconds; -p: a process that waits for SIGUSR1,
+      // sent once upscope counts.
+      const traced = how === '-c' ? undefined : spawnCollected(app, ['300', '200', 'wait']);
+      if (traced !== undefined) {
+        spawned.push(traced.child);
+        await waitFor(traced, /^ready$/m, 'stdout');
+      }
+      const target = how === '-c' ? `${app} 300 200 0` : String(traced!.pid);
+      const cli = spawnUpscope([
         'count',
         '--json',
         '--command-output',
@@ -193,10 +189,17 @@ describe('upscope count (bpf engine)', () => {
         target,
         `${app}:stack_leaf`,
       ]);
-      const [cliOut, tracedOut] = await Promise.all([cli.stdout, traced?.stdout]);
-      assert.equal(cli.child.exitCode, 0);
+      spawned.push(cli.child);
+      if (traced !== undefined) {
+        await waitFor(cli, /^Counting /m);
+        traced.child.kill('SIGUSR1');
+        await traced.exited;
+      }
+      const status = await cli.exited;
+      assert.equal(status.code, 0, cli.stderr);
+      const cliOut = cli.stdout;
       const lines = cliOut.trim().split('\n');
-      const account = JSON.parse(tracedOut ?? lines[0]!);
+      const account = JSON.parse(traced?.stdout.trim().split('\n').at(-1) ?? lines[0]!);
       const rows: { key: string; frames: string[]; pid: number; count: number }[] = JSON.parse(
         lines.at(-1)!,
       );

@@ -4,6 +4,7 @@
  *
  *   bpf-target hammer N DELAY_MS   after DELAY_MS, 2 threads each call bpf_hit(v) N times
  *                                  (v = i * 7919 % 5000 + thread) and bpf_key(i % 3)
+ *   bpf-target hammer N wait       the same once SIGUSR1 comes (after printing "ready")
  *   bpf-target spin SECONDS        calls bpf_hit(1) until SECONDS have passed (a bystander)
  *   bpf-target nap DELAY_MS        after DELAY_MS, 2 threads sleep through bpf_nap(us) and
  *                                  bpf_recurse(3, 2100) (calls of 2.1, 4.2 and 6.3 ms, nested)
@@ -11,6 +12,7 @@
  *                                  rows (in us) of its own times: a sleep may overrun.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,7 +158,18 @@ int main(int argc, char **argv) {
     return 0;
   }
   n_calls = atol(argv[2]);
-  if (argc > 3) usleep(atol(argv[3]) * 1000);
+  if (argc > 3 && strcmp(argv[3], "wait") == 0) {
+    sigset_t set;
+    int sig;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    printf("ready\n");
+    fflush(stdout);
+    sigwait(&set, &sig);
+  } else if (argc > 3) {
+    usleep(atol(argv[3]) * 1000);
+  }
   for (int t = 0; t < 2; t++) pthread_create(&threads[t], NULL, hammer, &accounts[t]);
   for (int t = 0; t < 2; t++) pthread_join(threads[t], NULL);
   struct account all = {0};
