@@ -33,6 +33,7 @@ export { debugPackageName, owningPackage } from './packages.js';
 export { PAUSE_VARIABLE, PHASES, type Phase, pausePoint } from './pause-point.js';
 export {
   isKernelThread,
+  kernelThreadError,
   type PtraceRefusal,
   ptraceRefusal,
   type TracerProcess,

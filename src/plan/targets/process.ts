@@ -1,5 +1,6 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { ProbeError, quote } from '../../errors/index.js';
+import { isKernelThread, kernelThreadError } from '../../host/index.js';
 import { type MapEntry, type MappedObject, mappedObjects, parseProcMaps } from './symbols.js';
 
 function errnoOf(err: unknown): string | undefined {
@@ -78,6 +79,8 @@ export function readProcessMaps(pid: number): MapEntry[] {
   } catch (err) {
     throw processError(pid, 'read the memory map', err);
   }
+  // A kernel thread maps nothing, and never will: refused for what it is.
+  if (text === '' && isKernelThread(pid)) throw kernelThreadError(`Cannot probe process ${pid}`);
   return parseProcMaps(text, { source: `/proc/${pid}/maps` });
 }
 
@@ -115,4 +118,17 @@ export function sameMountNamespace(pid: number): boolean {
     throw processError(pid, 'read the mount namespace', err);
   }
   return mine === theirs;
+}
+
+/**
+ * The process's root directory as this process sees it (/proc/PID/root): '/' unless it runs
+ * in a chroot; '/' too when it cannot be read (then its paths are taken as ours).
+ */
+export function processRoot(pid: number): string {
+  checkPid(pid);
+  try {
+    return readlinkSync(`/proc/${pid}/root`);
+  } catch {
+    return '/';
+  }
 }
