@@ -6,11 +6,13 @@
 // counting, latency and attach times against bpftrace and bcc (bench/bpf.mjs). Then probes by
 // source line on a large binary with DWARF against perf probe (bench/dwarf.mjs). Then whole
 // stacks without frame pointers against bpftrace's ustack and perf's --call-graph dwarf
-// (bench/stacks.mjs).
+// (bench/stacks.mjs). Then the exporters' cost: --prometheus and --otlp against plain count and
+// trace (bench/exporters.mjs).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { runBpfBench } from './bpf.mjs';
 import { runDwarfBench } from './dwarf.mjs';
+import { runExporterBench } from './exporters.mjs';
 import { runPtraceBench } from './ptrace.mjs';
 import { runStackBench } from './stacks.mjs';
 import { runTraceBench } from './trace.mjs';
@@ -98,3 +100,4 @@ runPtraceBench();
 runBpfBench();
 runDwarfBench();
 runStackBench();
+await runExporterBench();

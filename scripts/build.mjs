@@ -29,6 +29,10 @@ run('esbuild/bin/esbuild', [
   // Loaded lazily at run time (WebAssembly, native code): never bundled.
   '--external:iced-x86',
   '--external:koffi',
+  // Loaded only when --prometheus, --otlp or serve's YAML config asks for them.
+  '--external:@opentelemetry/*',
+  '--external:prom-client',
+  '--external:yaml',
   // commander is CommonJS: give the ESM bundle a require() for its node: imports.
   "--banner:js=import { createRequire as upscopeCreateRequire } from 'node:module'; const require = upscopeCreateRequire(import.meta.url);",
   '--log-level=warning',

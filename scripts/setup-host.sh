@@ -16,7 +16,8 @@
 #   bpftrace: another tracer's kernel uprobe on the function the ptrace engine probes
 #   chromium: the flame graph opened as a person would (headless, driven by playwright-core),
 #     and speedscope loading the chrome and speedscope files upscope writes
-#   prometheus: promtool, Prometheus's own reader of the exposition text upscope writes
+#   prometheus: promtool, Prometheus's own reader of the exposition text upscope writes, and
+#     the server, which scrapes count/hist/latency --prometheus in the tests
 # `--check` prints what is missing and exits 1 if anything is, installing nothing.
 set -euo pipefail
 
@@ -34,7 +35,7 @@ NEEDS=(
   'command -v nginx|nginx-light'
   'command -v bpftrace|bpftrace'
   'command -v chromium|chromium'
-  'command -v promtool|prometheus'
+  'command -v promtool && command -v prometheus|prometheus'
 )
 
 missing=()

@@ -11,6 +11,7 @@ import { registerClean } from './commands/clean.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
+import { registerServe } from './commands/serve.js';
 import { registerTrace } from './commands/trace.js';
 import { type Io, processIo } from './io.js';
 import { setUpPtraceHelper } from './ptrace-helper.js';
@@ -49,6 +50,7 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerResolve(program, io, result);
   registerTrace(program, io, result);
   registerAggregate(program, io, result);
+  registerServe(program, io, result);
   registerDoctor(program, io, result);
   registerClean(program, io, result);
   return program;

@@ -123,6 +123,11 @@ export const commandOutputOption = [
   "where the -c command's stdout goes: inherit (upscope's stdout), stderr, or a FILE (created or truncated); by default upscope's stdout, except when upscope writes a machine-readable format (--json) to a stdout that is not a terminal (a pipe, a file): then upscope's stderr, so that every line a reader gets is upscope's",
 ] as const;
 
+/** Whether upscope writes a format other than text (--json, --format FMT). */
+export function machineReadable(options: { json?: true; format?: string }): boolean {
+  return options.json === true || (options.format !== undefined && options.format !== 'text');
+}
+
 /** Where a -c command's stdout goes: a file descriptor to give it, and how to let go of it. */
 export interface CommandStdout {
   /** undefined: upscope's own stdout. */

@@ -88,6 +88,8 @@ export const ERROR_CODES = {
     'environment',
     'The --output or --command-output file cannot be opened or written',
   ),
+  ERR_LISTEN: code('environment', 'An endpoint (--prometheus, serve) cannot listen where asked'),
+  ERR_CONFIG: code('usage', "serve's --config file cannot be read or is not valid"),
   ERR_TRACEFS_FORMAT: code(
     'environment',
     "A tracefs format file or ring-buffer page is not what the kernel's layout says",

@@ -95,7 +95,7 @@ export function parseFormat(kind: ResultKind, name: string): Format {
     'ERR_USAGE',
     known
       ? `Cannot write ${WHAT[kind]} as ${name}: give --format ${list(choices)}`
-      : `Cannot use --format "${name}": give ${list(choices)}`,
+      : `Cannot use --format "${name}": give ${list(choices)}${kind === 'count' ? `, or with --by ustack ${list(FORMATS.stacks.filter((f) => !choices.includes(f)))}` : ''}`,
     { hints },
   );
 }
@@ -118,8 +118,13 @@ function lineSink(write: Write, format: (event: ProbeEvent) => string): Sink<Pro
     },
     lost() {},
     end() {
-      if (text.length > 0) write(text);
+      this.flush!();
+    },
+    flush() {
+      if (text.length === 0) return;
+      const chunk = text;
       text = '';
+      write(chunk);
     },
   };
 }

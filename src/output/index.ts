@@ -32,6 +32,8 @@ export { type PprofOptions, renderPprof } from './pprof.js';
 export {
   type Health,
   labelName,
+  type MetricFamily,
+  type MetricSample,
   PrometheusExporter,
   type PrometheusInput,
   type PrometheusOptions,

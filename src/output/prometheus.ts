@@ -146,6 +146,28 @@ function cumulative(histogram: Histogram, duration: boolean): HistogramLines {
   };
 }
 
+/** One line of a metric family: its name (with `_bucket`, `_sum`...), labels and value. */
+export interface MetricSample {
+  readonly name: string;
+  /** Label names and values as they are (valid names, values not escaped). */
+  readonly labels: readonly (readonly [string, string])[];
+  /** The value, exactly (counts as integers, durations as decimal seconds). */
+  readonly value: string;
+}
+
+/** A metric family: `# HELP`, `# TYPE` and its samples. */
+export interface MetricFamily {
+  readonly name: string;
+  readonly type: 'counter' | 'gauge' | 'histogram';
+  readonly help: string;
+  readonly samples: readonly MetricSample[];
+}
+
+/** A label value made valid UTF-8, with no carriage return (escaping is the writer's). */
+function cleanValue(value: string): string {
+  return xmlChars(value).replace(/\r/g, '\ufffd');
+}
+
 /**
  * Metrics in Prometheus's text exposition format (0.0.4), for a scrape of `/metrics` or a
  * file: hits as counters per probe and key, histograms with cumulative `le` buckets, `_sum` and
@@ -164,29 +186,47 @@ export class PrometheusExporter {
     this.#maxSeries = options.maxSeries ?? 1000;
   }
 
+  /** The text of a scrape. */
   render(input: PrometheusInput): string {
-    const p = this.#prefix;
     let text = '';
-    const family = (name: string, type: string, help: string) => {
-      text += `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
+    for (const family of this.families(input)) {
+      text += `# HELP ${family.name} ${family.help}\n# TYPE ${family.name} ${family.type}\n`;
+      for (const sample of family.samples) {
+        text += `${sample.name}${labels(sample.labels)} ${sample.value}\n`;
+      }
+    }
+    return text;
+  }
+
+  /** The metric families of a scrape, in order (what render() writes, for other writers). */
+  families(input: PrometheusInput): MetricFamily[] {
+    const p = this.#prefix;
+    const out: MetricFamily[] = [];
+    const family = (name: string, type: MetricFamily['type'], help: string) => {
+      const samples: MetricSample[] = [];
+      out.push({ name, type, help, samples });
+      return samples;
     };
 
     if (input.counts !== undefined) {
       const by = input.counts.by;
       const names = by === undefined ? [] : typeof by === 'string' ? [by] : [...by];
       const labelNames = names.map(labelName);
-      const series = new Map<string, bigint>();
+      const series = new Map<string, { pairs: [string, string][]; count: bigint }>();
       for (const row of input.counts.rows) {
         const values = keyValues(row, names);
-        const key = labels([
-          ['probe', row.probe],
-          ...labelNames.map((n, i) => [n, values[i]!] as const),
-        ]);
-        series.set(key, (series.get(key) ?? 0n) + row.count);
+        const pairs: [string, string][] = [
+          ['probe', cleanValue(row.probe)],
+          ...labelNames.map((n, i): [string, string] => [n, cleanValue(values[i]!)]),
+        ];
+        const key = labels(pairs);
+        const found = series.get(key);
+        if (found === undefined) series.set(key, { pairs, count: row.count });
+        else found.count += row.count;
       }
       // Larger counts are admitted first; once admitted a series stays.
       const order = [...series].sort(([a, x], [b, y]) =>
-        x !== y ? (x > y ? -1 : 1) : a < b ? -1 : 1,
+        x.count !== y.count ? (x.count > y.count ? -1 : 1) : a < b ? -1 : 1,
       );
       for (const [key] of order) {
         if (this.#admitted.size >= this.#maxSeries) break;
@@ -195,25 +235,33 @@ export class PrometheusExporter {
       const overflow = new Map<string, bigint>();
       let folded = 0;
       const metric = `${p}_probe_hits_total`;
-      family(metric, 'counter', 'Probe hits, per probe and key');
-      for (const [key, count] of [...series].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      const hits = family(metric, 'counter', 'Probe hits, per probe and key');
+      for (const [key, { pairs, count }] of [...series].sort(([a], [b]) =>
+        a < b ? -1 : a > b ? 1 : 0,
+      )) {
         if (this.#admitted.has(key)) {
-          text += `${metric}${key} ${count}\n`;
+          hits.push({ name: metric, labels: pairs, value: String(count) });
           continue;
         }
-        const probe = /^\{probe="((?:[^"\\]|\\.)*)"/.exec(key)![1]!;
+        const probe = pairs[0]![1];
         overflow.set(probe, (overflow.get(probe) ?? 0n) + count);
         folded++;
       }
       for (const [probe, count] of overflow) {
-        text += `${metric}{probe="${probe}",overflow="true"} ${count}\n`;
+        hits.push({
+          name: metric,
+          labels: [
+            ['probe', probe],
+            ['overflow', 'true'],
+          ],
+          value: String(count),
+        });
       }
       family(
         `${p}_series_overflow`,
         'gauge',
         'Series past the cap on series per metric, added into its overflow series',
-      );
-      text += `${p}_series_overflow${labels([['metric', metric]])} ${folded}\n`;
+      ).push({ name: `${p}_series_overflow`, labels: [['metric', metric]], value: String(folded) });
     }
 
     const histograms = (
@@ -223,19 +271,31 @@ export class PrometheusExporter {
       extra: readonly (readonly [string, string])[],
       duration: boolean,
     ) => {
-      family(metric, 'histogram', help);
+      const samples = family(metric, 'histogram', help);
       for (const row of [...rows].sort((a, b) =>
         a.probe < b.probe ? -1 : a.probe > b.probe ? 1 : 0,
       )) {
-        const base: (readonly [string, string])[] = [['probe', row.probe], ...extra];
+        const base: (readonly [string, string])[] = [['probe', cleanValue(row.probe)], ...extra];
         const h = row.histogram;
         const { le, cumulative: counts } = cumulative(h, duration);
         for (let i = 0; i < le.length; i++) {
-          text += `${metric}_bucket${labels([...base, ['le', le[i]!]])} ${counts[i]}\n`;
+          samples.push({
+            name: `${metric}_bucket`,
+            labels: [...base, ['le', le[i]!]],
+            value: String(counts[i]),
+          });
         }
-        text += `${metric}_bucket${labels([...base, ['le', '+Inf']])} ${h.count}\n`;
-        text += `${metric}_sum${labels(base)} ${duration ? seconds(h.sum) : h.sum}\n`;
-        text += `${metric}_count${labels(base)} ${h.count}\n`;
+        samples.push({
+          name: `${metric}_bucket`,
+          labels: [...base, ['le', '+Inf']],
+          value: String(h.count),
+        });
+        samples.push({
+          name: `${metric}_sum`,
+          labels: base,
+          value: duration ? seconds(h.sum) : String(h.sum),
+        });
+        samples.push({ name: `${metric}_count`, labels: base, value: String(h.count) });
       }
     };
     if (input.values !== undefined) {
@@ -243,7 +303,7 @@ export class PrometheusExporter {
         `${p}_value`,
         'Values fetched at probe hits',
         input.values.rows,
-        [['value', input.values.value]],
+        [['value', cleanValue(input.values.value)]],
         false,
       );
     }
@@ -258,33 +318,43 @@ export class PrometheusExporter {
     }
 
     const health = input.health;
-    if (health?.eventsLost !== undefined) {
-      family(
-        `${p}_events_lost_total`,
-        'counter',
-        'Events the kernel dropped before upscope read them',
-      );
-      text += `${p}_events_lost_total ${health.eventsLost}\n`;
-    }
-    if (health?.probesAttached !== undefined) {
-      family(`${p}_probes_attached`, 'gauge', 'Probes attached');
-      text += `${p}_probes_attached ${health.probesAttached}\n`;
-    }
-    if (health?.attachErrors !== undefined) {
-      family(`${p}_attach_errors_total`, 'counter', 'Probes that could not be attached');
-      text += `${p}_attach_errors_total ${health.attachErrors}\n`;
-    }
+    const single = (
+      name: string,
+      type: MetricFamily['type'],
+      help: string,
+      value: number | bigint | undefined,
+    ) => {
+      if (value !== undefined)
+        family(name, type, help).push({ name, labels: [], value: String(value) });
+    };
+    single(
+      `${p}_events_lost_total`,
+      'counter',
+      'Events the kernel dropped before upscope read them',
+      health?.eventsLost,
+    );
+    single(`${p}_probes_attached`, 'gauge', 'Probes attached', health?.probesAttached);
+    single(
+      `${p}_attach_errors_total`,
+      'counter',
+      'Probes that could not be attached',
+      health?.attachErrors,
+    );
     if (health?.notCounted !== undefined) {
-      family(
+      const samples = family(
         `${p}_hits_not_counted_total`,
         'counter',
         'Hits the handlers could not count, per reason',
       );
       for (const [reason, count] of Object.entries(health.notCounted)) {
-        text += `${p}_hits_not_counted_total${labels([['reason', reason]])} ${count}\n`;
+        samples.push({
+          name: `${p}_hits_not_counted_total`,
+          labels: [['reason', reason]],
+          value: String(count),
+        });
       }
     }
-    return text;
+    return out;
   }
 }
 

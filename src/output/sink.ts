@@ -12,4 +12,6 @@ export interface Sink<V> {
   value(value: V): void;
   lost(count: number): void;
   end(): void;
+  /** Streaming sinks: write what waits in their buffer now (after each poll of a trace). */
+  flush?(): void;
 }

@@ -100,7 +100,7 @@ describe('malformed ELF files', () => {
     const strtabEnd = Number.parseInt(strtab[3]!, 16) + Number.parseInt(strtab[4]!, 16);
     const cases: [string, (b: Buffer) => Buffer, string][] = [
       ['empty', () => Buffer.alloc(0), 'ERR_ELF_INVALID'],
-      ['text', () => Buffer.from('#!/bin/sh\necho not an ELF file\n'), 'ERR_ELF_INVALID'],
+      ['text', () => Buffer.from('#!/bin/sh\necho not an ELF file\n'), 'ERR_SCRIPT_TARGET'],
       ['truncated-header', (b) => b.subarray(0, 40), 'ERR_ELF_INVALID'],
       ['truncated-middle', (b) => b.subarray(0, Math.floor(b.length / 2)), 'ERR_ELF_INVALID'],
       ['class32', patch((b) => b.writeUInt8(1, 4)), 'ERR_ELF_UNSUPPORTED'],

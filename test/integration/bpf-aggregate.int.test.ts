@@ -10,7 +10,6 @@ import { compileProgram } from '../helpers/compile.js';
 import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
-import { spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
@@ -62,6 +61,37 @@ function bucketsByLow(h: JsonHistogram): Record<string, number> {
   for (const b of h.buckets) if (b.count > 0) out[String(b.low)] = b.count;
   return out;
 }
+
+/**
+ * Run the CLI; once its start line is out ("Counting ..."), SIGUSR1 ends the wait of the
+ * `waiting` targets (started with a long delay): they start their calls only when the probes
+ * are in, however long upscope takes to start on a loaded machine.
+ */
+function startedCli(
+  args: string[],
+  waiting: readonly ChildProcess[],
+): { child: ChildProcess; stdout: Promise<string> } {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let text = '';
+  let errors = '';
+  let signalled = false;
+  child.stdout!.on('data', (chunk: Buffer) => {
+    text += chunk.toString();
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    process.stderr.write(chunk);
+    errors += chunk.toString();
+    if (!signalled && /^(Counting|Tracing) /m.test(errors)) {
+      signalled = true;
+      for (const target of waiting) target.kill('SIGUSR1');
+    }
+  });
+  const stdout = once(child, 'exit').then(() => text);
+  return { child, stdout };
+}
+
+/** How long a target waits for upscope's start at most (SIGUSR1 ends the wait). */
+const START_WAIT_MS = '60000';
 
 const spawned: ChildProcess[] = [];
 
@@ -146,22 +176,22 @@ describe('upscope count (bpf engine)', () => {
   test('-p counts one process while another runs the same program', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
     const app = target();
-    // Both wait for SIGUSR1, sent once upscope counts: no race with upscope's start.
-    const traced = spawnCollected(app, ['hammer', '5000', 'wait']);
-    const other = spawnCollected(app, ['hammer', '7000', 'wait']);
+    const traced = started([app, 'hammer', '5000', START_WAIT_MS]);
+    const other = started([app, 'hammer', '7000', START_WAIT_MS]);
     spawned.push(traced.child, other.child);
-    await waitFor(traced, /^ready$/m, 'stdout');
-    await waitFor(other, /^ready$/m, 'stdout');
-    const cli = spawnUpscope(['count', '--json', '-p', String(traced.pid), `${app}:bpf_hit`]);
-    spawned.push(cli.child);
-    await waitFor(cli, /^Counting /m);
-    traced.child.kill('SIGUSR1');
-    other.child.kill('SIGUSR1');
-    const [, , status] = await Promise.all([traced.exited, other.exited, cli.exited]);
-    assert.equal(status.code, 0, cli.stderr);
-    const account: Account = JSON.parse(traced.stdout.split('\n')[1]!);
-    assert.equal(JSON.parse(other.stdout.split('\n')[1]!).calls, 14000);
-    const rows: { count: number }[] = JSON.parse(cli.stdout.trim().split('\n').at(-1)!);
+    const cli = startedCli(
+      ['count', '--json', '-p', String(traced.child.pid), `${app}:bpf_hit`],
+      [traced.child, other.child],
+    );
+    const [tracedOut, otherOut, cliOut] = await Promise.all([
+      traced.stdout,
+      other.stdout,
+      cli.stdout,
+    ]);
+    assert.equal(cli.child.exitCode, 0);
+    const account: Account = JSON.parse(tracedOut);
+    assert.equal(JSON.parse(otherOut).calls, 14000);
+    const rows: { count: number }[] = JSON.parse(cliOut.trim().split('\n').at(-1)!);
     assert.equal(rows[0]?.count, account.calls);
   });
 
@@ -170,36 +200,28 @@ describe('upscope count (bpf engine)', () => {
       if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
       const app = compileProgram('bpf-stacks', { flags: ['-O2', '-fno-omit-frame-pointer'] });
       const name = app.slice(app.lastIndexOf('/') + 1);
-      // -c: a command that ends within milliseconds; -p: a process that waits for SIGUSR1,
-      // sent once upscope counts.
-      const traced = how === '-c' ? undefined : spawnCollected(app, ['300', '200', 'wait']);
-      if (traced !== undefined) {
-        spawned.push(traced.child);
-        await waitFor(traced, /^ready$/m, 'stdout');
-      }
-      const target = how === '-c' ? `${app} 300 200 0` : String(traced!.pid);
-      const cli = spawnUpscope([
-        'count',
-        '--json',
-        '--command-output',
-        'inherit',
-        '--by',
-        'ustack',
-        how,
-        target,
-        `${app}:stack_leaf`,
-      ]);
-      spawned.push(cli.child);
-      if (traced !== undefined) {
-        await waitFor(cli, /^Counting /m);
-        traced.child.kill('SIGUSR1');
-        await traced.exited;
-      }
-      const status = await cli.exited;
-      assert.equal(status.code, 0, cli.stderr);
-      const cliOut = cli.stdout;
+      // -c: a command that ends within milliseconds; -p: a process that waits for upscope.
+      const traced = how === '-c' ? undefined : started([app, '300', '200', START_WAIT_MS, '1500']);
+      if (traced !== undefined) spawned.push(traced.child);
+      const target = how === '-c' ? `${app} 300 200 0` : String(traced!.child.pid);
+      const cli = startedCli(
+        [
+          'count',
+          '--json',
+          '--command-output',
+          'inherit',
+          '--by',
+          'ustack',
+          how,
+          target,
+          `${app}:stack_leaf`,
+        ],
+        traced === undefined ? [] : [traced.child],
+      );
+      const [cliOut, tracedOut] = await Promise.all([cli.stdout, traced?.stdout]);
+      assert.equal(cli.child.exitCode, 0);
       const lines = cliOut.trim().split('\n');
-      const account = JSON.parse(traced?.stdout.trim().split('\n').at(-1) ?? lines[0]!);
+      const account = JSON.parse(tracedOut ?? lines[0]!);
       const rows: { key: string; frames: string[]; pid: number; count: number }[] = JSON.parse(
         lines.at(-1)!,
       );

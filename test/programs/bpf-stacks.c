@@ -5,12 +5,9 @@
  *   bpf-stacks A B WAIT_MS   after WAIT_MS, via_a() calls stack_leaf() A times and via_b()
  *                            B times (twice each: two call sites); then prints its account
  *                            and, with WAIT_MS > 0, waits as long again before it exits
- *   bpf-stacks A B wait      prints "ready", waits for SIGUSR1 (sent once the tracer is
- *                            attached), then makes the same calls, prints and exits
  */
 #include <signal.h>
 #include <stdio.h>
-#include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -32,27 +29,22 @@ __attribute__((noinline)) long via_b(long v) {
   return r;
 }
 
+static void on_start(int sig) { (void)sig; }
+
 int main(int argc, char **argv) {
   long a = argc > 1 ? atol(argv[1]) : 300;
   long b = argc > 2 ? atol(argv[2]) : 200;
-  int on_signal = argc > 3 && strcmp(argv[3], "wait") == 0;
-  long wait_ms = argc > 3 && !on_signal ? atol(argv[3]) : 0;
-  if (on_signal) {
-    sigset_t set;
-    int sig;
-    sigemptyset(&set);
-    sigaddset(&set, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    printf("ready\n");
-    fflush(stdout);
-    sigwait(&set, &sig);
-  }
+  long wait_ms = argc > 3 ? atol(argv[3]) : 0;
+  /* The wait after the calls (for -p: upscope reads the map before the process ends). */
+  long after_ms = argc > 4 ? atol(argv[4]) : wait_ms;
+  /* A test may end the first wait early with SIGUSR1 (once upscope has attached). */
+  signal(SIGUSR1, on_start);
   usleep(wait_ms * 1000);
   long sum = 0;
   for (long i = 0; i < a; i++) sum += via_a(i);
   for (long i = 0; i < b; i++) sum += via_b(i);
   printf("{\"via_a\":%ld,\"via_b\":%ld,\"sum\":%ld}\n", a, b, sum);
   fflush(stdout);
-  usleep(wait_ms * 1000);
+  usleep(after_ms * 1000);
   return 0;
 }

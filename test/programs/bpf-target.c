@@ -4,12 +4,12 @@
  *
  *   bpf-target hammer N DELAY_MS   after DELAY_MS, 2 threads each call bpf_hit(v) N times
  *                                  (v = i * 7919 % 5000 + thread) and bpf_key(i % 3)
- *   bpf-target hammer N wait       the same once SIGUSR1 comes (after printing "ready")
  *   bpf-target spin SECONDS        calls bpf_hit(1) until SECONDS have passed (a bystander)
  *   bpf-target nap DELAY_MS        after DELAY_MS, 2 threads sleep through bpf_nap(us) and
  *                                  bpf_recurse(3, 2100) (calls of 2.1, 4.2 and 6.3 ms, nested)
  *                                  It times each of those calls itself and prints the log2
  *                                  rows (in us) of its own times: a sleep may overrun.
+ * SIGUSR1 ends a DELAY_MS wait early (a test sends it once upscope has attached).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -130,7 +130,11 @@ static void *napper(void *arg) {
   return NULL;
 }
 
+static void on_start(int sig) { (void)sig; }
+
 int main(int argc, char **argv) {
+  /* A test may end a wait early with SIGUSR1 (once upscope has attached). */
+  signal(SIGUSR1, on_start);
   if (argc < 3) {
     fprintf(stderr, "usage: bpf-target hammer N DELAY_MS | spin SECONDS | nap DELAY_MS\n");
     return 2;
@@ -158,18 +162,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   n_calls = atol(argv[2]);
-  if (argc > 3 && strcmp(argv[3], "wait") == 0) {
-    sigset_t set;
-    int sig;
-    sigemptyset(&set);
-    sigaddset(&set, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    printf("ready\n");
-    fflush(stdout);
-    sigwait(&set, &sig);
-  } else if (argc > 3) {
-    usleep(atol(argv[3]) * 1000);
-  }
+  if (argc > 3) usleep(atol(argv[3]) * 1000);
   for (int t = 0; t < 2; t++) pthread_create(&threads[t], NULL, hammer, &accounts[t]);
   for (int t = 0; t < 2; t++) pthread_join(threads[t], NULL);
   struct account all = {0};

@@ -14,12 +14,6 @@ import {
   UNIT_NS,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
-import {
-  renderCountsJson,
-  renderCountsText,
-  renderHistogramsJson,
-  renderHistogramsText,
-} from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
@@ -27,6 +21,7 @@ import {
   commandOutputOption,
   commandStdout,
   debugDirOption,
+  machineReadable,
   outputOption,
   parsePid,
   positive,
@@ -34,6 +29,14 @@ import {
   startLine,
   strictOption,
 } from '../options.js';
+import {
+  formatOption,
+  otlpOption,
+  type Printer,
+  prometheusOption,
+  releaseExporters,
+  withAggregateOutput,
+} from '../outputs.js';
 import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 
 interface CommonOptions {
@@ -45,6 +48,9 @@ interface CommonOptions {
   duration?: number;
   interval?: number;
   json?: true;
+  format?: string;
+  prometheus?: string;
+  otlp?: string;
   output?: string;
   unsafe?: true;
   strict?: true;
@@ -82,12 +88,14 @@ async function onEngine(
     engine = 'ptrace';
   }
   if (engine === 'ptrace' && ptraceInHelper()) {
+    // The helper runs the same command line: it listens on the exporters' ports instead.
+    await releaseExporters();
     result.status = await runInHelper();
     return;
   }
   const stdout = commandStdout(
     options.commandOutput,
-    options.json === true,
+    machineReadable(options),
     options.output === undefined,
   );
   options.commandStdout = stdout.fd;
@@ -117,6 +125,8 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     )
     .option('--json', 'print JSON instead of text')
     .option(...outputOption)
+    .option(...prometheusOption)
+    .option(...otlpOption)
     .option(...commandOutputOption)
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(...strictOption)
@@ -162,7 +172,7 @@ async function run<R>(
   noun: string,
   io: Io,
   result: CommandResult,
-  print: (reading: R, final: boolean) => void,
+  print: Printer<R>,
 ): Promise<void> {
   // count shows the calls unwinds took away as rows of their own; the others say how many.
   const countsUnwinds = what === 'Counting';
@@ -204,6 +214,23 @@ async function run<R>(
   if (early !== undefined) onSignal(early);
   const onExit = () => aggregate.close();
   process.on('exit', onExit);
+  print.live?.(
+    () => aggregate.read(),
+    () => {
+      const errors = aggregate.errors();
+      return {
+        eventsLost: errors.dropped,
+        probesAttached: aggregate.sites.length,
+        attachErrors: aggregate.skipped.length,
+        notCounted: {
+          map_full: errors.dropped,
+          fault: errors.faults,
+          unmatched: errors.unmatched,
+          deep: errors.deep,
+        },
+      };
+    },
+  );
   const timer =
     options.duration === undefined
       ? undefined
@@ -257,25 +284,6 @@ async function run<R>(
   // gone): status 0; the command's own status is said, not taken.
   if (aggregate.exit !== undefined) io.err(`upscope: ${commandEnd(aggregate.exit)}\n`);
   result.status = 0;
-}
-
-function stamp(final: boolean): string {
-  return final ? '' : `${new Date().toISOString().slice(11, 19)}\n`;
-}
-
-function printHistograms(
-  io: Io,
-  probes: ProbeHistogram[],
-  json: boolean,
-  final: boolean,
-  duration: boolean,
-  unit: string | undefined,
-): void {
-  if (json) {
-    io.out(`${renderHistogramsJson(probes, { duration, unit })}\n`);
-    return;
-  }
-  io.out(stamp(final) + renderHistogramsText(probes, { duration, unit }));
 }
 
 const UNIT_WORDS: Readonly<Record<LatencyUnit, string>> = {
@@ -333,6 +341,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         previous === undefined ? value : `${previous},${value}`,
     )
     .option('--top <n>', 'print only the N largest counts', positive('--top'))
+    .option(...formatOption(['count', 'stacks']))
     .option(
       '--inlines',
       'with --by ustack: show functions inlined at each frame as frames of their own (from DWARF)',
@@ -348,21 +357,16 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
             },
           );
         }
-        const print = (rows: ProbeCount[], final: boolean) => {
-          if (options.json === true) {
-            io.out(`${renderCountsJson(rows, options.by)}\n`);
-            return;
-          }
-          io.out(`${stamp(final)}${renderCountsText(rows, options)}\n`);
-        };
-        await onEngine(options, io, result, async (engine) => {
-          const aggregate = await countHits(specs, {
-            ...aggregateOptions(options, io, engine),
-            by: options.by,
-            inlines: options.inlines,
-          });
-          await run(aggregate, options, 'Counting', 'probe', io, result, print);
-        });
+        await withAggregateOutput('count', options, io, (print: Printer<ProbeCount[]>) =>
+          onEngine(options, io, result, async (engine) => {
+            const aggregate = await countHits(specs, {
+              ...aggregateOptions(options, io, engine),
+              by: options.by,
+              inlines: options.inlines,
+            });
+            await run(aggregate, options, 'Counting', 'probe', io, result, print);
+          }),
+        );
       }),
     );
 
@@ -379,6 +383,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .argument('<spec...>', "the probe spec and the value, e.g. 'libc:malloc' arg0"),
   )
     .option('--linear <min,max,step>', 'linear buckets instead of log2', parseLinear)
+    .option(...formatOption(['hist']))
     .action((args, options) =>
       withOutput(io, options.output, async (io) => {
         if (args.length < 2) {
@@ -388,15 +393,19 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         }
         const value = args.at(-1)!;
         const specs = args.slice(0, -1);
-        const print = (probes: ProbeHistogram[], final: boolean) =>
-          printHistograms(io, probes, options.json === true, final, false, undefined);
-        await onEngine(options, io, result, async (engine) => {
-          const aggregate = await histogramOf(specs, value, {
-            ...aggregateOptions(options, io, engine),
-            linear: options.linear,
-          });
-          await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
-        });
+        await withAggregateOutput(
+          'hist',
+          { ...options, value },
+          io,
+          (print: Printer<ProbeHistogram[]>) =>
+            onEngine(options, io, result, async (engine) => {
+              const aggregate = await histogramOf(specs, value, {
+                ...aggregateOptions(options, io, engine),
+                linear: options.linear,
+              });
+              await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
+            }),
+        );
       }),
     );
 
@@ -413,18 +422,23 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .argument('<spec...>', "functions, e.g. './app:parse_request' 'libc:read'"),
   )
     .option('--unit <unit>', 'histogram unit: ns, us (default) or ms', parseUnit)
+    .option(...formatOption(['latency']))
     .action((specs, options) =>
       withOutput(io, options.output, async (io) => {
         const unit = options.unit ?? 'us';
-        const print = (probes: ProbeHistogram[], final: boolean) =>
-          printHistograms(io, probes, options.json === true, final, true, UNIT_WORDS[unit]);
-        await onEngine(options, io, result, async (engine) => {
-          const aggregate = await latencyOf(specs, {
-            ...aggregateOptions(options, io, engine),
-            unit,
-          });
-          await run(aggregate, options, 'Timing', 'function', io, result, print);
-        });
+        await withAggregateOutput(
+          'latency',
+          { ...options, unit: UNIT_WORDS[unit] },
+          io,
+          (print: Printer<ProbeHistogram[]>) =>
+            onEngine(options, io, result, async (engine) => {
+              const aggregate = await latencyOf(specs, {
+                ...aggregateOptions(options, io, engine),
+                unit,
+              });
+              await run(aggregate, options, 'Timing', 'function', io, result, print);
+            }),
+        );
       }),
     );
 }

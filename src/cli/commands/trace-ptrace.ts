@@ -11,6 +11,7 @@ import {
   probeName,
 } from '../../api/index.js';
 import type { Exit } from '../../host/index.js';
+import type { Sink } from '../../output/index.js';
 import type { Io } from '../io.js';
 import { startLine } from '../options.js';
 import { helperSignal } from '../ptrace-helper.js';
@@ -38,7 +39,7 @@ export interface PtraceTraceResult {
 
 /**
  * `upscope trace` on the ptrace engine: one process (-p) or command (-c), probes served in
- * user space, each hit formatted by `format` and written as it happens. Ends when the process
+ * user space, each hit given to the sink `makeSink` makes, written as it happens. Ends when the process
  * exits, after --duration or --max-events, on Ctrl-C/SIGTERM/SIGHUP, or when the reader of
  * the output went away, and then detaches (a process attached with -p runs on; a command
  * started with -c is killed if still running).
@@ -47,16 +48,12 @@ export async function tracePtrace(
   specs: readonly string[],
   options: PtraceTraceOptions,
   io: Io,
-  makeFormat: (sites: readonly ProbeSite[]) => (event: ProbeEvent) => string,
+  makeSink: (sites: readonly ProbeSite[]) => Sink<ProbeEvent>,
 ): Promise<PtraceTraceResult> {
-  let format: (event: ProbeEvent) => string = () => '';
+  let sink: Sink<ProbeEvent> | undefined;
   let count = 0;
   const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
-  let text = '';
-  const flush = () => {
-    if (text.length > 0) io.out(text);
-    text = '';
-  };
+  const flush = () => sink?.flush?.();
   // A write that fails (a full disk) ends the run (false), to be reported after the detach:
   // a hit handler must not throw through the tracer's poll().
   let failure: unknown;
@@ -84,14 +81,19 @@ export async function tracePtrace(
       hit: (hit, site, comm) => {
         if (count >= max || failure !== undefined) return false;
         count++;
-        text += `${format(toEvent(hit, site, comm))}\n`;
-        if (text.length >= 1 << 16) return flushed() && count < max;
+        try {
+          sink!.value(toEvent(hit, site, comm));
+        } catch (err) {
+          failure = err;
+          return false;
+        }
         return count < max;
       },
       polled: flushed,
     },
   );
-  format = makeFormat(run.sites);
+  sink = makeSink(run.sites);
+  sink.begin();
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(run.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
@@ -122,7 +124,7 @@ export async function tracePtrace(
   }
   // After the detach: the process runs on whatever the output did.
   if (failure !== undefined) throw failure;
-  flush();
+  sink?.end();
   if (run.processEnded && options.pid !== undefined) {
     io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   }

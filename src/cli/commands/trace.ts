@@ -3,13 +3,11 @@ import type { Command } from '@commander-js/extra-typings';
 import {
   type Attachment,
   notLoadedNotes,
-  type ProbeEvent,
   type ProbeSite,
   probeName,
   Tracer,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
-import { eventJsonFormatter, eventTextFormatter } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
@@ -17,6 +15,7 @@ import {
   commandOutputOption,
   commandStdout,
   debugDirOption,
+  machineReadable,
   outputOption,
   parseEngine,
   parsePid,
@@ -25,6 +24,13 @@ import {
   startLine,
   strictOption,
 } from '../options.js';
+import {
+  formatOption,
+  otlpOption,
+  releaseExporters,
+  type TraceOutput,
+  traceOutput,
+} from '../outputs.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import { tracePtrace } from './trace-ptrace.js';
 import { summaryLine } from './trace-summary.js';
@@ -55,8 +61,10 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option('-p, --pid <pid>', 'trace only this process', parsePid)
     .option('-c, --command <command>', "start this command and trace only it, e.g. -c './app 5'")
     .option('--json', 'print JSON lines instead of text')
+    .option(...formatOption(['trace']))
     .option(...outputOption)
     .option(...commandOutputOption)
+    .option(...otlpOption)
     .option('--duration <seconds>', 'end the trace after this many seconds', positive('--duration'))
     .option(
       '--max-events <n>',
@@ -80,13 +88,18 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .action(async (specs, options) => {
       const stdout = commandStdout(
         options.commandOutput,
-        options.json === true,
+        machineReadable(options),
         options.output === undefined,
       );
       try {
-        await withOutput(io, options.output, (out) =>
-          trace(specs, { ...options, commandStdout: stdout.fd }, out, result),
-        );
+        await withOutput(io, options.output, async (out) => {
+          const output = await traceOutput(options, out);
+          try {
+            await trace(specs, { ...options, commandStdout: stdout.fd }, out, result, output);
+          } finally {
+            await output.close();
+          }
+        });
       } finally {
         stdout.close();
       }
@@ -99,6 +112,7 @@ interface TraceOptions {
   /** The -c command's stdout (see --command-output); upscope's by default. */
   commandStdout?: number | undefined;
   json?: true;
+  format?: string;
   duration?: number;
   maxEvents?: number;
   bufferSize?: number;
@@ -114,6 +128,7 @@ async function trace(
   options: TraceOptions,
   io: Io,
   result: CommandResult,
+  output: TraceOutput,
 ): Promise<void> {
   // Times print as seconds since the trace began: no event is older than this.
   const start = process.hrtime.bigint();
@@ -129,6 +144,7 @@ async function trace(
     }
     // The tracer runs in a helper process that restores the target if upscope is killed.
     if (ptraceInHelper()) {
+      await releaseExporters();
       result.status = await runInHelper();
       return;
     }
@@ -146,7 +162,7 @@ async function trace(
         maxEvents: options.maxEvents,
       },
       io,
-      (sites) => (options.json === true ? jsonFormatter(sites) : textFormatter(sites, start)),
+      (sites) => output.sink(sinkOptions(sites, start)),
     );
     if (ended.exit !== undefined) io.err(`upscope: ${commandEnd(ended.exit)}\n`);
     result.status = 0;
@@ -165,10 +181,8 @@ async function trace(
     onNotice: (text) => io.err(`upscope: ${text}\n`),
   });
   installLifecycle(attachment);
-  const format =
-    options.json === true
-      ? jsonFormatter(attachment.sites)
-      : textFormatter(attachment.sites, start);
+  const sink = output.sink(sinkOptions(attachment.sites, start));
+  sink.begin();
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(attachment.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
@@ -181,24 +195,16 @@ async function trace(
       : setTimeout(() => void attachment.close(), options.duration * 1000);
   // Lines are made as events are read (none is kept) and written 64 KiB at a time.
   let count = 0;
-  let text = '';
-  const flush = () => {
-    if (text.length > 0) io.out(text);
-    text = '';
-  };
   const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
   // A write that fails (a full disk) ends the trace; the error is reported once it is down.
   let failure: unknown;
   attachment.on('*', (event) => {
     if (count >= max || failure !== undefined) return;
-    text += `${format(event)}\n`;
-    if (text.length >= 1 << 16) {
-      try {
-        flush();
-      } catch (err) {
-        failure = err;
-        void attachment.close();
-      }
+    try {
+      sink.value(event);
+    } catch (err) {
+      failure = err; // a write failed
+      void attachment.close();
     }
     if (++count === max) void attachment.close();
   });
@@ -223,7 +229,7 @@ async function trace(
   // as they come, and one that went away is noticed (EPIPE), which ends the trace.
   const flushTimer = setInterval(() => {
     try {
-      flush();
+      sink.flush();
     } catch (err) {
       failure ??= err;
       void attachment.close();
@@ -237,7 +243,8 @@ async function trace(
   clearInterval(flushTimer);
   io.outputClosed?.removeEventListener('abort', onClosed);
   if (failure !== undefined) throw failure;
-  flush();
+  sink.lost(attachment.stats().lost);
+  sink.end();
   if (attachment.error !== undefined) throw attachment.error;
   sayLosses();
   if (attachment.targetExited) io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
@@ -282,9 +289,6 @@ function installLifecycle(attachment: Attachment): { signal: NodeJS.Signals | un
   return state;
 }
 
-/** Formats one event as a line. */
-type Formatter = (event: ProbeEvent) => string;
-
 /** Per probe, how each field prints: hex for the x* types and pointers, else as it comes. */
 function valueFormats(sites: readonly ProbeSite[]): Map<string, Map<string, boolean>> {
   const hex = new Map<string, Map<string, boolean>>();
@@ -301,12 +305,11 @@ function valueFormats(sites: readonly ProbeSite[]): Map<string, Map<string, bool
   return hex;
 }
 
-/** Text lines: seconds since `start`, comm, pid/tid, probe, fields, a return's latency. */
-function textFormatter(sites: readonly ProbeSite[], start: bigint): Formatter {
-  return eventTextFormatter(valueFormats(sites), start);
-}
-
-/** JSON lines: 64-bit values and hex fields as strings, byte arrays as hex. */
-function jsonFormatter(sites: readonly ProbeSite[]): Formatter {
-  return eventJsonFormatter(valueFormats(sites));
+/** What the sinks need of a trace's probes: fields shown in hex, probes with a return probe. */
+function sinkOptions(sites: readonly ProbeSite[], startNs: bigint) {
+  return {
+    startNs,
+    hexFields: valueFormats(sites),
+    returning: new Set(sites.filter((s) => s.kind === 'return').map((s) => probeName(s))),
+  };
 }

@@ -1,0 +1,13 @@
+export { formatAddress, type ListenAddress, parseListenAddress } from './address.js';
+export { HttpEndpoint, type Route } from './http-endpoint.js';
+export {
+  OtlpExporter,
+  type OtlpOptions,
+  type OtlpStats,
+  parseOtlpUrl,
+} from './otlp.js';
+export {
+  PrometheusServer,
+  type PrometheusServerOptions,
+  scrapeText,
+} from './prometheus-server.js';
