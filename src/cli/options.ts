@@ -89,6 +89,25 @@ export function commandEnd(exit: {
     : `the command was killed by ${exit.signal ?? 'a signal'}`;
 }
 
+/**
+ * The end of the -c command as a JSON line, for --json output: the command's own status
+ * (`exitCode`, or the `signal` that killed it), which is not upscope's, e.g.
+ * `{"command":{"pid":1234,"exitCode":3,"signal":null}}`.
+ */
+export function commandEndJson(
+  pid: number | undefined,
+  exit: { readonly code: number | undefined; readonly signal: NodeJS.Signals | undefined },
+): string {
+  return `${JSON.stringify({
+    command: { pid: pid ?? null, exitCode: exit.code ?? null, signal: exit.signal ?? null },
+  })}\n`;
+}
+
+/** Whether the output is JSON (--json or --format json), which says how the command ended. */
+export function jsonOutput(options: { json?: true; format?: string }): boolean {
+  return options.json === true || options.format === 'json';
+}
+
 /** `-o, --output FILE` for the commands that stream or print results. Spread into .option(). */
 export const outputOption = [
   '-o, --output <file>',

@@ -62,6 +62,10 @@ export const ERROR_CODES = {
     'target',
     'The process is already traced by another tracer (one at a time)',
   ),
+  ERR_KERNEL_THREAD: code(
+    'target',
+    'The process is a kernel thread: it has no user space to probe',
+  ),
   ERR_NOT_MAPPED: code('resolution', 'A file or address is not mapped in the process'),
   ERR_LDCACHE_INVALID: code('target', 'The dynamic linker cache cannot be read'),
   ERR_PRIVILEGES: code('environment', 'The operation needs privileges this user does not have'),

@@ -54,7 +54,7 @@ export function isKernelThread(pid: number, host: Host = systemHost()): boolean 
  */
 export function kernelThreadError(what: string): ProbeError {
   return new ProbeError(
-    'ERR_PROCESS_ACCESS',
+    'ERR_KERNEL_THREAD',
     `${what}: it is a kernel thread, which has no user-space code to probe`,
     {
       hints: [

@@ -4,6 +4,19 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
@@ -151,8 +164,10 @@ describe('upscope in scripts and services', () => {
       const result = await out;
       assert.equal(result.status, 0, result.stderr);
       const lines = result.stdout.split('\n').filter((line) => line !== '');
-      assert.equal(lines.length, 1600, `run ${i}: every tick is an event\n${result.stderr}`);
+      // Every tick is an event; then the command's end.
+      assert.equal(lines.length, 1601, `run ${i}: every tick is an event\n${result.stderr}`);
       for (const line of lines) assert.doesNotThrow(() => JSON.parse(line), `run ${i}: ${line}`);
+      assert.match(lines.at(-1)!, /^\{"command":\{"pid":\d+,"exitCode":3,"signal":null\}\}$/);
       // The command's own lines went to stderr, whole.
       assert.match(result.stderr, /\{"account": \{"ticks": 1600\}\}\n/);
       assert.match(result.stderr, /the command exited with status 3/);
@@ -176,7 +191,61 @@ describe('upscope in scripts and services', () => {
     const piped = runCli(['count', '--json', '-c', `${app} 10`, `${app}:tick`]);
     assert.doesNotMatch(piped.stdout, /"account"/);
     assert.match(piped.stderr, /"account"/);
-    assert.deepEqual(JSON.parse(piped.stdout), [{ probe: 'tick', count: 40 }]);
+    assert.deepEqual(JSON.parse(piped.stdout.trim().split('\n').at(-1)!), [
+      { probe: 'tick', count: 40 },
+    ]);
+  });
+
+  test("--json says the command's own status: a line of its own on every command and engine", (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const table = [
+      ['count', 'bpf'],
+      ['count', 'ptrace'],
+      ['hist', 'bpf'],
+      ['hist', 'ptrace'],
+      ['latency', 'bpf'],
+      ['latency', 'ptrace'],
+      ['trace', 'tracefs'],
+      ['trace', 'bpf'],
+      ['trace', 'ptrace'],
+    ] as const;
+    for (const [command, engine] of table) {
+      const value = command === 'hist' ? ['arg0'] : [];
+      const run = runCli([
+        command,
+        '--json',
+        '--engine',
+        engine,
+        '-c',
+        `${app} 5`,
+        `${app}:tick`,
+        ...value,
+      ]);
+      const what = `${command} ${engine}\n${run.stdout}\n${run.stderr}`;
+      assert.equal(run.status, 0, what);
+      const lines = run.stdout.trim().split('\n');
+      const ends = lines.filter((line) => line.startsWith('{"command"'));
+      assert.equal(ends.length, 1, what);
+      const end = JSON.parse(ends[0]!) as {
+        command: { pid: number; exitCode: number; signal: null };
+      };
+      assert.equal(end.command.exitCode, 3, what);
+      assert.equal(end.command.signal, null, what);
+      // The pid the events name (trace), or the one the start line names (ptrace).
+      if (command === 'trace') {
+        assert.equal(lines.at(-1), ends[0], 'after the last event');
+        assert.ok(
+          lines.slice(0, -1).every((l) => JSON.parse(l).pid === end.command.pid),
+          what,
+        );
+      } else {
+        // Before the last totals, so that the last line is still the totals.
+        assert.equal(lines.at(-2), ends[0], what);
+        assert.ok(Array.isArray(JSON.parse(lines.at(-1)!)), what);
+      }
+      assert.match(run.stderr, /^upscope: the command exited with status 3$/m, what);
+    }
   });
 
   test('the engines give the same status, start line and end lines for the same run', (t) => {
@@ -337,4 +406,168 @@ describe('names in options', () => {
       }
     });
   }
+});
+
+describe('messages that fit the situation', () => {
+  /** A kernel thread's pid: PF_KTHREAD (0x00200000) in the flags of /proc/PID/stat. */
+  function kernelThread(): number {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      } catch {
+        continue;
+      }
+      const flags = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[6]);
+      if ((flags & 0x00200000) !== 0) return Number(entry);
+    }
+    throw new Error('no kernel thread in /proc');
+  }
+
+  test('a kernel thread is refused for what it is by every command and engine, not "not loaded yet"', (t) => {
+    if (!requireHost(t, { root: true })) return;
+    const pid = String(kernelThread());
+    const table = [
+      ['count', '--engine', 'bpf', 'libc:malloc'],
+      ['count', '--engine', 'ptrace', 'libc:malloc'],
+      ['hist', '--engine', 'bpf', 'libc:malloc', 'arg0'],
+      ['latency', '--engine', 'ptrace', 'libc:malloc'],
+      ['trace', '--engine', 'tracefs', 'libc:malloc'],
+      ['trace', '--engine', 'bpf', 'libc:malloc'],
+      ['trace', '--engine', 'ptrace', 'libc:malloc'],
+      ['resolve', 'libc:malloc'],
+    ];
+    for (const [command, ...rest] of table) {
+      const args = [command!, '-p', pid, ...rest];
+      const run = runCli(command === 'resolve' ? args : [...args, '--duration', '1']);
+      const what = `${command} ${rest.join(' ')}\n${run.stderr}`;
+      assert.equal(run.status, 4, what);
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `^error\\[ERR_KERNEL_THREAD\\]: Cannot (probe|trace) process ${pid}\\b.*: it is a kernel thread, which has no user-space code to probe$`,
+          'm',
+        ),
+        what,
+      );
+      assert.doesNotMatch(run.stderr, /not loaded|as root|sudo|CAP_/, what);
+    }
+  });
+
+  /** A static copy of the stacks target at ROOT/bin/app (for a chroot or a bind mount). */
+  function rootWithApp(): string {
+    const app = compileProgram('bpf-stacks', { flags: ['-O2', '-static'] });
+    const root = mkdtempSync(join(tmpdir(), 'upscope-root-'));
+    mkdirSync(join(root, 'bin'));
+    copyFileSync(app, join(root, 'bin/app'));
+    chmodSync(join(root, 'bin/app'), 0o755);
+    return root;
+  }
+
+  /** Count `spec` in `pid` (waiting for SIGUSR1 to start its 300 + 2 x 200 calls) on `engine`. */
+  async function countIn(pid: number, target: ChildProcess, spec: string, engine: string) {
+    const cli = spawn(
+      process.execPath,
+      [BIN, 'count', '--json', '--engine', engine, '-p', String(pid), spec],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } },
+    );
+    started.push(cli);
+    let stdout = '';
+    let stderr = '';
+    cli.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    cli.stderr!.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = once(cli, 'exit');
+    await until(() => stderr, 'Ctrl-C to end.');
+    target.kill('SIGUSR1');
+    const [status] = await exited;
+    const rows = JSON.parse(stdout.trim().split('\n').at(-1)!) as { count: number }[];
+    return { status: status as number, stderr, count: rows[0]?.count };
+  }
+
+  /** Start `argv`, and wait until its process runs `app` (its comm). */
+  async function startApp(argv: string[]): Promise<{ child: ChildProcess; pid: number }> {
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'inherit'] });
+    started.push(child);
+    const pid = child.pid!;
+    await until(() => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8');
+      } catch {
+        return '';
+      }
+    }, 'app');
+    return { child, pid };
+  }
+
+  for (const engine of ['bpf', 'ptrace']) {
+    test(`count -p on a process in a chroot, by the path it sees (${engine}): counted, not "not loaded"`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc', 'chroot'] })) return;
+      const root = rootWithApp();
+      try {
+        const { child, pid } = await startApp([
+          'chroot',
+          root,
+          '/bin/app',
+          '300',
+          '200',
+          '60000',
+          '0',
+        ]);
+        assert.equal(readlinkSync(`/proc/${pid}/root`), root, 'the process runs in the chroot');
+        const run = await countIn(pid, child, '/bin/app:stack_leaf', engine);
+        assert.equal(run.status, 0, run.stderr);
+        assert.equal(run.count, 700, run.stderr);
+        assert.doesNotMatch(run.stderr, /not loaded/);
+      } finally {
+        rmSync(root, { recursive: true, force: true });
+      }
+    });
+
+    test(`count -p on a process in its own mount namespace, by the path it sees (${engine})`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc', 'unshare', 'mount'] })) return;
+      const root = rootWithApp();
+      // The directory is empty here; the process sees the app in it (a bind mount of its own).
+      const seen = mkdtempSync(join(tmpdir(), 'upscope-seen-'));
+      try {
+        const { child, pid } = await startApp([
+          'unshare',
+          '-m',
+          'sh',
+          '-c',
+          `mount --bind ${root}/bin ${seen} && exec ${seen}/app 300 200 60000 0`,
+        ]);
+        assert.equal(existsSync(join(seen, 'app')), false);
+        const run = await countIn(pid, child, `${seen}/app:stack_leaf`, engine);
+        assert.equal(run.status, 0, run.stderr);
+        assert.equal(run.count, 700, run.stderr);
+        assert.doesNotMatch(run.stderr, /not loaded/);
+      } finally {
+        rmSync(root, { recursive: true, force: true });
+        rmSync(seen, { recursive: true, force: true });
+      }
+    });
+  }
+
+  test('count --by ustack on the ptrace engine as root gives no privilege hint', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = target();
+    const run = runCli([
+      'count',
+      '--engine',
+      'ptrace',
+      '--by',
+      'ustack',
+      '-c',
+      `${app} 5`,
+      `${app}:tick`,
+    ]);
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /^tick \(pid \d+\): 20$/m);
+    assert.doesNotMatch(run.stderr, /as root|sudo|CAP_|privilege/i);
+  });
 });

@@ -33,6 +33,8 @@ export interface PtraceTraceOptions {
 
 /** How a ptrace trace ended: the command's end (with -c), and whether the process ended. */
 export interface PtraceTraceResult {
+  /** The process traced (the command's, with -c). */
+  readonly pid: number | undefined;
   readonly exit: Exit | undefined;
   readonly processEnded: boolean;
 }
@@ -69,7 +71,7 @@ export async function tracePtrace(
     }
   };
   // In the helper process, an ending signal (upscope's death) may have come already.
-  if (helperSignal() !== undefined) return { exit: undefined, processEnded: false };
+  if (helperSignal() !== undefined) return { pid: undefined, exit: undefined, processEnded: false };
   const run = await PtraceRun.start(
     specs,
     {
@@ -129,7 +131,7 @@ export async function tracePtrace(
     io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   }
   io.err(`upscope: ${summaryLine(count, max, { delivered: count, lost: 0, missed: 0 })}\n`);
-  return { exit: run.exit, processEnded: run.processEnded };
+  return { pid: run.pid, exit: run.exit, processEnded: run.processEnded };
 }
 
 export function toEvent(hit: HitContext, site: ProbeSite, comm: string): ProbeEvent {

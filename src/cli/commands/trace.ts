@@ -12,9 +12,11 @@ import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   commandEnd,
+  commandEndJson,
   commandOutputOption,
   commandStdout,
   debugDirOption,
+  jsonOutput,
   machineReadable,
   outputOption,
   parseEngine,
@@ -164,7 +166,10 @@ async function trace(
       io,
       (sites) => output.sink(sinkOptions(sites, start)),
     );
-    if (ended.exit !== undefined) io.err(`upscope: ${commandEnd(ended.exit)}\n`);
+    if (ended.exit !== undefined) {
+      if (jsonOutput(options)) io.out(commandEndJson(ended.pid, ended.exit));
+      io.err(`upscope: ${commandEnd(ended.exit)}\n`);
+    }
     result.status = 0;
     return;
   }
@@ -252,7 +257,10 @@ async function trace(
   io.err(`upscope: ${summaryLine(count, max, stats)}\n`);
   // Ended as asked (the command's or the process's end, --duration, --max-events, a signal,
   // the reader gone): status 0; the command's own status is said, not taken.
-  if (attachment.exit !== undefined) io.err(`upscope: ${commandEnd(attachment.exit)}\n`);
+  if (attachment.exit !== undefined) {
+    if (jsonOutput(options)) io.out(commandEndJson(attachment.commandPid, attachment.exit));
+    io.err(`upscope: ${commandEnd(attachment.exit)}\n`);
+  }
   result.status = 0;
 }
 
