@@ -466,14 +466,21 @@ export type CountKeyPart =
  * ustack with another.
  */
 export function parseCountBy(by: string): CountKeyPart[] {
-  const texts = by.split(',').map((part) => part.trim());
+  // Each key with where it starts in `by` (errors point into the whole text).
+  let at = 0;
+  const keys = by.split(',').map((raw) => {
+    const offset = at + (raw.length - raw.trimStart().length);
+    at += raw.length + 1;
+    return { text: raw.trim(), offset };
+  });
+  const texts = keys.map((key) => key.text);
   if (texts.some((text) => text === '')) {
     throw new ProbeError('ERR_USAGE', `Cannot count by "${by}": a key is empty`, {
       hints: ['Give keys joined by commas, e.g. --by comm,pid'],
     });
   }
   const seen = new Set<string>();
-  const parts = texts.map((text): CountKeyPart => {
+  const parts = keys.map(({ text, offset }): CountKeyPart => {
     if (seen.has(text)) {
       throw new ProbeError('ERR_USAGE', `Cannot count by "${by}": "${text}" is given twice`);
     }
@@ -481,7 +488,7 @@ export function parseCountBy(by: string): CountKeyPart[] {
     if (text === 'pid' || text === 'tid' || text === 'comm' || text === 'ustack') {
       return { kind: text };
     }
-    return { kind: 'value', text, fetch: parseFetchOrThrow(text, '--by') };
+    return { kind: 'value', text, fetch: parseFetchOrThrow(text, '--by', { text: by, offset }) };
   });
   if (parts.length > 1 && parts.some((part) => part.kind === 'ustack')) {
     throw new ProbeError(
@@ -524,7 +531,10 @@ export async function countHits(
 ): Promise<Aggregate<ProbeCount[]>> {
   const parts = options.by === undefined ? [] : parseCountBy(options.by);
   const filters = filtersOf(options);
-  const values = parts.flatMap((part) => (part.kind === 'value' ? [part] : []));
+  // Errors in a key point into the whole --by text.
+  const values = parts.flatMap((part) =>
+    part.kind === 'value' ? [{ text: options.by!, fetch: part.fetch }] : [],
+  );
   const fetches = optionFetches(options, filters, values);
   if (options.engine === 'ptrace') {
     return ptraceAggregate(specs, { kind: 'count', parts }, options, fetches);
