@@ -54,8 +54,11 @@ export function processError(pid: number, action: string, err: unknown): ProbeEr
       {
         // The kernel's "may read" check (PTRACE_MODE_READ): same user and a dumpable process,
         // or CAP_SYS_PTRACE; Yama's ptrace_scope limits attaching only, not this.
+        // As root, privileges are not the cause: say what else refuses.
         hints: [
-          "Run as the process's owner, or as root (CAP_SYS_PTRACE reads any process's files in /proc); a setuid or non-dumpable process needs root even for its owner",
+          uid === 0
+            ? 'Root was refused: a security module (AppArmor, SELinux) or the process being in another user namespace may forbid it'
+            : "Run as the process's owner, or as root (CAP_SYS_PTRACE reads any process's files in /proc); a setuid or non-dumpable process needs root even for its owner",
           "Or give the program's file instead of -p: list and resolve read files without it",
         ],
         details: { pid, errno },
