@@ -57,7 +57,7 @@ function returnsAndUnwinds(
   };
   const lines = result.stdout.trim().split('\n');
   if (verb === 'trace') {
-    for (const line of lines.filter((l) => l.startsWith('{'))) {
+    for (const line of lines.filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))) {
       const event = JSON.parse(line) as { probe: string; kind: string; exit?: string };
       if (event.kind === 'return') add(event.probe, event.exit === 'unwind', 1);
     }

@@ -18,11 +18,9 @@ import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   commandEnd,
-  commandEndJson,
   commandOutputOption,
   commandStdout,
   debugDirOption,
-  jsonOutput,
   machineReadable,
   outputOption,
   parsePid,
@@ -266,10 +264,6 @@ async function run<R>(
     if (failure !== undefined) throw failure;
     if (aggregate.error !== undefined) throw aggregate.error;
     if (aggregate.targetExited) io.err(`upscope: process ${options.pid} exited\n`);
-    // The command ended before the last totals: its end comes first in JSON.
-    if (aggregate.exit !== undefined && jsonOutput(options)) {
-      io.out(commandEndJson(aggregate.commandPid, aggregate.exit));
-    }
     print(aggregate.read(), true);
     const errors = aggregate.errors();
     const notes: string[] = [];
