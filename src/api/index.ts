@@ -75,6 +75,8 @@ export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/i
 export {
   Aggregate,
   type AggregateOptions,
+  type AggregationEngine,
+  type CountKeyPart,
   type CountOptions,
   countHits,
   type HistogramOptions,
@@ -84,6 +86,7 @@ export {
   latencyOf,
   type ProbeCount,
   type ProbeHistogram,
+  parseCountBy,
   UNIT_NS,
 } from './aggregate.js';
 export { AsyncProcessTracer } from './async-process-tracer.js';
@@ -119,6 +122,11 @@ export {
   ProcessTracer,
   type ProcessTracerOptions,
 } from './process-tracer.js';
+export {
+  type PtraceConsumer,
+  PtraceRun,
+  type PtraceRunOptions,
+} from './ptrace-run.js';
 export { PtraceStacks, type WalkedStack } from './ptrace-stacks.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
 export {

@@ -10,6 +10,7 @@ import {
 import { ProbeError } from '../errors/index.js';
 import { descendantsOf } from '../host/index.js';
 import {
+  type OptionFetch,
   type ProbeSite,
   planProbesSync,
   processObjects,
@@ -70,6 +71,8 @@ export interface ProcessRegistration {
    * their thread's end took away, with `exit` 'unwind' and no `retval` (default false).
    */
   readonly unwinds?: boolean | undefined;
+  /** For a spec: fetches given apart from it, lowered at each site (ProbeSite.optionFetches). */
+  readonly optionFetches?: readonly OptionFetch[] | undefined;
 }
 
 export interface FollowOptions {
@@ -278,6 +281,7 @@ export class ProcessTracer {
       // A return registration on a function's entry (latency) catches its returns too.
       returnsOfEntries: registration.event === 'return',
       engine: 'ptrace',
+      optionFetches: registration.optionFetches,
     });
     const added = sites.map((site) => ({ registration, site, key: siteKey(registration, site) }));
     // Sites in files the process has not mapped yet wait for the dynamic loader to map them;

@@ -62,6 +62,11 @@ export interface AttachOptions extends CoverageOptions {
   readonly command?: string | undefined;
   /** With `command`: how long it has to end after SIGTERM (default 5000 ms). */
   readonly killAfterMs?: number | undefined;
+  /**
+   * Where the command's stdout goes (`command`): a file descriptor of this process (this
+   * process's stdout by default).
+   */
+  readonly commandStdout?: number | undefined;
   /** Ends the attachment when aborted. */
   readonly signal?: AbortSignal | undefined;
   /** Ring-buffer size per CPU (default 4096 KiB); bpf: one buffer of twice this times the CPUs. */
@@ -212,7 +217,9 @@ export class Tracer {
     const tracefs = options.engine !== 'bpf' || following ? ensureTracefs() : undefined;
     if (options.engine !== 'bpf') cleanStaleGroups(tracefs!);
     const launched =
-      options.command === undefined ? undefined : await launchStopped(options.command);
+      options.command === undefined
+        ? undefined
+        : await launchStopped(options.command, { stdout: options.commandStdout });
     try {
       const covered = coverage(options, launched?.pid);
       const { streamSites, hidden } = streamSitesFor(sites);

@@ -42,6 +42,7 @@ export {
 } from './processes.js';
 export {
   isKernelThread,
+  kernelThreadError,
   type PtraceRefusal,
   ptraceRefusal,
   type TracerProcess,

@@ -39,11 +39,18 @@ const STOP_TIMEOUT_MS = 5000;
  * execs: the caller can set up tracing for its pid, which the exec keeps, then resume() it.
  * The program is looked up first, so a missing one is an error before anything else is done.
  */
-export async function launchStopped(command: string): Promise<LaunchedCommand> {
+export async function launchStopped(
+  command: string,
+  options: { readonly stdout?: number | undefined } = {},
+): Promise<LaunchedCommand> {
   checkCommand(command);
   const [shell, ...args] = stopThenExec(command);
-  // A session of its own (setsid): its process group is its pid.
-  const child = spawn(shell!, args, { stdio: 'inherit', detached: true });
+  // A session of its own (setsid): its process group is its pid. Its stdout is this
+  // process's unless given (a file descriptor of this process).
+  const child = spawn(shell!, args, {
+    stdio: ['inherit', options.stdout ?? 'inherit', 'inherit'],
+    detached: true,
+  });
   const exited = new Promise<Exit>((resolve) => {
     child.once('exit', (code, signal) =>
       resolve({ code: code ?? undefined, signal: signal ?? undefined }),

@@ -37,11 +37,21 @@ function ownCounts(stdout: string): Record<string, number> {
 
 /** Events per probe of `trace --json`. */
 function traced(engine: string, command: string, specs: string[]): Record<string, number> {
-  const result = runCli(['trace', '--engine', engine, '--json', '-c', command, ...specs]);
+  const result = runCli([
+    'trace',
+    '--engine',
+    engine,
+    '--json',
+    '--command-output',
+    'inherit',
+    '-c',
+    command,
+    ...specs,
+  ]);
   assert.equal(result.status, 0, result.stderr);
   const seen: Record<string, number> = {};
   for (const line of result.stdout.split('\n')) {
-    if (!line.startsWith('{')) continue;
+    if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
     const event = JSON.parse(line);
     seen[event.probe] = (seen[event.probe] ?? 0) + 1;
   }
@@ -50,7 +60,17 @@ function traced(engine: string, command: string, specs: string[]): Record<string
 
 /** Hits per probe of `count --json`. */
 function counted(engine: string, command: string, specs: string[]): Record<string, number> {
-  const result = runCli(['count', '--engine', engine, '--json', '-c', command, ...specs]);
+  const result = runCli([
+    'count',
+    '--engine',
+    engine,
+    '--json',
+    '--command-output',
+    'inherit',
+    '-c',
+    command,
+    ...specs,
+  ]);
   assert.equal(result.status, 0, result.stderr);
   const json = result.stdout.split('\n').filter((l) => l.startsWith('['));
   const rows: { probe: string; count: number }[] = JSON.parse(json.at(-1)!);

@@ -29,11 +29,21 @@ function ownCounts(stdout: string): Record<string, number> {
 
 /** Events per probe of `trace --json`, and the target's own counts from the same run. */
 function traced(engine: string, command: string, specs: string[]) {
-  const result = runCli(['trace', '--engine', engine, '--json', '-c', command, ...specs]);
+  const result = runCli([
+    'trace',
+    '--engine',
+    engine,
+    '--json',
+    '--command-output',
+    'inherit',
+    '-c',
+    command,
+    ...specs,
+  ]);
   assert.equal(result.status, 0, result.stderr);
   const seen: Record<string, number> = {};
   for (const line of result.stdout.split('\n')) {
-    if (!line.startsWith('{')) continue;
+    if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
     const event = JSON.parse(line);
     seen[event.probe] = (seen[event.probe] ?? 0) + 1;
   }

@@ -144,7 +144,7 @@ describe('patterns skip what cannot be probed', () => {
       const probed = engine === 'ptrace' ? ['locked_add', 'locked_count'] : ['locked_count'];
       const seen = new Map<string, number>();
       for (const line of result.stdout.split('\n')) {
-        if (line.startsWith('{') && command[0] === 'trace') {
+        if (line.startsWith('{') && !line.startsWith('{"command"') && command[0] === 'trace') {
           const probe = (JSON.parse(line) as { probe: string }).probe;
           seen.set(probe, (seen.get(probe) ?? 0) + 1);
         } else if (line.startsWith('[')) {

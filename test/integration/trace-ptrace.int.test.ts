@@ -28,6 +28,8 @@ test('trace --engine ptrace -c: every call, its arguments, return values and lat
     '--engine',
     'ptrace',
     '--json',
+    '--command-output',
+    'inherit',
     '-c',
     `${app} 25`,
     `${app}:probed_add a=arg0 b=arg1:s32`,
@@ -36,7 +38,7 @@ test('trace --engine ptrace -c: every call, its arguments, return values and lat
   assert.equal(result.status, 0, result.stderr);
   const events: JsonEvent[] = result.stdout
     .split('\n')
-    .filter((l) => l.startsWith('{'))
+    .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
     .map((l) => JSON.parse(l));
   const calls = Number(/calls=(\d+)/.exec(result.stdout)?.[1]);
   assert.equal(calls, 100, 'the target counted its calls');
@@ -146,6 +148,8 @@ test('trace --engine ptrace follows forked children and the command’s own re-e
     '--engine',
     'ptrace',
     '--json',
+    '--command-output',
+    'inherit',
     '-c',
     `${app} 3`,
     `${app}:f_ints`,
@@ -153,7 +157,7 @@ test('trace --engine ptrace follows forked children and the command’s own re-e
   assert.equal(result.status, 0, result.stderr);
   const events: JsonEvent[] = result.stdout
     .split('\n')
-    .filter((l) => l.startsWith('{'))
+    .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
     .map((l) => JSON.parse(l));
   // What the target counted, per pid: 4 threads x 3 calls in the command, 10 in its forked
   // child, and 5 more in that child once it has exec'd a copy of itself (its pid kept).
@@ -173,10 +177,15 @@ test('trace --engine ptrace follows forked children and the command’s own re-e
     '--engine',
     'ptrace',
     '--json',
+    '--command-output',
+    'inherit',
     '-c',
     `${target} exec`,
     `${target}:probed_add`,
   ]);
   assert.equal(again.status, 0, again.stderr);
-  assert.equal(again.stdout.split('\n').filter((l) => l.startsWith('{')).length, 11);
+  assert.equal(
+    again.stdout.split('\n').filter((l) => l.startsWith('{') && !l.startsWith('{"command"')).length,
+    11,
+  );
 });

@@ -235,13 +235,23 @@ test('as nobody with CAP_BPF and CAP_PERFMON: trace --engine bpf streams every p
   });
   try {
     const traced = runCli(
-      ['trace', '--engine', 'bpf', '--json', '--max-events', '3', `${app}:busy_tick n=arg0:s64`],
+      [
+        'trace',
+        '--engine',
+        'bpf',
+        '--json',
+        '--command-output',
+        'inherit',
+        '--max-events',
+        '3',
+        `${app}:busy_tick n=arg0:s64`,
+      ],
       { asNobody: true, caps: ['bpf', 'perfmon'] },
     );
     assert.equal(traced.status, 0, traced.stderr);
     const events = traced.stdout
       .split('\n')
-      .filter((l) => l.startsWith('{'))
+      .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
       .map((l) => JSON.parse(l) as { pid: number; fields: { n: number } });
     assert.equal(events.length, 3, traced.stdout);
     assert.ok(

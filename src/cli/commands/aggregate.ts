@@ -18,9 +18,13 @@ import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   childrenOption,
+  commandEnd,
+  commandOutputOption,
+  commandStdout,
   debugDirOption,
   includeSelfOption,
   killAfterOption,
+  machineReadable,
   outputOption,
   parsePid,
   positive,
@@ -36,8 +40,7 @@ import {
   releaseExporters,
   withAggregateOutput,
 } from '../outputs.js';
-import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
-import { aggregatePtrace } from './aggregate-ptrace.js';
+import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 
 interface CommonOptions {
   pid?: number;
@@ -60,6 +63,9 @@ interface CommonOptions {
   debugDir?: string[];
   returnProbes?: 'auto' | 'sites' | 'trampoline';
   engine?: 'bpf' | 'ptrace';
+  commandOutput?: string;
+  /** The -c command's stdout (see --command-output), set by onEngine(). */
+  commandStdout?: number | undefined;
 }
 
 function parseEngine(value: string): 'bpf' | 'ptrace' {
@@ -70,33 +76,40 @@ function parseEngine(value: string): 'bpf' | 'ptrace' {
 /**
  * Run on the engine asked for; by default on bpf, and on ptrace when BPF is not allowed and
  * there is one process (-p) or command (-c) to serve the probes of in user space. Whether
- * BPF is allowed is tried before anything starts: a command is never started twice.
+ * BPF is allowed is tried before anything starts: a command is never started twice. A
+ * ptrace run happens in a helper process that restores the target if upscope is killed
+ * (this process then only waits for it), or here when this process is that helper.
  */
 async function onEngine(
   options: CommonOptions,
   io: Io,
   result: CommandResult,
-  bpf: () => Promise<void>,
-  ptrace: () => Promise<void>,
+  body: (engine: 'bpf' | 'ptrace') => Promise<void>,
 ): Promise<void> {
   // The helper process was started because the ptrace engine was chosen (and said why).
-  if (inPtraceHelper() || options.engine === 'ptrace') return inHelper(result, ptrace);
+  let engine = inPtraceHelper() ? 'ptrace' : (options.engine ?? 'bpf');
   const oneProcess = options.pid !== undefined || options.command !== undefined;
-  if (options.engine === undefined && oneProcess && !bpfAllowed()) {
+  if (options.engine === undefined && engine === 'bpf' && oneProcess && !bpfAllowed()) {
     io.err('upscope: BPF is not allowed here: using the ptrace engine (slower per hit)\n');
-    return inHelper(result, ptrace);
+    engine = 'ptrace';
   }
-  return bpf();
-}
-
-/**
- * A ptrace run, in a helper process that restores the target if upscope is killed (this
- * process only waits for it), or here when this process is that helper.
- */
-async function inHelper(result: CommandResult, ptrace: () => Promise<void>): Promise<void> {
-  if (!ptraceInHelper()) return ptrace();
-  await releaseExporters();
-  result.status = await runInHelper();
+  if (engine === 'ptrace' && ptraceInHelper()) {
+    // The helper runs the same command line: it listens on the exporters' ports instead.
+    await releaseExporters();
+    result.status = await runInHelper();
+    return;
+  }
+  const stdout = commandStdout(
+    options.commandOutput,
+    machineReadable(options),
+    options.output === undefined,
+  );
+  options.commandStdout = stdout.fd;
+  try {
+    await body(engine);
+  } finally {
+    stdout.close();
+  }
 }
 
 // biome-ignore lint/complexity/noBannedTypes: commander's own default for no options yet
@@ -127,6 +140,7 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     .option(...outputOption)
     .option(...prometheusOption)
     .option(...otlpOption)
+    .option(...commandOutputOption)
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(...strictOption)
     .option(...debugDirOption)
@@ -139,14 +153,20 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     );
 }
 
-function aggregateOptions(options: CommonOptions, io: Io): AggregateOptions {
+function aggregateOptions(
+  options: CommonOptions,
+  io: Io,
+  engine: 'bpf' | 'ptrace',
+): AggregateOptions {
   return {
+    engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
     pid: options.pid,
     command: options.command,
     children: options.children,
     includeSelf: options.includeSelf,
     killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
+    commandStdout: options.commandStdout,
     tid: options.tid,
     comm: options.comm,
     filter: options.filter,
@@ -174,22 +194,25 @@ async function run<R>(
   const countsUnwinds = what === 'Counting';
   const report = aggregate.attachReport;
   const how =
-    report.multi > 0 && report.perf === 0
-      ? 'uprobe_multi'
-      : report.multi === 0
-        ? 'perf events'
-        : `${report.multi} uprobe_multi, ${report.perf} perf events`;
-  const probes = aggregate.probes.length;
+    aggregate.engine === 'ptrace'
+      ? `process ${aggregate.commandPid ?? options.pid}`
+      : report.multi > 0 && report.perf === 0
+        ? 'uprobe_multi'
+        : report.multi === 0
+          ? 'perf events'
+          : `${report.multi} uprobe_multi, ${report.perf} perf events`;
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(aggregate.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
   for (const note of aggregate.notes) io.err(`upscope: ${note}\n`);
   io.err(
     startLine(
-      `${what} ${probes} ${noun}${probes === 1 ? '' : 's'} (bpf, ${how}, attached in ${report.milliseconds.toFixed(1)} ms). Ctrl-C to end.`,
-      aggregate.skipped,
+      what,
       aggregate.sites.length,
-      'bpf',
+      noun,
+      `${aggregate.engine}, ${how}, attached in ${report.milliseconds.toFixed(1)} ms`,
+      aggregate.skipped,
+      aggregate.engine,
     ),
   );
   let signal: NodeJS.Signals | undefined;
@@ -203,6 +226,9 @@ async function run<R>(
   };
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const s of signals) process.on(s, onSignal);
+  // In the ptrace helper, an ending signal (upscope's death) may have come already.
+  const early = helperSignal();
+  if (early !== undefined) onSignal(early);
   const onExit = () => aggregate.close();
   process.on('exit', onExit);
   print.live?.(
@@ -239,9 +265,13 @@ async function run<R>(
           }
         }, options.interval * 1000);
   let failure: unknown;
+  // The reader of the output went away (`| head`): end as on Ctrl-C.
+  const onClosed = () => aggregate.stop();
+  io.outputClosed?.addEventListener('abort', onClosed, { once: true });
   try {
     await aggregate.ended;
   } finally {
+    io.outputClosed?.removeEventListener('abort', onClosed);
     clearTimeout(timer);
     clearInterval(ticker);
     for (const s of signals) process.off(s, onSignal);
@@ -249,6 +279,7 @@ async function run<R>(
   }
   try {
     if (failure !== undefined) throw failure;
+    if (aggregate.error !== undefined) throw aggregate.error;
     if (aggregate.targetExited) io.err(`upscope: process ${options.pid} exited\n`);
     print(aggregate.read(), true);
     const errors = aggregate.errors();
@@ -266,12 +297,10 @@ async function run<R>(
   } finally {
     aggregate.close();
   }
-  const exit = aggregate.exit;
-  if (exit !== undefined) {
-    result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);
-  } else if (signal !== undefined && signal !== 'SIGINT') {
-    result.status = 128 + constants.signals[signal];
-  }
+  // Ended as asked (the command's or the process's end, --duration, a signal, the reader
+  // gone): status 0; the command's own status is said, not taken.
+  if (aggregate.exit !== undefined) io.err(`upscope: ${commandEnd(aggregate.exit)}\n`);
+  result.status = 0;
 }
 
 const UNIT_WORDS: Readonly<Record<LatencyUnit, string>> = {
@@ -327,8 +356,10 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
   )
     .option(
-      '--by <key>',
-      'count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string',
+      '--by <key[,key...]>',
+      "count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string, a variable by name; several keys joined by commas (--by comm,pid), or --by given again, count per their combination, as bpftrace's @[comm, pid] (ustack goes alone)",
+      (value: string, previous: string | undefined) =>
+        previous === undefined ? value : `${previous},${value}`,
     )
     .option('--top <n>', 'print only the N largest counts', positive('--top'))
     .option(...formatOption(['count', 'stacks']))
@@ -348,30 +379,14 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           );
         }
         await withAggregateOutput('count', options, io, (print: Printer<ProbeCount[]>) =>
-          onEngine(
-            options,
-            io,
-            result,
-            async () => {
-              const by = options.by;
-              const aggregate = await countHits(specs, {
-                ...aggregateOptions(options, io),
-                by,
-                inlines: options.inlines,
-              });
-              await run(aggregate, options, 'Counting', 'probe', io, result, print);
-            },
-            () =>
-              aggregatePtrace(
-                specs,
-                { kind: 'count', by: options.by },
-                { ...options, debugDirs: options.debugDir, inlines: options.inlines },
-                io,
-                result,
-                'Counting',
-                print,
-              ),
-          ),
+          onEngine(options, io, result, async (engine) => {
+            const aggregate = await countHits(specs, {
+              ...aggregateOptions(options, io, engine),
+              by: options.by,
+              inlines: options.inlines,
+            });
+            await run(aggregate, options, 'Counting', 'probe', io, result, print);
+          }),
         );
       }),
     );
@@ -404,35 +419,13 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           { ...options, value },
           io,
           (print: Printer<ProbeHistogram[]>) =>
-            onEngine(
-              options,
-              io,
-              result,
-              async () => {
-                const aggregate = await histogramOf(specs, value, {
-                  ...aggregateOptions(options, io),
-                  linear: options.linear,
-                });
-                await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
-              },
-              () =>
-                aggregatePtrace(
-                  specs,
-                  {
-                    kind: 'hist',
-                    value,
-                    scheme:
-                      options.linear === undefined
-                        ? { kind: 'log2' }
-                        : { kind: 'linear', ...options.linear },
-                  },
-                  { ...options, debugDirs: options.debugDir },
-                  io,
-                  result,
-                  'Histogram of',
-                  print,
-                ),
-            ),
+            onEngine(options, io, result, async (engine) => {
+              const aggregate = await histogramOf(specs, value, {
+                ...aggregateOptions(options, io, engine),
+                linear: options.linear,
+              });
+              await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
+            }),
         );
       }),
     );
@@ -461,28 +454,13 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           { ...options, unit: UNIT_WORDS[unit] },
           io,
           (print: Printer<ProbeHistogram[]>) =>
-            onEngine(
-              options,
-              io,
-              result,
-              async () => {
-                const aggregate = await latencyOf(specs, {
-                  ...aggregateOptions(options, io),
-                  unit,
-                });
-                await run(aggregate, options, 'Timing', 'function', io, result, print);
-              },
-              () =>
-                aggregatePtrace(
-                  specs,
-                  { kind: 'latency', unitNs: UNIT_NS[unit] },
-                  { ...options, debugDirs: options.debugDir },
-                  io,
-                  result,
-                  'Timing',
-                  print,
-                ),
-            ),
+            onEngine(options, io, result, async (engine) => {
+              const aggregate = await latencyOf(specs, {
+                ...aggregateOptions(options, io, engine),
+                unit,
+              });
+              await run(aggregate, options, 'Timing', 'function', io, result, print);
+            }),
         );
       }),
     );

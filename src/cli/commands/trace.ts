@@ -12,9 +12,15 @@ import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   childrenOption,
+  commandEnd,
+  commandEndJson,
+  commandOutputOption,
+  commandStdout,
   debugDirOption,
   includeSelfOption,
+  jsonOutput,
   killAfterOption,
+  machineReadable,
   outputOption,
   parseEngine,
   parsePid,
@@ -75,6 +81,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option('--json', 'print JSON lines instead of text')
     .option(...formatOption(['trace']))
     .option(...outputOption)
+    .option(...commandOutputOption)
     .option(...otlpOption)
     .option('--duration <seconds>', 'end the trace after this many seconds', positive('--duration'))
     .option(
@@ -97,14 +104,23 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
       parseEngine,
     )
     .action(async (specs, options) => {
-      await withOutput(io, options.output, async (out) => {
-        const output = await traceOutput(options, out);
-        try {
-          await trace(specs, options, out, result, output);
-        } finally {
-          await output.close();
-        }
-      });
+      const stdout = commandStdout(
+        options.commandOutput,
+        machineReadable(options),
+        options.output === undefined,
+      );
+      try {
+        await withOutput(io, options.output, async (out) => {
+          const output = await traceOutput(options, out);
+          try {
+            await trace(specs, { ...options, commandStdout: stdout.fd }, out, result, output);
+          } finally {
+            await output.close();
+          }
+        });
+      } finally {
+        stdout.close();
+      }
     });
 }
 
@@ -114,7 +130,10 @@ interface TraceOptions {
   children?: true;
   includeSelf?: true;
   killAfter?: number;
+  /** The -c command's stdout (see --command-output); upscope's by default. */
+  commandStdout?: number | undefined;
   json?: true;
+  format?: string;
   duration?: number;
   maxEvents?: number;
   bufferSize?: number;
@@ -158,6 +177,7 @@ async function trace(
         children: options.children,
         killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
         includeSelf: options.includeSelf,
+        commandStdout: options.commandStdout,
         unsafe: options.unsafe,
         strict: options.strict,
         debugDirs: options.debugDir,
@@ -168,11 +188,11 @@ async function trace(
       io,
       (sites) => output.sink(sinkOptions(sites, start)),
     );
-    if (ended.exitCode !== undefined) {
-      result.status = ended.exitCode >= 0 ? ended.exitCode : 128 - ended.exitCode;
-    } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {
-      result.status = 128 + constants.signals[ended.signal];
+    if (ended.exit !== undefined) {
+      if (jsonOutput(options)) io.out(commandEndJson(ended.pid, ended.exit));
+      io.err(`upscope: ${commandEnd(ended.exit)}\n`);
     }
+    result.status = 0;
     return;
   }
   const attachment = await new Tracer().attach(specs, {
@@ -181,6 +201,7 @@ async function trace(
     children: options.children,
     includeSelf: options.includeSelf,
     killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
+    commandStdout: options.commandStdout,
     unsafe: options.unsafe,
     strict: options.strict,
     debugDirs: options.debugDir,
@@ -189,21 +210,15 @@ async function trace(
     engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
   });
-  const endedBy = installLifecycle(attachment);
+  installLifecycle(attachment);
   const sink = output.sink(sinkOptions(attachment.sites, start));
   sink.begin();
-  const probes = attachment.sites.length;
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(attachment.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
   for (const note of attachment.notes) io.err(`upscope: ${note}\n`);
   io.err(
-    startLine(
-      `Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.`,
-      attachment.skipped,
-      attachment.sites.length,
-      engine,
-    ),
+    startLine('Tracing', attachment.sites.length, 'probe', engine, attachment.skipped, engine),
   );
   const timer =
     options.duration === undefined
@@ -241,9 +256,23 @@ async function trace(
     lostSaid = lost;
   };
   const lossTimer = setInterval(sayLosses, 1000);
+  // What was read goes out at least every 100 ms: a reader (`| head -3`, `| jq`) sees events
+  // as they come, and one that went away is noticed (EPIPE), which ends the trace.
+  const flushTimer = setInterval(() => {
+    try {
+      sink.flush();
+    } catch (err) {
+      failure ??= err;
+      void attachment.close();
+    }
+  }, 100);
+  const onClosed = () => void attachment.close();
+  io.outputClosed?.addEventListener('abort', onClosed, { once: true });
   await attachment.ended;
   clearTimeout(timer);
   clearInterval(lossTimer);
+  clearInterval(flushTimer);
+  io.outputClosed?.removeEventListener('abort', onClosed);
   if (failure !== undefined) throw failure;
   sink.lost(attachment.stats().lost);
   sink.end();
@@ -252,12 +281,13 @@ async function trace(
   if (attachment.targetExited) io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   const stats = attachment.stats();
   io.err(`upscope: ${summaryLine(count, max, stats)}\n`);
-  const exit = attachment.exit;
-  if (exit !== undefined) {
-    result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);
-  } else if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
-    result.status = 128 + constants.signals[endedBy.signal];
+  // Ended as asked (the command's or the process's end, --duration, --max-events, a signal,
+  // the reader gone): status 0; the command's own status is said, not taken.
+  if (attachment.exit !== undefined) {
+    if (jsonOutput(options)) io.out(commandEndJson(attachment.commandPid, attachment.exit));
+    io.err(`upscope: ${commandEnd(attachment.exit)}\n`);
   }
+  result.status = 0;
 }
 
 /**

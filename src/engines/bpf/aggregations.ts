@@ -358,7 +358,7 @@ export type StackFrameKey =
 /** One count: the probe (its index), the key (absent without one), and the hits. */
 export interface CountRow {
   readonly probe: number;
-  readonly key: bigint | string | undefined;
+  readonly key: bigint | string | readonly (bigint | string)[] | undefined;
   /** With a user-stack key: the process, and the stack's frames, innermost first. */
   readonly stack?: { readonly pid: number; readonly frames: readonly StackFrameKey[] } | undefined;
   readonly count: bigint;
@@ -500,17 +500,28 @@ export class BpfCounts extends BpfAggregation {
     return rows;
   }
 
-  #decodeKey(raw: Uint8Array): bigint | string {
-    const own = raw.subarray(KEY_HEADER_BYTES);
+  #decodeKey(raw: Uint8Array): bigint | string | (bigint | string)[] {
     const key = this.#key;
-    if (key.kind === 'comm' || (key.kind === 'value' && isStringType(key.fetch))) {
-      const end = own.indexOf(0);
-      return new TextDecoder().decode(own.subarray(0, end < 0 ? own.length : end));
+    if (key.kind !== 'tuple') return decodeKeyPart(raw.subarray(KEY_HEADER_BYTES), key);
+    const values: (bigint | string)[] = [];
+    let at = KEY_HEADER_BYTES;
+    for (const part of key.parts) {
+      values.push(decodeKeyPart(raw.subarray(at, at + countKeyBytes(part)), part));
+      at += countKeyBytes(part);
     }
-    const value = new DataView(own.buffer, own.byteOffset, 8).getBigUint64(0, true);
-    if (key.kind === 'value' && isSigned(fetchType(key.fetch))) return BigInt.asIntN(64, value);
-    return value;
+    return values;
   }
+}
+
+/** One part of a count's key, from its bytes. */
+function decodeKeyPart(own: Uint8Array, key: CountKey): bigint | string {
+  if (key.kind === 'comm' || (key.kind === 'value' && isStringType(key.fetch))) {
+    const end = own.indexOf(0);
+    return new TextDecoder().decode(own.subarray(0, end < 0 ? own.length : end));
+  }
+  const value = new DataView(own.buffer, own.byteOffset, 8).getBigUint64(0, true);
+  if (key.kind === 'value' && isSigned(fetchType(key.fetch))) return BigInt.asIntN(64, value);
+  return value;
 }
 
 /** Per-probe stats and buckets, from the `stats` array and the `hist` hash. */

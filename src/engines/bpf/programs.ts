@@ -117,7 +117,9 @@ export type CountKey =
   | { readonly kind: 'comm' }
   /** The user stack, unwound (the process is in the key's header; see unwind-program.ts). */
   | { readonly kind: 'ustack' }
-  | { readonly kind: 'value'; readonly fetch: FetchArg };
+  | { readonly kind: 'value'; readonly fetch: FetchArg }
+  /** Several of the above (not ustack) side by side, each at its own offset. */
+  | { readonly kind: 'tuple'; readonly parts: readonly CountKey[] };
 
 export type Buckets = BucketScheme;
 
@@ -135,6 +137,8 @@ export function countKeyBytes(key: CountKey): number {
       return 16;
     case 'value':
       return isStringType(key.fetch) ? STRING_KEY_BYTES : 8;
+    case 'tuple':
+      return key.parts.reduce((sum, part) => sum + countKeyBytes(part), 0);
   }
 }
 
@@ -536,7 +540,17 @@ export function countProgram(
   const keyAt = KEY;
   for (let at = 0; at < bytes; at += 8) a.emit(st('DW', 10, keyAt + at, 0));
   a.emit(stx('W', 10, keyAt, 8));
-  const into = keyAt + KEY_HEADER_BYTES;
+  let into = keyAt + KEY_HEADER_BYTES;
+  for (const part of key.kind === 'tuple' ? key.parts : [key]) {
+    emitKeyPart(a, part, into, fault);
+    into += countKeyBytes(part);
+  }
+  addToHash(a, maps, counts, keyAt);
+  return epilogue(a, out, fault, maps);
+}
+
+/** Write one part of a count's key at `into` (bytes from r10). */
+function emitKeyPart(a: Asm, key: CountKey, into: number, fault: string): void {
   switch (key.kind) {
     case 'pid':
       a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('DW', 10, into, 0));
@@ -561,9 +575,9 @@ export function countProgram(
         a.emit(stx('DW', 10, into, 7));
       }
       break;
+    default:
+      throw new Error(`a count key part of kind ${key.kind}`);
   }
-  addToHash(a, maps, counts, keyAt);
-  return epilogue(a, out, fault, maps);
 }
 
 /** r1 = the bucket of r7 (see `bucketBounds` in aggregate/ for what each index holds). */

@@ -3,6 +3,7 @@ import { ProbeError, quote } from '../../errors/index.js';
 import {
   checkCommand,
   checkProgram,
+  kernelThreadError,
   procState,
   ptraceRefusal,
   stopThenExec,
@@ -864,15 +865,7 @@ function seizeError(pid: number, tid: number, result: number): ProbeError {
       );
     }
     case 'kernel-thread':
-      return new ProbeError(
-        'ERR_PROCESS_ACCESS',
-        `${what}: it is a kernel thread, which has no user-space code to probe`,
-        {
-          hints: [
-            'Give the pid of a user process (ps -e lists them; kernel threads are in [brackets])',
-          ],
-        },
-      );
+      return kernelThreadError(what);
     case 'yama-admin-only':
       return new ProbeError(
         'ERR_PROCESS_ACCESS',
