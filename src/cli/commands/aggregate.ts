@@ -274,9 +274,10 @@ async function run<R>(
     io.outputClosed?.removeEventListener('abort', onClosed);
     clearTimeout(timer);
     clearInterval(ticker);
-    for (const s of signals) process.off(s, onSignal);
     process.off('exit', onExit);
   }
+  // The signal handlers stay until the totals are out: a Ctrl-C that comes as the run ends
+  // by itself (the process exited) must not kill upscope before it prints them.
   try {
     if (failure !== undefined) throw failure;
     if (aggregate.error !== undefined) throw aggregate.error;
@@ -296,6 +297,7 @@ async function run<R>(
     if (notes.length > 0) io.err(`upscope: ${notes.join(', ')}\n`);
   } finally {
     aggregate.close();
+    for (const s of signals) process.off(s, onSignal);
   }
   // Ended as asked (the command's or the process's end, --duration, a signal, the reader
   // gone): status 0; the command's own status is said, not taken.
