@@ -241,6 +241,12 @@ export class ProcessProbes {
   readonly #breakpoints = new Map<bigint, Breakpoint>();
   /** Where breakpoints were removed: a trap still on its way from one is not the program's. */
   readonly #removed = new Set<bigint>();
+  /**
+   * Removed breakpoints whose int3 was left in as another tracer's, with the byte it
+   * replaced: a trap from one reaches us only if no kernel uprobe has it (the kernel takes
+   * those), so it was ours after all, and is taken out then.
+   */
+  readonly #leftInt3 = new Map<bigint, number>();
   #xol: XolArea;
   #trampoline: bigint | undefined;
   readonly #returns = new Map<number, ReturnInstance[]>();
@@ -804,10 +810,16 @@ export class ProcessProbes {
         slotMap: singleSlotMap(guarded.vaddr, guarded.plan),
         guarded: { vaddr, rspDelta: guarded.rspDelta },
       });
+      // A guard traps for whoever ran the instruction before it without our int3: a thread
+      // running it while the two int3s go in would be taken for another tracer's hit (and
+      // our own int3 for that tracer's, left in at removal). So no thread runs meanwhile,
+      // and one stopped between the two instructions goes on through the guard's slot.
+      this.#stopAll();
+      if (!foreign) tracee.write(vaddr, new Uint8Array([INT3]));
       tracee.write(guarded.vaddr, new Uint8Array([INT3]));
       this.#lastHitNs.set(vaddr, process.hrtime.bigint());
       if (foreign) this.#shared(vaddr);
-      else tracee.write(vaddr, new Uint8Array([INT3]));
+      this.#passGuard(this.#breakpoints.get(guarded.vaddr)!);
       return;
     }
     if (foreign) {
@@ -934,6 +946,7 @@ export class ProcessProbes {
     // Another tracer's int3 stays: it removes it itself (a kernel uprobe puts back the
     // byte it found when it is unregistered).
     const foreign = this.#foreign.delete(vaddr);
+    if (foreign) this.#leftInt3.set(vaddr, breakpoint.original);
     // Only our int3 is put back: where the code was unmapped (a library closed) or replaced
     // since, nothing is written.
     if (
@@ -1012,8 +1025,72 @@ export class ProcessProbes {
         return target;
       }
       this.#d.queue.push(report);
-      // Stopped at something else first: it serves, and the interrupt comes after.
+      // Stopped at something else first: it serves (that stop took the interrupt's place).
       if (report.kind === 'stopped' && tracee.threads.has(report.tid)) return report.tid;
+    }
+  }
+
+  /**
+   * Stop every thread of the process that may be running, for a change no running thread may
+   * see half made. Each is interrupted and held until the next poll; what a thread reports
+   * instead of its interrupt (a stop it was making already) waits in the queue, as does
+   * every report of another process of the family.
+   */
+  #stopAll(): void {
+    const tracee = this.tracee;
+    for (let report = tracee.takeDeferred(); report !== undefined; report = tracee.takeDeferred())
+      this.#d.queue.push(report);
+    const stopped = new Set<number>(this.#d.held);
+    if (this.#d.current?.probes === this) stopped.add(this.#d.current.tid);
+    if (this.#handling !== undefined) stopped.add(this.#handling);
+    for (const report of this.#d.queue) if (report.kind === 'stopped') stopped.add(report.tid);
+    const waiting = new Set<number>();
+    for (const tid of tracee.threads) {
+      if (stopped.has(tid)) continue;
+      tracee.interrupt(tid);
+      waiting.add(tid);
+    }
+    while (waiting.size > 0) {
+      const report = tracee.waitFor(STOP_WAIT_MS);
+      if (report === undefined) {
+        // Nothing came: a thread gone, a zombie leader, or one in a stop already taken
+        // cannot report; none of them runs.
+        for (const tid of waiting) if (cannotReport(tid)) waiting.delete(tid);
+        continue;
+      }
+      const interrupted =
+        report.kind === 'stopped' &&
+        waiting.has(report.tid) &&
+        report.event === PTRACE_EVENT.PTRACE_EVENT_STOP &&
+        report.signal === SIGTRAP;
+      if (interrupted) this.#d.held.push(report.tid);
+      else this.#d.queue.push(report);
+      // Stopped or gone, either way: a new thread a clone made meanwhile runs nothing
+      // before its first stop, which comes through the queue.
+      waiting.delete(report.tid);
+    }
+  }
+
+  /**
+   * A guard just placed: a thread stopped on its instruction (it ran the guarded one before
+   * our int3 was there) goes on through the guard's slot, not into its trap. The threads
+   * whose registers an event holds are elsewhere (at a trap).
+   */
+  #passGuard(guard: Breakpoint): void {
+    const tracee = this.tracee;
+    const eventThread = this.#d.current?.probes === this ? this.#d.current.tid : undefined;
+    for (const tid of tracee.threads) {
+      if (tid === eventThread || tid === this.#handling) continue;
+      let regs: Registers;
+      try {
+        regs = tracee.regs(tid);
+      } catch (err) {
+        if (err instanceof ProbeError) continue;
+        throw err;
+      }
+      if (regs.rip !== guard.vaddr) continue;
+      this.#outOfLine(regs, guard);
+      tracee.setRegs(tid, regs);
     }
   }
 
@@ -1083,6 +1160,7 @@ export class ProcessProbes {
         }
         this.#breakpoints.clear();
         this.#removed.clear();
+        this.#leftInt3.clear();
         this.#foreign.clear();
         this.#lastHitNs.clear();
         this.#saidShared.clear();
@@ -1119,7 +1197,13 @@ export class ProcessProbes {
       // A thread that trapped on a breakpoint just before it was removed: it runs the
       // instruction now in place (the kernel's uprobes do the same when they race with an
       // unregister). An int3 still there is the program's own.
-      if (!this.#removed.has(at) || tracee.read(at, 1)[0] === INT3) return false;
+      if (!this.#removed.has(at)) return false;
+      if (tracee.read(at, 1)[0] === INT3) {
+        const original = this.#leftInt3.get(at);
+        if (original === undefined) return false;
+        tracee.write(at, new Uint8Array([original]));
+      }
+      this.#leftInt3.delete(at);
       regs.rip = at;
       tracee.setRegs(tid, regs);
       tracee.cont(tid);
@@ -1473,22 +1557,25 @@ export class ProcessProbes {
   #stepOver(tid: number, regs: Registers, at: bigint): void {
     const tracee = this.tracee;
     const breakpoint = this.#breakpoints.get(at);
-    if (regs.rip !== at || breakpoint === undefined) {
-      // A handler moved the thread, or the breakpoint is gone: it runs from where rip is.
-      tracee.setRegs(tid, regs);
-      tracee.cont(tid);
-      return;
-    }
+    // A handler moved the thread, or the breakpoint is gone: it runs from where rip is.
+    if (regs.rip === at && breakpoint !== undefined) this.#outOfLine(regs, breakpoint);
+    tracee.setRegs(tid, regs);
+    tracee.cont(tid);
+  }
+
+  /**
+   * The registers of a thread at `breakpoint` moved on past its instruction: into its slot,
+   * or with the instruction emulated (its write to memory done).
+   */
+  #outOfLine(regs: Registers, breakpoint: Breakpoint): void {
     const plan = breakpoint.plan;
     if (plan.kind === 'relocate') {
       regs.rip = breakpoint.slot!;
     } else if (plan.kind === 'emulate') {
-      const result = emulate(plan.emulation, toXol(regs), (vaddr) => tracee.readU64(vaddr));
+      const result = emulate(plan.emulation, toXol(regs), (vaddr) => this.tracee.readU64(vaddr));
       if (result.write !== undefined) this.#writeU64(result.write.vaddr, result.write.value);
       fromXol(regs, result.regs);
     }
-    tracee.setRegs(tid, regs);
-    tracee.cont(tid);
   }
 
   /** A forked child (auto-attached) gets its copy of every breakpoint removed, then runs free. */
@@ -1555,6 +1642,7 @@ export class ProcessProbes {
     }
     for (const [vaddr, breakpoint] of this.#breakpoints) probes.#breakpoints.set(vaddr, breakpoint);
     for (const vaddr of this.#removed) probes.#removed.add(vaddr);
+    for (const [vaddr, byte] of this.#leftInt3) probes.#leftInt3.set(vaddr, byte);
     probes.#foreign = new Set(this.#foreign);
     for (const [vaddr, time] of this.#lastHitNs) probes.#lastHitNs.set(vaddr, time);
     probes.#xol = this.#xol.copyFor(probes.tracee);
