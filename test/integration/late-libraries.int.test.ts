@@ -203,6 +203,8 @@ describe('trace -c: a library the command loads with dlopen()', () => {
             '--engine',
             engine,
             '--json',
+            '--command-output',
+            'inherit',
             '-c',
             command,
             'liblate:late_add',

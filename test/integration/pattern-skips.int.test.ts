@@ -127,7 +127,8 @@ describe('patterns skip what cannot be probed', () => {
         `${path}:locked_*`,
         ...(command[0] === 'hist' ? ['arg0'] : []),
       ];
-      const result = runCli(args('--json'));
+      // The target's own line is read from stdout beside the JSON.
+      const result = runCli(args('--json', '--command-output', 'inherit'));
       assert.equal(result.status, 0, result.stderr);
       // The target ran and counted its calls: 2 threads, each calls both functions CALLS times.
       assert.match(

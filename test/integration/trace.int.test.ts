@@ -178,9 +178,13 @@ describe('upscope trace', () => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
     const { app, lib } = compileTraceTarget();
     const run = (spec: string) => {
-      const child = spawn(process.execPath, [BIN, 'trace', '--json', '-c', `${app} 20`, spec], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        [BIN, 'trace', '--json', '--command-output', 'inherit', '-c', `${app} 20`, spec],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let out = '';
       child.stdout.on('data', (chunk) => {
         out += chunk;
