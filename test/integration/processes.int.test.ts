@@ -44,14 +44,46 @@ function ownCounts(stdout: string): Map<number, number> {
 describe('-c starts at the command, not at its launcher (bpf)', () => {
   test('count, hist and latency -c /bin/true on libc:malloc count nothing: /bin/true never calls it, and the shell that launches it is not counted', (t) => {
     if (!requireHost(t, { root: true })) return;
-    const count = runCli(['count', '--json', '--by', 'comm', '-c', '/bin/true', 'libc:malloc']);
+    const count = runCli([
+      'count',
+      '--json',
+      '--command-output',
+      'inherit',
+      '--by',
+      'comm',
+      '-c',
+      '/bin/true',
+      'libc:malloc',
+    ]);
     assert.equal(count.status, 0, count.stderr);
     assert.match(count.stderr, /Counting 1 probe \(bpf/);
-    assert.deepEqual(lastJson(count.stdout), [], 'no malloc counted, of sh or anyone');
-    const hist = runCli(['hist', '--json', '-c', '/bin/true', 'libc:malloc', 'arg0']);
+    // Every probe is listed (0 where it had no hits): no key, so nothing of sh or anyone.
+    assert.deepEqual(
+      lastJson<{ probe: string; count: number }[]>(count.stdout),
+      [{ probe: 'malloc', count: 0 }],
+      'no malloc counted, of sh or anyone',
+    );
+    const hist = runCli([
+      'hist',
+      '--json',
+      '--command-output',
+      'inherit',
+      '-c',
+      '/bin/true',
+      'libc:malloc',
+      'arg0',
+    ]);
     assert.equal(hist.status, 0, hist.stderr);
     assert.equal(lastJson<{ count: number }[]>(hist.stdout)[0]?.count, 0, hist.stdout);
-    const latency = runCli(['latency', '--json', '-c', '/bin/true', 'libc:malloc']);
+    const latency = runCli([
+      'latency',
+      '--json',
+      '--command-output',
+      'inherit',
+      '-c',
+      '/bin/true',
+      'libc:malloc',
+    ]);
     assert.equal(latency.status, 0, latency.stderr);
     assert.equal(lastJson<{ count: number }[]>(latency.stdout)[0]?.count, 0, latency.stdout);
   });
@@ -67,6 +99,8 @@ describe('-c follows the children the command forks', () => {
         '--engine',
         engine,
         '--json',
+        '--command-output',
+        'inherit',
         '--by',
         'pid',
         '-c',
@@ -88,7 +122,15 @@ describe('-c follows the children the command forks', () => {
       ['hist', `${app}:procs_work`, 'arg0'],
       ['latency', `${app}:procs_work`],
     ]) {
-      const run = runCli([args[0]!, '--json', '-c', `${app} forks 2 40`, ...args.slice(1)]);
+      const run = runCli([
+        args[0]!,
+        '--json',
+        '--command-output',
+        'inherit',
+        '-c',
+        `${app} forks 2 40`,
+        ...args.slice(1),
+      ]);
       assert.equal(run.status, 0, run.stderr);
       const total = [...ownCounts(run.stdout).values()].reduce((a, b) => a + b, 0);
       assert.equal(total, 120, run.stdout);
@@ -103,6 +145,8 @@ describe('-c follows the children the command forks', () => {
     const run = runCli([
       'count',
       '--json',
+      '--command-output',
+      'inherit',
       '--by',
       'pid',
       '-c',
@@ -138,6 +182,8 @@ describe('latency --filter is decided at each call', () => {
             '--return-probes',
             returns,
             '--json',
+            '--command-output',
+            'inherit',
             '-c',
             `${app} args 900`,
             `${app}:procs_work`,
