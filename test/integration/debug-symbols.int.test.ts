@@ -9,7 +9,7 @@ import { afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
-import { runCli } from '../helpers/run-cli.js';
+import { eventsPerProbe, runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
 import { type Spawned, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { buildIdOf, splitDebug } from '../helpers/split-debug.js';
@@ -49,13 +49,7 @@ function traced(engine: string, command: string, specs: string[]): Record<string
     ...specs,
   ]);
   assert.equal(result.status, 0, result.stderr);
-  const seen: Record<string, number> = {};
-  for (const line of result.stdout.split('\n')) {
-    if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
-    const event = JSON.parse(line);
-    seen[event.probe] = (seen[event.probe] ?? 0) + 1;
-  }
-  return seen;
+  return eventsPerProbe(result.stdout);
 }
 
 /** Hits per probe of `count --json`. */
