@@ -81,6 +81,7 @@ export {
   countHits,
   type HistogramOptions,
   histogramOf,
+  type LatencyCall,
   type LatencyOptions,
   type LatencyUnit,
   latencyOf,

@@ -5,6 +5,7 @@ export {
   type OtlpOptions,
   type OtlpStats,
   parseOtlpUrl,
+  type TimedSpan,
 } from './otlp.js';
 export {
   PrometheusServer,
