@@ -1,3 +1,4 @@
+// upscope-tests: alone (bpftrace and perf beside upscope, on shared targets).
 // upscope beside other tracers of the same process: a process another tracer holds is named
 // with that tracer; the ptrace engine's probes and a kernel uprobe on the same function (the
 // bpf engine's, bpftrace's) both count every call; nothing is left behind.
