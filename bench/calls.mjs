@@ -1,0 +1,246 @@
+// The cost of recording every call (issue 18), side by side in one run:
+//  1. per call: `upscope record` of hot.c (every function of the program, entry and return)
+//     against `uftrace record` of the same program built with -pg (uftrace's own overhead is
+//     its recorded run less the bare -pg run), and bpftrace timing the same functions
+//     (`@start[tid]` at entry, a sum of durations at return); each tracer's extra ns per call
+//     over its own bare run, and what upscope lost;
+//  2. at about 1 M calls/s on one thread (the bare loop's rate here is far above): the events
+//     upscope lost at its default buffer;
+//  3. attach time for every function of /usr/bin/node (tens of thousands) on a running node:
+//     upscope record -p until its start line, against bpftrace's `uprobe:/usr/bin/node:*`
+//     until its BEGIN (bpftrace runs BEGIN once every probe is attached).
+// Installs uftrace and bpftrace from Debian when missing; a peer that cannot be had is said.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensure, nsPerCall } from './bpf.mjs';
+
+const root = new URL('..', import.meta.url).pathname;
+const UPSCOPE = join(root, 'bin/upscope.js');
+const N = Number(process.env.BENCH_CALLS_N ?? 1_000_000);
+const ROUNDS = Number(process.env.BENCH_CALLS_RUNS ?? 3);
+/** Seconds bpftrace may take to attach to every function of node before it is given up. */
+const ATTACH_LIMIT_S = Number(process.env.BENCH_ATTACH_LIMIT_S ?? 300);
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (n, digits = 1) =>
+  n === undefined || Number.isNaN(n)
+    ? '-'
+    : n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+function run(command, args, env = {}) {
+  const result = spawnSync(command, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    maxBuffer: 64 * 1024 * 1024,
+    env: { ...process.env, ...env },
+  });
+  return {
+    status: result.status ?? String(result.signal ?? result.error),
+    stdout: result.stdout?.toString() ?? '',
+    stderr: result.stderr?.toString() ?? '',
+  };
+}
+
+function build(dir, name, extra) {
+  const out = join(dir, name);
+  const built = run('gcc', [
+    '-O2',
+    '-g',
+    ...extra,
+    '-pthread',
+    '-o',
+    out,
+    join(root, 'bench/programs/hot.c'),
+  ]);
+  if (built.status !== 0) throw new Error(`gcc ${extra.join(' ')} failed: ${built.stderr}`);
+  return out;
+}
+
+/** ns per call of one run, from the target's own line (on stderr, or stdout for bpftrace -c). */
+function measured(result, what) {
+  const ns = nsPerCall(result.stderr) ?? nsPerCall(result.stdout);
+  if (ns === undefined || result.status !== 0) {
+    throw new Error(`${what} failed (${result.status}):\n${result.stderr.slice(-2000)}`);
+  }
+  return ns;
+}
+
+function perCall(dir) {
+  const plain = build(dir, 'hot', []);
+  const pg = build(dir, 'hot-pg', ['-pg']);
+  const uftraceMissing = ensure('uftrace', 'uftrace', ['--version']);
+  const bpftraceMissing = ensure('bpftrace', 'bpftrace', ['--version']);
+  const recording = join(dir, 'rec');
+  const rows = [
+    { name: 'bare', measure: () => measured(run(plain, [String(N)]), 'bare') },
+    { name: 'bare -pg', measure: () => measured(run(pg, [String(N)]), 'bare -pg') },
+    {
+      name: 'upscope record',
+      measure: () => {
+        rmSync(recording, { recursive: true, force: true });
+        const result = run(process.execPath, [
+          UPSCOPE,
+          'record',
+          '-c',
+          `${plain} ${N}`,
+          '-o',
+          recording,
+        ]);
+        const ns = measured(result, 'upscope record');
+        const index = JSON.parse(readFileSync(join(recording, 'index.json'), 'utf8'));
+        rows.lost.push(index.lost);
+        rows.records.push(index.records);
+        return ns;
+      },
+    },
+    {
+      name: 'uftrace record (-pg)',
+      why: uftraceMissing,
+      measure: () => {
+        const data = join(dir, 'uftrace.data');
+        rmSync(data, { recursive: true, force: true });
+        return measured(run('uftrace', ['record', '-d', data, pg, String(N)]), 'uftrace record');
+      },
+    },
+    {
+      name: 'bpftrace entry+return',
+      why: bpftraceMissing,
+      measure: () => {
+        const fns = ['main', 'loop', 'hot_function'];
+        const program = [
+          `${fns.map((f) => `uprobe:${plain}:${f}`).join(',')} { @start[tid] = nsecs; }`,
+          `${fns.map((f) => `uretprobe:${plain}:${f}`).join(',')} /@start[tid]/ { @ns = sum(nsecs - @start[tid]); delete(@start[tid]); }`,
+        ].join('\n');
+        return measured(run('bpftrace', ['-c', `${plain} ${N}`, '-e', program]), 'bpftrace');
+      },
+    },
+  ];
+  rows.lost = [];
+  rows.records = [];
+  const samples = new Map(rows.map((row) => [row.name, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const row of rows) if (row.why === undefined) samples.get(row.name).push(row.measure());
+  }
+  const ns = (name) => median(samples.get(name) ?? []);
+  const extra = {
+    'upscope record': ns('upscope record') - ns('bare'),
+    'uftrace record (-pg)': ns('uftrace record (-pg)') - ns('bare -pg'),
+    'bpftrace entry+return': ns('bpftrace entry+return') - ns('bare'),
+  };
+  console.log(
+    `\nRecording every call (hot.c, ${fmt(N, 0)} calls, median of ${ROUNDS} runs in turns):`,
+  );
+  console.log('                           ns/call   extra ns/call   vs upscope');
+  for (const row of rows) {
+    if (row.why !== undefined) {
+      console.log(`  ${row.name.padEnd(24)} not run: ${row.why}`);
+      continue;
+    }
+    const added = extra[row.name];
+    console.log(
+      `  ${row.name.padEnd(24)} ${fmt(ns(row.name)).padStart(7)}   ${added === undefined ? '' : fmt(added).padStart(13)}` +
+        (added === undefined || row.name === 'upscope record'
+          ? ''
+          : `   ${fmt(extra['upscope record'] / added, 2)}x`),
+    );
+  }
+  console.log(
+    `  upscope lost ${rows.lost.join(', ')} events of ${rows.records.join(', ')} records (per run), at ${fmt(1e3 / ns('bare'), 0)} M calls/s bare`,
+  );
+}
+
+/** Milliseconds from spawning `command` until `ready` matches its output; then it is ended. */
+function timeUntil(command, args, ready, limitS, env = {}) {
+  return new Promise((resolve) => {
+    const began = process.hrtime.bigint();
+    const child = spawn(command, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+    });
+    let text = '';
+    let done = false;
+    const finish = (ms, why) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      child.kill('SIGINT');
+      const hard = setTimeout(() => child.kill('SIGKILL'), 60_000);
+      child.once('close', () => {
+        clearTimeout(hard);
+        resolve({ ms, why, text });
+      });
+    };
+    const timer = setTimeout(
+      () => finish(undefined, `not attached after ${limitS} s`),
+      limitS * 1000,
+    );
+    const seen = (chunk) => {
+      text += chunk;
+      if (ready.test(text)) finish(Number(process.hrtime.bigint() - began) / 1e6);
+    };
+    child.stdout.on('data', seen);
+    child.stderr.on('data', seen);
+    child.once('close', () => finish(undefined, `ended: ${text.slice(-300)}`));
+  });
+}
+
+async function attachNode() {
+  const node = spawn('/usr/bin/node', ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-bench-attach-'));
+  try {
+    await new Promise((r) => setTimeout(r, 500));
+    const functions = run('sh', ['-c', `nm /usr/bin/node | grep -c ' [tTwW] '`]).stdout.trim();
+    const ours = await timeUntil(
+      process.execPath,
+      [UPSCOPE, 'record', '-p', String(node.pid), '-o', join(dir, 'rec')],
+      /Recording \d+ functions?/,
+      ATTACH_LIMIT_S,
+    );
+    const count = /Recording (\d+) function/.exec(ours.text)?.[1];
+    const bpftraceMissing = ensure('bpftrace', 'bpftrace', ['--version']);
+    const theirs =
+      bpftraceMissing === undefined
+        ? await timeUntil(
+            'bpftrace',
+            [
+              '-p',
+              String(node.pid),
+              '-e',
+              'BEGIN { printf("ready\\n"); } uprobe:/usr/bin/node:* { @n = count(); }',
+            ],
+            /ready/,
+            ATTACH_LIMIT_S,
+            // Its default limit is 512 probes.
+            { BPFTRACE_MAX_PROBES: '1000000' },
+          )
+        : { why: bpftraceMissing };
+    console.log(
+      `\nAttach to every function of /usr/bin/node (${functions} text symbols), a running node:`,
+    );
+    console.log(
+      `  upscope record -p          ${ours.ms === undefined ? ours.why : `${fmt(ours.ms, 0)} ms for ${count} functions (entry and return), Node start-up and symbol reading included`}`,
+    );
+    console.log(
+      `  bpftrace uprobe:node:*     ${theirs.ms === undefined ? theirs.why : `${fmt(theirs.ms, 0)} ms (entries only)`}` +
+        (ours.ms !== undefined && theirs.ms !== undefined
+          ? `   upscope ${fmt(theirs.ms / ours.ms, 1)}x faster`
+          : ''),
+    );
+  } finally {
+    node.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function runCallsBench() {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-bench-calls-'));
+  try {
+    perCall(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  await attachNode();
+}
+
+if (process.argv[1] === new URL(import.meta.url).pathname) await runCallsBench();
