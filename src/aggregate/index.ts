@@ -13,3 +13,29 @@ export {
   NEGATIVE_BUCKETS,
   percentile,
 } from './histogram.js';
+export {
+  callGraph,
+  type FunctionStats,
+  functionStats,
+  type GraphNode,
+  type ReplayCall,
+  type ReplayOptions,
+  replayCalls,
+} from './call-analysis.js';
+export {
+  CALL_RECORD_BYTES,
+  CALLS_HEADER_BYTES,
+  CALLS_VERSION,
+  type CallRecord,
+  CallRecordDecoder,
+  type CallRecordKind,
+  checkCallsHeader,
+  encodeCallRecord,
+  encodeCallsHeader,
+} from './call-records.js';
+export {
+  type CallEnd,
+  type CallNode,
+  CallTreeBuilder,
+  type ThreadCalls,
+} from './call-tree.js';
