@@ -141,7 +141,12 @@ export function* replayCalls(
   options: ReplayOptions = {},
 ): Generator<ReplayCall> {
   const maxDepth = options.depth ?? Number.POSITIVE_INFINITY;
-  function* walk(tid: number, node: CallNode, depth: number, inside: boolean): Generator<ReplayCall> {
+  function* walk(
+    tid: number,
+    node: CallNode,
+    depth: number,
+    inside: boolean,
+  ): Generator<ReplayCall> {
     if (options.hide?.has(node.fn)) return;
     const duration = durationOf(node);
     if (options.minDurationNs !== undefined && duration < options.minDurationNs) return;

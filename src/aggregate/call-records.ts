@@ -27,12 +27,7 @@ export interface CallRecord {
 }
 
 const KIND_CODE: Readonly<Record<CallRecordKind, number>> = { entry: 1, return: 2, unwind: 3 };
-const CODE_KIND: readonly (CallRecordKind | undefined)[] = [
-  undefined,
-  'entry',
-  'return',
-  'unwind',
-];
+const CODE_KIND: readonly (CallRecordKind | undefined)[] = [undefined, 'entry', 'return', 'unwind'];
 
 /** The header a calls file starts with. */
 export function encodeCallsHeader(): Uint8Array {

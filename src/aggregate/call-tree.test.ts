@@ -112,10 +112,7 @@ test('callGraph merges equal paths and starts from a function when asked', () =>
 
 test('replayCalls applies depth, -F, -N, time and thread filters', () => {
   const fns: string[] = [];
-  const threads = build(
-    records(1, '+main +a +b -b -a +c -c -main', fns),
-    records(2, '+t -t', fns),
-  );
+  const threads = build(records(1, '+main +a +b -b -a +c -c -main', fns), records(2, '+t -t', fns));
   const names = (o: Parameters<typeof replayCalls>[1]) =>
     [...replayCalls(threads, o)].map((c) => `${c.tid}:${'.'.repeat(c.depth)}${fns[c.fn]}`);
   assert.deepEqual(names({}), ['1:main', '1:.a', '1:..b', '1:.c', '2:t']);
@@ -133,7 +130,9 @@ test('CallRecordDecoder reads records across chunk boundaries', () => {
     { kind: 'unwind', tid: 8, pid: 6, fn: 0, timeNs: 2n ** 63n },
   ];
   const bytes = new Uint8Array(recs.length * CALL_RECORD_BYTES);
-  recs.forEach((r, i) => encodeCallRecord(r, bytes, i * CALL_RECORD_BYTES));
+  recs.forEach((r, i) => {
+    encodeCallRecord(r, bytes, i * CALL_RECORD_BYTES);
+  });
   const decoder = new CallRecordDecoder(2);
   const out = [...decoder.push(bytes.subarray(0, 30)), ...decoder.push(bytes.subarray(30))];
   assert.deepEqual(out, recs);

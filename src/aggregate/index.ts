@@ -1,18 +1,3 @@
-export { goroutineDepth, PendingCalls, threadDepth } from './call-frames.js';
-export {
-  type BucketRange,
-  type BucketScheme,
-  bucketIndex,
-  bucketRange,
-  type Histogram,
-  HistogramAccumulator,
-  type HistogramRow,
-  histogramRows,
-  linearSteps,
-  mean,
-  NEGATIVE_BUCKETS,
-  percentile,
-} from './histogram.js';
 export {
   callGraph,
   type FunctionStats,
@@ -22,6 +7,7 @@ export {
   type ReplayOptions,
   replayCalls,
 } from './call-analysis.js';
+export { goroutineDepth, PendingCalls, threadDepth } from './call-frames.js';
 export {
   CALL_RECORD_BYTES,
   CALLS_HEADER_BYTES,
@@ -39,3 +25,17 @@ export {
   CallTreeBuilder,
   type ThreadCalls,
 } from './call-tree.js';
+export {
+  type BucketRange,
+  type BucketScheme,
+  bucketIndex,
+  bucketRange,
+  type Histogram,
+  HistogramAccumulator,
+  type HistogramRow,
+  histogramRows,
+  linearSteps,
+  mean,
+  NEGATIVE_BUCKETS,
+  percentile,
+} from './histogram.js';

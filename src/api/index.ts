@@ -112,6 +112,19 @@ export {
   type ProcessTracerOptions,
 } from './process-tracer.js';
 export { PtraceStacks, type WalkedStack } from './ptrace-stacks.js';
+export {
+  CALLS_FILE,
+  type CallRecorder,
+  INDEX_FILE,
+  type RecordedFunction,
+  type Recording,
+  type RecordingIndex,
+  RecordingWriter,
+  type RecordOptions,
+  readRecording,
+  recordCalls,
+  recordSpecs,
+} from './recording.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
 export {
   Attachment,

@@ -35,7 +35,7 @@ export function positive(what: string) {
 }
 
 /** Collects a repeatable option's values. */
-function collect(value: string, previous: string[] | undefined): string[] {
+export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
 }
 

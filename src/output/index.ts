@@ -8,6 +8,19 @@ export {
   renderHistogramsText,
 } from './aggregate-text.js';
 export { type Call, CallPairer, type Instant } from './calls.js';
+export {
+  type FunctionName,
+  firstCallNs,
+  REPORT_SORTS,
+  type ReportSort,
+  renderCallGraphJson,
+  renderCallGraphText,
+  renderFunctionReportJson,
+  renderFunctionReportText,
+  renderReplayJson,
+  renderReplayText,
+  sortFunctionStats,
+} from './calls-text.js';
 export { type ChromeTraceOptions, ChromeTraceSink, renderChromeTrace } from './chrome-trace.js';
 export { type EventFormatter, eventJsonFormatter, eventTextFormatter } from './events-text.js';
 export { formatValue, type HexFields, jsonFields, jsonValue } from './fields.js';
