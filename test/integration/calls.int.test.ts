@@ -1,0 +1,237 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, describe, test } from 'node:test';
+import { compileProgram } from '../helpers/compile.js';
+import { leftovers } from '../helpers/leftovers.js';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+const work = mkdtempSync(join(tmpdir(), 'upscope-calls-test-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+afterEach(() => {
+  assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+  assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+});
+
+interface ReplayLine {
+  tid: number;
+  depth: number;
+  function: string;
+  end: 'return' | 'unwind' | 'open';
+}
+
+/** `upscope record` of `command` into a new directory of `work`: the directory and stdout. */
+function record(command: string, targets: string[] = []): { dir: string; stdout: string } {
+  const dir = join(work, `rec-${readdirSync(work).length}`);
+  const result = runCli(['record', '-c', command, '-o', dir, ...targets]);
+  assert.equal(result.status, 0, result.stderr);
+  assert.match(result.stderr, /, 0 lost\n/);
+  return { dir, stdout: result.stdout };
+}
+
+function replay(dir: string, ...args: string[]): ReplayLine[] {
+  const result = runCli(['replay', dir, '--json', ...args]);
+  assert.equal(result.status, 0, result.stderr);
+  return result.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as ReplayLine);
+}
+
+function callCounts(dir: string): Record<string, number> {
+  const result = runCli(['report', dir, '--json']);
+  assert.equal(result.status, 0, result.stderr);
+  const rows = JSON.parse(result.stdout) as { function: string; calls: number }[];
+  return Object.fromEntries(rows.map((r) => [r.function, r.calls]));
+}
+
+/** Lines of the form depth+name, for comparing a tree's shape. */
+function shape(lines: readonly ReplayLine[]): string[] {
+  return lines.map((l) => `${l.depth} ${l.function}${l.end === 'return' ? '' : ` ${l.end}`}`);
+}
+
+function cTarget(t: Parameters<typeof requireHost>[0]): string | undefined {
+  if (!requireHost(t, { root: true, commands: ['gcc'] })) return undefined;
+  // -O2: tail_caller reaches tail_callee by a jump (checked below with objdump).
+  return compileProgram('calls-target', { flags: ['-O2', '-g'], link: ['-lpthread'] });
+}
+
+describe('upscope record, report, replay: the call tree of a whole command (bpf)', () => {
+  test('C: every call counted as the target counts it, each thread a known, closed tree', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const disassembly = execFileSync('objdump', ['-d', '--no-show-raw-insn', app], {
+      encoding: 'utf8',
+    });
+    const tailCaller = /<tail_caller>:\n([\s\S]*?)\n\n/.exec(disassembly)?.[1] ?? '';
+    assert.match(tailCaller, /jmp\s+\w+ <tail_callee>/, 'tail_caller ends in a jump');
+
+    const { dir, stdout } = record(`${app} all`);
+    const lines = stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, number>);
+    const parent = lines.find((l) => l['rec'] !== undefined)!;
+    const child = lines.find((l) => l['rec'] === undefined)!;
+    const counts = callCounts(dir);
+    for (const fn of [
+      'rec',
+      'is_even',
+      'is_odd',
+      'thread_body',
+      'leaf',
+      'jumper',
+      'deep',
+      'tail_caller',
+      'tail_callee',
+    ]) {
+      assert.equal(counts[fn], parent[fn], `calls of ${fn}`);
+    }
+    assert.equal(counts['child_work'], child['child_work'], 'calls of child_work (in the fork)');
+
+    const all = replay(dir);
+    const mainTid = parent['pid']!;
+    // The main thread, from main: rec 51 deep, is_even/is_odd alternating 21 deep, the 6 deep
+    // calls a longjmp left (unwound), and the tail call.
+    const expected = ['0 main'];
+    for (let d = 1; d <= 51; d++) expected.push(`${d} rec`);
+    for (let d = 1; d <= 21; d++) expected.push(`${d} ${d % 2 === 1 ? 'is_even' : 'is_odd'}`);
+    expected.push('1 jumper');
+    for (let d = 2; d <= 7; d++) expected.push(`${d} deep unwind`);
+    expected.push('1 tail_caller', '2 tail_callee');
+    const fromMain = replay(dir, '-F', 'main', '--tid', String(mainTid));
+    assert.deepEqual(shape(fromMain), expected);
+    // 4 threads, each thread_body with its 5 leaf calls.
+    const bodies = all.filter((l) => l.function === 'thread_body');
+    assert.equal(bodies.length, 4);
+    for (const body of bodies) {
+      assert.deepEqual(
+        shape(all.filter((l) => l.tid === body.tid)),
+        ['0 thread_body', ...Array(5).fill('1 leaf')],
+        `thread ${body.tid}`,
+      );
+    }
+    // The fork's child: its own thread, child_work 3 times.
+    assert.deepEqual(
+      shape(all.filter((l) => l.tid === child['pid'])),
+      Array(child['child_work']).fill('0 child_work'),
+    );
+    // Closed: every call returned, except those the longjmp unwound and _start, which ends
+    // the process through exit() without returning.
+    const notReturned = all.filter((l) => l.end !== 'return').map((l) => `${l.function} ${l.end}`);
+    assert.deepEqual(notReturned.sort(), ['_start open', ...Array(6).fill('deep unwind')]);
+  });
+
+  test('C: a callee that calls exit() leaves its callers without a return, said in the replay', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const { dir, stdout } = record(`${app} exit`, [`${app}:*er`, `${app}:main`]);
+    const counts = JSON.parse(stdout) as Record<string, number>;
+    assert.deepEqual(callCounts(dir), {
+      main: 1,
+      quitter: counts['quitter'],
+      ender: counts['ender'],
+    });
+    assert.deepEqual(shape(replay(dir)), ['0 main open', '1 quitter open', '2 ender open']);
+    const text = runCli(['replay', dir]);
+    assert.match(text.stdout, /ender \[no return: thread ended\]/);
+  });
+
+  test('C++: an exception thrown through 3 frames closes them as unwound, the rest returned', (t) => {
+    if (!requireHost(t, { root: true, commands: ['g++'] })) return;
+    const app = compileProgram('cxx-unwind', { flags: ['-O2'], link: ['-lpthread'] });
+    const { dir, stdout } = record(`${app} throw 30`, [`${app}:level*`, `${app}:leaf`]);
+    const said = /calls=(\d+),(\d+),(\d+) returns=(\d+),(\d+),(\d+)/.exec(stdout);
+    assert.ok(said, stdout);
+    const [c1, c2, c3, r1, r2, r3] = said.slice(1).map(Number);
+    assert.deepEqual(callCounts(dir), {
+      'level1(long)': c1,
+      'level2(long)': c2,
+      'level3(long)': c3,
+      'leaf(long)': c3,
+    });
+    const lines = replay(dir);
+    const unwound = (fn: string) =>
+      lines.filter((l) => l.function === `${fn}(long)` && l.end === 'unwind').length;
+    assert.deepEqual(
+      [unwound('level1'), unwound('level2'), unwound('level3')],
+      [c1! - r1!, c2! - r2!, c3! - r3!],
+    );
+    assert.ok(unwound('level1') > 0, 'some calls were unwound');
+    // Each level1 holds level2 holds level3 holds leaf; all ended (returned or unwound).
+    assert.deepEqual([...new Set(shape(lines).map((l) => l.replace(/ unwind$/, '')))].sort(), [
+      '0 level1(long)',
+      '1 level2(long)',
+      '2 level3(long)',
+      '3 leaf(long)',
+    ]);
+    assert.equal(lines.filter((l) => l.end === 'open').length, 0);
+  });
+
+  test('calls -c: record and report in one step, its temporary directory removed', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const tmp = mkdtempSync(join(work, 'tmp-'));
+    const saved = process.env['TMPDIR'];
+    process.env['TMPDIR'] = tmp;
+    let result: ReturnType<typeof runCli>;
+    try {
+      result = runCli(['calls', '-c', `${app} all`, '--sort', 'calls']);
+    } finally {
+      if (saved === undefined) delete process.env['TMPDIR'];
+      else process.env['TMPDIR'] = saved;
+    }
+    assert.equal(result.status, 0, result.stderr);
+    const first = result.stdout
+      .split('\n')
+      .find((l) => /^\S+ \S+\s/.test(l) && /rec$|leaf$/.test(l));
+    assert.match(first ?? '', /\s51\s.*rec$/, 'rec (51 calls) sorts first by calls');
+    assert.deepEqual(readdirSync(tmp), [], 'the temporary recording is removed');
+  });
+
+  test('bad input gets one clear line: a pattern matching nothing, not a recording, a truncated one', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const none = runCli([
+      'record',
+      '-c',
+      `${app} exit`,
+      '-o',
+      join(work, 'none'),
+      `${app}:nomatch*`,
+    ]);
+    assert.notEqual(none.status, 0);
+    assert.match(none.stderr, /^error\[ERR_NO_MATCH\]: .*nomatch/m);
+    assert.doesNotMatch(none.stderr, /\n\s+at /, 'no stack trace');
+
+    const empty = mkdtempSync(join(work, 'empty-'));
+    const notOne = runCli(['report', empty]);
+    assert.equal(notOne.status, 4);
+    assert.match(
+      notOne.stderr,
+      /^error\[ERR_NOT_A_RECORDING\]: Cannot read the recording ".*": it has no index.json\n/,
+    );
+
+    const { dir } = record(`${app} all`);
+    const whole = callCounts(dir);
+    const size = readFileSync(join(dir, 'calls.bin')).length;
+    truncateSync(join(dir, 'calls.bin'), size - 30);
+    const cut = runCli(['report', dir, '--json']);
+    assert.equal(cut.status, 0, cut.stderr);
+    const partial = (size - 30 - 16) % 24;
+    assert.match(
+      cut.stderr,
+      new RegExp(
+        `^upscope: warning: calls.bin is truncated: it ends ${partial} bytes into a record`,
+        'm',
+      ),
+    );
+    const rows = JSON.parse(cut.stdout) as { function: string; calls: number }[];
+    assert.ok(rows.length > 0 && rows.every((r) => r.calls <= (whole[r.function] ?? 0)));
+  });
+});
