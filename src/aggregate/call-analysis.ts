@@ -10,6 +10,8 @@ export interface FunctionStats {
   totalNs: bigint;
   /** Time inside the function but not in the calls it made. */
   selfNs: bigint;
+  /** Every call's own duration added up (nested calls of a recursion each count). */
+  sumNs: bigint;
   minNs: bigint;
   maxNs: bigint;
   /** Calls an unwind ended, calls still open when their thread ended. */
@@ -40,6 +42,7 @@ export function functionStats(
           calls: 0,
           totalNs: 0n,
           selfNs: 0n,
+          sumNs: 0n,
           minNs: duration,
           maxNs: duration,
           unwound: 0,
@@ -48,6 +51,7 @@ export function functionStats(
         rows.set(key, row);
       }
       row.calls++;
+      row.sumNs += duration;
       if (duration < row.minNs) row.minNs = duration;
       if (duration > row.maxNs) row.maxNs = duration;
       if (node.end === 'unwind') row.unwound++;

@@ -85,7 +85,10 @@ test('functionStats counts calls, self and total time, a recursion once in total
     [by.get('rec')!.calls, by.get('rec')!.totalNs, by.get('rec')!.selfNs],
     [2, 50n, 40n],
   );
-  assert.deepEqual([by.get('rec')!.minNs, by.get('rec')!.maxNs], [30n, 50n]);
+  assert.deepEqual(
+    [by.get('rec')!.minNs, by.get('rec')!.maxNs, by.get('rec')!.sumNs],
+    [30n, 50n, 80n],
+  );
   assert.deepEqual([by.get('main')!.totalNs, by.get('main')!.selfNs], [70n, 20n]);
 });
 

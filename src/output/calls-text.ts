@@ -1,10 +1,12 @@
 import type {
   CallEnd,
+  CallNode,
   FunctionStats,
   GraphNode,
   ReplayCall,
   ThreadCalls,
 } from '../aggregate/index.js';
+import type { ProbeEvent } from '../events/index.js';
 import { formatDuration } from './histogram.js';
 import { renderTable } from './json.js';
 
@@ -15,7 +17,7 @@ export type ReportSort = 'total' | 'self' | 'calls' | 'avg' | 'max' | 'name';
 export const REPORT_SORTS: readonly ReportSort[] = ['total', 'self', 'calls', 'avg', 'max', 'name'];
 
 function avgNs(row: FunctionStats): bigint {
-  return row.calls === 0 ? 0n : row.totalNs / BigInt(row.calls);
+  return row.calls === 0 ? 0n : row.sumNs / BigInt(row.calls);
 }
 
 /** Rows sorted by `sort`, largest first (names alphabetically). */
@@ -201,4 +203,43 @@ export function firstCallNs(threads: readonly ThreadCalls[]): bigint {
   let first: bigint | undefined;
   for (const t of threads) if (first === undefined || t.firstNs < first) first = t.firstNs;
   return first ?? 0n;
+}
+
+/**
+ * A recording's calls as entry and return events, each thread's depth first (a call's entry,
+ * its callees, its return), so that any sink over events (a Chrome trace) pairs them exactly;
+ * a call an unwind ended returns with `exit: 'unwind'`, one never returned at its thread's end.
+ */
+export function* callEvents(
+  threads: readonly ThreadCalls[],
+  name: FunctionName,
+  comm: (tid: number) => string,
+): Generator<ProbeEvent> {
+  for (const thread of threads) {
+    const base = { spec: '', pid: thread.pid, tid: thread.tid, cpu: 0, comm: comm(thread.tid) };
+    const stack: { node: CallNode; entered: boolean }[] = thread.roots
+      .map((node) => ({ node, entered: false }))
+      .reverse();
+    while (stack.length > 0) {
+      const top = stack.pop()!;
+      const probe = name(top.node.fn);
+      if (!top.entered) {
+        yield { ...base, probe, kind: 'entry', timestampNs: top.node.startNs, fields: {} };
+        stack.push({ node: top.node, entered: true });
+        for (let i = top.node.children.length - 1; i >= 0; i--) {
+          stack.push({ node: top.node.children[i]!, entered: false });
+        }
+      } else {
+        yield {
+          ...base,
+          probe,
+          kind: 'return',
+          timestampNs: top.node.endNs,
+          fields: {},
+          latencyNs: top.node.endNs - top.node.startNs,
+          exit: top.node.end === 'unwind' ? 'unwind' : undefined,
+        };
+      }
+    }
+  }
 }

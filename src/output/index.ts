@@ -9,6 +9,7 @@ export {
 } from './aggregate-text.js';
 export { type Call, CallPairer, type Instant } from './calls.js';
 export {
+  callEvents,
   type FunctionName,
   firstCallNs,
   REPORT_SORTS,

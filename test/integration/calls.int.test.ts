@@ -26,9 +26,13 @@ interface ReplayLine {
 }
 
 /** `upscope record` of `command` into a new directory of `work`: the directory and stdout. */
-function record(command: string, targets: string[] = []): { dir: string; stdout: string } {
+function record(
+  command: string,
+  targets: string[] = [],
+  engine: 'bpf' | 'tracefs' = 'bpf',
+): { dir: string; stdout: string } {
   const dir = join(work, `rec-${readdirSync(work).length}`);
-  const result = runCli(['record', '-c', command, '-o', dir, ...targets]);
+  const result = runCli(['record', '--engine', engine, '-c', command, '-o', dir, ...targets]);
   assert.equal(result.status, 0, result.stderr);
   assert.match(result.stderr, /, 0 lost\n/);
   return { dir, stdout: result.stdout };
@@ -61,71 +65,74 @@ function cTarget(t: Parameters<typeof requireHost>[0]): string | undefined {
   return compileProgram('calls-target', { flags: ['-O2', '-g'], link: ['-lpthread'] });
 }
 
-describe('upscope record, report, replay: the call tree of a whole command (bpf)', () => {
-  test('C: every call counted as the target counts it, each thread a known, closed tree', (t) => {
-    const app = cTarget(t);
-    if (app === undefined) return;
-    const disassembly = execFileSync('objdump', ['-d', '--no-show-raw-insn', app], {
-      encoding: 'utf8',
-    });
-    const tailCaller = /<tail_caller>:\n([\s\S]*?)\n\n/.exec(disassembly)?.[1] ?? '';
-    assert.match(tailCaller, /jmp\s+\w+ <tail_callee>/, 'tail_caller ends in a jump');
+describe('upscope record, report, replay: the call tree of a whole command', () => {
+  for (const engine of ['bpf', 'tracefs'] as const)
+    test(`${engine}: C: every call counted as the target counts it, each thread a known, closed tree`, (t) => {
+      const app = cTarget(t);
+      if (app === undefined) return;
+      const disassembly = execFileSync('objdump', ['-d', '--no-show-raw-insn', app], {
+        encoding: 'utf8',
+      });
+      const tailCaller = /<tail_caller>:\n([\s\S]*?)\n\n/.exec(disassembly)?.[1] ?? '';
+      assert.match(tailCaller, /jmp\s+\w+ <tail_callee>/, 'tail_caller ends in a jump');
 
-    const { dir, stdout } = record(`${app} all`);
-    const lines = stdout
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as Record<string, number>);
-    const parent = lines.find((l) => l['rec'] !== undefined)!;
-    const child = lines.find((l) => l['rec'] === undefined)!;
-    const counts = callCounts(dir);
-    for (const fn of [
-      'rec',
-      'is_even',
-      'is_odd',
-      'thread_body',
-      'leaf',
-      'jumper',
-      'deep',
-      'tail_caller',
-      'tail_callee',
-    ]) {
-      assert.equal(counts[fn], parent[fn], `calls of ${fn}`);
-    }
-    assert.equal(counts['child_work'], child['child_work'], 'calls of child_work (in the fork)');
+      const { dir, stdout } = record(`${app} all`, [], engine);
+      const lines = stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, number>);
+      const parent = lines.find((l) => l['rec'] !== undefined)!;
+      const child = lines.find((l) => l['rec'] === undefined)!;
+      const counts = callCounts(dir);
+      for (const fn of [
+        'rec',
+        'is_even',
+        'is_odd',
+        'thread_body',
+        'leaf',
+        'jumper',
+        'deep',
+        'tail_caller',
+        'tail_callee',
+      ]) {
+        assert.equal(counts[fn], parent[fn], `calls of ${fn}`);
+      }
+      assert.equal(counts['child_work'], child['child_work'], 'calls of child_work (in the fork)');
 
-    const all = replay(dir);
-    const mainTid = parent['pid']!;
-    // The main thread, from main: rec 51 deep, is_even/is_odd alternating 21 deep, the 6 deep
-    // calls a longjmp left (unwound), and the tail call.
-    const expected = ['0 main'];
-    for (let d = 1; d <= 51; d++) expected.push(`${d} rec`);
-    for (let d = 1; d <= 21; d++) expected.push(`${d} ${d % 2 === 1 ? 'is_even' : 'is_odd'}`);
-    expected.push('1 jumper');
-    for (let d = 2; d <= 7; d++) expected.push(`${d} deep unwind`);
-    expected.push('1 tail_caller', '2 tail_callee');
-    const fromMain = replay(dir, '-F', 'main', '--tid', String(mainTid));
-    assert.deepEqual(shape(fromMain), expected);
-    // 4 threads, each thread_body with its 5 leaf calls.
-    const bodies = all.filter((l) => l.function === 'thread_body');
-    assert.equal(bodies.length, 4);
-    for (const body of bodies) {
+      const all = replay(dir);
+      const mainTid = parent['pid']!;
+      // The main thread, from main: rec 51 deep, is_even/is_odd alternating 21 deep, the 6 deep
+      // calls a longjmp left (unwound), and the tail call.
+      const expected = ['0 main'];
+      for (let d = 1; d <= 51; d++) expected.push(`${d} rec`);
+      for (let d = 1; d <= 21; d++) expected.push(`${d} ${d % 2 === 1 ? 'is_even' : 'is_odd'}`);
+      expected.push('1 jumper');
+      for (let d = 2; d <= 7; d++) expected.push(`${d} deep unwind`);
+      expected.push('1 tail_caller', '2 tail_callee');
+      const fromMain = replay(dir, '-F', 'main', '--tid', String(mainTid));
+      assert.deepEqual(shape(fromMain), expected);
+      // 4 threads, each thread_body with its 5 leaf calls.
+      const bodies = all.filter((l) => l.function === 'thread_body');
+      assert.equal(bodies.length, 4);
+      for (const body of bodies) {
+        assert.deepEqual(
+          shape(all.filter((l) => l.tid === body.tid)),
+          ['0 thread_body', ...Array(5).fill('1 leaf')],
+          `thread ${body.tid}`,
+        );
+      }
+      // The fork's child: its own thread, child_work 3 times.
       assert.deepEqual(
-        shape(all.filter((l) => l.tid === body.tid)),
-        ['0 thread_body', ...Array(5).fill('1 leaf')],
-        `thread ${body.tid}`,
+        shape(all.filter((l) => l.tid === child['pid'])),
+        Array(child['child_work']).fill('0 child_work'),
       );
-    }
-    // The fork's child: its own thread, child_work 3 times.
-    assert.deepEqual(
-      shape(all.filter((l) => l.tid === child['pid'])),
-      Array(child['child_work']).fill('0 child_work'),
-    );
-    // Closed: every call returned, except those the longjmp unwound and _start, which ends
-    // the process through exit() without returning.
-    const notReturned = all.filter((l) => l.end !== 'return').map((l) => `${l.function} ${l.end}`);
-    assert.deepEqual(notReturned.sort(), ['_start open', ...Array(6).fill('deep unwind')]);
-  });
+      // Closed: every call returned, except those the longjmp unwound and _start, which ends
+      // the process through exit() without returning.
+      const notReturned = all
+        .filter((l) => l.end !== 'return')
+        .map((l) => `${l.function} ${l.end}`);
+      assert.deepEqual(notReturned.sort(), ['_start open', ...Array(6).fill('deep unwind')]);
+    });
 
   test('C: a callee that calls exit() leaves its callers without a return, said in the replay', (t) => {
     const app = cTarget(t);

@@ -7,6 +7,8 @@ import { type Recording, readRecording, recordCalls } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { closest, didYouMean } from '../../internal/index.js';
 import {
+  ChromeTraceSink,
+  callEvents,
   firstCallNs,
   REPORT_SORTS,
   type ReportSort,
@@ -31,6 +33,7 @@ interface RecordCliOptions {
   exclude?: string[];
   bufferSize?: number;
   debugDir?: string[];
+  engine?: 'bpf' | 'tracefs';
 }
 
 /** Adds the recording options (-c, -p, --exclude, --buffer-size, --debug-dir) to `command`. */
@@ -48,7 +51,12 @@ function recordOptions<T extends Command<[string[]]>>(command: T): T {
       'ring-buffer size per CPU (default 4096): more absorbs longer bursts of calls',
       positive('--buffer-size'),
     )
-    .option(...debugDirOption);
+    .option(...debugDirOption)
+    .option(
+      '--engine <engine>',
+      'bpf (default: a BPF handler per entry and return writing to a BPF ring buffer) or tracefs (uprobe_events and the tracing ring buffer)',
+      parseRecordEngine,
+    );
   return command;
 }
 
@@ -142,7 +150,12 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       ...(prev ?? []),
       parsePid(v),
     ])
-    .option('--json', 'print JSON lines')
+    .option('--json', 'print JSON lines (as --format json)')
+    .option(
+      '--format <format>',
+      'text (default), json (a line per call) or chrome (Chrome trace-event JSON: Perfetto, chrome://tracing and speedscope open it; a track per thread, calls as nested slices)',
+      parseReplayFormat,
+    )
     .option(...outputOption)
     .action(async (dir, options) => {
       await withOutput(io, options.output, async (out) => {
@@ -160,7 +173,27 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
           tids: options.tid === undefined ? undefined : new Set(options.tid),
         });
         const write = (text: string) => out.out(text);
-        if (options.json) renderReplayJson(calls, name, write);
+        const format = options.format ?? (options.json ? 'json' : 'text');
+        if (format === 'chrome') {
+          const comms = new Map(recording.index.threads.map((t) => [t.tid, t.comm]));
+          const tids = new Set([...calls].map((c) => c.tid));
+          const sink = new ChromeTraceSink((chunk) => out.out(chunk), {
+            startNs: firstCallNs(recording.threads),
+            metadata: {
+              ...(recording.index.command === undefined
+                ? {}
+                : { command: recording.index.command }),
+              recording: recording.dir,
+            },
+          });
+          sink.begin();
+          const shown = recording.threads.filter((th) => tids.has(th.tid));
+          for (const event of callEvents(shown, name, (tid) => comms.get(tid) ?? '')) {
+            sink.value(event);
+          }
+          sink.lost(recording.index.lost);
+          sink.end();
+        } else if (format === 'json') renderReplayJson(calls, name, write);
         else renderReplayText(calls, name, write, { startNs: firstCallNs(recording.threads) });
       });
     });
@@ -215,6 +248,7 @@ async function record(
     dir,
     bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
     debugDirs: options.debugDir,
+    engine: options.engine,
     onNotice: (text) =>
       io.err(`upscope: ${text}
 `),
@@ -222,7 +256,7 @@ async function record(
   const { attachment } = recorder;
   const endedBy = installLifecycle(attachment);
   io.err(
-    `Recording ${recorder.functions} function${recorder.functions === 1 ? '' : 's'} (entry and return, bpf) to ${dir}. Ctrl-C to end.
+    `Recording ${recorder.functions} function${recorder.functions === 1 ? '' : 's'} (entry and return, ${options.engine ?? 'bpf'}) to ${dir}. Ctrl-C to end.
 `,
   );
   let lostSaid = 0;
@@ -306,6 +340,25 @@ function functionIds(recording: Recording, func: string): Set<number> {
     );
   }
   return ids;
+}
+
+function parseRecordEngine(value: string): 'bpf' | 'tracefs' {
+  if (value === 'bpf' || value === 'tracefs') return value;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot record with the engine "${value}": give bpf or tracefs`,
+    {
+      hints: ['The ptrace engine cannot record calls yet'],
+    },
+  );
+}
+
+function parseReplayFormat(value: string): 'text' | 'json' | 'chrome' {
+  if (value === 'text' || value === 'json' || value === 'chrome') return value;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot use --format "${value}" for replay: give text, json or chrome`,
+  );
 }
 
 function parseSort(value: string): ReportSort {
