@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
@@ -83,6 +83,8 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
         .map((l) => JSON.parse(l) as Record<string, number>);
       const parent = lines.find((l) => l['rec'] !== undefined)!;
       const child = lines.find((l) => l['rec'] === undefined)!;
+      // _start (probed, as every function) has no return address to replace: argc is intact.
+      assert.equal(parent['argc'], 2, "the target's argc");
       const counts = callCounts(dir);
       for (const fn of [
         'rec',
@@ -180,6 +182,19 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.equal(lines.filter((l) => l.end === 'open').length, 0);
   });
 
+  test('python3 (Debian): every function of the interpreter recorded, 0 lost, the script runs', (t) => {
+    if (!requireHost(t, { root: true })) return;
+    const python = '/usr/bin/python3';
+    assert.ok(existsSync(python), `${python} is installed`);
+    const { dir, stdout } = record(`${python} -c "print(sum(range(1000)))"`);
+    assert.equal(stdout, '499500\n');
+    const counts = callCounts(dir);
+    assert.equal(counts['Py_BytesMain'], 1, 'the interpreter main, once');
+    assert.ok((counts['PyObject_Vectorcall'] ?? 0) > 100, 'calls between Python objects');
+    const main = replay(dir, '-F', 'Py_BytesMain', '--depth', '1');
+    assert.deepEqual(shape(main), ['0 Py_BytesMain'], 'the interpreter returns from its main');
+  });
+
   test('calls -c: record and report in one step, its temporary directory removed', (t) => {
     const app = cTarget(t);
     if (app === undefined) return;
@@ -215,6 +230,13 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.notEqual(none.status, 0);
     assert.match(none.stderr, /^error\[ERR_NO_MATCH\]: .*nomatch/m);
     assert.doesNotMatch(none.stderr, /\n\s+at /, 'no stack trace');
+
+    const start = runCli(['trace', '--engine', 'bpf', '-c', `${app} exit`, `r:${app}:_start`]);
+    assert.equal(start.status, 3);
+    assert.match(
+      start.stderr,
+      /^error\[ERR_RETURN_ADDRESS_UNSAFE\]: Cannot place a return probe on "_start" in ".*": it is the program's entry point/,
+    );
 
     const empty = mkdtempSync(join(work, 'empty-'));
     const notOne = runCli(['report', empty]);

@@ -6,7 +6,7 @@
  *                       thread_body -> leaf x THREAD_LEAVES, jumper -> deep x 6 with a longjmp
  *                       from the innermost deep back to jumper, tail_caller -> tail_callee
  *                       (a jump at -O2), and a fork whose child runs child_work x CHILD_CALLS;
- *                       then prints its counters as JSON (the child its own line)
+ *                       then prints its counters and argc as JSON (the child its own line)
  *   calls-target exit   main -> quitter -> ender, which calls exit(0) (printing first)
  */
 #include <pthread.h>
@@ -125,9 +125,9 @@ int main(int argc, char **argv) {
     _exit(0);
   }
   waitpid(child, NULL, 0);
-  printf("{\"pid\":%d,\"rec\":%ld,\"is_even\":%ld,\"is_odd\":%ld,\"thread_body\":%ld,\"leaf\":%ld,"
+  printf("{\"pid\":%d,\"argc\":%d,\"rec\":%ld,\"is_even\":%ld,\"is_odd\":%ld,\"thread_body\":%ld,\"leaf\":%ld,"
          "\"jumper\":%ld,\"deep\":%ld,\"tail_caller\":%ld,\"tail_callee\":%ld,\"child_work\":%ld}\n",
-         getpid(), n_rec, n_even, n_odd, n_body, n_leaf, n_jumper, n_deep, n_tail_caller,
+         getpid(), argc, n_rec, n_even, n_odd, n_body, n_leaf, n_jumper, n_deep, n_tail_caller,
          n_tail_callee, n_child);
   return 0;
 }
