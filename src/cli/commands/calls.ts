@@ -23,7 +23,14 @@ import {
 import { globToRegExp, isGlob } from '../../spec/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { collect, debugDirOption, outputOption, parsePid, positive } from '../options.js';
+import {
+  collect,
+  debugDirOption,
+  outputOption,
+  parsePid,
+  positive,
+  startLine,
+} from '../options.js';
 import { installLifecycle } from './trace.js';
 
 /** Options of the commands that record. */
@@ -249,15 +256,18 @@ async function record(
     bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
     debugDirs: options.debugDir,
     engine: options.engine,
-    onNotice: (text) =>
-      io.err(`upscope: ${text}
-`),
+    onNotice: (text) => io.err(`upscope: ${text}\n`),
   });
   const { attachment } = recorder;
   const endedBy = installLifecycle(attachment);
+  const engine = options.engine ?? 'bpf';
   io.err(
-    `Recording ${recorder.functions} function${recorder.functions === 1 ? '' : 's'} (entry and return, ${options.engine ?? 'bpf'}) to ${dir}. Ctrl-C to end.
-`,
+    startLine(
+      `Recording ${recorder.functions} function${recorder.functions === 1 ? '' : 's'} (entry and return, ${engine}) to ${dir}. Ctrl-C to end.`,
+      attachment.skipped,
+      attachment.sites.length,
+      engine,
+    ),
   );
   let lostSaid = 0;
   const sayLosses = () => {
@@ -269,8 +279,7 @@ async function record(
     }
     if (lost <= lostSaid) return;
     io.err(
-      `upscope: ${lost - lostSaid} events lost: the ring buffer filled faster than it was read (a larger --buffer-size or fewer functions lose fewer)
-`,
+      `upscope: ${lost - lostSaid} events lost: the ring buffer filled faster than it was read (a larger --buffer-size or fewer functions lose fewer)\n`,
     );
     lostSaid = lost;
   };
@@ -284,8 +293,7 @@ async function record(
   if (attachment.error !== undefined) throw attachment.error;
   sayLosses();
   io.err(
-    `upscope: recorded ${index.records} calls and returns of ${index.threads.length} thread${index.threads.length === 1 ? '' : 's'}, ${index.lost} lost
-`,
+    `upscope: recorded ${index.records} calls and returns of ${index.threads.length} thread${index.threads.length === 1 ? '' : 's'}, ${index.lost} lost\n`,
   );
   const exit = attachment.exit;
   if (exit !== undefined)
@@ -313,9 +321,7 @@ function report(
 /** Reads a recording and says on stderr what is wrong with it (the valid part is shown). */
 function readAndWarn(dir: string, io: Io): Recording {
   const recording = readRecording(dir);
-  for (const problem of recording.problems)
-    io.err(`upscope: warning: ${problem}
-`);
+  for (const problem of recording.problems) io.err(`upscope: warning: ${problem}\n`);
   return recording;
 }
 
