@@ -49,7 +49,8 @@ function run(command, args, { env, timeout = 1_800_000 } = {}) {
   };
 }
 
-function ensure(tool, pkg, versionArgs) {
+/** Install a peer tool from Debian when it is missing (as root): undefined, or why not. */
+export function ensure(tool, pkg, versionArgs) {
   if (run(tool, versionArgs).status === 0) return undefined;
   if (process.getuid?.() !== 0) return `${tool} missing and not root to install it`;
   run('sh', ['-c', 'apt-get update -qq']);
@@ -64,7 +65,7 @@ function ensure(tool, pkg, versionArgs) {
 }
 
 /** `calls=N ns_per_call=F` from hot.c. */
-function nsPerCall(text) {
+export function nsPerCall(text) {
   const m = /calls=(\d+) ns_per_call=([\d.]+)/.exec(text);
   return m ? Number(m[2]) : undefined;
 }

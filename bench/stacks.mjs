@@ -13,6 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ensure, nsPerCall } from './bpf.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
 const N = Number(process.env.BENCH_STACK_N ?? 200_000);
@@ -37,25 +38,6 @@ function run(command, args, { timeout = 1_800_000 } = {}) {
     stdout: result.stdout?.toString() ?? '',
     stderr: result.stderr?.toString() ?? '',
   };
-}
-
-function ensure(tool, pkg, versionArgs) {
-  if (run(tool, versionArgs).status === 0) return undefined;
-  if (process.getuid?.() !== 0) return `${tool} missing and not root to install it`;
-  run('sh', ['-c', 'apt-get update -qq']);
-  const install = run('sh', [
-    '-c',
-    `DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${pkg} 2>&1`,
-  ]);
-  if (install.status !== 0 || run(tool, versionArgs).status !== 0) {
-    return `apt-get install ${pkg} failed or ${tool} does not run`;
-  }
-  return undefined;
-}
-
-function nsPerCall(text) {
-  const m = /calls=(\d+) ns_per_call=([\d.]+)/.exec(text);
-  return m ? Number(m[2]) : undefined;
 }
 
 /** Hits counted by upscope count --json (every stack's count added up). */

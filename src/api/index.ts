@@ -32,8 +32,14 @@ export {
   ProbeError,
 } from '../errors/index.js';
 export type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
-export type { DoctorReport } from '../host/index.js';
-export { ThreadNames } from '../host/index.js';
+export type { DoctorReport, GroupEnd } from '../host/index.js';
+export {
+  DEFAULT_KILL_AFTER_MS,
+  descendantsOf,
+  endProcessGroup,
+  groupMembers,
+  ThreadNames,
+} from '../host/index.js';
 export {
   type AttachPoint,
   attachPoints,
@@ -63,11 +69,14 @@ export {
   parseSpec,
   printFetchExpr,
   printSpec,
+  readsReturnValue,
 } from '../spec/index.js';
 export { type FunctionSymbol, functionDisplayName, splitDev } from '../symbols/index.js';
 export {
   Aggregate,
   type AggregateOptions,
+  type AggregationEngine,
+  type CountKeyPart,
   type CountOptions,
   countHits,
   type HistogramOptions,
@@ -77,10 +86,12 @@ export {
   latencyOf,
   type ProbeCount,
   type ProbeHistogram,
+  parseCountBy,
   UNIT_NS,
 } from './aggregate.js';
 export { AsyncProcessTracer } from './async-process-tracer.js';
 export { cleanStale } from './clean.js';
+export { type Coverage, type CoverageOptions, coverage, uncoveredNote } from './coverage.js';
 export { runDoctor } from './doctor.js';
 export {
   type FunctionListing,
@@ -111,6 +122,11 @@ export {
   ProcessTracer,
   type ProcessTracerOptions,
 } from './process-tracer.js';
+export {
+  type PtraceConsumer,
+  PtraceRun,
+  type PtraceRunOptions,
+} from './ptrace-run.js';
 export { PtraceStacks, type WalkedStack } from './ptrace-stacks.js';
 export {
   CALLS_FILE,
@@ -130,6 +146,7 @@ export {
   Attachment,
   type AttachOptions,
   type ConsumerOptions,
+  checkTargetOptions,
   probeName,
   Tracer,
 } from './tracer.js';

@@ -8,7 +8,9 @@ import {
   type SpawnOptions,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
+import { descendantsOf } from '../host/index.js';
 import {
+  type OptionFetch,
   type ProbeSite,
   planProbesSync,
   processObjects,
@@ -43,6 +45,12 @@ export interface ProcessRegistration {
    */
   readonly handler?: ((hit: HitContext, site: ProbeSite | undefined) => void) | undefined;
   readonly filter?: ((hit: HitContext) => boolean) | undefined;
+  /**
+   * For a return: whether the call is wanted, decided at the function's entry (its arguments
+   * are there; at the return their registers hold other values). A call it refuses gives no
+   * return event. With a spec, `site` is the resolved site.
+   */
+  readonly entryFilter?: ((hit: HitContext, site: ProbeSite | undefined) => boolean) | undefined;
   /** Allow raw addresses no symbol covers, in specs. */
   readonly unsafe?: boolean | undefined;
   /** Directories searched for separate debug files (FILE:LINE specs), before /usr/lib/debug. */
@@ -63,6 +71,8 @@ export interface ProcessRegistration {
    * their thread's end took away, with `exit` 'unwind' and no `retval` (default false).
    */
   readonly unwinds?: boolean | undefined;
+  /** For a spec: fetches given apart from it, lowered at each site (ProbeSite.optionFetches). */
+  readonly optionFetches?: readonly OptionFetch[] | undefined;
 }
 
 export interface FollowOptions {
@@ -73,7 +83,13 @@ export interface FollowOptions {
   readonly followExec?: boolean | undefined;
 }
 
-export interface ProcessAttachOptions extends ProbesOptions, FollowOptions {}
+export interface ProcessAttachOptions extends ProbesOptions, FollowOptions {
+  /**
+   * Also trace the processes descended from the process now (a server's workers), with the
+   * same probes, as children it forks while traced are with followForks (default false).
+   */
+  readonly children?: boolean | undefined;
+}
 
 export interface ProcessTracerOptions extends ProcessAttachOptions, SpawnOptions {}
 
@@ -133,6 +149,10 @@ export class ProcessTracer {
   /** The traced process's loader rendezvous, once hooked (null: it has none). */
   #rendezvous: LoaderRendezvous | null | undefined;
   #unwinderHooked = false;
+  /** Processes followed that run an image of their own from the start (attached descendants). */
+  readonly #ownImages = new Set<number>();
+  /** Those of them whose loader is hooked (null: it has none). */
+  readonly #hookedLoaders = new Map<number, LoaderRendezvous | null>();
   #next = 0;
   /** Registrations resolved again in a replaced file (id and file), tried once each. */
   readonly #tried = new Set<string>();
@@ -166,6 +186,8 @@ export class ProcessTracer {
       event: 'exit',
       handler: (hit) => {
         if (hit.pid !== this.pid) this.#placements.delete(hit.pid);
+        this.#ownImages.delete(hit.pid);
+        this.#hookedLoaders.delete(hit.pid);
       },
     });
   }
@@ -178,9 +200,31 @@ export class ProcessTracer {
     return new ProcessTracer(ProcessProbes.spawn(argv, options), options);
   }
 
-  /** Trace every thread of running process `pid`, held until the first poll(). */
+  /**
+   * Trace every thread of running process `pid` (with `children`, of the processes descended
+   * from it too), held until the first poll(). A descendant that ends or cannot be traced
+   * while they are attached is left out.
+   */
   static async attach(pid: number, options: ProcessAttachOptions = {}): Promise<ProcessTracer> {
-    return new ProcessTracer(ProcessProbes.attach(pid, options), options);
+    const probes = ProcessProbes.attach(pid, options);
+    const tracer = new ProcessTracer(probes, options);
+    if (options.children === true) {
+      for (const descendant of descendantsOf(pid)) {
+        try {
+          probes.attachAlso(descendant);
+          tracer.#ownImages.add(descendant);
+        } catch (err) {
+          // Gone meanwhile (or not ours to trace): the others are traced all the same.
+          if (!(err instanceof ProbeError)) throw err;
+        }
+      }
+    }
+    return tracer;
+  }
+
+  /** The processes traced now: the process, and those followed (children, descendants). */
+  followed(): number[] {
+    return this.#probes.followed();
   }
 
   get pid(): number {
@@ -237,6 +281,7 @@ export class ProcessTracer {
       // A return registration on a function's entry (latency) catches its returns too.
       returnsOfEntries: registration.event === 'return',
       engine: 'ptrace',
+      optionFetches: registration.optionFetches,
     });
     const added = sites.map((site) => ({ registration, site, key: siteKey(registration, site) }));
     // Sites in files the process has not mapped yet wait for the dynamic loader to map them;
@@ -248,6 +293,7 @@ export class ProcessTracer {
     } catch (err) {
       if (!(err instanceof ProbeError) || waiting) throw err;
     }
+    for (const pid of this.#ownImages) this.#hookLoaderIn(pid);
     this.#ids.set(registration.id, this.#ids.get(registration.id) ?? []);
     this.#sites.set(registration.id, sites);
     this.#skipped.set(registration.id, skipped);
@@ -308,6 +354,14 @@ export class ProcessTracer {
     this.#probes.kill();
   }
 
+  /**
+   * After detach() of a spawned process: collect its exit status once it has ended (it is
+   * this process's child, which nothing else reaps). True once it is reaped.
+   */
+  reap(): boolean {
+    return this.#probes.tracee.reap();
+  }
+
   #internalId(id: string): string {
     return `${id}\u0000${this.#next++}`;
   }
@@ -323,6 +377,10 @@ export class ProcessTracer {
       semaphore: semaphoreAddress(site, where),
       reportAs: registration.id,
       filter: registration.filter,
+      entryFilter:
+        registration.entryFilter === undefined
+          ? undefined
+          : (hit) => registration.entryFilter!(hit, site),
       handler:
         registration.handler === undefined ? undefined : (hit) => registration.handler!(hit, site),
     });
@@ -374,6 +432,10 @@ export class ProcessTracer {
         semaphore: semaphoreAddress(site, address),
         reportAs: registration.id,
         filter: registration.filter,
+        entryFilter:
+          registration.entryFilter === undefined
+            ? undefined
+            : (hit) => registration.entryFilter!(hit, site),
         handler:
           registration.handler === undefined
             ? undefined
@@ -502,6 +564,25 @@ export class ProcessTracer {
     this.#probes.register(this.#loaderRegistration(this.#rendezvous));
   }
 
+  /**
+   * The loader breakpoint in a followed process that runs an image of its own from the start
+   * (an attached descendant), once; a process without a loader (static) has its own file's
+   * sites only.
+   */
+  #hookLoaderIn(pid: number): void {
+    if (this.#hookedLoaders.has(pid) || !this.#probes.followed().includes(pid)) return;
+    let rendezvous: LoaderRendezvous | null = null;
+    try {
+      rendezvous = findLoaderRendezvous(pid, (vaddr, length) =>
+        this.#probes.readIn(pid, vaddr, length),
+      );
+      this.#probes.registerIn(pid, this.#loaderRegistration(rendezvous));
+    } catch (err) {
+      if (!(err instanceof ProbeError)) throw err;
+    }
+    this.#hookedLoaders.set(pid, rendezvous);
+  }
+
   /** The loader breakpoint's registration (followed children inherit it at fork). */
   #loaderRegistration(rendezvous: LoaderRendezvous) {
     const state =
@@ -528,6 +609,9 @@ export class ProcessTracer {
    */
   #childExeced(pid: number): void {
     this.#placements.delete(pid);
+    // Its new image's loader is hooked below, like any followed child's.
+    this.#ownImages.delete(pid);
+    this.#hookedLoaders.delete(pid);
     if (!this.#followExec || this.#specSites.length === 0) return;
     try {
       const rendezvous = findLoaderRendezvous(pid, (vaddr, length) =>

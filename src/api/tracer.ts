@@ -13,6 +13,7 @@ import {
 import { ProbeError } from '../errors/index.js';
 import type { FieldValue, ProbeEvent, StreamStats } from '../events/index.js';
 import {
+  DEFAULT_KILL_AFTER_MS,
   type Exit,
   ensureTracefs,
   type LaunchedCommand,
@@ -44,16 +45,29 @@ import {
   type ProbeCount,
   type ProbeHistogram,
 } from './aggregate.js';
+import { type CoverageOptions, coverage } from './coverage.js';
 import { processFamily, ReplacedFiles } from './replaced-files.js';
 
-export interface AttachOptions {
-  /** Trace only this process (all its threads, and the threads and children it creates). */
+export interface AttachOptions extends CoverageOptions {
+  /**
+   * Trace only this process (all its threads, and the threads and children it creates); with
+   * `children`, also the processes it has forked already.
+   */
   readonly pid?: number | undefined;
   /**
-   * Start this command (a shell command line) stopped, trace only it and what it starts, then
-   * let it run; the stream ends when it exits. Exclusive with `pid`.
+   * Start this command (a shell command line) stopped, trace only it (from its exec on) and
+   * what it starts, then let it run; the stream ends when it exits. Exclusive with `pid`.
+   * When the attachment closes before the command ends, the command's process group gets
+   * SIGTERM, and SIGKILL after `killAfterMs`.
    */
   readonly command?: string | undefined;
+  /** With `command`: how long it has to end after SIGTERM (default 5000 ms). */
+  readonly killAfterMs?: number | undefined;
+  /**
+   * Where the command's stdout goes (`command`): a file descriptor of this process (this
+   * process's stdout by default).
+   */
+  readonly commandStdout?: number | undefined;
   /** Ends the attachment when aborted. */
   readonly signal?: AbortSignal | undefined;
   /** Ring-buffer size per CPU (default 4096 KiB); bpf: one buffer of twice this times the CPUs. */
@@ -211,32 +225,35 @@ export class Tracer {
     const tracefs = options.engine !== 'bpf' || following ? ensureTracefs() : undefined;
     if (options.engine !== 'bpf') cleanStaleGroups(tracefs!);
     const launched =
-      options.command === undefined ? undefined : await launchStopped(options.command);
+      options.command === undefined
+        ? undefined
+        : await launchStopped(options.command, { stdout: options.commandStdout });
     try {
-      const pids =
-        launched !== undefined
-          ? [launched.pid]
-          : options.pid !== undefined
-            ? threadsOf(options.pid)
-            : undefined;
+      const covered = coverage(options, launched?.pid);
       const { streamSites, hidden } = streamSitesFor(sites);
       const bufferSizeKb = options.bufferSizeKb ?? 4096;
       const stream: EventStream =
         options.engine === 'bpf'
           ? BpfStream.open(streamSites.map(bpfSite), {
-              tracefs,
-              // A process's threads share its id: the process is enough.
-              pids: pids === undefined ? undefined : [launched?.pid ?? options.pid!],
+              follow: following
+                ? { pids: covered.pids ?? [], startAtExecOf: covered.startAtExecOf, tracefs }
+                : undefined,
+              filters: { exclude: covered.exclude },
               // One buffer for all CPUs, twice tracefs's per-CPU ones together: a record of
               // the bpf engine (who, when, the thread's name) is about twice the size.
               bufferBytes: bufferSizeKb * 1024 * availableParallelism() * 2,
-              startAtExecOf: launched?.pid,
               mode: options.attachMode,
             })
           : TracefsStream.open(streamSites, {
               tracefs: tracefs!,
-              pids,
+              // The kernel filters by thread: every thread of the processes, and with -c the
+              // command's one.
+              pids:
+                launched !== undefined
+                  ? [launched.pid]
+                  : covered.pids?.flatMap((pid) => threadsOrNone(pid, pid === options.pid)),
               followForks: true,
+              excludePids: covered.exclude.flatMap((pid) => threadsOrNone(pid, false)),
               bufferSizeKb,
               startAtExecOf: launched?.pid,
             });
@@ -247,6 +264,7 @@ export class Tracer {
         hidden,
         options,
         launched,
+        covered.notes,
       );
       const pid = launched?.pid ?? options.pid;
       // Files replaced on disk while it runs are probed again (kernel probes are on inodes).
@@ -287,17 +305,52 @@ function excludeSites(sites: ProbeSite[], exclude: readonly string[] | undefined
 }
 
 /**
- * Throws ProbeError when both a process and a command are given, or the process does not
- * exist: before anything is resolved or attached.
+ * The threads of a process (none when it is gone, unless `required`: then the error that it
+ * does not exist).
+ */
+function threadsOrNone(pid: number, required: boolean): number[] {
+  try {
+    return threadsOf(pid);
+  } catch (err) {
+    if (required) throw err;
+    return [];
+  }
+}
+
+/**
+ * Throws ProbeError when both a process and a command are given, `children` without a
+ * process, `includeSelf` with one, or the process does not exist: before anything is resolved
+ * or attached.
  */
 export function checkTargetOptions(
-  options: { readonly pid?: number | undefined; readonly command?: string | undefined },
+  options: {
+    readonly pid?: number | undefined;
+    readonly command?: string | undefined;
+    readonly children?: boolean | undefined;
+    readonly includeSelf?: boolean | undefined;
+  },
   verb: string,
 ): void {
   if (options.pid !== undefined && options.command !== undefined) {
     throw new ProbeError(
       'ERR_USAGE',
       `Cannot ${verb} both a process and a command: give -p or -c, not both`,
+    );
+  }
+  if (options.children === true && options.pid === undefined) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot take the children of a process without one: --children goes with -p PID`,
+      { hints: ['A command given with -c is followed with every child it starts anyway'] },
+    );
+  }
+  if (
+    options.includeSelf === true &&
+    (options.pid !== undefined || options.command !== undefined)
+  ) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot take upscope's own process in a run over one process: --include-self goes with a run over every process (no -p or -c)`,
     );
   }
   if (options.pid !== undefined && !existsSync(`/proc/${options.pid}`)) {
@@ -434,8 +487,14 @@ export class Attachment {
   /** Per probe name: the function whose frames its events open (hidden entries) or close. */
   readonly #frameRoles = new Map<string, { kind: 'entry' | 'return'; frames: FunctionFrames }>();
   readonly #launched: LaunchedCommand | undefined;
+  readonly #killAfterMs: number;
   readonly #watchedPid: number | undefined;
   readonly #timer: NodeJS.Timeout;
+  /** What the user should know about which processes are covered. */
+  readonly notes: readonly string[];
+  /** Whether the attachment is ending the command (so its end is not its own), or it is gone. */
+  #ending = false;
+  #commandGone = false;
   #queue: ProbeEvent[] = [];
   #iterating = false;
   #draining = false;
@@ -455,8 +514,11 @@ export class Attachment {
     hidden: Set<string>,
     options: AttachOptions,
     launched: LaunchedCommand | undefined,
+    notes: readonly string[] = [],
   ) {
     this.#stream = stream;
+    this.notes = notes;
+    this.#killAfterMs = options.killAfterMs ?? DEFAULT_KILL_AFTER_MS;
     this.sites = sites;
     this.skipped = skipped;
     this.#hidden = hidden;
@@ -502,7 +564,8 @@ export class Attachment {
     this.#timer = setInterval(() => this.#tick(), options.pollIntervalMs ?? 25);
     options.signal?.addEventListener('abort', () => void this.close(), { once: true });
     launched?.exited.then((exit) => {
-      this.#exit = exit;
+      // An end the attachment caused (SIGTERM at its close) is not the command's own.
+      if (!this.#ending) this.#exit = exit;
       void this.close();
     });
   }
@@ -518,7 +581,10 @@ export class Attachment {
     return this.#error;
   }
 
-  /** How the traced command ended (with `-c`), once it has. */
+  /**
+   * How the traced command ended (with `-c`), once it has, when it ended by itself (undefined
+   * when the attachment closed first and ended it).
+   */
   get exit(): Exit | undefined {
     return this.#exit;
   }
@@ -580,7 +646,12 @@ export class Attachment {
     };
   }
 
-  /** Stop, deliver what is still buffered, and remove every probe and the instance. Idempotent. */
+  /**
+   * Stop, deliver what is still buffered, and remove every probe and the instance; then end
+   * the command (with `command`) as a user would: its process group gets SIGTERM (also what
+   * is left of it once the command has exited by itself), and SIGKILL after `killAfterMs`.
+   * `ended` resolves once it is gone. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return this.ended;
     if (this.#draining) {
@@ -597,21 +668,37 @@ export class Attachment {
       this.#finalStats = this.#stream.stats();
     } finally {
       this.#stream.close();
-      this.#launched?.kill();
       this.#wake?.();
-      this.#resolveEnded();
+      void this.#endCommand().then(
+        () => this.#resolveEnded(),
+        () => this.#resolveEnded(),
+      );
     }
     return this.ended;
   }
 
-  /** The same, synchronously, for exit handlers: nothing more is delivered. */
+  async #endCommand(): Promise<void> {
+    const launched = this.#launched;
+    if (launched === undefined) return;
+    this.#ending = true;
+    try {
+      await launched.terminate(this.#killAfterMs);
+    } finally {
+      this.#commandGone = true;
+    }
+  }
+
+  /**
+   * The same, synchronously, for exit handlers: nothing more is delivered, and a command not
+   * ended yet is killed (SIGKILL to its process group).
+   */
   closeSync(): void {
+    if (!this.#commandGone) this.#launched?.kill();
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#timer);
     this.#replaced?.close();
     this.#stream.close();
-    this.#launched?.kill();
     this.#wake?.();
     this.#resolveEnded();
   }

@@ -15,7 +15,15 @@ export interface Io {
   out(text: string | Uint8Array): void;
   err(text: string): void;
   readonly color: boolean;
+  /**
+   * Aborted when the reader of the output went away (EPIPE: `upscope trace ... | head`): a
+   * run ends on it as on Ctrl-C, and what is written after it is dropped.
+   */
+  readonly outputClosed?: AbortSignal | undefined;
 }
+
+/** The most a write to a pipe may hold and still reach the reader in one piece (PIPE_BUF). */
+const PIPE_BUF = 4096;
 
 /**
  * Write all of `text` to a file descriptor synchronously, so a large listing goes out in one
@@ -37,11 +45,48 @@ function writeAll(fd: number, text: string | Uint8Array, quietEpipe = true): voi
   }
 }
 
+/**
+ * The bytes of `text` in pieces that each end at a line's end and hold at most PIPE_BUF
+ * bytes where they can (a longer line goes alone): each written to a pipe in one write(2),
+ * which the kernel does not interleave with another writer's (a traced command's output).
+ */
+function* wholeLines(bytes: Uint8Array): Generator<Uint8Array> {
+  let start = 0;
+  while (bytes.length - start > PIPE_BUF) {
+    const cut = bytes.lastIndexOf(0x0a, start + PIPE_BUF - 1);
+    const end = cut >= start ? cut + 1 : bytes.indexOf(0x0a, start + PIPE_BUF);
+    if (end <= 0) break;
+    yield bytes.subarray(start, end);
+    start = end;
+  }
+  if (start < bytes.length) yield bytes.subarray(start);
+}
+
+function isPipe(fd: number): boolean {
+  try {
+    return fstatSync(fd).isFIFO();
+  } catch {
+    return false;
+  }
+}
+
 export function processIo(): Io {
+  const closed = new AbortController();
+  const pipe = isPipe(1);
   return {
-    out: (text) => writeAll(1, text),
+    out: (text) => {
+      if (closed.signal.aborted) return;
+      const bytes = typeof text === 'string' ? Buffer.from(text) : text;
+      try {
+        for (const piece of pipe ? wholeLines(bytes) : [bytes]) writeAll(1, piece, false);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EPIPE') throw err;
+        closed.abort();
+      }
+    },
     err: (text) => writeAll(2, text),
     color: pc.isColorSupported && process.stdout.isTTY === true,
+    outputClosed: closed.signal,
   };
 }
 
@@ -138,6 +183,7 @@ export function fileIo(io: Io, path: string): FileIo {
     },
     err: (text) => io.err(text),
     color: false,
+    outputClosed: undefined,
     close: () => {
       if (!open) return;
       open = false;

@@ -1,3 +1,5 @@
+import { closeSync, openSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import { InvalidArgumentError } from '@commander-js/extra-typings';
 import { ProbeError, type SkippedSite, skipSummary, splitDev } from '../api/index.js';
 
@@ -34,6 +36,36 @@ export function positive(what: string) {
   };
 }
 
+/** A parser for an option that takes a number of seconds, 0 or more. */
+export function seconds(what: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isFinite(n) || n < 0) {
+      throw new ProbeError('ERR_USAGE', `Cannot use ${what} "${value}": give a number of seconds`);
+    }
+    return n;
+  };
+}
+
+/** `--children`, for the commands that take -p. Spread into .option(). */
+export const childrenOption = [
+  '--children',
+  "with -p: also the processes it has started already (a server's workers, their children), not only the children it forks from now on",
+] as const;
+
+/** `--include-self`, for the commands that probe every process. Spread into .option(). */
+export const includeSelfOption = [
+  '--include-self',
+  "without -p or -c: also upscope's own process (all its threads), which is left out by default",
+] as const;
+
+/** `--kill-after SECONDS`, for the commands that take -c. Spread into .option(). */
+export const killAfterOption = [
+  '--kill-after <seconds>',
+  "with -c: when upscope ends before the command (--duration, Ctrl-C, a signal), the command's process group gets SIGTERM, then SIGKILL after this many seconds (default 5)",
+  seconds('--kill-after'),
+] as const;
+
 /** Collects a repeatable option's values. */
 export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
@@ -59,17 +91,51 @@ export const strictOption = [
 ] as const;
 
 /**
- * The line a command starts with (`Tracing 3 probes (tracefs). Ctrl-C to end.`), ended by the
- * count of sites patterns skipped, if any, and a newline.
+ * The line every command that runs probes starts with, the same on every engine:
+ * `Tracing 3 probes (tracefs). Ctrl-C to end.`, `Counting 1 probe (ptrace, process 42, ...)`:
+ * the verb, the number of sites probed, what the engine says of itself, and the count of
+ * sites patterns skipped, if any; ended by a newline.
  */
 export function startLine(
-  line: string,
+  verb: string,
+  sites: number,
+  noun: string,
+  engineText: string,
   skipped: readonly SkippedSite[],
-  probedSites: number,
   engine: 'tracefs' | 'bpf' | 'ptrace',
 ): string {
-  const summary = skipSummary(skipped, probedSites, engine);
+  const summary = skipSummary(skipped, sites, engine);
+  const line = `${verb} ${sites} ${noun}${sites === 1 ? '' : 's'} (${engineText}). Ctrl-C to end.`;
   return `${line}${summary === undefined ? '' : ` ${summary}`}\n`;
+}
+
+/** How a -c command ended, as upscope says it on stderr: `command 42 exited with status 3`. */
+export function commandEnd(exit: {
+  readonly code: number | undefined;
+  readonly signal: NodeJS.Signals | undefined;
+}): string {
+  return exit.code !== undefined
+    ? `the command exited with status ${exit.code}`
+    : `the command was killed by ${exit.signal ?? 'a signal'}`;
+}
+
+/**
+ * The end of the -c command as a JSON line, for --json output: the command's own status
+ * (`exitCode`, or the `signal` that killed it), which is not upscope's, e.g.
+ * `{"command":{"pid":1234,"exitCode":3,"signal":null}}`.
+ */
+export function commandEndJson(
+  pid: number | undefined,
+  exit: { readonly code: number | undefined; readonly signal: NodeJS.Signals | undefined },
+): string {
+  return `${JSON.stringify({
+    command: { pid: pid ?? null, exitCode: exit.code ?? null, signal: exit.signal ?? null },
+  })}\n`;
+}
+
+/** Whether the output is JSON (--json or --format json), which says how the command ended. */
+export function jsonOutput(options: { json?: true; format?: string }): boolean {
+  return options.json === true || options.format === 'json';
 }
 
 /** `-o, --output FILE` for the commands that stream or print results. Spread into .option(). */
@@ -96,3 +162,63 @@ export const returnProbesOption = [
   "how returns are caught: sites (a probe on each instruction the function leaves by: ret, or a jump to another function; its return address is left alone), trampoline (the return address is replaced by a trampoline's: cheaper on the kernel engines, where a ret is single-stepped, but a C++ exception, Rust panic or pthread_cancel through the function then ends the program, and Go code is refused), or auto (the default: sites in Go programs and where an unwinder can pass, else trampoline); resolve says which a probe uses and why",
   parseReturnProbes,
 ] as const;
+
+/**
+ * `--command-output FILE|inherit|stderr` for the commands that start a command (-c). Spread
+ * into .option().
+ */
+export const commandOutputOption = [
+  '--command-output <where>',
+  "where the -c command's stdout goes: inherit (upscope's stdout), stderr, or a FILE (created or truncated); by default upscope's stdout, except when upscope writes a machine-readable format (--json) to a stdout that is not a terminal (a pipe, a file): then upscope's stderr, so that every line a reader gets is upscope's",
+] as const;
+
+/** Whether upscope writes a format other than text (--json, --format FMT). */
+export function machineReadable(options: { json?: true; format?: string }): boolean {
+  return options.json === true || (options.format !== undefined && options.format !== 'text');
+}
+
+/** Where a -c command's stdout goes: a file descriptor to give it, and how to let go of it. */
+export interface CommandStdout {
+  /** undefined: upscope's own stdout. */
+  readonly fd: number | undefined;
+  close(): void;
+}
+
+/**
+ * The -c command's stdout for `--command-output` (see commandOutputOption), given whether
+ * upscope writes a machine-readable format and whether that goes to its stdout (no -o).
+ */
+export function commandStdout(
+  where: string | undefined,
+  machineReadable: boolean,
+  toStdout: boolean,
+): CommandStdout {
+  const none = { fd: undefined, close: () => {} };
+  if (where === 'inherit') return none;
+  if (where === 'stderr') return { fd: 2, close: () => {} };
+  if (where === undefined) {
+    return machineReadable && toStdout && !isatty(1) ? { fd: 2, close: () => {} } : none;
+  }
+  let fd: number;
+  try {
+    fd = openSync(where, 'w', 0o666);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
+    throw new ProbeError(
+      'ERR_OUTPUT_FILE',
+      `Cannot open the command's output file "${where}": ${(err as Error).message.replace(/^[A-Z]+: /, '')}`,
+      {
+        hints: ['Give --command-output a file you can write, inherit or stderr'],
+        details: { code },
+      },
+    );
+  }
+  let open = true;
+  return {
+    fd,
+    close: () => {
+      if (open) closeSync(fd);
+      open = false;
+    },
+  };
+}

@@ -62,6 +62,10 @@ export const ERROR_CODES = {
     'target',
     'The process is already traced by another tracer (one at a time)',
   ),
+  ERR_KERNEL_THREAD: code(
+    'target',
+    'The process is a kernel thread: it has no user space to probe',
+  ),
   ERR_NOT_MAPPED: code('resolution', 'A file or address is not mapped in the process'),
   ERR_LDCACHE_INVALID: code('target', 'The dynamic linker cache cannot be read'),
   ERR_PRIVILEGES: code('environment', 'The operation needs privileges this user does not have'),
@@ -86,7 +90,10 @@ export const ERROR_CODES = {
   ERR_TRACEFS_WRITE: code('environment', 'A tracefs control file refused a change'),
   ERR_NOT_A_RECORDING: code('target', 'A directory is not a call recording upscope can read'),
   ERR_RECORDING_WRITE: code('environment', 'A call recording cannot be written'),
-  ERR_OUTPUT_FILE: code('environment', 'The --output file cannot be opened or written'),
+  ERR_OUTPUT_FILE: code(
+    'environment',
+    'The --output or --command-output file cannot be opened or written',
+  ),
   ERR_LISTEN: code('environment', 'An endpoint (--prometheus, serve) cannot listen where asked'),
   ERR_CONFIG: code('usage', "serve's --config file cannot be read or is not valid"),
   ERR_TRACEFS_FORMAT: code(

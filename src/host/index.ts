@@ -21,6 +21,7 @@ export {
   checkCommand,
   checkProgram,
   commandProgram,
+  DEFAULT_KILL_AFTER_MS,
   type Exit,
   type LaunchedCommand,
   launchStopped,
@@ -32,7 +33,16 @@ export {
 export { debugPackageName, owningPackage } from './packages.js';
 export { PAUSE_VARIABLE, PHASES, type Phase, pausePoint } from './pause-point.js';
 export {
+  descendantsOf,
+  type EndGroupOptions,
+  endProcessGroup,
+  type GroupEnd,
+  groupMembers,
+  killProcessGroup,
+} from './processes.js';
+export {
   isKernelThread,
+  kernelThreadError,
   type PtraceRefusal,
   ptraceRefusal,
   type TracerProcess,

@@ -1,7 +1,8 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { accessSync, constants, readdirSync, readFileSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { ProbeError, quote } from '../errors/index.js';
+import { endProcessGroup, type GroupEnd, killProcessGroup } from './processes.js';
 
 export interface Exit {
   /** The exit status, or undefined when a signal ended the process. */
@@ -9,14 +10,27 @@ export interface Exit {
   readonly signal: NodeJS.Signals | undefined;
 }
 
-/** A command started stopped: its pid exists, none of its code has run yet. */
+/**
+ * A command started stopped: its pid exists, none of its code has run yet. It leads a session
+ * and process group of its own (its pid), which holds the processes it starts, so that it
+ * can be ended as a whole; a terminal's Ctrl-C reaches upscope alone, which ends it.
+ */
 export interface LaunchedCommand {
   readonly pid: number;
   /** Let it run (it execs the command, keeping its pid). */
   resume(): void;
   readonly exited: Promise<Exit>;
-  kill(signal?: NodeJS.Signals): void;
+  /**
+   * End it as a user would: its process group gets SIGTERM, and SIGKILL what is left of it
+   * after `graceMs`. Resolves once no process of the group runs (also when none did).
+   */
+  terminate(graceMs: number): Promise<GroupEnd>;
+  /** SIGKILL to its process group, now (for exit handlers, which cannot wait). */
+  kill(): void;
 }
+
+/** How long a command has to end after SIGTERM before SIGKILL, by default (`--kill-after`). */
+export const DEFAULT_KILL_AFTER_MS = 5000;
 
 const STOP_TIMEOUT_MS = 5000;
 
@@ -25,10 +39,18 @@ const STOP_TIMEOUT_MS = 5000;
  * execs: the caller can set up tracing for its pid, which the exec keeps, then resume() it.
  * The program is looked up first, so a missing one is an error before anything else is done.
  */
-export async function launchStopped(command: string): Promise<LaunchedCommand> {
+export async function launchStopped(
+  command: string,
+  options: { readonly stdout?: number | undefined } = {},
+): Promise<LaunchedCommand> {
   checkCommand(command);
   const [shell, ...args] = stopThenExec(command);
-  const child = spawn(shell!, args, { stdio: 'inherit' });
+  // A session of its own (setsid): its process group is its pid. Its stdout is this
+  // process's unless given (a file descriptor of this process).
+  const child = spawn(shell!, args, {
+    stdio: ['inherit', options.stdout ?? 'inherit', 'inherit'],
+    detached: true,
+  });
   const exited = new Promise<Exit>((resolve) => {
     child.once('exit', (code, signal) =>
       resolve({ code: code ?? undefined, signal: signal ?? undefined }),
@@ -41,16 +63,15 @@ export async function launchStopped(command: string): Promise<LaunchedCommand> {
       `Cannot run ${quote(command)}: /bin/sh could not be started`,
     );
   }
-  await waitStopped(child, pid, exited);
+  await waitStopped(pid, exited);
   return {
     pid,
     resume: () => {
       process.kill(pid, 'SIGCONT');
     },
     exited,
-    kill: (signal = 'SIGKILL') => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    },
+    terminate: (graceMs) => endProcessGroup(pid, { graceMs }),
+    kill: () => killProcessGroup(pid),
   };
 }
 
@@ -124,7 +145,7 @@ export function checkProgram(program: string): void {
 }
 
 /** Wait until the shell has stopped itself (state T in /proc/PID/stat). */
-async function waitStopped(child: ChildProcess, pid: number, exited: Promise<Exit>): Promise<void> {
+async function waitStopped(pid: number, exited: Promise<Exit>): Promise<void> {
   let done = false;
   void exited.then(() => {
     done = true;
@@ -146,7 +167,7 @@ async function waitStopped(child: ChildProcess, pid: number, exited: Promise<Exi
     if (state === 'T') return;
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
-  child.kill('SIGKILL');
+  killProcessGroup(pid);
   throw new ProbeError(
     'ERR_INTERNAL',
     `Cannot start the command: it did not stop within ${STOP_TIMEOUT_MS} ms`,

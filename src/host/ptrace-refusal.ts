@@ -1,3 +1,4 @@
+import { ProbeError } from '../errors/index.js';
 import { type Host, systemHost } from './host.js';
 import { effectiveCapabilities } from './identity.js';
 
@@ -45,6 +46,22 @@ export function isKernelThread(pid: number, host: Host = systemHost()): boolean 
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const flags = Number(fields[6]);
   return Number.isInteger(flags) && (flags & PF_KTHREAD) !== 0;
+}
+
+/**
+ * The error for probing kernel thread `pid` (`what` failed): it has no user space, so no
+ * file of it is ever loaded; the same whatever the engine.
+ */
+export function kernelThreadError(what: string): ProbeError {
+  return new ProbeError(
+    'ERR_KERNEL_THREAD',
+    `${what}: it is a kernel thread, which has no user-space code to probe`,
+    {
+      hints: [
+        'Give the pid of a user process (ps -e lists them; kernel threads are in [brackets])',
+      ],
+    },
+  );
 }
 
 /** Why PTRACE_SEIZE of `pid` was refused with EPERM (see PtraceRefusal). */

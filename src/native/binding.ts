@@ -20,9 +20,15 @@ export interface NativeBinding {
    * posix_spawnp(3) of `argv` (argv[0] looked up on PATH) with `env`; the child's stdin,
    * stdout and stderr are `stdio`'s descriptors (this process's own by default: Node marks
    * them close-on-exec, so they are dup2'ed explicitly). Returns the child's pid, or -errno.
-   * The child is not Node's: libuv never waits for it.
+   * The child is not Node's: libuv never waits for it. With `newSession`, it leads a session
+   * and process group of its own (POSIX_SPAWN_SETSID).
    */
-  spawn(argv: readonly string[], env: readonly string[], stdio?: readonly number[]): number;
+  spawn(
+    argv: readonly string[],
+    env: readonly string[],
+    stdio?: readonly number[],
+    newSession?: boolean,
+  ): number;
   /** sched_getaffinity(2) of a thread (0: the calling one): the CPU mask's bytes, or -errno. */
   getAffinity(tid: number): Uint8Array | number;
   /** sched_setaffinity(2) of a thread (0: the calling one). */

@@ -54,6 +54,9 @@ function bind(koffi: Koffi, library: string): NativeBinding {
     'int posix_spawn_file_actions_adddup2(void *actions, int fd, int to)',
   );
   const actionsDestroy = lib.func('int posix_spawn_file_actions_destroy(void *actions)');
+  const attrInit = lib.func('int posix_spawnattr_init(void *attr)');
+  const attrSetFlags = lib.func('int posix_spawnattr_setflags(void *attr, short flags)');
+  const attrDestroy = lib.func('int posix_spawnattr_destroy(void *attr)');
   const getAffinity = lib.func('int sched_getaffinity(int pid, size_t size, void *mask)');
   const setAffinity = lib.func('int sched_setaffinity(int pid, size_t size, void *mask)');
   const getCpu = lib.func('int sched_getcpu(void)');
@@ -92,8 +95,12 @@ function bind(koffi: Koffi, library: string): NativeBinding {
   const SIGACTION_BYTES = 152;
   const SIGACTION_FLAGS = 136;
   const SA_RESTART = 0x10000000;
-  // posix_spawn_file_actions_t is 80 bytes in glibc and smaller in musl.
+  // posix_spawn_file_actions_t is 80 bytes in glibc and smaller in musl; posix_spawnattr_t
+  // 336 in glibc.
   const ACTIONS_BYTES = 256;
+  const ATTR_BYTES = 512;
+  // POSIX_SPAWN_SETSID (glibc 2.26+ and musl 1.1.24+ agree on the value).
+  const POSIX_SPAWN_SETSID = 0x80;
   return {
     bpf: (cmd, attr) => result(syscall3(SYSCALL.bpf, cmd, attr, attr.length)),
     close: (fd) => result(close(fd)),
@@ -104,21 +111,32 @@ function bind(koffi: Koffi, library: string): NativeBinding {
     ptraceBuffer: (request, pid, addr, data) =>
       result(syscall4Buffer(SYSCALL.ptrace, request, pid, addr, data)),
     waitpid: (pid, status, options) => result(waitpid(pid, status, options)),
-    spawn: (argv, env, stdio = [0, 1, 2]) => {
+    spawn: (argv, env, stdio = [0, 1, 2], newSession = false) => {
       const actions = new Uint8Array(ACTIONS_BYTES);
+      const attr = new Uint8Array(ATTR_BYTES);
       let status = actionsInit(actions) as number;
       if (status !== 0) return -status;
+      status = attrInit(attr) as number;
+      if (status !== 0) {
+        actionsDestroy(actions);
+        return -status;
+      }
       try {
         for (const [to, fd] of stdio.entries()) {
           status = actionsDup2(actions, fd, to) as number;
           if (status !== 0) return -status;
         }
+        if (newSession) {
+          status = attrSetFlags(attr, POSIX_SPAWN_SETSID) as number;
+          if (status !== 0) return -status;
+        }
         const pid = [0];
         // posix_spawn returns the error number itself rather than setting errno.
-        status = spawnp(pid, argv[0], actions, null, [...argv, null], [...env, null]) as number;
+        status = spawnp(pid, argv[0], actions, attr, [...argv, null], [...env, null]) as number;
         return status === 0 ? pid[0]! : -status;
       } finally {
         actionsDestroy(actions);
+        attrDestroy(attr);
       }
     },
     getAffinity: (tid) => {

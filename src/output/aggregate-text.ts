@@ -39,7 +39,9 @@ export function renderCountsText(
       })
       .join('\n\n');
   }
-  const header = by === undefined ? ['COUNT', 'PROBE'] : ['COUNT', 'PROBE', by.toUpperCase()];
+  // Several keys (`comm,pid`): a column each.
+  const keys = by === undefined ? [] : by.split(',').map((key) => key.trim());
+  const header = ['COUNT', 'PROBE', ...keys.map((key) => key.toUpperCase())];
   return renderTable(
     header,
     shown.map((row) => {
@@ -47,14 +49,21 @@ export function renderCountsText(
         row.count.toString(),
         row.exit === 'unwind' ? `${row.probe} (unwound)` : row.probe,
       ];
-      if (by !== undefined) {
-        cells.push(
-          row.exit === 'unwind' ? '-' : typeof row.key === 'string' ? row.key : String(row.key),
-        );
-      }
+      const values = row.key === undefined ? [] : Array.isArray(row.key) ? row.key : [row.key];
+      // A probe with no hits (count 0), or calls an unwind took away, have no key.
+      keys.forEach((_, i) => {
+        const value = row.exit === 'unwind' ? undefined : values[i];
+        cells.push(value === undefined ? '-' : String(value));
+      });
       return cells;
     }),
   );
+}
+
+/** A key's value as JSON: numbers where exact, strings as they are; several as an array. */
+function keyJson(key: CountRow['key']): unknown {
+  if (Array.isArray(key)) return key.map(keyJson);
+  return typeof key === 'bigint' ? jsonNumber(key) : key;
 }
 
 /** Counts as a JSON array: probe, key (with `by`), pid and frames (by ustack), count. */
@@ -63,9 +72,7 @@ export function renderCountsJson(rows: readonly CountRow[], by: string | undefin
     rows.map((row) => ({
       probe: row.probe,
       ...(row.exit === undefined ? {} : { exit: row.exit }),
-      ...(by === undefined || row.exit !== undefined
-        ? {}
-        : { key: typeof row.key === 'bigint' ? jsonNumber(row.key) : row.key }),
+      ...(by === undefined || row.exit !== undefined ? {} : { key: keyJson(row.key) }),
       ...(row.stack === undefined
         ? {}
         : { pid: row.stack.pid, frames: row.stack.frames.map(frameText) }),

@@ -35,6 +35,7 @@ export {
   type UsdtSite,
 } from './probe-site.js';
 export {
+  type OptionFetch,
   type PlannedProbes,
   type ProbePlan,
   planProbes,

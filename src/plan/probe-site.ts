@@ -72,6 +72,8 @@ export interface ProbeSite {
   /** How the kernel's uprobes will run the probed instruction (cost class). */
   readonly handling: KernelHandling;
   readonly fetches: readonly FetchArg[];
+  /** The fetches given apart from the spec (ResolveOptions.optionFetches), lowered here. */
+  readonly optionFetches?: readonly FetchArg[] | undefined;
   /** With -p: the address of the site in that process. */
   readonly runtimeAddress: bigint | undefined;
   /** For a FILE:LINE spec: the line, and where its debug info came from. */

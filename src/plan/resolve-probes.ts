@@ -124,6 +124,18 @@ export interface ResolveOptions {
   readonly returnProbes?: ReturnProbeMode | undefined;
   /** Plan the returns of function entries too (latency times each call to its return). */
   readonly returnsOfEntries?: boolean | undefined;
+  /**
+   * Fetches given apart from the specs (`--by`, `--filter`, a histogram's value), lowered at
+   * each site as a spec's own are (variables by name from DWARF) into `optionFetches`, in
+   * this order: a name that cannot be fetched there fails the spec as it would in it.
+   */
+  readonly optionFetches?: readonly OptionFetch[] | undefined;
+}
+
+/** A fetch given apart from the specs: its text (errors point into it) and its parse. */
+export interface OptionFetch {
+  readonly text: string;
+  readonly fetch: FetchArg;
 }
 
 export interface ProbePlan {
@@ -1007,7 +1019,15 @@ function buildSite(
         )
       : undefined;
   const lowered = lowerVariableFetches(spec, spec.fetches, variables, { vaddr, kind });
+  const optionFetches = options.optionFetches?.map(
+    (option) =>
+      lowerVariableFetches({ ...spec, text: option.text }, [option.fetch], variables, {
+        vaddr,
+        kind,
+      })[0]!,
+  );
   return {
+    ...(optionFetches === undefined ? {} : { optionFetches }),
     spec: spec.text,
     kind,
     target: target.file,

@@ -222,20 +222,33 @@ export function fetchForSites(
   fetch: FetchArg,
   sites: readonly ProbeSite[],
   what: string,
+  /** The fetch's index in the sites' `optionFetches`, where it was lowered (variables). */
+  option?: number,
 ): FetchArg {
-  if (!readsArgumentsOrResults(fetch.expr) || sites.length === 0) return fetch;
-  const lowered = sites.map((site) => fetchAtSite(fetch, site));
+  const own = (site: ProbeSite) =>
+    option === undefined ? fetch : (site.optionFetches?.[option] ?? fetch);
+  if (sites.length === 0) return fetch;
+  if (!sites.some((site) => readsArgumentsOrResults(own(site).expr) || own(site) !== fetch)) {
+    return fetch;
+  }
+  const lowered = sites.map((site) => fetchAtSite(own(site), site));
   const text = (f: FetchArg) => `${printFetchExpr(f.expr)}:${f.type ?? ''}`;
   const first = lowered[0]!;
   if (lowered.some((f) => text(f) !== text(first))) {
     const usdt = sites.some((site) => site.usdt !== undefined);
+    const variable = sites.some((site) => own(site) !== fetch);
+    const why = variable
+      ? 'the debug info puts this variable in different registers or stack slots at different probes'
+      : usdt
+        ? "at USDT probes argN is the note's argument"
+        : "each function's calling convention puts it elsewhere (Go's, C's)";
     throw new ProbeError(
       'ERR_NOT_SUPPORTED',
-      `Cannot read ${quote(printFetchExpr(fetch.expr))} for ${what} at these probes together: ${usdt ? "at USDT probes argN is the note's argument" : "each function's calling convention puts it elsewhere (Go's, C's)"}, and it is in different places at different probes`,
+      `Cannot read ${quote(printFetchExpr(fetch.expr))} for ${what} at these probes together: ${why}, and it is in different places at different probes`,
       {
         hints: [
-          usdt
-            ? 'Aggregate one USDT probe at a time'
+          variable || usdt
+            ? `Aggregate one ${usdt ? 'USDT probe' : 'function'} at a time`
             : 'Aggregate the Go and the C functions apart',
         ],
       },

@@ -28,6 +28,7 @@ export {
   type ComparisonOp,
   parseComparisonOrThrow,
   parseFetchOrThrow,
+  readsReturnValue,
 } from './parse-fetch.js';
 export {
   MAX_ARG_INDEX,

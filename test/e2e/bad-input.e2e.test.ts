@@ -140,3 +140,23 @@ describe('malformed ELF files', () => {
     }
   });
 });
+
+describe('which processes a run covers: options that do not go together', () => {
+  const cases: [args: string[], says: RegExp][] = [
+    [['count', '--children', '-c', 'true', 'libc:malloc'], /--children goes with -p PID/],
+    [['trace', '--children', 'libc:malloc'], /--children goes with -p PID/],
+    [
+      ['latency', '--include-self', '-p', String(process.pid), 'libc:malloc'],
+      /--include-self goes with a run over every process/,
+    ],
+    [['hist', '--kill-after', 'soon', '-c', 'true', 'libc:malloc', 'arg0'], /--kill-after "soon"/],
+    [['trace', '--kill-after', '-1', '-c', 'true', 'libc:malloc'], /--kill-after/],
+  ];
+  for (const [args, says] of cases) {
+    test(`${args.join(' ')}: one line, ERR_USAGE`, () => {
+      const result = runCli(args);
+      assertOneLineError(result, 'ERR_USAGE');
+      assert.match(result.stderr, says);
+    });
+  }
+});

@@ -48,3 +48,17 @@ export function runNode(args: readonly string[], options: RunOptions = {}): CliR
   });
   return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }
+
+/**
+ * Events per probe in the output of `trace --json` (each event line; the command's status
+ * line and anything the command printed are left out).
+ */
+export function eventsPerProbe(stdout: string): Record<string, number> {
+  const seen: Record<string, number> = {};
+  for (const line of stdout.split('\n')) {
+    if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
+    const event = JSON.parse(line) as { probe: string };
+    seen[event.probe] = (seen[event.probe] ?? 0) + 1;
+  }
+  return seen;
+}

@@ -10,7 +10,10 @@ import { test } from 'node:test';
 import { AsyncProcessTracer } from '../../src/api/index.js';
 import { capture } from '../helpers/capture.js';
 import { compileProgram } from '../helpers/compile.js';
-import { requireHost } from '../helpers/require-host.js';
+import { compileGo, findGo } from '../helpers/go.js';
+import { leftovers } from '../helpers/leftovers.js';
+import { requireHost, STRICT } from '../helpers/require-host.js';
+import { compileRust, findRustc } from '../helpers/rustc.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 test('handlers change a return value and read strings while the event loop goes on', async (t) => {
@@ -72,29 +75,93 @@ test('handlers change a return value and read strings while the event loop goes 
   assert.deepEqual(tracedChildren([gate.pid, tracer.pid]), []);
 });
 
-test('a probe registered while the worker waits in waitpid takes hits; its handler removes it', async (t) => {
-  if (!requireHost(t, { commands: ['gcc'] })) return;
-  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+/**
+ * Spawn `argv`, register a breakpoint on `where` `delayMs` after the first poll (while every
+ * thread runs, or while they are being made), whose handler removes it at its 100th hit; the
+ * program must end as it does untraced: exit 0, the same output.
+ */
+async function probeComesAndGoes(argv: readonly string[], where: string, delayMs: number) {
   const out = capture();
-  // 4 x 50,000,000 calls: long enough to be running when the probe comes.
-  const tracer = await AsyncProcessTracer.spawn([app, '50000000'], { stdio: [0, out.fd, 2] });
+  const tracer = await AsyncProcessTracer.spawn(argv, { stdio: [0, out.fd, 2] });
   const ended = tracer.poll();
-  await new Promise((resolve) => setTimeout(resolve, 10));
+  await new Promise((resolve) => setTimeout(resolve, delayMs));
   let hits = 0;
   await tracer.register({
-    id: 'add',
+    id: 'probe',
     event: 'breakpoint',
-    where: `${app}:probed_add`,
+    where,
     handler: (hit) => {
       assert.equal(hit.readU64(hit.regs.rsp) > 0n, true, 'a return address on the stack');
-      if (++hits === 100) tracer.unregister('add');
+      if (++hits === 100) tracer.unregister('probe');
     },
   });
   assert.equal(await ended, null);
-  assert.equal(hits, 100);
-  assert.match(out.text(), /^calls=200000000 /);
+  const result = { hits, exitCode: tracer.exitCode, output: out.text(), pid: tracer.pid };
   await tracer.detach();
-  assert.deepEqual(tracedChildren([tracer.pid]), []);
+  return result;
+}
+
+test('a probe registered while the worker waits in waitpid takes hits; its handler removes it', async (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
+  // probed_add() starts with `lock addq` (guarded: the probe's int3 and the guard's after
+  // it). 4 x 50,000,000 calls: long enough to be running when the probe comes. Ten times,
+  // the probe coming at once (while the threads are being made) or 10 ms later.
+  const pids: number[] = [];
+  for (let run = 0; run < 10; run++) {
+    const got = await probeComesAndGoes([app, '50000000'], `${app}:probed_add`, (run % 2) * 10);
+    pids.push(got.pid);
+    assert.equal(got.exitCode, 0, `run ${run}: the program exits 0 (${got.hits} hits)`);
+    assert.equal(got.hits, 100, `run ${run}`);
+    assert.match(got.output, /^calls=200000000 checksum=5000000200000000$/m, `run ${run}`);
+  }
+  assert.deepEqual(tracedChildren(pids), []);
+  assert.deepEqual(leftovers(), []);
+});
+
+test('a probe that comes and goes while C++ (throwing), Go and Rust threads run changes nothing', async (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'g++'] })) return;
+  const targets: { name: string; argv: string[]; where: string }[] = [];
+  // ns::Counter::add() starts with `lock add`; its callers throw every 100 calls.
+  const cxx = compileProgram('lock-insns-cxx', { flags: ['-O2'], link: ['-lpthread'] });
+  targets.push({ name: 'C++', argv: [cxx, '40000000'], where: `${cxx}:ns::Counter::add` });
+  const go = findGo();
+  const rustc = findRustc();
+  for (const [tool, missing] of [
+    [go, 'go is not installed (golang-go)'],
+    [rustc, 'rustc is not installed (looked on PATH and in ~/.cargo/bin)'],
+  ] as const) {
+    if (tool !== undefined) continue;
+    if (STRICT) throw new Error(`Cannot run test under CI: ${missing}`);
+    console.log(`# "${t.name}" leaves a language out: ${missing}`);
+  }
+  if (go !== undefined) {
+    // main.step() starts with Go's stack check (a compare and a conditional jump), 4 goroutines.
+    const app = compileGo(go, 'race-loop');
+    targets.push({ name: 'Go', argv: [app, '60000000'], where: `${app}:main.step` });
+  }
+  if (rustc !== undefined) {
+    const app = compileRust(rustc, 'lock-insns', ['-C', 'opt-level=2']);
+    targets.push({
+      name: 'Rust',
+      argv: [app, '150000000'],
+      where: `${app}:lock_insns::locked_add`,
+    });
+  }
+  const pids: number[] = [];
+  for (const target of targets) {
+    const untraced = execFileSync(target.argv[0]!, target.argv.slice(1), { encoding: 'utf8' });
+    for (const delayMs of [0, 10]) {
+      const got = await probeComesAndGoes(target.argv, target.where, delayMs);
+      pids.push(got.pid);
+      const what = `${target.name}, probe after ${delayMs} ms`;
+      assert.equal(got.exitCode, 0, `${what}: the program exits 0 (${got.hits} hits)`);
+      assert.equal(got.hits, 100, what);
+      assert.equal(got.output, untraced, what);
+    }
+  }
+  assert.deepEqual(tracedChildren(pids), []);
+  assert.deepEqual(leftovers(), []);
 });
 
 test('poll() with a timeout resolves null; detach leaves the process running untraced', async (t) => {

@@ -111,6 +111,8 @@ describe('upscope count (bpf engine)', () => {
     const result = runCli([
       'count',
       '--json',
+      '--command-output',
+      'inherit',
       '-c',
       `${app} hammer 20000 0`,
       `${app}:bpf_hit`,
@@ -135,6 +137,8 @@ describe('upscope count (bpf engine)', () => {
     const byKey = runCli([
       'count',
       '--json',
+      '--command-output',
+      'inherit',
       '--by',
       'arg0:s32',
       '-c',
@@ -150,6 +154,8 @@ describe('upscope count (bpf engine)', () => {
     const filtered = runCli([
       'count',
       '--json',
+      '--command-output',
+      'inherit',
       '--filter',
       'arg0 < 64',
       '-c',
@@ -199,7 +205,17 @@ describe('upscope count (bpf engine)', () => {
       if (traced !== undefined) spawned.push(traced.child);
       const target = how === '-c' ? `${app} 300 200 0` : String(traced!.child.pid);
       const cli = startedCli(
-        ['count', '--json', '--by', 'ustack', how, target, `${app}:stack_leaf`],
+        [
+          'count',
+          '--json',
+          '--command-output',
+          'inherit',
+          '--by',
+          'ustack',
+          how,
+          target,
+          `${app}:stack_leaf`,
+        ],
         traced === undefined ? [] : [traced.child],
       );
       const [cliOut, tracedOut] = await Promise.all([cli.stdout, traced?.stdout]);
@@ -245,6 +261,8 @@ describe('without BPF: the ptrace engine for one process', () => {
     const counted = run([
       'count',
       '--json',
+      '--command-output',
+      'inherit',
       '--by',
       'arg0',
       '-c',
@@ -258,7 +276,16 @@ describe('without BPF: the ptrace engine for one process', () => {
       Object.fromEntries(rows.map((r) => [r.key, r.count])),
       Object.fromEntries(keyed.keys.map((n, k) => [k, n])),
     );
-    const hist = run(['hist', '--json', '-c', `${app} hammer 300 0`, `${app}:bpf_hit`, 'arg0']);
+    const hist = run([
+      'hist',
+      '--json',
+      '--command-output',
+      'inherit',
+      '-c',
+      `${app} hammer 300 0`,
+      `${app}:bpf_hit`,
+      'arg0',
+    ]);
     const { account, result: hists } = outputs<JsonHistogram[]>(hist.stdout);
     const h = hists[0]!;
     assert.deepEqual(
@@ -266,7 +293,15 @@ describe('without BPF: the ptrace engine for one process', () => {
       { count: account.calls, sum: account.sum, min: account.min, max: account.max },
     );
     assert.deepEqual(bucketsByLow(h), account.rows);
-    const timed = run(['latency', '--json', '-c', `${app} nap 0`, `${app}:bpf_nap`]);
+    const timed = run([
+      'latency',
+      '--json',
+      '--command-output',
+      'inherit',
+      '-c',
+      `${app} nap 0`,
+      `${app}:bpf_nap`,
+    ]);
     const naps: JsonHistogram[] = JSON.parse(timed.stdout.trim().split('\n').at(-1)!);
     // 4 naps of 2.1 ms, 3 of 4.2, 2 of 8.4: each timed at least as long as it slept (a
     // return served in user space can add milliseconds on a loaded machine).
@@ -286,6 +321,8 @@ describe('upscope hist (bpf engine)', () => {
     const result = runCli([
       'hist',
       '--json',
+      '--command-output',
+      'inherit',
       '-c',
       `${app} hammer 20000 0`,
       `${app}:bpf_hit`,
@@ -307,6 +344,8 @@ describe('upscope hist (bpf engine)', () => {
     const signed = runCli([
       'hist',
       '--json',
+      '--command-output',
+      'inherit',
       '-c',
       `${app} hammer 5000 0`,
       `r:${app}:bpf_hit`,
@@ -328,6 +367,8 @@ describe('upscope hist (bpf engine)', () => {
     const linear = runCli([
       'hist',
       '--json',
+      '--command-output',
+      'inherit',
       '--linear',
       '0,5000,500',
       '-c',
@@ -352,6 +393,8 @@ describe('upscope latency (bpf engine)', () => {
     const result = runCli([
       'latency',
       '--json',
+      '--command-output',
+      'inherit',
       '--unit',
       'us',
       '-c',

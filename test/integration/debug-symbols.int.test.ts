@@ -9,7 +9,7 @@ import { afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
-import { runCli } from '../helpers/run-cli.js';
+import { eventsPerProbe, runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
 import { type Spawned, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { buildIdOf, splitDebug } from '../helpers/split-debug.js';
@@ -37,20 +37,34 @@ function ownCounts(stdout: string): Record<string, number> {
 
 /** Events per probe of `trace --json`. */
 function traced(engine: string, command: string, specs: string[]): Record<string, number> {
-  const result = runCli(['trace', '--engine', engine, '--json', '-c', command, ...specs]);
+  const result = runCli([
+    'trace',
+    '--engine',
+    engine,
+    '--json',
+    '--command-output',
+    'inherit',
+    '-c',
+    command,
+    ...specs,
+  ]);
   assert.equal(result.status, 0, result.stderr);
-  const seen: Record<string, number> = {};
-  for (const line of result.stdout.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const event = JSON.parse(line);
-    seen[event.probe] = (seen[event.probe] ?? 0) + 1;
-  }
-  return seen;
+  return eventsPerProbe(result.stdout);
 }
 
 /** Hits per probe of `count --json`. */
 function counted(engine: string, command: string, specs: string[]): Record<string, number> {
-  const result = runCli(['count', '--engine', engine, '--json', '-c', command, ...specs]);
+  const result = runCli([
+    'count',
+    '--engine',
+    engine,
+    '--json',
+    '--command-output',
+    'inherit',
+    '-c',
+    command,
+    ...specs,
+  ]);
   assert.equal(result.status, 0, result.stderr);
   const json = result.stdout.split('\n').filter((l) => l.startsWith('['));
   const rows: { probe: string; count: number }[] = JSON.parse(json.at(-1)!);

@@ -83,6 +83,8 @@ describe('probes by demangled C++ names', () => {
       '--engine',
       'tracefs',
       '--json',
+      '--command-output',
+      'inherit',
       '-c',
       `${app} ${ROUNDS}`,
       ...cases.map(([location]) => `${app}:${location}`),
@@ -91,7 +93,7 @@ describe('probes by demangled C++ names', () => {
     assert.deepEqual(ownCounts(result.stdout), runAlone(app), 'the traced run counted the same');
     const seen: Record<string, number> = {};
     for (const line of result.stdout.split('\n')) {
-      if (!line.startsWith('{')) continue;
+      if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
       const event = JSON.parse(line);
       seen[event.probe] = (seen[event.probe] ?? 0) + 1;
     }
@@ -108,6 +110,8 @@ describe('probes by demangled C++ names', () => {
         '--engine',
         engine,
         '--json',
+        '--command-output',
+        'inherit',
         '-c',
         `${app} ${ROUNDS}`,
         ...cases.map(([location]) => `${app}:${location}`),
@@ -141,6 +145,8 @@ describe('probes by demangled Rust paths', () => {
         '--engine',
         'ptrace',
         '--json',
+        '--command-output',
+        'inherit',
         '-c',
         `${app} ${ROUNDS}`,
         `${app}:${path}`,

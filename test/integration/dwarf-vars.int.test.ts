@@ -49,6 +49,8 @@ describe('trace with variables by name', () => {
           '--engine',
           engine,
           '--json',
+          '--command-output',
+          'inherit',
           '-c',
           `${app} ${CALLS} ${SEED}`,
           spec,
@@ -59,7 +61,7 @@ describe('trace with variables by name', () => {
           .filter((l) => l.startsWith('call '))
           .map((l) => new Map([...l.slice(5).matchAll(/(\w+)=(\S*)/g)].map((m) => [m[1]!, m[2]!])));
         const events = lines
-          .filter((l) => l.startsWith('{'))
+          .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
           .map((l) => JSON.parse(l) as { fields: Record<string, unknown> });
         assert.equal(printed.length, CALLS, result.stdout);
         assert.equal(events.length, CALLS, result.stdout);

@@ -7,7 +7,7 @@ import { afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
-import { runCli } from '../helpers/run-cli.js';
+import { eventsPerProbe, runCli } from '../helpers/run-cli.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const ROUNDS = 6;
@@ -29,15 +29,19 @@ function ownCounts(stdout: string): Record<string, number> {
 
 /** Events per probe of `trace --json`, and the target's own counts from the same run. */
 function traced(engine: string, command: string, specs: string[]) {
-  const result = runCli(['trace', '--engine', engine, '--json', '-c', command, ...specs]);
+  const result = runCli([
+    'trace',
+    '--engine',
+    engine,
+    '--json',
+    '--command-output',
+    'inherit',
+    '-c',
+    command,
+    ...specs,
+  ]);
   assert.equal(result.status, 0, result.stderr);
-  const seen: Record<string, number> = {};
-  for (const line of result.stdout.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const event = JSON.parse(line);
-    seen[event.probe] = (seen[event.probe] ?? 0) + 1;
-  }
-  return { seen, own: ownCounts(result.stdout) };
+  return { seen: eventsPerProbe(result.stdout), own: ownCounts(result.stdout) };
 }
 
 for (const engine of ['tracefs', 'bpf', 'ptrace'] as const) {

@@ -45,15 +45,20 @@ function split(stdout: string, mode: string): { program: string; events: JsonEve
       .filter((l) => l.startsWith(`${mode} `) || l.startsWith('classify '))
       .map((l) => `${l}\n`)
       .join(''),
-    events: lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JsonEvent),
+    events: lines
+      .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
+      .map((l) => JSON.parse(l) as JsonEvent),
   };
 }
 
 /** `trace --json` of the command on one engine. */
 function trace(engine: Engine, command: string, specs: string[]) {
-  const result = runCli(['trace', '--engine', engine, '--json', '-c', command, ...specs], {
-    timeoutMs: 600_000,
-  });
+  const result = runCli(
+    ['trace', '--engine', engine, '--json', '--command-output', 'inherit', '-c', command, ...specs],
+    {
+      timeoutMs: 600_000,
+    },
+  );
   assert.equal(result.status, 0, result.stderr);
   return result;
 }
@@ -96,7 +101,15 @@ describe('Go programs: entry probes', () => {
   test('bpf count: an entry probe counts every call of a function whose stack grows', (t) => {
     const app = target(t);
     if (app === undefined) return;
-    const result = runCli(['count', '--json', '-c', `${app} deep 200`, `${app}:main.deep`]);
+    const result = runCli([
+      'count',
+      '--json',
+      '--command-output',
+      'inherit',
+      '-c',
+      `${app} deep 200`,
+      `${app}:main.deep`,
+    ]);
     assert.equal(result.status, 0, result.stderr);
     const calls = Number(/deep calls=(\d+)/.exec(result.stdout)?.[1]);
     const rows: { probe: string; count: number }[] = JSON.parse(
@@ -113,9 +126,12 @@ function counts(line: string): Record<string, number> {
 
 /** count --json on one engine: rows by probe, the unwound ones as "PROBE (unwound)". */
 function countOn(engine: 'bpf' | 'ptrace', command: string, specs: string[]) {
-  const result = runCli(['count', '--engine', engine, '--json', '-c', command, ...specs], {
-    timeoutMs: 600_000,
-  });
+  const result = runCli(
+    ['count', '--engine', engine, '--json', '--command-output', 'inherit', '-c', command, ...specs],
+    {
+      timeoutMs: 600_000,
+    },
+  );
   assert.equal(result.status, 0, result.stderr);
   const rows: { probe: string; count: number; exit?: string }[] = JSON.parse(
     result.stdout.trim().split('\n').at(-1)!,
@@ -201,7 +217,17 @@ describe('Go programs: return probes, with return addresses left alone', () => {
       }
       if (engine === 'tracefs') return;
       const timed = runCli(
-        ['latency', '--engine', engine, '--json', '-c', `${app} chan ${n}`, `${app}:main.wait`],
+        [
+          'latency',
+          '--engine',
+          engine,
+          '--json',
+          '--command-output',
+          'inherit',
+          '-c',
+          `${app} chan ${n}`,
+          `${app}:main.wait`,
+        ],
         { timeoutMs: 600_000 },
       );
       assert.equal(timed.status, 0, timed.stderr);

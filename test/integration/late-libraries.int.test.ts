@@ -87,7 +87,7 @@ async function until(read: () => string, pattern: RegExp, what: string): Promise
 function hits(stdout: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const line of stdout.split('\n')) {
-    if (!line.startsWith('{')) continue;
+    if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
     const event = JSON.parse(line) as { probe: string; kind: string };
     const name = event.kind === 'return' ? `r:${event.probe}` : event.probe;
     out[name] = (out[name] ?? 0) + 1;
@@ -203,6 +203,8 @@ describe('trace -c: a library the command loads with dlopen()', () => {
             '--engine',
             engine,
             '--json',
+            '--command-output',
+            'inherit',
             '-c',
             command,
             'liblate:late_add',

@@ -59,6 +59,8 @@ function traceLines(app: string, engine: string, extra: string[] = []): Counts {
     '--engine',
     engine,
     '--json',
+    '--command-output',
+    'inherit',
     ...extra,
     '-c',
     `${app} ${RUNS}`,
@@ -70,7 +72,7 @@ function traceLines(app: string, engine: string, extra: string[] = []): Counts {
   for (const text of result.stdout.split('\n')) {
     const m = /^(body|twice|odd) (\d+)$/.exec(text);
     if (m !== null) printed.set(m[1]!, Number(m[2]));
-    if (text.startsWith('{')) {
+    if (text.startsWith('{') && !text.startsWith('{"command"')) {
       const spec = names.get(JSON.parse(text).probe);
       assert.ok(spec !== undefined, text);
       const line = Number(spec.slice(spec.lastIndexOf(':') + 1));

@@ -119,6 +119,8 @@ describe('probes on lock-prefixed instructions', () => {
           '--engine',
           'ptrace',
           '--json',
+          '--command-output',
+          'inherit',
           '-c',
           `${target.app} ${CALLS}`,
           ...target.specs,
@@ -129,7 +131,7 @@ describe('probes on lock-prefixed instructions', () => {
         const lines = result.stdout.split('\n');
         if (command === 'trace') {
           const events = lines
-            .filter((l) => l.startsWith('{'))
+            .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
             .map((l) => JSON.parse(l) as { probe: string });
           const hits = new Map<string, number>();
           for (const e of events) hits.set(e.probe, (hits.get(e.probe) ?? 0) + 1);

@@ -89,7 +89,7 @@ function tracerPid(pid: number): number {
 }
 
 describe('a process another tracer holds', () => {
-  test('ptrace: is refused naming that tracer (pid and name), not with privilege hints', async (t) => {
+  test('ptrace: trace, count, hist and latency are refused naming that tracer (pid and name), not with privilege hints', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'strace'] })) return;
     const { pid, app, send } = await startTarget();
     const strace = spawnCollected('strace', ['-p', String(pid), '-o', '/dev/null']);
@@ -99,7 +99,7 @@ describe('a process another tracer holds', () => {
       assert.ok(Date.now() < deadline, `strace attached: ${strace.stderr}`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    for (const command of ['count', 'trace']) {
+    for (const command of ['count', 'trace', 'hist', 'latency']) {
       const run = runCli([
         command,
         '--engine',
@@ -107,6 +107,7 @@ describe('a process another tracer holds', () => {
         '-p',
         String(pid),
         `${app}:co_work`,
+        ...(command === 'hist' ? ['arg0'] : []),
         '--duration',
         '1',
       ]);

@@ -77,6 +77,8 @@ test('-o FILE: trace and count write there (nothing on stdout), mode 0666 less t
       '--engine',
       'ptrace',
       '--json',
+      '--command-output',
+      'inherit',
       '-c',
       `${app} 10`,
       '-o',

@@ -54,6 +54,8 @@ describe('functions that share a demangled name', () => {
           '--engine',
           engine,
           '--json',
+          '--command-output',
+          'inherit',
           '-c',
           `${app} ${ROUNDS}`,
           ...specs,
@@ -73,11 +75,19 @@ describe('functions that share a demangled name', () => {
     if (!requireHost(t, { root: true, commands: ['gdb'] })) return;
     const app = target(t);
     if (app === undefined) return;
-    const result = runCli(['trace', '--json', '-c', `${app} ${ROUNDS}`, `${app}:rust_vars::twice`]);
+    const result = runCli([
+      'trace',
+      '--json',
+      '--command-output',
+      'inherit',
+      '-c',
+      `${app} ${ROUNDS}`,
+      `${app}:rust_vars::twice`,
+    ]);
     assert.equal(result.status, 0, result.stderr);
     const seen: Record<string, number> = {};
     for (const line of result.stdout.split('\n')) {
-      if (line.startsWith('{'))
+      if (line.startsWith('{') && !line.startsWith('{"command"'))
         seen[JSON.parse(line).probe] = (seen[JSON.parse(line).probe] ?? 0) + 1;
     }
     assert.deepEqual(seen, {

@@ -57,6 +57,8 @@ function countStacks(
   const result = runCli([
     'count',
     '--json',
+    '--command-output',
+    'inherit',
     '--by',
     'ustack',
     '--engine',

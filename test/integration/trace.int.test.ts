@@ -60,12 +60,16 @@ describe('upscope trace', () => {
         '--engine',
         engine,
         '--json',
+        '--command-output',
+        'inherit',
         '-c',
         `${app} ${CALLS}`,
         ...specs(app, lib),
       ]);
       assert.equal(result.status, 0, result.stderr);
-      const lines = result.stdout.split('\n').filter((l) => l.startsWith('{'));
+      const lines = result.stdout
+        .split('\n')
+        .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'));
       const printed = result.stdout.split('\n').filter((l) => /^(main|fork|exec) pid=/.test(l));
       assert.equal(printed.length, 3, result.stdout.slice(0, 500));
       const events: JsonEvent[] = lines.map((l) => JSON.parse(l));
@@ -174,9 +178,13 @@ describe('upscope trace', () => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
     const { app, lib } = compileTraceTarget();
     const run = (spec: string) => {
-      const child = spawn(process.execPath, [BIN, 'trace', '--json', '-c', `${app} 20`, spec], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        [BIN, 'trace', '--json', '--command-output', 'inherit', '-c', `${app} 20`, spec],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let out = '';
       child.stdout.on('data', (chunk) => {
         out += chunk;
@@ -194,7 +202,7 @@ describe('upscope trace', () => {
       assert.equal(session.code, 0);
       const events: JsonEvent[] = session.out
         .split('\n')
-        .filter((l) => l.startsWith('{'))
+        .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
         .map((l) => JSON.parse(l));
       const pids = session.out.match(/^main pid=(\d+)/m)!;
       assert.ok(
@@ -413,7 +421,7 @@ describe('upscope trace', () => {
         assert.notEqual(names[0], 'renamed');
         const events = out
           .split('\n')
-          .filter((l) => l.startsWith('{'))
+          .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
           .map((l) => JSON.parse(l) as JsonEvent);
         assert.deepEqual(
           events.filter((e) => e.probe === 'name_call').map((e) => e.comm),

@@ -42,9 +42,11 @@ function returnsAndUnwinds(
   specs: string[],
 ): { stdout: string; seen: Record<string, { returns: number; unwound: number }> } {
   const verb = engine === 'tracefs' ? 'trace' : 'count';
-  const result = runCli([verb, '--engine', engine, '--json', '-c', command, ...specs], {
-    timeoutMs: 600_000,
-  });
+  // The command's account is read from stdout, beside upscope's JSON.
+  const result = runCli(
+    [verb, '--engine', engine, '--json', '--command-output', 'inherit', '-c', command, ...specs],
+    { timeoutMs: 600_000 },
+  );
   assert.equal(result.status, 0, result.stderr);
   const seen: Record<string, { returns: number; unwound: number }> = {};
   const add = (probe: string, unwound: boolean, n: number) => {
@@ -55,7 +57,7 @@ function returnsAndUnwinds(
   };
   const lines = result.stdout.trim().split('\n');
   if (verb === 'trace') {
-    for (const line of lines.filter((l) => l.startsWith('{'))) {
+    for (const line of lines.filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))) {
       const event = JSON.parse(line) as { probe: string; kind: string; exit?: string };
       if (event.kind === 'return') add(event.probe, event.exit === 'unwind', 1);
     }
@@ -131,6 +133,71 @@ describe('return probes where an unwinder passes: C++ exceptions, pthread_cancel
       const returns = own.n['returns']![0]!;
       assert.ok(calls > returns, 'some calls panicked');
       assert.deepEqual(seen['rust_unwind_probed'], { returns, unwound: calls - returns });
+    });
+  }
+});
+
+describe('latency where an unwinder passes: C++ exceptions and Rust panics (bpf and ptrace)', () => {
+  /** latency --json of `specs` under `command`: the timed calls per function, and stderr. */
+  function timed(engine: 'bpf' | 'ptrace', command: string, specs: string[]) {
+    const result = runCli(
+      [
+        'latency',
+        '--engine',
+        engine,
+        '--json',
+        '--command-output',
+        'inherit',
+        '-c',
+        command,
+        ...specs,
+      ],
+      { timeoutMs: 600_000 },
+    );
+    assert.equal(result.status, 0, result.stderr);
+    const lines = result.stdout.trim().split('\n');
+    const rows = JSON.parse(lines.at(-1)!) as { probe: string; count: number; minNs?: number }[];
+    const unwound = /^upscope: (\d+) calls ended by an unwind .*, not timed$/m.exec(result.stderr);
+    return {
+      stdout: result.stdout,
+      counts: Object.fromEntries(rows.map((row) => [row.probe, row.count])),
+      minNs: rows.map((row) => row.minNs ?? 0),
+      unwound: Number(unwound?.[1] ?? 0),
+      stderr: result.stderr,
+    };
+  }
+
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    test(`${engine}: an exception through probed frames: the calls that returned are timed, the others said`, (t) => {
+      const app = cxx(t);
+      if (app === undefined) return;
+      const n = engine === 'ptrace' ? 30 : 3000;
+      const run = timed(engine, `${app} throw ${n}`, [`${app}:level1`, `${app}:level3`]);
+      const own = account(run.stdout, 'throw');
+      const [calls1, , calls3] = own.n['calls']!;
+      const [returns1, , returns3] = own.n['returns']!;
+      assert.deepEqual(run.counts, { 'level1(long)': returns1, 'level3(long)': returns3 });
+      assert.equal(run.unwound, calls1! - returns1! + (calls3! - returns3!), run.stderr);
+      assert.ok(run.minNs.every((ns) => ns > 0));
+    });
+
+    test(`${engine}: a Rust panic through a probed function: the calls that returned are timed, the others said`, (t) => {
+      if (!requireHost(t, { root: true })) return;
+      const rustc = findRustc();
+      if (rustc === undefined) {
+        if (STRICT) throw new Error('Cannot run test under CI: needs rustc');
+        t.skip('rustc is not installed (looked on PATH and in ~/.cargo/bin)');
+        return;
+      }
+      const app = compileRust(rustc, 'rust-unwind', ['-C', 'opt-level=1']);
+      const n = engine === 'ptrace' ? 30 : 3000;
+      const run = timed(engine, `${app} ${n}`, [`${app}:rust_unwind_probed`]);
+      const own = account(run.stdout, 'rust');
+      const calls = own.n['calls']![0]!;
+      const returns = own.n['returns']![0]!;
+      assert.ok(calls > returns, 'some calls panicked');
+      assert.deepEqual(run.counts, { rust_unwind_probed: returns });
+      assert.equal(run.unwound, calls - returns, run.stderr);
     });
   }
 });

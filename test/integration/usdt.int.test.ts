@@ -48,7 +48,7 @@ function truth(stdout: string): { values: Map<string, string[][]>; done: Record<
 function events(stdout: string): JsonEvent[] {
   return stdout
     .split('\n')
-    .filter((l) => l.startsWith('{'))
+    .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
     .map((l) => JSON.parse(l) as JsonEvent);
 }
 
@@ -82,6 +82,8 @@ describe('USDT probes', () => {
           '--engine',
           engine,
           '--json',
+          '--command-output',
+          'inherit',
           '-c',
           `${app} ${CALLS}`,
           ...probes.map((p) => `u:${app}:usdt:${p}`),
@@ -127,6 +129,8 @@ describe('USDT probes', () => {
           '--engine',
           engine,
           '--json',
+          '--command-output',
+          'inherit',
           '-c',
           `${app} ${CALLS}`,
           `u:${app}:usdt:text word=arg0:string same=+0(arg0):string i=arg1`,
@@ -265,6 +269,8 @@ describe('USDT probes', () => {
       '--engine',
       'bpf',
       '--json',
+      '--command-output',
+      'inherit',
       '-c',
       `${app} ${CALLS}`,
       `u:${app}:usdt:ints`,
@@ -291,6 +297,8 @@ describe('USDT probes', () => {
         '--engine',
         engine,
         '--json',
+        '--command-output',
+        'inherit',
         '-c',
         `${app} ${CALLS}`,
         `u:${app}:usdt:ints`,
@@ -361,6 +369,8 @@ describe('USDT probes', () => {
           '--engine',
           engine,
           '--json',
+          '--command-output',
+          'inherit',
           '-c',
           `${python} ${script}`,
           // The function's file and name are held in registers: `arg1:string` is the string

@@ -15,7 +15,7 @@
  */
 import { decodeInstructions } from './decode.js';
 import { type Iced, type IcedInstruction, loadIced } from './iced.js';
-import { jumpBack, planXol, XOL_SLOT_BYTES } from './xol.js';
+import { CONDITIONS, jumpBack, planXol, XOL_SLOT_BYTES } from './xol.js';
 
 /** What the probed instruction did to the registers, to take back at the guard. */
 export interface ReversibleEffect {
@@ -180,28 +180,9 @@ export function planPairSlot(
   };
 }
 
-const CONDITION_CODES = [
-  'o',
-  'no',
-  'b',
-  'ae',
-  'e',
-  'ne',
-  'be',
-  'a',
-  's',
-  'ns',
-  'p',
-  'np',
-  'l',
-  'ge',
-  'le',
-  'g',
-] as const;
-
 /** `jcc rel32` at `at` to `target` (0f 80+cc), or undefined beyond ±2 GiB. */
 function conditionalJump(condition: string, at: bigint, target: bigint): Uint8Array | undefined {
-  const cc = CONDITION_CODES.indexOf(condition as (typeof CONDITION_CODES)[number]);
+  const cc = CONDITIONS.indexOf(condition as (typeof CONDITIONS)[number]);
   const rel = BigInt.asIntN(64, target - (at + 6n));
   if (cc < 0 || rel < -(1n << 31n) || rel >= 1n << 31n) return undefined;
   const bytes = new Uint8Array(6);

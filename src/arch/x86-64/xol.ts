@@ -60,7 +60,7 @@ export interface XolRegisters {
 type GeneralRegister = Exclude<keyof XolRegisters, 'rip' | 'rflags' | 'fsBase' | 'gsBase'>;
 
 /** The conditions of `jcc`, named as in the mnemonics (`jae` is `ae`), in opcode order. */
-const CONDITIONS = [
+export const CONDITIONS = [
   'o',
   'no',
   'b',

@@ -17,7 +17,14 @@ import { ProbeError } from '../../errors/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
+  childrenOption,
+  commandEnd,
+  commandOutputOption,
+  commandStdout,
   debugDirOption,
+  includeSelfOption,
+  killAfterOption,
+  machineReadable,
   outputOption,
   parsePid,
   positive,
@@ -33,12 +40,14 @@ import {
   releaseExporters,
   withAggregateOutput,
 } from '../outputs.js';
-import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
-import { aggregatePtrace } from './aggregate-ptrace.js';
+import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 
 interface CommonOptions {
   pid?: number;
   command?: string;
+  children?: true;
+  includeSelf?: true;
+  killAfter?: number;
   tid?: number;
   comm?: string;
   filter?: string;
@@ -54,6 +63,9 @@ interface CommonOptions {
   debugDir?: string[];
   returnProbes?: 'auto' | 'sites' | 'trampoline';
   engine?: 'bpf' | 'ptrace';
+  commandOutput?: string;
+  /** The -c command's stdout (see --command-output), set by onEngine(). */
+  commandStdout?: number | undefined;
 }
 
 function parseEngine(value: string): 'bpf' | 'ptrace' {
@@ -64,43 +76,57 @@ function parseEngine(value: string): 'bpf' | 'ptrace' {
 /**
  * Run on the engine asked for; by default on bpf, and on ptrace when BPF is not allowed and
  * there is one process (-p) or command (-c) to serve the probes of in user space. Whether
- * BPF is allowed is tried before anything starts: a command is never started twice.
+ * BPF is allowed is tried before anything starts: a command is never started twice. A
+ * ptrace run happens in a helper process that restores the target if upscope is killed
+ * (this process then only waits for it), or here when this process is that helper.
  */
 async function onEngine(
   options: CommonOptions,
   io: Io,
   result: CommandResult,
-  bpf: () => Promise<void>,
-  ptrace: () => Promise<void>,
+  body: (engine: 'bpf' | 'ptrace') => Promise<void>,
 ): Promise<void> {
   // The helper process was started because the ptrace engine was chosen (and said why).
-  if (inPtraceHelper() || options.engine === 'ptrace') return inHelper(result, ptrace);
+  let engine = inPtraceHelper() ? 'ptrace' : (options.engine ?? 'bpf');
   const oneProcess = options.pid !== undefined || options.command !== undefined;
-  if (options.engine === undefined && oneProcess && !bpfAllowed()) {
+  if (options.engine === undefined && engine === 'bpf' && oneProcess && !bpfAllowed()) {
     io.err('upscope: BPF is not allowed here: using the ptrace engine (slower per hit)\n');
-    return inHelper(result, ptrace);
+    engine = 'ptrace';
   }
-  return bpf();
-}
-
-/**
- * A ptrace run, in a helper process that restores the target if upscope is killed (this
- * process only waits for it), or here when this process is that helper.
- */
-async function inHelper(result: CommandResult, ptrace: () => Promise<void>): Promise<void> {
-  if (!ptraceInHelper()) return ptrace();
-  await releaseExporters();
-  result.status = await runInHelper();
+  if (engine === 'ptrace' && ptraceInHelper()) {
+    // The helper runs the same command line: it listens on the exporters' ports instead.
+    await releaseExporters();
+    result.status = await runInHelper();
+    return;
+  }
+  const stdout = commandStdout(
+    options.commandOutput,
+    machineReadable(options),
+    options.output === undefined,
+  );
+  options.commandStdout = stdout.fd;
+  try {
+    await body(engine);
+  } finally {
+    stdout.close();
+  }
 }
 
 // biome-ignore lint/complexity/noBannedTypes: commander's own default for no options yet
 function common<Opts extends Record<string, unknown> = {}>(command: Command<[string[]], Opts>) {
   return command
-    .option('-p, --pid <pid>', 'only this process (all its threads)', parsePid)
+    .option(
+      '-p, --pid <pid>',
+      'only this process (all its threads) and the children it forks from now on',
+      parsePid,
+    )
+    .option(...childrenOption)
     .option(
       '-c, --command <command>',
-      "start this command and aggregate only it, e.g. -c './app 5'",
+      "start this command and aggregate only it (from its exec on) and the children it starts, e.g. -c './app 5'",
     )
+    .option(...killAfterOption)
+    .option(...includeSelfOption)
     .option('--tid <tid>', 'only this thread', parsePid)
     .option('--comm <name>', 'only threads of this name')
     .option('--filter <expr>', "only hits where this holds, e.g. 'arg0 > 4096' or 'retval:s32 < 0'")
@@ -114,6 +140,7 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     .option(...outputOption)
     .option(...prometheusOption)
     .option(...otlpOption)
+    .option(...commandOutputOption)
     .option('--unsafe', 'allow raw addresses no symbol covers')
     .option(...strictOption)
     .option(...debugDirOption)
@@ -126,11 +153,20 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     );
 }
 
-function aggregateOptions(options: CommonOptions, io: Io): AggregateOptions {
+function aggregateOptions(
+  options: CommonOptions,
+  io: Io,
+  engine: 'bpf' | 'ptrace',
+): AggregateOptions {
   return {
+    engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
     pid: options.pid,
     command: options.command,
+    children: options.children,
+    includeSelf: options.includeSelf,
+    killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
+    commandStdout: options.commandStdout,
     tid: options.tid,
     comm: options.comm,
     filter: options.filter,
@@ -158,21 +194,25 @@ async function run<R>(
   const countsUnwinds = what === 'Counting';
   const report = aggregate.attachReport;
   const how =
-    report.multi > 0 && report.perf === 0
-      ? 'uprobe_multi'
-      : report.multi === 0
-        ? 'perf events'
-        : `${report.multi} uprobe_multi, ${report.perf} perf events`;
-  const probes = aggregate.probes.length;
+    aggregate.engine === 'ptrace'
+      ? `process ${aggregate.commandPid ?? options.pid}`
+      : report.multi > 0 && report.perf === 0
+        ? 'uprobe_multi'
+        : report.multi === 0
+          ? 'perf events'
+          : `${report.multi} uprobe_multi, ${report.perf} perf events`;
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(aggregate.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
+  for (const note of aggregate.notes) io.err(`upscope: ${note}\n`);
   io.err(
     startLine(
-      `${what} ${probes} ${noun}${probes === 1 ? '' : 's'} (bpf, ${how}, attached in ${report.milliseconds.toFixed(1)} ms). Ctrl-C to end.`,
-      aggregate.skipped,
+      what,
       aggregate.sites.length,
-      'bpf',
+      noun,
+      `${aggregate.engine}, ${how}, attached in ${report.milliseconds.toFixed(1)} ms`,
+      aggregate.skipped,
+      aggregate.engine,
     ),
   );
   let signal: NodeJS.Signals | undefined;
@@ -186,6 +226,9 @@ async function run<R>(
   };
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const s of signals) process.on(s, onSignal);
+  // In the ptrace helper, an ending signal (upscope's death) may have come already.
+  const early = helperSignal();
+  if (early !== undefined) onSignal(early);
   const onExit = () => aggregate.close();
   process.on('exit', onExit);
   print.live?.(
@@ -222,16 +265,22 @@ async function run<R>(
           }
         }, options.interval * 1000);
   let failure: unknown;
+  // The reader of the output went away (`| head`): end as on Ctrl-C.
+  const onClosed = () => aggregate.stop();
+  io.outputClosed?.addEventListener('abort', onClosed, { once: true });
   try {
     await aggregate.ended;
   } finally {
+    io.outputClosed?.removeEventListener('abort', onClosed);
     clearTimeout(timer);
     clearInterval(ticker);
-    for (const s of signals) process.off(s, onSignal);
     process.off('exit', onExit);
   }
+  // The signal handlers stay until the totals are out: a Ctrl-C that comes as the run ends
+  // by itself (the process exited) must not kill upscope before it prints them.
   try {
     if (failure !== undefined) throw failure;
+    if (aggregate.error !== undefined) throw aggregate.error;
     if (aggregate.targetExited) io.err(`upscope: process ${options.pid} exited\n`);
     print(aggregate.read(), true);
     const errors = aggregate.errors();
@@ -248,13 +297,12 @@ async function run<R>(
     if (notes.length > 0) io.err(`upscope: ${notes.join(', ')}\n`);
   } finally {
     aggregate.close();
+    for (const s of signals) process.off(s, onSignal);
   }
-  const exit = aggregate.exit;
-  if (exit !== undefined) {
-    result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);
-  } else if (signal !== undefined && signal !== 'SIGINT') {
-    result.status = 128 + constants.signals[signal];
-  }
+  // Ended as asked (the command's or the process's end, --duration, a signal, the reader
+  // gone): status 0; the command's own status is said, not taken.
+  if (aggregate.exit !== undefined) io.err(`upscope: ${commandEnd(aggregate.exit)}\n`);
+  result.status = 0;
 }
 
 const UNIT_WORDS: Readonly<Record<LatencyUnit, string>> = {
@@ -298,6 +346,10 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           '-c command or -p process) and every --interval. A return probe whose returns are ' +
           'caught at its exits (Go programs; C++, Rust and pthread_cancel unwinds; see ' +
           '--return-probes) also counts the calls an unwind took away, as "PROBE (unwound)". ' +
+          '-p takes the process and the children it forks meanwhile (--children: also those it ' +
+          'has started already); -c the command from its exec and the children it starts, and ' +
+          'ends it with SIGTERM to its process group when the count ends first (SIGKILL after ' +
+          "--kill-after); without either, every process but upscope's own. " +
           'Needs root or CAP_BPF and CAP_PERFMON; without them, -p and -c run on the ptrace ' +
           "engine (which counts beside another tracer's kernel uprobe on the same function). " +
           'A probed file replaced on disk (a rebuild, an upgrade) is probed again when a ' +
@@ -306,8 +358,10 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
       .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
   )
     .option(
-      '--by <key>',
-      'count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string',
+      '--by <key[,key...]>',
+      "count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string, a variable by name; several keys joined by commas (--by comm,pid), or --by given again, count per their combination, as bpftrace's @[comm, pid] (ustack goes alone)",
+      (value: string, previous: string | undefined) =>
+        previous === undefined ? value : `${previous},${value}`,
     )
     .option('--top <n>', 'print only the N largest counts', positive('--top'))
     .option(...formatOption(['count', 'stacks']))
@@ -327,30 +381,14 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           );
         }
         await withAggregateOutput('count', options, io, (print: Printer<ProbeCount[]>) =>
-          onEngine(
-            options,
-            io,
-            result,
-            async () => {
-              const by = options.by;
-              const aggregate = await countHits(specs, {
-                ...aggregateOptions(options, io),
-                by,
-                inlines: options.inlines,
-              });
-              await run(aggregate, options, 'Counting', 'probe', io, result, print);
-            },
-            () =>
-              aggregatePtrace(
-                specs,
-                { kind: 'count', by: options.by },
-                { ...options, debugDirs: options.debugDir, inlines: options.inlines },
-                io,
-                result,
-                'Counting',
-                print,
-              ),
-          ),
+          onEngine(options, io, result, async (engine) => {
+            const aggregate = await countHits(specs, {
+              ...aggregateOptions(options, io, engine),
+              by: options.by,
+              inlines: options.inlines,
+            });
+            await run(aggregate, options, 'Counting', 'probe', io, result, print);
+          }),
         );
       }),
     );
@@ -383,35 +421,13 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           { ...options, value },
           io,
           (print: Printer<ProbeHistogram[]>) =>
-            onEngine(
-              options,
-              io,
-              result,
-              async () => {
-                const aggregate = await histogramOf(specs, value, {
-                  ...aggregateOptions(options, io),
-                  linear: options.linear,
-                });
-                await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
-              },
-              () =>
-                aggregatePtrace(
-                  specs,
-                  {
-                    kind: 'hist',
-                    value,
-                    scheme:
-                      options.linear === undefined
-                        ? { kind: 'log2' }
-                        : { kind: 'linear', ...options.linear },
-                  },
-                  { ...options, debugDirs: options.debugDir },
-                  io,
-                  result,
-                  'Histogram of',
-                  print,
-                ),
-            ),
+            onEngine(options, io, result, async (engine) => {
+              const aggregate = await histogramOf(specs, value, {
+                ...aggregateOptions(options, io, engine),
+                linear: options.linear,
+              });
+              await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
+            }),
         );
       }),
     );
@@ -424,7 +440,9 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         'Time each call of the functions SPEC names, from entry to return, in the kernel: ' +
           'per thread, with recursion kept apart (each call matched to its own return); in Go ' +
           'programs per goroutine, which may move between threads. ' +
-          'Prints count, average, min, p50/p90/p99 and max, and a log2 histogram in --unit.',
+          'Prints count, average, min, p50/p90/p99 and max, and a log2 histogram in --unit. ' +
+          "--filter is decided at each call's entry, where the arguments are (one on retval at " +
+          'its return).',
       )
       .argument('<spec...>', "functions, e.g. './app:parse_request' 'libc:read'"),
   )
@@ -438,28 +456,13 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           { ...options, unit: UNIT_WORDS[unit] },
           io,
           (print: Printer<ProbeHistogram[]>) =>
-            onEngine(
-              options,
-              io,
-              result,
-              async () => {
-                const aggregate = await latencyOf(specs, {
-                  ...aggregateOptions(options, io),
-                  unit,
-                });
-                await run(aggregate, options, 'Timing', 'function', io, result, print);
-              },
-              () =>
-                aggregatePtrace(
-                  specs,
-                  { kind: 'latency', unitNs: UNIT_NS[unit] },
-                  { ...options, debugDirs: options.debugDir },
-                  io,
-                  result,
-                  'Timing',
-                  print,
-                ),
-            ),
+            onEngine(options, io, result, async (engine) => {
+              const aggregate = await latencyOf(specs, {
+                ...aggregateOptions(options, io, engine),
+                unit,
+              });
+              await run(aggregate, options, 'Timing', 'function', io, result, print);
+            }),
         );
       }),
     );

@@ -11,7 +11,16 @@ import { ProbeError } from '../../errors/index.js';
 import { type Io, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
+  childrenOption,
+  commandEnd,
+  commandEndJson,
+  commandOutputOption,
+  commandStdout,
   debugDirOption,
+  includeSelfOption,
+  jsonOutput,
+  killAfterOption,
+  machineReadable,
   outputOption,
   parseEngine,
   parsePid,
@@ -38,10 +47,13 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .description(
       'Trace each SPEC and print one line per ' +
         'event: time, command, pid/tid, probe and fetched fields. Return probes show the return ' +
-        'value and the time since the matching call. With -p, only that process (all its ' +
-        'threads and children) is traced, and probes on a library it has not loaded yet attach ' +
-        'when it loads it; with -c, the command is started, traced from its first ' +
-        'instruction, and its exit ends the trace and sets the exit status. Ctrl-C ends the ' +
+        'value and the time since the matching call. With -p, only that process is traced (all ' +
+        'its threads, the children it forks meanwhile, and with --children those it has ' +
+        'started already), and probes on a library it has not loaded yet attach when it loads ' +
+        'it; with -c, the command is started in a process group of its own, traced from its ' +
+        'first instruction with the children it starts, and its exit ends the trace and sets ' +
+        'the exit status; when the trace ends first, the group gets SIGTERM (SIGKILL after ' +
+        "--kill-after). Without either, every process but upscope's own. Ctrl-C ends the " +
         'trace; events lost are said on stderr as they happen, and a summary of events ' +
         'delivered, lost and missed at the end. Engines: tracefs (kernel uprobes; root; every ' +
         'process, or the one given), bpf (kernel uprobes with a BPF handler writing each hit to ' +
@@ -54,11 +66,22 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         'again, and said.',
     )
     .argument('<spec...>', "probe specs, e.g. 'libc:malloc size=arg0:u64' 'r:./app:parse_request'")
-    .option('-p, --pid <pid>', 'trace only this process', parsePid)
-    .option('-c, --command <command>', "start this command and trace only it, e.g. -c './app 5'")
+    .option(
+      '-p, --pid <pid>',
+      'trace only this process (all its threads) and the children it forks from now on',
+      parsePid,
+    )
+    .option(...childrenOption)
+    .option(
+      '-c, --command <command>',
+      "start this command and trace only it (from its first instruction) and the children it starts, e.g. -c './app 5'",
+    )
+    .option(...killAfterOption)
+    .option(...includeSelfOption)
     .option('--json', 'print JSON lines instead of text')
     .option(...formatOption(['trace']))
     .option(...outputOption)
+    .option(...commandOutputOption)
     .option(...otlpOption)
     .option('--duration <seconds>', 'end the trace after this many seconds', positive('--duration'))
     .option(
@@ -81,21 +104,36 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
       parseEngine,
     )
     .action(async (specs, options) => {
-      await withOutput(io, options.output, async (out) => {
-        const output = await traceOutput(options, out);
-        try {
-          await trace(specs, options, out, result, output);
-        } finally {
-          await output.close();
-        }
-      });
+      const stdout = commandStdout(
+        options.commandOutput,
+        machineReadable(options),
+        options.output === undefined,
+      );
+      try {
+        await withOutput(io, options.output, async (out) => {
+          const output = await traceOutput(options, out);
+          try {
+            await trace(specs, { ...options, commandStdout: stdout.fd }, out, result, output);
+          } finally {
+            await output.close();
+          }
+        });
+      } finally {
+        stdout.close();
+      }
     });
 }
 
 interface TraceOptions {
   pid?: number;
   command?: string;
+  children?: true;
+  includeSelf?: true;
+  killAfter?: number;
+  /** The -c command's stdout (see --command-output); upscope's by default. */
+  commandStdout?: number | undefined;
   json?: true;
+  format?: string;
   duration?: number;
   maxEvents?: number;
   bufferSize?: number;
@@ -136,6 +174,10 @@ async function trace(
       {
         pid: options.pid,
         command: options.command,
+        children: options.children,
+        killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
+        includeSelf: options.includeSelf,
+        commandStdout: options.commandStdout,
         unsafe: options.unsafe,
         strict: options.strict,
         debugDirs: options.debugDir,
@@ -146,16 +188,20 @@ async function trace(
       io,
       (sites) => output.sink(sinkOptions(sites, start)),
     );
-    if (ended.exitCode !== undefined) {
-      result.status = ended.exitCode >= 0 ? ended.exitCode : 128 - ended.exitCode;
-    } else if (ended.signal !== undefined && ended.signal !== 'SIGINT') {
-      result.status = 128 + constants.signals[ended.signal];
+    if (ended.exit !== undefined) {
+      if (jsonOutput(options)) io.out(commandEndJson(ended.pid, ended.exit));
+      io.err(`upscope: ${commandEnd(ended.exit)}\n`);
     }
+    result.status = 0;
     return;
   }
   const attachment = await new Tracer().attach(specs, {
     pid: options.pid,
     command: options.command,
+    children: options.children,
+    includeSelf: options.includeSelf,
+    killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
+    commandStdout: options.commandStdout,
     unsafe: options.unsafe,
     strict: options.strict,
     debugDirs: options.debugDir,
@@ -164,20 +210,15 @@ async function trace(
     engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
   });
-  const endedBy = installLifecycle(attachment);
+  installLifecycle(attachment);
   const sink = output.sink(sinkOptions(attachment.sites, start));
   sink.begin();
-  const probes = attachment.sites.length;
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(attachment.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
+  for (const note of attachment.notes) io.err(`upscope: ${note}\n`);
   io.err(
-    startLine(
-      `Tracing ${probes} probe${probes === 1 ? '' : 's'} (${engine}). Ctrl-C to end.`,
-      attachment.skipped,
-      attachment.sites.length,
-      engine,
-    ),
+    startLine('Tracing', attachment.sites.length, 'probe', engine, attachment.skipped, engine),
   );
   const timer =
     options.duration === undefined
@@ -215,9 +256,23 @@ async function trace(
     lostSaid = lost;
   };
   const lossTimer = setInterval(sayLosses, 1000);
+  // What was read goes out at least every 100 ms: a reader (`| head -3`, `| jq`) sees events
+  // as they come, and one that went away is noticed (EPIPE), which ends the trace.
+  const flushTimer = setInterval(() => {
+    try {
+      sink.flush();
+    } catch (err) {
+      failure ??= err;
+      void attachment.close();
+    }
+  }, 100);
+  const onClosed = () => void attachment.close();
+  io.outputClosed?.addEventListener('abort', onClosed, { once: true });
   await attachment.ended;
   clearTimeout(timer);
   clearInterval(lossTimer);
+  clearInterval(flushTimer);
+  io.outputClosed?.removeEventListener('abort', onClosed);
   if (failure !== undefined) throw failure;
   sink.lost(attachment.stats().lost);
   sink.end();
@@ -226,12 +281,13 @@ async function trace(
   if (attachment.targetExited) io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   const stats = attachment.stats();
   io.err(`upscope: ${summaryLine(count, max, stats)}\n`);
-  const exit = attachment.exit;
-  if (exit !== undefined) {
-    result.status = exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0);
-  } else if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
-    result.status = 128 + constants.signals[endedBy.signal];
+  // Ended as asked (the command's or the process's end, --duration, --max-events, a signal,
+  // the reader gone): status 0; the command's own status is said, not taken.
+  if (attachment.exit !== undefined) {
+    if (jsonOutput(options)) io.out(commandEndJson(attachment.commandPid, attachment.exit));
+    io.err(`upscope: ${commandEnd(attachment.exit)}\n`);
   }
+  result.status = 0;
 }
 
 /**

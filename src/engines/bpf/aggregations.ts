@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { type BucketScheme, type Histogram, linearSteps } from '../../aggregate/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { type FetchArg, printFetchExpr } from '../../spec/index.js';
+import { type FollowSpec, followProcesses } from './follow.js';
 import {
   COOKIE_FRAME_ENTRY,
   COOKIE_GOROUTINE,
@@ -94,7 +95,17 @@ function probeCount(sites: readonly AggregateSite[]): number {
 }
 
 export interface AggregateOptions {
-  /** Only this process: filtered where the probe is attached, and again in the handler. */
+  /**
+   * Only these processes, followed in the kernel: the ones given, with the children they
+   * fork, or a command from its exec (see FollowSpec). Where the sched tracepoints that
+   * follow them cannot be read (no tracefs access), `pid` alone is taken instead and
+   * `followError` says why.
+   */
+  readonly follow?: FollowSpec | undefined;
+  /**
+   * Only this process (without `follow`, or where following is not possible): filtered
+   * where the probe is attached, and again in the handler.
+   */
   readonly pid?: number | undefined;
   readonly filters?: Omit<Filters, 'pid'> | undefined;
   readonly mode?: AttachMode | undefined;
@@ -220,10 +231,6 @@ function framed(sites: readonly AggregateSite[]): boolean {
   return sites.some((site) => site.role !== undefined);
 }
 
-function filtersOf(options: AggregateOptions): Filters {
-  return { ...options.filters, pid: options.pid };
-}
-
 /** Base of the aggregations: their session, attach report, error counts and life cycle. */
 export abstract class BpfAggregation {
   protected readonly session = new BpfSession();
@@ -231,6 +238,9 @@ export abstract class BpfAggregation {
   /** For returns caught at exits: the open calls and unwinds. */
   protected frameState: FrameState | undefined;
   #attach: AttachReport | undefined;
+  #followed: BpfMap | undefined;
+  #followError: ProbeError | undefined;
+  #pid: number | undefined;
 
   protected constructor() {
     this.errors = this.session.map({
@@ -249,6 +259,49 @@ export abstract class BpfAggregation {
 
   protected attached(report: AttachReport): void {
     this.#attach = report;
+  }
+
+  /**
+   * Set up which processes count (before the probes are attached): the map of followed
+   * processes and its handlers, or, where they cannot be read, the one process `pid`.
+   */
+  protected follow(options: AggregateOptions): void {
+    this.#pid = options.pid;
+    if (options.follow === undefined) return;
+    try {
+      this.#followed = followProcesses(this.session, options.follow);
+      this.#pid = undefined;
+    } catch (err) {
+      const fallback =
+        err instanceof ProbeError &&
+        options.pid !== undefined &&
+        ['ERR_PRIVILEGES', 'ERR_TRACEFS_NOT_MOUNTED', 'ERR_NOT_SUPPORTED'].includes(err.code);
+      if (!fallback) throw err;
+      this.#followError = err;
+    }
+  }
+
+  /** The filters of the handlers: `filters`, and the process filter follow() chose. */
+  protected filters(options: AggregateOptions): Filters {
+    return { ...options.filters, pid: this.#pid };
+  }
+
+  /** The map of followed processes, for the handlers (undefined: no following). */
+  protected get followed(): number | undefined {
+    return this.#followed?.fd;
+  }
+
+  /** The process whose probes are filtered where they are attached (the fallback). */
+  protected get attachPid(): number | undefined {
+    return this.#pid;
+  }
+
+  /**
+   * Why the processes asked for are not followed (only the one process is counted, its
+   * children are not, and a command is counted from its launcher on), when they are not.
+   */
+  get followError(): ProbeError | undefined {
+    return this.#followError;
   }
 
   handlerErrors(): HandlerErrors {
@@ -305,7 +358,7 @@ export type StackFrameKey =
 /** One count: the probe (its index), the key (absent without one), and the hits. */
 export interface CountRow {
   readonly probe: number;
-  readonly key: bigint | string | undefined;
+  readonly key: bigint | string | readonly (bigint | string)[] | undefined;
   /** With a user-stack key: the process, and the stack's frames, innermost first. */
   readonly stack?: { readonly pid: number; readonly frames: readonly StackFrameKey[] } | undefined;
   readonly count: bigint;
@@ -377,19 +430,26 @@ export class BpfCounts extends BpfAggregation {
     return build(
       () => new BpfCounts(probes, key, options.stacks),
       (self) => {
+        self.follow(options);
         const frames = self.framesFor(sites, probes);
         const program = () =>
           countProgram(
-            { errors: self.errors.fd, counts: self.#counts.fd, frames, unwind: self.unwind },
+            {
+              errors: self.errors.fd,
+              counts: self.#counts.fd,
+              frames,
+              unwind: self.unwind,
+              followed: self.followed,
+            },
             key,
-            filtersOf(options),
+            self.filters(options),
             { readsResult: options.readsResult },
           );
         self.attached(
           self.session.attach(
             sites.map((site, index) => ({ ...site, cookie: cookieOf(site, index) })),
             { entry: program, return: program },
-            { pid: options.pid, mode: options.mode, purpose: options.purpose },
+            { pid: self.attachPid, mode: options.mode, purpose: options.purpose },
           ),
         );
       },
@@ -440,17 +500,28 @@ export class BpfCounts extends BpfAggregation {
     return rows;
   }
 
-  #decodeKey(raw: Uint8Array): bigint | string {
-    const own = raw.subarray(KEY_HEADER_BYTES);
+  #decodeKey(raw: Uint8Array): bigint | string | (bigint | string)[] {
     const key = this.#key;
-    if (key.kind === 'comm' || (key.kind === 'value' && isStringType(key.fetch))) {
-      const end = own.indexOf(0);
-      return new TextDecoder().decode(own.subarray(0, end < 0 ? own.length : end));
+    if (key.kind !== 'tuple') return decodeKeyPart(raw.subarray(KEY_HEADER_BYTES), key);
+    const values: (bigint | string)[] = [];
+    let at = KEY_HEADER_BYTES;
+    for (const part of key.parts) {
+      values.push(decodeKeyPart(raw.subarray(at, at + countKeyBytes(part)), part));
+      at += countKeyBytes(part);
     }
-    const value = new DataView(own.buffer, own.byteOffset, 8).getBigUint64(0, true);
-    if (key.kind === 'value' && isSigned(fetchType(key.fetch))) return BigInt.asIntN(64, value);
-    return value;
+    return values;
   }
+}
+
+/** One part of a count's key, from its bytes. */
+function decodeKeyPart(own: Uint8Array, key: CountKey): bigint | string {
+  if (key.kind === 'comm' || (key.kind === 'value' && isStringType(key.fetch))) {
+    const end = own.indexOf(0);
+    return new TextDecoder().decode(own.subarray(0, end < 0 ? own.length : end));
+  }
+  const value = new DataView(own.buffer, own.byteOffset, 8).getBigUint64(0, true);
+  if (key.kind === 'value' && isSigned(fetchType(key.fetch))) return BigInt.asIntN(64, value);
+  return value;
 }
 
 /** Per-probe stats and buckets, from the `stats` array and the `hist` hash. */
@@ -571,6 +642,7 @@ export class BpfValueHistograms extends BpfAggregation {
     return build(
       () => new BpfValueHistograms(probes, scheme, isSigned(fetchType(fetch))),
       (self) => {
+        self.follow(options);
         const frames = self.framesFor(sites, probes);
         const program = () =>
           valueProgram(
@@ -579,17 +651,18 @@ export class BpfValueHistograms extends BpfAggregation {
               hist: self.#maps.hist.fd,
               stats: self.#maps.stats.fd,
               frames,
+              followed: self.followed,
             },
             fetch,
             scheme,
-            filtersOf(options),
+            self.filters(options),
             { readsResult: options.readsResult },
           );
         self.attached(
           self.session.attach(
             sites.map((site, index) => ({ ...site, cookie: cookieOf(site, index) })),
             { entry: program, return: program },
-            { pid: options.pid, mode: options.mode, purpose: options.purpose },
+            { pid: self.attachPid, mode: options.mode, purpose: options.purpose },
           ),
         );
       },
@@ -660,6 +733,7 @@ export class BpfLatency extends BpfAggregation {
     return build(
       () => new BpfLatency(functions.length, unitNs),
       (self) => {
+        self.follow(options);
         const frames = self.framesFor([...framedSites, ...entries], functions.length);
         const maps = {
           errors: self.errors.fd,
@@ -667,8 +741,9 @@ export class BpfLatency extends BpfAggregation {
           stats: self.#maps.stats.fd,
           calls: self.calls.fd,
           frames,
+          followed: self.followed,
         };
-        const filters = filtersOf(options);
+        const filters = self.filters(options);
         // Returns first: a call already running when its entry probe arrives is not timed
         // (its return finds no start), rather than leaving a start no return ever takes.
         const trampolined = functions
@@ -687,7 +762,7 @@ export class BpfLatency extends BpfAggregation {
               entry: () => latencyEntryProgram(maps, filters, unitNs),
               return: () => latencyReturnProgram(maps, filters, unitNs),
             },
-            { pid: options.pid, mode: options.mode, purpose: options.purpose },
+            { pid: self.attachPid, mode: options.mode, purpose: options.purpose },
           ),
         );
       },

@@ -51,6 +51,8 @@ const FRAME_KEY = -512;
 const FRAME_DEPTH = -496;
 /** The start time of the call a return was paired with; 0 when none. */
 export const FRAME_START = -488;
+/** For emitFrameEnter()'s `timedAt`: whether the call is timed (0: pushed with a start of 0). */
+export const FRAME_TIMED = -480;
 
 /** Maps the frame code updates, by file descriptor. */
 export interface FrameMaps {
@@ -161,10 +163,18 @@ const MAKE = '';
 
 /**
  * At the entry of a call: its frame is pushed, with the time, after popping the calls at its
- * depth or deeper (counted as unwound). Past MAX_FRAMES open calls it is only counted.
+ * depth or deeper (counted as unwound). Past MAX_FRAMES open calls it is only counted. With
+ * `timedAt`, a stack slot (FRAME_TIMED) that holds 0 for a call not to be timed: its frame is
+ * pushed with a start of 0, so that its return pairs with it but is not timed.
  * Then jumps to `out`.
  */
-export function emitFrameEnter(a: Asm, maps: FrameMaps, slots: FrameErrorSlots, out: string): void {
+export function emitFrameEnter(
+  a: Asm,
+  maps: FrameMaps,
+  slots: FrameErrorSlots,
+  out: string,
+  timedAt?: number,
+): void {
   const full = a.fresh('frames.full');
   const fault = a.fresh('frames.fault');
   const push = a.fresh('frames.push');
@@ -188,6 +198,14 @@ export function emitFrameEnter(a: Asm, maps: FrameMaps, slots: FrameErrorSlots, 
   a.emit(mov64Reg(2, 1), alu64Imm('LSH', 2, 4), alu64Reg('ADD', 2, 9));
   a.emit(ldx('DW', 4, 10, FRAME_DEPTH), stx('DW', 2, 16, 4));
   a.emit(alu64Imm('ADD', 1, 1), stx('DW', 9, 0, 1));
+  if (timedAt !== undefined) {
+    const timed = a.fresh('frames.timed');
+    a.emit(ldx('DW', 3, 10, timedAt));
+    a.jmpImm('JNE', 3, 0, timed);
+    a.emit(st('DW', 2, 24, 0));
+    a.goto(pushed);
+    a.label(timed);
+  }
   // The time last, so that the handler's own cost is not in the measured call.
   a.emit(mov64Reg(1, 2), stx('DW', 10, FRAME_START, 1), call(BPF_FUNC.ktime_get_ns));
   a.emit(ldx('DW', 2, 10, FRAME_START), stx('DW', 2, 24, 0));

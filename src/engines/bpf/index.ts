@@ -13,6 +13,7 @@ export {
 } from './aggregations.js';
 export { KernelBtf } from './btf.js';
 export { type BpfFeatures, bpfAllowed, probeBpfFeatures } from './features.js';
+export { type FollowSpec, MAX_FOLLOWED } from './follow.js';
 export { BpfMap, loadProgram, verifierReason } from './kernel.js';
 export type { CountKey, Filters } from './programs.js';
 export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';

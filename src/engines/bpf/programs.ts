@@ -18,6 +18,7 @@ import {
   type FetchType,
   fetchTypeBytes,
   printFetchExpr,
+  readsReturnValue,
   registerInfo,
 } from '../../spec/index.js';
 import { Asm, type Subprogram } from './asm.js';
@@ -28,6 +29,7 @@ import {
   emitFrameEnter,
   emitFrameLeave,
   FRAME_START,
+  FRAME_TIMED,
   type FrameMaps,
   ifCookieBit,
 } from './frame-programs.js';
@@ -103,6 +105,8 @@ export interface Filters {
   /** Only threads with this name (the first 15 bytes). */
   readonly comm?: string | undefined;
   readonly predicate?: Comparison | undefined;
+  /** Never these processes (thread group ids): upscope's own, in a run over every process. */
+  readonly exclude?: readonly number[] | undefined;
 }
 
 /** What a count is kept per, besides the probe. */
@@ -113,7 +117,9 @@ export type CountKey =
   | { readonly kind: 'comm' }
   /** The user stack, unwound (the process is in the key's header; see unwind-program.ts). */
   | { readonly kind: 'ustack' }
-  | { readonly kind: 'value'; readonly fetch: FetchArg };
+  | { readonly kind: 'value'; readonly fetch: FetchArg }
+  /** Several of the above (not ustack) side by side, each at its own offset. */
+  | { readonly kind: 'tuple'; readonly parts: readonly CountKey[] };
 
 export type Buckets = BucketScheme;
 
@@ -131,6 +137,8 @@ export function countKeyBytes(key: CountKey): number {
       return 16;
     case 'value':
       return isStringType(key.fetch) ? STRING_KEY_BYTES : 8;
+    case 'tuple':
+      return key.parts.reduce((sum, part) => sum + countKeyBytes(part), 0);
   }
 }
 
@@ -165,6 +173,8 @@ export interface HandlerMaps {
   readonly frames?: Omit<FrameMaps, 'errors'> | undefined;
   /** The unwind tables and scratch of a count by user stack. */
   readonly unwind?: UnwindMaps | undefined;
+  /** The processes followed (see follow.ts): only hits of those count. */
+  readonly followed?: number | undefined;
 }
 
 function need(fd: number | undefined, name: string): number {
@@ -310,6 +320,16 @@ function readUser(a: Asm, width: number, fault: string): void {
  * map are taken (a process and the children it forks).
  */
 export function prologue(a: Asm, filters: Filters, out: string, followed?: number): void {
+  processPrologue(a, filters, out, followed);
+  emitHitFilters(a, filters, out);
+}
+
+/**
+ * Save the context, take only the processes the filters and `followed` cover (jumping to
+ * `out` for the others), and leave the attach cookie in r8; the per-hit filters (thread,
+ * name, predicate) are left to emitHitFilters().
+ */
+export function processPrologue(a: Asm, filters: Filters, out: string, followed?: number): void {
   a.emit(mov64Reg(6, 1));
   if (followed !== undefined) {
     a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('W', 10, SCRATCH, 0));
@@ -321,6 +341,18 @@ export function prologue(a: Asm, filters: Filters, out: string, followed?: numbe
     a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32));
     a.jmpImm('JNE', 0, filters.pid, out);
   }
+  if (filters.exclude !== undefined && filters.exclude.length > 0) {
+    a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32));
+    for (const pid of filters.exclude) a.jmpImm('JEQ', 0, pid, out);
+  }
+  a.emit(mov64Reg(1, 6), call(BPF_FUNC.get_attach_cookie), mov64Reg(8, 0));
+}
+
+/**
+ * The filters of one hit: its thread, the thread's name, the predicate (jumping to `out`
+ * when one does not hold). Clobbers r0-r5 and r7; r6, r8 and r9 are kept.
+ */
+export function emitHitFilters(a: Asm, filters: Filters, out: string): void {
   if (filters.tid !== undefined) {
     a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('LSH', 0, 32), alu64Imm('RSH', 0, 32));
     a.jmpImm('JNE', 0, filters.tid, out);
@@ -337,7 +369,6 @@ export function prologue(a: Asm, filters: Filters, out: string, followed?: numbe
     }
   }
   if (filters.predicate !== undefined) emitPredicate(a, filters.predicate, out);
-  a.emit(mov64Reg(1, 6), call(BPF_FUNC.get_attach_cookie), mov64Reg(8, 0));
 }
 
 /** Jump to `out` unless the comparison holds at this hit. */
@@ -373,11 +404,11 @@ function framedPrologue(
   tailCall?: string | undefined,
 ): void {
   if (maps.frames === undefined) {
-    prologue(a, filters, out);
+    prologue(a, filters, out, maps.followed);
     return;
   }
   const frames = { ...maps.frames, errors: maps.errors };
-  prologue(a, { ...filters, predicate: undefined }, out);
+  prologue(a, { ...filters, predicate: undefined }, out, maps.followed);
   const enter = a.fresh('frame.enter');
   const leave = a.fresh('frame.leave');
   const body = a.fresh('frame.body');
@@ -509,7 +540,17 @@ export function countProgram(
   const keyAt = KEY;
   for (let at = 0; at < bytes; at += 8) a.emit(st('DW', 10, keyAt + at, 0));
   a.emit(stx('W', 10, keyAt, 8));
-  const into = keyAt + KEY_HEADER_BYTES;
+  let into = keyAt + KEY_HEADER_BYTES;
+  for (const part of key.kind === 'tuple' ? key.parts : [key]) {
+    emitKeyPart(a, part, into, fault);
+    into += countKeyBytes(part);
+  }
+  addToHash(a, maps, counts, keyAt);
+  return epilogue(a, out, fault, maps);
+}
+
+/** Write one part of a count's key at `into` (bytes from r10). */
+function emitKeyPart(a: Asm, key: CountKey, into: number, fault: string): void {
   switch (key.kind) {
     case 'pid':
       a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('DW', 10, into, 0));
@@ -534,9 +575,9 @@ export function countProgram(
         a.emit(stx('DW', 10, into, 7));
       }
       break;
+    default:
+      throw new Error(`a count key part of kind ${key.kind}`);
   }
-  addToHash(a, maps, counts, keyAt);
-  return epilogue(a, out, fault, maps);
 }
 
 /** r1 = the bucket of r7 (see `bucketBounds` in aggregate/ for what each index holds). */
@@ -628,10 +669,24 @@ export function valueProgram(
   return epilogue(a, out, fault, maps);
 }
 
-/** r9 = this thread's id (low half of pid_tgid); the calls key {tid, probe} at CALLS_KEY. */
+/** The calls key {tid, probe} at CALLS_KEY (the probe index is in r8). */
 function callsKey(a: Asm): void {
   a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('LSH', 0, 32), alu64Imm('RSH', 0, 32));
-  a.emit(mov64Reg(9, 0), stx('W', 10, CALLS_KEY, 9), stx('W', 10, CALLS_KEY + 4, 8));
+  a.emit(stx('W', 10, CALLS_KEY, 0), stx('W', 10, CALLS_KEY + 4, 8));
+}
+
+/**
+ * The filters a call is timed by, split by where they are decided: a predicate that reads the
+ * return value at the return, every other one (thread, name, a predicate on the arguments) at
+ * the entry, where the arguments are; the decision is carried to the return in the call's
+ * slot. The process filters apply at both.
+ */
+function latencyFilters(filters: Filters): { entry: Filters; atReturn: Comparison | undefined } {
+  const predicate = filters.predicate;
+  if (predicate === undefined || !readsReturnValue(predicate.fetch.expr)) {
+    return { entry: filters, atReturn: undefined };
+  }
+  return { entry: { ...filters, predicate: undefined }, atReturn: predicate };
 }
 
 function mapCall(a: Asm, helper: number, map: number, keyAt: number, valueAt?: number): void {
@@ -644,15 +699,18 @@ function mapCall(a: Asm, helper: number, map: number, keyAt: number, valueAt?: n
 
 /**
  * At a function's entry: note the time in the thread's slot for the function, at its depth
- * (the calls it has not returned from yet), so that recursion keeps one start per call. The
- * slots are in an LRU hash: a thread's slot is made once and never deleted on the hot path.
+ * (the calls it has not returned from yet), so that recursion keeps one start per call. A call
+ * the entry's filters do not take keeps its depth with a start of 0: its return is not timed.
+ * The slots are in an LRU hash: a thread's slot is made once and never deleted on the hot path.
  */
 export function latencyEntryProgram(maps: HandlerMaps, filters: Filters, unitNs = 1): Insn[] {
   const a = new Asm();
   const out = 'out';
   const calls = need(maps.calls, 'calls');
-  prologue(a, filters, out);
-  if (maps.frames !== undefined) emitFramedLatency(a, maps, unitNs, out);
+  processPrologue(a, filters, out, maps.followed);
+  const { entry, atReturn } = latencyFilters(filters);
+  if (maps.frames !== undefined) emitFramedLatency(a, maps, { entry, atReturn }, unitNs, out);
+  emitTimedDecision(a, entry);
   callsKey(a);
   mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
   a.jmpImm('JNE', 0, 0, 'have');
@@ -665,10 +723,17 @@ export function latencyEntryProgram(maps: HandlerMaps, filters: Filters, unitNs 
   a.emit(ldx('DW', 1, 0, 0), mov64Reg(2, 1), alu64Imm('ADD', 2, 1), stx('DW', 0, 0, 2));
   a.jmpImm('JGE', 1, MAX_TIMED_DEPTH, 'deep');
   a.emit(alu64Imm('LSH', 1, 3), mov64Reg(7, 0), alu64Reg('ADD', 7, 1));
+  const timed = 'timed';
+  a.jmpImm('JNE', 9, 0, timed);
+  a.emit(st('DW', 7, 8, 0));
+  a.goto(out);
+  a.label(timed);
   // The time last, so that the handler's own cost is not in the measured call.
   a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 7, 8, 0));
   a.goto(out);
   a.label('deep');
+  // Not timed either way: counted only when its entry's filters took it.
+  a.jmpImm('JEQ', 9, 0, out);
   countError(a, maps, ERROR_SLOT.deep);
   a.goto(out);
   a.label('full');
@@ -676,13 +741,36 @@ export function latencyEntryProgram(maps: HandlerMaps, filters: Filters, unitNs 
   return epilogue(a, out, undefined, maps);
 }
 
+/** r9 = 1 when the entry's filters take the call (it is timed), else 0. */
+function emitTimedDecision(a: Asm, entry: Filters): void {
+  const untimed = a.fresh('untimed');
+  const decided = a.fresh('decided');
+  a.emit(mov64Imm(9, 1));
+  emitHitFilters(a, entry, untimed);
+  // The verifier refuses code nothing reaches: the untimed branch only where a filter is.
+  if (a.isTarget(untimed)) {
+    a.goto(decided);
+    a.label(untimed);
+    a.emit(mov64Imm(9, 0));
+    a.label(decided);
+  }
+}
+
 /**
  * For functions whose returns are caught at their exits (a uprobe each, with the entry that
- * opens their frame): a frame entry pushes the call with its time; a return pairs with it by
- * frame (thread and stack pointer, or goroutine and depth) and histograms the time since;
- * then `out`. Anything else falls through to the thread-and-depth timing below.
+ * opens their frame): a frame entry pushes the call with its time (a start of 0 when the
+ * entry's filters do not take it); a return pairs with it by frame (thread and stack pointer,
+ * or goroutine and depth) and histograms the time since, when its entry took it and a
+ * predicate on the return value holds; then `out`. Anything else falls through to the
+ * thread-and-depth timing below.
  */
-function emitFramedLatency(a: Asm, maps: HandlerMaps, unitNs: number, out: string): void {
+function emitFramedLatency(
+  a: Asm,
+  maps: HandlerMaps,
+  filters: ReturnType<typeof latencyFilters>,
+  unitNs: number,
+  out: string,
+): void {
   const frames = { ...maps.frames!, errors: maps.errors };
   const enter = a.fresh('frame.enter');
   const leave = a.fresh('frame.leave');
@@ -691,7 +779,9 @@ function emitFramedLatency(a: Asm, maps: HandlerMaps, unitNs: number, out: strin
   ifCookieBit(a, COOKIE_RETURN_SITE, leave);
   a.goto(other);
   a.label(enter);
-  emitFrameEnter(a, frames, ERROR_SLOT, out);
+  emitTimedDecision(a, filters.entry);
+  a.emit(stx('DW', 10, FRAME_TIMED, 9));
+  emitFrameEnter(a, frames, ERROR_SLOT, out, FRAME_TIMED);
   a.label(leave);
   // The time first, before the handler's own work.
   a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 10, NOW, 0));
@@ -699,14 +789,25 @@ function emitFramedLatency(a: Asm, maps: HandlerMaps, unitNs: number, out: strin
   a.emit(ldx('DW', 1, 10, FRAME_START));
   a.jmpImm('JEQ', 1, 0, out);
   a.emit(ldx('DW', 7, 10, NOW), alu64Reg('SUB', 7, 1));
+  emitReturnPredicate(a, filters.atReturn, out);
   emitRecord(a, maps, { kind: 'log2' }, false, unitNs);
   a.goto(out);
   a.label(other);
 }
 
+/** With a predicate on the return value: jump to `out` unless it holds; r7 is kept. */
+function emitReturnPredicate(a: Asm, atReturn: Comparison | undefined, out: string): void {
+  if (atReturn === undefined) return;
+  // The predicate's fetch takes r7: the duration waits in NOW.
+  a.emit(stx('DW', 10, NOW, 7));
+  emitPredicate(a, atReturn, out);
+  a.emit(ldx('DW', 7, 10, NOW));
+}
+
 /**
  * At a function's return: the time since its matching entry, histogrammed per probe in units
- * of `unitNs` nanoseconds (the stats keep nanoseconds).
+ * of `unitNs` nanoseconds (the stats keep nanoseconds), for a call its entry took and, with a
+ * predicate on the return value, that holds.
  */
 export function latencyReturnProgram(maps: HandlerMaps, filters: Filters, unitNs: number): Insn[] {
   const a = new Asm();
@@ -714,7 +815,7 @@ export function latencyReturnProgram(maps: HandlerMaps, filters: Filters, unitNs
   const calls = need(maps.calls, 'calls');
   // The time first, before the handler's own work.
   a.emit(mov64Reg(6, 1), call(BPF_FUNC.ktime_get_ns), stx('DW', 10, NOW, 0), mov64Reg(1, 6));
-  prologue(a, filters, out);
+  processPrologue(a, filters, out, maps.followed);
   callsKey(a);
   mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
   const unmatched = 'unmatched';
@@ -725,7 +826,11 @@ export function latencyReturnProgram(maps: HandlerMaps, filters: Filters, unitNs
   // A call deeper than the slots was counted at its entry.
   a.jmpImm('JGE', 1, MAX_TIMED_DEPTH, out);
   a.emit(alu64Imm('LSH', 1, 3), alu64Reg('ADD', 0, 1));
-  a.emit(ldx('DW', 7, 10, NOW), ldx('DW', 1, 0, 8), alu64Reg('SUB', 7, 1));
+  // A start of 0: the entry's filters did not take the call.
+  a.emit(ldx('DW', 1, 0, 8));
+  a.jmpImm('JEQ', 1, 0, out);
+  a.emit(ldx('DW', 7, 10, NOW), alu64Reg('SUB', 7, 1));
+  emitReturnPredicate(a, latencyFilters(filters).atReturn, out);
   emitRecord(a, maps, { kind: 'log2' }, false, unitNs);
   a.goto(out);
   a.label(unmatched);

@@ -44,8 +44,6 @@ export const RECORD_HEADER = {
   comm: 32,
   bytes: 48,
 } as const;
-/** The probe index of a record marking the exec of the process a stream started (-c). */
-export const EXEC_MARK = 0xffff_ffff;
 /** A record's fault bits name its fetches: one bit each. */
 export const MAX_STREAM_FETCHES = 32;
 
@@ -171,49 +169,4 @@ function emitRecord(a: Asm, maps: StreamMaps, layout: RecordLayout, out: string)
   });
   a.emit(mov64Reg(1, 9), mov64Imm(2, BPF_RB_NO_WAKEUP), call(BPF_FUNC.ringbuf_submit));
   a.goto(out);
-}
-
-/**
- * At `sched_process_fork`: a child of a followed process is followed too. `childPidOffset`
- * is where the tracepoint's record holds `child_pid` (from its format).
- */
-export function followForksProgram(followed: number, childPidOffset: number): Insn[] {
-  const a = new Asm();
-  const out = 'out';
-  a.emit(mov64Reg(6, 1));
-  a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('W', 10, SCRATCH, 0));
-  a.emit(ldMapFd(1, followed), mov64Reg(2, 10), alu64Imm('ADD', 2, SCRATCH));
-  a.emit(call(BPF_FUNC.map_lookup_elem));
-  a.jmpImm('JEQ', 0, 0, out);
-  // A new thread's id is added too: harmless, as its process is followed already.
-  a.emit(ldx('W', 1, 6, childPidOffset), stx('W', 10, SCRATCH, 1), st('W', 10, SCRATCH * 2, 1));
-  a.emit(ldMapFd(1, followed), mov64Reg(2, 10), alu64Imm('ADD', 2, SCRATCH));
-  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, SCRATCH * 2), mov64Imm(4, 0));
-  a.emit(call(BPF_FUNC.map_update_elem));
-  a.label(out);
-  a.returnZero();
-  return a.finish();
-}
-
-/**
- * At `sched_process_exec`: when process `pid` execs, a record with probe index EXEC_MARK, so
- * that the reader drops what that process recorded before (the launcher's own code).
- */
-export function execMarkProgram(ring: number, pid: number): Insn[] {
-  const a = new Asm();
-  const out = 'out';
-  a.emit(call(BPF_FUNC.get_current_pid_tgid), mov64Reg(7, 0), alu64Imm('RSH', 0, 32));
-  a.jmpImm('JNE', 0, pid, out);
-  a.emit(ldMapFd(1, ring), mov64Imm(2, RECORD_HEADER.bytes), mov64Imm(3, 0));
-  a.emit(call(BPF_FUNC.ringbuf_reserve));
-  a.jmpImm('JEQ', 0, 0, out);
-  a.emit(mov64Reg(9, 0), mov64Imm(1, EXEC_MARK), stx('W', 9, RECORD_HEADER.probe, 1));
-  a.emit(st('W', 9, RECORD_HEADER.faults, 0), stx('DW', 9, RECORD_HEADER.tid, 7));
-  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 9, RECORD_HEADER.timeNs, 0));
-  a.emit(st('DW', 9, RECORD_HEADER.cpu, 0));
-  a.emit(st('DW', 9, RECORD_HEADER.comm, 0), st('DW', 9, RECORD_HEADER.comm + 8, 0));
-  a.emit(mov64Reg(1, 9), mov64Imm(2, 0), call(BPF_FUNC.ringbuf_submit));
-  a.label(out);
-  a.returnZero();
-  return a.finish();
 }

@@ -4,21 +4,16 @@
  * from the buffer's mapped pages. Hits the buffer had no room for are counted per probe in
  * the kernel, so that delivered + lost is every hit the handlers saw.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { ProbeError } from '../../errors/index.js';
 import type { FieldValue, ProbeEvent, StreamStats } from '../../events/index.js';
 import { fetchTypeBytes } from '../../spec/index.js';
-import { integerReader, parseEventFormat, type Reader, recordText } from '../tracefs/index.js';
+import { integerReader, type Reader, recordText } from '../tracefs/index.js';
+import { type FollowSpec, followProcesses } from './follow.js';
 import type { BpfMap } from './kernel.js';
 import { type Filters, fetchType, isSigned } from './programs.js';
 import { RingBuffer } from './ring-buffer.js';
 import { type AttachMode, type AttachReport, BpfSession, type MoveProbe } from './session.js';
 import {
-  EXEC_MARK,
-  execMarkProgram,
   type FieldSlot,
-  followForksProgram,
   RECORD_HEADER,
   type RecordLayout,
   recordLayout,
@@ -41,22 +36,15 @@ export interface BpfStreamSite {
 
 export interface BpfStreamOptions {
   /**
-   * Where tracefs is mounted, for the ids and formats of the sched tracepoints: needed with
-   * `pids` or `startAtExecOf` only (nothing is defined in tracefs).
+   * Only these processes and the children they fork (every process, when undefined): the
+   * sched tracepoints' handlers keep the set in the kernel (see follow.ts).
    */
-  readonly tracefs?: string | undefined;
-  /** Only these processes and the children they fork (all, when undefined). */
-  readonly pids?: readonly number[] | undefined;
+  readonly follow?: FollowSpec | undefined;
   /** The ring buffer's size in bytes (rounded up to a power of two). */
   readonly bufferBytes: number;
-  /** A process started stopped before its exec (upscope's -c): its hits before the exec are dropped. */
-  readonly startAtExecOf?: number | undefined;
   readonly filters?: Omit<Filters, 'pid'> | undefined;
   readonly mode?: AttachMode | undefined;
 }
-
-/** Processes followed at once (a process and its children). */
-const MAX_FOLLOWED = 32768;
 
 interface Route {
   readonly site: BpfStreamSite;
@@ -89,60 +77,15 @@ function decoder(layout: RecordLayout): Route['decode'] {
   };
 }
 
-/** The tracefs id of a tracepoint and where its record holds `field`. */
-function tracepoint(
-  tracefs: string | undefined,
-  system: string,
-  name: string,
-  field?: string,
-): { id: number; offset: number } {
-  if (tracefs === undefined) {
-    throw new ProbeError(
-      'ERR_INTERNAL',
-      `Cannot use tracepoint ${system}:${name}: no tracefs was given to BpfStream.open()`,
-    );
-  }
-  const dir = join(tracefs, 'events', system, name);
-  try {
-    const format = parseEventFormat(readFileSync(join(dir, 'format'), 'utf8'));
-    const id = Number(readFileSync(join(dir, 'id'), 'utf8').trim());
-    const offset = field === undefined ? 0 : format.fields.find((f) => f.name === field)?.offset;
-    if (offset === undefined) throw new Error(`its format has no ${field}`);
-    return { id, offset };
-  } catch (cause) {
-    const code = (cause as NodeJS.ErrnoException).code;
-    if (code === 'EACCES' || code === 'EPERM') {
-      throw new ProbeError(
-        'ERR_PRIVILEGES',
-        `Cannot read tracepoint ${system}:${name} to follow the process: ${join(dir, 'id')}: ${code}`,
-        {
-          cause,
-          hints: [
-            'Following -p or -c on the bpf engine reads the sched tracepoints in tracefs: run as root, or mount tracefs readable for you',
-            'With CAP_BPF and CAP_PERFMON alone, trace every process (no -p or -c), or use count/hist/latency -p, or --engine ptrace',
-          ],
-        },
-      );
-    }
-    throw new ProbeError(
-      'ERR_NOT_SUPPORTED',
-      `Cannot use tracepoint ${system}:${name} to follow processes: ${(cause as Error).message}`,
-      { cause, hints: ['Trace every process (no -p or -c), or use --engine tracefs'] },
-    );
-  }
-}
-
 /** Use: open(), poll() on a timer (it never blocks), stop() then a last poll(), close(). */
 export class BpfStream {
   readonly #session = new BpfSession();
   readonly #ring: RingBuffer;
   readonly #lost: BpfMap;
   readonly #routes: Route[];
-  readonly #execOf: number | undefined;
   /** Per probe, the index of its record layout; the layouts, each once. */
   readonly #layoutOf: number[];
   readonly #layouts: RecordLayout[];
-  #execSeen = false;
   #lastComm = { a: -1, b: -1, c: -1, d: -1, text: '' };
   #delivered = 0;
   #attach: AttachReport | undefined;
@@ -156,7 +99,6 @@ export class BpfStream {
       valueBytes: 8,
       maxEntries: Math.max(sites.length, 1),
     });
-    this.#execOf = options.startAtExecOf;
     const layouts = new Map<string, { index: number; layout: RecordLayout }>();
     this.#routes = sites.map((site) => {
       const layout = recordLayout(site.fetches);
@@ -179,36 +121,8 @@ export class BpfStream {
   }
 
   #start(sites: readonly BpfStreamSite[], options: BpfStreamOptions): void {
-    let followed: BpfMap | undefined;
-    if (options.pids !== undefined) {
-      followed = this.#session.map({
-        kind: 'hash',
-        name: 'followed',
-        keyBytes: 4,
-        valueBytes: 4,
-        maxEntries: MAX_FOLLOWED,
-      });
-      const one = new Uint8Array([1, 0, 0, 0]);
-      for (const pid of options.pids) {
-        const key = new Uint8Array(4);
-        new DataView(key.buffer).setUint32(0, pid, true);
-        followed.update(key, one);
-      }
-      const fork = tracepoint(options.tracefs, 'sched', 'sched_process_fork', 'child_pid');
-      this.#session.attachTracepoint(
-        fork.id,
-        'sched:sched_process_fork',
-        followForksProgram(followed.fd, fork.offset),
-      );
-    }
-    if (options.startAtExecOf !== undefined) {
-      const exec = tracepoint(options.tracefs, 'sched', 'sched_process_exec');
-      this.#session.attachTracepoint(
-        exec.id,
-        'sched:sched_process_exec',
-        execMarkProgram(this.#ring.map.fd, options.startAtExecOf),
-      );
-    }
+    const followed =
+      options.follow === undefined ? undefined : followProcesses(this.#session, options.follow);
     const program = () =>
       streamProgram(
         { ring: this.#ring.map.fd, lost: this.#lost.fd, followed: followed?.fd },
@@ -238,12 +152,6 @@ export class BpfStream {
     this.#ring.read((view, start) => {
       const probe = view.getUint32(start + RECORD_HEADER.probe, true);
       const pid = view.getUint32(start + RECORD_HEADER.pid, true);
-      if (probe === EXEC_MARK) {
-        if (pid === this.#execOf) this.#execSeen = true;
-        return;
-      }
-      // Before its exec, the launched process runs upscope's launcher, not the command.
-      if (pid === this.#execOf && !this.#execSeen) return;
       const route = this.#routes[probe];
       if (route === undefined) return;
       const faults = view.getUint32(start + RECORD_HEADER.faults, true);

@@ -473,8 +473,9 @@ test('attached again and again in the middle of forks: each attach returns, no c
   const dist = new URL('../../../dist/', import.meta.url).pathname;
   // An attach whose interrupt was answered by a fork event (or a signal) waited for a stop
   // that never came, and the child forked meanwhile stayed traced and stopped (its parent
-  // then waited for it forever). 500 attaches, each followed by a detach and a look at the
-  // target's children (ps): none in a tracing stop.
+  // then waited for it forever). Up to 500 attaches (at least 100; a loaded machine stops at
+  // 30 s past those), each followed by a detach and a look at the target's children (ps):
+  // none in a tracing stop.
   const script = `
     import { spawn, spawnSync } from 'node:child_process';
     import { readFileSync } from 'node:fs';
@@ -486,7 +487,8 @@ test('attached again and again in the middle of forks: each attach returns, no c
     const pid = target.pid;
     let stuck = '';
     let rounds = 0;
-    for (; rounds < 500 && stuck === ''; rounds++) {
+    const deadline = performance.now() + 30_000;
+    for (; rounds < 500 && stuck === '' && (rounds < 100 || performance.now() < deadline); rounds++) {
       ProcessProbes.attach(pid, { pin: false }).detach();
       const ps = spawnSync('ps', ['-o', 'pid=,stat=', '--ppid', String(pid)], { encoding: 'utf8' });
       if (/ t/.test(ps.stdout)) stuck = ps.stdout.trim();
@@ -498,11 +500,11 @@ test('attached again and again in the middle of forks: each attach returns, no c
     const [code] = await new Promise((r) => target.on('close', (...a) => r(a)));
     console.log(JSON.stringify({ rounds, stuck, tracer, code, out: out.split('\\n')[1] }));
   `;
-  const result = runNode(['--input-type=module', '-e', script], { timeoutMs: 60_000 });
+  const result = runNode(['--input-type=module', '-e', script], { timeoutMs: 180_000 });
   assert.equal(result.status, 0, `every attach returned: ${result.stderr}`);
   const report = JSON.parse(result.stdout) as Record<string, unknown>;
   assert.equal(report['stuck'], '', 'no forked child left in a tracing stop');
-  assert.equal(report['rounds'], 500);
+  assert.ok(Number(report['rounds']) >= 100, `${report['rounds']} attaches`);
   assert.equal(report['tracer'], '0', 'nothing traces the target after the last detach');
   assert.equal(report['code'], 0);
   // Every child the target forked ended as it should (status 7, no SIGTRAP, not stopped).

@@ -106,6 +106,11 @@ export interface Registration {
    * `unwind` (default false: they are closed without an event).
    */
   readonly unwinds?: boolean | undefined;
+  /**
+   * For a return: whether the call is wanted, decided at the function's entry (with the
+   * entry's registers and memory); a call it refuses gives no return event.
+   */
+  readonly entryFilter?: ((hit: HitContext) => boolean) | undefined;
 }
 
 /** Where a function's calls begin and end, at run time. */
@@ -120,6 +125,8 @@ interface OpenCall {
   readonly tid: number;
   readonly entry: Registers;
   readonly entryTimeNs: bigint;
+  /** The registration's entryFilter refused the call: its return gives no event. */
+  readonly declined: boolean;
 }
 
 /**
@@ -184,6 +191,8 @@ interface ReturnInstance {
   readonly returnAddress: bigint;
   readonly entry: Registers;
   readonly entryTimeNs: bigint;
+  /** Return registrations whose entryFilter refused this call (ids). */
+  readonly declined: ReadonlySet<string> | undefined;
 }
 
 /** A stopped thread with the events it still has to deliver before it runs on. */
@@ -232,6 +241,12 @@ export class ProcessProbes {
   readonly #breakpoints = new Map<bigint, Breakpoint>();
   /** Where breakpoints were removed: a trap still on its way from one is not the program's. */
   readonly #removed = new Set<bigint>();
+  /**
+   * Removed breakpoints whose int3 was left in as another tracer's, with the byte it
+   * replaced: a trap from one reaches us only if no kernel uprobe has it (the kernel takes
+   * those), so it was ours after all, and is taken out then.
+   */
+  readonly #leftInt3 = new Map<bigint, number>();
   #xol: XolArea;
   #trampoline: bigint | undefined;
   readonly #returns = new Map<number, ReturnInstance[]>();
@@ -292,6 +307,27 @@ export class ProcessProbes {
     return this.tracee.pid;
   }
 
+  /**
+   * Trace running process `pid` too, in this tracer's family: a descendant of the traced
+   * process that existed before tracing began (a server's workers). Call it before the first
+   * poll(), while every process of the family is held. It gets the process-event
+   * registrations (exit, fork, exec...); probes at addresses go in with registerIn(). Its
+   * children are followed as the family's are. Throws ProbeError when it cannot be traced
+   * (gone: ERR_PROCESS_NOT_FOUND).
+   */
+  attachAlso(pid: number): void {
+    if (this.#ended) throw ended(this.pid);
+    const probes = new ProcessProbes(
+      Tracee.attach(pid, this.tracee),
+      { followForks: this.#followForks },
+      this.#d,
+    );
+    for (const [id, registration] of this.#registrations) {
+      if (registration.where === undefined) probes.#registrations.set(id, registration);
+    }
+    this.#d.held.push(...probes.tracee.threads);
+  }
+
   /** True once the process has exited or the tracer detached. */
   get ended(): boolean {
     return this.#ended;
@@ -310,9 +346,13 @@ export class ProcessProbes {
   register(registration: Registration): void {
     if (this.#ended) throw ended(this.pid);
     this.#registerOne(registration);
-    // Followed children still running the same image get it too.
+    // Followed children still running the same image get it too; a process event (no
+    // address), every process followed.
     for (const member of this.#d.members.values()) {
-      if (member !== this && member.#image === this.#image) member.#registerOne(registration);
+      if (member === this || member.#ended) continue;
+      if (member.#image === this.#image || registration.where === undefined) {
+        member.#registerOne(registration);
+      }
     }
   }
 
@@ -770,10 +810,16 @@ export class ProcessProbes {
         slotMap: singleSlotMap(guarded.vaddr, guarded.plan),
         guarded: { vaddr, rspDelta: guarded.rspDelta },
       });
+      // A guard traps for whoever ran the instruction before it without our int3: a thread
+      // running it while the two int3s go in would be taken for another tracer's hit (and
+      // our own int3 for that tracer's, left in at removal). So no thread runs meanwhile,
+      // and one stopped between the two instructions goes on through the guard's slot.
+      this.#stopAll();
+      if (!foreign) tracee.write(vaddr, new Uint8Array([INT3]));
       tracee.write(guarded.vaddr, new Uint8Array([INT3]));
       this.#lastHitNs.set(vaddr, process.hrtime.bigint());
       if (foreign) this.#shared(vaddr);
-      else tracee.write(vaddr, new Uint8Array([INT3]));
+      this.#passGuard(this.#breakpoints.get(guarded.vaddr)!);
       return;
     }
     if (foreign) {
@@ -900,6 +946,7 @@ export class ProcessProbes {
     // Another tracer's int3 stays: it removes it itself (a kernel uprobe puts back the
     // byte it found when it is unregistered).
     const foreign = this.#foreign.delete(vaddr);
+    if (foreign) this.#leftInt3.set(vaddr, breakpoint.original);
     // Only our int3 is put back: where the code was unmapped (a library closed) or replaced
     // since, nothing is written.
     if (
@@ -978,8 +1025,72 @@ export class ProcessProbes {
         return target;
       }
       this.#d.queue.push(report);
-      // Stopped at something else first: it serves, and the interrupt comes after.
+      // Stopped at something else first: it serves (that stop took the interrupt's place).
       if (report.kind === 'stopped' && tracee.threads.has(report.tid)) return report.tid;
+    }
+  }
+
+  /**
+   * Stop every thread of the process that may be running, for a change no running thread may
+   * see half made. Each is interrupted and held until the next poll; what a thread reports
+   * instead of its interrupt (a stop it was making already) waits in the queue, as does
+   * every report of another process of the family.
+   */
+  #stopAll(): void {
+    const tracee = this.tracee;
+    for (let report = tracee.takeDeferred(); report !== undefined; report = tracee.takeDeferred())
+      this.#d.queue.push(report);
+    const stopped = new Set<number>(this.#d.held);
+    if (this.#d.current?.probes === this) stopped.add(this.#d.current.tid);
+    if (this.#handling !== undefined) stopped.add(this.#handling);
+    for (const report of this.#d.queue) if (report.kind === 'stopped') stopped.add(report.tid);
+    const waiting = new Set<number>();
+    for (const tid of tracee.threads) {
+      if (stopped.has(tid)) continue;
+      tracee.interrupt(tid);
+      waiting.add(tid);
+    }
+    while (waiting.size > 0) {
+      const report = tracee.waitFor(STOP_WAIT_MS);
+      if (report === undefined) {
+        // Nothing came: a thread gone, a zombie leader, or one in a stop already taken
+        // cannot report; none of them runs.
+        for (const tid of waiting) if (cannotReport(tid)) waiting.delete(tid);
+        continue;
+      }
+      const interrupted =
+        report.kind === 'stopped' &&
+        waiting.has(report.tid) &&
+        report.event === PTRACE_EVENT.PTRACE_EVENT_STOP &&
+        report.signal === SIGTRAP;
+      if (interrupted) this.#d.held.push(report.tid);
+      else this.#d.queue.push(report);
+      // Stopped or gone, either way: a new thread a clone made meanwhile runs nothing
+      // before its first stop, which comes through the queue.
+      waiting.delete(report.tid);
+    }
+  }
+
+  /**
+   * A guard just placed: a thread stopped on its instruction (it ran the guarded one before
+   * our int3 was there) goes on through the guard's slot, not into its trap. The threads
+   * whose registers an event holds are elsewhere (at a trap).
+   */
+  #passGuard(guard: Breakpoint): void {
+    const tracee = this.tracee;
+    const eventThread = this.#d.current?.probes === this ? this.#d.current.tid : undefined;
+    for (const tid of tracee.threads) {
+      if (tid === eventThread || tid === this.#handling) continue;
+      let regs: Registers;
+      try {
+        regs = tracee.regs(tid);
+      } catch (err) {
+        if (err instanceof ProbeError) continue;
+        throw err;
+      }
+      if (regs.rip !== guard.vaddr) continue;
+      this.#outOfLine(regs, guard);
+      tracee.setRegs(tid, regs);
     }
   }
 
@@ -1049,6 +1160,7 @@ export class ProcessProbes {
         }
         this.#breakpoints.clear();
         this.#removed.clear();
+        this.#leftInt3.clear();
         this.#foreign.clear();
         this.#lastHitNs.clear();
         this.#saidShared.clear();
@@ -1085,7 +1197,13 @@ export class ProcessProbes {
       // A thread that trapped on a breakpoint just before it was removed: it runs the
       // instruction now in place (the kernel's uprobes do the same when they race with an
       // unregister). An int3 still there is the program's own.
-      if (!this.#removed.has(at) || tracee.read(at, 1)[0] === INT3) return false;
+      if (!this.#removed.has(at)) return false;
+      if (tracee.read(at, 1)[0] === INT3) {
+        const original = this.#leftInt3.get(at);
+        if (original === undefined) return false;
+        tracee.write(at, new Uint8Array([original]));
+      }
+      this.#leftInt3.delete(at);
       regs.rip = at;
       tracee.setRegs(tid, regs);
       tracee.cont(tid);
@@ -1120,6 +1238,7 @@ export class ProcessProbes {
         regs.set('rax', hit.retval);
       }
     };
+    let declined: Set<string> | undefined;
     for (const registration of this.#registrations.values()) {
       const sites = registration.returnSites;
       if (sites !== undefined) {
@@ -1134,13 +1253,28 @@ export class ProcessProbes {
       }
       if (registration.where !== at) continue;
       hits.push(registration.id);
+      if (registration.event === 'return' && registration.entryFilter !== undefined) {
+        const entry = this.#context(
+          registration,
+          tid,
+          regs,
+          timeNs,
+          undefined,
+          undefined,
+          undefined,
+        );
+        if (!registration.entryFilter(entry)) {
+          declined ??= new Set();
+          declined.add(registration.id);
+        }
+      }
       if (registration.event !== 'breakpoint') continue;
       deliver(
         registration,
         this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined),
       );
     }
-    if (hasReturn) this.#pushReturn(tid, at, regs);
+    if (hasReturn) this.#pushReturn(tid, at, regs, declined);
     this.#stop({ probes: this, tid, regs, pending, resume });
     // A fault test's stop: a probe's hit has been delivered (its thread may be held still);
     // upscope's own hooks (ids starting with NUL: the loader's, the unwinder's) do not count.
@@ -1216,7 +1350,7 @@ export class ProcessProbes {
     if (calls === undefined || frame === undefined) return [];
     const hits: HitContext[] = [];
     const unwound = (call: OpenCall) => {
-      if (registration.unwinds !== true) return;
+      if (registration.unwinds !== true || call.declined) return;
       hits.push({
         ...this.#context(
           registration,
@@ -1232,12 +1366,18 @@ export class ProcessProbes {
       });
     };
     if (atEntry) {
-      const call = { tid, entry: regs.clone(), entryTimeNs: timeNs };
+      const declined =
+        registration.entryFilter !== undefined &&
+        !registration.entryFilter(
+          this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined),
+        );
+      const call = { tid, entry: regs.clone(), entryTimeNs: timeNs, declined };
       for (const left of calls.enter(frame.owner, frame.depth, call)) unwound(left);
     }
     if (exit !== undefined) {
       const { call, unwound: left } = calls.leave(frame.owner, frame.depth);
       for (const one of left) unwound(one);
+      if (call?.declined === true) return hits;
       const retval = exit.kind === 'ret' ? regs.get('rax') : undefined;
       hits.push({
         ...this.#context(registration, tid, regs, timeNs, call?.entry, retval, undefined),
@@ -1277,6 +1417,7 @@ export class ProcessProbes {
       const ended = calls.drop((owner) => tid === undefined || owner === String(tid));
       if (registration.unwinds !== true) continue;
       for (const call of ended) {
+        if (call.declined) continue;
         const hit: HitContext = {
           ...this.#context(
             registration,
@@ -1298,7 +1439,12 @@ export class ProcessProbes {
     return pending;
   }
 
-  #pushReturn(tid: number, at: bigint, regs: Registers): void {
+  #pushReturn(
+    tid: number,
+    at: bigint,
+    regs: Registers,
+    declined: ReadonlySet<string> | undefined,
+  ): void {
     const trampoline = this.#trampoline!;
     let stack = this.#returns.get(tid);
     if (stack === undefined) {
@@ -1317,6 +1463,7 @@ export class ProcessProbes {
       returnAddress,
       entry: regs.clone(),
       entryTimeNs: process.hrtime.bigint(),
+      declined,
     });
     this.#writeU64(sp, trampoline);
   }
@@ -1338,6 +1485,7 @@ export class ProcessProbes {
     const pending: HitContext[] = [];
     for (const registration of this.#registrations.values()) {
       if (registration.event !== 'return' || registration.where !== instance.function) continue;
+      if (instance.declined?.has(registration.id) === true) continue;
       const hit = this.#context(
         registration,
         tid,
@@ -1409,22 +1557,25 @@ export class ProcessProbes {
   #stepOver(tid: number, regs: Registers, at: bigint): void {
     const tracee = this.tracee;
     const breakpoint = this.#breakpoints.get(at);
-    if (regs.rip !== at || breakpoint === undefined) {
-      // A handler moved the thread, or the breakpoint is gone: it runs from where rip is.
-      tracee.setRegs(tid, regs);
-      tracee.cont(tid);
-      return;
-    }
+    // A handler moved the thread, or the breakpoint is gone: it runs from where rip is.
+    if (regs.rip === at && breakpoint !== undefined) this.#outOfLine(regs, breakpoint);
+    tracee.setRegs(tid, regs);
+    tracee.cont(tid);
+  }
+
+  /**
+   * The registers of a thread at `breakpoint` moved on past its instruction: into its slot,
+   * or with the instruction emulated (its write to memory done).
+   */
+  #outOfLine(regs: Registers, breakpoint: Breakpoint): void {
     const plan = breakpoint.plan;
     if (plan.kind === 'relocate') {
       regs.rip = breakpoint.slot!;
     } else if (plan.kind === 'emulate') {
-      const result = emulate(plan.emulation, toXol(regs), (vaddr) => tracee.readU64(vaddr));
+      const result = emulate(plan.emulation, toXol(regs), (vaddr) => this.tracee.readU64(vaddr));
       if (result.write !== undefined) this.#writeU64(result.write.vaddr, result.write.value);
       fromXol(regs, result.regs);
     }
-    tracee.setRegs(tid, regs);
-    tracee.cont(tid);
   }
 
   /** A forked child (auto-attached) gets its copy of every breakpoint removed, then runs free. */
@@ -1491,6 +1642,7 @@ export class ProcessProbes {
     }
     for (const [vaddr, breakpoint] of this.#breakpoints) probes.#breakpoints.set(vaddr, breakpoint);
     for (const vaddr of this.#removed) probes.#removed.add(vaddr);
+    for (const [vaddr, byte] of this.#leftInt3) probes.#leftInt3.set(vaddr, byte);
     probes.#foreign = new Set(this.#foreign);
     for (const [vaddr, time] of this.#lastHitNs) probes.#lastHitNs.set(vaddr, time);
     probes.#xol = this.#xol.copyFor(probes.tracee);

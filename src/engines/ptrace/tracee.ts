@@ -3,6 +3,7 @@ import { ProbeError, quote } from '../../errors/index.js';
 import {
   checkCommand,
   checkProgram,
+  kernelThreadError,
   procState,
   ptraceRefusal,
   stopThenExec,
@@ -59,6 +60,11 @@ export interface SpawnOptions {
   readonly stdio?: readonly number[] | undefined;
   /** argv is one shell command line (`./app 5 > out`), run by `sh` (which execs it). */
   readonly shell?: boolean | undefined;
+  /**
+   * Start it in a session and process group of its own (its pid), which holds what it starts,
+   * so that they can be ended together (default false: it shares this process's group).
+   */
+  readonly newSession?: boolean | undefined;
 }
 
 /** Options every traced thread gets: follow clones, forks and execs. */
@@ -90,6 +96,13 @@ export class Tracee {
   readonly #native: NativeBinding;
   readonly #status = new Int32Array(1);
   #mem: number | undefined;
+  /** A `syscall` instruction of the process, to run injected system calls from. */
+  #syscallAt: bigint | undefined;
+  /**
+   * The event message (PTRACE_GETEVENTMSG) of each thread's last event stop, read when it
+   * was reported: a later stop of the thread (an injected system call's step) replaces it.
+   */
+  readonly #messages = new Map<number, bigint>();
   /** With pin(): the CPU masks to put back (the tracer's own under 0). */
   #affinity: Map<number, Uint8Array> | undefined;
 
@@ -136,7 +149,7 @@ export class Tracee {
     else checkProgram(program);
     const launcher =
       options.shell === true ? stopThenExec(program) : [...stopThenExec('"$0" "$@"'), ...argv];
-    const pid = native.spawn(launcher, env, options.stdio);
+    const pid = native.spawn(launcher, env, options.stdio, options.newSession === true);
     if (pid < 0) {
       throw new ProbeError(
         'ERR_TARGET_NOT_FOUND',
@@ -180,11 +193,13 @@ export class Tracee {
   /**
    * Trace every thread of the running process `pid`, and return with each one stopped.
    * Needs ptrace permission (the same user and ptrace_scope 0, or a descendant, or
-   * CAP_SYS_PTRACE).
+   * CAP_SYS_PTRACE). With `family`, traced with that tracee's process, by the same thread,
+   * whose waits report both (a descendant that existed before tracing began; every process
+   * of the family must be stopped meanwhile), and pinned to its CPU if it is.
    */
-  static attach(pid: number): Tracee {
-    const native = loadNative();
-    const tracee = new Tracee(native, pid);
+  static attach(pid: number, family?: Tracee): Tracee {
+    const native = family === undefined ? loadNative() : family.#native;
+    const tracee = new Tracee(native, pid, family === undefined ? undefined : family.#family);
     try {
       // Threads made while this runs are seized through their creator's clone event.
       for (let changed = true; changed; ) {
@@ -241,11 +256,40 @@ export class Tracee {
         native.ptrace(PTRACE.PTRACE_INTERRUPT, tid, 0n, 0n);
       }
       tracee.#openMemory();
+      if (family !== undefined && family.#affinity !== undefined) tracee.#pinWith();
       return tracee;
     } catch (err) {
       tracee.detach();
+      tracee.leaveFamily();
       throw err;
     }
+  }
+
+  /** Pin this process's threads to the CPU the tracer is pinned to (see pin()), keeping their masks. */
+  #pinWith(): void {
+    const native = this.#native;
+    const cpu = native.currentCpu();
+    if (cpu < 0) return;
+    const saved = new Map<number, Uint8Array>();
+    for (const tid of this.threads) {
+      const mask = native.getAffinity(tid);
+      if (typeof mask !== 'number') saved.set(tid, mask);
+    }
+    const [first] = saved.values();
+    if (first === undefined) return;
+    const one = new Uint8Array(first.length);
+    one[cpu >> 3] = 1 << (cpu & 7);
+    for (const tid of this.threads) native.setAffinity(tid, one);
+    this.#affinity = saved;
+  }
+
+  /**
+   * After detach() of a process this one started (spawn): collect its exit status if it has
+   * ended (nobody else will: it is this process's child, not Node's). True once it is reaped.
+   */
+  reap(): boolean {
+    const got = this.#native.waitpid(this.pid, this.#status, WAIT.WNOHANG | WAIT.__WALL);
+    return got === this.pid || got < 0;
   }
 
   /** Wait for the first stop of `child`, a process forked and auto-attached; false if it ended. */
@@ -320,14 +364,17 @@ export class Tracee {
       const pid = owner.pid;
       if ((s & 0x7f) === 0) {
         owner.threads.delete(tid);
+        owner.#messages.delete(tid);
         return { kind: 'exited', tid, code: (s >> 8) & 0xff, pid };
       }
       if ((s & 0xff) !== 0x7f) {
         owner.threads.delete(tid);
+        owner.#messages.delete(tid);
         return { kind: 'killed', tid, signal: s & 0x7f, pid };
       }
       const signal = (s >> 8) & 0xff;
       const event = (s >> 16) & 0xff;
+      if (event !== 0) owner.#messages.set(tid, this.#readEventMessage(tid));
       if (event === PTRACE_EVENT.PTRACE_EVENT_CLONE) {
         owner.threads.add(Number(this.eventMessage(tid)));
       }
@@ -437,6 +484,7 @@ export class Tracee {
 
   /** Resume a stopped thread, delivering `signal` (0: none). */
   cont(tid: number, signal = 0): void {
+    this.#messages.delete(tid);
     this.#check(
       this.#native.ptrace(PTRACE.PTRACE_CONT, tid, 0n, BigInt(signal)),
       `resume thread ${tid}`,
@@ -448,6 +496,7 @@ export class Tracee {
    * traced: it runs again when the process gets SIGCONT, as it would untraced.
    */
   listen(tid: number): void {
+    this.#messages.delete(tid);
     this.#check(
       this.#native.ptrace(PTRACE.PTRACE_LISTEN, tid, 0n, 0n),
       `keep thread ${tid} stopped`,
@@ -475,8 +524,16 @@ export class Tracee {
     );
   }
 
-  /** PTRACE_GETEVENTMSG: the new thread or child of a clone/fork event, the old tid of an exec. */
+  /**
+   * PTRACE_GETEVENTMSG: the new thread or child of a clone/fork event, the old tid of an
+   * exec; as read when the event stop was reported (a stop since, such as an injected system
+   * call's step, replaces the kernel's).
+   */
   eventMessage(tid: number): bigint {
+    return this.#messages.get(tid) ?? this.#readEventMessage(tid);
+  }
+
+  #readEventMessage(tid: number): bigint {
     const message = new Uint8Array(8);
     this.#check(
       this.#native.ptraceBuffer(PTRACE.PTRACE_GETEVENTMSG, tid, 0n, message),
@@ -522,8 +579,15 @@ export class Tracee {
 
   /**
    * Make stopped thread `tid` run one system call (`number` with up to 6 arguments) and return
-   * its result (negative: -errno). The thread's registers and the two bytes borrowed at its
-   * instruction pointer for the `syscall` instruction are put back.
+   * its result (negative: -errno). The thread's registers are put back.
+   *
+   * The call runs from a `syscall` instruction the process has already (syscallSite()): no
+   * code is written, so no other thread can run into a borrowed instruction (a clone's new
+   * thread starts at the very address its creator is stopped at).
+   *
+   * A thread stopped inside a system call that has not returned yet (at a clone, fork, vfork
+   * or exec event) finishes it at the first step, which reports at once, before our call
+   * runs: that call's result (a clone's new thread id) is what it gets back afterwards.
    *
    * A signal on its way to the thread (a SIGCHLD that came while it was held) would stop it
    * for delivery before the step, and the step would never come: the thread's signals are
@@ -532,9 +596,12 @@ export class Tracee {
    */
   injectSyscall(tid: number, number: number, args: readonly bigint[]): bigint {
     const saved = this.regs(tid);
-    const at = saved.rip;
-    const original = this.read(at, 2);
+    const site = this.#syscallSite(saved.rip);
+    const at = site ?? saved.rip;
+    // No `syscall` instruction found (never seen): borrow two bytes at the thread's own.
+    const original = site === undefined ? this.read(at, 2) : undefined;
     const regs = saved.clone();
+    regs.rip = at;
     regs.set('rax', BigInt(number));
     // No restart of an interrupted system call: orig_rax -1.
     regs.set('orig_rax', -1n);
@@ -545,25 +612,29 @@ export class Tracee {
     const mask = this.#blockSignals(tid);
     const kept: number[] = [];
     try {
-      this.write(at, SYSCALL_INSTRUCTION);
-      // A thread stopped on its way out of a system call (an exec's event stop) reports a
-      // step at once, before the `syscall` runs, and with the old call's result in %rax:
-      // set the registers and step until it has run.
+      if (original !== undefined) this.write(at, SYSCALL_INSTRUCTION);
+      // A call the thread is in still returns (at the first step's stop, made at once).
+      let inCall = BigInt.asIntN(64, saved.get('orig_rax')) >= 0n;
       for (let attempt = 0; ; attempt++) {
         this.setRegs(tid, regs);
         this.step(tid);
-        this.#waitStep(tid, kept);
+        const event = this.#waitStep(tid, kept);
         const after = this.regs(tid);
         if (after.rip === at + 2n) return BigInt.asIntN(64, after.get('rax'));
-        if (after.rip !== at || attempt === 2) {
+        if (after.rip !== at || attempt === 3) {
           throw new ProbeError(
             'ERR_INTERNAL',
             `Cannot run a system call in process ${this.pid}: thread ${tid} went to 0x${after.rip.toString(16)} instead`,
           );
         }
+        // Stopped before the `syscall` ran: an interrupt that was pending (PTRACE_EVENT_STOP),
+        // or the step's trap at the end of the system call the thread was stopped in, whose
+        // result is in %rax now: the thread goes on with it.
+        if (event === 0 && inCall) saved.set('rax', after.get('rax'));
+        if (event === 0) inCall = false;
       }
     } finally {
-      this.write(at, original);
+      if (original !== undefined) this.write(at, original);
       if (this.threads.has(tid)) {
         this.setRegs(tid, saved);
         if (mask !== undefined) {
@@ -572,6 +643,63 @@ export class Tracee {
         for (const signal of kept) this.#native.tgkill(this.pid, tid, signal);
       }
     }
+  }
+
+  /**
+   * The address of a `syscall` instruction in the process's executable memory (the vDSO's,
+   * or else the mapping around `near`, or else any), checked again before each use (a
+   * breakpoint may have been placed on it since); undefined if none is found.
+   */
+  #syscallSite(near: bigint): bigint | undefined {
+    const cached = this.#syscallAt;
+    if (cached !== undefined) {
+      try {
+        const bytes = this.read(cached, 2);
+        if (bytes[0] === SYSCALL_INSTRUCTION[0] && bytes[1] === SYSCALL_INSTRUCTION[1]) {
+          return cached;
+        }
+      } catch (err) {
+        if (!(err instanceof ProbeError)) throw err;
+      }
+      this.#syscallAt = undefined;
+    }
+    let maps: { start: bigint; end: bigint; name: string }[];
+    try {
+      maps = executableMappings(this.pid);
+    } catch {
+      return undefined;
+    }
+    const order = (m: { start: bigint; end: bigint; name: string }) =>
+      m.name === '[vdso]' ? 0 : near >= m.start && near < m.end ? 1 : 2;
+    maps.sort((a, b) => order(a) - order(b));
+    for (const mapping of maps) {
+      const found = this.#findSyscall(mapping.start, mapping.end);
+      if (found !== undefined) {
+        this.#syscallAt = found;
+        return found;
+      }
+    }
+    return undefined;
+  }
+
+  /** The first `syscall` instruction's bytes (0f 05) in [start, end), read in chunks. */
+  #findSyscall(start: bigint, end: bigint): bigint | undefined {
+    const CHUNK = 64 * 1024;
+    for (let at = start; at < end; at += BigInt(CHUNK) - 1n) {
+      const length = Number(end - at < BigInt(CHUNK) ? end - at : BigInt(CHUNK));
+      if (length < 2) break;
+      let bytes: Uint8Array;
+      try {
+        bytes = this.read(at, length);
+      } catch (err) {
+        if (err instanceof ProbeError) return undefined;
+        throw err;
+      }
+      for (let i = bytes.indexOf(0x0f); i >= 0 && i + 1 < length; i = bytes.indexOf(0x0f, i + 1)) {
+        if (bytes[i + 1] === 0x05) return at + BigInt(i);
+      }
+    }
+    return undefined;
   }
 
   /** Block every signal of stopped thread `tid`; returns the mask to put back (undefined: unchanged). */
@@ -588,9 +716,10 @@ export class Tracee {
   /**
    * Wait for `tid`'s single-step trap; other threads' stops wait in the deferred list. A stop
    * of `tid` for a signal before the step ran (one that cannot be blocked) holds the signal in
-   * `kept`, to be sent again after the call, and steps again.
+   * `kept`, to be sent again after the call, and steps again. Returns the event of the
+   * SIGTRAP stop that came (0: a step; PTRACE_EVENT_STOP: an interrupt that was pending).
    */
-  #waitStep(tid: number, kept: number[]): void {
+  #waitStep(tid: number, kept: number[]): number {
     for (;;) {
       const report = this.wait(true);
       if (report === undefined || report.kind !== 'stopped') {
@@ -608,7 +737,7 @@ export class Tracee {
         this.#family.deferred.push(report);
         continue;
       }
-      if (report.signal === SIGTRAP) return;
+      if (report.signal === SIGTRAP) return report.event;
       if (kept.length >= MAX_KEPT_SIGNALS) {
         throw new ProbeError(
           'ERR_INTERNAL',
@@ -714,6 +843,8 @@ export class Tracee {
 
   #openMemory(): void {
     this.#closeMemory();
+    // A new image (an exec): its code is elsewhere.
+    this.#syscallAt = undefined;
     try {
       this.#mem = openSync(`/proc/${this.pid}/mem`, 'r+');
     } catch (cause) {
@@ -776,6 +907,22 @@ export function cannotReport(tid: number): boolean {
   return state === undefined || state === 't' || state === 'Z' || state === 'X';
 }
 
+/** The executable mappings of a process, from /proc/PID/maps. */
+function executableMappings(pid: number): { start: bigint; end: bigint; name: string }[] {
+  const found: { start: bigint; end: bigint; name: string }[] = [];
+  for (const line of readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n')) {
+    const fields = line.split(/\s+/);
+    if (fields.length < 5 || fields[1]?.[2] !== 'x' || fields[5] === '[vsyscall]') continue;
+    const [start, end] = fields[0]!.split('-');
+    found.push({
+      start: BigInt(`0x${start}`),
+      end: BigInt(`0x${end}`),
+      name: fields.slice(5).join(' '),
+    });
+  }
+  return found;
+}
+
 /** The threads of a process, from /proc. */
 function listThreads(pid: number): number[] {
   try {
@@ -828,15 +975,7 @@ function seizeError(pid: number, tid: number, result: number): ProbeError {
       );
     }
     case 'kernel-thread':
-      return new ProbeError(
-        'ERR_PROCESS_ACCESS',
-        `${what}: it is a kernel thread, which has no user-space code to probe`,
-        {
-          hints: [
-            'Give the pid of a user process (ps -e lists them; kernel threads are in [brackets])',
-          ],
-        },
-      );
+      return kernelThreadError(what);
     case 'yama-admin-only':
       return new ProbeError(
         'ERR_PROCESS_ACCESS',

@@ -439,6 +439,26 @@ export class TracefsSession {
   }
 
   /**
+   * Never record events of these tasks (thread ids), nor of the threads and children they
+   * create afterwards (`event-fork`), in the instance's `set_event_notrace_pid`, replacing any
+   * earlier list: upscope's own threads, in a trace of every process.
+   */
+  excludePids(pids: readonly number[]): void {
+    this.#assertOpen('leave out pids');
+    const dir = this.#requireInstance('leave out pids');
+    for (const pid of pids) {
+      if (!Number.isSafeInteger(pid) || pid <= 0) {
+        throw new ProbeError(
+          'ERR_TRACEFS_WRITE',
+          `Cannot leave out the events of pid ${quote(pid)}: it is not a pid`,
+        );
+      }
+    }
+    this.#write(`${dir}/options/event-fork`, '1');
+    this.#write(`${dir}/set_event_notrace_pid`, pids.join(' '));
+  }
+
+  /**
    * The instance's ring-buffer counters per CPU and their sums (zero before createInstance()),
    * and each event's hits from uprobe_profile.
    */

@@ -23,6 +23,8 @@ export interface StreamOptions {
   /** Only these threads (and, with followForks, the threads and children they create). */
   readonly pids?: readonly number[] | undefined;
   readonly followForks?: boolean | undefined;
+  /** Never these threads, nor the threads and children they create (upscope's own). */
+  readonly excludePids?: readonly number[] | undefined;
   /** Ring-buffer size per CPU. */
   readonly bufferSizeKb?: number | undefined;
   /**
@@ -131,6 +133,10 @@ export class TracefsStream {
         const filter = { followForks: options.followForks ?? true };
         session.filterPids(options.pids, filter);
         bookkeeping.filterPids(options.pids, filter);
+      }
+      if (options.excludePids !== undefined && options.excludePids.length > 0) {
+        session.excludePids(options.excludePids);
+        bookkeeping.excludePids(options.excludePids);
       }
       const reader = new BufferReader(options.tracefs, [dir, sideDir]);
       const stream = new TracefsStream(session, bookkeeping, reader, routes, options.startAtExecOf);

@@ -1,5 +1,6 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { ProbeError, quote } from '../../errors/index.js';
+import { isKernelThread, kernelThreadError } from '../../host/index.js';
 import { type MapEntry, type MappedObject, mappedObjects, parseProcMaps } from './symbols.js';
 
 function errnoOf(err: unknown): string | undefined {
@@ -53,8 +54,11 @@ export function processError(pid: number, action: string, err: unknown): ProbeEr
       {
         // The kernel's "may read" check (PTRACE_MODE_READ): same user and a dumpable process,
         // or CAP_SYS_PTRACE; Yama's ptrace_scope limits attaching only, not this.
+        // As root, privileges are not the cause: say what else refuses.
         hints: [
-          "Run as the process's owner, or as root (CAP_SYS_PTRACE reads any process's files in /proc); a setuid or non-dumpable process needs root even for its owner",
+          uid === 0
+            ? 'Root was refused: a security module (AppArmor, SELinux) or the process being in another user namespace may forbid it'
+            : "Run as the process's owner, or as root (CAP_SYS_PTRACE reads any process's files in /proc); a setuid or non-dumpable process needs root even for its owner",
           "Or give the program's file instead of -p: list and resolve read files without it",
         ],
         details: { pid, errno },
@@ -78,6 +82,8 @@ export function readProcessMaps(pid: number): MapEntry[] {
   } catch (err) {
     throw processError(pid, 'read the memory map', err);
   }
+  // A kernel thread maps nothing, and never will: refused for what it is.
+  if (text === '' && isKernelThread(pid)) throw kernelThreadError(`Cannot probe process ${pid}`);
   return parseProcMaps(text, { source: `/proc/${pid}/maps` });
 }
 
@@ -115,4 +121,17 @@ export function sameMountNamespace(pid: number): boolean {
     throw processError(pid, 'read the mount namespace', err);
   }
   return mine === theirs;
+}
+
+/**
+ * The process's root directory as this process sees it (/proc/PID/root): '/' unless it runs
+ * in a chroot; '/' too when it cannot be read (then its paths are taken as ours).
+ */
+export function processRoot(pid: number): string {
+  checkPid(pid);
+  try {
+    return readlinkSync(`/proc/${pid}/root`);
+  } catch {
+    return '/';
+  }
 }

@@ -21,7 +21,13 @@ import {
   readLdCache,
   targetNameCandidates,
 } from './library-search.js';
-import { processComm, processError, processObjects, sameMountNamespace } from './process.js';
+import {
+  processComm,
+  processError,
+  processObjects,
+  processRoot,
+  sameMountNamespace,
+} from './process.js';
 import {
   type ElfFile,
   fileAccessError,
@@ -287,16 +293,23 @@ function resolvePath(name: string, cwd: string, proc: ProcessView | undefined): 
     });
   }
   if (proc !== undefined) {
-    // The same file (device and inode), else the same path as the process sees it (another
-    // mount namespace, or a file replaced on disk since it was mapped).
+    // The same file (device and inode) here or at the path as the process sees it (a chroot,
+    // another mount namespace), else the same path in its maps (another mount namespace, or
+    // a file replaced on disk since it was mapped).
+    const root = proc.root();
+    let theirs: BigIntStats | undefined;
+    try {
+      theirs = root === '' ? undefined : statBig(root + absolute);
+    } catch {
+      // Its root cannot be read here (another user's process): its maps' paths still can.
+    }
     const object =
       (stat === undefined ? undefined : proc.objects.find((o) => sameFile(o, stat))) ??
+      (theirs === undefined ? undefined : proc.objects.find((o) => sameFile(o, theirs))) ??
       proc.objects.find((o) => o.path === absolute);
     if (object !== undefined) return proc.open(object, 'path');
     // Not mapped (yet): the file the process would load, as it sees the path.
-    const root = proc.root();
     if (root !== '') {
-      const theirs = statBig(root + absolute);
       if (theirs?.isFile() === true) {
         return {
           path: root + absolute,
@@ -432,6 +445,7 @@ export function openMappedObject(pid: number, object: MappedObject): ResolvedTar
 class ProcessView {
   readonly objects: MappedObject[];
   private sameNamespace: boolean | undefined;
+  private sameRoot: boolean | undefined;
   private comm: string | undefined;
   private environ: string[] | undefined;
 
@@ -477,14 +491,20 @@ class ProcessView {
     return this.comm === '' ? `process ${this.pid}` : `process ${this.pid} (${quote(this.comm)})`;
   }
 
+  /** Whether paths in its maps name the same files here (the same mount namespace). */
   private inSameNamespace(): boolean {
     this.sameNamespace ??= sameMountNamespace(this.pid);
     return this.sameNamespace;
   }
 
-  /** What paths as the process sees them are prefixed with here: '' or /proc/PID/root. */
+  /**
+   * What paths as the process sees them are prefixed with here: '' when it has our root,
+   * else /proc/PID/root (another mount namespace, or a chroot: its maps then show our paths,
+   * but its own paths are under its root).
+   */
   root(): string {
-    return this.inSameNamespace() ? '' : `/proc/${this.pid}/root`;
+    this.sameRoot ??= this.inSameNamespace() && processRoot(this.pid) === '/';
+    return this.sameRoot ? '' : `/proc/${this.pid}/root`;
   }
 
   /**

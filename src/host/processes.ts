@@ -1,0 +1,132 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** What /proc/PID/stat says of a process's family: its parent, group and state. */
+interface ProcessStat {
+  readonly pid: number;
+  readonly state: string;
+  readonly ppid: number;
+  readonly pgrp: number;
+}
+
+/** Every process's stat line (threads aside), read now; those gone meanwhile are skipped. */
+function processStats(): ProcessStat[] {
+  const stats: ProcessStat[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let text: string;
+    try {
+      text = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // The name is in parentheses and may hold any byte: the fields after it are plain.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    stats.push({
+      pid: Number(name),
+      state: fields[0] ?? '',
+      ppid: Number(fields[1]),
+      pgrp: Number(fields[2]),
+    });
+  }
+  return stats;
+}
+
+function live(stat: ProcessStat): boolean {
+  return stat.state !== 'Z' && stat.state !== 'X' && stat.state !== 'x';
+}
+
+/**
+ * The processes descended from `pid` now (children, their children...), nearest first, zombies
+ * left out. Read from /proc in one pass: a process forked meanwhile may be missed.
+ */
+export function descendantsOf(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const stat of processStats()) {
+    if (!live(stat)) continue;
+    const own = children.get(stat.ppid);
+    if (own === undefined) children.set(stat.ppid, [stat.pid]);
+    else own.push(stat.pid);
+  }
+  const found: number[] = [];
+  const seen = new Set([pid]);
+  for (let at = -1; at < found.length; at++) {
+    const parent = at < 0 ? pid : found[at]!;
+    for (const child of children.get(parent) ?? []) {
+      if (seen.has(child)) continue;
+      seen.add(child);
+      found.push(child);
+    }
+  }
+  return found;
+}
+
+/** The processes of process group `pgid` that still run (zombies, which only wait to be reaped, aside). */
+export function groupMembers(pgid: number): number[] {
+  return processStats()
+    .filter((stat) => stat.pgrp === pgid && live(stat))
+    .map((stat) => stat.pid);
+}
+
+/**
+ * Signal a process group; false when no process of it got the signal: none is left (ESRCH),
+ * or none may be signalled by this process (EPERM: a set-user-ID program it started).
+ */
+function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ESRCH' || code === 'EPERM') return false;
+    throw err;
+  }
+}
+
+export interface EndGroupOptions {
+  /** How long the processes have to end after SIGTERM before they get SIGKILL. */
+  readonly graceMs: number;
+  /** Called while waiting: reap the group's leader here when this process is its parent and Node is not. */
+  readonly reap?: (() => void) | undefined;
+}
+
+/** How a process group was ended. */
+export type GroupEnd = 'gone' | 'terminated' | 'killed';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * End process group `pgid` as a user would: SIGTERM (with SIGCONT, so that a stopped process
+ * gets it), then, if any process of the group still runs after `graceMs`, SIGKILL. Resolves
+ * once none runs: 'gone' when none did, 'terminated' when SIGTERM was enough, 'killed' when
+ * SIGKILL was needed.
+ */
+export async function endProcessGroup(pgid: number, options: EndGroupOptions): Promise<GroupEnd> {
+  options.reap?.();
+  if (groupMembers(pgid).length === 0) return 'gone';
+  signalGroup(pgid, 'SIGTERM');
+  signalGroup(pgid, 'SIGCONT');
+  const deadline = performance.now() + options.graceMs;
+  for (;;) {
+    options.reap?.();
+    if (groupMembers(pgid).length === 0) return 'terminated';
+    if (performance.now() >= deadline) break;
+    await sleep(Math.min(20, Math.max(1, deadline - performance.now())));
+  }
+  signalGroup(pgid, 'SIGKILL');
+  // SIGKILL ends a process at once; wait (a little) for the kernel to take them down.
+  const until = performance.now() + 5000;
+  while (performance.now() < until) {
+    options.reap?.();
+    if (groupMembers(pgid).length === 0) break;
+    await sleep(10);
+  }
+  return 'killed';
+}
+
+/**
+ * SIGKILL to every process of a group, now (for exit handlers, which cannot wait); nothing
+ * when none of it runs (its id may since be another's).
+ */
+export function killProcessGroup(pgid: number): void {
+  if (groupMembers(pgid).length > 0) signalGroup(pgid, 'SIGKILL');
+}
