@@ -263,9 +263,11 @@ async function record(
   const engine = options.engine ?? 'bpf';
   io.err(
     startLine(
-      `Recording ${recorder.functions} function${recorder.functions === 1 ? '' : 's'} (entry and return, ${engine}) to ${dir}. Ctrl-C to end.`,
+      'Recording',
+      recorder.functions,
+      'function',
+      `entry and return, ${engine}, to ${dir}`,
       attachment.skipped,
-      attachment.sites.length,
       engine,
     ),
   );
