@@ -1,14 +1,14 @@
 import type {
   CallEnd,
-  CallNode,
   FunctionStats,
   GraphNode,
   ReplayCall,
   ThreadCalls,
 } from '../aggregate/index.js';
-import type { ProbeEvent } from '../events/index.js';
+import type { ProbeEvent, StackFrame } from '../events/index.js';
 import { formatDuration } from './histogram.js';
 import { renderTable } from './json.js';
+import type { StackCount } from './stacks.js';
 
 /** A function id's name, as the recording's index gives it. */
 export type FunctionName = (fn: number) => string;
@@ -206,40 +206,67 @@ export function firstCallNs(threads: readonly ThreadCalls[]): bigint {
 }
 
 /**
- * A recording's calls as entry and return events, each thread's depth first (a call's entry,
- * its callees, its return), so that any sink over events (a Chrome trace) pairs them exactly;
- * a call an unwind ended returns with `exit: 'unwind'`, one never returned at its thread's end.
+ * Calls (a replay's, in time order per thread, depth first) as events that any sink over
+ * events (a Chrome trace, a speedscope trace) makes complete calls of: each call is its return
+ * event, at its end, carrying its duration (`latencyNs`), so no entry has to wait for its
+ * return however deep the calls nest. A call an unwind ended, or that never returned, says so
+ * in its `ended` field.
  */
 export function* callEvents(
-  threads: readonly ThreadCalls[],
+  calls: Iterable<ReplayCall>,
   name: FunctionName,
-  comm: (tid: number) => string,
+  thread: (tid: number) => { readonly pid: number; readonly comm: string },
 ): Generator<ProbeEvent> {
-  for (const thread of threads) {
-    const base = { spec: '', pid: thread.pid, tid: thread.tid, cpu: 0, comm: comm(thread.tid) };
-    const stack: { node: CallNode; entered: boolean }[] = thread.roots
-      .map((node) => ({ node, entered: false }))
-      .reverse();
-    while (stack.length > 0) {
-      const top = stack.pop()!;
-      const probe = name(top.node.fn);
-      if (!top.entered) {
-        yield { ...base, probe, kind: 'entry', timestampNs: top.node.startNs, fields: {} };
-        stack.push({ node: top.node, entered: true });
-        for (let i = top.node.children.length - 1; i >= 0; i--) {
-          stack.push({ node: top.node.children[i]!, entered: false });
-        }
-      } else {
-        yield {
-          ...base,
-          probe,
-          kind: 'return',
-          timestampNs: top.node.endNs,
-          fields: {},
-          latencyNs: top.node.endNs - top.node.startNs,
-          exit: top.node.end === 'unwind' ? 'unwind' : undefined,
-        };
-      }
+  let tid: number | undefined;
+  let base = { spec: '', pid: 0, tid: 0, cpu: 0, comm: '' };
+  for (const call of calls) {
+    if (call.tid !== tid) {
+      tid = call.tid;
+      base = { ...base, ...thread(tid), tid };
     }
+    const ended = call.end === 'return' ? undefined : endNote(call.end).slice(2, -1);
+    yield {
+      ...base,
+      probe: name(call.fn),
+      kind: 'return',
+      timestampNs: call.startNs + call.durationNs,
+      fields: ended === undefined ? {} : { ended },
+      latencyNs: call.durationNs,
+      exit: call.end === 'return' ? undefined : 'unwind',
+    };
   }
+}
+
+export interface CallStacksOptions {
+  /** A function id's frame: its name and object. */
+  readonly frame: (fn: number) => StackFrame;
+  /** The process the calls were made in. */
+  readonly pid: number;
+  /** What the rows are of (a speedscope profile's name, a pprof label). */
+  readonly probe: string;
+  /** Only this many levels: a deeper call's time is its caller's at the last level. */
+  readonly depth?: number | undefined;
+}
+
+/**
+ * The merged call tree as stacks for the stack formats (folded, flame graph, pprof,
+ * speedscope): a row per call path, weighing the time spent in its last function itself
+ * (`timeNs`, so that a frame's width adds up to its inclusive time) with its calls (`count`).
+ */
+export function callStacks(roots: readonly GraphNode[], options: CallStacksOptions): StackCount[] {
+  const maxDepth = options.depth ?? Number.POSITIVE_INFINITY;
+  const rows: StackCount[] = [];
+  const walk = (node: GraphNode, callers: StackFrame[], depth: number) => {
+    const frames = [options.frame(node.fn), ...callers];
+    const last = depth + 1 >= maxDepth;
+    rows.push({
+      probe: options.probe,
+      stack: { pid: options.pid, frames },
+      count: BigInt(node.calls),
+      timeNs: last ? node.totalNs : node.selfNs,
+    });
+    if (!last) for (const child of node.children) walk(child, frames, depth + 1);
+  };
+  for (const root of roots) walk(root, [], 0);
+  return rows;
 }

@@ -9,7 +9,9 @@ export {
 } from './aggregate-text.js';
 export { type Call, CallPairer, type Instant } from './calls.js';
 export {
+  type CallStacksOptions,
   callEvents,
+  callStacks,
   type FunctionName,
   firstCallNs,
   REPORT_SORTS,
@@ -35,8 +37,12 @@ export {
   type Format,
   type HistogramSinkOptions,
   histogramSink,
+  isStackFormat,
   parseFormat,
   type ResultKind,
+  renderStacks,
+  type StackFormat,
+  type StacksDocumentOptions,
   type TraceSinkOptions,
   traceSink,
 } from './formats.js';
@@ -71,5 +77,6 @@ export {
   type StackCount,
   type StackWeight,
   weightOf,
+  weightUnit,
 } from './stacks.js';
 export type { CountRow, HistogramRow, Reading } from './values.js';

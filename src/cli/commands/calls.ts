@@ -2,14 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
-import { callGraph, functionStats, replayCalls } from '../../aggregate/index.js';
+import { callGraph, functionStats, replayCalls, type ThreadCalls } from '../../aggregate/index.js';
 import { type Recording, readRecording, recordCalls } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { closest, didYouMean } from '../../internal/index.js';
 import {
-  ChromeTraceSink,
   callEvents,
+  callStacks,
   firstCallNs,
+  isStackFormat,
   REPORT_SORTS,
   type ReportSort,
   renderCallGraphJson,
@@ -18,7 +19,9 @@ import {
   renderFunctionReportText,
   renderReplayJson,
   renderReplayText,
+  renderStacks,
   sortFunctionStats,
+  traceSink,
 } from '../../output/index.js';
 import { globToRegExp, isGlob } from '../../spec/index.js';
 import { type Io, withOutput } from '../io.js';
@@ -31,6 +34,7 @@ import {
   positive,
   startLine,
 } from '../options.js';
+import { checkTerminal, chooseFormat, formatOption } from '../outputs.js';
 import { installLifecycle } from './trace.js';
 
 /** Options of the commands that record. */
@@ -105,11 +109,13 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     .argument('<dir>', 'a recording made by upscope record')
     .option('--sort <key>', `sort by ${REPORT_SORTS.join(', ')} (default total)`, parseSort)
     .option('--threads', 'one line per thread and function')
-    .option('--json', 'print JSON (times in ns)')
+    .option('--json', 'print JSON (times in ns); --format json')
+    .option(...formatOption(['call-report']))
     .option(...outputOption)
     .action(async (dir, options) => {
+      const format = chooseFormat('call-report', options);
       await withOutput(io, options.output, async (out) => {
-        report(readAndWarn(dir, io), options, out);
+        report(readAndWarn(dir, io), { ...options, format }, out);
       });
     });
 
@@ -124,19 +130,54 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     .argument('<dir>', 'a recording made by upscope record')
     .argument('[func]', 'start from this function')
     .option('--depth <n>', 'show this many levels', positive('--depth'))
-    .option('--json', 'print JSON (times in ns)')
+    .option('--json', 'print JSON (times in ns); --format json')
+    .option(...formatOption(['call-graph']))
     .option(...outputOption)
     .action(async (dir, func, options) => {
+      const format = chooseFormat('call-graph', options);
+      checkTerminal(format, options.output !== undefined);
       await withOutput(io, options.output, async (out) => {
         const recording = readAndWarn(dir, io);
         const name = namer(recording);
         const from = func === undefined ? undefined : functionIds(recording, func);
-        let roots = callGraph(recording.threads);
-        if (from !== undefined) {
-          roots = [...from].flatMap((fn) => callGraph(recording.threads, { from: fn }));
+        const graph = (threads: readonly ThreadCalls[]) =>
+          from === undefined
+            ? callGraph(threads)
+            : [...from].flatMap((fn) => callGraph(threads, { from: fn }));
+        if (!isStackFormat(format)) {
+          const render = format === 'json' ? renderCallGraphJson : renderCallGraphText;
+          out.out(render(graph(recording.threads), name, { depth: options.depth }));
+          return;
         }
-        const render = options.json ? renderCallGraphJson : renderCallGraphText;
-        out.out(render(roots, name, { depth: options.depth }));
+        // Each process's calls as stacks weighed by time: the widths are inclusive times.
+        const { index } = recording;
+        const title = `Calls of ${index.command === undefined ? `process ${index.pid}` : `"${index.command}"`}${func === undefined ? '' : ` from ${func}`}`;
+        const byPid = new Map<number, ThreadCalls[]>();
+        for (const t of recording.threads) {
+          if (!byPid.has(t.pid)) byPid.set(t.pid, []);
+          byPid.get(t.pid)!.push(t);
+        }
+        const rows = [...byPid].flatMap(([pid, threads]) =>
+          callStacks(graph(threads), {
+            pid,
+            probe: title,
+            depth: options.depth,
+            frame: (fn) => ({ function: name(fn), object: index.functions[fn]?.object }),
+          }),
+        );
+        const first = firstCallNs(recording.threads);
+        let last = first;
+        for (const t of recording.threads) if (t.lastNs > last) last = t.lastNs;
+        const started = Date.parse(index.startedAt);
+        out.out(
+          renderStacks(format, rows, {
+            weight: 'time',
+            title,
+            subtitle: `time in each call path (ns), ${index.engine} engine, recorded ${index.startedAt}`,
+            timeNanos: Number.isNaN(started) ? undefined : BigInt(started) * 1_000_000n,
+            durationNanos: last - first,
+          }),
+        );
       });
     });
 
@@ -157,14 +198,11 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       ...(prev ?? []),
       parsePid(v),
     ])
-    .option('--json', 'print JSON lines (as --format json)')
-    .option(
-      '--format <format>',
-      'text (default), json (a line per call) or chrome (Chrome trace-event JSON: Perfetto, chrome://tracing and speedscope open it; a track per thread, calls as nested slices)',
-      parseReplayFormat,
-    )
+    .option('--json', 'print JSON lines (a line per call); --format json')
+    .option(...formatOption(['calls']))
     .option(...outputOption)
     .action(async (dir, options) => {
+      const format = chooseFormat('calls', options);
       await withOutput(io, options.output, async (out) => {
         const recording = readAndWarn(dir, io);
         const name = namer(recording);
@@ -180,24 +218,26 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
           tids: options.tid === undefined ? undefined : new Set(options.tid),
         });
         const write = (text: string) => out.out(text);
-        const format = options.format ?? (options.json ? 'json' : 'text');
-        if (format === 'chrome') {
+        if (format === 'chrome' || format === 'speedscope') {
+          // A track (chrome) or profile (speedscope) per thread, each call a nested slice.
           const comms = new Map(recording.index.threads.map((t) => [t.tid, t.comm]));
-          const tids = new Set([...calls].map((c) => c.tid));
-          const sink = new ChromeTraceSink((chunk) => out.out(chunk), {
+          const pids = new Map(recording.threads.map((t) => [t.tid, t.pid]));
+          const sink = traceSink(format, (chunk) => out.out(chunk), {
             startNs: firstCallNs(recording.threads),
             metadata: {
               ...(recording.index.command === undefined
                 ? {}
                 : { command: recording.index.command }),
               recording: recording.dir,
+              engine: recording.index.engine,
             },
           });
           sink.begin();
-          const shown = recording.threads.filter((th) => tids.has(th.tid));
-          for (const event of callEvents(shown, name, (tid) => comms.get(tid) ?? '')) {
-            sink.value(event);
-          }
+          const thread = (tid: number) => ({
+            pid: pids.get(tid) ?? tid,
+            comm: comms.get(tid) ?? '',
+          });
+          for (const event of callEvents(calls, name, thread)) sink.value(event);
           sink.lost(recording.index.lost);
           sink.end();
         } else if (format === 'json') renderReplayJson(calls, name, write);
@@ -216,14 +256,16 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       .argument('[target...]', TARGETS_HELP)
       .option('--sort <key>', `sort by ${REPORT_SORTS.join(', ')} (default total)`, parseSort)
       .option('--threads', 'one line per thread and function')
-      .option('--json', 'print JSON (times in ns)')
+      .option('--json', 'print JSON (times in ns); --format json')
+      .option(...formatOption(['call-report']))
       .option(...outputOption),
   ).action(async (targets, options) => {
+    const format = chooseFormat('call-report', options);
     const dir = mkdtempSync(join(tmpdir(), 'upscope-calls-'));
     try {
       const recorded = await record(targets, options as RecordCliOptions, join(dir, 'rec'), io);
       await withOutput(io, options.output, async (out) => {
-        report(readAndWarn(join(dir, 'rec'), io), options, out);
+        report(readAndWarn(join(dir, 'rec'), io), { ...options, format }, out);
       });
       result.status = recorded.status;
     } finally {
@@ -308,7 +350,7 @@ async function record(
 
 function report(
   recording: Recording,
-  options: { sort?: ReportSort; threads?: true; json?: true },
+  options: { sort?: ReportSort; threads?: true; format: string },
   out: Io,
 ): void {
   const name = namer(recording);
@@ -317,7 +359,8 @@ function report(
     options.sort ?? 'total',
     name,
   );
-  out.out((options.json ? renderFunctionReportJson : renderFunctionReportText)(rows, name));
+  const render = options.format === 'json' ? renderFunctionReportJson : renderFunctionReportText;
+  out.out(render(rows, name));
 }
 
 /** Reads a recording and says on stderr what is wrong with it (the valid part is shown). */
@@ -358,14 +401,6 @@ function parseRecordEngine(value: string): 'bpf' | 'tracefs' {
     {
       hints: ['The ptrace engine cannot record calls yet'],
     },
-  );
-}
-
-function parseReplayFormat(value: string): 'text' | 'json' | 'chrome' {
-  if (value === 'text' || value === 'json' || value === 'chrome') return value;
-  throw new ProbeError(
-    'ERR_USAGE',
-    `Cannot use --format "${value}" for replay: give text, json or chrome`,
   );
 }
 
