@@ -15,6 +15,13 @@ export interface ChromeTraceOptions {
   readonly hexFields?: HexFields | undefined;
   /** Said in the trace's metadata (`otherData`): the command line, the engine... */
   readonly metadata?: Readonly<Record<string, string>> | undefined;
+  /**
+   * Write each slice's `dur` so that `ts + dur`, added as doubles (as speedscope does), is
+   * exactly the double of its end: slices that end at one time (calls an unwind or a thread's
+   * end closed together, and their callee that returned then) still end together once read,
+   * and so nest. Such a `dur` may be written with more than three decimals. Default off.
+   */
+  readonly exactEnds?: boolean | undefined;
 }
 
 /** `ns` as microseconds with three decimals, exactly (JSON number text). */
@@ -119,8 +126,11 @@ export class ChromeTraceSink implements Sink<ProbeEvent> {
     // ts and dur are written as exact decimal text, not through a float.
     const at = ts === undefined ? undefined : micros(ts - this.#origin!);
     if (dur !== undefined && at !== undefined) {
-      const end = micros(ts! + dur - this.#origin!);
-      json = `{"dur":${durationText(at, dur, end)},${json.slice(1)}`;
+      const text =
+        this.#options.exactEnds === true
+          ? durationText(at, dur, micros(ts! + dur - this.#origin!))
+          : micros(dur);
+      json = `{"dur":${text},${json.slice(1)}`;
     }
     if (at !== undefined) json = `{"ts":${at},${json.slice(1)}`;
     this.#text += this.#first ? json : `,\n${json}`;

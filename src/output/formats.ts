@@ -172,6 +172,8 @@ export interface TraceSinkOptions {
   readonly returning?: ReadonlySet<string> | undefined;
   /** Said in the file where the format has room (chrome's otherData). */
   readonly metadata?: Readonly<Record<string, string>> | undefined;
+  /** chrome: slices that end together still do once read (see ChromeTraceOptions). */
+  readonly exactEnds?: boolean | undefined;
 }
 
 /**
@@ -195,6 +197,7 @@ export function traceSink(
         hexFields: hex,
         returning: options.returning,
         metadata: options.metadata,
+        exactEnds: options.exactEnds,
       });
     default:
       return new SpeedscopeTraceSink(write, {

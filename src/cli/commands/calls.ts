@@ -231,6 +231,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
               recording: recording.dir,
               engine: recording.index.engine,
             },
+            exactEnds: true,
           });
           sink.begin();
           const thread = (tid: number) => ({
