@@ -25,6 +25,7 @@ import {
   type ThreadCalls,
 } from '../aggregate/index.js';
 import { ProbeError } from '../errors/index.js';
+import type { ProbeEvent } from '../events/index.js';
 import type { Exit } from '../host/index.js';
 import { type Attachment, probeName, Tracer } from './tracer.js';
 
@@ -296,11 +297,14 @@ export function readRecording(dir: string): Recording {
   return { dir, index, threads: builder.finish(), records, problems };
 }
 
-export interface RecordOptions {
+/** What to record and how: the options of record() (the directory aside). */
+export interface RecordCallsOptions {
   /** Start this command (a shell command line) and record it. Exclusive with `pid`. */
   readonly command?: string | undefined;
   /** Record this running process (its threads and children). */
   readonly pid?: number | undefined;
+  /** With `command`: a file descriptor for its stdout (this process's stdout by default). */
+  readonly commandStdout?: number | undefined;
   /**
    * What to record: `TARGET` (every function of it) or `TARGET:PATTERN` (`libc:mem*`,
    * `./app:parse_*`); by default every function of the command's or process's executable.
@@ -308,12 +312,17 @@ export interface RecordOptions {
   readonly targets?: readonly string[] | undefined;
   /** Leave out functions whose name matches one of these globs. */
   readonly exclude?: readonly string[] | undefined;
-  /** The directory the recording goes to. */
-  readonly dir: string;
   readonly engine?: 'bpf' | 'tracefs' | undefined;
   readonly bufferSizeKb?: number | undefined;
   readonly debugDirs?: readonly string[] | undefined;
+  /** Ends the recording (the probes are removed; a -p process runs on). */
+  readonly signal?: AbortSignal | undefined;
   readonly onNotice?: ((text: string) => void) | undefined;
+}
+
+export interface RecordOptions extends RecordCallsOptions {
+  /** The directory the recording goes to. */
+  readonly dir: string;
 }
 
 /** A recording under way: its probes, and `done`, the index once the traced program ended. */
@@ -323,7 +332,6 @@ export interface CallRecorder {
   /** Resolves when the attachment ended and the recording is written. */
   readonly done: Promise<RecordingIndex>;
 }
-
 /** The probe specs a recording's targets mean: entry and return of each function. */
 export function recordSpecs(options: Pick<RecordOptions, 'command' | 'pid' | 'targets'>): string[] {
   const targets =
@@ -359,19 +367,25 @@ function mainExecutable(options: Pick<RecordOptions, 'command' | 'pid'>): string
   return program;
 }
 
-/**
- * Records every entry and return of the functions asked for, in the command or process, to
- * `options.dir`, until it ends (or the attachment is closed).
- */
-export async function recordCalls(options: RecordOptions): Promise<CallRecorder> {
-  const specs = recordSpecs(options);
-  const attachment = await new Tracer().attach(specs, {
+/** Probes on the functions of a recording, and how their events become call records. */
+interface Probed {
+  readonly attachment: Attachment;
+  /** Function ids are indexes into this list. */
+  readonly functions: RecordedFunction[];
+  /** The record an event is, or undefined for an event that is none (not an entry or return). */
+  readonly toRecord: (event: ProbeEvent) => CallRecord | undefined;
+}
+
+async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
+  const attachment = await new Tracer().attach(recordSpecs(options), {
     command: options.command,
     pid: options.pid,
+    commandStdout: options.commandStdout,
     engine: options.engine ?? 'bpf',
     bufferSizeKb: options.bufferSizeKb,
     debugDirs: options.debugDirs,
     exclude: options.exclude,
+    signal: options.signal,
     onNotice: options.onNotice,
   });
   const ids = new Map<string, number>();
@@ -382,6 +396,26 @@ export async function recordCalls(options: RecordOptions): Promise<CallRecorder>
     ids.set(name, functions.length);
     functions.push({ name, object: site.target.path });
   }
+  const toRecord = (event: ProbeEvent): CallRecord | undefined => {
+    const fn = ids.get(event.probe);
+    if (fn === undefined || (event.kind !== 'entry' && event.kind !== 'return')) return undefined;
+    return {
+      kind: event.kind === 'entry' ? 'entry' : event.exit === 'unwind' ? 'unwind' : 'return',
+      tid: event.tid,
+      pid: event.pid,
+      fn,
+      timeNs: event.timestampNs,
+    };
+  };
+  return { attachment, functions, toRecord };
+}
+
+/**
+ * Records every entry and return of the functions asked for, in the command or process, to
+ * `options.dir`, until it ends (or the attachment is closed).
+ */
+export async function recordCalls(options: RecordOptions): Promise<CallRecorder> {
+  const { attachment, functions, toRecord } = await attachFunctions(options);
   let writer: RecordingWriter;
   try {
     writer = RecordingWriter.create(options.dir, {
@@ -400,17 +434,11 @@ export async function recordCalls(options: RecordOptions): Promise<CallRecorder>
   let failure: unknown;
   attachment.on('*', (event) => {
     if (failure !== undefined) return;
-    const fn = ids.get(event.probe);
-    if (fn === undefined || (event.kind !== 'entry' && event.kind !== 'return')) return;
+    const record = toRecord(event);
+    if (record === undefined) return;
     writer.thread(event.tid, event.pid, event.comm);
     try {
-      writer.write({
-        kind: event.kind === 'entry' ? 'entry' : event.exit === 'unwind' ? 'unwind' : 'return',
-        tid: event.tid,
-        pid: event.pid,
-        fn,
-        timeNs: event.timestampNs,
-      });
+      writer.write(record);
     } catch (err) {
       failure = err; // a full disk: the recording ends, and says why
       void attachment.close();
@@ -424,4 +452,66 @@ export async function recordCalls(options: RecordOptions): Promise<CallRecorder>
     return writer.finish({ lost: attachment.stats().lost, exit: attachment.exit });
   });
   return { attachment, functions: functions.length, done };
+}
+
+/**
+ * The calls of a command or process as they are made: an async iterable of call records
+ * (entries and returns, per thread in the order they were made), which a CallTreeBuilder
+ * turns into each thread's call tree. See record().
+ */
+export class CallRecords implements AsyncIterable<CallRecord> {
+  /** The probes; `attachment.stats()` says what was lost, `attachment.exit` how it ended. */
+  readonly attachment: Attachment;
+  /** The functions recorded: a record's `fn` is an index into this list. */
+  readonly functions: readonly RecordedFunction[];
+  readonly #toRecord: (event: ProbeEvent) => CallRecord | undefined;
+
+  constructor(probed: Probed) {
+    this.attachment = probed.attachment;
+    this.functions = probed.functions;
+    this.#toRecord = probed.toRecord;
+  }
+
+  /** A function id's name. */
+  name(fn: number): string {
+    return this.functions[fn]?.name ?? `#${fn}`;
+  }
+
+  /**
+   * Every record until the command or process ends (or close()); throws if reading failed.
+   * Records wait for the iterator from the start: iterate once, and soon.
+   */
+  async *[Symbol.asyncIterator](): AsyncGenerator<CallRecord, void, undefined> {
+    for await (const batch of this.attachment.batches()) {
+      for (const event of batch) {
+        const record = this.#toRecord(event);
+        if (record !== undefined) yield record;
+      }
+    }
+  }
+
+  /** Remove the probes (a command is ended; a -p process runs on). Idempotent. */
+  close(): Promise<void> {
+    return this.attachment.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+/**
+ * Puts an entry and a return probe on every function asked for (by default every function of
+ * the command's or process's executable; root, or CAP_BPF and CAP_PERFMON, with the bpf
+ * engine) and gives each entry and return as a call record, as upscope record writes them:
+ *
+ * ```ts
+ * const calls = await record({ command: './app 5' });
+ * const trees = new CallTreeBuilder();
+ * for await (const r of calls) trees.push(r);
+ * for (const thread of trees.finish()) console.log(thread.tid, thread.roots.length);
+ * ```
+ */
+export async function record(options: RecordCallsOptions): Promise<CallRecords> {
+  return new CallRecords(await attachFunctions(options));
 }

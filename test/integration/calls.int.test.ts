@@ -1,9 +1,24 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  truncateSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
+import {
+  type CallRecord,
+  CallTreeBuilder,
+  functionStats,
+  record as recordLive,
+} from '../../src/api/index.js';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
@@ -262,5 +277,49 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     );
     const rows = JSON.parse(cut.stdout) as { function: string; calls: number }[];
     assert.ok(rows.length > 0 && rows.every((r) => r.calls <= (whole[r.function] ?? 0)));
+  });
+
+  test('library: record() gives the call records as they come, and a CallTreeBuilder fed them gives the calls the target counts', async (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const out = join(work, 'library.out');
+    const fd = openSync(out, 'w');
+    const records: CallRecord[] = [];
+    const trees = new CallTreeBuilder();
+    let name: (fn: number) => string;
+    try {
+      await using calls = await recordLive({ command: `${app} all`, commandStdout: fd });
+      name = (fn) => calls.name(fn);
+      for await (const r of calls) {
+        records.push(r);
+        trees.push(r);
+      }
+      assert.equal(calls.attachment.stats().lost, 0);
+      assert.equal(calls.attachment.exit?.code, 0);
+    } finally {
+      closeSync(fd);
+    }
+    const own = readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, number>);
+    const parent = own.find((l) => l['rec'] !== undefined)!;
+    const child = own.find((l) => l['rec'] === undefined)!;
+    // Each thread's records come in the order it made them.
+    const last = new Map<number, bigint>();
+    for (const r of records) {
+      assert.ok(r.timeNs >= (last.get(r.tid) ?? 0n), `thread ${r.tid} in order`);
+      last.set(r.tid, r.timeNs);
+    }
+    const threads = trees.finish();
+    const calls = new Map(functionStats(threads).map((row) => [name(row.fn), row.calls]));
+    for (const fn of ['rec', 'is_even', 'is_odd', 'thread_body', 'leaf', 'jumper', 'deep']) {
+      assert.equal(calls.get(fn), parent[fn], `calls of ${fn}`);
+    }
+    assert.equal(calls.get('child_work'), child['child_work']);
+    assert.deepEqual(
+      threads.map((th) => th.pid === parent['pid'] || th.pid === child['pid']),
+      threads.map(() => true),
+    );
   });
 });
