@@ -27,6 +27,7 @@ import {
 import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
 import type { Exit } from '../host/index.js';
+import { listFunctions } from './list.js';
 import { type Attachment, probeName, Tracer } from './tracer.js';
 
 /** The files of a recording directory. */
@@ -395,6 +396,15 @@ async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
     if (ids.has(name)) continue;
     ids.set(name, functions.length);
     functions.push({ name, object: site.target.path });
+  }
+  // A stripped object has only its exported functions: said, with how to get the others.
+  for (const object of new Set(functions.map((f) => f.object))) {
+    const listing = await listFunctions(object, { demangle: false, debugDirs: options.debugDirs });
+    if (!listing.stripped) continue;
+    const count = functions.filter((f) => f.object === object).length;
+    options.onNotice?.(
+      `"${listing.target.displayPath}" is stripped: only its ${count} exported functions (.dynsym) are recorded; rebuild it with -g, or give the directory of its debug file with --debug-dir DIR (a debuginfod client or the -dbgsym package gives one)`,
+    );
   }
   const toRecord = (event: ProbeEvent): CallRecord | undefined => {
     const fn = ids.get(event.probe);
