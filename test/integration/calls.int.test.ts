@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import {
   closeSync,
   existsSync,
@@ -9,6 +9,7 @@ import {
   readFileSync,
   rmSync,
   truncateSync,
+  writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -321,5 +322,124 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       threads.map((th) => th.pid === parent['pid'] || th.pid === child['pid']),
       threads.map(() => true),
     );
+  });
+
+  test('a stripped program: its exported functions are recorded and that is said; with none, one line says how to get debug info', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const none = compileProgram('calls-target', {
+      flags: ['-O2'],
+      link: ['-lpthread'],
+      strip: true,
+    });
+    const failed = runCli(['record', '-c', `${none} exit`, '-o', join(work, 'stripped-none')]);
+    assert.equal(failed.status, 3);
+    const errors = failed.stderr.split('\n').filter((l) => l.startsWith('error'));
+    assert.equal(errors.length, 1, failed.stderr);
+    assert.match(errors[0]!, /^error\[ERR_NO_MATCH\]: .*no function name matches/);
+    assert.match(failed.stderr, /hint: The file is stripped: only .dynsym \(exported functions\)/);
+    assert.match(
+      failed.stderr,
+      /hint: Rebuild it with -g, or point to its debug file directory with --debug-dir DIR/,
+    );
+    assert.doesNotMatch(failed.stderr, /\n\s+at /, 'no stack trace');
+    assert.equal(failed.stdout, '', 'the command was not started');
+
+    // Built with -rdynamic, its functions are exported: recorded, and said to be all there is.
+    const exported = compileProgram('calls-target', {
+      flags: ['-O2', '-rdynamic'],
+      link: ['-lpthread'],
+      strip: true,
+    });
+    const { dir, stdout } = record(`${exported} exit`);
+    const own = JSON.parse(stdout) as Record<string, number>;
+    const counts = callCounts(dir);
+    assert.deepEqual(
+      [counts['main'], counts['quitter'], counts['ender']],
+      [1, own['quitter'], own['ender']],
+    );
+    const said = runCli(['record', '-c', `${exported} exit`, '-o', join(work, 'stripped-said')]);
+    assert.match(
+      said.stderr,
+      /^upscope: ".*" is stripped: only its \d+ exported functions \(\.dynsym\) are recorded; rebuild it with -g, or give the directory of its debug file with --debug-dir DIR/m,
+    );
+  });
+
+  test('a corrupt recording: one warning says where, the records before it are reported', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const { dir } = record(`${app} all`);
+    const whole = callCounts(dir);
+    // The 11th record's kind (its first byte) made one no version writes.
+    const fd = openSync(join(dir, 'calls.bin'), 'r+');
+    writeSync(fd, Buffer.from([0xff]), 0, 1, 16 + 10 * 24);
+    closeSync(fd);
+    const bad = runCli(['report', dir, '--json']);
+    assert.equal(bad.status, 0, bad.stderr);
+    assert.equal(
+      bad.stderr,
+      'upscope: warning: calls.bin is corrupt: the record at byte 256 is corrupt (kind 255); the 10 records before it are shown\n',
+    );
+    const rows = JSON.parse(bad.stdout) as { function: string; calls: number }[];
+    assert.ok(rows.length > 0 && rows.every((r) => r.calls <= (whole[r.function] ?? 0)));
+    // A header that is not one: the directory is not a recording.
+    const header = openSync(join(dir, 'calls.bin'), 'r+');
+    writeSync(header, Buffer.from('NOTCALLS'), 0, 8, 0);
+    closeSync(header);
+    const notOne = runCli(['replay', dir]);
+    assert.equal(notOne.status, 4);
+    assert.match(
+      notOne.stderr,
+      /^error\[ERR_NOT_A_RECORDING\]: Cannot read the recording ".*": calls.bin is not a calls file: it does not start with "UPSCALLS"\n/,
+    );
+    assert.doesNotMatch(notOne.stderr, /\n\s+at /);
+  });
+
+  test('record -p onto a full disk: one line, probes removed, the process runs on, the part written is read', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'mount', 'umount'] })) return;
+    const app = compileProgram('busy-counter', { flags: ['-O2'] });
+    const disk = mkdtempSync(join(work, 'disk-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', disk]);
+    const log = join(work, 'busy.log');
+    const target = spawn(app, [], { stdio: ['ignore', openSync(log, 'w'), 'inherit'] });
+    const lastCount = () => Number(/n=(\d+)\n$/.exec(readFileSync(log, 'utf8'))?.[1] ?? 0);
+    try {
+      while (lastCount() < 1000) await new Promise((r) => setTimeout(r, 20));
+      const run = runCli([
+        'record',
+        '-p',
+        String(target.pid),
+        '-o',
+        join(disk, 'rec'),
+        `${app}:busy_tick`,
+      ]);
+      assert.equal(run.status, 5, run.stderr);
+      const errors = run.stderr.split('\n').filter((l) => l.startsWith('error'));
+      assert.deepEqual(errors, [
+        `error[ERR_RECORDING_WRITE]: Cannot write the recording "${join(disk, 'rec')}": no space left on the device (ENOSPC)`,
+      ]);
+      assert.match(
+        run.stderr,
+        /hint: Free space there, or give -o a directory on another file system/,
+      );
+      assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
+      // The target is alive, not traced, and its own count goes on.
+      assert.equal(target.exitCode, null);
+      assert.match(readFileSync(`/proc/${target.pid}/status`, 'utf8'), /^TracerPid:\s+0$/m);
+      const before = lastCount();
+      await new Promise((r) => setTimeout(r, 400));
+      assert.ok(lastCount() > before, 'the target keeps counting');
+      assert.deepEqual(leftovers(), []);
+      // What reached the disk is read, and said to be incomplete.
+      const read = runCli(['report', join(disk, 'rec'), '--json']);
+      assert.equal(read.status, 0, read.stderr);
+      assert.match(read.stderr, /warning: the recording did not end cleanly/);
+      const rows = JSON.parse(read.stdout) as { function: string; calls: number }[];
+      assert.equal(rows[0]?.function, 'busy_tick');
+      assert.ok(rows[0]!.calls > 1000);
+    } finally {
+      target.kill('SIGKILL');
+      await new Promise((r) => target.once('exit', r));
+      execFileSync('umount', [disk]);
+    }
   });
 });
