@@ -21,9 +21,11 @@ import {
   record as recordLive,
 } from '../../src/api/index.js';
 import { compileProgram } from '../helpers/compile.js';
+import { compileGo, findGo } from '../helpers/go.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
+import { compileRust, findRustc } from '../helpers/rustc.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const work = mkdtempSync(join(tmpdir(), 'upscope-calls-test-'));
@@ -441,5 +443,45 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       await new Promise((r) => target.once('exit', r));
       execFileSync('umount', [disk]);
     }
+  });
+
+  /** Each function's calls and unwound calls, from report --json. */
+  function unwoundCounts(dir: string): Record<string, [number, number]> {
+    const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
+      function: string;
+      calls: number;
+      unwound: number;
+    }[];
+    return Object.fromEntries(rows.map((r) => [r.function, [r.calls, r.unwound]]));
+  }
+
+  test('Go: a recovered panic through recorded functions: output unchanged, calls and unwinds as the program counts them', (t) => {
+    const go = findGo();
+    if (!requireHost(t, { root: true, commands: go === undefined ? ['go'] : [] })) return;
+    const app = compileGo(go!, 'go-returns');
+    const untraced = execFileSync(app, ['panic', '300'], { encoding: 'utf8' });
+    const { dir, stdout } = record(`${app} panic 300`, [`${app}:main.*`]);
+    assert.equal(stdout, untraced, "the program's own account is unharmed");
+    const own = /calls=(\d+) returns=(\d+) inner_calls=(\d+) inner_returns=(\d+)/.exec(stdout)!;
+    const [calls, returns, innerCalls, innerReturns] = own.slice(1).map(Number);
+    const counts = unwoundCounts(dir);
+    assert.deepEqual(counts['main.main'], [1, 0]);
+    assert.deepEqual(counts['main.guard']?.[0], 300);
+    assert.deepEqual(counts['main.mayPanic'], [calls, calls! - returns!]);
+    assert.deepEqual(counts['main.inner'], [innerCalls, innerCalls! - innerReturns!]);
+  });
+
+  test('Rust: a panic caught by catch_unwind through a recorded function: output unchanged, calls and unwinds as the program counts them', (t) => {
+    const rustc = findRustc();
+    if (!requireHost(t, { root: true, commands: rustc === undefined ? ['rustc'] : [] })) return;
+    const app = compileRust(rustc!, 'rust-unwind', ['-C', 'opt-level=1']);
+    const untraced = execFileSync(app, ['300'], { encoding: 'utf8' });
+    const { dir, stdout } = record(`${app} 300`, [`${app}:rust_unwind*`]);
+    assert.equal(stdout, untraced, "the program's own account is unharmed");
+    const own = /calls=(\d+) returns=(\d+)/.exec(stdout)!;
+    const [calls, returns] = own.slice(1).map(Number);
+    const counts = unwoundCounts(dir);
+    assert.deepEqual(counts['rust_unwind_probed'], [calls, calls! - returns!]);
+    assert.deepEqual(counts['rust_unwind::main'], [1, 0]);
   });
 });
