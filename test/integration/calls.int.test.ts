@@ -154,51 +154,53 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       assert.deepEqual(notReturned.sort(), ['_start open', ...Array(6).fill('deep unwind')]);
     });
 
-  test('C: a callee that calls exit() leaves its callers without a return, said in the replay', (t) => {
-    const app = cTarget(t);
-    if (app === undefined) return;
-    const { dir, stdout } = record(`${app} exit`, [`${app}:*er`, `${app}:main`]);
-    const counts = JSON.parse(stdout) as Record<string, number>;
-    assert.deepEqual(callCounts(dir), {
-      main: 1,
-      quitter: counts['quitter'],
-      ender: counts['ender'],
+  for (const engine of ['bpf', 'tracefs'] as const)
+    test(`${engine}: C: a callee that calls exit() leaves its callers without a return, said in the replay`, (t) => {
+      const app = cTarget(t);
+      if (app === undefined) return;
+      const { dir, stdout } = record(`${app} exit`, [`${app}:*er`, `${app}:main`], engine);
+      const counts = JSON.parse(stdout) as Record<string, number>;
+      assert.deepEqual(callCounts(dir), {
+        main: 1,
+        quitter: counts['quitter'],
+        ender: counts['ender'],
+      });
+      assert.deepEqual(shape(replay(dir)), ['0 main open', '1 quitter open', '2 ender open']);
+      const text = runCli(['replay', dir]);
+      assert.match(text.stdout, /ender \[no return: thread ended\]/);
     });
-    assert.deepEqual(shape(replay(dir)), ['0 main open', '1 quitter open', '2 ender open']);
-    const text = runCli(['replay', dir]);
-    assert.match(text.stdout, /ender \[no return: thread ended\]/);
-  });
 
-  test('C++: an exception thrown through 3 frames closes them as unwound, the rest returned', (t) => {
-    if (!requireHost(t, { root: true, commands: ['g++'] })) return;
-    const app = compileProgram('cxx-unwind', { flags: ['-O2'], link: ['-lpthread'] });
-    const { dir, stdout } = record(`${app} throw 30`, [`${app}:level*`, `${app}:leaf`]);
-    const said = /calls=(\d+),(\d+),(\d+) returns=(\d+),(\d+),(\d+)/.exec(stdout);
-    assert.ok(said, stdout);
-    const [c1, c2, c3, r1, r2, r3] = said.slice(1).map(Number);
-    assert.deepEqual(callCounts(dir), {
-      'level1(long)': c1,
-      'level2(long)': c2,
-      'level3(long)': c3,
-      'leaf(long)': c3,
+  for (const engine of ['bpf', 'tracefs'] as const)
+    test(`${engine}: C++: an exception thrown through 3 frames closes them as unwound, the rest returned`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['g++'] })) return;
+      const app = compileProgram('cxx-unwind', { flags: ['-O2'], link: ['-lpthread'] });
+      const { dir, stdout } = record(`${app} throw 30`, [`${app}:level*`, `${app}:leaf`], engine);
+      const said = /calls=(\d+),(\d+),(\d+) returns=(\d+),(\d+),(\d+)/.exec(stdout);
+      assert.ok(said, stdout);
+      const [c1, c2, c3, r1, r2, r3] = said.slice(1).map(Number);
+      assert.deepEqual(callCounts(dir), {
+        'level1(long)': c1,
+        'level2(long)': c2,
+        'level3(long)': c3,
+        'leaf(long)': c3,
+      });
+      const lines = replay(dir);
+      const unwound = (fn: string) =>
+        lines.filter((l) => l.function === `${fn}(long)` && l.end === 'unwind').length;
+      assert.deepEqual(
+        [unwound('level1'), unwound('level2'), unwound('level3')],
+        [c1! - r1!, c2! - r2!, c3! - r3!],
+      );
+      assert.ok(unwound('level1') > 0, 'some calls were unwound');
+      // Each level1 holds level2 holds level3 holds leaf; all ended (returned or unwound).
+      assert.deepEqual([...new Set(shape(lines).map((l) => l.replace(/ unwind$/, '')))].sort(), [
+        '0 level1(long)',
+        '1 level2(long)',
+        '2 level3(long)',
+        '3 leaf(long)',
+      ]);
+      assert.equal(lines.filter((l) => l.end === 'open').length, 0);
     });
-    const lines = replay(dir);
-    const unwound = (fn: string) =>
-      lines.filter((l) => l.function === `${fn}(long)` && l.end === 'unwind').length;
-    assert.deepEqual(
-      [unwound('level1'), unwound('level2'), unwound('level3')],
-      [c1! - r1!, c2! - r2!, c3! - r3!],
-    );
-    assert.ok(unwound('level1') > 0, 'some calls were unwound');
-    // Each level1 holds level2 holds level3 holds leaf; all ended (returned or unwound).
-    assert.deepEqual([...new Set(shape(lines).map((l) => l.replace(/ unwind$/, '')))].sort(), [
-      '0 level1(long)',
-      '1 level2(long)',
-      '2 level3(long)',
-      '3 leaf(long)',
-    ]);
-    assert.equal(lines.filter((l) => l.end === 'open').length, 0);
-  });
 
   test('python3 (Debian): every function of the interpreter recorded, 0 lost, the script runs', (t) => {
     if (!requireHost(t, { root: true })) return;
