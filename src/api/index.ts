@@ -7,12 +7,25 @@ export {
   type BucketRange,
   type BucketScheme,
   bucketRange,
+  type CallEnd,
+  type CallNode,
+  type CallRecord,
+  type CallRecordKind,
+  CallTreeBuilder,
+  callGraph,
+  type FunctionStats,
+  functionStats,
+  type GraphNode,
   type Histogram,
   HistogramAccumulator,
   type HistogramRow,
   histogramRows,
   mean,
   percentile,
+  type ReplayCall,
+  type ReplayOptions,
+  replayCalls,
+  type ThreadCalls,
 } from '../aggregate/index.js';
 export type { AttachMode, AttachReport, HandlerErrors } from '../engines/index.js';
 export {
@@ -129,6 +142,22 @@ export {
   type PtraceRunOptions,
 } from './ptrace-run.js';
 export { PtraceStacks, type WalkedStack } from './ptrace-stacks.js';
+export {
+  CALLS_FILE,
+  type CallRecorder,
+  CallRecords,
+  INDEX_FILE,
+  type RecordCallsOptions,
+  type RecordedFunction,
+  type Recording,
+  type RecordingIndex,
+  RecordingWriter,
+  type RecordOptions,
+  readRecording,
+  record,
+  recordCalls,
+  recordSpecs,
+} from './recording.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
 export {
   Attachment,

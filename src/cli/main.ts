@@ -7,6 +7,7 @@ import {
   renderError,
 } from '../errors/index.js';
 import { registerAggregate } from './commands/aggregate.js';
+import { registerCalls } from './commands/calls.js';
 import { registerClean } from './commands/clean.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerList } from './commands/list.js';
@@ -50,6 +51,7 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerResolve(program, io, result);
   registerTrace(program, io, result);
   registerAggregate(program, io, result);
+  registerCalls(program, io, result);
   registerServe(program, io, result);
   registerDoctor(program, io, result);
   registerClean(program, io, result);

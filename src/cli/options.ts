@@ -67,7 +67,7 @@ export const killAfterOption = [
 ] as const;
 
 /** Collects a repeatable option's values. */
-function collect(value: string, previous: string[] | undefined): string[] {
+export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
 }
 

@@ -83,7 +83,8 @@ export interface SpecRef {
 
 /**
  * Decide how the returns of `fn` are caught, and find them when they are probed in place.
- * Throws ProbeError ERR_RETURN_ADDRESS_UNSAFE when a trampoline is asked for in Go code, and
+ * Throws ProbeError ERR_RETURN_ADDRESS_UNSAFE when a trampoline is asked for in Go code or
+ * at the program's entry point (which has no return address: skipped by a pattern), and
  * ERR_RETURNS_NOT_FOUND when the returns must be probed in place but cannot all be found (or
  * one of them cannot take a kernel probe).
  */
@@ -105,6 +106,19 @@ export function planReturns(
     entry,
     frames,
   });
+  // The program's entry point (_start) is jumped to by the kernel with argc, not a return
+  // address, on top of the stack: a trampoline would overwrite argc, and it never returns.
+  if (context.elf.entry !== 0n && fn.vaddr === context.elf.entry) {
+    throw new ProbeError(
+      'ERR_RETURN_ADDRESS_UNSAFE',
+      `Cannot place a return probe on ${where}: it is the program's entry point, entered with no return address (argc is where one would be), and it never returns`,
+      {
+        source: { text: spec.text, span: spec.span },
+        hints: ['Probe its entry, or the return of main'],
+        details: { skipReason: 'program entry point' },
+      },
+    );
+  }
   let why: string;
   if (context.goProgram) {
     if (context.mode === 'trampoline') {

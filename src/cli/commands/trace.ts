@@ -294,7 +294,7 @@ async function trace(
  * End the trace cleanly on Ctrl-C, SIGTERM and SIGHUP (a second signal forces it), and remove
  * every probe on any exit, including an uncaught error.
  */
-function installLifecycle(attachment: Attachment): { signal: NodeJS.Signals | undefined } {
+export function installLifecycle(attachment: Attachment): { signal: NodeJS.Signals | undefined } {
   const state: { signal: NodeJS.Signals | undefined } = { signal: undefined };
   const onSignal = (signal: NodeJS.Signals) => {
     if (state.signal !== undefined) {
