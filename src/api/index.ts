@@ -38,6 +38,8 @@ export {
   descendantsOf,
   endProcessGroup,
   groupMembers,
+  listProcesses,
+  type ProcessInfo,
   ThreadNames,
 } from '../host/index.js';
 export {

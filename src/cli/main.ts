@@ -13,6 +13,7 @@ import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
 import { registerServe } from './commands/serve.js';
 import { registerTrace } from './commands/trace.js';
+import { registerUi } from './commands/ui.js';
 import { type Io, processIo } from './io.js';
 import { setUpPtraceHelper } from './ptrace-helper.js';
 
@@ -51,6 +52,7 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerTrace(program, io, result);
   registerAggregate(program, io, result);
   registerServe(program, io, result);
+  registerUi(program, io, result);
   registerDoctor(program, io, result);
   registerClean(program, io, result);
   return program;
