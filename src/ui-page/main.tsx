@@ -302,6 +302,7 @@ function Functions({
                     class="item"
                     onClick={() => setPicked(f)}
                     data-test="function"
+                    data-name={f.name}
                   >
                     <span class="name">{f.name}</span>
                     <span class="addr">
@@ -826,7 +827,8 @@ function App() {
         </button>
       </header>
       <main>
-        {view === 'targets' && (
+        {/* Every view stays mounted (hidden when not shown): a search, a pick, a chart keep. */}
+        <div hidden={view !== 'targets'}>
           <Targets
             target={target}
             onPick={(t) => {
@@ -834,26 +836,26 @@ function App() {
               setView('functions');
             }}
           />
-        )}
-        {view === 'functions' && target !== null && <Functions target={target} onMeasure={start} />}
-        {view === 'measure' && (
-          <section class="measure">
-            <SpecEditor target={target} onStart={start} />
-            {startError !== null && <ErrorText text={startError} />}
-            {starting !== null && <Progress text={starting.text} since={starting.since} />}
-            {lives.size === 0 && starting === null && (
-              <p class="muted">Nothing measured yet: pick a function, or write specs above.</p>
-            )}
-            {[...lives.values()].reverse().map((l) => (
-              <MeasurementCard
-                key={l.view.id}
-                live={l}
-                onStop={() => stop(l.view.id)}
-                onForget={() => forget(l.view.id)}
-              />
-            ))}
-          </section>
-        )}
+        </div>
+        <div hidden={view !== 'functions'}>
+          {target !== null && <Functions target={target} onMeasure={start} />}
+        </div>
+        <section class="measure" hidden={view !== 'measure'}>
+          <SpecEditor target={target} onStart={start} />
+          {startError !== null && <ErrorText text={startError} />}
+          {starting !== null && <Progress text={starting.text} since={starting.since} />}
+          {lives.size === 0 && starting === null && (
+            <p class="muted">Nothing measured yet: pick a function, or write specs above.</p>
+          )}
+          {[...lives.values()].reverse().map((l) => (
+            <MeasurementCard
+              key={l.view.id}
+              live={l}
+              onStop={() => stop(l.view.id)}
+              onForget={() => forget(l.view.id)}
+            />
+          ))}
+        </section>
       </main>
     </>
   );
