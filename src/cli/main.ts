@@ -12,6 +12,7 @@ import { registerDoctor } from './commands/doctor.js';
 import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
 import { registerServe } from './commands/serve.js';
+import { registerTop } from './commands/top.js';
 import { registerTrace } from './commands/trace.js';
 import { registerUi } from './commands/ui.js';
 import { type Io, processIo } from './io.js';
@@ -52,6 +53,7 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerTrace(program, io, result);
   registerAggregate(program, io, result);
   registerServe(program, io, result);
+  registerTop(program, io, result);
   registerUi(program, io, result);
   registerDoctor(program, io, result);
   registerClean(program, io, result);

@@ -213,18 +213,30 @@ export class UiServer {
     res.setHeader('referrer-policy', 'no-referrer');
     const path = url.pathname;
     if (req.method === 'GET' || req.method === 'HEAD') {
-      if (path === '/') return this.#page(res);
+      if (path === '/') {
+        this.#page(res);
+        return;
+      }
       const type = STATIC[path];
       if (type !== undefined) {
         res.writeHead(200, { 'content-type': type });
         res.end(readFileSync(`${this.#pageDir}${path.slice(1)}`));
         return;
       }
-      if (path === '/api/events') return this.#stream(req, res);
+      if (path === '/api/events') {
+        this.#stream(req, res);
+        return;
+      }
       const get = this.#gets[path];
-      if (get !== undefined) return this.#answer(res, () => get(url.searchParams));
+      if (get !== undefined) {
+        this.#answer(res, () => get(url.searchParams));
+        return;
+      }
       const exported = /^\/api\/export\/([^/]+)\/(svg|chrome|json)$/.exec(path);
-      if (exported !== null) return this.#export(res, exported[1]!, exported[2]!);
+      if (exported !== null) {
+        this.#export(res, exported[1]!, exported[2]!);
+        return;
+      }
     } else if (req.method === 'POST') {
       const post = this.#posts[path];
       if (post !== undefined) {
