@@ -1,5 +1,5 @@
 // The page's side of the server's API: every request carries the token of the page's URL.
-import { type ErrorView, type StreamMessage, TOKEN_HEADER } from '../cli/ui/contract.js';
+import { type ErrorView, type StreamMessage, TOKEN_HEADER } from '../api/ui-contract.js';
 
 export const token = new URLSearchParams(location.search).get('token') ?? '';
 

@@ -2,7 +2,7 @@
 // share of the hits, a click zooms into a frame (its ancestors stay, full width), a click on the
 // root zooms out. Colours by name, as the SVG export has them.
 import { useMemo, useState } from 'preact/hooks';
-import type { StackRowView } from '../cli/ui/contract.js';
+import type { StackRowView } from '../api/ui-contract.js';
 
 interface Node {
   readonly name: string;

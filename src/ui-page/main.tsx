@@ -18,7 +18,7 @@ import type {
   TraceEventView,
   UsdtRow,
   ValidateView,
-} from '../cli/ui/contract.js';
+} from '../api/ui-contract.js';
 import { ApiError, exportUrl, get, openStream, post } from './api.js';
 import { FlameGraph } from './flame.js';
 import { fuzzyFilter } from './fuzzy.js';

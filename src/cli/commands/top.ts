@@ -139,6 +139,8 @@ async function top(specs: string[], options: TopOptions, io: Io): Promise<void> 
   const aggregates: (Aggregate<ProbeHistogram[]> | Aggregate<ProbeCount[]>)[] = [];
   let latency: Aggregate<ProbeHistogram[]> | undefined;
   let count: Aggregate<ProbeCount[]> | undefined;
+  // Reading symbols and attaching can take a while (a large binary, many functions).
+  io.err(`upscope: resolving and attaching ${specs.length} specs to process ${options.pid}\n`);
   try {
     if (timed.length > 0) {
       latency = await latencyOf(timed, { ...common, unit: 'us' });

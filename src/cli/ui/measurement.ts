@@ -1,4 +1,14 @@
 import { closeSync, openSync } from 'node:fs';
+import type {
+  CountRowView,
+  LatencyRowView,
+  MeasureKind,
+  MeasurementView,
+  MeasureState,
+  StackRowView,
+  TargetChoice,
+  TraceEventView,
+} from '../../api/index.js';
 import {
   type Aggregate,
   type Attachment,
@@ -25,16 +35,6 @@ import {
   renderHistogramsJson,
 } from '../../output/index.js';
 import { sinkOptions } from '../commands/trace.js';
-import type {
-  CountRowView,
-  LatencyRowView,
-  MeasureKind,
-  MeasurementView,
-  MeasureState,
-  StackRowView,
-  TargetChoice,
-  TraceEventView,
-} from './contract.js';
 
 /** The engines the page's measurements run on here (null: none is allowed). */
 export function uiEngines(): { aggregate: 'bpf' | null; trace: 'tracefs' | 'bpf' | null } {

@@ -4,32 +4,30 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { userInfo } from 'node:os';
 import {
+  type DoctorView,
+  type FunctionsView,
   functionDisplayName,
   listFunctions,
   listObjects,
   listProcesses,
   listSourceLines,
   listUsdtProbes,
+  type MeasureKind,
+  type MeasureRequest,
   ProbeError,
+  type ProcessRow,
   parseSpec,
+  type ResolveView,
   resolveProbes,
   runDoctor,
+  type StreamMessage,
+  TOKEN_HEADER,
+  type ValidateView,
 } from '../../api/index.js';
 import { InternalError, renderError } from '../../errors/index.js';
 import { formatAddress, HttpEndpoint, type ListenAddress } from '../../exporters/index.js';
 import { hex } from '../../output/index.js';
 import { renderSite, renderSkipped } from '../commands/resolve.js';
-import {
-  type DoctorView,
-  type FunctionsView,
-  type MeasureKind,
-  type MeasureRequest,
-  type ProcessRow,
-  type ResolveView,
-  type StreamMessage,
-  TOKEN_HEADER,
-  type ValidateView,
-} from './contract.js';
 import { errorText, Measurement, uiEngines } from './measurement.js';
 
 /** How often the page is sent its measurements. */
