@@ -51,6 +51,8 @@ export {
   descendantsOf,
   endProcessGroup,
   groupMembers,
+  listProcesses,
+  type ProcessInfo,
   ThreadNames,
 } from '../host/index.js';
 export {
@@ -167,3 +169,24 @@ export {
   probeName,
   Tracer,
 } from './tracer.js';
+export {
+  type CountRowView,
+  type DoctorView,
+  type ErrorView,
+  type FunctionRow,
+  type FunctionsView,
+  type LatencyRowView,
+  type MeasureKind,
+  type MeasurementView,
+  type MeasureRequest,
+  type MeasureState,
+  type ProcessRow,
+  type ResolveView,
+  type StackRowView,
+  type StreamMessage,
+  type TargetChoice,
+  TOKEN_HEADER,
+  type TraceEventView,
+  type UsdtRow,
+  type ValidateView,
+} from './ui-contract.js';

@@ -13,7 +13,9 @@ import { registerDoctor } from './commands/doctor.js';
 import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
 import { registerServe } from './commands/serve.js';
+import { registerTop } from './commands/top.js';
 import { registerTrace } from './commands/trace.js';
+import { registerUi } from './commands/ui.js';
 import { type Io, processIo } from './io.js';
 import { setUpPtraceHelper } from './ptrace-helper.js';
 
@@ -53,6 +55,8 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerAggregate(program, io, result);
   registerCalls(program, io, result);
   registerServe(program, io, result);
+  registerTop(program, io, result);
+  registerUi(program, io, result);
   registerDoctor(program, io, result);
   registerClean(program, io, result);
   return program;

@@ -1,5 +1,5 @@
 export { formatAddress, type ListenAddress, parseListenAddress } from './address.js';
-export { HttpEndpoint, type Route } from './http-endpoint.js';
+export { type Handler, HttpEndpoint, type Route } from './http-endpoint.js';
 export {
   OtlpExporter,
   type OtlpOptions,

@@ -39,6 +39,8 @@ export {
   type GroupEnd,
   groupMembers,
   killProcessGroup,
+  listProcesses,
+  type ProcessInfo,
 } from './processes.js';
 export {
   isKernelThread,

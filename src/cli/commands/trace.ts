@@ -340,7 +340,7 @@ function valueFormats(sites: readonly ProbeSite[]): Map<string, Map<string, bool
 }
 
 /** What the sinks need of a trace's probes: fields shown in hex, probes with a return probe. */
-function sinkOptions(sites: readonly ProbeSite[], startNs: bigint) {
+export function sinkOptions(sites: readonly ProbeSite[], startNs: bigint) {
   return {
     startNs,
     hexFields: valueFormats(sites),
