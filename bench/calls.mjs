@@ -29,8 +29,9 @@ const fmt = (n, digits = 1) =>
     ? '-'
     : n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
-function run(command, args, env = {}) {
+function run(command, args, env = {}, cwd = undefined) {
   const result = spawnSync(command, args, {
+    cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
     maxBuffer: 64 * 1024 * 1024,
     env: { ...process.env, ...env },
@@ -74,7 +75,7 @@ function perCall(dir) {
   const recording = join(dir, 'rec');
   const rows = [
     { name: 'bare', measure: () => measured(run(plain, [String(N)]), 'bare') },
-    { name: 'bare -pg', measure: () => measured(run(pg, [String(N)]), 'bare -pg') },
+    { name: 'bare -pg', measure: () => measured(run(pg, [String(N)], {}, dir), 'bare -pg') },
     {
       name: 'upscope record',
       measure: () => {
@@ -100,7 +101,10 @@ function perCall(dir) {
       measure: () => {
         const data = join(dir, 'uftrace.data');
         rmSync(data, { recursive: true, force: true });
-        return measured(run('uftrace', ['record', '-d', data, pg, String(N)]), 'uftrace record');
+        return measured(
+          run('uftrace', ['record', '-d', data, pg, String(N)], {}, dir),
+          'uftrace record',
+        );
       },
     },
     {
@@ -160,10 +164,15 @@ function timeUntil(command, args, ready, limitS, env = {}) {
     });
     let text = '';
     let done = false;
+    let closed = false;
     const finish = (ms, why) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
+      if (closed) {
+        resolve({ ms, why, text });
+        return;
+      }
       child.kill('SIGINT');
       const hard = setTimeout(() => child.kill('SIGKILL'), 60_000);
       child.once('close', () => {
@@ -181,7 +190,10 @@ function timeUntil(command, args, ready, limitS, env = {}) {
     };
     child.stdout.on('data', seen);
     child.stderr.on('data', seen);
-    child.once('close', () => finish(undefined, `ended: ${text.slice(-300)}`));
+    child.once('close', () => {
+      closed = true;
+      finish(undefined, `ended: ${text.slice(-300)}`);
+    });
   });
 }
 

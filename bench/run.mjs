@@ -7,10 +7,12 @@
 // source line on a large binary with DWARF against perf probe (bench/dwarf.mjs). Then whole
 // stacks without frame pointers against bpftrace's ustack and perf's --call-graph dwarf
 // (bench/stacks.mjs). Then the exporters' cost: --prometheus and --otlp against plain count and
-// trace (bench/exporters.mjs).
+// trace (bench/exporters.mjs). Then recording every call against uftrace and bpftrace, and
+// attaching to every function of node (bench/calls.mjs).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { runBpfBench } from './bpf.mjs';
+import { runCallsBench } from './calls.mjs';
 import { runDwarfBench } from './dwarf.mjs';
 import { runExporterBench } from './exporters.mjs';
 import { runPtraceBench } from './ptrace.mjs';
@@ -101,3 +103,4 @@ runBpfBench();
 runDwarfBench();
 runStackBench();
 await runExporterBench();
+await runCallsBench();
