@@ -161,9 +161,11 @@ function findSites(
   where: string,
   spec: SpecRef,
 ): ReturnSitePlan[] {
-  const refuse = (reason: string, hints: string[] = []) =>
+  // A pattern leaves such a function out (said with the others skipped), not the whole pattern.
+  const refuse = (reason: string, hints: string[] = [], skipReason = 'returns not found') =>
     new ProbeError('ERR_RETURNS_NOT_FOUND', `Cannot place a return probe on ${where}: ${reason}`, {
       source: { text: spec.text, span: spec.span },
+      details: { skipReason },
       hints: [
         ...hints,
         context.goProgram
@@ -187,6 +189,7 @@ function findSites(
       throw refuse(
         `the kernel cannot probe its exit "${exit.instruction.text}" at 0x${exit.instruction.vaddr.toString(16)}: ${handling.reason}`,
         ['The ptrace engine can (--engine ptrace with -p or -c)'],
+        'an exit the kernel cannot probe',
       );
     }
     sites.push({
