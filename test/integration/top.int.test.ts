@@ -5,10 +5,15 @@
 // Without a terminal, the same table is printed plain every second.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
+import { compileGo, findGo } from '../helpers/go.js';
 import { leftovers } from '../helpers/leftovers.js';
-import { requireHost } from '../helpers/require-host.js';
+import { requireHost, STRICT } from '../helpers/require-host.js';
+import { compileRust, findRustc } from '../helpers/rustc.js';
 import { ended, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
@@ -130,3 +135,68 @@ test('upscope top without a terminal prints the table plain every second', async
   }
   assert.deepEqual(leftovers(), []);
 });
+
+// top times a function's calls (latency) in the running program: on C++ whose exceptions pass
+// through the function (the calls they unwind are not timed), Rust and Go (whose returns are
+// caught in place), the count shown is the program's own, and the program ends as it would.
+const languages = [
+  {
+    language: 'C++',
+    build: () => compileProgram('coexist-loop', { flags: ['-O2'] }),
+    fn: 'app::step',
+    probe: 'app::step(long)',
+    needs: ['g++'],
+  },
+  {
+    language: 'Rust',
+    build: () => compileRust(findRustc()!, 'coexist-loop', ['-C', 'opt-level=2']),
+    fn: 'coexist_step',
+    probe: 'coexist_step',
+    needs: [],
+  },
+  {
+    language: 'Go',
+    build: () => compileGo(findGo()!, 'coexist-loop'),
+    fn: 'main.step',
+    probe: 'main.step',
+    needs: ['go'],
+  },
+];
+for (const target of languages) {
+  test(`upscope top on ${target.language}: the calls it times are the program's own, the program unharmed`, async (t) => {
+    if (!requireHost(t, { root: true, commands: target.needs })) return;
+    if (target.language === 'Rust' && findRustc() === undefined) {
+      if (STRICT) assert.fail('Cannot run test under CI: needs rustc');
+      t.skip('needs rustc');
+      return;
+    }
+    const app = target.build();
+    const dir = mkdtempSync(join(tmpdir(), 'upscope-top-'));
+    const program = spawnCollected(app, [join(dir, 'go'), join(dir, 'stop')]);
+    try {
+      await waitFor(program, /^ready \d+$/m, 'stdout');
+      const top = spawnUpscope(['top', '-p', String(program.pid), `${app}:${target.fn}`]);
+      await waitFor(top, /^PROBE\s+COUNT/m, 'stdout');
+      writeFileSync(join(dir, 'go'), '');
+      await new Promise((r) => setTimeout(r, 1500));
+      writeFileSync(join(dir, 'stop'), '');
+      const done = await waitFor(program, /^calls (\d+)(?: thrown (\d+))?/m, 'stdout');
+      const exit = await ended(program);
+      assert.equal(exit.code, 0, program.stderr);
+      // C++: the calls an exception unwound returned no time to take.
+      const timed = Number(done[1]) - Number(done[2] ?? 0);
+      assert.ok(timed > 0);
+      const row = new RegExp(`^${target.probe.replace(/[()]/g, '\\$&')}\\s+${timed}\\s`, 'm');
+      // top ends with the process: its last table, and the probes removed.
+      const end = await ended(top);
+      assert.equal(end.code, 0, top.stderr);
+      assert.match(top.stdout, row);
+      assert.match(top.stderr, new RegExp(`process ${program.pid} exited; probes removed`));
+    } finally {
+      program.child.kill('SIGKILL');
+      await ended(program);
+      rmSync(dir, { recursive: true, force: true });
+    }
+    assert.deepEqual(leftovers(), []);
+  });
+}
