@@ -25,6 +25,8 @@ export interface BpfStacksOptions {
   readonly command?: string | undefined;
   readonly sites: readonly ProbeSite[];
   readonly inlines?: boolean | undefined;
+  /** Name frames with their source file and line too (see StackNamerOptions). */
+  readonly sources?: boolean | undefined;
 }
 
 /** The files a command will map: its program, its interpreter, and the libraries they need. */
@@ -88,7 +90,10 @@ export class BpfStacks {
 
   constructor(options: BpfStacksOptions) {
     this.#pid = options.pid;
-    this.namer = new StackNamer(this.files, { inlines: options.inlines });
+    this.namer = new StackNamer(this.files, {
+      inlines: options.inlines,
+      sources: options.sources,
+    });
     const preload: StackFile[] = [];
     const add = (file: StackFile | undefined) => {
       if (file !== undefined && !preload.includes(file)) preload.push(file);

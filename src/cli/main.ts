@@ -9,6 +9,7 @@ import {
 import { registerAggregate } from './commands/aggregate.js';
 import { registerClean } from './commands/clean.js';
 import { registerDoctor } from './commands/doctor.js';
+import { registerLeaks } from './commands/leaks.js';
 import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
 import { registerServe } from './commands/serve.js';
@@ -50,6 +51,7 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerResolve(program, io, result);
   registerTrace(program, io, result);
   registerAggregate(program, io, result);
+  registerLeaks(program, io, result);
   registerServe(program, io, result);
   registerDoctor(program, io, result);
   registerClean(program, io, result);

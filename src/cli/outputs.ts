@@ -79,7 +79,7 @@ export function chooseFormat(kind: ResultKind, options: OutputOptions): Format {
 }
 
 /** A binary format is not written to a terminal. */
-function checkTerminal(format: Format, toFile: boolean): void {
+export function checkTerminal(format: Format, toFile: boolean): void {
   if (FORMAT_INFO[format].binary && !toFile && process.stdout.isTTY === true) {
     throw new ProbeError(
       'ERR_USAGE',

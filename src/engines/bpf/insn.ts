@@ -64,6 +64,8 @@ export type Size = keyof typeof SIZE;
 const MODE_IMM = 0x00;
 const MODE_MEM = 0x60;
 const MODE_ATOMIC = 0xc0;
+/** An atomic operation that also returns the old value. */
+const BPF_FETCH = 0x01;
 
 /** `src` of a 64-bit immediate load whose immediate is a map's file descriptor. */
 export const PSEUDO_MAP_FD = 1;
@@ -137,6 +139,14 @@ export function st(size: Size, dst: Reg, off: number, imm: number): Insn {
 /** *(size *)(dst + off) += src, atomically (`lock xadd`); W or DW only. */
 export function atomicAdd(size: 'W' | 'DW', dst: Reg, off: number, src: Reg): Insn {
   return insn(CLASS.STX | SIZE[size] | MODE_ATOMIC, dst, src, off, ALU.ADD);
+}
+
+/**
+ * `src = atomic_fetch_add((u64 *)(dst + off), src)`: adds atomically and leaves the old value
+ * in `src` (BPF_ADD | BPF_FETCH, kernel 5.12+).
+ */
+export function atomicFetchAdd(dst: Reg, off: number, src: Reg): Insn {
+  return insn(CLASS.STX | SIZE.DW | MODE_ATOMIC, dst, src, off, ALU.ADD | BPF_FETCH);
 }
 
 /** dst = a 64-bit immediate: two slots, the high half in the second one's imm. */

@@ -20,6 +20,11 @@ export const FILE_VALUE_BYTES = 32;
 export const ROW_BYTES = 8;
 /** Bytes of a rule: cfa, rbp, ra, signal (u8 each), cfaOffset, cfaAdd, raOffset, rbpOffset (i32). */
 export const RULE_BYTES = 20;
+/** The mapping cache: key {pid u32, 0 u32, pc >> 12 u64}; value the walker's vma fields. */
+const VMA_CACHE_KEY_BYTES = 16;
+const VMA_CACHE_VALUE_BYTES = 48;
+const VMA_CACHE_ENTRIES = 16384;
+
 /** The page size of the page index (a row range per 4 KiB of file offsets). */
 export const PAGE_SHIFT = 12;
 
@@ -82,6 +87,12 @@ export class UnwindMaps {
   readonly scratch: BpfMap;
   /** Per CPU: how many handlers are building a key on it (a preempted one, and another). */
   readonly nest: BpfMap;
+  /**
+   * Mappings walks found, by process and code page: where bpf_find_vma cannot take the
+   * memory map's lock (another thread maps or protects memory), a page seen before is
+   * still walked through (an LRU: least used pages go first).
+   */
+  readonly vmaCache: BpfMap;
   readonly capacity: UnwindCapacity;
   #rowsUsed = 0;
   #pagesUsed = 0;
@@ -132,6 +143,13 @@ export class UnwindMaps {
       keyBytes: 4,
       valueBytes: keyBytes,
       maxEntries: 2,
+    });
+    this.vmaCache = session.map({
+      kind: 'lru-hash',
+      name: 'uw_vma_cache',
+      keyBytes: VMA_CACHE_KEY_BYTES,
+      valueBytes: VMA_CACHE_VALUE_BYTES,
+      maxEntries: VMA_CACHE_ENTRIES,
     });
     this.nest = session.map({
       kind: 'percpu-array',

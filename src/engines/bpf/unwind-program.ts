@@ -149,6 +149,22 @@ function kernelOffsets(): KernelOffsets {
   return offsets;
 }
 
+/**
+ * The cache of mappings a walk found (see vmaCache in unwind-maps.ts), in the frame
+ * callback's own stack: its key {pid, 0, pc >> 12}, and a value to insert (the state's
+ * bounds, base, device and inode, then its flags).
+ */
+const VMA_CACHE_KEY = -96;
+const VMA_CACHE_VALUE = -144;
+/** The state's fields a cached mapping restores, from S.vmStart (vmStart to ino). */
+const VMA_CACHED_BYTES = S.ino + 8 - S.vmStart;
+
+/** The cache key of the pc (r6) in this process, at fp + VMA_CACHE_KEY. */
+function emitVmaCacheKey(a: Asm): void {
+  a.emit(ldx('W', 1, 9, S.pid), stx('W', 10, VMA_CACHE_KEY, 1), st('W', 10, VMA_CACHE_KEY + 4, 0));
+  a.emit(mov64Reg(1, 6), alu64Imm('RSH', 1, 12), stx('DW', 10, VMA_CACHE_KEY + 8, 1));
+}
+
 /** Names of the walker's subprograms (labels of the program they are appended to). */
 const FRAME = 'unwind.frame';
 const VMA = 'unwind.vma';
@@ -288,12 +304,40 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   a.loadCallback(3, VMA);
   a.emit(mov64Reg(4, 9), mov64Imm(5, 0), call(BPF_FUNC.find_vma));
   const found = a.fresh('unwind.found');
-  a.jmpImm('JEQ', 0, 0, found);
+  const remember = a.fresh('unwind.remember');
+  const busy = a.fresh('unwind.busy');
+  const unmapped = a.fresh('unwind.unmapped');
+  a.jmpImm('JEQ', 0, 0, remember);
+  a.jmpImm('JNE', 0, EBUSY, unmapped);
+  // The memory map was locked (another thread maps or protects memory): the mapping as a
+  // walk of this process saw it before, when one did.
+  emitVmaCacheKey(a);
+  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_CACHE_KEY));
+  a.emit(call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, busy);
+  for (let at = 0; at < VMA_CACHED_BYTES; at += 8) {
+    a.emit(ldx('DW', 1, 0, at), stx('DW', 9, S.vmStart + at, 1));
+  }
+  a.emit(ldx('W', 1, 0, VMA_CACHED_BYTES), stx('W', 9, S.vmFlags, 1));
+  a.goto(found);
   // Nothing mapped there, or the map was locked: the pc is the last frame.
+  a.label(busy);
   storeFrame(a, 7, 6);
   a.emit(alu64Imm('ADD', 7, 1));
-  a.jmpImm('JEQ', 0, EBUSY, marked(STOP_REASON.busy));
+  a.goto(marked(STOP_REASON.busy));
+  a.label(unmapped);
+  storeFrame(a, 7, 6);
+  a.emit(alu64Imm('ADD', 7, 1));
   a.goto(marked(STOP_REASON.unmapped));
+  a.label(remember);
+  emitVmaCacheKey(a);
+  for (let at = 0; at < VMA_CACHED_BYTES; at += 8) {
+    a.emit(ldx('DW', 1, 9, S.vmStart + at), stx('DW', 10, VMA_CACHE_VALUE + at, 1));
+  }
+  a.emit(ldx('W', 1, 9, S.vmFlags), stx('DW', 10, VMA_CACHE_VALUE + VMA_CACHED_BYTES, 1));
+  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_CACHE_KEY));
+  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_CACHE_VALUE), mov64Imm(4, 0));
+  a.emit(call(BPF_FUNC.map_update_elem));
   a.label(found);
   const classified = a.fresh('unwind.classified');
   const hasFile = a.fresh('unwind.file');
