@@ -242,7 +242,9 @@ export function leakEntryProgram(
   ];
   a.emit(mov64Imm(1, 0), mov64Imm(2, 0));
   const labels = cases.map(() => a.fresh('kind'));
-  cases.forEach((c, i) => ifKind(a, c.kinds, labels[i]!));
+  cases.forEach((c, i) => {
+    ifKind(a, c.kinds, labels[i]!);
+  });
   a.goto(sized);
   cases.forEach((c, i) => {
     a.label(labels[i]!);
