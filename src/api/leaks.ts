@@ -346,6 +346,8 @@ export class Leaks implements AsyncIterable<LeakSnapshot> {
     string,
     { pid: number; folded: string; series: [number, bigint][] }
   >();
+  /** The stacks that were among the top ones at some snapshot (their growth is given). */
+  readonly #shown = new Set<string>();
   #final: LeakSnapshot | undefined;
 
   /** @internal */
@@ -413,8 +415,11 @@ export class Leaks implements AsyncIterable<LeakSnapshot> {
       if (!seen.has(key) && entry.series.at(-1)?.[1] !== 0n) entry.series.push([elapsedMs, 0n]);
     }
     const top = rows.slice(0, this.#options.top ?? DEFAULT_TOP);
-    const growth: LeakGrowth[] = top.flatMap((row) => {
-      const entry = this.#history.get(folded(row.pid, row.frames));
+    for (const row of top) this.#shown.add(folded(row.pid, row.frames));
+    // Every stack that was among the top ones at some snapshot: one that was freed at the
+    // end (a list the program let go of as it exited) still shows how it grew.
+    const growth: LeakGrowth[] = [...this.#shown].flatMap((key) => {
+      const entry = this.#history.get(key);
       return entry === undefined ? [] : [entry];
     });
     return {

@@ -39,7 +39,10 @@ export interface LeakReport {
   readonly stacks: readonly LeakStackRow[];
   readonly counters: LeakCounterValues;
   readonly olderThanMs?: number | undefined;
-  /** Per stack shown, its outstanding bytes at each report so far ([elapsedMs, bytes]). */
+  /**
+   * Per stack that was among the top ones at some report: its outstanding bytes at each
+   * report so far ([elapsedMs, bytes]).
+   */
   readonly growth?: readonly LeakGrowth[] | undefined;
 }
 

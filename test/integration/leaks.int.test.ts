@@ -123,7 +123,10 @@ describe('upscope leaks', () => {
         assert.equal(a.frames[0]!.function, 'malloc');
         const own = a.frames.find((f) => f.function === 'leak_path_a')!;
         assert.match(`${own.file}:${own.line}`, /leaks-target\.c:\d+$/);
-        assert.ok(a.frames.some((f) => f.function === 'worker'), JSON.stringify(a.frames));
+        assert.ok(
+          a.frames.some((f) => f.function === 'worker'),
+          JSON.stringify(a.frames),
+        );
         const c = final.stacks.find((s) => s.frames.some((f) => f.function === 'leak_path_c'))!;
         assert.equal(c.frames[0]!.function, 'realloc', 'a realloc moves the block to its stack');
         // Nothing was left out: every block was recorded with its stack.
@@ -167,16 +170,7 @@ describe('upscope leaks', () => {
   test('C++: blocks leaked through new show demangled frames', (t) => {
     if (!requireHost(t, { root: true, commands: ['g++'] })) return;
     const app = compileProgram('leaks-new', { flags: ['-O1'] });
-    const run = runCli([
-      'leaks',
-      '--json',
-      '--top',
-      '50',
-      '--command-output',
-      'stderr',
-      '-c',
-      app,
-    ]);
+    const run = runCli(['leaks', '--json', '--top', '50', '--command-output', 'stderr', '-c', app]);
     assert.equal(run.status, 0, run.stderr);
     const [, count, bytes] = /^leaked (\d+) (\d+)$/m.exec(run.stderr)!;
     const final = reports(run.stdout).at(-1)!;
@@ -184,7 +178,11 @@ describe('upscope leaks', () => {
     assert.deepEqual(through(final, fill), { count: Number(count), bytes: Number(bytes) });
     const stack = final.stacks.find((s) => s.frames.some((f) => f.function === fill))!;
     const names = stack.frames.map((f) => f.function);
-    assert.ok(names.includes('operator new[](unsigned long)'), names.join(' <- '));
+    // operator new[] jumps to operator new (a tail call: no frame of its own).
+    assert.ok(
+      names.some((n) => n?.startsWith('operator new')),
+      names.join(' <- '),
+    );
     assert.ok(names.includes('main'), names.join(' <- '));
   });
 
@@ -214,19 +212,24 @@ describe('upscope leaks', () => {
     });
     const late = series.at(-1)!;
     assert.equal(late.names[0], 'malloc');
-    assert.ok(late.names.some((n) => n.startsWith('PyUnicode_')), late.names.join(' <- '));
+    assert.ok(
+      late.names.some((n) => n.startsWith('PyUnicode_')),
+      late.names.join(' <- '),
+    );
     assert.ok(late.names.includes('_PyEval_EvalFrameDefault'), late.names.join(' <- '));
     assert.ok(late.names.includes('Py_RunMain'), late.names.join(' <- '));
     // It only climbs while the list grows, and the JSON growth series says the same.
     const bytes = series.filter((s) => s.names[1] === late.names[1]).map((s) => s.bytes);
     assert.ok(bytes.at(-1)! > bytes[0]!, bytes.join(' '));
     const final = all.at(-1)!;
-    const growth = final.growth!.find((g) => g.stack.includes('PyUnicode_'));
-    assert.ok(growth !== undefined || final.stacks.length === 0, JSON.stringify(final.growth));
-    if (growth !== undefined) {
-      const values = growth.series.map(([, b]) => b);
-      assert.ok(Math.max(...values) > values[0]!, values.join(' '));
-    }
+    const growth = final.growth!.find((g) => g.stack.includes(late.names[1]!));
+    assert.ok(growth !== undefined, JSON.stringify(final.growth));
+    const values = growth.series.map(([, b]) => b);
+    const peak = values.indexOf(Math.max(...values));
+    assert.ok(
+      peak > 0 && values.slice(0, peak + 1).every((v, i) => i === 0 || v >= values[i - 1]!),
+      values.join(' '),
+    );
   });
 
   test('a pid that exits mid-run: the final report is what was seen', async (t) => {
@@ -305,16 +308,7 @@ describe('upscope leaks', () => {
     const app = compileGo(go!, 'leaks-cgo', { cgo: true });
     const plain = spawnSync(app, { encoding: 'utf8' });
     assert.equal(plain.status, 3);
-    const run = runCli([
-      'leaks',
-      '--json',
-      '--top',
-      '50',
-      '--command-output',
-      'stderr',
-      '-c',
-      app,
-    ]);
+    const run = runCli(['leaks', '--json', '--top', '50', '--command-output', 'stderr', '-c', app]);
     assert.equal(run.status, 0, run.stderr);
     assert.match(run.stderr, /^upscope: the command exited with status 3$/m);
     assert.ok(run.stderr.includes(plain.stdout.trim()), run.stderr);
@@ -384,12 +378,24 @@ describe('upscope leaks', () => {
         assert.equal(bytes, truth.get(path)!.bytes, `folded: ${path}`);
       }
       const pprof = join(dir, 'leaks.pb.gz');
-      const run = runCli(['leaks', '--format', 'pprof', '-o', pprof, '-c', `${target()} ${truthFile}`]);
+      const run = runCli([
+        'leaks',
+        '--format',
+        'pprof',
+        '-o',
+        pprof,
+        '-c',
+        `${target()} ${truthFile}`,
+      ]);
       assert.equal(run.status, 0, run.stderr);
       const go = findGo();
       if (go !== undefined) {
         const top = spawnSync(go, ['tool', 'pprof', '-raw', pprof], { encoding: 'utf8' });
-        assert.match(top.stdout, /Sample types: bytes\/bytes/, top.stdout + top.stderr);
+        assert.match(
+          top.stdout,
+          /bytes\/bytes\[dflt\] allocations\/count/,
+          top.stdout + top.stderr,
+        );
       }
       const svg = runCli(['leaks', '--format', 'flamegraph', '-c', `${target()} ${truthFile}`]);
       assert.equal(svg.status, 0, svg.stderr);
