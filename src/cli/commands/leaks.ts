@@ -69,7 +69,7 @@ function parseEngine(value: string): 'bpf' | 'ptrace' {
 }
 
 const FORMATS_HELP =
-  'text (default), json (a line per report; the last has the growth of each stack), folded, flamegraph or pprof (sample type bytes; written at the end: give -o FILE)';
+  'text (default), json (a line per report; the last has the growth of each stack), folded, flamegraph, pprof (sample type bytes) or speedscope, weighed by bytes (written at the end; give -o FILE for pprof)';
 
 /** The writer of each report in the format asked for. */
 function reportWriter(options: LeaksCliOptions, io: Io, title: string) {
@@ -97,7 +97,7 @@ function reportWriter(options: LeaksCliOptions, io: Io, title: string) {
   } catch {
     throw new ProbeError(
       'ERR_USAGE',
-      `Cannot use --format "${name}" with leaks: give text, json, folded, flamegraph or pprof`,
+      `Cannot use --format "${name}" with leaks: give text, json, folded, flamegraph, pprof or speedscope`,
     );
   }
   checkTerminal(format, options.output !== undefined);
