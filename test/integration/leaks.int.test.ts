@@ -139,6 +139,32 @@ describe('upscope leaks', () => {
     });
   }
 
+  test('a full map of blocks is counted and said, never a silent undercount', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const dir = tempDir();
+    try {
+      const truthFile = join(dir, 'truth');
+      const run = runCli([
+        'leaks',
+        '--json',
+        '--max-allocations',
+        '64',
+        '-c',
+        `${target()} ${truthFile}`,
+      ]);
+      assert.equal(run.status, 0, run.stderr);
+      const final = reports(run.stdout).at(-1)!;
+      assert.ok(final.counters['dropped']! > 0, JSON.stringify(final.counters));
+      assert.ok(final.outstanding.count <= 64);
+      assert.match(
+        run.stderr,
+        /, \d+ allocations NOT tracked: the map of blocks was full \(raise --max-allocations\)/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a statically linked program: its own malloc is found and probed', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
     const app = target(['-O1', '-static']);
