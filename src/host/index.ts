@@ -39,6 +39,7 @@ export {
   type GroupEnd,
   groupMembers,
   killProcessGroup,
+  memoryImageId,
 } from './processes.js';
 export {
   isKernelThread,

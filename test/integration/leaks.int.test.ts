@@ -56,6 +56,12 @@ function target(flags: string[] = ['-O1']): string {
   return compileProgram('leaks-target', { flags, link: ['-lpthread'] });
 }
 
+const CHURN_PATHS = Array.from({ length: 8 }, (_, n) => `churn_path_${n}`);
+
+function churnTarget(): string {
+  return compileProgram('leaks-churn', { flags: ['-O2'], link: ['-lpthread'] });
+}
+
 /** What the target says it leaked, per call path: blocks and bytes. */
 function truthOf(file: string): Map<string, { count: number; bytes: number }> {
   const truth = new Map<string, { count: number; bytes: number }>();
@@ -138,6 +144,80 @@ describe('upscope leaks', () => {
       }
     });
   }
+
+  // Another thread mapping, protecting and unmapping memory holds the memory map's lock for
+  // writing: the kernel's walker cannot look a pc's mapping up then, and must still give the
+  // whole stack (eight paths on eight code pages, so that a walk meets new pages while the
+  // lock is taken).
+  test('bpf: whole stacks and exact counts while other threads map and unmap memory', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = churnTarget();
+    const dir = tempDir();
+    try {
+      const truthFile = join(dir, 'truth');
+      const run = runCli(['leaks', '--json', '--top', '50', '-c', `${app} ${truthFile}`]);
+      assert.equal(run.status, 0, run.stderr);
+      const final = reports(run.stdout).at(-1)!;
+      const truth = truthOf(truthFile);
+      assert.equal(truth.size, CHURN_PATHS.length);
+      for (const path of CHURN_PATHS) {
+        assert.deepEqual(through(final, path), truth.get(path), path);
+      }
+      for (const stack of final.stacks) {
+        const names = stack.frames.map((f) => f.function ?? '?');
+        assert.ok(!names.some((name) => /stack cut/.test(name)), names.join(' <- '));
+        if (names.some((name) => name.startsWith('churn_path_'))) {
+          assert.ok(names.includes('allocate'), names.join(' <- '));
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('bpf: count --by ustack gives whole stacks while other threads map and unmap memory', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = churnTarget();
+    const dir = tempDir();
+    try {
+      const truthFile = join(dir, 'truth');
+      const run = runCli([
+        'count',
+        '--json',
+        '--command-output',
+        'inherit',
+        '--by',
+        'ustack',
+        '--engine',
+        'bpf',
+        '-c',
+        `${app} ${truthFile}`,
+        `${app}:churn_leaf`,
+      ]);
+      assert.equal(run.status, 0, run.stderr);
+      const lines = run.stdout.split('\n');
+      const rows: { frames: string[]; count: number }[] = JSON.parse(
+        lines.filter((line) => line.startsWith('[')).at(-1)!,
+      );
+      const calls = new Map<string, number>();
+      for (const row of rows) {
+        assert.ok(!row.frames.some((f) => /stack cut/.test(f)), row.frames.join(' <- '));
+        const names = row.frames.map((f) => f.split(/[+ ]/)[0]);
+        assert.equal(names[0], 'churn_leaf');
+        assert.ok(names.includes('allocate'), row.frames.join(' <- '));
+        const path = names[1]!;
+        calls.set(path, (calls.get(path) ?? 0) + row.count);
+      }
+      const truth = readFileSync(truthFile, 'utf8').trim().split('\n');
+      assert.equal(truth.length, CHURN_PATHS.length);
+      for (const line of truth) {
+        const [path, , , count] = line.split(' ');
+        assert.equal(calls.get(path!), Number(count), path);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   test('a full map of blocks is counted and said, never a silent undercount', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;

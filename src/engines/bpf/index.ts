@@ -26,4 +26,4 @@ export {
 export type { CountKey, Filters } from './programs.js';
 export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';
 export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';
-export type { UnwindCapacity, UnwindMaps } from './unwind-maps.js';
+export type { ProcessMapping, UnwindCapacity, UnwindMaps } from './unwind-maps.js';

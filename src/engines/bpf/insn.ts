@@ -52,6 +52,9 @@ export const JMP = {
   JSLE: 0xd0,
 } as const;
 
+/** Byte order conversion (ALU class; the source bit picks big-endian, the immediate the width). */
+const ALU_END = 0xd0;
+
 /** Operand source: the immediate (K) or the src register (X). */
 const SRC_K = 0x00;
 const SRC_X = 0x08;
@@ -119,6 +122,11 @@ export function mov64Imm(dst: Reg, imm: number): Insn {
 
 export function mov64Reg(dst: Reg, src: Reg): Insn {
   return alu64Reg('MOV', dst, src);
+}
+
+/** dst = dst in big-endian byte order (`BPF_ALU | BPF_END | BPF_TO_BE`, `imm` the width). */
+export function toBigEndian(dst: Reg, bits: 16 | 32 | 64): Insn {
+  return insn(CLASS.ALU | ALU_END | SRC_X, dst, 0, 0, bits);
 }
 
 /** dst = *(size *)(src + off). */

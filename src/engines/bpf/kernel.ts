@@ -71,7 +71,14 @@ function bpfAttr(native: NativeBinding): NativeMemory {
   return native.alloc(BPF_ATTR_BYTES);
 }
 
-export type MapKind = 'hash' | 'lru-hash' | 'array' | 'percpu-hash' | 'percpu-array' | 'ringbuf';
+export type MapKind =
+  | 'hash'
+  | 'lru-hash'
+  | 'array'
+  | 'percpu-hash'
+  | 'percpu-array'
+  | 'ringbuf'
+  | 'lpm-trie';
 
 const MAP_TYPES: Record<MapKind, number> = {
   hash: BPF_MAP_TYPE.BPF_MAP_TYPE_HASH,
@@ -80,7 +87,11 @@ const MAP_TYPES: Record<MapKind, number> = {
   'percpu-hash': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_HASH,
   'percpu-array': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_ARRAY,
   ringbuf: BPF_MAP_TYPE.BPF_MAP_TYPE_RINGBUF,
+  'lpm-trie': BPF_MAP_TYPE.BPF_MAP_TYPE_LPM_TRIE,
 };
+
+/** `BPF_F_NO_PREALLOC`: a longest-prefix-match trie must be made with it. */
+const BPF_F_NO_PREALLOC = 1;
 
 export interface MapSpec {
   readonly kind: MapKind;
@@ -131,6 +142,7 @@ export class BpfMap {
         valueSizeBytes: spec.valueBytes,
         maxEntries: spec.maxEntries,
         name: spec.name,
+        flags: spec.kind === 'lpm-trie' ? BPF_F_NO_PREALLOC : 0,
       }),
     );
     if (fd < 0) {
@@ -152,11 +164,14 @@ export class BpfMap {
     this.#attr.bytes.fill(0);
     view.setUint32(BPF_MAP_ELEM_ATTR.map_fd, this.fd, true);
     if (withKey) view.setBigUint64(BPF_MAP_ELEM_ATTR.key, this.#key.address, true);
-    view.setBigUint64(
-      BPF_MAP_ELEM_ATTR.value,
-      cmd === BPF_CMD.BPF_MAP_GET_NEXT_KEY ? this.#next.address : this.#value.address,
-      true,
-    );
+    // A delete takes the key alone: the kernel refuses any field after it (EINVAL).
+    if (cmd !== BPF_CMD.BPF_MAP_DELETE_ELEM) {
+      view.setBigUint64(
+        BPF_MAP_ELEM_ATTR.value,
+        cmd === BPF_CMD.BPF_MAP_GET_NEXT_KEY ? this.#next.address : this.#value.address,
+        true,
+      );
+    }
     view.setBigUint64(BPF_MAP_ELEM_ATTR.flags, flags, true);
     return this.#native.syscall(
       SYSCALL.bpf,

@@ -91,7 +91,7 @@ export const ALLOC_KEY_BYTES = 16;
 /** Bytes of an `allocs` value: size (u64), time (u64, CLOCK_MONOTONIC ns), stack id, thread. */
 export const ALLOC_VALUE_BYTES = 24;
 
-/** Frame layout (offsets from r10), above the unwinder's state (fp-288 to fp-144). */
+/** Frame layout (offsets from r10), above the unwinder's state (fp-304 to fp-144). */
 const PENDING_KEY = -16;
 const PENDING_VALUE = PENDING_KEY - PENDING_VALUE_BYTES;
 const ALLOC_KEY = PENDING_VALUE - ALLOC_KEY_BYTES;

@@ -33,8 +33,17 @@ import {
   type Reg,
   st,
   stx,
+  toBigEndian,
 } from './insn.js';
-import { FILE_HAS_TABLE, FILE_TABLE_FULL, PAGE_SHIFT, type UnwindMaps } from './unwind-maps.js';
+import {
+  FILE_HAS_TABLE,
+  FILE_TABLE_FULL,
+  PAGE_SHIFT,
+  type UnwindMaps,
+  VM_IO,
+  VMA_REGION_SHIFT,
+  VMA_VALUE_BYTES,
+} from './unwind-maps.js';
 
 /** Frames a stack key holds (its last slot is kept for the mark of a cut). */
 export const UNWIND_FRAMES = 63;
@@ -51,11 +60,9 @@ export const FRAME_MARK = 0xffff_ffff_ffff_ff00n;
 const SEARCH_STEPS = 16;
 /** `-EBUSY` from bpf_find_vma: the memory map's lock was taken. */
 const EBUSY = -16;
-/** `VM_IO`: set on the uprobes trampoline page, not on JIT memory. */
-const VM_IO = 0x4000;
 
 /** The walker's state, on the main program's stack at `fp + STATE`. */
-const STATE = -288;
+const STATE = -304;
 const S = {
   pc: 0,
   sp: 8,
@@ -89,8 +96,16 @@ const S = {
   tramp: 128,
   /** The newest of the thread's uretprobe return instances (kernel address), else 0. */
   ri: 136,
+  /** The image id of the process's memory map (see memoryImageId), once a frame needed it. */
+  image: 144,
+  /**
+   * 0 when the mappings in the ranges trie were read for this image (then, and only then,
+   * are they used), else not 0. (Not a flag of constants: the verifier would follow each
+   * value through every later frame.)
+   */
+  mismatch: 152,
 } as const;
-export const UNWIND_STATE_BYTES = 144;
+export const UNWIND_STATE_BYTES = 160;
 /** Return instances looked through for a return address a uretprobe replaced. */
 const RETURN_INSTANCES = 8;
 
@@ -113,6 +128,8 @@ interface KernelOffsets {
   sDev: number;
   taskUtask: number;
   taskMm: number;
+  mmStartCode: number;
+  mmArgStart: number;
   utaskReturnInstances: number;
   riStack: number;
   riOrigRetVaddr: number;
@@ -138,6 +155,8 @@ function kernelOffsets(): KernelOffsets {
     sDev: btf.offsetOf('super_block', 's_dev'),
     taskUtask: btf.offsetOf('task_struct', 'utask'),
     taskMm: btf.offsetOf('task_struct', 'mm'),
+    mmStartCode: btf.offsetOf('mm_struct', 'start_code'),
+    mmArgStart: btf.offsetOf('mm_struct', 'arg_start'),
     utaskReturnInstances: btf.offsetOf('uprobe_task', 'return_instances'),
     riStack: btf.offsetOf('return_instance', 'stack'),
     riOrigRetVaddr: btf.offsetOf('return_instance', 'orig_ret_vaddr'),
@@ -150,19 +169,57 @@ function kernelOffsets(): KernelOffsets {
 }
 
 /**
- * The cache of mappings a walk found (see vmaCache in unwind-maps.ts), in the frame
- * callback's own stack: its key {pid, 0, pc >> 12}, and a value to insert (the state's
- * bounds, base, device and inode, then its flags).
+ * Where the memory map is locked, the mapping of the pc comes from the ranges read from
+ * /proc/PID/maps (vmaRanges in unwind-maps.ts) or from the pages walks cached (vmaCache):
+ * their keys and a value to cache, in the frame callback's own stack (free while the mapping
+ * is looked up: the rule step uses it after).
  */
-const VMA_CACHE_KEY = -96;
-const VMA_CACHE_VALUE = -144;
-/** The state's fields a cached mapping restores, from S.vmStart (vmStart to ino). */
+const VMA_KEY = -16;
+const VMA_VALUE = -72;
+/** The state's fields a mapping restores, from S.vmStart (vmStart to ino), then its flags. */
 const VMA_CACHED_BYTES = S.ino + 8 - S.vmStart;
+/** Where the image id is in a cached page's value. */
+const VMA_CACHED_IMAGE = VMA_VALUE_BYTES;
 
-/** The cache key of the pc (r6) in this process, at fp + VMA_CACHE_KEY. */
-function emitVmaCacheKey(a: Asm): void {
-  a.emit(ldx('W', 1, 9, S.pid), stx('W', 10, VMA_CACHE_KEY, 1), st('W', 10, VMA_CACHE_KEY + 4, 0));
-  a.emit(mov64Reg(1, 6), alu64Imm('RSH', 1, 12), stx('DW', 10, VMA_CACHE_KEY + 8, 1));
+/** The cache key of the pc (r6) in this process at one level (its shift), at fp + VMA_KEY. */
+function emitVmaCacheKey(a: Asm, shift: number): void {
+  a.emit(ldx('W', 1, 9, S.pid), stx('W', 10, VMA_KEY, 1), st('W', 10, VMA_KEY + 4, shift));
+  a.emit(mov64Reg(1, 6), alu64Imm('RSH', 1, shift), stx('DW', 10, VMA_KEY + 8, 1));
+}
+
+/** The ranges trie's key of the pc (r6) in this process, at fp + VMA_KEY: every bit. */
+function emitVmaRangeKey(a: Asm): void {
+  a.emit(st('W', 10, VMA_KEY, 32 + 64), ldx('W', 1, 9, S.pid), stx('W', 10, VMA_KEY + 4, 1));
+  a.emit(mov64Reg(1, 6), toBigEndian(1, 64), stx('DW', 10, VMA_KEY + 8, 1));
+}
+
+/** A mapping (r0 points at one: VMA_VALUE_BYTES) into the state. */
+function emitVmaRestore(a: Asm): void {
+  for (let at = 0; at < VMA_CACHED_BYTES; at += 8) {
+    a.emit(ldx('DW', 1, 0, at), stx('DW', 9, S.vmStart + at, 1));
+  }
+  a.emit(ldx('W', 1, 0, VMA_CACHED_BYTES), stx('W', 9, S.vmFlags, 1));
+}
+
+/**
+ * Once per walk: the image id of the process's memory map (start_code ^ arg_start, as
+ * memoryImageId reads them from /proc) into the state, and whether the process's ranges in
+ * the trie were read for that image (S.mismatch 0).
+ */
+function emitImage(a: Asm, maps: UnwindMaps): void {
+  const o = kernelOffsets();
+  const done = a.fresh('unwind.imaged');
+  a.emit(ldx('DW', 1, 9, S.image));
+  a.jmpImm('JNE', 1, 0, done);
+  a.emit(call(BPF_FUNC.get_current_task_btf), ldx('DW', 1, 0, o.taskMm));
+  a.emit(ldx('DW', 2, 1, o.mmStartCode), ldx('DW', 3, 1, o.mmArgStart), alu64Reg('XOR', 2, 3));
+  a.emit(stx('DW', 9, S.image, 2), alu64Imm('OR', 2, 1), stx('DW', 9, S.mismatch, 2));
+  a.emit(ldMapFd(1, maps.vmaPids.fd), mov64Reg(2, 9), alu64Imm('ADD', 2, S.pid));
+  a.emit(call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, done);
+  a.emit(ldx('DW', 1, 0, 0), ldx('DW', 2, 9, S.image), alu64Reg('XOR', 1, 2));
+  a.emit(stx('DW', 9, S.mismatch, 1));
+  a.label(done);
 }
 
 /** Names of the walker's subprograms (labels of the program they are appended to). */
@@ -307,21 +364,51 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   const remember = a.fresh('unwind.remember');
   const busy = a.fresh('unwind.busy');
   const unmapped = a.fresh('unwind.unmapped');
+  const noRange = a.fresh('unwind.norange');
   a.jmpImm('JEQ', 0, 0, remember);
   a.jmpImm('JNE', 0, EBUSY, unmapped);
-  // The memory map was locked (another thread maps or protects memory): the mapping as a
-  // walk of this process saw it before, when one did.
-  emitVmaCacheKey(a);
-  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_CACHE_KEY));
+  // The memory map was locked (another thread maps or protects memory): the mapping as
+  // /proc/PID/maps showed it for this image, or as a walk of this image saw it before.
+  emitImage(a, maps);
+  a.emit(ldx('DW', 1, 9, S.mismatch));
+  a.jmpImm('JNE', 1, 0, noRange);
+  emitVmaRangeKey(a);
+  a.emit(ldMapFd(1, maps.vmaRanges.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
+  a.emit(call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, noRange);
+  emitVmaRestore(a);
+  a.goto(found);
+  // The mapping a walk of this image found last in the pc's 2 MiB region, if it holds the
+  // pc; else the one found at the pc's page.
+  a.label(noRange);
+  const byPage = a.fresh('unwind.bypage');
+  emitVmaCacheKey(a, VMA_REGION_SHIFT);
+  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
+  a.emit(call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, byPage);
+  a.emit(ldx('DW', 1, 0, VMA_CACHED_IMAGE), ldx('DW', 2, 9, S.image));
+  a.jmpReg('JNE', 1, 2, byPage);
+  a.emit(ldx('DW', 1, 0, 0));
+  a.jmpReg('JLT', 6, 1, byPage);
+  a.emit(ldx('DW', 1, 0, 8));
+  a.jmpReg('JGE', 6, 1, byPage);
+  emitVmaRestore(a);
+  a.goto(found);
+  a.label(byPage);
+  emitVmaCacheKey(a, PAGE_SHIFT);
+  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
   a.emit(call(BPF_FUNC.map_lookup_elem));
   a.jmpImm('JEQ', 0, 0, busy);
-  for (let at = 0; at < VMA_CACHED_BYTES; at += 8) {
-    a.emit(ldx('DW', 1, 0, at), stx('DW', 9, S.vmStart + at, 1));
-  }
-  a.emit(ldx('W', 1, 0, VMA_CACHED_BYTES), stx('W', 9, S.vmFlags, 1));
+  a.emit(ldx('DW', 1, 0, VMA_CACHED_IMAGE), ldx('DW', 2, 9, S.image));
+  a.jmpReg('JNE', 1, 2, busy);
+  emitVmaRestore(a);
   a.goto(found);
-  // Nothing mapped there, or the map was locked: the pc is the last frame.
+  // Nothing mapped there, or the map was locked and the mapping not known: the pc is the
+  // last frame, and user space is asked to read the process's mappings again.
   a.label(busy);
+  a.emit(st('DW', 10, VMA_KEY, 1), ldMapFd(1, maps.vmaResync.fd), mov64Reg(2, 9));
+  a.emit(alu64Imm('ADD', 2, S.pid), mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_KEY));
+  a.emit(mov64Imm(4, 0), call(BPF_FUNC.map_update_elem));
   storeFrame(a, 7, 6);
   a.emit(alu64Imm('ADD', 7, 1));
   a.goto(marked(STOP_REASON.busy));
@@ -329,15 +416,23 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   storeFrame(a, 7, 6);
   a.emit(alu64Imm('ADD', 7, 1));
   a.goto(marked(STOP_REASON.unmapped));
+  // Found: cached by region and by page for a process whose mappings are not synced (yet)
+  // for this image (the first walks of a command, before user space has read its map).
   a.label(remember);
-  emitVmaCacheKey(a);
+  emitImage(a, maps);
+  a.emit(ldx('DW', 1, 9, S.mismatch));
+  a.jmpImm('JEQ', 1, 0, found);
   for (let at = 0; at < VMA_CACHED_BYTES; at += 8) {
-    a.emit(ldx('DW', 1, 9, S.vmStart + at), stx('DW', 10, VMA_CACHE_VALUE + at, 1));
+    a.emit(ldx('DW', 1, 9, S.vmStart + at), stx('DW', 10, VMA_VALUE + at, 1));
   }
-  a.emit(ldx('W', 1, 9, S.vmFlags), stx('DW', 10, VMA_CACHE_VALUE + VMA_CACHED_BYTES, 1));
-  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_CACHE_KEY));
-  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_CACHE_VALUE), mov64Imm(4, 0));
-  a.emit(call(BPF_FUNC.map_update_elem));
+  a.emit(ldx('W', 1, 9, S.vmFlags), stx('DW', 10, VMA_VALUE + VMA_CACHED_BYTES, 1));
+  a.emit(ldx('DW', 1, 9, S.image), stx('DW', 10, VMA_VALUE + VMA_CACHED_IMAGE, 1));
+  for (const shift of [VMA_REGION_SHIFT, PAGE_SHIFT]) {
+    emitVmaCacheKey(a, shift);
+    a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
+    a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_VALUE), mov64Imm(4, 0));
+    a.emit(call(BPF_FUNC.map_update_elem));
+  }
   a.label(found);
   const classified = a.fresh('unwind.classified');
   const hasFile = a.fresh('unwind.file');
