@@ -96,7 +96,7 @@ const S = {
   tramp: 128,
   /** The newest of the thread's uretprobe return instances (kernel address), else 0. */
   ri: 136,
-  /** The image id of the process's memory map (see memoryImageId), once a frame needed it. */
+  /** The image id of the process's memory map (see memoryImageId). */
   image: 144,
   /**
    * 0 when the mappings in the ranges trie were read for this image (then, and only then,
@@ -181,10 +181,10 @@ const VMA_CACHED_BYTES = S.ino + 8 - S.vmStart;
 /** Where the image id is in a cached page's value. */
 const VMA_CACHED_IMAGE = VMA_VALUE_BYTES;
 
-/** The cache key of the pc (r6) in this process at one level (its shift), at fp + VMA_KEY. */
-function emitVmaCacheKey(a: Asm, shift: number): void {
-  a.emit(ldx('W', 1, 9, S.pid), stx('W', 10, VMA_KEY, 1), st('W', 10, VMA_KEY + 4, shift));
-  a.emit(mov64Reg(1, 6), alu64Imm('RSH', 1, shift), stx('DW', 10, VMA_KEY + 8, 1));
+/** The cache key of the pc (r6) in this process: its 2 MiB region, at fp + VMA_KEY. */
+function emitVmaCacheKey(a: Asm): void {
+  a.emit(ldx('W', 1, 9, S.pid), stx('W', 10, VMA_KEY, 1), st('W', 10, VMA_KEY + 4, 0));
+  a.emit(mov64Reg(1, 6), alu64Imm('RSH', 1, VMA_REGION_SHIFT), stx('DW', 10, VMA_KEY + 8, 1));
 }
 
 /** The ranges trie's key of the pc (r6) in this process, at fp + VMA_KEY: every bit. */
@@ -202,23 +202,23 @@ function emitVmaRestore(a: Asm): void {
 }
 
 /**
- * Once per walk: the image id of the process's memory map (start_code ^ arg_start, as
- * memoryImageId reads them from /proc) into the state, and whether the process's ranges in
- * the trie were read for that image (S.mismatch 0).
+ * Once per walk, before it (in the main program: the state at fp + STATE, the pid in it):
+ * the image id of the process's memory map (start_code ^ arg_start, as memoryImageId reads
+ * them from /proc), and whether the process's ranges in the trie were read for that image
+ * (S.mismatch 0). Clobbers r0-r5.
  */
 function emitImage(a: Asm, maps: UnwindMaps): void {
   const o = kernelOffsets();
+  const at = (field: number) => STATE + field;
   const done = a.fresh('unwind.imaged');
-  a.emit(ldx('DW', 1, 9, S.image));
-  a.jmpImm('JNE', 1, 0, done);
   a.emit(call(BPF_FUNC.get_current_task_btf), ldx('DW', 1, 0, o.taskMm));
   a.emit(ldx('DW', 2, 1, o.mmStartCode), ldx('DW', 3, 1, o.mmArgStart), alu64Reg('XOR', 2, 3));
-  a.emit(stx('DW', 9, S.image, 2), alu64Imm('OR', 2, 1), stx('DW', 9, S.mismatch, 2));
-  a.emit(ldMapFd(1, maps.vmaPids.fd), mov64Reg(2, 9), alu64Imm('ADD', 2, S.pid));
+  a.emit(stx('DW', 10, at(S.image), 2), alu64Imm('OR', 2, 1), stx('DW', 10, at(S.mismatch), 2));
+  a.emit(ldMapFd(1, maps.vmaPids.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, at(S.pid)));
   a.emit(call(BPF_FUNC.map_lookup_elem));
   a.jmpImm('JEQ', 0, 0, done);
-  a.emit(ldx('DW', 1, 0, 0), ldx('DW', 2, 9, S.image), alu64Reg('XOR', 1, 2));
-  a.emit(stx('DW', 9, S.mismatch, 1));
+  a.emit(ldx('DW', 1, 0, 0), ldx('DW', 2, 10, at(S.image)), alu64Reg('XOR', 1, 2));
+  a.emit(stx('DW', 10, at(S.mismatch), 1));
   a.label(done);
 }
 
@@ -261,6 +261,7 @@ export function emitUnwindKey(a: Asm, maps: UnwindMaps, full: string, out: strin
   a.emit(ldx('DW', 1, 6, USER_REGS.rsp), stx('DW', 10, state(S.sp), 1));
   a.emit(ldx('DW', 1, 6, USER_REGS.rbp), stx('DW', 10, state(S.bp), 1));
   emitReturnInstances(a);
+  emitImage(a, maps);
   a.emit(mov64Imm(1, UNWIND_FRAMES));
   a.loadCallback(2, FRAME);
   a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, STATE), mov64Imm(4, 0), call(BPF_FUNC.loop));
@@ -369,7 +370,6 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   a.jmpImm('JNE', 0, EBUSY, unmapped);
   // The memory map was locked (another thread maps or protects memory): the mapping as
   // /proc/PID/maps showed it for this image, or as a walk of this image saw it before.
-  emitImage(a, maps);
   a.emit(ldx('DW', 1, 9, S.mismatch));
   a.jmpImm('JNE', 1, 0, noRange);
   emitVmaRangeKey(a);
@@ -378,29 +378,21 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   a.jmpImm('JEQ', 0, 0, noRange);
   emitVmaRestore(a);
   a.goto(found);
-  // The mapping a walk of this image found last in the pc's 2 MiB region, if it holds the
-  // pc; else the one found at the pc's page.
+  // The mapping a walk of this image found last in the pc's 2 MiB region, if it holds the pc.
   a.label(noRange);
-  const byPage = a.fresh('unwind.bypage');
-  emitVmaCacheKey(a, VMA_REGION_SHIFT);
-  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
-  a.emit(call(BPF_FUNC.map_lookup_elem));
-  a.jmpImm('JEQ', 0, 0, byPage);
-  a.emit(ldx('DW', 1, 0, VMA_CACHED_IMAGE), ldx('DW', 2, 9, S.image));
-  a.jmpReg('JNE', 1, 2, byPage);
-  a.emit(ldx('DW', 1, 0, 0));
-  a.jmpReg('JLT', 6, 1, byPage);
-  a.emit(ldx('DW', 1, 0, 8));
-  a.jmpReg('JGE', 6, 1, byPage);
-  emitVmaRestore(a);
-  a.goto(found);
-  a.label(byPage);
-  emitVmaCacheKey(a, PAGE_SHIFT);
+  emitVmaCacheKey(a);
   a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
   a.emit(call(BPF_FUNC.map_lookup_elem));
   a.jmpImm('JEQ', 0, 0, busy);
   a.emit(ldx('DW', 1, 0, VMA_CACHED_IMAGE), ldx('DW', 2, 9, S.image));
   a.jmpReg('JNE', 1, 2, busy);
+  // pc - vmStart < vmEnd - vmStart, without a comparison of the pc the verifier would follow
+  // (bounds it learns of r6 split its states): the sign bits of the differences.
+  a.emit(mov64Reg(1, 6), ldx('DW', 2, 0, 0), alu64Reg('SUB', 1, 2), ldx('DW', 3, 0, 8));
+  a.emit(alu64Reg('SUB', 3, 2), mov64Reg(2, 1), alu64Reg('SUB', 2, 3));
+  a.emit(alu64Imm('RSH', 2, 63), alu64Imm('RSH', 1, 63), alu64Imm('XOR', 1, 1));
+  a.emit(alu64Reg('AND', 2, 1));
+  a.jmpImm('JEQ', 2, 0, busy);
   emitVmaRestore(a);
   a.goto(found);
   // Nothing mapped there, or the map was locked and the mapping not known: the pc is the
@@ -416,10 +408,9 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   storeFrame(a, 7, 6);
   a.emit(alu64Imm('ADD', 7, 1));
   a.goto(marked(STOP_REASON.unmapped));
-  // Found: cached by region and by page for a process whose mappings are not synced (yet)
-  // for this image (the first walks of a command, before user space has read its map).
+  // Found: cached by region for a process whose mappings are not synced (yet) for this image
+  // (the first walks of a command, before user space has read its map).
   a.label(remember);
-  emitImage(a, maps);
   a.emit(ldx('DW', 1, 9, S.mismatch));
   a.jmpImm('JEQ', 1, 0, found);
   for (let at = 0; at < VMA_CACHED_BYTES; at += 8) {
@@ -427,12 +418,10 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   }
   a.emit(ldx('W', 1, 9, S.vmFlags), stx('DW', 10, VMA_VALUE + VMA_CACHED_BYTES, 1));
   a.emit(ldx('DW', 1, 9, S.image), stx('DW', 10, VMA_VALUE + VMA_CACHED_IMAGE, 1));
-  for (const shift of [VMA_REGION_SHIFT, PAGE_SHIFT]) {
-    emitVmaCacheKey(a, shift);
-    a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
-    a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_VALUE), mov64Imm(4, 0));
-    a.emit(call(BPF_FUNC.map_update_elem));
-  }
+  emitVmaCacheKey(a);
+  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
+  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_VALUE), mov64Imm(4, 0));
+  a.emit(call(BPF_FUNC.map_update_elem));
   a.label(found);
   const classified = a.fresh('unwind.classified');
   const hasFile = a.fresh('unwind.file');
