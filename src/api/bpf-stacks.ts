@@ -5,12 +5,7 @@
  * library loaded later, another process's), and the names of the stacks it counted.
  */
 import { existsSync } from 'node:fs';
-import type {
-  ProcessMapping,
-  StackFrameKey,
-  StackOptions,
-  UnwindMaps,
-} from '../engines/index.js';
+import type { ProcessMapping, StackFrameKey, StackOptions, UnwindMaps } from '../engines/index.js';
 import { commandProgram, memoryImageId } from '../host/index.js';
 import { type ProbeSite, readProcessMaps, resolveTarget } from '../plan/index.js';
 import { isFileMapping, type MapEntry, readDynamicInfo, splitDev } from '../symbols/index.js';
@@ -186,6 +181,22 @@ export class BpfStacks {
     if (pid !== undefined && !launched) this.namer.snapshot(pid);
     this.#timer = setInterval(() => this.#tick(), 25);
     this.#timer.unref();
+    if (pid !== undefined && launched) this.#watchExec(pid);
+  }
+
+  /**
+   * A command's mappings given to the walker as soon as it has exec'd (looked for every
+   * millisecond, for up to 2 s): its first walks may find the memory map locked already.
+   */
+  #watchExec(pid: number): void {
+    const launcher = memoryImageId(pid);
+    let polls = 0;
+    const timer = setInterval(() => {
+      const image = memoryImageId(pid);
+      if (image !== launcher && image !== undefined) this.#sync(pid);
+      if (image !== launcher || ++polls >= 2000 || this.#closed) clearInterval(timer);
+    }, 1);
+    timer.unref();
   }
 
   #tick(): void {

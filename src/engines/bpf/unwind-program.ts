@@ -408,11 +408,9 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   storeFrame(a, 7, 6);
   a.emit(alu64Imm('ADD', 7, 1));
   a.goto(marked(STOP_REASON.unmapped));
-  // Found: cached by region for a process whose mappings are not synced (yet) for this image
-  // (the first walks of a command, before user space has read its map).
+  // Found: cached by region, for the mappings the ranges do not hold yet (those of a command
+  // before user space has read its map, a library loaded since it last did).
   a.label(remember);
-  a.emit(ldx('DW', 1, 9, S.mismatch));
-  a.jmpImm('JEQ', 1, 0, found);
   for (let at = 0; at < VMA_CACHED_BYTES; at += 8) {
     a.emit(ldx('DW', 1, 9, S.vmStart + at), stx('DW', 10, VMA_VALUE + at, 1));
   }
