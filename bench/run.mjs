@@ -7,12 +7,15 @@
 // source line on a large binary with DWARF against perf probe (bench/dwarf.mjs). Then whole
 // stacks without frame pointers against bpftrace's ustack and perf's --call-graph dwarf
 // (bench/stacks.mjs). Then the exporters' cost: --prometheus and --otlp against plain count and
-// trace (bench/exporters.mjs).
+// trace (bench/exporters.mjs). Then `leaks` against bcc's memleak, heaptrack and valgrind:
+// slowdown per malloc+free pair and blocks unaccounted for at about 1 M pairs/s
+// (bench/leaks.mjs).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { runBpfBench } from './bpf.mjs';
 import { runDwarfBench } from './dwarf.mjs';
 import { runExporterBench } from './exporters.mjs';
+import { runLeaksBench } from './leaks.mjs';
 import { runPtraceBench } from './ptrace.mjs';
 import { runStackBench } from './stacks.mjs';
 import { runTraceBench } from './trace.mjs';
@@ -101,3 +104,4 @@ runBpfBench();
 runDwarfBench();
 runStackBench();
 await runExporterBench();
+runLeaksBench();
