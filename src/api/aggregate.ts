@@ -179,7 +179,7 @@ export interface AggregationEngine {
 }
 
 /** An aggregation, and how its readings are presented. */
-export interface Opened<R> {
+interface Opened<R> {
   readonly engine: AggregationEngine;
   /** Which engine it is (`bpf` by default). */
   readonly name?: 'bpf' | 'ptrace' | undefined;
@@ -492,14 +492,9 @@ function followNote(
 }
 
 /** Opened on the bpf engine: files replaced on disk are probed again through it. */
-export type BpfOpened<R> = Opened<R> & { readonly engine: BpfAggregation };
+type BpfOpened<R> = Opened<R> & { readonly engine: BpfAggregation };
 
-/**
- * Plan `specs`, start the command (held), open the aggregation on the sites (`open`), watch
- * for probed files replaced on disk, then let the command run: the life cycle every in-kernel
- * aggregation shares (count, hist, latency, leaks).
- */
-export async function startAggregate<R>(
+async function start<R>(
   specs: string | readonly string[],
   options: AggregateOptions,
   open: (
@@ -656,7 +651,7 @@ export async function countHits(
   }
   const firstValue = fetches.length - values.length;
   const ustack = parts.some((part) => part.kind === 'ustack');
-  return startAggregate(
+  return start(
     specs,
     options,
     (sites, names, processes) => {
@@ -737,7 +732,7 @@ export async function histogramOf(
   if (options.engine === 'ptrace') {
     return ptraceAggregate(specs, { kind: 'hist', value: fetch, scheme }, options, fetches);
   }
-  return startAggregate(
+  return start(
     specs,
     options,
     (sites, names, processes) => {
@@ -780,7 +775,7 @@ export async function latencyOf(
     );
   }
   const { onCall } = options;
-  return startAggregate(
+  return start(
     specs,
     options,
     (sites, names, processes) => {

@@ -40,7 +40,6 @@ export {
   groupMembers,
   killProcessGroup,
   listProcesses,
-  memoryImageId,
   type ProcessInfo,
 } from './processes.js';
 export {
