@@ -152,11 +152,14 @@ export class BpfMap {
     this.#attr.bytes.fill(0);
     view.setUint32(BPF_MAP_ELEM_ATTR.map_fd, this.fd, true);
     if (withKey) view.setBigUint64(BPF_MAP_ELEM_ATTR.key, this.#key.address, true);
-    view.setBigUint64(
-      BPF_MAP_ELEM_ATTR.value,
-      cmd === BPF_CMD.BPF_MAP_GET_NEXT_KEY ? this.#next.address : this.#value.address,
-      true,
-    );
+    // A delete takes the key alone: the kernel refuses any field after it (EINVAL).
+    if (cmd !== BPF_CMD.BPF_MAP_DELETE_ELEM) {
+      view.setBigUint64(
+        BPF_MAP_ELEM_ATTR.value,
+        cmd === BPF_CMD.BPF_MAP_GET_NEXT_KEY ? this.#next.address : this.#value.address,
+        true,
+      );
+    }
     view.setBigUint64(BPF_MAP_ELEM_ATTR.flags, flags, true);
     return this.#native.syscall(
       SYSCALL.bpf,
