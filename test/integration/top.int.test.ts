@@ -9,11 +9,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { COEXIST_TARGETS } from '../helpers/coexist-targets.js';
 import { compileProgram } from '../helpers/compile.js';
-import { compileGo, findGo } from '../helpers/go.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
-import { compileRust, findRustc } from '../helpers/rustc.js';
+import { findRustc } from '../helpers/rustc.js';
 import { ended, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
@@ -139,30 +139,7 @@ test('upscope top without a terminal prints the table plain every second', async
 // top times a function's calls (latency) in the running program: on C++ whose exceptions pass
 // through the function (the calls they unwind are not timed), Rust and Go (whose returns are
 // caught in place), the count shown is the program's own, and the program ends as it would.
-const languages = [
-  {
-    language: 'C++',
-    build: () => compileProgram('coexist-loop', { flags: ['-O2'] }),
-    fn: 'app::step',
-    probe: 'app::step(long)',
-    needs: ['g++'],
-  },
-  {
-    language: 'Rust',
-    build: () => compileRust(findRustc()!, 'coexist-loop', ['-C', 'opt-level=2']),
-    fn: 'coexist_step',
-    probe: 'coexist_step',
-    needs: [],
-  },
-  {
-    language: 'Go',
-    build: () => compileGo(findGo()!, 'coexist-loop'),
-    fn: 'main.step',
-    probe: 'main.step',
-    needs: ['go'],
-  },
-];
-for (const target of languages) {
+for (const target of COEXIST_TARGETS) {
   test(`upscope top on ${target.language}: the calls it times are the program's own, the program unharmed`, async (t) => {
     if (!requireHost(t, { root: true, commands: target.needs })) return;
     if (target.language === 'Rust' && findRustc() === undefined) {

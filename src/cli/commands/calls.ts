@@ -29,6 +29,7 @@ import type { CommandResult } from '../main.js';
 import {
   collect,
   debugDirOption,
+  lossReporter,
   outputOption,
   parsePid,
   positive,
@@ -314,29 +315,19 @@ async function record(
       engine,
     ),
   );
-  let lostSaid = 0;
-  const sayLosses = () => {
-    let lost: number;
-    try {
-      lost = attachment.stats().lost;
-    } catch {
-      return;
-    }
-    if (lost <= lostSaid) return;
-    io.err(
-      `upscope: ${lost - lostSaid} events lost: the ring buffer filled faster than it was read (a larger --buffer-size or fewer functions lose fewer)\n`,
-    );
-    lostSaid = lost;
-  };
-  const lossTimer = setInterval(sayLosses, 1000);
+  const losses = lossReporter(
+    () => attachment.stats(),
+    io,
+    'a larger --buffer-size or fewer functions lose fewer',
+  );
   let index: Awaited<typeof recorder.done>;
   try {
     index = await recorder.done;
   } finally {
-    clearInterval(lossTimer);
+    losses.stop();
   }
   if (attachment.error !== undefined) throw attachment.error;
-  sayLosses();
+  losses.say();
   io.err(
     `upscope: recorded ${index.records} calls and returns of ${index.threads.length} thread${index.threads.length === 1 ? '' : 's'}, ${index.lost} lost\n`,
   );
