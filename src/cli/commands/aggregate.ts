@@ -201,6 +201,18 @@ async function run<R>(
         : report.multi === 0
           ? 'perf events'
           : `${report.multi} uprobe_multi, ${report.perf} perf events`;
+  // Ctrl-C from the moment the start line is out ends the run as it should.
+  let signal: NodeJS.Signals | undefined;
+  const onSignal = (received: NodeJS.Signals) => {
+    if (signal !== undefined) {
+      aggregate.close();
+      process.exit(128 + constants.signals[received]);
+    }
+    signal = received;
+    aggregate.stop();
+  };
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const s of signals) process.on(s, onSignal);
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(aggregate.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
@@ -215,17 +227,6 @@ async function run<R>(
       aggregate.engine,
     ),
   );
-  let signal: NodeJS.Signals | undefined;
-  const onSignal = (received: NodeJS.Signals) => {
-    if (signal !== undefined) {
-      aggregate.close();
-      process.exit(128 + constants.signals[received]);
-    }
-    signal = received;
-    aggregate.stop();
-  };
-  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-  for (const s of signals) process.on(s, onSignal);
   // In the ptrace helper, an ending signal (upscope's death) may have come already.
   const early = helperSignal();
   if (early !== undefined) onSignal(early);

@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { type BucketScheme, type Histogram, linearSteps } from '../../aggregate/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { type FetchArg, printFetchExpr } from '../../spec/index.js';
-import { type FollowSpec, followProcesses } from './follow.js';
+import type { FollowSpec } from './follow.js';
 import {
   COOKIE_FRAME_ENTRY,
   COOKIE_GOROUTINE,
@@ -290,7 +290,7 @@ export abstract class BpfAggregation {
     this.#pid = options.pid;
     if (options.follow === undefined) return;
     try {
-      this.#followed = followProcesses(this.session, options.follow);
+      this.#followed = this.session.follow(options.follow);
       this.#pid = undefined;
     } catch (err) {
       const fallback =

@@ -7,7 +7,7 @@
 import type { FieldValue, ProbeEvent, StreamStats } from '../../events/index.js';
 import { fetchTypeBytes } from '../../spec/index.js';
 import { integerReader, type Reader, recordText } from '../tracefs/index.js';
-import { type FollowSpec, followProcesses } from './follow.js';
+import type { FollowSpec } from './follow.js';
 import type { BpfMap } from './kernel.js';
 import { type Filters, fetchType, isSigned } from './programs.js';
 import { RingBuffer } from './ring-buffer.js';
@@ -122,7 +122,7 @@ export class BpfStream {
 
   #start(sites: readonly BpfStreamSite[], options: BpfStreamOptions): void {
     const followed =
-      options.follow === undefined ? undefined : followProcesses(this.#session, options.follow);
+      options.follow === undefined ? undefined : this.#session.follow(options.follow);
     const program = () =>
       streamProgram(
         { ring: this.#ring.map.fd, lost: this.#lost.fd, followed: followed?.fd },
