@@ -203,21 +203,40 @@ export function sweepInstructions(
           flow === iced.FlowControl.Call) &&
         instruction.op0Kind === iced.OpKind.NearBranch64;
       const own = bytes.slice(offset, offset + length);
-      const mnemonic = formatter.formatMnemonicOptions(
-        instruction,
-        iced.FormatMnemonicOptions.NoPrefixes,
-      );
-      const text = (instruction.isStringInstruction ? stringFormatter : formatter).format(
-        instruction,
-      );
-      const spelled = objdumpSpelling(text, mnemonic, own);
+      // The mnemonic follows from the instruction's code alone (its operand size included).
+      const code = instruction.code;
+      let mnemonic = MNEMONICS.get(code);
+      if (mnemonic === undefined) {
+        mnemonic = formatter.formatMnemonicOptions(
+          instruction,
+          iced.FormatMnemonicOptions.NoPrefixes,
+        );
+        MNEMONICS.set(code, mnemonic);
+      }
+      // The text is spelled when first read (most sweeps read the text of few instructions),
+      // except where the mnemonic depends on it: `callq` etc. lose their suffix in the text.
+      let spelled: string | undefined;
+      const fullMnemonic = mnemonic;
+      if (mnemonic.endsWith('q')) {
+        // Whether the text keeps the suffix follows from the code and the operands' kinds.
+        const form = code * 4096 + instruction.op0Kind * 64 + instruction.op1Kind;
+        let kept = SUFFIX_KEPT.get(form);
+        if (kept === undefined) {
+          spelled = spell(instruction, formatter, stringFormatter, mnemonic, own);
+          kept = spelled.split(' ').includes(mnemonic);
+          SUFFIX_KEPT.set(form, kept);
+        }
+        if (!kept) mnemonic = mnemonic.slice(0, -1);
+      }
       const decoded: DecodedInstruction = {
         vaddr: ip,
         length,
         bytes: own,
-        text: spelled,
-        // `callq` etc. lose their suffix in the text; the mnemonic follows.
-        mnemonic: spelled.split(' ').includes(mnemonic) ? mnemonic : mnemonic.replace(/q$/, ''),
+        get text() {
+          spelled ??= spellAgain(own, ip, fullMnemonic);
+          return spelled;
+        },
+        mnemonic,
         invalid: false,
         ripRelative: instruction.isIpRelMemoryOperand,
         ripTarget: instruction.isIpRelMemoryOperand ? instruction.ipRelMemoryAddress : undefined,
@@ -227,6 +246,44 @@ export function sweepInstructions(
     }
   } finally {
     if (shared !== undefined) shared.busy = false;
+    for (const object of owned.reverse()) object.free();
+  }
+}
+
+/** The mnemonic (no prefixes) of each iced instruction code met so far. */
+const MNEMONICS = new Map<number, string>();
+/** For mnemonics ending in q: whether objdump's text keeps the q, by code and operand kinds. */
+const SUFFIX_KEPT = new Map<number, boolean>();
+
+function spell(
+  instruction: InstanceType<Iced['Instruction']>,
+  formatter: IcedFormatter,
+  stringFormatter: IcedFormatter,
+  mnemonic: string,
+  bytes: Uint8Array,
+): string {
+  const text = (instruction.isStringInstruction ? stringFormatter : formatter).format(instruction);
+  return objdumpSpelling(text, mnemonic, bytes);
+}
+
+/** The text of the one instruction `bytes` at `vaddr`, decoded again. */
+function spellAgain(bytes: Uint8Array, vaddr: bigint, mnemonic: string): string {
+  const iced = loadIced();
+  const owned: { free(): void }[] = [];
+  const keep = <T extends { free(): void }>(object: T): T => {
+    owned.push(object);
+    return object;
+  };
+  try {
+    // The shared formatters keep no state between two calls: a sweep that is using them
+    // (its visitor asked for this text) does not mind. Its instruction is its own.
+    const { formatter, stringFormatter } = sharedTools ?? sweepTools(iced, keep);
+    const instruction = keep(new iced.Instruction());
+    const decoder = keep(new iced.Decoder(64, bytes, iced.DecoderOptions.None));
+    decoder.ip = vaddr;
+    decoder.decodeOut(instruction);
+    return spell(instruction, formatter, stringFormatter, mnemonic, bytes);
+  } finally {
     for (const object of owned.reverse()) object.free();
   }
 }

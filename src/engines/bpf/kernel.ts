@@ -33,6 +33,9 @@ import { encode, type Insn } from './insn.js';
 
 const EPERM = 1;
 const EACCES = 13;
+const EAGAIN = 11;
+/** Loads of a program the verifier gave up on because a signal came (EAGAIN), at most. */
+const LOAD_TRIES = 5;
 const ENOSPC = 28;
 const E2BIG = 7;
 const ENOMEM = 12;
@@ -385,14 +388,20 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
           true,
         );
       }
-      return native.syscall(
-        SYSCALL.bpf,
-        BigInt(BPF_CMD.BPF_PROG_LOAD),
-        attr.address,
-        BigInt(BPF_ATTR_BYTES),
-        0n,
-        0n,
-      );
+      // The verifier gives up with EAGAIN when a signal comes to this process while it works
+      // (a child ending, a profiler's tick): it is tried again, as libbpf does.
+      let fd = -EAGAIN;
+      for (let tries = 0; fd === -EAGAIN && tries < LOAD_TRIES; tries++) {
+        fd = native.syscall(
+          SYSCALL.bpf,
+          BigInt(BPF_CMD.BPF_PROG_LOAD),
+          attr.address,
+          BigInt(BPF_ATTR_BYTES),
+          0n,
+          0n,
+        );
+      }
+      return fd;
     };
     // Loading without a log is faster; the log is asked for only to explain a refusal (or,
     // with UPSCOPE_VERIFIER_STATS set, to print the verifier's work on stderr).
