@@ -61,7 +61,7 @@ const SENT_EVENTS = 500;
 export interface ExportFile {
   readonly name: string;
   readonly type: string;
-  readonly body: string;
+  readonly body: string | Uint8Array;
 }
 
 /**
@@ -179,6 +179,14 @@ export class Measurement {
   get state(): MeasureState {
     return this.#state;
   }
+
+  /** Whether it holds probes (or is attaching them). */
+  get running(): boolean {
+    return this.#state === 'running' || this.#state === 'starting';
+  }
+
+  /** Nothing to free: its readings live in memory only. */
+  dispose(): void {}
 
   /** Remove the probes (the last reading stays); a command started for it is ended. */
   async stop(): Promise<void> {
