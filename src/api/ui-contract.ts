@@ -187,7 +187,7 @@ export type RecordingState = 'starting' | 'recording' | 'loading' | 'ready' | 'f
 export interface RecordingView {
   readonly id: string;
   readonly kind: 'recording';
-  /** `command ./app`, `process 1234`, or the directory read. */
+  /** `command ./app`, `process 1234`, or `recording DIR` (one read from disk). */
   readonly target: string;
   /** What was recorded (the targets asked for), empty for one read from disk. */
   readonly specs: readonly string[];

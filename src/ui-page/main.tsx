@@ -593,7 +593,7 @@ function MeasurementCard({
             Stop
           </button>
         ) : (
-          <button type="button" onClick={onForget}>
+          <button type="button" onClick={onForget} data-test="close">
             Close
           </button>
         )}

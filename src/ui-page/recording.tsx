@@ -203,14 +203,7 @@ function CallRow({
       </tr>
       {open &&
         node.children.map((child, i) => (
-          <CallRow
-            // biome-ignore lint/suspicious/noArrayIndexKey: a path's children are fixed
-            key={i}
-            node={child}
-            depth={depth + 1}
-            tree={tree}
-            whole={whole}
-          />
+          <CallRow key={i} node={child} depth={depth + 1} tree={tree} whole={whole} />
         ))}
     </>
   );
@@ -232,7 +225,6 @@ function CallTree({ tree }: { tree: RecordingTreeView }) {
         </thead>
         <tbody>
           {tree.roots.map((root, i) => (
-            // biome-ignore lint/suspicious/noArrayIndexKey: the roots are fixed
             <CallRow key={i} node={root} depth={0} tree={tree} whole={whole} />
           ))}
         </tbody>
@@ -306,8 +298,7 @@ export function RecordingCard({
     <article class={`measurement ${view.state}`} data-test="recording">
       <header>
         <h3>
-          Calls{view.specs.length > 0 && <code> {view.specs.join(' ')}</code>}{' '}
-          {view.specs.length > 0 || view.state !== 'ready' ? 'of' : 'in'} {view.target}
+          Calls{view.specs.length > 0 && <code> {view.specs.join(' ')}</code>} of {view.target}
         </h3>
         <span
           class={`state ${view.state === 'recording' ? 'running' : view.state}`}

@@ -89,7 +89,7 @@ export class RecordingResult {
   /** Reads the recording in `path` (relative: to the server's directory). */
   static open(id: string, path: string): RecordingResult {
     const dir = resolve(path);
-    const result = new RecordingResult(id, dir, [], `reading ${dir}`);
+    const result = new RecordingResult(id, `recording ${dir}`, [], `reading ${dir}`);
     result.#dir = dir;
     void result.#load(dir);
     return result;
