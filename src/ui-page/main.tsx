@@ -110,7 +110,7 @@ function Targets({ target, onPick }: { target: Target | null; onPick: (t: Target
             onInput={(e) => setQuery(e.currentTarget.value)}
             data-test="process-search"
           />
-          <button type="button" onClick={load}>
+          <button type="button" onClick={load} data-test="process-refresh">
             Refresh
           </button>
         </div>

@@ -48,9 +48,13 @@ export function watchPage(page: Page, origin: string): { errors: string[]; forei
   return seen;
 }
 
-/** Picks a process in Targets (searching its pid): the page goes on to its Functions. */
+/**
+ * Picks a process in Targets (the list refreshed, searched by its pid): the page goes on to
+ * its Functions.
+ */
 export async function pickProcess(page: Page, pid: number): Promise<void> {
   await page.locator('[data-test="tab-targets"]').click();
+  await page.locator('[data-test="process-refresh"]').click();
   await page.locator('[data-test="process-search"]').fill(String(pid));
   await page.locator(`[data-test="process-${pid}"]`).click();
 }

@@ -173,6 +173,10 @@ export class Measurement {
     if (error !== undefined) this.#error = errorText(error);
     if (!this.#stopRequested) this.#notes.push('the process or command ended');
     this.#closeDevNull();
+    // Its process ended: the probes went with it; the maps and programs go now (the last
+    // reading stays readable), not when the page closes the card.
+    this.#aggregate?.close();
+    void this.#attachment?.close();
     this.onEnd?.();
   }
 
