@@ -3,7 +3,12 @@ import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { functionStats, replayCalls } from '../../aggregate/index.js';
-import { type Recording, readRecording, recordCalls } from '../../api/index.js';
+import {
+  loadRecording,
+  type Recording,
+  type RecordingProgress,
+  recordCalls,
+} from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import {
   firstCallNs,
@@ -117,7 +122,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     .action(async (dir, options) => {
       const format = chooseFormat('call-report', options);
       await withOutput(io, options.output, async (out) => {
-        report(readAndWarn(dir, io), { ...options, format }, out);
+        report(await loadAndWarn(dir, io), { ...options, format }, out);
       });
     });
 
@@ -139,7 +144,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       const format = chooseFormat('call-graph', options);
       checkTerminal(format, options.output !== undefined);
       await withOutput(io, options.output, async (out) => {
-        const recording = readAndWarn(dir, io);
+        const recording = await loadAndWarn(dir, io);
         const from = func === undefined ? undefined : functionIds(recording, func);
         if (!isStackFormat(format)) {
           const render = format === 'json' ? renderCallGraphJson : renderCallGraphText;
@@ -175,7 +180,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     .action(async (dir, options) => {
       const format = chooseFormat('calls', options);
       await withOutput(io, options.output, async (out) => {
-        const recording = readAndWarn(dir, io);
+        const recording = await loadAndWarn(dir, io);
         const name = namer(recording);
         const ids = (funcs: string[] | undefined) =>
           funcs === undefined
@@ -216,7 +221,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     try {
       const recorded = await record(targets, options as RecordCliOptions, join(dir, 'rec'), io);
       await withOutput(io, options.output, async (out) => {
-        report(readAndWarn(join(dir, 'rec'), io), { ...options, format }, out);
+        report(await loadAndWarn(join(dir, 'rec'), io), { ...options, format }, out);
       });
       result.status = recorded.status;
     } finally {
@@ -304,9 +309,29 @@ function report(
   out.out(render(rows, name));
 }
 
-/** Reads a recording and says on stderr what is wrong with it (the valid part is shown). */
-function readAndWarn(dir: string, io: Io): Recording {
-  const recording = readRecording(dir);
+/** A recording at least this large says how far its reading got, on a terminal. */
+const PROGRESS_BYTES = 32 << 20;
+
+/**
+ * Reads a recording and says on stderr what is wrong with it (the valid part is shown); on a
+ * terminal, a large one says how far its reading got meanwhile, on one line it clears after.
+ */
+async function loadAndWarn(dir: string, io: Io): Promise<Recording> {
+  let lastMs = 0;
+  let shown = false;
+  const onProgress = (p: RecordingProgress) => {
+    const now = Date.now();
+    if (p.totalBytes < PROGRESS_BYTES || now - lastMs < 250) return;
+    lastMs = now;
+    shown = true;
+    const mib = (n: number) => (n / (1 << 20)).toFixed(0);
+    io.err(
+      `\rupscope: reading the recording: ${Math.floor((p.bytes / p.totalBytes) * 100)}% (${mib(p.bytes)} of ${mib(p.totalBytes)} MiB, ${p.records} records)`,
+    );
+  };
+  const terminal = process.stderr.isTTY === true;
+  const recording = await loadRecording(dir, { onProgress: terminal ? onProgress : undefined });
+  if (shown) io.err('\r\u001b[K');
   for (const problem of recording.problems) io.err(`upscope: warning: ${problem}\n`);
   return recording;
 }
