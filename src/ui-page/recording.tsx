@@ -64,7 +64,7 @@ export function RecordForms({
   return (
     <div class="record-forms">
       <form
-        class="editor"
+        class="panel"
         onSubmit={(e) => {
           e.preventDefault();
           if (target === null) return;
@@ -122,7 +122,7 @@ export function RecordForms({
         )}
       </form>
       <form
-        class="editor"
+        class="panel"
         onSubmit={(e) => {
           e.preventDefault();
           if (path.trim() !== '') void start('/api/open', { path: path.trim() });
