@@ -96,7 +96,9 @@ export class RecordingResult {
   }
 
   async #record(choice: RecordChoice): Promise<void> {
-    const engine = uiEngines().aggregate ?? 'bpf';
+    // BPF where allowed (as upscope record); else tracefs for root; else bpf says why not.
+    const engines = uiEngines();
+    const engine = engines.aggregate ?? (engines.trace === 'tracefs' ? 'tracefs' : 'bpf');
     try {
       if (choice.dir === undefined) {
         this.#dir = join(mkdtempSync(join(tmpdir(), 'upscope-ui-')), 'recording');
