@@ -14,6 +14,7 @@ export {
   callStacks,
   type FunctionName,
   firstCallNs,
+  functionReportRows,
   REPORT_SORTS,
   type ReportSort,
   renderCallGraphJson,
