@@ -31,6 +31,7 @@ import {
   type PlannedProbes,
   type ProbeSite,
   planProbes,
+  type ResolveOptions,
   type ReturnProbeMode,
   type SkippedSite,
 } from '../plan/index.js';
@@ -42,6 +43,8 @@ import { processFamily, ReplacedFiles } from './replaced-files.js';
 import { checkTargetOptions, probeName } from './tracer.js';
 
 export interface AggregateOptions extends CoverageOptions {
+  /** Progress of planning a pattern's functions (seconds for every function of a large program). */
+  readonly onProgress?: ResolveOptions['onProgress'];
   /**
    * `bpf` (the default: handlers in the kernel; root, or CAP_BPF and CAP_PERFMON) or
    * `ptrace` (one process, `pid` or `command`, each hit served in user space while its thread
@@ -514,6 +517,7 @@ async function start<R>(
     unsafe: options.unsafe,
     debugDirs: options.debugDirs,
     strict: options.strict,
+    onProgress: options.onProgress,
     returnProbes: options.returnProbes,
     returnsOfEntries: timesCalls,
     optionFetches: fetches,

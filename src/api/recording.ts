@@ -29,7 +29,7 @@ import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
 import type { Exit } from '../host/index.js';
 import { listFunctions } from './list.js';
-import { type Attachment, probeName, Tracer } from './tracer.js';
+import { type Attachment, type AttachOptions, probeName, Tracer } from './tracer.js';
 
 /** The files of a recording directory. */
 export const CALLS_FILE = 'calls.bin';
@@ -364,6 +364,8 @@ export interface RecordCallsOptions {
   /** Ends the recording (the probes are removed; a -p process runs on). */
   readonly signal?: AbortSignal | undefined;
   readonly onNotice?: ((text: string) => void) | undefined;
+  /** Progress of planning the functions (seconds for every function of a large program). */
+  readonly onProgress?: AttachOptions['onProgress'];
 }
 
 export interface RecordOptions extends RecordCallsOptions {
@@ -435,6 +437,7 @@ async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
     exclude: options.exclude,
     signal: options.signal,
     onNotice: options.onNotice,
+    onProgress: options.onProgress,
   });
   const ids = new Map<string, number>();
   const functions: RecordedFunction[] = [];

@@ -14,7 +14,7 @@ import {
   UNIT_NS,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
-import { type Io, withOutput } from '../io.js';
+import { type Io, planProgress, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   childrenOption,
@@ -159,6 +159,7 @@ function aggregateOptions(
   engine: 'bpf' | 'ptrace',
 ): AggregateOptions {
   return {
+    onProgress: planProgress(io),
     engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
     pid: options.pid,

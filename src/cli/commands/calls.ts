@@ -23,7 +23,7 @@ import {
   renderReplayText,
   sortFunctionStats,
 } from '../../output/index.js';
-import { type Io, withOutput } from '../io.js';
+import { type Io, planProgress, progressLine, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   collect,
@@ -255,6 +255,7 @@ async function record(
     debugDirs: options.debugDir,
     engine: options.engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
+    onProgress: planProgress(io),
   });
   const { attachment } = recorder;
   const endedBy = installLifecycle(attachment);
@@ -317,21 +318,16 @@ const PROGRESS_BYTES = 32 << 20;
  * terminal, a large one says how far its reading got meanwhile, on one line it clears after.
  */
 async function loadAndWarn(dir: string, io: Io): Promise<Recording> {
-  let lastMs = 0;
-  let shown = false;
+  const line = progressLine(io);
   const onProgress = (p: RecordingProgress) => {
-    const now = Date.now();
-    if (p.totalBytes < PROGRESS_BYTES || now - lastMs < 250) return;
-    lastMs = now;
-    shown = true;
+    if (p.totalBytes < PROGRESS_BYTES) return;
     const mib = (n: number) => (n / (1 << 20)).toFixed(0);
-    io.err(
-      `\rupscope: reading the recording: ${Math.floor((p.bytes / p.totalBytes) * 100)}% (${mib(p.bytes)} of ${mib(p.totalBytes)} MiB, ${p.records} records)`,
+    line.show(
+      `upscope: reading the recording: ${Math.floor((p.bytes / p.totalBytes) * 100)}% (${mib(p.bytes)} of ${mib(p.totalBytes)} MiB, ${p.records} records)`,
     );
   };
-  const terminal = process.stderr.isTTY === true;
-  const recording = await loadRecording(dir, { onProgress: terminal ? onProgress : undefined });
-  if (shown) io.err('\r\u001b[K');
+  const recording = await loadRecording(dir, { onProgress });
+  line.clear();
   for (const problem of recording.problems) io.err(`upscope: warning: ${problem}\n`);
   return recording;
 }

@@ -3,16 +3,18 @@
  * breakpoints in every process that maps its file, unless the link names one process. A run
  * that follows processes (-p, -c) filters hits by the map of followed processes, but a link
  * for every process makes each process that maps the file trap at every call: probing
- * libc:malloc of one server would slow every process on the machine, and probing node's own
- * functions would trap upscope itself at each of them.
+ * libc:malloc of one server would slow every process on the machine (and make attaching take
+ * seconds: a breakpoint per process per function), and probing node's own functions would
+ * trap upscope itself at each of them.
  *
  * So a file gets one link per followed process, and one more for each child as the fork
  * tracepoint reports it (a record in this scope's ring buffer), released as the process ends:
- * - always, for the executable upscope runs on (node): upscope never traps itself;
- * - with -p, for a file other processes map too (a shared library, a program that runs
- *   more than once): the followed processes alone pay for the probes.
+ * - with -p and -c, for a file upscope maps itself (node, libc, libstdc++): upscope never
+ *   traps, and nor does any other process;
+ * - with -p, for a file other processes map too (a program running more than once): the
+ *   followed processes alone pay for the probes.
  * The calls a child makes before its links exist (the first milliseconds after its fork) are
- * not seen there. Otherwise (the files of a -c command, a file only the followed processes
+ * not seen there. Otherwise (a -c command's own files, a file only the followed processes
  * map) one link covers every process, filtered in the kernel: a child is followed from its
  * first instruction, as a command's short-lived children need.
  */
@@ -66,10 +68,11 @@ export class FollowedScope {
   /** Where the fork and exit handlers say which processes came and went. */
   readonly ring: RingBuffer;
   readonly #pids = new Set<number>();
-  /** `inode path` of the files mapped by processes not followed (read once, when first asked). */
+  /** `inode path` of the files upscope maps, and of those other processes map (read once). */
+  #own: Set<string> | undefined;
   #elsewhere: Set<string> | undefined;
   readonly #decided = new Map<string, boolean>();
-  /** A -c command: its files are scoped only when upscope runs on them. */
+  /** A -c command: its files are scoped only when upscope maps them too. */
   readonly #command: boolean;
   #timer: NodeJS.Timeout | undefined;
 
@@ -99,15 +102,13 @@ export class FollowedScope {
     let key: string;
     try {
       key = `${statSync(path).ino} ${realpathSync(path)}`;
-      if (key === `${statSync(process.execPath).ino} ${realpathSync(process.execPath)}`) {
-        return true;
-      }
     } catch {
       return true;
     }
-    if (this.#command) return false;
+    this.#own ??= mappedFiles('self');
+    if (this.#own.has(key) || this.#command) return this.#own.has(key);
     if (this.#elsewhere === undefined) {
-      const elsewhere = mappedFiles('self');
+      const elsewhere = new Set<string>();
       for (const entry of readdirSync('/proc')) {
         const pid = Number(entry);
         if (!Number.isInteger(pid) || this.#pids.has(pid) || pid === process.pid) continue;
