@@ -198,3 +198,25 @@ test('count -p --by pid: children forked after the start are counted, each under
     await stopAll(parent, other, count);
   }
 });
+
+test("count -c on libc: the command's libc has the breakpoint; every other process's libc (this test's node) keeps its bytes", async (t) => {
+  if (!requireHost(t, { root: true, commands: ['sleep'] })) return;
+  const libc = readFileSync('/proc/self/maps', 'utf8')
+    .split('\n')
+    .map((line) => /\s(\/\S*libc\.so\.6)$/.exec(line)?.[1])
+    .find((path) => path !== undefined);
+  assert.ok(libc, 'this node maps libc');
+  const offset = dynamicOffsetOf(libc, 'clock_nanosleep@@GLIBC_2.17');
+  const original = read(libc, offset);
+  const count = spawnUpscope(['count', '-c', 'sleep 3', `${libc}:clock_nanosleep`]);
+  try {
+    await waitFor(count, STARTED, 'stderr', 60_000);
+    assert.equal(bytesIn('self', libc, offset), original, 'this node keeps its bytes');
+    assert.equal(bytesIn(count.pid, libc, offset), original, 'so does upscope');
+    const end = await ended(count);
+    assert.equal(end.code, 0, count.stderr);
+    assert.match(count.stdout, /^1\s+clock_nanosleep$/m, 'sleep 3 sleeps once');
+  } finally {
+    await stopAll(count);
+  }
+});

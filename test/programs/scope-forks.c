@@ -1,7 +1,7 @@
 /*
  * Target for which processes get a -p run's breakpoints: prints "ready PID", waits until the
  * file GO exists, then forks K children one after the other (each waited for); each child
- * waits 300 ms (the time a tracer takes to see it), calls scope_work() N times and prints
+ * waits 1 s (more than a tracer takes to see it, on a loaded machine), calls scope_work() N times and prints
  * `pid=P calls=N`, its own count (the truth).
  *
  *   scope-forks GO K N
@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
   for (long k = 0; k < children; k++) {
     pid_t child = fork();
     if (child == 0) {
-      usleep(300000);
+      usleep(1000000);
       long made = 0;
       for (long i = 0; i < calls; i++, made++) scope_work(i);
       printf("pid=%d calls=%ld\n", (int)getpid(), made);
