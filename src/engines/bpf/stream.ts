@@ -99,13 +99,22 @@ export class BpfStream {
       valueBytes: 8,
       maxEntries: Math.max(sites.length, 1),
     });
-    const layouts = new Map<string, { index: number; layout: RecordLayout }>();
+    const layouts = new Map<
+      string,
+      { index: number; layout: RecordLayout; decode: Route['decode'] }
+    >();
+    this.#layoutOf = [];
     this.#routes = sites.map((site) => {
       const layout = recordLayout(site.fetches);
-      if (!layouts.has(layout.key)) layouts.set(layout.key, { index: layouts.size, layout });
-      return { site, decode: decoder(layout), delivered: 0 };
+      let known = layouts.get(layout.key);
+      if (known === undefined) {
+        known = { index: layouts.size, layout, decode: decoder(layout) };
+        layouts.set(layout.key, known);
+      }
+      this.#layoutOf.push(known.index);
+      // Sites with one layout share its decoder (a recording of every function has one).
+      return { site, decode: known.decode, delivered: 0 };
     });
-    this.#layoutOf = sites.map((site) => layouts.get(recordLayout(site.fetches).key)!.index);
     this.#layouts = [...layouts.values()].map((l) => l.layout);
   }
 
