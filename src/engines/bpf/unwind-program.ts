@@ -181,10 +181,11 @@ const VMA_CACHED_BYTES = S.ino + 8 - S.vmStart;
 /** Where the image id is in a cached page's value. */
 const VMA_CACHED_IMAGE = VMA_VALUE_BYTES;
 
-/** The cache key of the pc (r6) in this process: its 2 MiB region, at fp + VMA_KEY. */
-function emitVmaCacheKey(a: Asm): void {
-  a.emit(ldx('W', 1, 9, S.pid), stx('W', 10, VMA_KEY, 1), st('W', 10, VMA_KEY + 4, 0));
-  a.emit(mov64Reg(1, 6), alu64Imm('RSH', 1, VMA_REGION_SHIFT), stx('DW', 10, VMA_KEY + 8, 1));
+/** The cache key of an address (in `reg`, r6 the pc by default) in this process: its 2 MiB region, at fp + VMA_KEY. */
+function emitVmaCacheKey(a: Asm, reg: Reg = 6): void {
+  a.emit(mov64Reg(2, reg), ldx('W', 1, 9, S.pid), stx('W', 10, VMA_KEY, 1));
+  a.emit(st('W', 10, VMA_KEY + 4, 0), alu64Imm('RSH', 2, VMA_REGION_SHIFT));
+  a.emit(stx('DW', 10, VMA_KEY + 8, 2));
 }
 
 /** The ranges trie's key of the pc (r6) in this process, at fp + VMA_KEY: every bit. */
@@ -416,10 +417,16 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   }
   a.emit(ldx('W', 1, 9, S.vmFlags), stx('DW', 10, VMA_VALUE + VMA_CACHED_BYTES, 1));
   a.emit(ldx('DW', 1, 9, S.image), stx('DW', 10, VMA_VALUE + VMA_CACHED_IMAGE, 1));
-  emitVmaCacheKey(a);
-  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
-  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_VALUE), mov64Imm(4, 0));
-  a.emit(call(BPF_FUNC.map_update_elem));
+  // Under the regions of its first and last bytes: every region of a mapping of 2 MiB or
+  // less (most libraries' code), whatever page of it the next walk meets first.
+  for (const end of [false, true]) {
+    a.emit(ldx('DW', 3, 9, end ? S.vmEnd : S.vmStart));
+    if (end) a.emit(alu64Imm('SUB', 3, 1));
+    emitVmaCacheKey(a, 3);
+    a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
+    a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_VALUE), mov64Imm(4, 0));
+    a.emit(call(BPF_FUNC.map_update_elem));
+  }
   a.label(found);
   const classified = a.fresh('unwind.classified');
   const hasFile = a.fresh('unwind.file');
