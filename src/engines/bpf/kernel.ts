@@ -71,7 +71,14 @@ function bpfAttr(native: NativeBinding): NativeMemory {
   return native.alloc(BPF_ATTR_BYTES);
 }
 
-export type MapKind = 'hash' | 'lru-hash' | 'array' | 'percpu-hash' | 'percpu-array' | 'ringbuf';
+export type MapKind =
+  | 'hash'
+  | 'lru-hash'
+  | 'array'
+  | 'percpu-hash'
+  | 'percpu-array'
+  | 'ringbuf'
+  | 'lpm-trie';
 
 const MAP_TYPES: Record<MapKind, number> = {
   hash: BPF_MAP_TYPE.BPF_MAP_TYPE_HASH,
@@ -80,7 +87,11 @@ const MAP_TYPES: Record<MapKind, number> = {
   'percpu-hash': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_HASH,
   'percpu-array': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_ARRAY,
   ringbuf: BPF_MAP_TYPE.BPF_MAP_TYPE_RINGBUF,
+  'lpm-trie': BPF_MAP_TYPE.BPF_MAP_TYPE_LPM_TRIE,
 };
+
+/** `BPF_F_NO_PREALLOC`: a longest-prefix-match trie must be made with it. */
+const BPF_F_NO_PREALLOC = 1;
 
 export interface MapSpec {
   readonly kind: MapKind;
@@ -131,6 +142,7 @@ export class BpfMap {
         valueSizeBytes: spec.valueBytes,
         maxEntries: spec.maxEntries,
         name: spec.name,
+        flags: spec.kind === 'lpm-trie' ? BPF_F_NO_PREALLOC : 0,
       }),
     );
     if (fd < 0) {
@@ -223,6 +235,60 @@ export class BpfMap {
     } finally {
       keyMemory.free();
       valueMemory.free();
+    }
+  }
+
+  /**
+   * Every element, read `chunk` at a time (BPF_MAP_LOOKUP_BATCH, kernel 5.6+): far fewer
+   * system calls than keys() and a lookup per key. `each` gets the keys and values of one
+   * chunk back to back (keyBytes and lookupBytes apart), and how many there are.
+   */
+  lookupBatch(each: (keys: Uint8Array, values: Uint8Array, count: number) => void, chunk = 4096) {
+    const keyBytes = this.spec.keyBytes;
+    const keys = this.#native.alloc(keyBytes * chunk);
+    const values = this.#native.alloc(this.lookupBytes * chunk);
+    // The position between calls (a bucket index for hashes): at least a key's size.
+    const tokens = [
+      this.#native.alloc(Math.max(keyBytes, 8)),
+      this.#native.alloc(Math.max(keyBytes, 8)),
+    ];
+    try {
+      let first = true;
+      for (let round = 0; ; round++) {
+        const inBatch = tokens[round % 2]!;
+        const outBatch = tokens[(round + 1) % 2]!;
+        this.#attr.bytes.fill(0);
+        const view = new DataView(this.#attr.bytes.buffer, this.#attr.bytes.byteOffset);
+        if (!first) view.setBigUint64(BPF_MAP_BATCH_ATTR.in_batch, inBatch.address, true);
+        view.setBigUint64(BPF_MAP_BATCH_ATTR.out_batch, outBatch.address, true);
+        view.setBigUint64(BPF_MAP_BATCH_ATTR.keys, keys.address, true);
+        view.setBigUint64(BPF_MAP_BATCH_ATTR.values, values.address, true);
+        view.setUint32(BPF_MAP_BATCH_ATTR.count, chunk, true);
+        view.setUint32(BPF_MAP_BATCH_ATTR.map_fd, this.fd, true);
+        const status = this.#native.syscall(
+          SYSCALL.bpf,
+          BigInt(BPF_CMD.BPF_MAP_LOOKUP_BATCH),
+          this.#attr.address,
+          BigInt(BPF_ATTR_BYTES),
+          0n,
+          0n,
+        );
+        first = false;
+        const count = view.getUint32(BPF_MAP_BATCH_ATTR.count, true);
+        if (status < 0 && status !== -2) throw failure(`read BPF map "${this.spec.name}"`, status);
+        if (count > 0) {
+          each(
+            keys.bytes.subarray(0, count * keyBytes),
+            values.bytes.subarray(0, count * this.lookupBytes),
+            count,
+          );
+        }
+        if (status === -2) return; // ENOENT: no more
+      }
+    } finally {
+      keys.free();
+      values.free();
+      for (const token of tokens) token.free();
     }
   }
 
