@@ -1,7 +1,8 @@
 // The cost of the exporters: the benchmark target's own loop rate (events per second, from
 // its `ns_per_call`) under plain `count` against `count --prometheus` (scraped every second
 // meanwhile) and `count --otlp` (to a receiver here that answers 200), and plain `trace`
-// (stdout to /dev/null) against `trace --otlp` (a span per call), in turns in the same run.
+// (stdout to /dev/null) against `trace --otlp` (a span per call), and `latency` against
+// `latency --otlp` (metrics, and a span per call from the kernel), in turns in the same run.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -71,6 +72,9 @@ export async function runExporterBench(runs = 3) {
         return once(['count', '--prometheus', String(port), '-c', cmd, probe], scraping);
       },
       'count --otlp (metrics every 1 s)': () => once(['count', '--otlp', otlp, '-c', cmd, probe]),
+      latency: () => once(['latency', '-c', cmd, probe]),
+      'latency --otlp (metrics, and a span per call)': () =>
+        once(['latency', '--otlp', otlp, '-c', cmd, probe]),
       trace: () => once(['trace', '-c', `${hot} ${calls / 10}`, probe, `r:${probe}`]),
       'trace --otlp (a span per call)': () =>
         once(['trace', '--otlp', otlp, '-c', `${hot} ${calls / 10}`, probe, `r:${probe}`]),
@@ -84,10 +88,10 @@ export async function runExporterBench(runs = 3) {
       `\nExporters (hot_function, median of ${runs} runs in turns; events/s of the target):`,
     );
     for (const name of Object.keys(cases)) {
-      const base = name.startsWith('count') ? 'count' : 'trace';
+      const base = name.split(' ')[0];
       const cost = ((rate(base) - rate(name)) / rate(base)) * 100;
       console.log(
-        `  ${name.padEnd(40)} ${Math.round(rate(name)).toLocaleString('en-US').padStart(11)}/s` +
+        `  ${name.padEnd(46)} ${Math.round(rate(name)).toLocaleString('en-US').padStart(11)}/s` +
           (name === base
             ? ''
             : `  ${cost >= 0 ? '-' : '+'}${Math.abs(cost).toFixed(1)}% against ${base}`),

@@ -2,9 +2,11 @@
 // Build: `tsc` type-checks and emits dist/ (the library, imported as `upscope`), then esbuild
 // bundles the command line into one file, dist/cli.mjs. Measured: loading the 76 modules of
 // dist/ one by one took about 75 ms of every `upscope` run; the bundle loads in about 25 ms.
+// The page of `upscope ui` is bundled too (below), into dist/page/.
 // esbuild runs as its command-line program (waited for), not through its JavaScript API, whose
 // service process outlives the build and is left for PID 1 to reap.
 import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync } from 'node:fs';
 
 const root = new URL('..', import.meta.url).pathname;
 function run(script, args) {
@@ -19,6 +21,7 @@ function run(script, args) {
 }
 
 run('typescript/bin/tsc', ['-p', `${root}tsconfig.json`]);
+run('typescript/bin/tsc', ['-p', `${root}tsconfig.page.json`]);
 run('esbuild/bin/esbuild', [
   `${root}src/cli/main.ts`,
   `--outfile=${root}dist/cli.mjs`,
@@ -37,3 +40,21 @@ run('esbuild/bin/esbuild', [
   "--banner:js=import { createRequire as upscopeCreateRequire } from 'node:module'; const require = upscopeCreateRequire(import.meta.url);",
   '--log-level=warning',
 ]);
+// The page of `upscope ui` (src/ui-page: preact, uPlot), served by upscope from dist/page/:
+// one script and one style sheet, minified, nothing fetched from elsewhere.
+run('esbuild/bin/esbuild', [
+  `${root}src/ui-page/main.tsx`,
+  `--outfile=${root}dist/page/app.js`,
+  '--bundle',
+  '--minify',
+  '--format=esm',
+  '--target=es2020',
+  '--jsx=automatic',
+  '--jsx-import-source=preact',
+  '--legal-comments=none',
+  '--log-level=warning',
+]);
+mkdirSync(`${root}dist/page`, { recursive: true });
+for (const file of ['index.html', 'favicon.svg']) {
+  copyFileSync(`${root}src/ui-page/${file}`, `${root}dist/page/${file}`);
+}

@@ -12,7 +12,7 @@ function files(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
     e.isDirectory()
       ? files(join(dir, e.name))
-      : e.name.endsWith('.ts') && !e.name.endsWith('.test.ts')
+      : /\.tsx?$/.test(e.name) && !e.name.endsWith('.test.ts')
         ? [join(dir, e.name)]
         : [],
   );
@@ -27,6 +27,16 @@ for (const file of files(src)) {
     const parts = target.split('/');
     const to = parts[0];
     if (to === from || to.startsWith('..')) continue;
+    // The page of `upscope ui` runs in a browser: of the library it takes only the contract
+    // of the server's API (types and a constant), never code that needs Node.
+    if (from === 'ui-page') {
+      if (target !== 'api/ui-contract.js') {
+        problems.push(
+          `src/${relative(src, file)}: imports "${m[1]}": the page may import only src/api/ui-contract.ts`,
+        );
+      }
+      continue;
+    }
     const where = `src/${relative(src, file)}`;
     if (!(parts.length === 2 && parts[1] === 'index.js')) {
       problems.push(`${where}: imports "${m[1]}": import src/${to}/ through its index.ts`);

@@ -11,7 +11,7 @@
 // The tests' temporary files (TMPDIR) go to a directory of this run inside the checkout,
 // removed at the end: the tests leave nothing in /tmp, even when one of them fails.
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -59,20 +59,39 @@ const tmpParent = join(root, 'node_modules/.cache/upscope-tmp');
 mkdirSync(tmpParent, { recursive: true });
 const tmp = mkdtempSync(join(tmpParent, 'run-'));
 chmodSync(tmp, 0o1777); // as /tmp: tests that run a command as nobody write here too
-const child = spawn(process.execPath, ['--import', 'tsx', '--test', ...files], {
-  cwd: root,
-  stdio: ['inherit', 'pipe', 'inherit'],
-  env: { ...process.env, TMPDIR: tmp },
-});
+
+// Files run two at a time (the machine has 2 cores; most of a test's time is spent waiting on
+// the programs it runs), except those marked `upscope-tests: alone`: they look at or change
+// what every upscope shares (tracefs as a whole, groups of dead owners they make or leave on
+// purpose, a compiled target's probes), so they run after the others, one at a time.
+const ALONE = 'upscope-tests: alone';
+const concurrency = Math.max(1, Number(process.env.UPSCOPE_TEST_CONCURRENCY ?? 2) || 1);
+const alone = files.filter((file) => readFileSync(join(root, file), 'utf8').includes(ALONE));
+const together = files.filter((file) => !alone.includes(file));
+
 // TAP: a skipped test is "ok N - NAME # SKIP REASON"; nested ones are indented.
 const skipped = [];
-const lines = createInterface({ input: child.stdout });
-lines.on('line', (line) => {
-  process.stdout.write(`${line}\n`);
-  const skip = /^\s*ok \d+ - (.*) # SKIP(?: (.*))?$/.exec(line);
-  if (skip !== null) skipped.push(`${skip[1]}${skip[2] ? ` (${skip[2]})` : ''}`);
-});
-const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
+function run(list, parallel) {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--test', `--test-concurrency=${parallel}`, ...list],
+    { cwd: root, stdio: ['inherit', 'pipe', 'inherit'], env: { ...process.env, TMPDIR: tmp } },
+  );
+  const lines = createInterface({ input: child.stdout });
+  lines.on('line', (line) => {
+    process.stdout.write(`${line}\n`);
+    const skip = /^\s*ok \d+ - (.*) # SKIP(?: (.*))?$/.exec(line);
+    if (skip !== null) skipped.push(`${skip[1]}${skip[2] ? ` (${skip[2]})` : ''}`);
+  });
+  return new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
+}
+const statuses = [];
+if (together.length > 0) statuses.push(await run(together, concurrency));
+if (alone.length > 0) {
+  console.log(`# ${alone.length} test files alone: ${alone.join(' ')}`);
+  statuses.push(await run(alone, 1));
+}
+const status = statuses.find((code) => code !== 0) ?? 0;
 rmSync(tmp, { recursive: true, force: true });
 if (skipped.length > 0) {
   console.error(`\n${skipped.length} test${skipped.length === 1 ? '' : 's'} skipped:`);

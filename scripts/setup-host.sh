@@ -15,7 +15,8 @@
 #   nginx-light: a real forking server for -p/-c over children
 #   bpftrace: another tracer's kernel uprobe on the function the ptrace engine probes
 #   chromium: the flame graph opened as a person would (headless, driven by playwright-core),
-#     and speedscope loading the chrome and speedscope files upscope writes
+#     speedscope loading the chrome and speedscope files upscope writes, and upscope ui's page
+#   tmux: upscope top driven in a real terminal (send-keys, capture-pane)
 #   prometheus: promtool, Prometheus's own reader of the exposition text upscope writes, and
 #     the server, which scrapes count/hist/latency --prometheus in the tests
 # `--check` prints what is missing and exits 1 if anything is, installing nothing.
@@ -35,6 +36,7 @@ NEEDS=(
   'command -v nginx|nginx-light'
   'command -v bpftrace|bpftrace'
   'command -v chromium|chromium'
+  'command -v tmux|tmux'
   'command -v promtool && command -v prometheus|prometheus'
 )
 

@@ -1,4 +1,30 @@
+export {
+  callGraph,
+  type FunctionStats,
+  functionStats,
+  type GraphNode,
+  type ReplayCall,
+  type ReplayOptions,
+  replayCalls,
+} from './call-analysis.js';
 export { goroutineDepth, PendingCalls, threadDepth } from './call-frames.js';
+export {
+  CALL_RECORD_BYTES,
+  CALLS_HEADER_BYTES,
+  CALLS_VERSION,
+  type CallRecord,
+  CallRecordDecoder,
+  type CallRecordKind,
+  checkCallsHeader,
+  encodeCallRecord,
+  encodeCallsHeader,
+} from './call-records.js';
+export {
+  type CallEnd,
+  type CallNode,
+  CallTreeBuilder,
+  type ThreadCalls,
+} from './call-tree.js';
 export {
   type BucketRange,
   type BucketScheme,

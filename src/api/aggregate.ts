@@ -11,6 +11,7 @@ import {
   type AggregateOptions as EngineAggregateOptions,
   type Filters,
   type HandlerErrors,
+  SPAN_BUFFER_BYTES,
   type TimedFunction,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
@@ -117,7 +118,28 @@ export type LatencyUnit = 'ns' | 'us' | 'ms';
 export interface LatencyOptions extends AggregateOptions {
   /** The unit of the histogram's buckets (default us). Count, sum, min and max stay in ns. */
   readonly unit?: LatencyUnit | undefined;
+  /**
+   * Called with each timed call, soon after its return (as spans, e.g. for OpenTelemetry): on
+   * the bpf engine the kernel records them in a ring buffer read every 100 ms; one that found
+   * the buffer full is counted in errors().spansLost.
+   */
+  readonly onCall?: ((call: LatencyCall) => void) | undefined;
 }
+
+/** One timed call of latencyOf(): its function, its thread, and when it ran. */
+export interface LatencyCall {
+  readonly probe: string;
+  readonly pid: number;
+  readonly tid: number;
+  /** The thread's name. */
+  readonly comm: string;
+  /** Entry and return, in nanoseconds of CLOCK_MONOTONIC (process.hrtime.bigint()'s clock). */
+  readonly startNs: bigint;
+  readonly endNs: bigint;
+}
+
+/** How often the kernel's span records of latency's calls are read. */
+const SPAN_POLL_MS = 100;
 
 export const UNIT_NS: Readonly<Record<LatencyUnit, number>> = { ns: 1, us: 1000, ms: 1_000_000 };
 
@@ -750,21 +772,39 @@ export async function latencyOf(
   const filters = filtersOf(options);
   const fetches = optionFetches(options, filters);
   if (options.engine === 'ptrace') {
-    return ptraceAggregate(specs, { kind: 'latency', unitNs: UNIT_NS[unit] }, options, fetches);
+    return ptraceAggregate(
+      specs,
+      { kind: 'latency', unitNs: UNIT_NS[unit], onCall: options.onCall },
+      options,
+      fetches,
+    );
   }
+  const { onCall } = options;
   return startAggregate(
     specs,
     options,
     (sites, names, processes) => {
-      const latency = BpfLatency.open(timedFunctions(sites), UNIT_NS[unit], {
-        ...processes,
-        filters: { ...filtersAt(filters, sites), exclude: processes.exclude },
-        mode: options.attach,
-        purpose: `timing ${sites.length} function${sites.length === 1 ? '' : 's'}`,
-      });
+      const latency = BpfLatency.open(
+        timedFunctions(sites),
+        UNIT_NS[unit],
+        {
+          ...processes,
+          filters: { ...filtersAt(filters, sites), exclude: processes.exclude },
+          mode: options.attach,
+          purpose: `timing ${sites.length} function${sites.length === 1 ? '' : 's'}`,
+        },
+        onCall === undefined ? undefined : SPAN_BUFFER_BYTES,
+      );
+      const readCalls = () =>
+        latency.readCalls((call) => onCall?.({ ...call, probe: names[call.probe]! }));
+      const timer = onCall === undefined ? undefined : setInterval(readCalls, SPAN_POLL_MS);
       return {
         engine: latency,
         read: () => latency.read().map((histogram, i) => ({ probe: names[i]!, histogram })),
+        stopped: () => {
+          clearInterval(timer);
+          readCalls();
+        },
       };
     },
     checkTimed,

@@ -7,12 +7,25 @@ export {
   type BucketRange,
   type BucketScheme,
   bucketRange,
+  type CallEnd,
+  type CallNode,
+  type CallRecord,
+  type CallRecordKind,
+  CallTreeBuilder,
+  callGraph,
+  type FunctionStats,
+  functionStats,
+  type GraphNode,
   type Histogram,
   HistogramAccumulator,
   type HistogramRow,
   histogramRows,
   mean,
   percentile,
+  type ReplayCall,
+  type ReplayOptions,
+  replayCalls,
+  type ThreadCalls,
 } from '../aggregate/index.js';
 export type {
   AllocatorKind,
@@ -44,6 +57,8 @@ export {
   descendantsOf,
   endProcessGroup,
   groupMembers,
+  listProcesses,
+  type ProcessInfo,
   ThreadNames,
 } from '../host/index.js';
 export {
@@ -87,6 +102,7 @@ export {
   countHits,
   type HistogramOptions,
   histogramOf,
+  type LatencyCall,
   type LatencyOptions,
   type LatencyUnit,
   latencyOf,
@@ -143,6 +159,22 @@ export {
   type PtraceRunOptions,
 } from './ptrace-run.js';
 export { PtraceStacks, type WalkedStack } from './ptrace-stacks.js';
+export {
+  CALLS_FILE,
+  type CallRecorder,
+  CallRecords,
+  INDEX_FILE,
+  type RecordCallsOptions,
+  type RecordedFunction,
+  type Recording,
+  type RecordingIndex,
+  RecordingWriter,
+  type RecordOptions,
+  readRecording,
+  record,
+  recordCalls,
+  recordSpecs,
+} from './recording.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
 export {
   Attachment,
@@ -152,3 +184,24 @@ export {
   probeName,
   Tracer,
 } from './tracer.js';
+export {
+  type CountRowView,
+  type DoctorView,
+  type ErrorView,
+  type FunctionRow,
+  type FunctionsView,
+  type LatencyRowView,
+  type MeasureKind,
+  type MeasurementView,
+  type MeasureRequest,
+  type MeasureState,
+  type ProcessRow,
+  type ResolveView,
+  type StackRowView,
+  type StreamMessage,
+  type TargetChoice,
+  TOKEN_HEADER,
+  type TraceEventView,
+  type UsdtRow,
+  type ValidateView,
+} from './ui-contract.js';

@@ -22,6 +22,7 @@ import {
   type CountKeyPart,
   type CountOptions,
   checkTimed,
+  type LatencyCall,
   type ProbeCount,
   type ProbeHistogram,
   probeNames,
@@ -34,7 +35,11 @@ import { checkTargetOptions, probeName } from './tracer.js';
 export type PtraceAggregation =
   | { readonly kind: 'count'; readonly parts: readonly CountKeyPart[] }
   | { readonly kind: 'hist'; readonly value: FetchArg; readonly scheme: BucketScheme }
-  | { readonly kind: 'latency'; readonly unitNs: number };
+  | {
+      readonly kind: 'latency';
+      readonly unitNs: number;
+      readonly onCall?: ((call: LatencyCall) => void) | undefined;
+    };
 
 type Reading<A extends PtraceAggregation> = A extends { kind: 'count' }
   ? ProbeCount[]
@@ -214,6 +219,14 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
       case 'latency': {
         if (context.entryTimeNs === undefined) return true;
         histogram(probe).add(context.timeNs - context.entryTimeNs);
+        aggregation.onCall?.({
+          probe,
+          pid: context.pid,
+          tid: context.tid,
+          comm: name,
+          startNs: context.entryTimeNs,
+          endNs: context.timeNs,
+        });
         return true;
       }
     }

@@ -33,6 +33,7 @@ import {
   type SkippedSite,
   siteName,
 } from '../plan/index.js';
+import { globToRegExp } from '../spec/index.js';
 import {
   type Aggregate,
   type CountOptions,
@@ -99,6 +100,11 @@ export interface AttachOptions extends CoverageOptions {
    * leaves by, `trampoline` replaces its return address (see ReturnProbeMode).
    */
   readonly returnProbes?: ReturnProbeMode | undefined;
+  /**
+   * Leave out the functions whose name (as stored, or demangled) matches one of these globs,
+   * e.g. `_*` (fails when that leaves nothing).
+   */
+  readonly exclude?: readonly string[] | undefined;
 }
 
 /** What an attachment reads events from: a tracefs or a BPF ring-buffer stream. */
@@ -201,7 +207,7 @@ export class Tracer {
     options: AttachOptions = {},
   ): Promise<Attachment> {
     checkTargetOptions(options, 'trace');
-    const { sites, skipped } = await planProbes(typeof specs === 'string' ? [specs] : specs, {
+    const planned = await planProbes(typeof specs === 'string' ? [specs] : specs, {
       pid: options.pid,
       unsafe: options.unsafe,
       debugDirs: options.debugDirs,
@@ -210,6 +216,8 @@ export class Tracer {
       // The command's libraries are searched for as its dynamic linker will.
       ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });
+    const { skipped } = planned;
+    const sites = excludeSites(planned.sites, options.exclude);
     // The tracefs engine defines its probes in tracefs (and first removes what a killed
     // upscope left there); the bpf engine defines nothing there, and reads it only to follow a
     // process (the sched tracepoints), so CAP_BPF and CAP_PERFMON are enough without -p or -c.
@@ -276,6 +284,24 @@ export class Tracer {
       throw err;
     }
   }
+}
+
+/** The sites whose function no `exclude` glob matches; throws when none is left. */
+function excludeSites(sites: ProbeSite[], exclude: readonly string[] | undefined): ProbeSite[] {
+  if (exclude === undefined || exclude.length === 0) return sites;
+  const globs = exclude.map((glob) => globToRegExp(glob));
+  const kept = sites.filter((site) => {
+    const names = [site.symbol?.replace(/@.*/, ''), site.demangled, siteName(site)];
+    return !names.some((name) => name !== undefined && globs.some((g) => g.test(name)));
+  });
+  if (kept.length === 0) {
+    throw new ProbeError(
+      'ERR_NO_MATCH',
+      `Cannot attach: --exclude ${exclude.map((g) => `"${g}"`).join(', ')} left no function of the ${sites.length} matched`,
+      { hints: ['Exclude fewer functions, or name other targets'] },
+    );
+  }
+  return kept;
 }
 
 /**

@@ -7,13 +7,16 @@ import {
   renderError,
 } from '../errors/index.js';
 import { registerAggregate } from './commands/aggregate.js';
+import { registerCalls } from './commands/calls.js';
 import { registerClean } from './commands/clean.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerLeaks } from './commands/leaks.js';
 import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
 import { registerServe } from './commands/serve.js';
+import { registerTop } from './commands/top.js';
 import { registerTrace } from './commands/trace.js';
+import { registerUi } from './commands/ui.js';
 import { type Io, processIo } from './io.js';
 import { setUpPtraceHelper } from './ptrace-helper.js';
 
@@ -51,8 +54,11 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerResolve(program, io, result);
   registerTrace(program, io, result);
   registerAggregate(program, io, result);
+  registerCalls(program, io, result);
   registerLeaks(program, io, result);
   registerServe(program, io, result);
+  registerTop(program, io, result);
+  registerUi(program, io, result);
   registerDoctor(program, io, result);
   registerClean(program, io, result);
   return program;

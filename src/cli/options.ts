@@ -67,7 +67,7 @@ export const killAfterOption = [
 ] as const;
 
 /** Collects a repeatable option's values. */
-function collect(value: string, previous: string[] | undefined): string[] {
+export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
 }
 
@@ -221,4 +221,32 @@ export function commandStdout(
       open = false;
     },
   };
+}
+
+/**
+ * Say events lost as they happen, once a second at most, not only in the summary: `say()` is
+ * called by the timer and once more at the end (`stop()` ends the timer). `advice` says what
+ * loses fewer.
+ */
+export function lossReporter(
+  stats: () => { readonly lost: number },
+  io: { err(text: string): void },
+  advice: string,
+): { say(): void; stop(): void } {
+  let said = 0;
+  const say = () => {
+    let lost: number;
+    try {
+      lost = stats().lost;
+    } catch {
+      return; // closed meanwhile
+    }
+    if (lost <= said) return;
+    io.err(
+      `upscope: ${lost - said} events lost: the ring buffer filled faster than it was read (${advice})\n`,
+    );
+    said = lost;
+  };
+  const timer = setInterval(say, 1000);
+  return { say, stop: () => clearInterval(timer) };
 }

@@ -10,6 +10,7 @@ import {
   PrometheusServer,
   parseListenAddress,
   parseOtlpUrl,
+  type TimedSpan,
 } from '../exporters/index.js';
 import {
   type CountRow,
@@ -64,7 +65,7 @@ export const prometheusOption = [
 /** `--otlp URL`. Spread into .option(). */
 export const otlpOption = [
   '--otlp <url>',
-  'send to an OpenTelemetry (OTLP/HTTP, protobuf) receiver at URL, e.g. http://127.0.0.1:4318 (an OpenTelemetry Collector): trace sends each call (entry to return) as a span with its fetched values as attributes; count, hist and latency send their totals as metrics every OTEL_METRIC_EXPORT_INTERVAL ms (default 10000) and at the end. Spans queue up to OTEL_BSP_MAX_QUEUE_SIZE (2048); what cannot be sent is dropped, counted and said, and never slows the probes',
+  'send to an OpenTelemetry (OTLP/HTTP, protobuf) receiver at URL, e.g. http://127.0.0.1:4318 (an OpenTelemetry Collector): trace and latency send each call (entry to return) as a span (trace with its fetched values as attributes); count, hist and latency send their totals as metrics every OTEL_METRIC_EXPORT_INTERVAL ms (default 10000) and at the end. Spans queue up to OTEL_BSP_MAX_QUEUE_SIZE (2048); what cannot be sent is dropped, counted and said, and never slows the probes',
 ] as const;
 
 /** The format asked for a kind of result: --format, or json with --json, else text. */
@@ -131,11 +132,11 @@ async function startExporters(
   return started;
 }
 
-/** Say what the OTLP exporter sent and dropped, at the end. */
+/** Say what the OTLP exporter sent and dropped, at the end: spans, metrics, or both. */
 async function closeExporters(
   started: { server?: PrometheusServer; otlp?: OtlpExporter },
   io: Io,
-  spans: boolean,
+  sent: { readonly spans: boolean; readonly metrics: boolean },
 ): Promise<void> {
   if (!active.delete(started)) return; // handed to the helper
   await started.server?.close();
@@ -143,8 +144,8 @@ async function closeExporters(
   if (otlp === undefined) return;
   const stats = await otlp.close();
   const parts: string[] = [];
-  if (spans) parts.push(`${stats.spansSent} spans sent, ${stats.spansDropped} dropped`);
-  else {
+  if (sent.spans) parts.push(`${stats.spansSent} spans sent, ${stats.spansDropped} dropped`);
+  if (sent.metrics) {
     parts.push(
       `${stats.metricExports} metric exports sent${stats.metricExportsFailed > 0 ? `, ${stats.metricExportsFailed} failed` : ''}`,
     );
@@ -158,6 +159,8 @@ async function closeExporters(
  */
 export type Printer<R> = ((rows: R, final: boolean) => void) & {
   live?: (read: () => R, health?: () => Health) => void;
+  /** latency with --otlp: each timed call, sent as a span. */
+  call?: ((call: TimedSpan) => void) | undefined;
 };
 
 type AggregateKind = 'count' | 'hist' | 'latency';
@@ -226,13 +229,15 @@ export async function withAggregateOutput<K extends AggregateKind, T>(
         if (server !== undefined) io.err(`upscope: serving metrics at ${server.url}\n`);
         otlp?.metrics(() => input() ?? {});
       },
+      call:
+        kind === 'latency' && otlp !== undefined ? (call: TimedSpan) => otlp.call(call) : undefined,
     },
   );
   sink.begin();
   try {
     return await body(print);
   } finally {
-    await closeExporters(started, io, false);
+    await closeExporters(started, io, { spans: kind === 'latency', metrics: true });
   }
 }
 
@@ -283,6 +288,6 @@ export async function traceOutput(options: TraceOutputOptions, io: Io): Promise<
         flush: () => inner.flush?.(),
       };
     },
-    close: () => closeExporters(started, io, true),
+    close: () => closeExporters(started, io, { spans: true, metrics: false }),
   };
 }

@@ -88,6 +88,8 @@ export const ERROR_CODES = {
   ERR_MAPS_INVALID: code('target', 'A /proc/PID/maps text cannot be parsed'),
   ERR_KERNEL_REFUSED_PROBE: code('resolution', 'The kernel refused a uprobe_events definition'),
   ERR_TRACEFS_WRITE: code('environment', 'A tracefs control file refused a change'),
+  ERR_NOT_A_RECORDING: code('target', 'A directory is not a call recording upscope can read'),
+  ERR_RECORDING_WRITE: code('environment', 'A call recording cannot be written'),
   ERR_OUTPUT_FILE: code(
     'environment',
     'The --output or --command-output file cannot be opened or written',

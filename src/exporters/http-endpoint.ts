@@ -2,6 +2,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { ProbeError } from '../errors/index.js';
 import { formatAddress, type ListenAddress } from './address.js';
 
+/** A request's handler, for endpoints that answer more than GET on fixed paths. */
+export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
 /** A path's handler: the status, content type and body of the answer. */
 export type Route = () =>
   | Promise<{ status: number; type: string; body: string }>
@@ -30,12 +33,12 @@ export class HttpEndpoint {
   }
 
   /** Listen at `address` (`option` names it in errors) with these routes. */
-  static async listen(
+  static listen(
     address: ListenAddress,
     option: string,
     routes: Readonly<Record<string, Route>>,
   ): Promise<HttpEndpoint> {
-    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    return HttpEndpoint.serve(address, option, (req, res) => {
       const path = (req.url ?? '/').split('?')[0]!;
       const route = routes[path];
       if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -58,6 +61,18 @@ export class HttpEndpoint {
               .end(`${err instanceof Error ? err.message : String(err)}\n`),
         );
     });
+  }
+
+  /**
+   * Listen at `address` (`option` names it in errors), every request going to `handler`
+   * (which answers it whole: methods, paths, streams).
+   */
+  static async serve(
+    address: ListenAddress,
+    option: string,
+    handler: Handler,
+  ): Promise<HttpEndpoint> {
+    const server = createServer(handler);
     server.keepAliveTimeout = 5000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', (err: NodeJS.ErrnoException) => {

@@ -1,10 +1,11 @@
 export { formatAddress, type ListenAddress, parseListenAddress } from './address.js';
-export { HttpEndpoint, type Route } from './http-endpoint.js';
+export { type Handler, HttpEndpoint, type Route } from './http-endpoint.js';
 export {
   OtlpExporter,
   type OtlpOptions,
   type OtlpStats,
   parseOtlpUrl,
+  type TimedSpan,
 } from './otlp.js';
 export {
   PrometheusServer,

@@ -50,6 +50,17 @@ export interface OtlpOptions {
   readonly serviceName?: string | undefined;
 }
 
+/** A timed call, as latency gives it (see LatencyCall in src/api). */
+export interface TimedSpan {
+  readonly probe: string;
+  readonly pid: number;
+  readonly tid: number;
+  readonly comm: string;
+  /** CLOCK_MONOTONIC nanoseconds (process.hrtime.bigint()'s clock). */
+  readonly startNs: bigint;
+  readonly endNs: bigint;
+}
+
 /** What was sent and what was not, for the summary. */
 export interface OtlpStats {
   readonly spansSent: number;
@@ -308,7 +319,7 @@ export class OtlpExporter {
   }
 
   /** The provider of a process: its resource names it. */
-  #providerOf(event: ProbeEvent): TracerProvider {
+  #providerOf(event: { readonly pid: number; readonly comm: string }): TracerProvider {
     let provider = this.#providers.get(event.pid);
     if (provider !== undefined) return provider;
     if (this.#providers.size >= MAX_PROCESSES) return this.#shared;
@@ -330,13 +341,15 @@ export class OtlpExporter {
     for (const done of this.#pairer.push(event)) if (done.kind === 'call') this.#span(done);
   }
 
+  /** A call timed by latency (its function, thread and times): a span. Never waits. */
+  call(call: TimedSpan): void {
+    if (this.#closed) return;
+    this.#send(call, call.probe, call.startNs, call.endNs, {});
+  }
+
   #span(call: Call): void {
     const event = call.entry ?? call.ret;
-    const attributes: Attributes = {
-      'thread.id': event.tid,
-      'thread.name': event.comm,
-      'code.function.name': event.probe,
-    };
+    const attributes: Attributes = {};
     for (const source of [call.entry, call.ret]) {
       if (source === undefined) continue;
       for (const [name, value] of Object.entries(source.fields)) {
@@ -345,18 +358,35 @@ export class OtlpExporter {
       }
     }
     if (call.ret.exit !== undefined) attributes['upscope.exit'] = call.ret.exit;
-    const tracer = this.#providerOf(event).getTracer('upscope');
+    this.#send(event, event.probe.replace(/^r:/, ''), call.startNs, call.endNs, attributes);
+  }
+
+  /** A span named after its function, on its process's provider, with the thread's attributes. */
+  #send(
+    thread: { readonly pid: number; readonly tid: number; readonly comm: string },
+    name: string,
+    startNs: bigint,
+    endNs: bigint,
+    fields: Attributes,
+  ): void {
+    const attributes: Attributes = {
+      'thread.id': thread.tid,
+      'thread.name': thread.comm,
+      'code.function.name': name,
+      ...fields,
+    };
+    const tracer = this.#providerOf(thread).getTracer('upscope');
     const span = tracer.startSpan(
-      event.probe.replace(/^r:/, ''),
+      name,
       {
         kind: this.#otel.api.SpanKind.INTERNAL,
-        startTime: hrTime(call.startNs + this.#epochOffsetNs),
+        startTime: hrTime(startNs + this.#epochOffsetNs),
         attributes,
         root: true,
       },
       this.#otel.api.ROOT_CONTEXT,
     );
-    span.end(hrTime(call.endNs + this.#epochOffsetNs));
+    span.end(hrTime(endNs + this.#epochOffsetNs));
   }
 
   /** Send metrics read from `read()` every interval, and once more at close(). */

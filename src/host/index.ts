@@ -39,7 +39,9 @@ export {
   type GroupEnd,
   groupMembers,
   killProcessGroup,
+  listProcesses,
   memoryImageId,
+  type ProcessInfo,
 } from './processes.js';
 export {
   isKernelThread,

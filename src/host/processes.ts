@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 /** What /proc/PID/stat says of a process's family: its parent, group and state. */
 interface ProcessStat {
@@ -129,6 +129,72 @@ export async function endProcessGroup(pgid: number, options: EndGroupOptions): P
  */
 export function killProcessGroup(pgid: number): void {
   if (groupMembers(pgid).length > 0) signalGroup(pgid, 'SIGKILL');
+}
+
+/** A process as a process picker shows it. */
+export interface ProcessInfo {
+  readonly pid: number;
+  readonly ppid: number;
+  /** The thread name of its main thread (/proc/PID/comm). */
+  readonly comm: string;
+  /** Its command line, arguments joined by spaces (empty for kernel threads). */
+  readonly commandLine: string;
+  /** The real user id, and its name from /etc/passwd when it has one there. */
+  readonly uid: number;
+  readonly user: string;
+  /** The file it runs (/proc/PID/exe), when it can be read. */
+  readonly exe: string | undefined;
+}
+
+function userNames(): Map<number, string> {
+  const names = new Map<number, string>();
+  try {
+    for (const line of readFileSync('/etc/passwd', 'utf8').split('\n')) {
+      const [name, , uid] = line.split(':');
+      if (name !== undefined && uid !== undefined && /^\d+$/.test(uid)) {
+        names.set(Number(uid), name);
+      }
+    }
+  } catch {
+    // no passwd file: users show as numbers
+  }
+  return names;
+}
+
+/**
+ * The processes running now, as `ps` lists them (zombies and kernel threads left out), pid
+ * order; those that end while they are read are skipped.
+ */
+export function listProcesses(): ProcessInfo[] {
+  const names = userNames();
+  const out: ProcessInfo[] = [];
+  for (const stat of processStats()) {
+    if (!live(stat)) continue;
+    try {
+      const dir = `/proc/${stat.pid}`;
+      const commandLine = readFileSync(`${dir}/cmdline`, 'utf8').replace(/\0+$/, '');
+      if (commandLine === '') continue; // a kernel thread
+      const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`${dir}/status`, 'utf8'))?.[1]);
+      let exe: string | undefined;
+      try {
+        exe = readlinkSync(`${dir}/exe`);
+      } catch {
+        exe = undefined; // another user's process, without the right to look
+      }
+      out.push({
+        pid: stat.pid,
+        ppid: stat.ppid,
+        comm: readFileSync(`${dir}/comm`, 'utf8').trimEnd(),
+        commandLine: commandLine.replace(/\0/g, ' '),
+        uid,
+        user: names.get(uid) ?? String(uid),
+        exe,
+      });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out.sort((a, b) => a.pid - b.pid);
 }
 
 /**

@@ -108,3 +108,23 @@ test('an entry unwound past (longjmp, an exception) becomes an instant when an o
     ['instant', 'call'],
   );
 });
+
+test('with exactEnds, slices that end together still end together when ts + dur is added as doubles', () => {
+  // 377.672 + 15.470 is not the double of 393.142: read naively, the callee would outlast its
+  // caller (speedscope then closes the wrong frame).
+  const events = [
+    event('entry', 'outer', 1, 1_000),
+    event('entry', 'inner', 1, 1_000 + 377_672),
+    event('return', 'inner', 1, 1_000 + 393_142),
+    event('return', 'outer', 1, 1_000 + 393_142),
+  ];
+  const ends = (exactEnds: boolean) =>
+    JSON.parse(renderChromeTrace(events, { startNs: 1_000n, exactEnds }))
+      .traceEvents.filter((e: { ph: string }) => e.ph === 'X')
+      .map((e: { name: string; ts: number; dur: number }) => [e.name, e.ts + e.dur]);
+  assert.deepEqual(ends(true), [
+    ['inner', 393.142],
+    ['outer', 393.142],
+  ]);
+  assert.notDeepEqual(ends(false), ends(true), 'the exact decimals alone do not add up');
+});

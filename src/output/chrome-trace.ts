@@ -15,6 +15,13 @@ export interface ChromeTraceOptions {
   readonly hexFields?: HexFields | undefined;
   /** Said in the trace's metadata (`otherData`): the command line, the engine... */
   readonly metadata?: Readonly<Record<string, string>> | undefined;
+  /**
+   * Write each slice's `dur` so that `ts + dur`, added as doubles (as speedscope does), is
+   * exactly the double of its end: slices that end at one time (calls an unwind or a thread's
+   * end closed together, and their callee that returned then) still end together once read,
+   * and so nest. Such a `dur` may be written with more than three decimals. Default off.
+   */
+  readonly exactEnds?: boolean | undefined;
 }
 
 /** `ns` as microseconds with three decimals, exactly (JSON number text). */
@@ -22,6 +29,30 @@ function micros(ns: bigint): string {
   const negative = ns < 0n;
   const n = negative ? -ns : ns;
   return `${negative ? '-' : ''}${n / 1000n}.${(n % 1000n).toString().padStart(3, '0')}`;
+}
+
+/** The double next to `x` (x >= 0), up or down. */
+function nextDouble(x: number, up: boolean): number {
+  const value = new Float64Array([x]);
+  const bits = new BigInt64Array(value.buffer);
+  bits[0] = bits[0]! + (up ? 1n : -1n);
+  return value[0]!;
+}
+
+/**
+ * `dur` as text such that a reader adding it to `ts` as doubles (speedscope, to find where a
+ * slice ends) gets the double of the end exactly: the exact decimal when it does, else the
+ * double nearest to it that does. So slices that end together (calls an unwind closed at
+ * once, a caller and the callee whose end ended it) still end together once read, and nest.
+ */
+function durationText(tsText: string, durNs: bigint, endText: string): string {
+  const exact = micros(durNs);
+  const ts = Number(tsText);
+  const end = Number(endText);
+  if (ts + Number(exact) === end) return exact;
+  let d = end - ts;
+  for (let i = 0; i < 4 && ts + d !== end && d > 0; i++) d = nextDouble(d, ts + d < end);
+  return ts + d === end ? String(d) : exact;
 }
 
 const FLUSH_AT = 1 << 16;
@@ -93,8 +124,15 @@ export class ChromeTraceSink implements Sink<ProbeEvent> {
   #event(fields: Record<string, unknown>, ts?: bigint, dur?: bigint): void {
     let json = JSON.stringify(fields);
     // ts and dur are written as exact decimal text, not through a float.
-    if (dur !== undefined) json = `{"dur":${micros(dur)},${json.slice(1)}`;
-    if (ts !== undefined) json = `{"ts":${micros(ts - this.#origin!)},${json.slice(1)}`;
+    const at = ts === undefined ? undefined : micros(ts - this.#origin!);
+    if (dur !== undefined && at !== undefined) {
+      const text =
+        this.#options.exactEnds === true
+          ? durationText(at, dur, micros(ts! + dur - this.#origin!))
+          : micros(dur);
+      json = `{"dur":${text},${json.slice(1)}`;
+    }
+    if (at !== undefined) json = `{"ts":${at},${json.slice(1)}`;
     this.#text += this.#first ? json : `,\n${json}`;
     this.#first = false;
   }

@@ -1,5 +1,5 @@
 import { type FoldedOptions, foldStacks } from './folded.js';
-import type { StackCount, StackWeight } from './stacks.js';
+import { type StackCount, type StackWeight, weightUnit } from './stacks.js';
 import { escapeXml } from './xml.js';
 
 export interface FlameGraphOptions extends FoldedOptions {
@@ -108,7 +108,7 @@ export function renderFlameGraph(
   options: FlameGraphOptions = {},
 ): string {
   const weight: StackWeight = options.weight ?? 'hits';
-  const unit = weight === 'bytes' ? 'bytes' : 'hits';
+  const unit = weightUnit(weight);
   const width = options.width ?? 1200;
   const minWidth = options.minWidth ?? 0.1;
   const root = tree(foldStacks(rows, options));

@@ -15,11 +15,24 @@ import { renderPprof } from './pprof.js';
 import { renderPrometheus } from './prometheus.js';
 import type { Sink, Write } from './sink.js';
 import { renderSpeedscopeStacks, SpeedscopeTraceSink } from './speedscope.js';
-import type { StackWeight } from './stacks.js';
+import type { StackCount, StackWeight } from './stacks.js';
 import type { CountRow, HistogramRow, Reading } from './values.js';
 
-/** What a command produces, which decides the formats it can write. */
-export type ResultKind = 'trace' | 'count' | 'stacks' | 'hist' | 'latency' | 'bytes';
+/**
+ * What a command produces, which decides the formats it can write. A recording's: `calls`
+ * (replay: each call in time order), `call-graph` (graph: the merged call tree, weighed by
+ * time), `call-report` (report: a row per function).
+ */
+export type ResultKind =
+  | 'trace'
+  | 'count'
+  | 'stacks'
+  | 'hist'
+  | 'latency'
+  | 'bytes'
+  | 'calls'
+  | 'call-graph'
+  | 'call-report';
 
 export type Format =
   | 'text'
@@ -39,6 +52,9 @@ export const FORMATS: Readonly<Record<ResultKind, readonly Format[]>> = {
   hist: ['text', 'json', 'prometheus'],
   latency: ['text', 'json', 'prometheus'],
   bytes: ['folded', 'flamegraph', 'pprof', 'speedscope'],
+  calls: ['text', 'json', 'chrome', 'speedscope'],
+  'call-graph': ['text', 'json', 'folded', 'flamegraph', 'pprof', 'speedscope'],
+  'call-report': ['text', 'json'],
 };
 
 /** Each format: what it is, for --help, and how its files are named. */
@@ -74,6 +90,16 @@ const WHAT: Readonly<Record<ResultKind, string>> = {
   hist: 'a histogram',
   latency: 'latencies',
   bytes: 'bytes by stack',
+  calls: 'the calls of a recording',
+  'call-graph': 'the call tree of a recording',
+  'call-report': 'the functions of a recording',
+};
+
+/** The commands that write each kind of a recording's results, for hints. */
+const RECORDING_COMMANDS: Readonly<Partial<Record<ResultKind, string>>> = {
+  calls: 'upscope replay',
+  'call-graph': 'upscope graph',
+  'call-report': 'upscope report',
 };
 
 function list(formats: readonly string[]): string {
@@ -90,6 +116,14 @@ export function parseFormat(kind: ResultKind, name: string): Format {
   const hints: string[] = [];
   if (kind === 'count' && FORMATS.stacks.includes(name as Format)) {
     hints.push(`${name} is written for counts by stack: add --by ustack`);
+  }
+  if (RECORDING_COMMANDS[kind] !== undefined) {
+    for (const [other, command] of Object.entries(RECORDING_COMMANDS)) {
+      if (other !== kind && FORMATS[other as ResultKind].includes(name as Format)) {
+        hints.push(`For ${WHAT[other as ResultKind]}: ${command} DIR --format ${name}`);
+        break;
+      }
+    }
   }
   throw new ProbeError(
     'ERR_USAGE',
@@ -138,6 +172,8 @@ export interface TraceSinkOptions {
   readonly returning?: ReadonlySet<string> | undefined;
   /** Said in the file where the format has room (chrome's otherData). */
   readonly metadata?: Readonly<Record<string, string>> | undefined;
+  /** chrome: slices that end together still do once read (see ChromeTraceOptions). */
+  readonly exactEnds?: boolean | undefined;
 }
 
 /**
@@ -161,6 +197,7 @@ export function traceSink(
         hexFields: hex,
         returning: options.returning,
         metadata: options.metadata,
+        exactEnds: options.exactEnds,
       });
     default:
       return new SpeedscopeTraceSink(write, {
@@ -236,28 +273,62 @@ export function countSink(
         end() {},
       };
     case 'folded':
-      return documentSink(write, (rows) => renderFolded(rows ?? [], { weight }));
     case 'flamegraph':
+    case 'pprof':
+    case 'speedscope':
       return documentSink(write, (rows) =>
-        renderFlameGraph(rows ?? [], {
+        renderStacks(chosen, rows ?? [], {
           weight,
           title: options.title,
           subtitle: options.subtitle,
         }),
       );
-    case 'pprof':
-      return documentSink(write, (rows) =>
-        renderPprof(rows ?? [], {
-          weight,
-          comments: [options.title, options.subtitle].filter((c) => c !== undefined),
-        }),
-      );
-    case 'speedscope':
-      return documentSink(write, (rows) =>
-        renderSpeedscopeStacks(rows ?? [], { weight, name: options.title }),
-      );
     default:
       return documentSink(write, (rows) => renderPrometheus({ counts: { by, rows: rows ?? [] } }));
+  }
+}
+
+export interface StacksDocumentOptions {
+  /** What the rows' weight is (default hits). */
+  readonly weight?: StackWeight | undefined;
+  /** flamegraph: title and subtitle; pprof: comments; speedscope: the name. */
+  readonly title?: string | undefined;
+  readonly subtitle?: string | undefined;
+  /** pprof: when the data was taken, and over how long (ns). */
+  readonly timeNanos?: bigint | undefined;
+  readonly durationNanos?: bigint | undefined;
+}
+
+/** The formats of stacks with weights, whole documents. */
+export type StackFormat = 'folded' | 'flamegraph' | 'pprof' | 'speedscope';
+
+export function isStackFormat(format: Format): format is StackFormat {
+  return (
+    format === 'folded' || format === 'flamegraph' || format === 'pprof' || format === 'speedscope'
+  );
+}
+
+/** Stacks with their weights as one document in a stack format (pprof's is binary). */
+export function renderStacks(
+  format: StackFormat,
+  rows: readonly StackCount[],
+  options: StacksDocumentOptions = {},
+): string | Uint8Array {
+  const { weight, title, subtitle } = options;
+  switch (format) {
+    case 'folded':
+      return renderFolded(rows, { weight });
+    case 'flamegraph':
+      return renderFlameGraph(rows, { weight, title, subtitle });
+    case 'pprof':
+      return renderPprof(rows, {
+        weight,
+        comments: [title, subtitle].filter((c) => c !== undefined),
+        timeNanos: options.timeNanos,
+        durationNanos: options.durationNanos,
+      });
+    default:
+      return renderSpeedscopeStacks(rows, { weight, name: title });
   }
 }
 

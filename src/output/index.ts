@@ -8,6 +8,22 @@ export {
   renderHistogramsText,
 } from './aggregate-text.js';
 export { type Call, CallPairer, type Instant } from './calls.js';
+export {
+  type CallStacksOptions,
+  callEvents,
+  callStacks,
+  type FunctionName,
+  firstCallNs,
+  REPORT_SORTS,
+  type ReportSort,
+  renderCallGraphJson,
+  renderCallGraphText,
+  renderFunctionReportJson,
+  renderFunctionReportText,
+  renderReplayJson,
+  renderReplayText,
+  sortFunctionStats,
+} from './calls-text.js';
 export { type ChromeTraceOptions, ChromeTraceSink, renderChromeTrace } from './chrome-trace.js';
 export { type EventFormatter, eventJsonFormatter, eventTextFormatter } from './events-text.js';
 export { formatValue, type HexFields, jsonFields, jsonValue } from './fields.js';
@@ -21,8 +37,12 @@ export {
   type Format,
   type HistogramSinkOptions,
   histogramSink,
+  isStackFormat,
   parseFormat,
   type ResultKind,
+  renderStacks,
+  type StackFormat,
+  type StacksDocumentOptions,
   type TraceSinkOptions,
   traceSink,
 } from './formats.js';
@@ -67,5 +87,6 @@ export {
   type StackCount,
   type StackWeight,
   weightOf,
+  weightUnit,
 } from './stacks.js';
 export type { CountRow, HistogramRow, Reading } from './values.js';

@@ -11,12 +11,13 @@ import {
   ValueType,
 } from 'pprof-format';
 import type { StackFrame } from '../events/index.js';
-import { frameLabel, rootFirst, type StackCount, type StackWeight } from './stacks.js';
+import { frameLabel, rootFirst, type StackCount, type StackWeight, weightOf } from './stacks.js';
 
 export interface PprofOptions {
   /**
-   * What the samples count: `hits` (sample type "hits", unit "count"), or `bytes` (sample
-   * types "bytes"/"bytes" and "allocations"/"count", bytes shown by default).
+   * What the samples count: `hits` (sample type "hits", unit "count"), `bytes` (sample
+   * types "bytes"/"bytes" and "allocations"/"count", bytes shown by default), or `time`
+   * (sample types "time"/"nanoseconds" and "calls"/"count", time shown by default).
    */
   readonly weight?: StackWeight | undefined;
   /** When the data was taken, and over how long, in nanoseconds (wall clock). */
@@ -103,7 +104,7 @@ export function renderPprof(rows: readonly StackCount[], options: PprofOptions =
   const pidKey = strings.dedup('pid');
   const samples: Sample[] = [];
   for (const row of rows) {
-    const value = weight === 'bytes' ? (row.bytes ?? 0n) : row.count;
+    const value = weightOf(row, weight);
     if (value <= 0n && row.count <= 0n) continue;
     // Leaf first, as pprof lists a sample's locations; inlined frames grouped with their caller.
     const frames = rootFirst(row).reverse();
@@ -122,19 +123,20 @@ export function renderPprof(rows: readonly StackCount[], options: PprofOptions =
     samples.push(
       new Sample({
         locationId: ids,
-        value: weight === 'bytes' ? [value, row.count] : [value],
+        value: weight === 'hits' ? [value] : [value, row.count],
         label: labels,
       }),
     );
   }
 
+  const type = (name: string, unit: string) =>
+    new ValueType({ type: strings.dedup(name), unit: strings.dedup(unit) });
   const sampleType =
     weight === 'bytes'
-      ? [
-          new ValueType({ type: strings.dedup('bytes'), unit: strings.dedup('bytes') }),
-          new ValueType({ type: strings.dedup('allocations'), unit: strings.dedup('count') }),
-        ]
-      : [new ValueType({ type: strings.dedup('hits'), unit: strings.dedup('count') })];
+      ? [type('bytes', 'bytes'), type('allocations', 'count')]
+      : weight === 'time'
+        ? [type('time', 'nanoseconds'), type('calls', 'count')]
+        : [type('hits', 'count')];
   const profile = new Profile({
     sampleType,
     sample: samples,

@@ -83,7 +83,7 @@ export function renderSpeedscopeStacks(
     [...profiles].map(([probe, p]) => ({
       type: 'sampled',
       name: probe,
-      unit: weight === 'bytes' ? 'bytes' : 'none',
+      unit: weight === 'bytes' ? 'bytes' : weight === 'time' ? 'nanoseconds' : 'none',
       startValue: 0,
       endValue: p.total,
       samples: p.samples,

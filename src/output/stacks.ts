@@ -11,8 +11,9 @@ export interface Stack {
 }
 
 /**
- * A stack and what was counted on it: a row of `count --by ustack` (hits), or of a report of
- * outstanding allocations (bytes, and how many allocations hold them).
+ * A stack and what was counted on it: a row of `count --by ustack` (hits), of a report of
+ * outstanding allocations (bytes, and how many allocations hold them), or of a recording's
+ * call tree (a call path: the time spent in its last function itself, and its calls).
  */
 export interface StackCount {
   readonly probe: string;
@@ -20,10 +21,17 @@ export interface StackCount {
   readonly stack?: Stack | undefined;
   readonly count: bigint;
   readonly bytes?: bigint | undefined;
+  /** Nanoseconds spent on this stack: in its innermost frame, not in the calls it made. */
+  readonly timeNs?: bigint | undefined;
 }
 
-/** What a stack's weight is: its hits (`count`), or its bytes. */
-export type StackWeight = 'hits' | 'bytes';
+/** What a stack's weight is: its hits (`count`), its bytes, or its time (`timeNs`). */
+export type StackWeight = 'hits' | 'bytes' | 'time';
+
+/** The unit a weight is counted in, as the stack formats say it. */
+export function weightUnit(weight: StackWeight): 'hits' | 'bytes' | 'ns' {
+  return weight === 'time' ? 'ns' : weight;
+}
 
 /** The frame of a stack that could not be taken. */
 export const NO_STACK = '[no user stack]';
@@ -95,9 +103,13 @@ export function frameText(frame: StackFrame | string): string {
   return `[unknown]${object}`;
 }
 
-/** A stack's weight as `weight` says; a row without bytes weighs 0 bytes. */
+/** A stack's weight as `weight` says; a row without bytes (or time) weighs 0 of them. */
 export function weightOf(row: StackCount, weight: StackWeight): bigint {
-  return weight === 'bytes' ? (row.bytes ?? 0n) : row.count;
+  return weight === 'bytes'
+    ? (row.bytes ?? 0n)
+    : weight === 'time'
+      ? (row.timeNs ?? 0n)
+      : row.count;
 }
 
 /** The frames of a row, outermost (root) first; a row without a stack has one frame, NO_STACK. */

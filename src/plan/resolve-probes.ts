@@ -352,7 +352,7 @@ function openTarget(
         Object.defineProperty(sections, 'frame', { value: new Uint8Array(0) });
         frames = new CallFrames(sections, { dataRelBase: elf.section('.got')?.addr });
       }
-      return frames.cfaAt(vaddr) !== undefined;
+      return frames.covers(vaddr);
     },
   };
   cache.set(resolved.path, target);

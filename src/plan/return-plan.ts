@@ -83,7 +83,8 @@ export interface SpecRef {
 
 /**
  * Decide how the returns of `fn` are caught, and find them when they are probed in place.
- * Throws ProbeError ERR_RETURN_ADDRESS_UNSAFE when a trampoline is asked for in Go code, and
+ * Throws ProbeError ERR_RETURN_ADDRESS_UNSAFE when a trampoline is asked for in Go code or
+ * at the program's entry point (which has no return address: skipped by a pattern), and
  * ERR_RETURNS_NOT_FOUND when the returns must be probed in place but cannot all be found (or
  * one of them cannot take a kernel probe).
  */
@@ -105,6 +106,19 @@ export function planReturns(
     entry,
     frames,
   });
+  // The program's entry point (_start) is jumped to by the kernel with argc, not a return
+  // address, on top of the stack: a trampoline would overwrite argc, and it never returns.
+  if (context.elf.entry !== 0n && fn.vaddr === context.elf.entry) {
+    throw new ProbeError(
+      'ERR_RETURN_ADDRESS_UNSAFE',
+      `Cannot place a return probe on ${where}: it is the program's entry point, entered with no return address (argc is where one would be), and it never returns`,
+      {
+        source: { text: spec.text, span: spec.span },
+        hints: ['Probe its entry, or the return of main'],
+        details: { skipReason: 'program entry point' },
+      },
+    );
+  }
   let why: string;
   if (context.goProgram) {
     if (context.mode === 'trampoline') {
@@ -147,9 +161,11 @@ function findSites(
   where: string,
   spec: SpecRef,
 ): ReturnSitePlan[] {
-  const refuse = (reason: string, hints: string[] = []) =>
+  // A pattern leaves such a function out (said with the others skipped), not the whole pattern.
+  const refuse = (reason: string, hints: string[] = [], skipReason = 'returns not found') =>
     new ProbeError('ERR_RETURNS_NOT_FOUND', `Cannot place a return probe on ${where}: ${reason}`, {
       source: { text: spec.text, span: spec.span },
+      details: { skipReason },
       hints: [
         ...hints,
         context.goProgram
@@ -173,6 +189,7 @@ function findSites(
       throw refuse(
         `the kernel cannot probe its exit "${exit.instruction.text}" at 0x${exit.instruction.vaddr.toString(16)}: ${handling.reason}`,
         ['The ptrace engine can (--engine ptrace with -p or -c)'],
+        'an exit the kernel cannot probe',
       );
     }
     sites.push({

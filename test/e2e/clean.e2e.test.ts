@@ -1,3 +1,4 @@
+// upscope-tests: alone (it makes groups of dead owners, which other files would take for leftovers).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';

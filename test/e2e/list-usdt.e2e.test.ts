@@ -94,7 +94,17 @@ test('list --usdt -p: the probes of every mapped object, at their runtime addres
   const app = compileUsdtTarget('-O2');
   const child = spawn(app, ['20', '50'], { stdio: 'ignore' });
   try {
-    await new Promise((r) => setTimeout(r, 200));
+    // Until the program runs with its libraries mapped (a loaded machine may take a while).
+    const mapped = () => {
+      try {
+        const maps = readFileSync(`/proc/${child.pid}/maps`, 'utf8');
+        return maps.includes(app) && /libc\.so/.test(maps);
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 200 && !mapped(); i++) await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 100));
     const result = runCli(['list', '--usdt', '--json', '-p', String(child.pid)]);
     assert.equal(result.status, 0, result.stderr);
     const objects = listed(result.stdout);

@@ -11,14 +11,14 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { freePort } from '../helpers/prometheus-server.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
-import { type Spawned, spawnCollected } from '../helpers/spawned.js';
+import { type Spawned, spawnCollected, spawnUpscope } from '../helpers/spawned.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
 const require = createRequire(import.meta.url);
@@ -234,3 +234,71 @@ test('an unreachable OTLP receiver: one line, spans dropped and counted, the tar
   assert.doesNotMatch(run.stderr, /error\[| {4}at /);
   assert.deepEqual(leftovers(), []);
 });
+
+for (const engine of ['bpf', 'ptrace'] as const) {
+  test(`latency --otlp on ${engine}: one span per timed call, the target’s count, durations summing to latency’s own`, async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = compileProgram('export-target');
+    const otlp = await receiver();
+    try {
+      const out = join(dir, `latency-${engine}.json`);
+      const before = BigInt(Date.now()) * 1_000_000n;
+      // Spawned, not run synchronously: the receiver answers from this process's event loop.
+      const run = spawnUpscope([
+        'latency',
+        '--engine',
+        engine,
+        '--otlp',
+        otlp.url,
+        '--format',
+        'json',
+        '-o',
+        out,
+        '-c',
+        `${app} 120 0 now`,
+        `${app}:work`,
+      ]);
+      const { code } = await run.exited;
+      const after = BigInt(Date.now()) * 1_000_000n;
+      assert.equal(code, 0, run.stderr);
+      const own = /work0=(\d+) work1=(\d+) work2=(\d+)/.exec(run.stdout)!;
+      const calls = Number(own[1]) + Number(own[2]) + Number(own[3]);
+      assert.equal(calls, 120);
+      const [row] = JSON.parse(readFileSync(out, 'utf8')) as Any[];
+      assert.equal(row.count, calls);
+      const spans: Any[] = [];
+      const pids = new Set<string>();
+      for (const request of otlp.got.traces as Any[]) {
+        for (const rs of request.resourceSpans) {
+          const resource = attrs(rs.resource.attributes);
+          assert.equal(resource['process.executable.name'], basename(app).slice(0, 15));
+          pids.add(resource['process.pid']);
+          for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+        }
+      }
+      assert.equal(pids.size, 1);
+      assert.equal(spans.length, calls, run.stderr);
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `OTLP to http://127\\.0\\.0\\.1:\\d+: ${calls} spans sent, 0 dropped, \\d+ metric exports sent`,
+        ),
+      );
+      const durations = spans.map((s) => BigInt(s.endTimeUnixNano) - BigInt(s.startTimeUnixNano));
+      for (const span of spans) {
+        assert.equal(span.name, 'work');
+        assert.ok(span.parentSpanId === undefined || span.parentSpanId === '', 'no parent');
+        assert.equal(attrs(span.attributes)['thread.id'], [...pids][0]);
+        assert.ok(BigInt(span.startTimeUnixNano) >= before - 1_000_000_000n);
+        assert.ok(BigInt(span.endTimeUnixNano) <= after + 1_000_000_000n);
+      }
+      // The spans are the very calls the histogram holds: same sum, min and max.
+      assert.equal(String(durations.reduce((a, b) => a + b, 0n)), String(row.sumNs));
+      assert.equal(String(durations.reduce((a, b) => (a < b ? a : b))), String(row.minNs));
+      assert.equal(String(durations.reduce((a, b) => (a > b ? a : b))), String(row.maxNs));
+    } finally {
+      otlp.close();
+    }
+    assert.deepEqual(leftovers(), []);
+  });
+}

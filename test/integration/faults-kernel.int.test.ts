@@ -1,3 +1,4 @@
+// upscope-tests: alone (it SIGKILLs upscope, leaving groups of a dead owner until they are cleaned).
 // Faults under the kernel engines (tracefs, bpf): the target killed mid-trace, forking and
 // exec'ing while probed, its binary deleted or replaced on disk, upscope SIGKILLed at each
 // phase and mid-flood, the tracefs instance removed and tracefs unmounted under a trace. After

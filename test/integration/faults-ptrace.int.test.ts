@@ -1,3 +1,4 @@
+// upscope-tests: alone (it SIGKILLs upscope and its helper mid-run).
 // Faults of the ptrace engine: the target killed, forking, execing or its file deleted or
 // replaced while probed, and upscope itself SIGKILLed at each phase of a run (its helper
 // process then restores and detaches the target). Truth comes from the target: its own count

@@ -203,11 +203,16 @@ describe('Go programs: return probes, with return addresses left alone', () => {
       const app = target(t);
       if (app === undefined) return;
       const n = engine === 'ptrace' ? 8 : 64;
-      const result = trace(engine, `${app} chan ${n}`, [`r:${app}:main.wait r=retval`]);
+      // Go's scheduler decides where a parked goroutine resumes: a run where none moved
+      // (rare, on a loaded machine) proves nothing, so it is run again, up to four times.
+      let result = trace(engine, `${app} chan ${n}`, [`r:${app}:main.wait r=retval`]);
+      const movedIn = (r: typeof result) => Number(/moved=(\d+)/.exec(r.stderr)?.[1]);
+      for (let attempt = 1; attempt < 4 && !(movedIn(result) > 0); attempt++) {
+        result = trace(engine, `${app} chan ${n}`, [`r:${app}:main.wait r=retval`]);
+      }
       const { program, events } = split(result.stdout, 'chan');
       assert.equal(program, unprobed(app, 'chan', n));
-      const moved = Number(/moved=(\d+)/.exec(result.stderr)?.[1]);
-      assert.ok(moved > 0, 'some goroutines resumed on another thread');
+      assert.ok(movedIn(result) > 0, 'some goroutines resumed on another thread');
       assert.equal(events.length, n);
       // Every wait() was parked until all were, and then 20 ms more: every call, paired with
       // its own entry (not another goroutine's on the same thread), took longer than that.

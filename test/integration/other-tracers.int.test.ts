@@ -1,3 +1,4 @@
+// upscope-tests: alone (bpftrace and perf beside upscope, on shared targets).
 // upscope beside other tracers of the same process: a process another tracer holds is named
 // with that tracer; the ptrace engine's probes and a kernel uprobe on the same function (the
 // bpf engine's, bpftrace's) both count every call; nothing is left behind.
@@ -7,12 +8,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
+import { COEXIST_TARGETS } from '../helpers/coexist-targets.js';
 import { compileProgram } from '../helpers/compile.js';
-import { compileGo, findGo } from '../helpers/go.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
-import { compileRust, findRustc } from '../helpers/rustc.js';
+import { findRustc } from '../helpers/rustc.js';
 import { ended, type Spawned, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tool } from '../helpers/tools.js';
 import { tracedChildren } from '../helpers/tracees.js';
@@ -309,30 +310,7 @@ describe('the ptrace engine and a kernel uprobe on the same function', () => {
 });
 
 describe('the ptrace engine beside a kernel uprobe, on C++ (throwing), Rust and Go functions', () => {
-  const targets = [
-    {
-      language: 'C++',
-      build: () => compileProgram('coexist-loop', { flags: ['-O2'] }),
-      fn: 'app::step',
-      probe: 'app::step(long)',
-      needs: ['g++'],
-    },
-    {
-      language: 'Rust',
-      build: () => compileRust(findRustc()!, 'coexist-loop', ['-C', 'opt-level=2']),
-      fn: 'coexist_step',
-      probe: 'coexist_step',
-      needs: [],
-    },
-    {
-      language: 'Go',
-      build: () => compileGo(findGo()!, 'coexist-loop'),
-      fn: 'main.step',
-      probe: 'main.step',
-      needs: ['go'],
-    },
-  ];
-  for (const target of targets) {
+  for (const target of COEXIST_TARGETS) {
     for (const first of ['ptrace', 'bpf'] as const) {
       test(`${target.language}: a ptrace count -p while bpf counts come and go (${first} first) counts every call`, async (t) => {
         if (!requireHost(t, { root: true, commands: target.needs })) return;

@@ -5,7 +5,6 @@
 // totals. The Chrome trace is also checked against the trace-event format's rules.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import type { Page } from 'playwright-core';
 import {
   foldStacks,
   renderChromeTrace,
@@ -15,74 +14,10 @@ import {
   type StackCount,
 } from '../../src/output/index.js';
 import { hexFieldsOf, stackCounts, traceEvents } from '../fixtures/output/load.js';
-import { type Browser, openBrowser, type StaticServer, serveStatic } from '../helpers/browser.js';
 import { requireHost } from '../helpers/require-host.js';
+import { closeSpeedscope, openInSpeedscope as load } from '../helpers/speedscope.js';
 
-const SPEEDSCOPE = new URL('../../node_modules/speedscope/dist/release', import.meta.url).pathname;
-
-let browser: Browser | undefined;
-let server: StaticServer | undefined;
-const files: Record<string, string> = {};
-
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
-
-interface Loaded {
-  readonly page: Page;
-  readonly title: string;
-  /** The profile shown and how many there are: `name (1/N)`. */
-  readonly profile: string;
-  readonly problems: string[];
-  /** speedscope's sandwich table: name -> total (the number it prints). */
-  readonly sandwich: Map<string, string>;
-}
-
-/** Open `content` in speedscope as FILE (#profileURL=), and read what it shows. */
-async function load(name: string, content: string): Promise<Loaded> {
-  browser ??= await openBrowser();
-  files[`/profiles/${name}`] = content;
-  server ??= await serveStatic(SPEEDSCOPE, files);
-  const page = await browser.context.newPage();
-  const problems: string[] = [];
-  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  page.on('dialog', (dialog) => {
-    problems.push(`alert: ${dialog.message()}`);
-    void dialog.dismiss();
-  });
-  page.on('console', (msg) => {
-    if (msg.type() === 'error' || /Failed to load|Tried to end/.test(msg.text())) {
-      problems.push(`console: ${msg.text()}`);
-    }
-  });
-  const url = `${server.url}/profiles/${name}`;
-  await page.goto(`${server.url}/index.html#profileURL=${encodeURIComponent(url)}`);
-  await page
-    .waitForFunction(
-      () =>
-        (globalThis as unknown as { document: { title: string } }).document.title.endsWith(
-          ' - speedscope',
-        ),
-      null,
-      { timeout: 30_000 },
-    )
-    .catch(() => problems.push('speedscope did not show the profile'));
-  // biome-ignore lint/performance/useDomNodeTextContent: the text as shown, line by line
-  const body = await page.locator('body').innerText();
-  if (body.includes('Something went wrong')) problems.push('speedscope: Something went wrong');
-  const profile = /^(.*\(\d+\/\d+\))$/m.exec(body)?.[1] ?? '';
-  await page.keyboard.press('3'); // the sandwich view: a table of every function
-  await page.getByText('Symbol Name').waitFor();
-  // biome-ignore lint/performance/useDomNodeTextContent: the table as shown, line by line
-  const lines = (await page.locator('body').innerText()).split('\n');
-  const sandwich = new Map<string, string>();
-  for (let i = lines.indexOf('Total\tSelf\tSymbol Name') + 1; i + 2 < lines.length; i += 3) {
-    // `700 (>99%)`: the total, then its share as speedscope rounds it.
-    sandwich.set(lines[i + 2]!.trim(), lines[i]!.trim().split(' ')[0]!);
-  }
-  return { page, title: await page.title(), profile, problems, sandwich };
-}
+after(closeSpeedscope);
 
 /** Each function's total hits (cumulative, counted once per stack) in the first probe's rows. */
 function totals(rows: readonly StackCount[]) {

@@ -1,3 +1,4 @@
+// upscope-tests: alone (it checks that no uprobe is left on a shared compiled target).
 // `-o FILE`: the output goes to a file made with the user's umask; a planted symbolic link is
 // refused and its target left alone; a full disk ends the trace with one line, the probes
 // removed and the traced process running on.

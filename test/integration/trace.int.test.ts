@@ -1,3 +1,4 @@
+// upscope-tests: alone (it SIGKILLs upscope, leaving a group of a dead owner until the next start cleans it).
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';

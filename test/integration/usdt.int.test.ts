@@ -1,3 +1,4 @@
+// upscope-tests: alone (USDT semaphores are counted by the kernel per file: another file's probes on the same compiled target raise them too).
 // USDT probes on every engine: each hit of test/programs/usdt-target with the values the target
 // prints as it passes them, its semaphore raised exactly while traced, nothing left behind.
 import assert from 'node:assert/strict';

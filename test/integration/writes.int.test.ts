@@ -1,3 +1,4 @@
+// upscope-tests: alone (it compares the global tracing state before and after).
 // upscope never writes outside its own tracefs group and instance: every command that touches
 // tracefs is run under strace, and each file it opened for writing, wrote, made or removed is
 // checked against what it may change. A snapshot of the global tracing state, another tool's

@@ -79,6 +79,7 @@ int main(void) {
          BPF_MAP_TYPE_PERF_EVENT_ARRAY, BPF_MAP_TYPE_PERCPU_HASH);
   printf("\"BPF_MAP_TYPE_PERCPU_ARRAY\":%d,\"BPF_MAP_TYPE_STACK_TRACE\":%d,\"BPF_MAP_TYPE_LRU_HASH\":%d,",
          BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_STACK_TRACE, BPF_MAP_TYPE_LRU_HASH);
+  printf("\"BPF_MAP_TYPE_LPM_TRIE\":%d,", BPF_MAP_TYPE_LPM_TRIE);
   printf("\"BPF_MAP_TYPE_RINGBUF\":%d},", BPF_MAP_TYPE_RINGBUF);
   printf("\"BPF_MAP_CREATE_ATTR\":{\"map_type\":%zu,\"key_size\":%zu,\"value_size\":%zu,", ATTR(map_type),
          ATTR(key_size), ATTR(value_size));

@@ -163,13 +163,18 @@ export function sweepInstructions(
     owned.push(object);
     return object;
   };
+  // The formatters and the instruction are made once and reused by every sweep (a plan of
+  // thousands of functions sweeps each): a sweep started inside a visitor makes its own.
+  let shared: SweepTools | undefined;
   try {
+    const tools =
+      sharedTools !== undefined && !sharedTools.busy ? sharedTools : sweepTools(iced, keep);
+    if (tools === sharedTools) {
+      shared = tools;
+      shared.busy = true;
+    }
+    const { formatter, stringFormatter, instruction } = tools;
     const decoder = keep(new iced.Decoder(64, bytes, iced.DecoderOptions.None));
-    const formatter = keep(createFormatter(iced));
-    // objdump names the segments of string instructions (`rep stos %eax,%es:(%rdi)`).
-    const stringFormatter = keep(createFormatter(iced));
-    stringFormatter.alwaysShowSegmentRegister = true;
-    const instruction = keep(new iced.Instruction());
     decoder.ip = vaddr;
     while (decoder.canDecode) {
       const offset = decoder.position;
@@ -221,8 +226,36 @@ export function sweepInstructions(
       if (!visit(decoded)) return;
     }
   } finally {
+    if (shared !== undefined) shared.busy = false;
     for (const object of owned.reverse()) object.free();
   }
+}
+
+interface SweepTools {
+  readonly formatter: IcedFormatter;
+  /** objdump names the segments of string instructions (`rep stos %eax,%es:(%rdi)`). */
+  readonly stringFormatter: IcedFormatter;
+  readonly instruction: InstanceType<Iced['Instruction']>;
+  busy: boolean;
+}
+
+/** The tools every sweep shares (made by the first, never freed), when not in use. */
+let sharedTools: SweepTools | undefined;
+
+/** New tools, each handed to `keep` (freed after the sweep), or the shared ones made now. */
+function sweepTools(iced: Iced, keep: <T extends { free(): void }>(object: T) => T): SweepTools {
+  const share = sharedTools === undefined;
+  const own = <T extends { free(): void }>(object: T): T => (share ? object : keep(object));
+  const stringFormatter = own(createFormatter(iced));
+  stringFormatter.alwaysShowSegmentRegister = true;
+  const tools: SweepTools = {
+    formatter: own(createFormatter(iced)),
+    stringFormatter,
+    instruction: own(new iced.Instruction()),
+    busy: false,
+  };
+  if (share) sharedTools = tools;
+  return tools;
 }
 
 /**

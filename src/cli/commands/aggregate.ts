@@ -306,6 +306,11 @@ async function run<R>(
     if (errors.unwound > 0n && !countsUnwinds) {
       notes.push(`${errors.unwound} calls ended by an unwind (an exception, a panic), not timed`);
     }
+    if ((errors.spansLost ?? 0n) > 0n) {
+      notes.push(
+        `${errors.spansLost} calls timed but not sent as spans (the span buffer was full)`,
+      );
+    }
     if (notes.length > 0) io.err(`upscope: ${notes.join(', ')}\n`);
   } finally {
     aggregate.close();
@@ -472,6 +477,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
               const aggregate = await latencyOf(specs, {
                 ...aggregateOptions(options, io, engine),
                 unit,
+                onCall: print.call,
               });
               await run(aggregate, options, 'Timing', 'function', io, result, print);
             }),

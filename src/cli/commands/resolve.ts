@@ -209,7 +209,7 @@ function skippedJson(site: SkippedSite) {
   };
 }
 
-function renderSkipped(site: SkippedSite): string {
+export function renderSkipped(site: SkippedSite): string {
   const where = site.symbol ?? hex(site.vaddr);
   return [
     `${site.spec}  ->  ${where} (skipped: ${site.reason})`,
@@ -241,7 +241,7 @@ const KIND_TEXT: Record<ProbeSite['kind'], string> = {
   usdt: 'USDT probe',
 };
 
-function renderSite(site: ProbeSite, group: string): string {
+export function renderSite(site: ProbeSite, group: string): string {
   const field = (name: string, value: string) => `  ${name.padEnd(10)} ${value}`;
   const name = site.demangled ?? site.symbol;
   const where =

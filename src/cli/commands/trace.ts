@@ -20,6 +20,7 @@ import {
   includeSelfOption,
   jsonOutput,
   killAfterOption,
+  lossReporter,
   machineReadable,
   outputOption,
   parseEngine,
@@ -239,23 +240,12 @@ async function trace(
     }
     if (++count === max) void attachment.close();
   });
-  // Losses are said as they happen, once a second at most (and the last ones at the end),
-  // not only in the summary.
-  let lostSaid = 0;
-  const sayLosses = () => {
-    let lost: number;
-    try {
-      lost = attachment.stats().lost;
-    } catch {
-      return;
-    }
-    if (lost <= lostSaid) return;
-    io.err(
-      `upscope: ${lost - lostSaid} events lost: the ring buffer filled faster than it was read (a larger --buffer-size, fewer probes or -o FILE lose fewer)\n`,
-    );
-    lostSaid = lost;
-  };
-  const lossTimer = setInterval(sayLosses, 1000);
+  // Losses are said as they happen, not only in the summary.
+  const losses = lossReporter(
+    () => attachment.stats(),
+    io,
+    'a larger --buffer-size, fewer probes or -o FILE lose fewer',
+  );
   // What was read goes out at least every 100 ms: a reader (`| head -3`, `| jq`) sees events
   // as they come, and one that went away is noticed (EPIPE), which ends the trace.
   const flushTimer = setInterval(() => {
@@ -270,14 +260,14 @@ async function trace(
   io.outputClosed?.addEventListener('abort', onClosed, { once: true });
   await attachment.ended;
   clearTimeout(timer);
-  clearInterval(lossTimer);
+  losses.stop();
   clearInterval(flushTimer);
   io.outputClosed?.removeEventListener('abort', onClosed);
   if (failure !== undefined) throw failure;
   sink.lost(attachment.stats().lost);
   sink.end();
   if (attachment.error !== undefined) throw attachment.error;
-  sayLosses();
+  losses.say();
   if (attachment.targetExited) io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   const stats = attachment.stats();
   io.err(`upscope: ${summaryLine(count, max, stats)}\n`);
@@ -294,7 +284,7 @@ async function trace(
  * End the trace cleanly on Ctrl-C, SIGTERM and SIGHUP (a second signal forces it), and remove
  * every probe on any exit, including an uncaught error.
  */
-function installLifecycle(attachment: Attachment): { signal: NodeJS.Signals | undefined } {
+export function installLifecycle(attachment: Attachment): { signal: NodeJS.Signals | undefined } {
   const state: { signal: NodeJS.Signals | undefined } = { signal: undefined };
   const onSignal = (signal: NodeJS.Signals) => {
     if (state.signal !== undefined) {
@@ -340,7 +330,7 @@ function valueFormats(sites: readonly ProbeSite[]): Map<string, Map<string, bool
 }
 
 /** What the sinks need of a trace's probes: fields shown in hex, probes with a return probe. */
-function sinkOptions(sites: readonly ProbeSite[], startNs: bigint) {
+export function sinkOptions(sites: readonly ProbeSite[], startNs: bigint) {
   return {
     startNs,
     hexFields: valueFormats(sites),

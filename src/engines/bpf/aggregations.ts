@@ -30,9 +30,11 @@ import {
   KEY_HEADER_BYTES,
   latencyEntryProgram,
   latencyReturnProgram,
+  SPAN_RECORD,
   STATS_BYTES,
   valueProgram,
 } from './programs.js';
+import { RingBuffer } from './ring-buffer.js';
 import { type AttachMode, type AttachReport, BpfSession, type MoveProbe } from './session.js';
 import { type UnwindCapacity, UnwindMaps } from './unwind-maps.js';
 import {
@@ -133,7 +135,25 @@ export interface HandlerErrors {
    * a Go panic, pthread_cancel, a longjmp) or their thread's end took away: no return.
    */
   readonly unwound: bigint;
+  /** latency with spans: timed calls whose span record found the span buffer full. */
+  readonly spansLost?: bigint | undefined;
 }
+
+/**
+ * One timed call of latency, as its return's handler saw it (with spans): the probe (its
+ * index), the thread, and its start and end in nanoseconds of CLOCK_MONOTONIC.
+ */
+export interface TimedCall {
+  readonly probe: number;
+  readonly pid: number;
+  readonly tid: number;
+  readonly comm: string;
+  readonly startNs: bigint;
+  readonly endNs: bigint;
+}
+
+/** Bytes of latency's span ring buffer by default: 2 MiB, about 43,000 calls between reads. */
+export const SPAN_BUFFER_BYTES = 2 << 20;
 
 const MAX_KEYS = 16384;
 const MAX_THREAD_CALLS = 16384;
@@ -150,6 +170,7 @@ function readErrors(errors: BpfMap, unwound: bigint): HandlerErrors {
     faults: errors.lookupSum(u32(ERROR_SLOT.faults)),
     unmatched: errors.lookupSum(u32(ERROR_SLOT.unmatched)),
     deep: errors.lookupSum(u32(ERROR_SLOT.deep)),
+    spansLost: errors.lookupSum(u32(ERROR_SLOT.spansLost)),
     unwound,
   };
 }
@@ -682,6 +703,8 @@ export class BpfLatency extends BpfAggregation {
   readonly calls: BpfMap;
 
   readonly #unitNs: number;
+  /** With spans: the ring buffer each timed call is recorded in. */
+  #spans: RingBuffer | undefined;
 
   private constructor(probes: number, unitNs: number) {
     super();
@@ -702,7 +725,13 @@ export class BpfLatency extends BpfAggregation {
    * return trampoline, or, for a function whose returns are caught at its exits, a uprobe
    * at each exit, its calls opened by a uprobe at `exits.entryOffset` and paired by frame.
    */
-  static open(functions: readonly TimedFunction[], unitNs: number, options: AggregateOptions) {
+  static open(
+    functions: readonly TimedFunction[],
+    unitNs: number,
+    options: AggregateOptions,
+    /** Record each timed call for readCalls() in a ring buffer of this many bytes. */
+    spanBufferBytes?: number,
+  ) {
     const framedSites: AggregateSite[] = functions.flatMap((fn, probe) =>
       fn.exits === undefined
         ? []
@@ -736,6 +765,9 @@ export class BpfLatency extends BpfAggregation {
       (self) => {
         self.follow(options);
         const frames = self.framesFor([...framedSites, ...entries], functions.length);
+        if (spanBufferBytes !== undefined) {
+          self.#spans = RingBuffer.create('upscope_spans', spanBufferBytes);
+        }
         const maps = {
           errors: self.errors.fd,
           hist: self.#maps.hist.fd,
@@ -743,6 +775,7 @@ export class BpfLatency extends BpfAggregation {
           calls: self.calls.fd,
           frames,
           followed: self.followed,
+          spans: self.#spans?.map.fd,
         };
         const filters = self.filters(options);
         // Returns first: a call already running when its entry probe arrives is not timed
@@ -773,5 +806,33 @@ export class BpfLatency extends BpfAggregation {
   /** Histograms in units; count, sum, min and max in nanoseconds. */
   read(): Histogram[] {
     return this.#maps.read(this.#probes, { kind: 'log2' }, false, BigInt(this.#unitNs));
+  }
+
+  /** With spans: hand each call timed since the last read to `onCall`. Never blocks. */
+  readCalls(onCall: (call: TimedCall) => void): number {
+    const decoder = new TextDecoder();
+    return (
+      this.#spans?.read((view, at) => {
+        const pidTgid = view.getBigUint64(at + SPAN_RECORD.pidTgid, true);
+        const endNs = view.getBigUint64(at + SPAN_RECORD.end, true);
+        const comm = new Uint8Array(view.buffer, view.byteOffset + at + SPAN_RECORD.comm, 16);
+        const nul = comm.indexOf(0);
+        onCall({
+          // The cookie's low 32 bits are the probe; the bits above mark framed sites.
+          probe: view.getUint32(at + SPAN_RECORD.probe, true),
+          pid: Number(pidTgid >> 32n),
+          tid: Number(pidTgid & 0xffffffffn),
+          comm: decoder.decode(nul < 0 ? comm : comm.subarray(0, nul)),
+          startNs: endNs - view.getBigUint64(at + SPAN_RECORD.duration, true),
+          endNs,
+        });
+      }) ?? 0
+    );
+  }
+
+  override close(): void {
+    super.close();
+    this.#spans?.close();
+    this.#spans = undefined;
   }
 }

@@ -7,8 +7,10 @@ export {
   BpfValueHistograms,
   type CountRow,
   type HandlerErrors,
+  SPAN_BUFFER_BYTES,
   type StackFrameKey,
   type StackOptions,
+  type TimedCall,
   type TimedFunction,
 } from './aggregations.js';
 export { KernelBtf } from './btf.js';

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { ProbeError } from '../../errors/index.js';
 import { call, exit, mov64Imm, mov64Reg } from './insn.js';
-import { loadProgram, uprobePmu, verifierReason } from './kernel.js';
+import { BpfMap, loadProgram, uprobePmu, verifierReason } from './kernel.js';
 
 test('a program the verifier refuses gives its reason in one line, and the whole log in the details', (t) => {
   if (!requireHost(t, { root: true })) return;
@@ -64,4 +64,25 @@ test('the verifier’s reason is its last line before the summary', () => {
   ].join('\n');
   assert.equal(verifierReason(log), 'R2 !read_ok');
   assert.equal(verifierReason(''), 'no reason given');
+});
+
+test('an element of a hash map is deleted (the kernel takes the key alone)', (t) => {
+  if (!requireHost(t, { root: true })) return;
+  const map = BpfMap.create({
+    kind: 'hash',
+    name: 'upscope_del',
+    keyBytes: 4,
+    valueBytes: 8,
+    maxEntries: 4,
+  });
+  try {
+    const key = new Uint8Array([1, 0, 0, 0]);
+    map.update(key, new Uint8Array(8).fill(7));
+    assert.deepEqual(map.lookup(key), new Uint8Array(8).fill(7));
+    assert.equal(map.delete(key), true);
+    assert.equal(map.lookup(key), undefined);
+    assert.equal(map.delete(key), false, 'a key not there: false, not an error');
+  } finally {
+    map.close();
+  }
 });

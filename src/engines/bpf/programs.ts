@@ -72,6 +72,8 @@ const COMM = -144;
 const CALLS_VALUE = COMM - CALLS_VALUE_BYTES;
 /** The return's time, taken first (the key at KEY ends just below it). */
 const NOW = -56;
+/** A call's duration while a predicate on the return value is evaluated. */
+const DURATION = -40;
 
 /** `BPF_NOEXIST`: a map update that only makes a new element. */
 const BPF_NOEXIST = 1;
@@ -91,8 +93,20 @@ export const ERROR_SLOT = {
   unmatched: 2,
   /** A call nested deeper in its function than the timed depth: not timed. */
   deep: 3,
+  /** A timed call whose span record found the span ring buffer full (latency with spans). */
+  spansLost: 4,
 } as const;
-export const ERROR_SLOTS = 4;
+export const ERROR_SLOTS = 5;
+
+/** `BPF_RB_NO_WAKEUP`: the reader polls on a timer, so a hit never wakes it. */
+export const BPF_RB_NO_WAKEUP = 1;
+
+/**
+ * A span record of latency (see emitSpan()): pid_tgid, probe index, duration and end time in
+ * nanoseconds (CLOCK_MONOTONIC), then the thread's comm (16 bytes).
+ */
+export const SPAN_RECORD = { pidTgid: 0, probe: 8, duration: 16, end: 24, comm: 32 } as const;
+export const SPAN_RECORD_BYTES = 48;
 
 /** Bytes of a `stats` value: count, sum, ~min and max (both biased for signed values). */
 export const STATS_BYTES = 32;
@@ -175,6 +189,8 @@ export interface HandlerMaps {
   readonly unwind?: UnwindMaps | undefined;
   /** The processes followed (see follow.ts): only hits of those count. */
   readonly followed?: number | undefined;
+  /** latency: a ring buffer that gets a record of each timed call (see emitSpan()). */
+  readonly spans?: number | undefined;
 }
 
 function need(fd: number | undefined, name: string): number {
@@ -790,6 +806,7 @@ function emitFramedLatency(
   a.jmpImm('JEQ', 1, 0, out);
   a.emit(ldx('DW', 7, 10, NOW), alu64Reg('SUB', 7, 1));
   emitReturnPredicate(a, filters.atReturn, out);
+  emitSpan(a, maps);
   emitRecord(a, maps, { kind: 'log2' }, false, unitNs);
   a.goto(out);
   a.label(other);
@@ -798,10 +815,35 @@ function emitFramedLatency(
 /** With a predicate on the return value: jump to `out` unless it holds; r7 is kept. */
 function emitReturnPredicate(a: Asm, atReturn: Comparison | undefined, out: string): void {
   if (atReturn === undefined) return;
-  // The predicate's fetch takes r7: the duration waits in NOW.
-  a.emit(stx('DW', 10, NOW, 7));
+  // The predicate's fetch takes r7: the duration waits (NOW keeps the return's time).
+  a.emit(stx('DW', 10, DURATION, 7));
   emitPredicate(a, atReturn, out);
-  a.emit(ldx('DW', 7, 10, NOW));
+  a.emit(ldx('DW', 7, 10, DURATION));
+}
+
+/**
+ * With a span ring buffer: a record of the timed call (r7 its duration, r8 its probe, NOW the
+ * return's time), so that each call can be sent on as a span; a full buffer is counted in
+ * ERROR_SLOT.spansLost. r7 and r8 are kept.
+ */
+function emitSpan(a: Asm, maps: HandlerMaps): void {
+  if (maps.spans === undefined) return;
+  const full = a.fresh('span.full');
+  const done = a.fresh('span.done');
+  a.emit(ldMapFd(1, maps.spans), mov64Imm(2, SPAN_RECORD_BYTES), mov64Imm(3, 0));
+  a.emit(call(BPF_FUNC.ringbuf_reserve));
+  a.jmpImm('JEQ', 0, 0, full);
+  a.emit(mov64Reg(9, 0), call(BPF_FUNC.get_current_pid_tgid));
+  a.emit(stx('DW', 9, SPAN_RECORD.pidTgid, 0), stx('DW', 9, SPAN_RECORD.probe, 8));
+  a.emit(stx('DW', 9, SPAN_RECORD.duration, 7));
+  a.emit(ldx('DW', 1, 10, NOW), stx('DW', 9, SPAN_RECORD.end, 1));
+  a.emit(mov64Reg(1, 9), alu64Imm('ADD', 1, SPAN_RECORD.comm), mov64Imm(2, 16));
+  a.emit(call(BPF_FUNC.get_current_comm));
+  a.emit(mov64Reg(1, 9), mov64Imm(2, BPF_RB_NO_WAKEUP), call(BPF_FUNC.ringbuf_submit));
+  a.goto(done);
+  a.label(full);
+  countError(a, maps, ERROR_SLOT.spansLost);
+  a.label(done);
 }
 
 /**
@@ -831,6 +873,7 @@ export function latencyReturnProgram(maps: HandlerMaps, filters: Filters, unitNs
   a.jmpImm('JEQ', 1, 0, out);
   a.emit(ldx('DW', 7, 10, NOW), alu64Reg('SUB', 7, 1));
   emitReturnPredicate(a, latencyFilters(filters).atReturn, out);
+  emitSpan(a, maps);
   emitRecord(a, maps, { kind: 'log2' }, false, unitNs);
   a.goto(out);
   a.label(unmatched);

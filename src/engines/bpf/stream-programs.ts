@@ -23,6 +23,7 @@ import {
   stx,
 } from './insn.js';
 import {
+  BPF_RB_NO_WAKEUP,
   emitAddress,
   emitFetch,
   type Filters,
@@ -47,8 +48,6 @@ export const RECORD_HEADER = {
 /** A record's fault bits name its fetches: one bit each. */
 export const MAX_STREAM_FETCHES = 32;
 
-/** `BPF_RB_NO_WAKEUP`: the reader polls on a timer, so a hit never wakes it. */
-const BPF_RB_NO_WAKEUP = 1;
 const SCRATCH = -8;
 
 /** Where a record holds one fetched value, and as what. */

@@ -92,3 +92,32 @@ describe('CallFrames.rows() against readelf --debug-dump=frames-interp', () => {
     });
   }
 });
+
+describe('CallFrames.covers() and cfaAt() over a library of thousands of FDEs', () => {
+  test("an address is covered exactly when readelf's FDE ranges hold it", (t) => {
+    if (!requireHost(t, { commands: ['readelf', 'g++'] })) return;
+    // libstdc++ (a dependency of every C++ test): thousands of FDEs, some of them overlapping.
+    const path = '/lib/x86_64-linux-gnu/libstdc++.so.6';
+    // readelf's FDE lines: `... FDE cie=00000000 pc=LOW..HIGH`.
+    const ranges: { low: bigint; high: bigint }[] = [];
+    for (const line of tool('readelf', ['--debug-dump=frames', path]).split('\n')) {
+      const m = / FDE cie=[0-9a-f]+ pc=([0-9a-f]+)\.\.([0-9a-f]+)$/.exec(line);
+      if (m !== null) ranges.push({ low: BigInt(`0x${m[1]}`), high: BigInt(`0x${m[2]}`) });
+    }
+    assert.ok(ranges.length > 1000, `readelf lists ${ranges.length} FDEs`);
+    const inside = (pc: bigint) => ranges.some((r) => pc >= r.low && pc < r.high);
+    const elf = openElf(path);
+    try {
+      const frames = new CallFrames(dwarfSections(elf), { dataRelBase: elf.section('.got')?.addr });
+      // Every FDE's first and last byte, and the bytes just outside it (in a gap or the next).
+      for (const { low, high } of ranges) {
+        for (const pc of [low - 1n, low, high - 1n, high]) {
+          assert.equal(frames.covers(pc), inside(pc), `0x${pc.toString(16)}`);
+          assert.equal(frames.cfaAt(pc) !== undefined, inside(pc), `0x${pc.toString(16)}`);
+        }
+      }
+    } finally {
+      elf.close();
+    }
+  });
+});

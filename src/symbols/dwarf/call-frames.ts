@@ -59,6 +59,7 @@ export interface CallFrameOptions {
  */
 export class CallFrames {
   private fdes: Fde[] | undefined;
+  private index: FdeIndex | undefined;
 
   constructor(
     private readonly sections: DwarfSections,
@@ -67,9 +68,39 @@ export class CallFrames {
 
   /** The CFA rule at `pc`, or undefined when no FDE covers it. */
   cfaAt(pc: bigint): CfaRule | undefined {
-    const fde = this.all().find((f) => pc >= f.low && pc < f.high);
+    const fde = this.fdeAt(pc);
     if (fde === undefined) return undefined;
     return runCfa(fde, pc);
+  }
+
+  /** Whether an FDE covers `pc` (without running its program). */
+  covers(pc: bigint): boolean {
+    return this.fdeAt(pc) !== undefined;
+  }
+
+  /**
+   * The first FDE in section order that covers `pc`: a binary search over the FDEs sorted by
+   * start, built once (a file has tens of thousands; callers ask once per function).
+   */
+  private fdeAt(pc: bigint): Fde | undefined {
+    const fdes = this.all();
+    this.index ??= indexFdes(fdes);
+    const { order, lows, reach } = this.index;
+    // The last FDE (by start) that starts at or before pc.
+    let lo = 0;
+    let hi = order.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (lows[mid]! <= pc) lo = mid + 1;
+      else hi = mid;
+    }
+    // Walk back while an FDE that starts earlier may still reach past pc (overlaps are rare).
+    let best: number | undefined;
+    for (let i = lo - 1; i >= 0 && reach[i]! > pc; i--) {
+      const at = order[i]!;
+      if (pc < fdes[at]!.high && (best === undefined || at < best)) best = at;
+    }
+    return best === undefined ? undefined : fdes[best];
   }
 
   /**
@@ -111,6 +142,30 @@ export class CallFrames {
     this.fdes = fdes;
     return fdes;
   }
+}
+
+/** FDEs sorted by start: their indexes in section order, starts, and the furthest end so far. */
+interface FdeIndex {
+  readonly order: number[];
+  readonly lows: bigint[];
+  readonly reach: bigint[];
+}
+
+function indexFdes(fdes: readonly Fde[]): FdeIndex {
+  const order = fdes.map((_, i) => i);
+  order.sort((a, b) => {
+    const x = fdes[a]!.low;
+    const y = fdes[b]!.low;
+    return x < y ? -1 : x > y ? 1 : a - b;
+  });
+  const lows = order.map((i) => fdes[i]!.low);
+  const reach: bigint[] = [];
+  let furthest = 0n;
+  for (const i of order) {
+    if (fdes[i]!.high > furthest) furthest = fdes[i]!.high;
+    reach.push(furthest);
+  }
+  return { order, lows, reach };
 }
 
 function readFrames(

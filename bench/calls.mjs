@@ -1,0 +1,301 @@
+// The cost of recording every call (issue 18), side by side in one run:
+//  1. per call: `upscope record` of hot.c (every function of the program, entry and return)
+//     against `uftrace record` of the same program built with -pg (uftrace's own overhead is
+//     its recorded run less the bare -pg run), and bpftrace timing the same functions
+//     (`@start[tid]` at entry, a sum of durations at return); each tracer's extra ns per call
+//     over its own bare run, and what upscope lost;
+//  2. at about 1 M calls/s on one thread (the bare loop's rate here is far above): the events
+//     upscope lost at its default buffer;
+//  3. attach time to functions of /usr/bin/node on a running node, from a few hundred to all
+//     of them (tens of thousands): upscope record -p until its start line, against bpftrace's
+//     `uprobe:/usr/bin/node:PATTERN` until its BEGIN (run once every probe is attached).
+// Installs uftrace and bpftrace from Debian when missing; a peer that cannot be had is said.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensure, nsPerCall } from './bpf.mjs';
+
+const root = new URL('..', import.meta.url).pathname;
+const UPSCOPE = join(root, 'bin/upscope.js');
+const N = Number(process.env.BENCH_CALLS_N ?? 1_000_000);
+const ROUNDS = Number(process.env.BENCH_CALLS_RUNS ?? 3);
+/** Seconds bpftrace may take to attach to every function of node before it is given up. */
+const ATTACH_LIMIT_S = Number(process.env.BENCH_ATTACH_LIMIT_S ?? 300);
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (n, digits = 1) =>
+  n === undefined || Number.isNaN(n)
+    ? '-'
+    : n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+function run(command, args, env = {}, cwd = undefined) {
+  const result = spawnSync(command, args, {
+    cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    maxBuffer: 64 * 1024 * 1024,
+    env: { ...process.env, ...env },
+  });
+  return {
+    status: result.status ?? String(result.signal ?? result.error),
+    stdout: result.stdout?.toString() ?? '',
+    stderr: result.stderr?.toString() ?? '',
+  };
+}
+
+function build(dir, name, extra) {
+  const out = join(dir, name);
+  const built = run('gcc', [
+    '-O2',
+    '-g',
+    ...extra,
+    '-pthread',
+    '-o',
+    out,
+    join(root, 'bench/programs/hot.c'),
+  ]);
+  if (built.status !== 0) throw new Error(`gcc ${extra.join(' ')} failed: ${built.stderr}`);
+  return out;
+}
+
+/** ns per call of one run, from the target's own line (on stderr, or stdout for bpftrace -c). */
+function measured(result, what) {
+  const ns = nsPerCall(result.stderr) ?? nsPerCall(result.stdout);
+  if (ns === undefined || result.status !== 0) {
+    throw new Error(`${what} failed (${result.status}):\n${result.stderr.slice(-2000)}`);
+  }
+  return ns;
+}
+
+function perCall(dir) {
+  const plain = build(dir, 'hot', []);
+  const pg = build(dir, 'hot-pg', ['-pg']);
+  const uftraceMissing = ensure('uftrace', 'uftrace', ['--version']);
+  const bpftraceMissing = ensure('bpftrace', 'bpftrace', ['--version']);
+  const recording = join(dir, 'rec');
+  const rows = [
+    { name: 'bare', measure: () => measured(run(plain, [String(N)]), 'bare') },
+    { name: 'bare -pg', measure: () => measured(run(pg, [String(N)], {}, dir), 'bare -pg') },
+    {
+      name: 'upscope record',
+      measure: () => {
+        rmSync(recording, { recursive: true, force: true });
+        const result = run(process.execPath, [
+          UPSCOPE,
+          'record',
+          '-c',
+          `${plain} ${N}`,
+          '-o',
+          recording,
+        ]);
+        const ns = measured(result, 'upscope record');
+        const index = JSON.parse(readFileSync(join(recording, 'index.json'), 'utf8'));
+        rows.lost.push(index.lost);
+        rows.records.push(index.records);
+        return ns;
+      },
+    },
+    {
+      name: 'uftrace record (-pg)',
+      why: uftraceMissing,
+      measure: () => {
+        const data = join(dir, 'uftrace.data');
+        rmSync(data, { recursive: true, force: true });
+        return measured(
+          run('uftrace', ['record', '-d', data, pg, String(N)], {}, dir),
+          'uftrace record',
+        );
+      },
+    },
+    {
+      name: 'bpftrace entry+return',
+      why: bpftraceMissing,
+      measure: () => {
+        const fns = ['main', 'loop', 'hot_function'];
+        const program = [
+          `${fns.map((f) => `uprobe:${plain}:${f}`).join(',')} { @start[tid] = nsecs; }`,
+          `${fns.map((f) => `uretprobe:${plain}:${f}`).join(',')} /@start[tid]/ { @ns = sum(nsecs - @start[tid]); delete(@start[tid]); }`,
+        ].join('\n');
+        return measured(run('bpftrace', ['-c', `${plain} ${N}`, '-e', program]), 'bpftrace');
+      },
+    },
+  ];
+  rows.lost = [];
+  rows.records = [];
+  const samples = new Map(rows.map((row) => [row.name, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const row of rows) if (row.why === undefined) samples.get(row.name).push(row.measure());
+  }
+  const ns = (name) => median(samples.get(name) ?? []);
+  const extra = {
+    'upscope record': ns('upscope record') - ns('bare'),
+    'uftrace record (-pg)': ns('uftrace record (-pg)') - ns('bare -pg'),
+    'bpftrace entry+return': ns('bpftrace entry+return') - ns('bare'),
+  };
+  console.log(
+    `\nRecording every call (hot.c, ${fmt(N, 0)} calls, median of ${ROUNDS} runs in turns):`,
+  );
+  console.log("                           ns/call   extra ns/call   upscope's extra / this one's");
+  for (const row of rows) {
+    if (row.why !== undefined) {
+      console.log(`  ${row.name.padEnd(24)} not run: ${row.why}`);
+      continue;
+    }
+    const added = extra[row.name];
+    console.log(
+      `  ${row.name.padEnd(24)} ${fmt(ns(row.name)).padStart(7)}   ${added === undefined ? '' : fmt(added).padStart(13)}` +
+        (added === undefined || row.name === 'upscope record'
+          ? ''
+          : `   ${fmt(extra['upscope record'] / added, 2)}x`),
+    );
+  }
+  console.log(
+    `  upscope lost ${rows.lost.join(', ')} events of ${rows.records.join(', ')} records (per run), recording ${fmt(1e3 / ns('upscope record'), 3)} M calls/s (the bare loop runs ${fmt(1e3 / ns('bare'), 0)} M/s: two uprobe traps a call bound the probed rate)`,
+  );
+}
+
+/** Milliseconds from spawning `command` until `ready` matches its output; then it is ended. */
+function timeUntil(command, args, ready, limitS, env = {}) {
+  return new Promise((resolve) => {
+    const began = process.hrtime.bigint();
+    const child = spawn(command, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+    });
+    let text = '';
+    let done = false;
+    let closed = false;
+    const finish = (ms, why) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (closed) {
+        resolve({ ms, why, text, pid: child.pid });
+        return;
+      }
+      child.kill('SIGINT');
+      const hard = setTimeout(() => child.kill('SIGKILL'), 60_000);
+      child.once('close', () => {
+        clearTimeout(hard);
+        resolve({ ms, why, text, pid: child.pid });
+      });
+    };
+    const timer = setTimeout(
+      () => finish(undefined, `not attached after ${limitS} s`),
+      limitS * 1000,
+    );
+    const seen = (chunk) => {
+      text += chunk;
+      if (ready.test(text)) finish(Number(process.hrtime.bigint() - began) / 1e6);
+    };
+    child.stdout.on('data', seen);
+    child.stderr.on('data', seen);
+    child.once('close', () => {
+      closed = true;
+      finish(undefined, `ended: ${text.slice(-300)}`);
+    });
+  });
+}
+
+/**
+ * bpftrace leaves its uprobe event behind when an attach fails (a symbol the kernel refuses,
+ * such as node's v8_code_start_for_profiler_): remove the events named with `mark`.
+ */
+function removeLeftUprobes(mark) {
+  const events = '/sys/kernel/tracing/uprobe_events';
+  let lines = [];
+  try {
+    lines = readFileSync(events, 'utf8').split('\n');
+  } catch {
+    return;
+  }
+  for (const line of lines) {
+    const name = /^[pr]:(\S+)/.exec(line)?.[1];
+    if (name?.includes(mark)) run('sh', ['-c', `echo '-:${name}' >> ${events}`]);
+  }
+}
+
+/**
+ * Patterns of /usr/bin/node's functions attached to. Not all of them by default: the links
+ * are not pid-scoped yet, so every node process on the machine (upscope's own included) would
+ * trap on every call (BENCH_ATTACH_PATTERNS='uv_*,*' asks for it anyway).
+ */
+const ATTACH_PATTERNS = (process.env.BENCH_ATTACH_PATTERNS ?? 'uv_*,_ZN2v88internal4Heap*').split(
+  ',',
+);
+
+async function attachNode() {
+  const node = spawn('/usr/bin/node', ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-bench-attach-'));
+  const bpftraceMissing = ensure('bpftrace', 'bpftrace', ['--version']);
+  try {
+    await new Promise((r) => setTimeout(r, 500));
+    const functions = run('sh', ['-c', `nm /usr/bin/node | grep -c ' [tTwW] '`]).stdout.trim();
+    console.log(
+      `\nAttach to functions of /usr/bin/node (${functions} text symbols in all), on a running node; time until the probes are live, start-up and symbol reading included:`,
+    );
+    console.log(
+      '  pattern                       upscope record -p (entry+return)     bpftrace (entry only)',
+    );
+    for (const pattern of ATTACH_PATTERNS) {
+      rmSync(join(dir, 'rec'), { recursive: true, force: true });
+      const ours = await timeUntil(
+        process.execPath,
+        [
+          UPSCOPE,
+          'record',
+          '-p',
+          String(node.pid),
+          `/usr/bin/node:${pattern}`,
+          '-o',
+          join(dir, 'rec'),
+        ],
+        /Recording \d+ functions?/,
+        ATTACH_LIMIT_S,
+      );
+      const count = /Recording (\d+) function/.exec(ours.text)?.[1];
+      const theirs =
+        bpftraceMissing === undefined
+          ? await timeUntil(
+              'bpftrace',
+              [
+                '-p',
+                String(node.pid),
+                '-e',
+                `BEGIN { printf("ready\\n"); } uprobe:/usr/bin/node:${pattern} { @n = count(); }`,
+              ],
+              /ready/,
+              ATTACH_LIMIT_S,
+              // Its default limit is 512 probes.
+              { BPFTRACE_MAX_PROBES: '1000000' },
+            )
+          : { why: bpftraceMissing };
+      if (theirs.pid !== undefined) removeLeftUprobes(`_bcc_${theirs.pid}`);
+      const probes = /Attaching (\d+) probes/.exec(theirs.text ?? '')?.[1];
+      const said = (r) =>
+        (r.why ?? '')
+          .split('\n')
+          .filter((l) => /ERROR|error|ended/.test(l))
+          .join(' ')
+          .slice(0, 90);
+      console.log(
+        `  ${pattern.padEnd(28)}  ${ours.ms === undefined ? `failed: ${said(ours)}` : `${fmt(ours.ms, 0)} ms, ${count} functions`.padEnd(34)}   ${theirs.ms === undefined ? `failed: ${said(theirs)}` : `${fmt(theirs.ms, 0)} ms, ${probes} probes`}`,
+      );
+    }
+  } finally {
+    node.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function runCallsBench() {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-bench-calls-'));
+  try {
+    perCall(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  await attachNode();
+}
+
+if (process.argv[1] === new URL(import.meta.url).pathname) await runCallsBench();

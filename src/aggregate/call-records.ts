@@ -1,0 +1,130 @@
+/**
+ * The binary format of a call recording (`upscope record`): a 16-byte header (the magic
+ * "UPSCALLS", a u32 version and the u32 size of a record), then fixed-size little-endian
+ * records, one per function entry or return, in the order they were read. Pure: encodes into
+ * and decodes from bytes; the files are written and read by api/.
+ *
+ * Record (24 bytes): u8 kind (1 entry, 2 return, 3 left by an unwind), 3 bytes zero, u32 tid,
+ * u32 pid, u32 function id (an index into the recording's JSON index), u64 time
+ * (CLOCK_MONOTONIC, ns).
+ */
+
+export const CALLS_MAGIC = 'UPSCALLS';
+export const CALLS_VERSION = 1;
+export const CALLS_HEADER_BYTES = 16;
+export const CALL_RECORD_BYTES = 24;
+
+export type CallRecordKind = 'entry' | 'return' | 'unwind';
+
+/** One entry into or return from a function, on one thread. */
+export interface CallRecord {
+  readonly kind: CallRecordKind;
+  readonly tid: number;
+  readonly pid: number;
+  /** The function's id: its index in the recording's function list. */
+  readonly fn: number;
+  readonly timeNs: bigint;
+}
+
+const KIND_CODE: Readonly<Record<CallRecordKind, number>> = { entry: 1, return: 2, unwind: 3 };
+const CODE_KIND: readonly (CallRecordKind | undefined)[] = [undefined, 'entry', 'return', 'unwind'];
+
+/** The header a calls file starts with. */
+export function encodeCallsHeader(): Uint8Array {
+  const bytes = new Uint8Array(CALLS_HEADER_BYTES);
+  const view = new DataView(bytes.buffer);
+  for (let i = 0; i < CALLS_MAGIC.length; i++) bytes[i] = CALLS_MAGIC.charCodeAt(i);
+  view.setUint32(8, CALLS_VERSION, true);
+  view.setUint32(12, CALL_RECORD_BYTES, true);
+  return bytes;
+}
+
+/** Why a header is not one this version reads, or undefined when it is. */
+export function checkCallsHeader(bytes: Uint8Array): string | undefined {
+  if (bytes.length < CALLS_HEADER_BYTES) return 'it is shorter than the header';
+  for (let i = 0; i < CALLS_MAGIC.length; i++) {
+    if (bytes[i] !== CALLS_MAGIC.charCodeAt(i)) return `it does not start with "${CALLS_MAGIC}"`;
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, CALLS_HEADER_BYTES);
+  const version = view.getUint32(8, true);
+  if (version !== CALLS_VERSION) {
+    return `it is version ${version}, this upscope reads version ${CALLS_VERSION}`;
+  }
+  if (view.getUint32(12, true) !== CALL_RECORD_BYTES) return 'its record size is not 24';
+  return undefined;
+}
+
+/** Write `record` at `offset` of `into` (which has CALL_RECORD_BYTES there). */
+export function encodeCallRecord(record: CallRecord, into: Uint8Array, offset: number): void {
+  const view = new DataView(into.buffer, into.byteOffset + offset, CALL_RECORD_BYTES);
+  view.setUint32(0, KIND_CODE[record.kind], true);
+  view.setUint32(4, record.tid, true);
+  view.setUint32(8, record.pid, true);
+  view.setUint32(12, record.fn, true);
+  view.setBigUint64(16, record.timeNs, true);
+}
+
+/**
+ * Decodes records chunk by chunk (a chunk may end inside a record: the rest waits for the
+ * next). Stops at the first record that cannot be one (an unknown kind, a function id out of
+ * range) and says where; what came before stays good.
+ */
+export class CallRecordDecoder {
+  readonly #functions: number;
+  #pending = new Uint8Array(0);
+  #offset = CALLS_HEADER_BYTES;
+  #problem: string | undefined;
+
+  /** `functions`: how many functions the index lists (ids are below it). */
+  constructor(functions: number) {
+    this.#functions = functions;
+  }
+
+  /** Why decoding stopped early, when it did (a corrupt record). */
+  get problem(): string | undefined {
+    return this.#problem;
+  }
+
+  /** The records complete in what came so far, after this chunk of the records (no header). */
+  push(chunk: Uint8Array): CallRecord[] {
+    if (this.#problem !== undefined) return [];
+    const bytes = this.#pending.length === 0 ? chunk : concat(this.#pending, chunk);
+    const whole = bytes.length - (bytes.length % CALL_RECORD_BYTES);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+    const out: CallRecord[] = [];
+    for (let at = 0; at < whole; at += CALL_RECORD_BYTES) {
+      const code = view.getUint32(at, true);
+      const kind = code < CODE_KIND.length ? CODE_KIND[code] : undefined;
+      const fn = view.getUint32(at + 12, true);
+      if (kind === undefined || fn >= this.#functions) {
+        this.#problem = `the record at byte ${this.#offset + at} is corrupt (${
+          kind === undefined ? `kind ${code}` : `function id ${fn} of ${this.#functions}`
+        })`;
+        this.#pending = new Uint8Array(0);
+        return out;
+      }
+      out.push({
+        kind,
+        tid: view.getUint32(at + 4, true),
+        pid: view.getUint32(at + 8, true),
+        fn,
+        timeNs: view.getBigUint64(at + 16, true),
+      });
+    }
+    this.#offset += whole;
+    this.#pending = bytes.slice(whole);
+    return out;
+  }
+
+  /** Bytes left at the end that are not a whole record (a truncated file): 0 when none. */
+  get partialBytes(): number {
+    return this.#pending.length;
+  }
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}

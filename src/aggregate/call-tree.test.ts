@@ -1,0 +1,168 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { callGraph, functionStats, replayCalls } from './call-analysis.js';
+import {
+  CALL_RECORD_BYTES,
+  CALLS_HEADER_BYTES,
+  type CallRecord,
+  CallRecordDecoder,
+  checkCallsHeader,
+  encodeCallRecord,
+  encodeCallsHeader,
+} from './call-records.js';
+import { type CallNode, CallTreeBuilder, type ThreadCalls } from './call-tree.js';
+
+/** Records from a script: `+f` enters f, `-f` returns from f, `~f` an unwind of f. */
+function records(tid: number, script: string, fns: string[], t0 = 0): CallRecord[] {
+  return script.split(' ').map((step, i) => {
+    const name = step.slice(1);
+    if (!fns.includes(name)) fns.push(name);
+    const kind = step[0] === '+' ? 'entry' : step[0] === '-' ? 'return' : 'unwind';
+    return { kind, tid, pid: 1, fn: fns.indexOf(name), timeNs: BigInt(t0 + i * 10) };
+  });
+}
+
+/** A thread's tree as text: f(g h) with a mark for calls not ended by their return. */
+function shape(thread: ThreadCalls, fns: string[]): string {
+  const one = (n: CallNode): string => {
+    const mark = n.end === 'return' ? '' : n.end === 'unwind' ? '!' : '?';
+    const inner = n.children.map(one).join(' ');
+    return `${fns[n.fn]}${mark}${inner === '' ? '' : `(${inner})`}`;
+  };
+  return thread.roots.map(one).join(' ');
+}
+
+function build(...recs: CallRecord[][]): ThreadCalls[] {
+  const builder = new CallTreeBuilder();
+  for (const r of recs.flat()) builder.push(r);
+  return builder.finish();
+}
+
+test('CallTreeBuilder nests recursion and pairs each return with the innermost call', () => {
+  const fns: string[] = [];
+  const [t] = build(records(1, '+main +rec +rec +rec -rec -rec -rec -main', fns));
+  assert.equal(shape(t!, fns), 'main(rec(rec(rec)))');
+  assert.equal(t!.roots[0]!.children[0]!.endNs - t!.roots[0]!.children[0]!.startNs, 50n);
+});
+
+test('CallTreeBuilder closes the frames a longjmp skipped as unwound at the return of an outer frame', () => {
+  const fns: string[] = [];
+  const [t] = build(records(1, '+main +jumper +deep +deep +deep -jumper -main', fns));
+  assert.equal(shape(t!, fns), 'main(jumper(deep!(deep!(deep!))))');
+});
+
+test('CallTreeBuilder marks a return the engine saw as an unwind (a C++ throw)', () => {
+  const fns: string[] = [];
+  const [t] = build(records(1, '+main +a +b ~b ~a -main', fns));
+  assert.equal(shape(t!, fns), 'main(a!(b!))');
+});
+
+test('CallTreeBuilder leaves a thread that ended in a callee (exit()) open, per thread', () => {
+  const fns: string[] = [];
+  const threads = build(
+    records(1, '+main +work +quit', fns),
+    records(2, '+worker -worker', fns, 5),
+  );
+  assert.equal(threads.length, 2);
+  assert.equal(shape(threads[0]!, fns), 'main?(work?(quit?))');
+  assert.equal(threads[0]!.roots[0]!.endNs, 20n);
+  assert.equal(shape(threads[1]!, fns), 'worker');
+});
+
+test('CallTreeBuilder counts a return whose call began before the recording', () => {
+  const fns: string[] = [];
+  const [t] = build(records(1, '-old +f -f', fns));
+  assert.equal(t!.unmatched, 1);
+  assert.equal(shape(t!, fns), 'f');
+});
+
+test('functionStats counts calls, self and total time, a recursion once in total', () => {
+  const fns: string[] = [];
+  // main 0..70, rec 10..60, rec 20..50, leaf 30..40
+  const threads = build(records(1, '+main +rec +rec +leaf -leaf -rec -rec -main', fns));
+  const by = new Map(functionStats(threads).map((r) => [fns[r.fn], r]));
+  assert.deepEqual(
+    [by.get('rec')!.calls, by.get('rec')!.totalNs, by.get('rec')!.selfNs],
+    [2, 50n, 40n],
+  );
+  assert.deepEqual(
+    [by.get('rec')!.minNs, by.get('rec')!.maxNs, by.get('rec')!.sumNs],
+    [30n, 50n, 80n],
+  );
+  assert.deepEqual([by.get('main')!.totalNs, by.get('main')!.selfNs], [70n, 20n]);
+});
+
+test('callGraph merges equal paths and starts from a function when asked', () => {
+  const fns: string[] = [];
+  const threads = build(
+    records(1, '+main +a +b -b -a +a +b -b -a -main', fns),
+    records(2, '+t +a -a -t', fns, 100),
+  );
+  const graph = callGraph(threads);
+  assert.deepEqual(
+    graph.map((g) => [fns[g.fn], g.calls, g.children.map((c) => [fns[c.fn], c.calls])]),
+    [
+      ['main', 1, [['a', 2]]],
+      ['t', 1, [['a', 1]]],
+    ],
+  );
+  const fromA = callGraph(threads, { from: fns.indexOf('a') });
+  assert.deepEqual(
+    fromA.map((g) => [fns[g.fn], g.calls, g.children.length]),
+    [['a', 3, 1]],
+  );
+});
+
+test('replayCalls applies depth, -F, -N, time and thread filters', () => {
+  const fns: string[] = [];
+  const threads = build(records(1, '+main +a +b -b -a +c -c -main', fns), records(2, '+t -t', fns));
+  const names = (o: Parameters<typeof replayCalls>[1]) =>
+    [...replayCalls(threads, o)].map((c) => `${c.tid}:${'.'.repeat(c.depth)}${fns[c.fn]}`);
+  assert.deepEqual(names({}), ['1:main', '1:.a', '1:..b', '1:.c', '2:t']);
+  assert.deepEqual(names({ depth: 2 }), ['1:main', '1:.a', '1:.c', '2:t']);
+  assert.deepEqual(names({ only: new Set([fns.indexOf('a')]) }), ['1:a', '1:.b']);
+  assert.deepEqual(names({ hide: new Set([fns.indexOf('a')]) }), ['1:main', '1:.c', '2:t']);
+  assert.deepEqual(names({ minDurationNs: 20n }), ['1:main', '1:.a']);
+  assert.deepEqual(names({ tids: new Set([2]) }), ['2:t']);
+});
+
+test('CallRecordDecoder reads records across chunk boundaries', () => {
+  const recs: CallRecord[] = [
+    { kind: 'entry', tid: 7, pid: 6, fn: 1, timeNs: 123456789012n },
+    { kind: 'return', tid: 7, pid: 6, fn: 1, timeNs: 123456789999n },
+    { kind: 'unwind', tid: 8, pid: 6, fn: 0, timeNs: 2n ** 63n },
+  ];
+  const bytes = new Uint8Array(recs.length * CALL_RECORD_BYTES);
+  recs.forEach((r, i) => {
+    encodeCallRecord(r, bytes, i * CALL_RECORD_BYTES);
+  });
+  const decoder = new CallRecordDecoder(2);
+  const out = [...decoder.push(bytes.subarray(0, 30)), ...decoder.push(bytes.subarray(30))];
+  assert.deepEqual(out, recs);
+  assert.equal(decoder.partialBytes, 0);
+  assert.equal(decoder.problem, undefined);
+});
+
+test('CallRecordDecoder keeps the valid part of a truncated or corrupt file and says where', () => {
+  const bytes = new Uint8Array(3 * CALL_RECORD_BYTES);
+  for (let i = 0; i < 3; i++) {
+    encodeCallRecord({ kind: 'entry', tid: 1, pid: 1, fn: i, timeNs: BigInt(i) }, bytes, i * 24);
+  }
+  const truncated = new CallRecordDecoder(3);
+  assert.equal(truncated.push(bytes.subarray(0, 60)).length, 2);
+  assert.equal(truncated.partialBytes, 12);
+  const corrupt = new CallRecordDecoder(3);
+  bytes[24] = 9; // the second record's kind
+  assert.equal(corrupt.push(bytes).length, 1);
+  assert.match(corrupt.problem!, new RegExp(`record at byte ${CALLS_HEADER_BYTES + 24} .*kind 9`));
+  assert.deepEqual(corrupt.push(bytes), []);
+});
+
+test('checkCallsHeader accepts its own header and says why another is not one', () => {
+  assert.equal(checkCallsHeader(encodeCallsHeader()), undefined);
+  assert.match(checkCallsHeader(new TextEncoder().encode('{"not":"calls"}!'))!, /UPSCALLS/);
+  const other = encodeCallsHeader();
+  other[8] = 9;
+  assert.match(checkCallsHeader(other)!, /version 9/);
+  assert.match(checkCallsHeader(new Uint8Array(3))!, /shorter/);
+});

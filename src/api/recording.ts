@@ -1,0 +1,527 @@
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  readSync,
+  renameSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import {
+  CALL_RECORD_BYTES,
+  CALLS_HEADER_BYTES,
+  type CallRecord,
+  CallRecordDecoder,
+  CallTreeBuilder,
+  checkCallsHeader,
+  encodeCallRecord,
+  encodeCallsHeader,
+  type ThreadCalls,
+} from '../aggregate/index.js';
+import { ProbeError } from '../errors/index.js';
+import type { ProbeEvent } from '../events/index.js';
+import type { Exit } from '../host/index.js';
+import { listFunctions } from './list.js';
+import { type Attachment, probeName, Tracer } from './tracer.js';
+
+/** The files of a recording directory. */
+export const CALLS_FILE = 'calls.bin';
+export const INDEX_FILE = 'index.json';
+
+/** A recorded function: its name and the file that holds it. */
+export interface RecordedFunction {
+  readonly name: string;
+  readonly object: string;
+}
+
+/** The JSON index of a recording: what its records' ids mean, and how the recording went. */
+export interface RecordingIndex {
+  readonly format: 'upscope-calls';
+  readonly version: number;
+  readonly command: string | undefined;
+  readonly pid: number | undefined;
+  readonly engine: 'bpf' | 'tracefs';
+  readonly startedAt: string;
+  /** Function ids are indexes into this list. */
+  readonly functions: readonly RecordedFunction[];
+  readonly objects: readonly string[];
+  readonly threads: readonly { tid: number; pid: number; comm: string }[];
+  /** False until the recording ended cleanly (a killed upscope leaves it false). */
+  readonly complete: boolean;
+  readonly records: number;
+  /** Events the kernel dropped (ring buffer full): calls or returns missing from the records. */
+  readonly lost: number;
+  readonly exit?: { code?: number | undefined; signal?: string | undefined } | undefined;
+}
+
+const WRITE_CHUNK = 64 * 1024;
+
+/**
+ * Writes a recording as records come: a 64 KiB buffer flushed to calls.bin (memory stays
+ * bounded), and index.json at the start (not complete) and again at the end.
+ */
+export class RecordingWriter {
+  readonly #dir: string;
+  readonly #fd: number;
+  readonly #buffer = new Uint8Array(WRITE_CHUNK);
+  #used = 0;
+  #records = 0;
+  readonly #threads = new Map<number, { tid: number; pid: number; comm: string }>();
+  #index: RecordingIndex;
+  #closed = false;
+
+  private constructor(dir: string, fd: number, index: RecordingIndex) {
+    this.#dir = dir;
+    this.#fd = fd;
+    this.#index = index;
+  }
+
+  /**
+   * Starts a recording in `dir`: made if missing; one that holds an older recording is
+   * overwritten; any other directory with files in it is refused.
+   */
+  static create(
+    dir: string,
+    index: Omit<RecordingIndex, 'format' | 'version' | 'complete' | 'records' | 'threads'>,
+  ): RecordingWriter {
+    if (existsSync(dir)) {
+      if (!statSync(dir).isDirectory()) {
+        throw new ProbeError('ERR_USAGE', `Cannot record into "${dir}": it is not a directory`, {
+          hints: ['Give -o a new directory name'],
+        });
+      }
+      const files = readdirSync(dir);
+      if (files.length > 0 && !files.includes(INDEX_FILE)) {
+        throw new ProbeError(
+          'ERR_USAGE',
+          `Cannot record into "${dir}": it holds other files, not an upscope recording`,
+          { hints: ['Give -o a new or empty directory'] },
+        );
+      }
+    }
+    try {
+      mkdirSync(dir, { recursive: true });
+      const fd = openSync(join(dir, CALLS_FILE), 'w');
+      writeSync(fd, encodeCallsHeader());
+      const writer = new RecordingWriter(dir, fd, {
+        ...index,
+        format: 'upscope-calls',
+        version: 1,
+        complete: false,
+        records: 0,
+        threads: [],
+      });
+      writer.#writeIndex();
+      return writer;
+    } catch (err) {
+      throw writeError(dir, err);
+    }
+  }
+
+  /** How many records were written. */
+  get records(): number {
+    return this.#records;
+  }
+
+  /** Notes a thread's process and name (the first time it is seen). */
+  thread(tid: number, pid: number, comm: string): void {
+    if (!this.#threads.has(tid)) this.#threads.set(tid, { tid, pid, comm });
+  }
+
+  write(record: CallRecord): void {
+    if (this.#used + CALL_RECORD_BYTES > WRITE_CHUNK) this.#flush();
+    encodeCallRecord(record, this.#buffer, this.#used);
+    this.#used += CALL_RECORD_BYTES;
+    this.#records++;
+  }
+
+  /** Flushes the records and writes the final index. Idempotent. */
+  finish(end: { lost: number; exit?: Exit | undefined }): RecordingIndex {
+    if (this.#closed) return this.#index;
+    this.#flush();
+    closeSync(this.#fd);
+    this.#closed = true;
+    this.#index = {
+      ...this.#index,
+      complete: true,
+      records: this.#records,
+      lost: end.lost,
+      threads: [...this.#threads.values()],
+      exit: end.exit === undefined ? undefined : { code: end.exit.code, signal: end.exit.signal },
+    };
+    this.#writeIndex();
+    return this.#index;
+  }
+
+  /** Closes the file without marking the recording complete (a failure). */
+  abandon(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#flush();
+    } catch {
+      // the failure being reported is the one that matters
+    }
+    closeSync(this.#fd);
+  }
+
+  #flush(): void {
+    let at = 0;
+    try {
+      while (at < this.#used) at += writeSync(this.#fd, this.#buffer, at, this.#used - at);
+    } catch (err) {
+      throw writeError(this.#dir, err);
+    }
+    this.#used = 0;
+  }
+
+  #writeIndex(): void {
+    const path = join(this.#dir, INDEX_FILE);
+    try {
+      writeFileSync(`${path}.tmp`, `${JSON.stringify(this.#index, null, 1)}\n`);
+      renameSync(`${path}.tmp`, path);
+    } catch (err) {
+      throw writeError(this.#dir, err);
+    }
+  }
+}
+
+function writeError(dir: string, err: unknown): ProbeError {
+  if (err instanceof ProbeError) return err;
+  const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
+  const words: Record<string, string> = {
+    ENOSPC: 'no space left on the device',
+    EDQUOT: 'the disk quota is exceeded',
+    EACCES: 'permission denied',
+    EROFS: 'the file system is read-only',
+  };
+  return new ProbeError(
+    'ERR_RECORDING_WRITE',
+    `Cannot write the recording "${dir}": ${words[code] ?? (err as Error).message} (${code})`,
+    {
+      hints: ['Free space there, or give -o a directory on another file system'],
+      cause: err,
+    },
+  );
+}
+
+/** A recording read back: its index, each thread's calls, and what was wrong with it. */
+export interface Recording {
+  readonly dir: string;
+  readonly index: RecordingIndex;
+  readonly threads: ThreadCalls[];
+  /** Records read. */
+  readonly records: number;
+  /** Why part of it could not be read or may be missing (each a sentence); empty when none. */
+  readonly problems: string[];
+}
+
+/**
+ * Reads a recording directory, a chunk at a time, into each thread's call tree. A truncated
+ * or corrupt calls file gives what came before the damage, and says so in `problems`; a
+ * directory that is not a recording throws ERR_NOT_A_RECORDING.
+ */
+export function readRecording(dir: string): Recording {
+  const notOne = (why: string, hint = 'Give a directory made by "upscope record -o DIR"') =>
+    new ProbeError('ERR_NOT_A_RECORDING', `Cannot read the recording "${dir}": ${why}`, {
+      hints: [hint],
+    });
+  if (!existsSync(dir)) throw notOne('no such directory');
+  if (!statSync(dir).isDirectory()) throw notOne('it is not a directory');
+  let index: RecordingIndex;
+  try {
+    index = JSON.parse(readFileSync(join(dir, INDEX_FILE), 'utf8')) as RecordingIndex;
+  } catch (err) {
+    const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+    throw notOne(missing ? `it has no ${INDEX_FILE}` : `its ${INDEX_FILE} is not valid JSON`);
+  }
+  if (index.format !== 'upscope-calls' || !Array.isArray(index.functions)) {
+    throw notOne(`its ${INDEX_FILE} is not an upscope call index`);
+  }
+  const problems: string[] = [];
+  if (!index.complete) {
+    problems.push(
+      'the recording did not end cleanly (upscope was killed?): its last calls may be missing',
+    );
+  }
+  if (index.lost > 0)
+    problems.push(`${index.lost} events were lost while recording: some calls are missing`);
+  let fd: number;
+  try {
+    fd = openSync(join(dir, CALLS_FILE), 'r');
+  } catch {
+    throw notOne(`it has no ${CALLS_FILE}`);
+  }
+  const builder = new CallTreeBuilder();
+  let records = 0;
+  try {
+    const header = new Uint8Array(CALLS_HEADER_BYTES);
+    const got = readSync(fd, header, 0, CALLS_HEADER_BYTES, 0);
+    const wrong = checkCallsHeader(header.subarray(0, got));
+    if (wrong !== undefined) throw notOne(`${CALLS_FILE} is not a calls file: ${wrong}`);
+    const decoder = new CallRecordDecoder(index.functions.length);
+    const chunk = new Uint8Array(1 << 20);
+    let position = CALLS_HEADER_BYTES;
+    for (;;) {
+      const n = readSync(fd, chunk, 0, chunk.length, position);
+      if (n === 0) break;
+      position += n;
+      for (const record of decoder.push(chunk.subarray(0, n))) {
+        builder.push(record);
+        records++;
+      }
+      if (decoder.problem !== undefined) break;
+    }
+    if (decoder.problem !== undefined) {
+      problems.push(
+        `${CALLS_FILE} is corrupt: ${decoder.problem}; the ${records} records before it are shown`,
+      );
+    } else if (decoder.partialBytes > 0) {
+      problems.push(
+        `${CALLS_FILE} is truncated: it ends ${decoder.partialBytes} bytes into a record; the ${records} whole records are shown`,
+      );
+    }
+    if (index.complete && decoder.problem === undefined && records < index.records) {
+      problems.push(
+        `${CALLS_FILE} is truncated: it holds ${records} of the ${index.records} records written`,
+      );
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return { dir, index, threads: builder.finish(), records, problems };
+}
+
+/** What to record and how: the options of record() (the directory aside). */
+export interface RecordCallsOptions {
+  /** Start this command (a shell command line) and record it. Exclusive with `pid`. */
+  readonly command?: string | undefined;
+  /** Record this running process (its threads and children). */
+  readonly pid?: number | undefined;
+  /** With `command`: a file descriptor for its stdout (this process's stdout by default). */
+  readonly commandStdout?: number | undefined;
+  /**
+   * What to record: `TARGET` (every function of it) or `TARGET:PATTERN` (`libc:mem*`,
+   * `./app:parse_*`); by default every function of the command's or process's executable.
+   */
+  readonly targets?: readonly string[] | undefined;
+  /** Leave out functions whose name matches one of these globs. */
+  readonly exclude?: readonly string[] | undefined;
+  readonly engine?: 'bpf' | 'tracefs' | undefined;
+  readonly bufferSizeKb?: number | undefined;
+  readonly debugDirs?: readonly string[] | undefined;
+  /** Ends the recording (the probes are removed; a -p process runs on). */
+  readonly signal?: AbortSignal | undefined;
+  readonly onNotice?: ((text: string) => void) | undefined;
+}
+
+export interface RecordOptions extends RecordCallsOptions {
+  /** The directory the recording goes to. */
+  readonly dir: string;
+}
+
+/** A recording under way: its probes, and `done`, the index once the traced program ended. */
+export interface CallRecorder {
+  readonly attachment: Attachment;
+  readonly functions: number;
+  /** Resolves when the attachment ended and the recording is written. */
+  readonly done: Promise<RecordingIndex>;
+}
+/** The probe specs a recording's targets mean: entry and return of each function. */
+export function recordSpecs(options: Pick<RecordOptions, 'command' | 'pid' | 'targets'>): string[] {
+  const targets =
+    options.targets !== undefined && options.targets.length > 0
+      ? options.targets
+      : [mainExecutable(options)];
+  return targets.flatMap((target) => {
+    const spec = /:/.test(target) ? target : `${target}:*`;
+    return [spec, `r:${spec}`];
+  });
+}
+
+function mainExecutable(options: Pick<RecordOptions, 'command' | 'pid'>): string {
+  if (options.pid !== undefined) {
+    try {
+      return readlinkSync(`/proc/${options.pid}/exe`).replace(/ \(deleted\)$/, '');
+    } catch {
+      throw new ProbeError(
+        'ERR_PROCESS_NOT_FOUND',
+        `Cannot record process ${options.pid}: it does not exist or cannot be read`,
+        {
+          hints: ['Check the pid with: ps -p PID'],
+        },
+      );
+    }
+  }
+  const program = options.command?.trim().split(/\s+/)[0];
+  if (program === undefined || program === '') {
+    throw new ProbeError('ERR_USAGE', 'Cannot record: give -c CMD or -p PID', {
+      hints: ['e.g. upscope record -c ./app -o app.calls'],
+    });
+  }
+  return program;
+}
+
+/** Probes on the functions of a recording, and how their events become call records. */
+interface Probed {
+  readonly attachment: Attachment;
+  /** Function ids are indexes into this list. */
+  readonly functions: RecordedFunction[];
+  /** The record an event is, or undefined for an event that is none (not an entry or return). */
+  readonly toRecord: (event: ProbeEvent) => CallRecord | undefined;
+}
+
+async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
+  const attachment = await new Tracer().attach(recordSpecs(options), {
+    command: options.command,
+    pid: options.pid,
+    commandStdout: options.commandStdout,
+    engine: options.engine ?? 'bpf',
+    bufferSizeKb: options.bufferSizeKb,
+    debugDirs: options.debugDirs,
+    exclude: options.exclude,
+    signal: options.signal,
+    onNotice: options.onNotice,
+  });
+  const ids = new Map<string, number>();
+  const functions: RecordedFunction[] = [];
+  for (const site of attachment.sites) {
+    const name = probeName(site);
+    if (ids.has(name)) continue;
+    ids.set(name, functions.length);
+    functions.push({ name, object: site.target.path });
+  }
+  // A stripped object has only its exported functions: said, with how to get the others.
+  for (const object of new Set(functions.map((f) => f.object))) {
+    const listing = await listFunctions(object, { demangle: false, debugDirs: options.debugDirs });
+    if (!listing.stripped) continue;
+    const count = functions.filter((f) => f.object === object).length;
+    options.onNotice?.(
+      `"${listing.target.displayPath}" is stripped: only its ${count} exported functions (.dynsym) are recorded; rebuild it with -g, or give the directory of its debug file with --debug-dir DIR (a debuginfod client or the -dbgsym package gives one)`,
+    );
+  }
+  const toRecord = (event: ProbeEvent): CallRecord | undefined => {
+    const fn = ids.get(event.probe);
+    if (fn === undefined || (event.kind !== 'entry' && event.kind !== 'return')) return undefined;
+    return {
+      kind: event.kind === 'entry' ? 'entry' : event.exit === 'unwind' ? 'unwind' : 'return',
+      tid: event.tid,
+      pid: event.pid,
+      fn,
+      timeNs: event.timestampNs,
+    };
+  };
+  return { attachment, functions, toRecord };
+}
+
+/**
+ * Records every entry and return of the functions asked for, in the command or process, to
+ * `options.dir`, until it ends (or the attachment is closed).
+ */
+export async function recordCalls(options: RecordOptions): Promise<CallRecorder> {
+  const { attachment, functions, toRecord } = await attachFunctions(options);
+  let writer: RecordingWriter;
+  try {
+    writer = RecordingWriter.create(options.dir, {
+      command: options.command,
+      pid: options.pid,
+      engine: options.engine ?? 'bpf',
+      startedAt: new Date().toISOString(),
+      functions,
+      objects: [...new Set(functions.map((f) => f.object))],
+      lost: 0,
+    });
+  } catch (err) {
+    await attachment.close();
+    throw err;
+  }
+  let failure: unknown;
+  attachment.on('*', (event) => {
+    if (failure !== undefined) return;
+    const record = toRecord(event);
+    if (record === undefined) return;
+    writer.thread(event.tid, event.pid, event.comm);
+    try {
+      writer.write(record);
+    } catch (err) {
+      failure = err; // a full disk: the recording ends, and says why
+      void attachment.close();
+    }
+  });
+  const done = attachment.ended.then(() => {
+    if (failure !== undefined) {
+      writer.abandon();
+      throw failure;
+    }
+    return writer.finish({ lost: attachment.stats().lost, exit: attachment.exit });
+  });
+  return { attachment, functions: functions.length, done };
+}
+
+/**
+ * The calls of a command or process as they are made: an async iterable of call records
+ * (entries and returns, per thread in the order they were made), which a CallTreeBuilder
+ * turns into each thread's call tree. See record().
+ */
+export class CallRecords implements AsyncIterable<CallRecord> {
+  /** The probes; `attachment.stats()` says what was lost, `attachment.exit` how it ended. */
+  readonly attachment: Attachment;
+  /** The functions recorded: a record's `fn` is an index into this list. */
+  readonly functions: readonly RecordedFunction[];
+  readonly #toRecord: (event: ProbeEvent) => CallRecord | undefined;
+
+  constructor(probed: Probed) {
+    this.attachment = probed.attachment;
+    this.functions = probed.functions;
+    this.#toRecord = probed.toRecord;
+  }
+
+  /** A function id's name. */
+  name(fn: number): string {
+    return this.functions[fn]?.name ?? `#${fn}`;
+  }
+
+  /**
+   * Every record until the command or process ends (or close()); throws if reading failed.
+   * Records wait for the iterator from the start: iterate once, and soon.
+   */
+  async *[Symbol.asyncIterator](): AsyncGenerator<CallRecord, void, undefined> {
+    for await (const batch of this.attachment.batches()) {
+      for (const event of batch) {
+        const record = this.#toRecord(event);
+        if (record !== undefined) yield record;
+      }
+    }
+  }
+
+  /** Remove the probes (a command is ended; a -p process runs on). Idempotent. */
+  close(): Promise<void> {
+    return this.attachment.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+/**
+ * Puts an entry and a return probe on every function asked for (by default every function of
+ * the command's or process's executable; root, or CAP_BPF and CAP_PERFMON, with the bpf
+ * engine) and gives each entry and return as a call record, as upscope record writes them:
+ *
+ * ```ts
+ * const calls = await record({ command: './app 5' });
+ * const trees = new CallTreeBuilder();
+ * for await (const r of calls) trees.push(r);
+ * for (const thread of trees.finish()) console.log(thread.tid, thread.roots.length);
+ * ```
+ */
+export async function record(options: RecordCallsOptions): Promise<CallRecords> {
+  return new CallRecords(await attachFunctions(options));
+}

@@ -1,0 +1,183 @@
+/**
+ * What `upscope ui`'s server and its page say to each other: the JSON of its API and of its
+ * event stream. Plain data only (counts as decimal strings, exact past 2^53); the page
+ * imports these types, so nothing here may import Node.
+ */
+
+/** What the Measure view can start: count, latency histogram, event table, flame graph. */
+export type MeasureKind = 'count' | 'latency' | 'trace' | 'stacks';
+
+/** What a measurement runs on: a process, or a command it starts (and ends at its stop). */
+export interface TargetChoice {
+  readonly pid?: number | undefined;
+  readonly command?: string | undefined;
+}
+
+/** POST /api/measure */
+export interface MeasureRequest extends TargetChoice {
+  /** The id the event stream gave this page: its measurements end when the stream closes. */
+  readonly client: string;
+  readonly kind: MeasureKind;
+  readonly specs: readonly string[];
+}
+
+/** GET /api/processes */
+export interface ProcessRow {
+  readonly pid: number;
+  readonly ppid: number;
+  readonly comm: string;
+  readonly commandLine: string;
+  readonly user: string;
+  readonly uid: number;
+  readonly exe: string | null;
+}
+
+/** GET /api/doctor */
+export interface DoctorView {
+  readonly checks: readonly {
+    readonly id: string;
+    readonly title: string;
+    readonly status: string;
+    readonly detail: string;
+    readonly fix?: string | undefined;
+  }[];
+  /** The engine count, latency and flame graphs run on, and the one traces run on (null: none). */
+  readonly engines: { readonly aggregate: string | null; readonly trace: string | null };
+  /** Why there is no engine, when there is none. */
+  readonly why: string | null;
+  /** Who the page probes as. */
+  readonly user: string;
+}
+
+export interface FunctionRow {
+  /** As shown: demangled, with its version. */
+  readonly name: string;
+  /** As stored in the file: what a spec names. */
+  readonly symbol: string;
+  readonly vaddr: string;
+  readonly fileOffset: string | null;
+  readonly size: number;
+}
+
+export interface UsdtRow {
+  readonly provider: string;
+  readonly name: string;
+  readonly args: string;
+  readonly vaddr: string;
+}
+
+/** GET /api/functions?target=PATH[&pid=PID] */
+export interface FunctionsView {
+  readonly path: string;
+  readonly displayPath: string;
+  readonly stripped: boolean;
+  readonly debugFile: string | null;
+  readonly functions: readonly FunctionRow[];
+  readonly usdt: readonly UsdtRow[];
+  /** With a pid: the ELF objects the process maps (to list another one's functions). */
+  readonly objects: readonly string[];
+}
+
+/** POST /api/resolve: resolve's details of a spec, and the function's source lines. */
+export interface ResolveView {
+  /** What `upscope resolve SPEC` prints. */
+  readonly text: string;
+  /** Its errors, as the command line prints them. */
+  readonly errors: readonly string[];
+  readonly source: {
+    readonly file: string;
+    readonly lines: readonly { line: number; text: string | null; probe: boolean }[];
+  } | null;
+  /** Why there are no source lines (no debug info...). */
+  readonly sourceWhy: string | null;
+}
+
+/** POST /api/validate: each spec's errors, as the command line prints them (empty: valid). */
+export interface ValidateView {
+  readonly errors: readonly (readonly string[])[];
+}
+
+export interface CountRowView {
+  readonly probe: string;
+  readonly key: string | null;
+  readonly count: string;
+  /** Hits per second over the last reading. */
+  readonly rate: number;
+}
+
+export interface LatencyRowView {
+  readonly probe: string;
+  readonly count: string;
+  readonly rate: number;
+  /** Nanoseconds (null before the first call). */
+  readonly meanNs: number | null;
+  readonly minNs: number | null;
+  readonly p50Ns: number | null;
+  readonly p90Ns: number | null;
+  readonly p99Ns: number | null;
+  readonly maxNs: number | null;
+  /** The log2 histogram in microseconds: [low, high) and count. */
+  readonly buckets: readonly { low: string; high: string; count: string }[];
+}
+
+export interface StackRowView {
+  /** Outermost frame first. */
+  readonly frames: readonly string[];
+  readonly count: number;
+}
+
+export interface TraceEventView {
+  readonly timeNs: string;
+  readonly probe: string;
+  readonly kind: string;
+  readonly pid: number;
+  readonly tid: number;
+  readonly comm: string;
+  readonly fields: Readonly<Record<string, unknown>>;
+  readonly latencyNs?: string;
+}
+
+export type MeasureState = 'starting' | 'running' | 'stopped' | 'failed';
+
+export interface MeasurementView {
+  readonly id: string;
+  readonly kind: MeasureKind;
+  readonly specs: readonly string[];
+  /** `process 1234 (app)` or `command ./app`. */
+  readonly target: string;
+  readonly state: MeasureState;
+  readonly elapsedMs: number;
+  /** What it is doing while it starts (resolving, attaching), or how it attached. */
+  readonly progress: string;
+  /** Its error as the command line prints it, when it failed. */
+  readonly error: string | null;
+  readonly notes: readonly string[];
+  readonly probes: number;
+  readonly skipped: number;
+  readonly counts?: readonly CountRowView[];
+  readonly latency?: readonly LatencyRowView[];
+  readonly stacks?: readonly StackRowView[];
+  /** trace: the events read since the last message (at most 500 a second). */
+  readonly events?: readonly TraceEventView[];
+  readonly eventsTotal?: number;
+  readonly eventsLost?: number;
+}
+
+/** A message of GET /api/events (server-sent events, one JSON object each). */
+export type StreamMessage =
+  | { readonly type: 'hello'; readonly client: string }
+  | { readonly type: 'measurements'; readonly measurements: readonly MeasurementView[] }
+  | {
+      readonly type: 'progress';
+      readonly task: string;
+      readonly text: string;
+      readonly done: boolean;
+    };
+
+/** An error answer of the API: the message as the command line prints it. */
+export interface ErrorView {
+  readonly error: string;
+}
+
+/** The header the page sends its token in (EventSource, which sends none, uses ?token=). */
+export const TOKEN_HEADER = 'x-upscope-token';

@@ -1,0 +1,418 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { constants, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Command } from '@commander-js/extra-typings';
+import { callGraph, functionStats, replayCalls, type ThreadCalls } from '../../aggregate/index.js';
+import { type Recording, readRecording, recordCalls } from '../../api/index.js';
+import { ProbeError } from '../../errors/index.js';
+import { closest, didYouMean } from '../../internal/index.js';
+import {
+  callEvents,
+  callStacks,
+  firstCallNs,
+  isStackFormat,
+  REPORT_SORTS,
+  type ReportSort,
+  renderCallGraphJson,
+  renderCallGraphText,
+  renderFunctionReportJson,
+  renderFunctionReportText,
+  renderReplayJson,
+  renderReplayText,
+  renderStacks,
+  sortFunctionStats,
+  traceSink,
+} from '../../output/index.js';
+import { globToRegExp, isGlob } from '../../spec/index.js';
+import { type Io, withOutput } from '../io.js';
+import type { CommandResult } from '../main.js';
+import {
+  collect,
+  debugDirOption,
+  lossReporter,
+  outputOption,
+  parsePid,
+  positive,
+  startLine,
+} from '../options.js';
+import { checkTerminal, chooseFormat, formatOption } from '../outputs.js';
+import { installLifecycle } from './trace.js';
+
+/** Options of the commands that record. */
+interface RecordCliOptions {
+  command?: string;
+  pid?: number;
+  exclude?: string[];
+  bufferSize?: number;
+  debugDir?: string[];
+  engine?: 'bpf' | 'tracefs';
+}
+
+/** Adds the recording options (-c, -p, --exclude, --buffer-size, --debug-dir) to `command`. */
+function recordOptions<T extends Command<[string[]]>>(command: T): T {
+  command
+    .option('-c, --command <command>', "start this command and record it, e.g. -c './app 5'")
+    .option('-p, --pid <pid>', 'record this running process (its threads and children)', parsePid)
+    .option(
+      '--exclude <glob>',
+      'leave out the functions whose name matches GLOB (e.g. "_*"); repeatable',
+      collect,
+    )
+    .option(
+      '--buffer-size <KiB>',
+      'ring-buffer size per CPU (default 4096): more absorbs longer bursts of calls',
+      positive('--buffer-size'),
+    )
+    .option(...debugDirOption)
+    .option(
+      '--engine <engine>',
+      'bpf (default: a BPF handler per entry and return writing to a BPF ring buffer) or tracefs (uprobe_events and the tracing ring buffer)',
+      parseRecordEngine,
+    );
+  return command;
+}
+
+const TARGETS_HELP =
+  'what to record: TARGET (every function of a program or library: ./app, libc) or ' +
+  "TARGET:PATTERN ('libc:mem*', './app:parse_*'); default: every function of the " +
+  "command's or process's executable";
+
+export function registerCalls(program: Command, io: Io, result: CommandResult): void {
+  recordOptions(
+    program
+      .command('record')
+      .summary('record every call and return of the functions of a command or process')
+      .description(
+        'Record each entry into and return from every function of the main executable of the ' +
+          'command (-c) or process (-p), or of the TARGETs given, with kernel uprobes on the ' +
+          'unmodified binary (bpf engine: root, or CAP_BPF and CAP_PERFMON), into the directory ' +
+          'DIR: calls.bin (binary records, written as they come) and index.json (functions, ' +
+          'threads, losses). Threads and child processes are followed. Read it with upscope ' +
+          'report, graph and replay. Events lost (ring buffer full) are said as they happen and ' +
+          'in the index. Ctrl-C ends the recording (with -p the process runs on).',
+      )
+      .argument('[target...]', TARGETS_HELP)
+      .requiredOption('-o, --output <dir>', 'the recording directory (made if missing)'),
+  ).action(async (targets, options) => {
+    const recorded = await record(targets, options as RecordCliOptions, options.output, io);
+    result.status = recorded.status;
+  });
+
+  program
+    .command('report')
+    .summary("a recording's functions by total and self time, calls, min/avg/max")
+    .description(
+      'One line per function of the recording in DIR (per thread and function with ' +
+        '--threads): the time spent in it (a recursion counted once), its self time (less its ' +
+        'callees), its calls and their min, average and max duration. Calls an unwind ' +
+        '(longjmp, exception) ended, or that never returned (exit() in a callee), are said.',
+    )
+    .argument('<dir>', 'a recording made by upscope record')
+    .option('--sort <key>', `sort by ${REPORT_SORTS.join(', ')} (default total)`, parseSort)
+    .option('--threads', 'one line per thread and function')
+    .option('--json', 'print JSON (times in ns); --format json')
+    .option(...formatOption(['call-report']))
+    .option(...outputOption)
+    .action(async (dir, options) => {
+      const format = chooseFormat('call-report', options);
+      await withOutput(io, options.output, async (out) => {
+        report(readAndWarn(dir, io), { ...options, format }, out);
+      });
+    });
+
+  program
+    .command('graph')
+    .summary("a recording's merged call tree with counts and times")
+    .description(
+      'The call tree of every thread of the recording in DIR, merged by path (each chain of ' +
+        'callers once), with calls, total and self time per path; from the outermost calls, or ' +
+        'from every call of FUNC (a name or glob).',
+    )
+    .argument('<dir>', 'a recording made by upscope record')
+    .argument('[func]', 'start from this function')
+    .option('--depth <n>', 'show this many levels', positive('--depth'))
+    .option('--json', 'print JSON (times in ns); --format json')
+    .option(...formatOption(['call-graph']))
+    .option(...outputOption)
+    .action(async (dir, func, options) => {
+      const format = chooseFormat('call-graph', options);
+      checkTerminal(format, options.output !== undefined);
+      await withOutput(io, options.output, async (out) => {
+        const recording = readAndWarn(dir, io);
+        const name = namer(recording);
+        const from = func === undefined ? undefined : functionIds(recording, func);
+        const graph = (threads: readonly ThreadCalls[]) =>
+          from === undefined
+            ? callGraph(threads)
+            : [...from].flatMap((fn) => callGraph(threads, { from: fn }));
+        if (!isStackFormat(format)) {
+          const render = format === 'json' ? renderCallGraphJson : renderCallGraphText;
+          out.out(render(graph(recording.threads), name, { depth: options.depth }));
+          return;
+        }
+        // Each process's calls as stacks weighed by time: the widths are inclusive times.
+        const { index } = recording;
+        const title = `Calls of ${index.command === undefined ? `process ${index.pid}` : `"${index.command}"`}${func === undefined ? '' : ` from ${func}`}`;
+        const byPid = new Map<number, ThreadCalls[]>();
+        for (const t of recording.threads) {
+          if (!byPid.has(t.pid)) byPid.set(t.pid, []);
+          byPid.get(t.pid)!.push(t);
+        }
+        const rows = [...byPid].flatMap(([pid, threads]) =>
+          callStacks(graph(threads), {
+            pid,
+            probe: title,
+            depth: options.depth,
+            frame: (fn) => ({ function: name(fn), object: index.functions[fn]?.object }),
+          }),
+        );
+        const first = firstCallNs(recording.threads);
+        let last = first;
+        for (const t of recording.threads) if (t.lastNs > last) last = t.lastNs;
+        const started = Date.parse(index.startedAt);
+        out.out(
+          renderStacks(format, rows, {
+            weight: 'time',
+            title,
+            subtitle: `time in each call path (ns), ${index.engine} engine, recorded ${index.startedAt}`,
+            timeNanos: Number.isNaN(started) ? undefined : BigInt(started) * 1_000_000n,
+            durationNanos: last - first,
+          }),
+        );
+      });
+    });
+
+  program
+    .command('replay')
+    .summary("a recording's calls in time order per thread, indented, with durations")
+    .description(
+      'Each call of the recording in DIR on a line: per thread, in time order, indented by ' +
+        'depth, with the time since the recording began and its duration; a call an unwind ' +
+        'ended is marked [unwound], one that never returned [no return: thread ended].',
+    )
+    .argument('<dir>', 'a recording made by upscope record')
+    .option('--depth <n>', 'show calls at most N deep', positive('--depth'))
+    .option('--time-filter <time>', 'hide calls shorter than TIME (e.g. 10us, 2ms)', parseTime)
+    .option('-F, --filter <func>', 'only calls of FUNC and what they call; repeatable', collect)
+    .option('-N, --notrace <func>', 'hide calls of FUNC and what they call; repeatable', collect)
+    .option('--tid <tid>', 'only this thread; repeatable', (v, prev: number[] | undefined) => [
+      ...(prev ?? []),
+      parsePid(v),
+    ])
+    .option('--json', 'print JSON lines (a line per call); --format json')
+    .option(...formatOption(['calls']))
+    .option(...outputOption)
+    .action(async (dir, options) => {
+      const format = chooseFormat('calls', options);
+      await withOutput(io, options.output, async (out) => {
+        const recording = readAndWarn(dir, io);
+        const name = namer(recording);
+        const ids = (funcs: string[] | undefined) =>
+          funcs === undefined
+            ? undefined
+            : new Set(funcs.flatMap((f) => [...functionIds(recording, f)]));
+        const calls = replayCalls(recording.threads, {
+          depth: options.depth,
+          minDurationNs: options.timeFilter,
+          only: ids(options.filter),
+          hide: ids(options.notrace),
+          tids: options.tid === undefined ? undefined : new Set(options.tid),
+        });
+        const write = (text: string) => out.out(text);
+        if (format === 'chrome' || format === 'speedscope') {
+          // A track (chrome) or profile (speedscope) per thread, each call a nested slice.
+          const comms = new Map(recording.index.threads.map((t) => [t.tid, t.comm]));
+          const pids = new Map(recording.threads.map((t) => [t.tid, t.pid]));
+          const sink = traceSink(format, (chunk) => out.out(chunk), {
+            startNs: firstCallNs(recording.threads),
+            metadata: {
+              ...(recording.index.command === undefined
+                ? {}
+                : { command: recording.index.command }),
+              recording: recording.dir,
+              engine: recording.index.engine,
+            },
+            exactEnds: true,
+          });
+          sink.begin();
+          const thread = (tid: number) => ({
+            pid: pids.get(tid) ?? tid,
+            comm: comms.get(tid) ?? '',
+          });
+          for (const event of callEvents(calls, name, thread)) sink.value(event);
+          sink.lost(recording.index.lost);
+          sink.end();
+        } else if (format === 'json') renderReplayJson(calls, name, write);
+        else renderReplayText(calls, name, write, { startNs: firstCallNs(recording.threads) });
+      });
+    });
+
+  recordOptions(
+    program
+      .command('calls')
+      .summary('record a command and print its report in one step')
+      .description(
+        'upscope record into a temporary directory (removed after), then upscope report: ' +
+          'every function of the command (or the TARGETs) by total and self time and calls.',
+      )
+      .argument('[target...]', TARGETS_HELP)
+      .option('--sort <key>', `sort by ${REPORT_SORTS.join(', ')} (default total)`, parseSort)
+      .option('--threads', 'one line per thread and function')
+      .option('--json', 'print JSON (times in ns); --format json')
+      .option(...formatOption(['call-report']))
+      .option(...outputOption),
+  ).action(async (targets, options) => {
+    const format = chooseFormat('call-report', options);
+    const dir = mkdtempSync(join(tmpdir(), 'upscope-calls-'));
+    try {
+      const recorded = await record(targets, options as RecordCliOptions, join(dir, 'rec'), io);
+      await withOutput(io, options.output, async (out) => {
+        report(readAndWarn(join(dir, 'rec'), io), { ...options, format }, out);
+      });
+      result.status = recorded.status;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+async function record(
+  targets: string[],
+  options: RecordCliOptions,
+  dir: string,
+  io: Io,
+): Promise<{ status: number }> {
+  if (options.command === undefined && options.pid === undefined) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      'Cannot record: give the command (-c CMD) or process (-p PID)',
+      {
+        hints: ["e.g. upscope record -c './app 5' -o app.calls"],
+      },
+    );
+  }
+  const recorder = await recordCalls({
+    command: options.command,
+    pid: options.pid,
+    targets,
+    exclude: options.exclude,
+    dir,
+    bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
+    debugDirs: options.debugDir,
+    engine: options.engine,
+    onNotice: (text) => io.err(`upscope: ${text}\n`),
+  });
+  const { attachment } = recorder;
+  const endedBy = installLifecycle(attachment);
+  const engine = options.engine ?? 'bpf';
+  io.err(
+    startLine(
+      'Recording',
+      recorder.functions,
+      'function',
+      `entry and return, ${engine}, to ${dir}`,
+      attachment.skipped,
+      engine,
+    ),
+  );
+  const losses = lossReporter(
+    () => attachment.stats(),
+    io,
+    'a larger --buffer-size or fewer functions lose fewer',
+  );
+  let index: Awaited<typeof recorder.done>;
+  try {
+    index = await recorder.done;
+  } finally {
+    losses.stop();
+  }
+  if (attachment.error !== undefined) throw attachment.error;
+  losses.say();
+  io.err(
+    `upscope: recorded ${index.records} calls and returns of ${index.threads.length} thread${index.threads.length === 1 ? '' : 's'}, ${index.lost} lost\n`,
+  );
+  const exit = attachment.exit;
+  if (exit !== undefined)
+    return { status: exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0) };
+  if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
+    return { status: 128 + constants.signals[endedBy.signal] };
+  }
+  return { status: 0 };
+}
+
+function report(
+  recording: Recording,
+  options: { sort?: ReportSort; threads?: true; format: string },
+  out: Io,
+): void {
+  const name = namer(recording);
+  const rows = sortFunctionStats(
+    functionStats(recording.threads, { perThread: options.threads === true }),
+    options.sort ?? 'total',
+    name,
+  );
+  const render = options.format === 'json' ? renderFunctionReportJson : renderFunctionReportText;
+  out.out(render(rows, name));
+}
+
+/** Reads a recording and says on stderr what is wrong with it (the valid part is shown). */
+function readAndWarn(dir: string, io: Io): Recording {
+  const recording = readRecording(dir);
+  for (const problem of recording.problems) io.err(`upscope: warning: ${problem}\n`);
+  return recording;
+}
+
+function namer(recording: Recording): (fn: number) => string {
+  return (fn) => recording.index.functions[fn]?.name ?? `#${fn}`;
+}
+
+/** The ids of the functions `func` (a name or glob) names; throws when none. */
+function functionIds(recording: Recording, func: string): Set<number> {
+  const names = recording.index.functions.map((f) => f.name);
+  const pattern = isGlob(func) ? globToRegExp(func) : undefined;
+  const ids = new Set<number>();
+  names.forEach((n, i) => {
+    if (pattern === undefined ? n === func : pattern.test(n)) ids.add(i);
+  });
+  if (ids.size === 0) {
+    const hint = didYouMean(closest(func, names));
+    throw new ProbeError(
+      'ERR_NO_MATCH',
+      `Cannot find function "${func}" in the recording "${recording.dir}": none of its ${names.length} functions has that name`,
+      { hints: hint === undefined ? ['List them with: upscope report DIR'] : [hint] },
+    );
+  }
+  return ids;
+}
+
+function parseRecordEngine(value: string): 'bpf' | 'tracefs' {
+  if (value === 'bpf' || value === 'tracefs') return value;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot record with the engine "${value}": give bpf or tracefs`,
+    {
+      hints: ['The ptrace engine cannot record calls yet'],
+    },
+  );
+}
+
+function parseSort(value: string): ReportSort {
+  if ((REPORT_SORTS as readonly string[]).includes(value)) return value as ReportSort;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot sort by "${value}": give one of ${REPORT_SORTS.join(', ')}`,
+  );
+}
+
+/** A duration: a number with ns, us, ms or s (default us, as uftrace). */
+function parseTime(value: string): bigint {
+  const m = /^(\d+(?:\.\d+)?)(ns|us|ms|s)?$/.exec(value.trim());
+  if (m === null) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot use --time-filter "${value}": give a time such as 10us, 2ms or 1s`,
+    );
+  }
+  const scale = { ns: 1, us: 1e3, ms: 1e6, s: 1e9 }[(m[2] ?? 'us') as 'ns' | 'us' | 'ms' | 's'];
+  return BigInt(Math.round(Number(m[1]) * scale));
+}

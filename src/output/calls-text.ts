@@ -1,0 +1,272 @@
+import type {
+  CallEnd,
+  FunctionStats,
+  GraphNode,
+  ReplayCall,
+  ThreadCalls,
+} from '../aggregate/index.js';
+import type { ProbeEvent, StackFrame } from '../events/index.js';
+import { formatDuration } from './histogram.js';
+import { renderTable } from './json.js';
+import type { StackCount } from './stacks.js';
+
+/** A function id's name, as the recording's index gives it. */
+export type FunctionName = (fn: number) => string;
+
+export type ReportSort = 'total' | 'self' | 'calls' | 'avg' | 'max' | 'name';
+export const REPORT_SORTS: readonly ReportSort[] = ['total', 'self', 'calls', 'avg', 'max', 'name'];
+
+function avgNs(row: FunctionStats): bigint {
+  return row.calls === 0 ? 0n : row.sumNs / BigInt(row.calls);
+}
+
+/** Rows sorted by `sort`, largest first (names alphabetically). */
+export function sortFunctionStats(
+  rows: readonly FunctionStats[],
+  sort: ReportSort,
+  name: FunctionName,
+): FunctionStats[] {
+  const key = (r: FunctionStats): bigint =>
+    sort === 'self'
+      ? r.selfNs
+      : sort === 'calls'
+        ? BigInt(r.calls)
+        : sort === 'avg'
+          ? avgNs(r)
+          : sort === 'max'
+            ? r.maxNs
+            : r.totalNs;
+  return [...rows].sort((a, b) => {
+    if (sort === 'name') return name(a.fn).localeCompare(name(b.fn));
+    const d = key(b) - key(a);
+    return d > 0n ? 1 : d < 0n ? -1 : name(a.fn).localeCompare(name(b.fn));
+  });
+}
+
+/** How a call ended, when not by its return: said beside it. */
+function endNote(end: CallEnd): string {
+  return end === 'unwind' ? ' [unwound]' : end === 'open' ? ' [no return: thread ended]' : '';
+}
+
+/** `upscope report`: one line per function (per thread and function with tids). */
+export function renderFunctionReportText(
+  rows: readonly FunctionStats[],
+  name: FunctionName,
+): string {
+  const perThread = rows.some((r) => r.tid !== undefined);
+  const header = [
+    ...(perThread ? ['TID'] : []),
+    'TOTAL',
+    'SELF',
+    'CALLS',
+    'MIN',
+    'AVG',
+    'MAX',
+    'FUNCTION',
+  ];
+  const body = rows.map((r) => {
+    const notes = [
+      r.unwound > 0 ? `${r.unwound} unwound` : '',
+      r.open > 0 ? `${r.open} not returned` : '',
+    ].filter((n) => n !== '');
+    return [
+      ...(perThread ? [String(r.tid)] : []),
+      formatDuration(r.totalNs),
+      formatDuration(r.selfNs),
+      String(r.calls),
+      formatDuration(r.minNs),
+      formatDuration(avgNs(r)),
+      formatDuration(r.maxNs),
+      `${name(r.fn)}${notes.length === 0 ? '' : ` (${notes.join(', ')})`}`,
+    ];
+  });
+  return `${renderTable(header, body)}\n`;
+}
+
+/** `upscope report --json`: one object per row, times in ns. */
+export function renderFunctionReportJson(
+  rows: readonly FunctionStats[],
+  name: FunctionName,
+): string {
+  const out = rows.map((r) => ({
+    function: name(r.fn),
+    ...(r.tid === undefined ? {} : { tid: r.tid }),
+    calls: r.calls,
+    totalNs: Number(r.totalNs),
+    selfNs: Number(r.selfNs),
+    minNs: Number(r.minNs),
+    avgNs: Number(avgNs(r)),
+    maxNs: Number(r.maxNs),
+    unwound: r.unwound,
+    notReturned: r.open,
+  }));
+  return `${JSON.stringify(out, null, 1)}\n`;
+}
+
+/** `upscope graph`: the merged call tree, one line per path, to `depth` levels. */
+export function renderCallGraphText(
+  roots: readonly GraphNode[],
+  name: FunctionName,
+  options: { depth?: number | undefined } = {},
+): string {
+  const maxDepth = options.depth ?? Number.POSITIVE_INFINITY;
+  const lines: string[] = ['  TOTAL        SELF         CALLS  FUNCTION'];
+  const walk = (node: GraphNode, prefix: string, last: boolean, depth: number) => {
+    const branch = depth === 0 ? '' : `${prefix}${last ? '└─ ' : '├─ '}`;
+    lines.push(
+      `  ${formatDuration(node.totalNs).padEnd(11)}  ${formatDuration(node.selfNs).padEnd(11)}  ${String(node.calls).padStart(5)}  ${branch}${name(node.fn)}`,
+    );
+    if (depth + 1 >= maxDepth) return;
+    const inner = depth === 0 ? '' : `${prefix}${last ? '   ' : '│  '}`;
+    node.children.forEach((child, i) => {
+      walk(child, inner, i === node.children.length - 1, depth + 1);
+    });
+  };
+  for (const root of roots) walk(root, '', true, 0);
+  return `${lines.join('\n')}\n`;
+}
+
+/** `upscope graph --json`: the merged call tree, times in ns. */
+export function renderCallGraphJson(
+  roots: readonly GraphNode[],
+  name: FunctionName,
+  options: { depth?: number | undefined } = {},
+): string {
+  const maxDepth = options.depth ?? Number.POSITIVE_INFINITY;
+  const one = (node: GraphNode, depth: number): unknown => ({
+    function: name(node.fn),
+    calls: node.calls,
+    totalNs: Number(node.totalNs),
+    selfNs: Number(node.selfNs),
+    children: depth + 1 >= maxDepth ? [] : node.children.map((c) => one(c, depth + 1)),
+  });
+  return `${JSON.stringify(
+    roots.map((r) => one(r, 0)),
+    null,
+    1,
+  )}\n`;
+}
+
+/**
+ * `upscope replay`: each call on a line, in time order per thread, indented by depth, with
+ * its duration and, when not ended by its return, how it ended.
+ */
+export function renderReplayText(
+  calls: Iterable<ReplayCall>,
+  name: FunctionName,
+  write: (text: string) => void,
+  options: { startNs: bigint },
+): void {
+  let tid: number | undefined;
+  let buffer = '';
+  for (const call of calls) {
+    if (call.tid !== tid) {
+      tid = call.tid;
+      buffer += `# thread ${tid}\n`;
+    }
+    const at = formatDuration(call.startNs - options.startNs);
+    buffer += `${at.padStart(12)}  ${formatDuration(call.durationNs).padStart(12)}  ${'  '.repeat(call.depth)}${name(call.fn)}${endNote(call.end)}\n`;
+    if (buffer.length > 1 << 16) {
+      write(buffer);
+      buffer = '';
+    }
+  }
+  if (buffer !== '') write(buffer);
+}
+
+/** `upscope replay --json`: one JSON line per call. */
+export function renderReplayJson(
+  calls: Iterable<ReplayCall>,
+  name: FunctionName,
+  write: (text: string) => void,
+): void {
+  let buffer = '';
+  for (const c of calls) {
+    buffer += `${JSON.stringify({
+      tid: c.tid,
+      depth: c.depth,
+      function: name(c.fn),
+      startNs: Number(c.startNs),
+      durationNs: Number(c.durationNs),
+      end: c.end,
+    })}\n`;
+    if (buffer.length > 1 << 16) {
+      write(buffer);
+      buffer = '';
+    }
+  }
+  if (buffer !== '') write(buffer);
+}
+
+/** The earliest record of any thread (time zero of a replay). */
+export function firstCallNs(threads: readonly ThreadCalls[]): bigint {
+  let first: bigint | undefined;
+  for (const t of threads) if (first === undefined || t.firstNs < first) first = t.firstNs;
+  return first ?? 0n;
+}
+
+/**
+ * Calls (a replay's, in time order per thread, depth first) as events that any sink over
+ * events (a Chrome trace, a speedscope trace) makes complete calls of: each call is its return
+ * event, at its end, carrying its duration (`latencyNs`), so no entry has to wait for its
+ * return however deep the calls nest. A call an unwind ended, or that never returned, says so
+ * in its `ended` field.
+ */
+export function* callEvents(
+  calls: Iterable<ReplayCall>,
+  name: FunctionName,
+  thread: (tid: number) => { readonly pid: number; readonly comm: string },
+): Generator<ProbeEvent> {
+  let tid: number | undefined;
+  let base = { spec: '', pid: 0, tid: 0, cpu: 0, comm: '' };
+  for (const call of calls) {
+    if (call.tid !== tid) {
+      tid = call.tid;
+      base = { ...base, ...thread(tid), tid };
+    }
+    const ended = call.end === 'return' ? undefined : endNote(call.end).slice(2, -1);
+    yield {
+      ...base,
+      probe: name(call.fn),
+      kind: 'return',
+      timestampNs: call.startNs + call.durationNs,
+      fields: ended === undefined ? {} : { ended },
+      latencyNs: call.durationNs,
+      exit: call.end === 'return' ? undefined : 'unwind',
+    };
+  }
+}
+
+export interface CallStacksOptions {
+  /** A function id's frame: its name and object. */
+  readonly frame: (fn: number) => StackFrame;
+  /** The process the calls were made in. */
+  readonly pid: number;
+  /** What the rows are of (a speedscope profile's name, a pprof label). */
+  readonly probe: string;
+  /** Only this many levels: a deeper call's time is its caller's at the last level. */
+  readonly depth?: number | undefined;
+}
+
+/**
+ * The merged call tree as stacks for the stack formats (folded, flame graph, pprof,
+ * speedscope): a row per call path, weighing the time spent in its last function itself
+ * (`timeNs`, so that a frame's width adds up to its inclusive time) with its calls (`count`).
+ */
+export function callStacks(roots: readonly GraphNode[], options: CallStacksOptions): StackCount[] {
+  const maxDepth = options.depth ?? Number.POSITIVE_INFINITY;
+  const rows: StackCount[] = [];
+  const walk = (node: GraphNode, callers: StackFrame[], depth: number) => {
+    const frames = [options.frame(node.fn), ...callers];
+    const last = depth + 1 >= maxDepth;
+    rows.push({
+      probe: options.probe,
+      stack: { pid: options.pid, frames },
+      count: BigInt(node.calls),
+      timeNs: last ? node.totalNs : node.selfNs,
+    });
+    if (!last) for (const child of node.children) walk(child, frames, depth + 1);
+  };
+  for (const root of roots) walk(root, [], 0);
+  return rows;
+}

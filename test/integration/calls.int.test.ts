@@ -1,0 +1,490 @@
+// upscope-tests: alone (its return probes on every function of python3 show in the stacks other files take of python3 at the same time).
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  truncateSync,
+  writeSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, describe, test } from 'node:test';
+import {
+  type CallRecord,
+  CallTreeBuilder,
+  functionStats,
+  record as recordLive,
+} from '../../src/api/index.js';
+import { compileProgram } from '../helpers/compile.js';
+import { compileGo, findGo } from '../helpers/go.js';
+import { leftovers } from '../helpers/leftovers.js';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { compileRust, findRustc } from '../helpers/rustc.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+const work = mkdtempSync(join(tmpdir(), 'upscope-calls-test-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+afterEach(() => {
+  assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+  assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+});
+
+interface ReplayLine {
+  tid: number;
+  depth: number;
+  function: string;
+  end: 'return' | 'unwind' | 'open';
+}
+
+/** `upscope record` of `command` into a new directory of `work`: the directory and stdout. */
+function record(
+  command: string,
+  targets: string[] = [],
+  engine: 'bpf' | 'tracefs' = 'bpf',
+): { dir: string; stdout: string } {
+  const dir = join(work, `rec-${readdirSync(work).length}`);
+  const result = runCli(['record', '--engine', engine, '-c', command, '-o', dir, ...targets]);
+  assert.equal(result.status, 0, result.stderr);
+  assert.match(result.stderr, /, 0 lost\n/);
+  return { dir, stdout: result.stdout };
+}
+
+function replay(dir: string, ...args: string[]): ReplayLine[] {
+  const result = runCli(['replay', dir, '--json', ...args]);
+  assert.equal(result.status, 0, result.stderr);
+  return result.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as ReplayLine);
+}
+
+function callCounts(dir: string): Record<string, number> {
+  const result = runCli(['report', dir, '--json']);
+  assert.equal(result.status, 0, result.stderr);
+  const rows = JSON.parse(result.stdout) as { function: string; calls: number }[];
+  return Object.fromEntries(rows.map((r) => [r.function, r.calls]));
+}
+
+/** Lines of the form depth+name, for comparing a tree's shape. */
+function shape(lines: readonly ReplayLine[]): string[] {
+  return lines.map((l) => `${l.depth} ${l.function}${l.end === 'return' ? '' : ` ${l.end}`}`);
+}
+
+function cTarget(t: Parameters<typeof requireHost>[0]): string | undefined {
+  if (!requireHost(t, { root: true, commands: ['gcc'] })) return undefined;
+  // -O2: tail_caller reaches tail_callee by a jump (checked below with objdump).
+  return compileProgram('calls-target', { flags: ['-O2', '-g'], link: ['-lpthread'] });
+}
+
+describe('upscope record, report, replay: the call tree of a whole command', () => {
+  for (const engine of ['bpf', 'tracefs'] as const)
+    test(`${engine}: C: every call counted as the target counts it, each thread a known, closed tree`, (t) => {
+      const app = cTarget(t);
+      if (app === undefined) return;
+      const disassembly = execFileSync('objdump', ['-d', '--no-show-raw-insn', app], {
+        encoding: 'utf8',
+      });
+      const tailCaller = /<tail_caller>:\n([\s\S]*?)\n\n/.exec(disassembly)?.[1] ?? '';
+      assert.match(tailCaller, /jmp\s+\w+ <tail_callee>/, 'tail_caller ends in a jump');
+
+      const { dir, stdout } = record(`${app} all`, [], engine);
+      const lines = stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, number>);
+      const parent = lines.find((l) => l['rec'] !== undefined)!;
+      const child = lines.find((l) => l['rec'] === undefined)!;
+      // _start (probed, as every function) has no return address to replace: argc is intact.
+      assert.equal(parent['argc'], 2, "the target's argc");
+      const counts = callCounts(dir);
+      for (const fn of [
+        'rec',
+        'is_even',
+        'is_odd',
+        'thread_body',
+        'leaf',
+        'jumper',
+        'deep',
+        'tail_caller',
+        'tail_callee',
+      ]) {
+        assert.equal(counts[fn], parent[fn], `calls of ${fn}`);
+      }
+      assert.equal(counts['child_work'], child['child_work'], 'calls of child_work (in the fork)');
+
+      const all = replay(dir);
+      const mainTid = parent['pid']!;
+      // The main thread, from main: rec 51 deep, is_even/is_odd alternating 21 deep, the 6 deep
+      // calls a longjmp left (unwound), and the tail call.
+      const expected = ['0 main'];
+      for (let d = 1; d <= 51; d++) expected.push(`${d} rec`);
+      for (let d = 1; d <= 21; d++) expected.push(`${d} ${d % 2 === 1 ? 'is_even' : 'is_odd'}`);
+      expected.push('1 jumper');
+      for (let d = 2; d <= 7; d++) expected.push(`${d} deep unwind`);
+      expected.push('1 tail_caller', '2 tail_callee');
+      const fromMain = replay(dir, '-F', 'main', '--tid', String(mainTid));
+      assert.deepEqual(shape(fromMain), expected);
+      // 4 threads, each thread_body with its 5 leaf calls.
+      const bodies = all.filter((l) => l.function === 'thread_body');
+      assert.equal(bodies.length, 4);
+      for (const body of bodies) {
+        assert.deepEqual(
+          shape(all.filter((l) => l.tid === body.tid)),
+          ['0 thread_body', ...Array(5).fill('1 leaf')],
+          `thread ${body.tid}`,
+        );
+      }
+      // The fork's child: its own thread, child_work 3 times.
+      assert.deepEqual(
+        shape(all.filter((l) => l.tid === child['pid'])),
+        Array(child['child_work']).fill('0 child_work'),
+      );
+      // Closed: every call returned, except those the longjmp unwound and _start, which ends
+      // the process through exit() without returning.
+      const notReturned = all
+        .filter((l) => l.end !== 'return')
+        .map((l) => `${l.function} ${l.end}`);
+      assert.deepEqual(notReturned.sort(), ['_start open', ...Array(6).fill('deep unwind')]);
+    });
+
+  for (const engine of ['bpf', 'tracefs'] as const)
+    test(`${engine}: C: a callee that calls exit() leaves its callers without a return, said in the replay`, (t) => {
+      const app = cTarget(t);
+      if (app === undefined) return;
+      const { dir, stdout } = record(`${app} exit`, [`${app}:*er`, `${app}:main`], engine);
+      const counts = JSON.parse(stdout) as Record<string, number>;
+      assert.deepEqual(callCounts(dir), {
+        main: 1,
+        quitter: counts['quitter'],
+        ender: counts['ender'],
+      });
+      assert.deepEqual(shape(replay(dir)), ['0 main open', '1 quitter open', '2 ender open']);
+      const text = runCli(['replay', dir]);
+      assert.match(text.stdout, /ender \[no return: thread ended\]/);
+    });
+
+  for (const engine of ['bpf', 'tracefs'] as const)
+    test(`${engine}: C++: an exception thrown through 3 frames closes them as unwound, the rest returned`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['g++'] })) return;
+      const app = compileProgram('cxx-unwind', { flags: ['-O2'], link: ['-lpthread'] });
+      const { dir, stdout } = record(`${app} throw 30`, [`${app}:level*`, `${app}:leaf`], engine);
+      const said = /calls=(\d+),(\d+),(\d+) returns=(\d+),(\d+),(\d+)/.exec(stdout);
+      assert.ok(said, stdout);
+      const [c1, c2, c3, r1, r2, r3] = said.slice(1).map(Number);
+      assert.deepEqual(callCounts(dir), {
+        'level1(long)': c1,
+        'level2(long)': c2,
+        'level3(long)': c3,
+        'leaf(long)': c3,
+      });
+      const lines = replay(dir);
+      const unwound = (fn: string) =>
+        lines.filter((l) => l.function === `${fn}(long)` && l.end === 'unwind').length;
+      assert.deepEqual(
+        [unwound('level1'), unwound('level2'), unwound('level3')],
+        [c1! - r1!, c2! - r2!, c3! - r3!],
+      );
+      assert.ok(unwound('level1') > 0, 'some calls were unwound');
+      // Each level1 holds level2 holds level3 holds leaf; all ended (returned or unwound).
+      assert.deepEqual([...new Set(shape(lines).map((l) => l.replace(/ unwind$/, '')))].sort(), [
+        '0 level1(long)',
+        '1 level2(long)',
+        '2 level3(long)',
+        '3 leaf(long)',
+      ]);
+      assert.equal(lines.filter((l) => l.end === 'open').length, 0);
+    });
+
+  test('python3 (Debian): every function of the interpreter recorded, 0 lost, the script runs', (t) => {
+    if (!requireHost(t, { root: true })) return;
+    const python = '/usr/bin/python3';
+    assert.ok(existsSync(python), `${python} is installed`);
+    const { dir, stdout } = record(`${python} -c "print(sum(range(1000)))"`);
+    assert.equal(stdout, '499500\n');
+    const counts = callCounts(dir);
+    assert.equal(counts['Py_BytesMain'], 1, 'the interpreter main, once');
+    assert.ok((counts['PyObject_Vectorcall'] ?? 0) > 100, 'calls between Python objects');
+    const main = replay(dir, '-F', 'Py_BytesMain', '--depth', '1');
+    assert.deepEqual(shape(main), ['0 Py_BytesMain'], 'the interpreter returns from its main');
+  });
+
+  test('calls -c: record and report in one step, its temporary directory removed', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const tmp = mkdtempSync(join(work, 'tmp-'));
+    const saved = process.env['TMPDIR'];
+    process.env['TMPDIR'] = tmp;
+    let result: ReturnType<typeof runCli>;
+    try {
+      result = runCli(['calls', '-c', `${app} all`, '--sort', 'calls']);
+    } finally {
+      if (saved === undefined) delete process.env['TMPDIR'];
+      else process.env['TMPDIR'] = saved;
+    }
+    assert.equal(result.status, 0, result.stderr);
+    const first = result.stdout
+      .split('\n')
+      .find((l) => /^\S+ \S+\s/.test(l) && /rec$|leaf$/.test(l));
+    assert.match(first ?? '', /\s51\s.*rec$/, 'rec (51 calls) sorts first by calls');
+    assert.deepEqual(readdirSync(tmp), [], 'the temporary recording is removed');
+  });
+
+  test('bad input gets one clear line: a pattern matching nothing, not a recording, a truncated one', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const none = runCli([
+      'record',
+      '-c',
+      `${app} exit`,
+      '-o',
+      join(work, 'none'),
+      `${app}:nomatch*`,
+    ]);
+    assert.notEqual(none.status, 0);
+    assert.match(none.stderr, /^error\[ERR_NO_MATCH\]: .*nomatch/m);
+    assert.doesNotMatch(none.stderr, /\n\s+at /, 'no stack trace');
+
+    const start = runCli(['trace', '--engine', 'bpf', '-c', `${app} exit`, `r:${app}:_start`]);
+    assert.equal(start.status, 3);
+    assert.match(
+      start.stderr,
+      /^error\[ERR_RETURN_ADDRESS_UNSAFE\]: Cannot place a return probe on "_start" in ".*": it is the program's entry point/,
+    );
+
+    const empty = mkdtempSync(join(work, 'empty-'));
+    const notOne = runCli(['report', empty]);
+    assert.equal(notOne.status, 4);
+    assert.match(
+      notOne.stderr,
+      /^error\[ERR_NOT_A_RECORDING\]: Cannot read the recording ".*": it has no index.json\n/,
+    );
+
+    const { dir } = record(`${app} all`);
+    const whole = callCounts(dir);
+    const size = readFileSync(join(dir, 'calls.bin')).length;
+    truncateSync(join(dir, 'calls.bin'), size - 30);
+    const cut = runCli(['report', dir, '--json']);
+    assert.equal(cut.status, 0, cut.stderr);
+    const partial = (size - 30 - 16) % 24;
+    assert.match(
+      cut.stderr,
+      new RegExp(
+        `^upscope: warning: calls.bin is truncated: it ends ${partial} bytes into a record`,
+        'm',
+      ),
+    );
+    const rows = JSON.parse(cut.stdout) as { function: string; calls: number }[];
+    assert.ok(rows.length > 0 && rows.every((r) => r.calls <= (whole[r.function] ?? 0)));
+  });
+
+  test('library: record() gives the call records as they come, and a CallTreeBuilder fed them gives the calls the target counts', async (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const out = join(work, 'library.out');
+    const fd = openSync(out, 'w');
+    const records: CallRecord[] = [];
+    const trees = new CallTreeBuilder();
+    let name: (fn: number) => string;
+    try {
+      await using calls = await recordLive({ command: `${app} all`, commandStdout: fd });
+      name = (fn) => calls.name(fn);
+      for await (const r of calls) {
+        records.push(r);
+        trees.push(r);
+      }
+      assert.equal(calls.attachment.stats().lost, 0);
+      assert.equal(calls.attachment.exit?.code, 0);
+    } finally {
+      closeSync(fd);
+    }
+    const own = readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, number>);
+    const parent = own.find((l) => l['rec'] !== undefined)!;
+    const child = own.find((l) => l['rec'] === undefined)!;
+    // Each thread's records come in the order it made them.
+    const last = new Map<number, bigint>();
+    for (const r of records) {
+      assert.ok(r.timeNs >= (last.get(r.tid) ?? 0n), `thread ${r.tid} in order`);
+      last.set(r.tid, r.timeNs);
+    }
+    const threads = trees.finish();
+    const calls = new Map(functionStats(threads).map((row) => [name(row.fn), row.calls]));
+    for (const fn of ['rec', 'is_even', 'is_odd', 'thread_body', 'leaf', 'jumper', 'deep']) {
+      assert.equal(calls.get(fn), parent[fn], `calls of ${fn}`);
+    }
+    assert.equal(calls.get('child_work'), child['child_work']);
+    assert.deepEqual(
+      threads.map((th) => th.pid === parent['pid'] || th.pid === child['pid']),
+      threads.map(() => true),
+    );
+  });
+
+  test('a stripped program: its exported functions are recorded and that is said; with none, one line says how to get debug info', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const none = compileProgram('calls-target', {
+      flags: ['-O2'],
+      link: ['-lpthread'],
+      strip: true,
+    });
+    const failed = runCli(['record', '-c', `${none} exit`, '-o', join(work, 'stripped-none')]);
+    assert.equal(failed.status, 3);
+    const errors = failed.stderr.split('\n').filter((l) => l.startsWith('error'));
+    assert.equal(errors.length, 1, failed.stderr);
+    assert.match(errors[0]!, /^error\[ERR_NO_MATCH\]: .*no function name matches/);
+    assert.match(failed.stderr, /hint: The file is stripped: only .dynsym \(exported functions\)/);
+    assert.match(
+      failed.stderr,
+      /hint: Rebuild it with -g, or point to its debug file directory with --debug-dir DIR/,
+    );
+    assert.doesNotMatch(failed.stderr, /\n\s+at /, 'no stack trace');
+    assert.equal(failed.stdout, '', 'the command was not started');
+
+    // Built with -rdynamic, its functions are exported: recorded, and said to be all there is.
+    const exported = compileProgram('calls-target', {
+      flags: ['-O2', '-rdynamic'],
+      link: ['-lpthread'],
+      strip: true,
+    });
+    const { dir, stdout } = record(`${exported} exit`);
+    const own = JSON.parse(stdout) as Record<string, number>;
+    const counts = callCounts(dir);
+    assert.deepEqual(
+      [counts['main'], counts['quitter'], counts['ender']],
+      [1, own['quitter'], own['ender']],
+    );
+    const said = runCli(['record', '-c', `${exported} exit`, '-o', join(work, 'stripped-said')]);
+    assert.match(
+      said.stderr,
+      /^upscope: ".*" is stripped: only its \d+ exported functions \(\.dynsym\) are recorded; rebuild it with -g, or give the directory of its debug file with --debug-dir DIR/m,
+    );
+  });
+
+  test('a corrupt recording: one warning says where, the records before it are reported', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const { dir } = record(`${app} all`);
+    const whole = callCounts(dir);
+    // The 11th record's kind (its first byte) made one no version writes.
+    const fd = openSync(join(dir, 'calls.bin'), 'r+');
+    writeSync(fd, Buffer.from([0xff]), 0, 1, 16 + 10 * 24);
+    closeSync(fd);
+    const bad = runCli(['report', dir, '--json']);
+    assert.equal(bad.status, 0, bad.stderr);
+    assert.equal(
+      bad.stderr,
+      'upscope: warning: calls.bin is corrupt: the record at byte 256 is corrupt (kind 255); the 10 records before it are shown\n',
+    );
+    const rows = JSON.parse(bad.stdout) as { function: string; calls: number }[];
+    assert.ok(rows.length > 0 && rows.every((r) => r.calls <= (whole[r.function] ?? 0)));
+    // A header that is not one: the directory is not a recording.
+    const header = openSync(join(dir, 'calls.bin'), 'r+');
+    writeSync(header, Buffer.from('NOTCALLS'), 0, 8, 0);
+    closeSync(header);
+    const notOne = runCli(['replay', dir]);
+    assert.equal(notOne.status, 4);
+    assert.match(
+      notOne.stderr,
+      /^error\[ERR_NOT_A_RECORDING\]: Cannot read the recording ".*": calls.bin is not a calls file: it does not start with "UPSCALLS"\n/,
+    );
+    assert.doesNotMatch(notOne.stderr, /\n\s+at /);
+  });
+
+  test('record -p onto a full disk: one line, probes removed, the process runs on, the part written is read', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'mount', 'umount'] })) return;
+    const app = compileProgram('busy-counter', { flags: ['-O2'] });
+    const disk = mkdtempSync(join(work, 'disk-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', disk]);
+    const log = join(work, 'busy.log');
+    const target = spawn(app, [], { stdio: ['ignore', openSync(log, 'w'), 'inherit'] });
+    const lastCount = () => Number(/n=(\d+)\n$/.exec(readFileSync(log, 'utf8'))?.[1] ?? 0);
+    try {
+      while (lastCount() < 1000) await new Promise((r) => setTimeout(r, 20));
+      const run = runCli([
+        'record',
+        '-p',
+        String(target.pid),
+        '-o',
+        join(disk, 'rec'),
+        `${app}:busy_tick`,
+      ]);
+      assert.equal(run.status, 5, run.stderr);
+      const errors = run.stderr.split('\n').filter((l) => l.startsWith('error'));
+      assert.deepEqual(errors, [
+        `error[ERR_RECORDING_WRITE]: Cannot write the recording "${join(disk, 'rec')}": no space left on the device (ENOSPC)`,
+      ]);
+      assert.match(
+        run.stderr,
+        /hint: Free space there, or give -o a directory on another file system/,
+      );
+      assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
+      // The target is alive, not traced, and its own count goes on.
+      assert.equal(target.exitCode, null);
+      assert.match(readFileSync(`/proc/${target.pid}/status`, 'utf8'), /^TracerPid:\s+0$/m);
+      const before = lastCount();
+      await new Promise((r) => setTimeout(r, 400));
+      assert.ok(lastCount() > before, 'the target keeps counting');
+      assert.deepEqual(leftovers(), []);
+      // What reached the disk is read, and said to be incomplete.
+      const read = runCli(['report', join(disk, 'rec'), '--json']);
+      assert.equal(read.status, 0, read.stderr);
+      assert.match(read.stderr, /warning: the recording did not end cleanly/);
+      const rows = JSON.parse(read.stdout) as { function: string; calls: number }[];
+      assert.equal(rows[0]?.function, 'busy_tick');
+      assert.ok(rows[0]!.calls > 1000);
+    } finally {
+      target.kill('SIGKILL');
+      await new Promise((r) => target.once('exit', r));
+      execFileSync('umount', [disk]);
+    }
+  });
+
+  /** Each function's calls and unwound calls, from report --json. */
+  function unwoundCounts(dir: string): Record<string, [number, number]> {
+    const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
+      function: string;
+      calls: number;
+      unwound: number;
+    }[];
+    return Object.fromEntries(rows.map((r) => [r.function, [r.calls, r.unwound]]));
+  }
+
+  test('Go: a recovered panic through recorded functions: output unchanged, calls and unwinds as the program counts them', (t) => {
+    const go = findGo();
+    if (!requireHost(t, { root: true, commands: go === undefined ? ['go'] : [] })) return;
+    const app = compileGo(go!, 'go-returns');
+    const untraced = execFileSync(app, ['panic', '300'], { encoding: 'utf8' });
+    const { dir, stdout } = record(`${app} panic 300`, [`${app}:main.*`]);
+    assert.equal(stdout, untraced, "the program's own account is unharmed");
+    const own = /calls=(\d+) returns=(\d+) inner_calls=(\d+) inner_returns=(\d+)/.exec(stdout)!;
+    const [calls, returns, innerCalls, innerReturns] = own.slice(1).map(Number);
+    const counts = unwoundCounts(dir);
+    assert.deepEqual(counts['main.main'], [1, 0]);
+    assert.deepEqual(counts['main.guard']?.[0], 300);
+    assert.deepEqual(counts['main.mayPanic'], [calls, calls! - returns!]);
+    assert.deepEqual(counts['main.inner'], [innerCalls, innerCalls! - innerReturns!]);
+  });
+
+  test('Rust: a panic caught by catch_unwind through a recorded function: output unchanged, calls and unwinds as the program counts them', (t) => {
+    const rustc = findRustc();
+    if (!requireHost(t, { root: true, commands: rustc === undefined ? ['rustc'] : [] })) return;
+    const app = compileRust(rustc!, 'rust-unwind', ['-C', 'opt-level=1']);
+    const untraced = execFileSync(app, ['300'], { encoding: 'utf8' });
+    const { dir, stdout } = record(`${app} 300`, [`${app}:rust_unwind*`]);
+    assert.equal(stdout, untraced, "the program's own account is unharmed");
+    const own = /calls=(\d+) returns=(\d+)/.exec(stdout)!;
+    const [calls, returns] = own.slice(1).map(Number);
+    const counts = unwoundCounts(dir);
+    assert.deepEqual(counts['rust_unwind_probed'], [calls, calls! - returns!]);
+    assert.deepEqual(counts['rust_unwind::main'], [1, 0]);
+  });
+});

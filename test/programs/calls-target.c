@@ -1,0 +1,133 @@
+/*
+ * Target for `upscope record`: a known call structure, with its own count of every call.
+ *
+ *   calls-target all    runs, from main: rec(50) (recursion 51 calls deep), is_even(20)
+ *                       (mutual recursion with is_odd), 4 threads each running
+ *                       thread_body -> leaf x THREAD_LEAVES, jumper -> deep x 6 with a longjmp
+ *                       from the innermost deep back to jumper, tail_caller -> tail_callee
+ *                       (a jump at -O2), and a fork whose child runs child_work x CHILD_CALLS;
+ *                       then prints its counters and argc as JSON (the child its own line)
+ *   calls-target exit   main -> quitter -> ender, which calls exit(0) (printing first)
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline, noipa))
+#define THREADS 4
+#define THREAD_LEAVES 5
+#define CHILD_CALLS 3
+
+static long n_rec, n_even, n_odd, n_leaf, n_body, n_deep, n_jumper, n_tail_caller, n_tail_callee,
+    n_child, n_quitter, n_ender;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static jmp_buf jump;
+volatile long sink;
+
+NOINLINE long rec(long n) {
+  n_rec++;
+  if (n == 0) return 0;
+  long r = rec(n - 1) + 1;
+  sink = r;
+  return r;
+}
+
+NOINLINE int is_odd(long n);
+NOINLINE int is_even(long n) {
+  n_even++;
+  int r = n == 0 ? 1 : is_odd(n - 1);
+  sink = r;
+  return r;
+}
+NOINLINE int is_odd(long n) {
+  n_odd++;
+  int r = n == 0 ? 0 : is_even(n - 1);
+  sink = r;
+  return r;
+}
+
+NOINLINE void leaf(void) {
+  pthread_mutex_lock(&lock);
+  n_leaf++;
+  pthread_mutex_unlock(&lock);
+}
+
+NOINLINE void *thread_body(void *arg) {
+  pthread_mutex_lock(&lock);
+  n_body++;
+  pthread_mutex_unlock(&lock);
+  for (int i = 0; i < THREAD_LEAVES; i++) leaf();
+  return arg;
+}
+
+NOINLINE void deep(int n) {
+  n_deep++;
+  if (n == 0) longjmp(jump, 1);
+  deep(n - 1);
+  sink = n;
+}
+
+NOINLINE void jumper(void) {
+  n_jumper++;
+  if (setjmp(jump) == 0) deep(5);
+  sink = 0;
+}
+
+NOINLINE long tail_callee(long x) {
+  n_tail_callee++;
+  sink = x;
+  return x * 3;
+}
+
+/* At -O2 the call is a jump (a sibling call): tail_callee returns for it. */
+NOINLINE long tail_caller(long x) {
+  n_tail_caller++;
+  return tail_callee(x + 1);
+}
+
+NOINLINE void child_work(void) { n_child++; }
+
+NOINLINE void ender(void) {
+  n_ender++;
+  printf("{\"quitter\":%ld,\"ender\":%ld}\n", n_quitter, n_ender);
+  fflush(stdout);
+  exit(0);
+}
+
+NOINLINE void quitter(void) {
+  n_quitter++;
+  ender();
+  sink = 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "exit") == 0) {
+    quitter();
+    return 1;
+  }
+  rec(50);
+  is_even(20);
+  pthread_t threads[THREADS];
+  for (int i = 0; i < THREADS; i++) pthread_create(&threads[i], NULL, thread_body, NULL);
+  for (int i = 0; i < THREADS; i++) pthread_join(threads[i], NULL);
+  jumper();
+  sink = tail_caller(4);
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    for (int i = 0; i < CHILD_CALLS; i++) child_work();
+    printf("{\"pid\":%d,\"child_work\":%ld}\n", getpid(), n_child);
+    fflush(stdout);
+    _exit(0);
+  }
+  waitpid(child, NULL, 0);
+  printf("{\"pid\":%d,\"argc\":%d,\"rec\":%ld,\"is_even\":%ld,\"is_odd\":%ld,\"thread_body\":%ld,\"leaf\":%ld,"
+         "\"jumper\":%ld,\"deep\":%ld,\"tail_caller\":%ld,\"tail_callee\":%ld,\"child_work\":%ld}\n",
+         getpid(), argc, n_rec, n_even, n_odd, n_body, n_leaf, n_jumper, n_deep, n_tail_caller,
+         n_tail_callee, n_child);
+  return 0;
+}
