@@ -64,23 +64,3 @@ test('the kernel trie finds an address of a range by its prefixes, and nothing o
     trie.close();
   }
 });
-
-test('BpfMap.delete() removes a hash element, and says when there was none', (t) => {
-  if (!requireHost(t, { root: true })) return;
-  const map = BpfMap.create({
-    kind: 'hash',
-    name: 'test_delete',
-    keyBytes: 4,
-    valueBytes: 8,
-    maxEntries: 4,
-  });
-  try {
-    const key = new Uint8Array([7, 0, 0, 0]);
-    map.update(key, new Uint8Array(8));
-    assert.equal(map.delete(key), true);
-    assert.equal(map.lookup(key), undefined);
-    assert.equal(map.delete(key), false);
-  } finally {
-    map.close();
-  }
-});
