@@ -5,8 +5,14 @@
  * library loaded later, another process's), and the names of the stacks it counted.
  */
 import { existsSync } from 'node:fs';
-import type { ProcessMapping, StackFrameKey, StackOptions, UnwindMaps } from '../engines/index.js';
-import { commandProgram, memoryImageId } from '../host/index.js';
+import {
+  EntryStop,
+  type ProcessMapping,
+  type StackFrameKey,
+  type StackOptions,
+  type UnwindMaps,
+} from '../engines/index.js';
+import { commandProgram, memoryImageId, procState } from '../host/index.js';
 import { type ProbeSite, readProcessMaps, resolveTarget } from '../plan/index.js';
 import { isFileMapping, type MapEntry, readDynamicInfo, splitDev } from '../symbols/index.js';
 import { interpreterOf, kernelDev, type StackFile, StackFiles } from './stack-files.js';
@@ -104,6 +110,9 @@ export class BpfStacks {
   readonly #preload: StackFile[];
   #maps: UnwindMaps | undefined;
   #timer: NodeJS.Timeout | undefined;
+  /** A command's program file (see #holdAtEntry), and the stop armed at its entry. */
+  readonly #program: StackFile | undefined;
+  #hold: EntryStop | undefined;
   #ticks = 0;
   #closed = false;
 
@@ -118,6 +127,8 @@ export class BpfStacks {
     const add = (file: StackFile | undefined) => {
       if (file !== undefined && !preload.includes(file)) preload.push(file);
     };
+    const program = options.command === undefined ? undefined : commandProgram(options.command);
+    this.#program = program === undefined ? undefined : this.files.fromPath(program);
     if (options.command !== undefined) {
       for (const file of commandFiles(this.files, options.command)) add(file);
     } else if (options.pid !== undefined) {
@@ -185,18 +196,85 @@ export class BpfStacks {
   }
 
   /**
-   * A command's mappings given to the walker as soon as it has exec'd (looked for every
-   * millisecond, for up to 2 s): its first walks may find the memory map locked already.
+   * A command's mappings given to the walker as soon as it has exec'd: its first walks may
+   * find the memory map locked already (a thread it starts maps memory). Where its program is
+   * known, the command is held at the program's entry (EntryStop) while they are read, so that
+   * the walker has them before any of the program's code runs, however late this process gets
+   * to look (a loaded machine); else they are read as soon as the exec is seen. Looked at every
+   * millisecond: for the exec up to 2000 times, then for the stop up to 2000 times (a program
+   * that never stops there is not the one held: another file at its path, or a command that
+   * execs another program first), then for a stop made as the probe was taken out.
    */
   #watchExec(pid: number): void {
     const launcher = memoryImageId(pid);
-    let polls = 0;
+    const hold = this.#holdAtEntry(pid);
+    let phase: 'exec' | 'stop' | 'late' = 'exec';
+    let looks = 0;
+    const finish = () => {
+      clearInterval(timer);
+      this.#letGo(pid, launcher);
+    };
     const timer = setInterval(() => {
+      looks++;
       const image = memoryImageId(pid);
-      if (image !== launcher && image !== undefined) this.#sync(pid);
-      if (image !== launcher || ++polls >= 2000 || this.#closed) clearInterval(timer);
+      if (image === undefined) return finish(); // it has ended
+      if (phase === 'exec') {
+        if (image === launcher) {
+          if (looks >= 2000 || this.#closed) finish();
+          return;
+        }
+        if (hold === undefined) {
+          this.#sync(pid);
+          return finish();
+        }
+        phase = 'stop';
+        looks = 0;
+      }
+      const stopped = procState(pid) === 'T';
+      if (phase === 'stop') {
+        if (!stopped && looks < 2000 && !this.#closed) return;
+        this.#sync(pid);
+        if (stopped) return finish();
+        // Not stopped there: the probe out, then a last look for a stop it made meanwhile.
+        this.#letGo(pid, launcher);
+        phase = 'late';
+        looks = 0;
+        return;
+      }
+      if (stopped || looks >= 100) finish();
     }, 1);
     timer.unref();
+  }
+
+  /** Take the hold's probe out (if armed), and continue the command if it is stopped in its program. */
+  #letGo(pid: number, launcher: bigint | undefined): void {
+    this.#hold?.close();
+    this.#hold = undefined;
+    const image = memoryImageId(pid);
+    if (image === undefined || image === launcher || procState(pid) !== 'T') return;
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      // it has ended
+    }
+  }
+
+  /**
+   * Arm the stop at the entry of the command's program (undefined where the program is not
+   * known, not an ELF file with an entry, or the kernel refuses the probe: the exec is then
+   * watched for without a hold).
+   */
+  #holdAtEntry(pid: number): EntryStop | undefined {
+    const program = this.#program;
+    if (program === undefined || program.elf.entry === 0n) return undefined;
+    const offset = program.elf.vaddrToFileOffset(program.elf.entry);
+    if (offset === undefined) return undefined;
+    try {
+      this.#hold = EntryStop.open(pid, program.path, offset);
+    } catch {
+      return undefined;
+    }
+    return this.#hold;
   }
 
   #tick(): void {
@@ -286,6 +364,7 @@ export class BpfStacks {
   close(): void {
     this.stop();
     this.#closed = true;
+    this.#hold?.close();
     this.namer.close();
     this.files.close();
   }

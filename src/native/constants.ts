@@ -81,6 +81,7 @@ export const BPF_FUNC = {
   get_current_pid_tgid: 14,
   get_current_comm: 16,
   get_stackid: 27,
+  send_signal: 109,
   get_current_task: 35,
   probe_read_user: 112,
   probe_read_kernel: 113,

@@ -1,17 +1,28 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { leaks } from '../../src/api/index.js';
+import { PAUSE_VARIABLE } from '../../src/host/index.js';
 import { compileProgram } from '../helpers/compile.js';
 import { compileGo, findGo } from '../helpers/go.js';
 import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
+import { type Spawned, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
@@ -96,6 +107,32 @@ function assertExact(report: JsonReport, truthFile: string, what: string): void 
   for (const path of PATHS) {
     assert.deepEqual(through(report, path), truth.get(path), `${what}: ${path}`);
   }
+}
+
+/** The fields of a /proc/PID/stat line from the third (the state) on. */
+function statFields(text: string): string[] {
+  return text.slice(text.lastIndexOf(')') + 2).split(' ');
+}
+
+/** A process's state letter and thread count, from /proc/PID/stat. */
+function procStat(pid: number): { state: string; threads: number } {
+  const fields = statFields(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  return { state: fields[0]!, threads: Number(fields[17]) };
+}
+
+/** The processes whose parent is `pid`. */
+function childrenOf(pid: number): number[] {
+  const found: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const fields = statFields(readFileSync(`/proc/${name}/stat`, 'utf8'));
+      if (Number(fields[1]) === pid) found.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
 }
 
 function noStackTrace(stderr: string): void {
@@ -215,6 +252,80 @@ describe('upscope leaks', () => {
         assert.equal(calls.get(path!), Number(count), path);
       }
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // The walker knows a command's mappings before any of its code runs, however late upscope
+  // gets to read them: here upscope stops itself (a fault-test pause point) right after it
+  // let the command go, and the command must wait at its program's entry, with one thread
+  // and its code not run, rather than run (and walk its stacks) with no mapping known.
+  test('bpf: a command is held at its entry until its mappings are read, however late upscope looks', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = churnTarget();
+    const dir = tempDir();
+    let run: Spawned | undefined;
+    let held: number | undefined;
+    try {
+      const truthFile = join(dir, 'truth');
+      run = spawnUpscope(
+        [
+          'count',
+          '--json',
+          '--by',
+          'ustack',
+          '--engine',
+          'bpf',
+          '-c',
+          `${app} ${truthFile} 500`,
+          `${app}:churn_leaf`,
+        ],
+        { [PAUSE_VARIABLE]: 'tracing' },
+      );
+      const upscope = Number((await waitFor(run, /^upscope: paused at tracing \(pid (\d+)\)/m))[1]);
+      // The command: upscope's child, once it runs the program (held), or its end (not held).
+      const deadline = Date.now() + 60_000;
+      for (; held === undefined && !existsSync(truthFile); ) {
+        assert.ok(Date.now() < deadline, 'the command neither stopped at its entry nor ended');
+        held = childrenOf(upscope).find((pid) => {
+          try {
+            return readlinkSync(`/proc/${pid}/exe`) === app && procStat(pid).state === 'T';
+          } catch {
+            return false;
+          }
+        });
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.equal(existsSync(truthFile), false, 'the command ran while upscope was stopped');
+      assert.equal(procStat(held!).threads, 1, 'held before it started a thread');
+      process.kill(upscope, 'SIGCONT');
+      const ended = await run.exited;
+      assert.deepEqual(ended, { code: 0, signal: null }, run.stderr);
+      const rows: { frames: string[]; count: number }[] = JSON.parse(
+        run.stdout
+          .split('\n')
+          .filter((line) => line.startsWith('['))
+          .at(-1)!,
+      );
+      const calls = new Map<string, number>();
+      for (const row of rows) {
+        assert.ok(!row.frames.some((f) => /stack cut/.test(f)), row.frames.join(' <- '));
+        const path = row.frames[1]!.split(/[+ ]/)[0]!;
+        calls.set(path, (calls.get(path) ?? 0) + row.count);
+      }
+      for (const line of readFileSync(truthFile, 'utf8').trim().split('\n')) {
+        const [path, , , count] = line.split(' ');
+        assert.equal(calls.get(path!), Number(count), path);
+      }
+    } finally {
+      if (run !== undefined && run.child.exitCode === null) {
+        try {
+          process.kill(run.pid, 'SIGCONT');
+        } catch {
+          // ended
+        }
+        await run.exited;
+      }
       rmSync(dir, { recursive: true, force: true });
     }
   });

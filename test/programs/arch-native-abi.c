@@ -39,7 +39,7 @@ int main(void) {
   FUNC(get_current_task);
   FUNC(probe_read_user); FUNC(probe_read_kernel); FUNC(probe_read_user_str); FUNC(ringbuf_output);
   FUNC(ringbuf_reserve); FUNC(ringbuf_submit); FUNC(ringbuf_discard); FUNC(get_current_task_btf);
-  FUNC(get_attach_cookie); FUNC(find_vma);
+  FUNC(get_attach_cookie); FUNC(find_vma); FUNC(send_signal);
   printf("\"loop\":%d},", BPF_FUNC_loop);
   printf("\"BPF_PROG_LOAD_ATTR\":{\"prog_type\":%zu,\"insn_cnt\":%zu,\"insns\":%zu,\"license\":%zu,",
          ATTR(prog_type), ATTR(insn_cnt), ATTR(insns), ATTR(license));
