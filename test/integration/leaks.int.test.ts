@@ -403,50 +403,135 @@ describe('upscope leaks', () => {
     assert.ok(names.includes('main'), names.join(' <- '));
   });
 
-  test('a python3 script growing a list: the growth shows, in the interpreter frames that make the strings', (t) => {
+  // The script says, round by round, how many strings it keeps and their bytes, and waits
+  // for a line on its stdin (upscope's) before the next round: each round's report is one
+  // taken while the script waits, so what it shows is the script's own count, whatever the
+  // machine's load.
+  test('a python3 script growing a list: the growth of each round shows, exactly, in the interpreter frames that make the strings', async (t) => {
     if (!requireHost(t, { root: true, commands: ['/usr/bin/python3'] })) return;
-    const run = runCli([
-      'leaks',
-      '--json',
-      '--interval',
-      '0.5',
-      '--top',
-      '5',
-      '-c',
-      `/usr/bin/python3 ${join(PROGRAMS, 'leaks-grow.py')} 20`,
-    ]);
-    assert.equal(run.status, 0, run.stderr);
-    assert.match(run.stderr, /^kept 40000$/m, 'the script ran to its end');
-    const all = reports(run.stdout);
-    const running = all.filter((r) => !r.final);
-    assert.ok(running.length >= 2, `${running.length} interval reports`);
-    // The top stack while it runs makes the strings: a malloc from the str concatenation,
-    // called by the bytecode interpreter, from the script's run.
-    const series = running.map((r) => {
-      const top = r.stacks[0]!;
-      const names = top.frames.map((f) => f.function ?? '');
-      return { names, bytes: top.bytes };
+    const ROUNDS = 4;
+    const cli = spawn(
+      process.execPath,
+      [
+        new URL('../../bin/upscope.js', import.meta.url).pathname,
+        'leaks',
+        '--json',
+        '--interval',
+        '0.5',
+        '--top',
+        '100000',
+        '--command-output',
+        'stderr',
+        '-c',
+        `/usr/bin/python3 ${join(PROGRAMS, 'leaks-grow.py')} ${ROUNDS}`,
+      ],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    let stdout = '';
+    let stderr = '';
+    cli.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
     });
-    const late = series.at(-1)!;
-    assert.equal(late.names[0], 'malloc');
-    assert.ok(
-      late.names.some((n) => n.startsWith('PyUnicode_')),
-      late.names.join(' <- '),
-    );
-    assert.ok(late.names.includes('_PyEval_EvalFrameDefault'), late.names.join(' <- '));
-    assert.ok(late.names.includes('Py_RunMain'), late.names.join(' <- '));
-    // It only climbs while the list grows, and the JSON growth series says the same.
-    const bytes = series.filter((s) => s.names[1] === late.names[1]).map((s) => s.bytes);
-    assert.ok(bytes.at(-1)! > bytes[0]!, bytes.join(' '));
-    const final = all.at(-1)!;
-    const growth = final.growth!.find((g) => g.stack.includes(late.names[1]!));
-    assert.ok(growth !== undefined, JSON.stringify(final.growth));
-    const values = growth.series.map(([, b]) => b);
-    const peak = values.indexOf(Math.max(...values));
-    assert.ok(
-      peak > 0 && values.slice(0, peak + 1).every((v, i) => i === 0 || v >= values[i - 1]!),
-      values.join(' '),
-    );
+    cli.stderr!.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = once(cli, 'close');
+    let ended = false;
+    void exited.then(() => {
+      ended = true;
+    });
+    // The reports printed whole so far (a long line comes in several chunks).
+    const whole = () => reports(stdout.slice(0, stdout.lastIndexOf('\n') + 1));
+    const until = async (what: string, check: () => boolean) => {
+      while (!check()) {
+        assert.ok(!ended, `upscope ended before ${what}:\n${stderr}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    try {
+      const rounds: { kept: number; bytes: number; report: JsonReport }[] = [];
+      for (let round = 1; round <= ROUNDS; round++) {
+        const said = new RegExp(`^round ${round} kept (\\d+) bytes (\\d+)$`, 'm');
+        await until(`round ${round}`, () => said.test(stderr));
+        const [, kept, bytes] = said.exec(stderr)!;
+        // The second report after the round's line: one taken after the round ended.
+        const seen = whole().length;
+        await until(`a report after round ${round}`, () => whole().length >= seen + 2);
+        rounds.push({
+          kept: Number(kept),
+          bytes: Number(bytes),
+          report: whole()[seen + 1]!,
+        });
+        cli.stdin!.write('next\n');
+      }
+      cli.stdin!.end();
+      const [status] = await exited;
+      assert.equal(status, 0, stderr);
+      assert.match(stderr, new RegExp(`^kept ${ROUNDS * 2000}$`, 'm'), 'the script ran to its end');
+      // The blocks made by the interpreter's string functions, from its bytecode loop.
+      const strings = (report: JsonReport) => {
+        let count = 0;
+        let bytes = 0;
+        for (const stack of report.stacks) {
+          const names = stack.frames.map((f) => f.function ?? '');
+          if (!names.some((n) => n.startsWith('PyUnicode_'))) continue;
+          if (!names.includes('_PyEval_EvalFrameDefault')) continue;
+          count += stack.count;
+          bytes += stack.bytes;
+        }
+        return { count, bytes };
+      };
+      for (let k = 1; k < ROUNDS; k++) {
+        const before = strings(rounds[k - 1]!.report);
+        const after = strings(rounds[k]!.report);
+        assert.deepEqual(
+          { count: after.count - before.count, bytes: after.bytes - before.bytes },
+          {
+            count: rounds[k]!.kept - rounds[k - 1]!.kept,
+            bytes: rounds[k]!.bytes - rounds[k - 1]!.bytes,
+          },
+          `round ${k + 1}: the strings the script kept`,
+        );
+      }
+      // The top stack makes the strings: a malloc from the interpreter's string functions,
+      // called by the bytecode loop, from the script's run; its growth series only climbs
+      // while the list grows (the script frees the list as it exits).
+      const last = rounds.at(-1)!.report;
+      const top = last.stacks[0]!;
+      const names = top.frames.map((f) => f.function ?? '?');
+      assert.equal(names[0], 'malloc', names.join(' <- '));
+      assert.ok(
+        names.some((n) => n.startsWith('PyUnicode_')),
+        names.join(' <- '),
+      );
+      assert.ok(names.includes('_PyEval_EvalFrameDefault'), names.join(' <- '));
+      assert.ok(names.includes('Py_RunMain'), names.join(' <- '));
+      const final = reports(stdout).at(-1)!;
+      assert.equal(final.final, true);
+      const growth = final.growth!.find(
+        (g) => g.pid === top.pid && g.stack === names.toReversed().join(';'),
+      );
+      assert.ok(growth !== undefined, JSON.stringify(final.growth));
+      const values = growth.series.map(([, b]) => b);
+      const atRounds = rounds.map(({ report }) =>
+        growth.series.find(([ms]) => ms === report.elapsedMs),
+      );
+      assert.ok(
+        atRounds.every((point, k) => k === 0 || point![1] > atRounds[k - 1]![1]),
+        values.join(' '),
+      );
+      const peak = values.indexOf(Math.max(...values));
+      assert.ok(
+        values.slice(0, peak + 1).every((v, i) => i === 0 || v >= values[i - 1]!),
+        values.join(' '),
+      );
+    } finally {
+      cli.stdin!.destroy();
+      if (!ended) {
+        cli.kill('SIGINT');
+        await exited;
+      }
+    }
   });
 
   test('a pid that exits mid-run: the final report is what was seen', async (t) => {

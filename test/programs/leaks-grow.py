@@ -1,8 +1,11 @@
-# A Python script whose list keeps growing: every round it appends 2,000 new strings of over
-# 512 bytes (each its own malloc, past the small-object allocator; never freed while the list
-# lives).
+# A Python script whose list keeps growing, a round at a time: each round appends 2,000 new
+# strings of over 512 bytes (each its own malloc, past the small-object allocator; kept while
+# the list lives), then says how many strings it keeps and their bytes (sys.getsizeof, which
+# is what it asked malloc for), and waits for a line on stdin before the next round (at the
+# end of its input it goes on at once).
+#
+#   leaks-grow.py [ROUNDS]   prints "round R kept N bytes B" per round, then "kept N"
 import sys
-import time
 
 kept = []
 
@@ -13,7 +16,11 @@ def grow_list(n):
 
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 6
-for _ in range(rounds):
+total = 0
+for r in range(rounds):
+    before = len(kept)
     grow_list(2000)
-    time.sleep(0.4)
-print("kept", len(kept))
+    total += sum(sys.getsizeof(s) for s in kept[before:])
+    print(f"round {r + 1} kept {len(kept)} bytes {total}", flush=True)
+    sys.stdin.readline()
+print("kept", len(kept), flush=True)
