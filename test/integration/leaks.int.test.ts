@@ -1,3 +1,4 @@
+// upscope-tests: alone (its ptrace run probes libc's allocator in its target, which another file's kernel uprobe on the same functions would sit in first; its bpf runs put uprobes on every libc function it probes).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
