@@ -13,6 +13,7 @@ export const SYSCALL = {
   close: 3,
   mmap: 9,
   munmap: 11,
+  rt_sigprocmask: 14,
   ioctl: 16,
   getpid: 39,
   wait4: 61,

@@ -18,6 +18,7 @@ int main(void) {
   printf("{\"SYSCALL\":{");
   printf("\"close\":%d,\"mmap\":%d,\"munmap\":%d,\"ioctl\":%d,\"getpid\":%d,\"wait4\":%d,", SYS_close,
          SYS_mmap, SYS_munmap, SYS_ioctl, SYS_getpid, SYS_wait4);
+  printf("\"rt_sigprocmask\":%d,", SYS_rt_sigprocmask);
   printf("\"kill\":%d,\"ptrace\":%d,\"mount\":%d,\"gettid\":%d,\"tgkill\":%d,\"waitid\":%d,", SYS_kill,
          SYS_ptrace, SYS_mount, SYS_gettid, SYS_tgkill, SYS_waitid);
   printf("\"perf_event_open\":%d,\"process_vm_readv\":%d,\"process_vm_writev\":%d,\"bpf\":%d},",

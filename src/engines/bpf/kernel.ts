@@ -451,13 +451,18 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
           true,
         );
       }
-      return native.syscall(
-        SYSCALL.bpf,
-        BigInt(BPF_CMD.BPF_PROG_LOAD),
-        attr.address,
-        BigInt(BPF_ATTR_BYTES),
-        0n,
-        0n,
+      // The verifier gives up (EAGAIN, with a log cut short) at any signal pending for the
+      // thread: a profiler's timer, a child's SIGCHLD, a Ctrl-C. Held back meanwhile, they
+      // are delivered when it is done.
+      return withSignalsBlocked(native, () =>
+        native.syscall(
+          SYSCALL.bpf,
+          BigInt(BPF_CMD.BPF_PROG_LOAD),
+          attr.address,
+          BigInt(BPF_ATTR_BYTES),
+          0n,
+          0n,
+        ),
       );
     };
     // Loading without a log is faster; the log is asked for only to explain a refusal (or,
@@ -496,6 +501,48 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
       native.close(btf.fd);
       btf.funcInfo.free();
     }
+  }
+}
+
+const SIG_BLOCK = 0;
+const SIG_SETMASK = 2;
+/** The kernel's signal set: 64 bits. */
+const SIGSET_BYTES = 8;
+
+/**
+ * Run `fn` with the signals that can be blocked held back for this thread (rt_sigprocmask),
+ * then the thread's mask as it was: what came meanwhile is delivered then.
+ */
+function withSignalsBlocked<T>(native: NativeBinding, fn: () => T): T {
+  const all = native.alloc(SIGSET_BYTES);
+  const old = native.alloc(SIGSET_BYTES);
+  try {
+    // Every signal but glibc's own two (32 and 33: thread cancellation, set*id across threads).
+    new DataView(all.bytes.buffer, all.bytes.byteOffset).setBigUint64(
+      0,
+      ~((1n << 31n) | (1n << 32n)) & 0xffff_ffff_ffff_ffffn,
+      true,
+    );
+    const size = BigInt(SIGSET_BYTES);
+    const blocked =
+      native.syscall(
+        SYSCALL.rt_sigprocmask,
+        BigInt(SIG_BLOCK),
+        all.address,
+        old.address,
+        size,
+        0n,
+      ) === 0;
+    try {
+      return fn();
+    } finally {
+      if (blocked) {
+        native.syscall(SYSCALL.rt_sigprocmask, BigInt(SIG_SETMASK), old.address, 0n, size, 0n);
+      }
+    }
+  } finally {
+    all.free();
+    old.free();
   }
 }
 
