@@ -1,4 +1,4 @@
-// upscope-tests: alone (its ptrace run probes libc's allocator in its target, which another file's kernel uprobe on the same functions would sit in first; its bpf runs put uprobes on every libc function it probes).
+// upscope-tests: alone (its ptrace run probes libc's allocator in its target, where another file's kernel uprobe on the same functions would be first; its bpf runs probe libc's allocator too).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
