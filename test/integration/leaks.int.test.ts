@@ -10,6 +10,7 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  realpathSync,
   rmSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -290,7 +291,9 @@ describe('upscope leaks', () => {
         assert.ok(Date.now() < deadline, 'the command neither stopped at its entry nor ended');
         held = childrenOf(upscope).find((pid) => {
           try {
-            return readlinkSync(`/proc/${pid}/exe`) === app && procStat(pid).state === 'T';
+            return (
+              readlinkSync(`/proc/${pid}/exe`) === realpathSync(app) && procStat(pid).state === 'T'
+            );
           } catch {
             return false;
           }
