@@ -5,7 +5,7 @@
  * the process SIGSTOP. The kernel's stack walker then knows every mapping of the program's
  * start (UnwindMaps.syncProcess) even if the program's first walks find its memory map locked.
  */
-import { BPF_FUNC } from '../../native/constants.js';
+import { BPF_FUNC } from '../../native/index.js';
 import { alu64Imm, call, exit, jmpImm, mov64Imm } from './insn.js';
 import { closeFd, linkPerfEvent, loadProgram, openUprobeEvent, uprobePmu } from './kernel.js';
 
