@@ -182,7 +182,7 @@ export interface AggregationEngine {
 }
 
 /** An aggregation, and how its readings are presented. */
-interface Opened<R> {
+export interface Opened<R> {
   readonly engine: AggregationEngine;
   /** Which engine it is (`bpf` by default). */
   readonly name?: 'bpf' | 'ptrace' | undefined;
@@ -495,9 +495,14 @@ function followNote(
 }
 
 /** Opened on the bpf engine: files replaced on disk are probed again through it. */
-type BpfOpened<R> = Opened<R> & { readonly engine: BpfAggregation };
+export type BpfOpened<R> = Opened<R> & { readonly engine: BpfAggregation };
 
-async function start<R>(
+/**
+ * Plan `specs`, start the command (held), open the aggregation on the sites (`open`), watch
+ * for probed files replaced on disk, then let the command run: the life cycle every in-kernel
+ * aggregation shares (count, hist, latency, leaks).
+ */
+export async function startAggregate<R>(
   specs: string | readonly string[],
   options: AggregateOptions,
   open: (
@@ -655,7 +660,7 @@ export async function countHits(
   }
   const firstValue = fetches.length - values.length;
   const ustack = parts.some((part) => part.kind === 'ustack');
-  return start(
+  return startAggregate(
     specs,
     options,
     (sites, names, processes) => {
@@ -736,7 +741,7 @@ export async function histogramOf(
   if (options.engine === 'ptrace') {
     return ptraceAggregate(specs, { kind: 'hist', value: fetch, scheme }, options, fetches);
   }
-  return start(
+  return startAggregate(
     specs,
     options,
     (sites, names, processes) => {
@@ -779,7 +784,7 @@ export async function latencyOf(
     );
   }
   const { onCall } = options;
-  return start(
+  return startAggregate(
     specs,
     options,
     (sites, names, processes) => {

@@ -27,7 +27,13 @@ export {
   replayCalls,
   type ThreadCalls,
 } from '../aggregate/index.js';
-export type { AttachMode, AttachReport, HandlerErrors } from '../engines/index.js';
+export type {
+  AllocatorKind,
+  AttachMode,
+  AttachReport,
+  HandlerErrors,
+  LeakCounters,
+} from '../engines/index.js';
 export {
   alarmIn,
   bpfAllowed,
@@ -109,6 +115,15 @@ export { AsyncProcessTracer } from './async-process-tracer.js';
 export { cleanStale } from './clean.js';
 export { type Coverage, type CoverageOptions, coverage, uncoveredNote } from './coverage.js';
 export { runDoctor } from './doctor.js';
+export {
+  type AllocatorTarget,
+  type LeakBlock,
+  type LeakReading,
+  type LeakSnapshot,
+  Leaks,
+  type LeaksOptions,
+  leaks,
+} from './leaks.js';
 export {
   type FunctionListing,
   type ListedFunction,

@@ -42,6 +42,18 @@ import {
 } from '../outputs.js';
 import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 
+/** What onEngine() reads of a command's options (and sets: commandStdout). */
+export interface EngineOptions {
+  pid?: number;
+  command?: string;
+  engine?: 'bpf' | 'ptrace';
+  output?: string;
+  json?: true;
+  format?: string;
+  commandOutput?: string;
+  commandStdout?: number | undefined;
+}
+
 interface CommonOptions {
   pid?: number;
   command?: string;
@@ -80,8 +92,8 @@ function parseEngine(value: string): 'bpf' | 'ptrace' {
  * ptrace run happens in a helper process that restores the target if upscope is killed
  * (this process then only waits for it), or here when this process is that helper.
  */
-async function onEngine(
-  options: CommonOptions,
+export async function onEngine(
+  options: EngineOptions,
   io: Io,
   result: CommandResult,
   body: (engine: 'bpf' | 'ptrace') => Promise<void>,
