@@ -23,7 +23,7 @@ import type {
 import { exportUrl, get, openStream, post } from './api.js';
 import { FlameGraph } from './flame.js';
 import { fuzzyFilter } from './fuzzy.js';
-import { duration, ErrorText, message, Progress } from './parts.js';
+import { duration, ErrorText, message, Progress, StopOrClose } from './parts.js';
 import { RecordForms, RecordingCard, type RecordTarget } from './recording.js';
 
 type Target =
@@ -588,15 +588,11 @@ function MeasurementCard({
         <span class={`state ${v.state}`} data-test="state">
           {v.state}
         </span>
-        {v.state === 'running' || v.state === 'starting' ? (
-          <button type="button" class="stop" onClick={onStop} data-test="stop">
-            Stop
-          </button>
-        ) : (
-          <button type="button" onClick={onForget} data-test="close">
-            Close
-          </button>
-        )}
+        <StopOrClose
+          running={v.state === 'running' || v.state === 'starting'}
+          onStop={onStop}
+          onForget={onForget}
+        />
       </header>
       {v.state === 'starting' ? (
         <Progress text={v.progress} since={Date.now() - v.elapsedMs} />

@@ -53,3 +53,24 @@ export function ErrorText({ text }: { text: string }) {
     </pre>
   );
 }
+
+/** A card's end button: Stop while it runs, Close after. */
+export function StopOrClose({
+  running,
+  onStop,
+  onForget,
+}: {
+  running: boolean;
+  onStop: () => void;
+  onForget: () => void;
+}) {
+  return running ? (
+    <button type="button" class="stop" onClick={onStop} data-test="stop">
+      Stop
+    </button>
+  ) : (
+    <button type="button" onClick={onForget} data-test="close">
+      Close
+    </button>
+  );
+}

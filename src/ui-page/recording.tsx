@@ -11,7 +11,7 @@ import type {
 } from '../api/ui-contract.js';
 import { exportUrl, get, post } from './api.js';
 import { FlameGraph } from './flame.js';
-import { duration, ErrorText, message, Progress } from './parts.js';
+import { duration, ErrorText, message, Progress, StopOrClose } from './parts.js';
 
 /** What a recording runs on: the page's target, when it is a process or a command. */
 export interface RecordTarget {
@@ -306,15 +306,7 @@ export function RecordingCard({
         >
           {view.state}
         </span>
-        {running ? (
-          <button type="button" class="stop" onClick={onStop} data-test="stop">
-            Stop
-          </button>
-        ) : (
-          <button type="button" onClick={onForget} data-test="close">
-            Close
-          </button>
-        )}
+        <StopOrClose running={running} onStop={onStop} onForget={onForget} />
       </header>
       {busy ? (
         <Progress

@@ -106,7 +106,8 @@ export class FollowedScope {
       return true;
     }
     this.#own ??= mappedFiles('self');
-    if (this.#own.has(key) || this.#command) return this.#own.has(key);
+    if (this.#own.has(key)) return true;
+    if (this.#command) return false;
     if (this.#elsewhere === undefined) {
       const elsewhere = new Set<string>();
       for (const entry of readdirSync('/proc')) {
