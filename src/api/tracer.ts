@@ -367,7 +367,7 @@ export function checkTargetOptions(
 }
 
 /** A site to stream, and what its events mean for pairing calls with their returns. */
-type NamedSite = ProbeSite & StreamSite & { readonly role: StreamRole };
+type NamedSite = StreamSite & { readonly role: StreamRole };
 
 /**
  * What a streamed probe's events are: the user's own (`probe`); a return caught at one of
@@ -380,6 +380,33 @@ type StreamRole =
   | { readonly kind: 'return'; readonly function: string; readonly exit: 'ret' | 'tail-call' }
   | { readonly kind: 'frame-entry'; readonly function: string }
   | { readonly kind: 'timing-entry' };
+
+/**
+ * A stream site of `site`: the fields the engines and the attachment read, no more (a copy of
+ * the whole site per attach point was most of the time to attach every function of a large
+ * program).
+ */
+function namedSite(
+  site: ProbeSite,
+  fields: Pick<NamedSite, 'kind' | 'fetches' | 'attach' | 'probe' | 'role'> &
+    Partial<Pick<NamedSite, 'fileOffset' | 'vaddr' | 'exit'>>,
+): NamedSite {
+  return {
+    kind: fields.kind,
+    target: site.target,
+    fileOffset: fields.fileOffset ?? site.fileOffset,
+    vaddr: fields.vaddr ?? site.vaddr,
+    usdt: site.usdt,
+    fetches: fields.fetches,
+    attach: fields.attach,
+    symbol: site.symbol,
+    symbolOffset: site.symbolOffset,
+    spec: site.spec,
+    probe: fields.probe,
+    exit: fields.exit,
+    role: fields.role,
+  };
+}
 
 /**
  * Sites to stream: each site's uprobes (see attachPoints(): one, or one per exit of a return
@@ -397,30 +424,44 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   for (const site of sites) {
     const probe = probeName(site);
     for (const point of attachPoints(site, { frameFields: true })) {
-      const at = { ...site, fileOffset: point.fileOffset, vaddr: point.vaddr };
       const attach = point.attach;
       if (point.role === 'probe') {
-        streamSites.push({ ...site, attach, probe, role: { kind: 'probe' } });
+        streamSites.push(
+          namedSite(site, {
+            kind: site.kind,
+            fetches: site.fetches,
+            attach,
+            probe,
+            role: { kind: 'probe' },
+          }),
+        );
       } else if (point.role === 'return') {
-        streamSites.push({
-          ...at,
-          attach,
-          fetches: point.fetches,
-          probe,
-          exit: point.exit === 'tail-call' ? 'tail-call' : undefined,
-          role: { kind: 'return', function: key(site), exit: point.exit ?? 'ret' },
-        });
+        streamSites.push(
+          namedSite(site, {
+            kind: site.kind,
+            fileOffset: point.fileOffset,
+            vaddr: point.vaddr,
+            fetches: point.fetches,
+            attach,
+            probe,
+            exit: point.exit === 'tail-call' ? 'tail-call' : undefined,
+            role: { kind: 'return', function: key(site), exit: point.exit ?? 'ret' },
+          }),
+        );
       } else {
         const name = `${probe}${HIDDEN_SUFFIX}`;
         hidden.add(name);
-        streamSites.push({
-          ...at,
-          kind: 'entry',
-          attach,
-          fetches: point.fetches,
-          probe: name,
-          role: { kind: 'frame-entry', function: key(site) },
-        });
+        streamSites.push(
+          namedSite(site, {
+            kind: 'entry',
+            fileOffset: point.fileOffset,
+            vaddr: point.vaddr,
+            fetches: point.fetches,
+            attach,
+            probe: name,
+            role: { kind: 'frame-entry', function: key(site) },
+          }),
+        );
       }
     }
   }
@@ -431,14 +472,15 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     entries.add(key(site));
     const probe = `${probeName(site)}${HIDDEN_SUFFIX}`;
     hidden.add(probe);
-    streamSites.push({
-      ...site,
-      kind: 'entry',
-      attach: 'uprobe',
-      fetches: [],
-      probe,
-      role: { kind: 'timing-entry' },
-    });
+    streamSites.push(
+      namedSite(site, {
+        kind: 'entry',
+        fetches: [],
+        attach: 'uprobe',
+        probe,
+        role: { kind: 'timing-entry' },
+      }),
+    );
   }
   return { streamSites, hidden };
 }

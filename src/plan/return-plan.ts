@@ -192,11 +192,20 @@ function findSites(
         'an exit the kernel cannot probe',
       );
     }
+    const vaddr = exit.instruction.vaddr;
+    const fileOffset = context.elf.vaddrToFileOffset(vaddr)!;
+    const elf = context.elf;
+    const length = exit.instruction.length;
     sites.push({
-      vaddr: exit.instruction.vaddr,
-      fileOffset: context.elf.vaddrToFileOffset(exit.instruction.vaddr)!,
+      vaddr,
+      fileOffset,
       kind: exit.kind,
-      text: exit.instruction.text,
+      // Spelled when asked (resolve shows it): spelling every exit of every function was
+      // a good part of planning all the functions of a large program.
+      get text() {
+        const bytes = elf.read(fileOffset, length);
+        return decodeInstructions(bytes, vaddr, { maxCount: 1 })[0]!.text;
+      },
       handling,
     });
   }

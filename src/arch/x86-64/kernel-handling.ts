@@ -339,10 +339,33 @@ function pushHandling(instruction: DecodedInstruction, layout: Layout): KernelHa
   }
   const bytes = instruction.bytes;
   if (bytes.length === 1 || (bytes.length === 2 && bytes[0] === 0x41)) {
-    return { strategy: 'emulate', what: instruction.text };
+    // Spelled from the opcode: most functions start with one, and spelling each instruction's
+    // text was a good part of planning every function of a large program.
+    const register = PUSHED[(layout.opcode1 - 0x50) | (bytes.length === 2 ? 8 : 0)];
+    return { strategy: 'emulate', what: `push ${register}` };
   }
   return undefined;
 }
+
+/** The register a one-byte push (0x50 + r, with REX.B for r8-r15) saves. */
+const PUSHED = [
+  '%rax',
+  '%rcx',
+  '%rdx',
+  '%rbx',
+  '%rsp',
+  '%rbp',
+  '%rsi',
+  '%rdi',
+  '%r8',
+  '%r9',
+  '%r10',
+  '%r11',
+  '%r12',
+  '%r13',
+  '%r14',
+  '%r15',
+];
 
 function singleStepWhat(instruction: DecodedInstruction, layout: Layout): string {
   if (layout.encoding === 'legacy' && layout.opcodeBytes === 1) {

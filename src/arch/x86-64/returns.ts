@@ -1,4 +1,5 @@
-import { type DecodedInstruction, sweepInstructions } from './decode.js';
+import { type DecodedInstruction, decodeInstructions, sweepInstructions } from './decode.js';
+import { QUICK_FLOW, quick, quickLength } from './quick-length.js';
 
 /** A piece of a function's code: its body, or a part the compiler moved away (`f.cold`). */
 export interface CodePart {
@@ -41,6 +42,11 @@ const INDEXED_MEMORY = /\([^)]*,%[a-z0-9]+,[1248]\)/;
  * another function: a probe there cannot tell a taken jump from one not taken.
  */
 export function findReturnInstructions(parts: readonly CodePart[]): ReturnScan {
+  return quickReturnInstructions(parts) ?? sweptReturnInstructions(parts);
+}
+
+/** findReturnInstructions() through iced alone, every instruction decoded in full. */
+export function sweptReturnInstructions(parts: readonly CodePart[]): ReturnScan {
   const inside = (address: bigint) =>
     parts.some((part) => address >= part.vaddr && address < part.vaddr + BigInt(part.bytes.length));
   const exits: ReturnInstruction[] = [];
@@ -80,6 +86,75 @@ export function findReturnInstructions(parts: readonly CodePart[]): ReturnScan {
     };
   }
   return { ok: true, exits };
+}
+
+/**
+ * findReturnInstructions() through the quick length decoder, iced decoding only the exits
+ * (and what an indirect jmp needs); undefined when the quick decoder does not know an
+ * instruction of the code or the scan fails (iced then does it all, and says why it failed).
+ */
+function quickReturnInstructions(parts: readonly CodePart[]): ReturnScan | undefined {
+  const starts = parts.map((part) => Number(part.vaddr));
+  if (starts.some((start) => !Number.isSafeInteger(start + 2 ** 32))) return undefined;
+  const inside = (address: number) =>
+    parts.some((part, k) => address >= starts[k]! && address < starts[k]! + part.bytes.length);
+  const insideBig = (address: bigint) => inside(Number(address));
+  const exits: ReturnInstruction[] = [];
+  const recent = new Int32Array(TABLE_LOOKBACK);
+  for (let k = 0; k < parts.length; k++) {
+    const part = parts[k]!;
+    const bytes = part.bytes;
+    let seen = 0;
+    for (let at = 0; at < bytes.length; ) {
+      const length = quickLength(bytes, at, bytes.length);
+      if (length === 0) return undefined;
+      const flow = quick.flow;
+      if (flow !== QUICK_FLOW.none) {
+        let kind: ReturnInstruction['kind'] | 'conditional' | undefined;
+        let instruction: DecodedInstruction | undefined;
+        if (flow === QUICK_FLOW.ret) {
+          kind = 'ret';
+        } else if (flow === QUICK_FLOW.jmpIndirect) {
+          instruction = decodeOne(part, at, length);
+          const before: DecodedInstruction[] = [];
+          for (let r = Math.max(0, seen - TABLE_LOOKBACK); r < seen; r++) {
+            const from = recent[r % TABLE_LOOKBACK]!;
+            const previous = decodeOne(part, from, quickLength(bytes, from, bytes.length));
+            if (previous === undefined) return undefined;
+            before.push(previous);
+          }
+          if (instruction === undefined) return undefined;
+          kind = exitKind(instruction, before, insideBig);
+        } else {
+          const target = starts[k]! + at + length + quick.displacement;
+          if (flow === QUICK_FLOW.call || inside(target)) kind = undefined;
+          else kind = flow === QUICK_FLOW.jmp ? 'tail-call' : 'conditional';
+        }
+        if (kind === 'conditional') return undefined;
+        if (kind !== undefined) {
+          instruction ??= decodeOne(part, at, length);
+          if (instruction === undefined) return undefined;
+          exits.push({ instruction, kind });
+        }
+      }
+      recent[seen % TABLE_LOOKBACK] = at;
+      seen++;
+      at += length;
+    }
+  }
+  return exits.length === 0 ? undefined : { ok: true, exits };
+}
+
+/** The instruction at `at` of `part` by iced, if iced agrees on its length. */
+function decodeOne(part: CodePart, at: number, length: number): DecodedInstruction | undefined {
+  const [instruction] = decodeInstructions(
+    part.bytes.subarray(at, at + length),
+    part.vaddr + BigInt(at),
+    { maxCount: 1 },
+  );
+  return instruction !== undefined && !instruction.invalid && instruction.length === length
+    ? instruction
+    : undefined;
 }
 
 function exitKind(

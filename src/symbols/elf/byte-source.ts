@@ -34,10 +34,22 @@ export class BufferSource implements ByteSource {
   close(): void {}
 }
 
+/**
+ * Small reads of a file come from blocks of it read once and kept: planning every function of
+ * a large binary reads each function's code (a few hundred bytes) several times, and a system
+ * call per read was seconds of it for the tens of thousands of functions of /usr/bin/node.
+ */
+const BLOCK_BYTES = 1 << 20;
+/** Reads larger than this go straight to the file. */
+const SMALL_READ_BYTES = 64 * 1024;
+/** At most this many blocks are kept (the oldest read is dropped first). */
+const MAX_BLOCKS = 32;
+
 export class FileSource implements ByteSource {
   readonly size: number;
   readonly #path: string;
   #fd: number | undefined;
+  readonly #blocks = new Map<number, Buffer>();
 
   constructor(path: string) {
     this.#path = path;
@@ -77,7 +89,36 @@ export class FileSource implements ByteSource {
     if (length > MAX_LENGTH) {
       throw unsupportedElf(this.#path, `reading ${length} bytes at once`);
     }
-    const buffer = Buffer.allocUnsafe(length);
+    const first = Math.floor(offset / BLOCK_BYTES);
+    if (length <= SMALL_READ_BYTES && first === Math.floor((offset + length - 1) / BLOCK_BYTES)) {
+      const block = this.#block(fd, first);
+      const at = offset - first * BLOCK_BYTES;
+      if (at + length <= block.length) {
+        // A copy: the caller may keep or change it.
+        const copy = Buffer.allocUnsafe(length);
+        copy.set(block.subarray(at, at + length));
+        return copy;
+      }
+    }
+    return this.#readAt(fd, offset, length);
+  }
+
+  #block(fd: number, index: number): Buffer {
+    let block = this.#blocks.get(index);
+    if (block === undefined) {
+      const from = index * BLOCK_BYTES;
+      block = this.#readAt(fd, from, Math.min(BLOCK_BYTES, this.size - from));
+      if (this.#blocks.size >= MAX_BLOCKS) {
+        this.#blocks.delete(this.#blocks.keys().next().value as number);
+      }
+      this.#blocks.set(index, block);
+    }
+    return block;
+  }
+
+  #readAt(fd: number, offset: number, length: number): Buffer {
+    // Not from the pool: a block is kept, and a pooled slice would keep its whole pool alive.
+    const buffer = Buffer.allocUnsafeSlow(length);
     let done = 0;
     while (done < length) {
       let n: number;
@@ -105,6 +146,7 @@ export class FileSource implements ByteSource {
     if (this.#fd === undefined) return;
     const fd = this.#fd;
     this.#fd = undefined;
+    this.#blocks.clear();
     closeSync(fd);
   }
 }
