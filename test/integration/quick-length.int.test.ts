@@ -94,7 +94,8 @@ function compare(path: string, stride: number): Tally {
       const said = (scan: typeof fast) =>
         scan.ok
           ? scan.exits.map(
-              (e) => `${e.instruction.vaddr.toString(16)} ${e.kind} ${e.instruction.text}`,
+              ({ instruction: i, kind }) =>
+                `${i.vaddr.toString(16)} ${kind} ${i.text} ${i.mnemonic} ${i.length} ${Buffer.from(i.bytes).toString('hex')} ${i.branchTarget?.toString(16)} ${i.ripRelative} ${i.invalid}`,
             )
           : scan.reason;
       assert.deepEqual(said(fast), said(slow), where);

@@ -132,8 +132,7 @@ function quickReturnInstructions(parts: readonly CodePart[]): ReturnScan | undef
         }
         if (kind === 'conditional') return undefined;
         if (kind !== undefined) {
-          instruction ??= decodeOne(part, at, length);
-          if (instruction === undefined) return undefined;
+          instruction ??= new QuickExit(part, at, length, flow === QUICK_FLOW.ret ? 'ret' : 'jmp');
           exits.push({ instruction, kind });
         }
       }
@@ -143,6 +142,37 @@ function quickReturnInstructions(parts: readonly CodePart[]): ReturnScan | undef
     }
   }
   return exits.length === 0 ? undefined : { ok: true, exits };
+}
+
+/**
+ * A ret or direct jmp found by the quick decoder: what the return plan reads of it (address,
+ * bytes, mnemonic, target) without iced; its text is spelled by iced when asked.
+ */
+class QuickExit implements DecodedInstruction {
+  readonly vaddr: bigint;
+  readonly bytes: Uint8Array;
+  readonly invalid = false;
+  readonly ripRelative = false;
+  readonly ripTarget = undefined;
+  readonly branchTarget: bigint | undefined;
+  #text: string | undefined;
+
+  constructor(
+    part: CodePart,
+    at: number,
+    readonly length: number,
+    readonly mnemonic: 'ret' | 'jmp',
+  ) {
+    this.vaddr = part.vaddr + BigInt(at);
+    this.bytes = new Uint8Array(part.bytes.subarray(at, at + length));
+    this.branchTarget =
+      mnemonic === 'jmp' ? this.vaddr + BigInt(length + quick.displacement) : undefined;
+  }
+
+  get text(): string {
+    this.#text ??= decodeInstructions(this.bytes, this.vaddr, { maxCount: 1 })[0]!.text;
+    return this.#text;
+  }
 }
 
 /** The instruction at `at` of `part` by iced, if iced agrees on its length. */
