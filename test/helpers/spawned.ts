@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { after } from 'node:test';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
 
@@ -12,6 +13,21 @@ export interface Spawned {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
+/** Every process spawned here that has not ended yet. */
+const running = new Set<ChildProcess>();
+
+// A test that fails or times out midway leaves what it started running (upscope paused at a
+// hook, a target it was tracing): killed once the file's tests are done, with their pipes
+// closed (a grandchild may hold them), else the file's process would wait for them forever.
+after(() => {
+  for (const child of running) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    child.stdout?.destroy();
+    child.stderr?.destroy();
+  }
+  running.clear();
+});
+
 /** Start a program with stdin closed and its output collected (NO_COLOR set, `env` added). */
 export function spawnCollected(
   command: string,
@@ -22,22 +38,26 @@ export function spawnCollected(
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NO_COLOR: '1', ...env },
   });
-  const running: Spawned = {
+  running.add(child);
+  const spawned: Spawned = {
     child,
     pid: child.pid!,
     stdout: '',
     stderr: '',
     exited: new Promise((resolve) =>
-      child.once('close', (code, signal) => resolve({ code, signal })),
+      child.once('close', (code, signal) => {
+        running.delete(child);
+        resolve({ code, signal });
+      }),
     ),
   };
   child.stdout!.on('data', (chunk: Buffer) => {
-    running.stdout += chunk.toString();
+    spawned.stdout += chunk.toString();
   });
   child.stderr!.on('data', (chunk: Buffer) => {
-    running.stderr += chunk.toString();
+    spawned.stderr += chunk.toString();
   });
-  return running;
+  return spawned;
 }
 
 /** The built CLI (bin/upscope.js) with these arguments, its output collected. */
