@@ -12,14 +12,18 @@ export interface Spawned {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Start a program with stdin closed and its output collected (NO_COLOR set, `env` added). */
+/**
+ * Start a program with its output collected (NO_COLOR set, `env` added), and stdin closed, or
+ * with `stdin: 'pipe'` a pipe the test writes to (child.stdin).
+ */
 export function spawnCollected(
   command: string,
   args: readonly string[],
   env: NodeJS.ProcessEnv = {},
+  stdin: 'ignore' | 'pipe' = 'ignore',
 ): Spawned {
   const child = spawn(command, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [stdin, 'pipe', 'pipe'],
     env: { ...process.env, NO_COLOR: '1', ...env },
   });
   const running: Spawned = {

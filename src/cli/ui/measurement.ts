@@ -368,10 +368,12 @@ export class Measurement {
   }
 }
 
-function noEngine(what: string): ProbeError {
+/** Why a measurement cannot run here: no engine it needs is allowed for this user. */
+export function noEngine(what: MeasureKind | 'leaks'): ProbeError {
+  const verb = what === 'trace' ? 'trace' : what === 'leaks' ? 'find leaks' : 'measure';
   return new ProbeError(
     'ERR_PRIVILEGES',
-    `Cannot ${what === 'trace' ? 'trace' : 'measure'}: this user may use neither tracefs nor BPF`,
+    `Cannot ${verb}: this user may use neither tracefs nor BPF`,
     {
       hints: [
         'Run upscope ui as root, or with CAP_BPF and CAP_PERFMON',
