@@ -149,6 +149,8 @@ export interface MeasurementView {
   readonly elapsedMs: number;
   /** What it is doing while it starts (resolving, attaching), or how it attached. */
   readonly progress: string;
+  /** How far the step has got (0 to 1), when known (the planning of a pattern's functions). */
+  readonly fraction?: number | null;
   /** Its error as the command line prints it, when it failed. */
   readonly error: string | null;
   readonly notes: readonly string[];
@@ -321,7 +323,17 @@ export type ResultViewKind = ResultView['kind'];
 /** A message of GET /api/events (server-sent events, one JSON object each). */
 export type StreamMessage =
   | { readonly type: 'hello'; readonly client: string }
-  | { readonly type: 'results'; readonly results: readonly ResultView[] };
+  | { readonly type: 'results'; readonly results: readonly ResultView[] }
+  /**
+   * A step of a result under way, sent as it happens (between the results of every second):
+   * `planning 2,000 of 3,706 functions of libc.so.6`, and how far it got (0 to 1).
+   */
+  | {
+      readonly type: 'progress';
+      readonly id: string;
+      readonly progress: string;
+      readonly fraction: number | null;
+    };
 
 /** An error answer of the API: the message as the command line prints it. */
 export interface ErrorView {

@@ -597,7 +597,7 @@ function MeasurementCard({
         />
       </header>
       {v.state === 'starting' ? (
-        <Progress text={v.progress} since={Date.now() - v.elapsedMs} />
+        <Progress text={v.progress} since={Date.now() - v.elapsedMs} fraction={v.fraction} />
       ) : (
         <p class="muted">
           {v.progress} · {(v.elapsedMs / 1000).toFixed(0)} s
@@ -714,6 +714,20 @@ function App() {
   useEffect(() => {
     const source = openStream((m) => {
       if (m.type === 'hello') setClient(m.client);
+      if (m.type === 'progress') {
+        // A step of a start under way, as it happens: its card says it at once.
+        const { id, progress, fraction } = m;
+        setLives((old) => {
+          const live = old.get(id);
+          if (live === undefined) return old;
+          return new Map(old).set(id, { ...live, view: { ...live.view, progress, fraction } });
+        });
+        setRecordings((old) => {
+          const view = old.get(id);
+          if (view === undefined) return old;
+          return new Map(old).set(id, { ...view, progress, fraction });
+        });
+      }
       if (m.type === 'results') {
         // Each kind of result to its view.
         const measurements: MeasurementView[] = [];

@@ -356,10 +356,17 @@ export class UiServer {
     return client;
   }
 
-  /** Adds a page's result; the page is sent the results at once when it changes by itself. */
+  /**
+   * Adds a page's result; the page is sent the results at once when it changes by itself, and
+   * the steps of its start as they come.
+   */
   #add(client: Client, result: Result): { id: string } {
     client.results.set(result.id, result);
     result.onEnd = () => this.#tick();
+    if (!(result instanceof LeakResult)) {
+      result.onProgress = (progress, fraction) =>
+        send(client.res, { type: 'progress', id: result.id, progress, fraction });
+    }
     return { id: result.id };
   }
 
