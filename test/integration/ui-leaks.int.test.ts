@@ -6,7 +6,8 @@
 // frames; the growth chart has a line per path; the flame graph weighs them by bytes; the
 // exports are what upscope leaks writes (folded and JSON hold the same numbers, an SVG, a
 // gzipped pprof). Stop removes every probe and the target runs on, unharmed. A command
-// started from the page ends by itself, its last report what it had not freed at its exit.
+// started from the page ends by itself, its last report what it had not freed at its exit;
+// one whose program is not there fails as upscope leaks -c says it.
 // No console error, nothing fetched from elsewhere, nothing left behind; screenshots are
 // artifacts.
 import assert from 'node:assert/strict';
@@ -21,6 +22,7 @@ import { compileProgram } from '../helpers/compile.js';
 import { findGo } from '../helpers/go.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
 import { ended, spawnCollected, waitFor } from '../helpers/spawned.js';
 import { pickProcess, snapshot, until, watchPage } from '../helpers/ui-page.js';
 import { probesHeldBy, startUi } from '../helpers/ui-server.js';
@@ -235,7 +237,35 @@ test('upscope ui: the leaks of a process, live, each path’s blocks and bytes t
     await snapshot(browser, page, 'leaks-command');
     await ran.locator('[data-test="close"]').click();
     await until('Close removes the card', async () => (await ran.count()) === 0);
+
     assert.deepEqual(seen.errors, [], 'no console error');
+    assert.deepEqual(seen.foreign, [], 'nothing fetched from elsewhere');
+
+    // A command whose program is not there: the card says so as upscope leaks -c does (and
+    // the Functions view, which lists the program's functions when it is picked, fails: the
+    // one error the console may show from here on).
+    const missing = join(scratch, 'no-such-app');
+    await page.locator('[data-test="tab-targets"]').click();
+    await page.locator('input[placeholder^="./app --flag"]').fill(missing);
+    await page.locator('input[placeholder^="./app --flag"]').press('Enter');
+    await startLeaks(page);
+    const failed = page.locator('[data-test="leaks"]', { hasText: `command ${missing}` });
+    await until('the missing program fails', async () => (await stateOf(failed)) === 'failed');
+    const refused = runCli(['leaks', '-c', missing]);
+    assert.equal(refused.status, 3, refused.stderr);
+    assert.match(
+      refused.stderr,
+      /^error\[ERR_TARGET_NOT_FOUND\]: Cannot run ".*no-such-app": no such executable file$/m,
+    );
+    assert.equal(
+      ((await failed.locator('[data-test="error"]').textContent()) ?? '').trim(),
+      refused.stderr.trim(),
+    );
+    assert.deepEqual(probesHeldBy(ui.spawned.pid), [], 'nothing held by the failed start');
+    assert.ok(
+      seen.errors.every((e) => /status of 400 \(Bad Request\)/.test(e)),
+      seen.errors.join('\n'),
+    );
     assert.deepEqual(seen.foreign, [], 'nothing fetched from elsewhere');
   } finally {
     await browser?.close();
