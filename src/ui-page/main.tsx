@@ -865,7 +865,10 @@ function App() {
           <SpecEditor target={target} onStart={start} />
           <LeakForm target={recordTarget(target)} client={client} />
           {startError !== null && <ErrorText text={startError} />}
-          {starting !== null && <Progress text={starting.text} since={starting.since} />}
+          {/* Until its card comes (then the card says how its start goes). */}
+          {starting !== null && ![...lives.values()].some((l) => l.view.state === 'starting') && (
+            <Progress text={starting.text} since={starting.since} />
+          )}
           {lives.size + leakViews.size === 0 && starting === null && (
             <p class="muted">
               Nothing measured yet: pick a function, write specs above, or find leaks.
