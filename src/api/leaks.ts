@@ -10,9 +10,9 @@ import {
   BpfLeaks,
   type LeakCounters,
 } from '../engines/index.js';
-import { ProbeError } from '../errors/index.js';
+import { ProbeError, quote } from '../errors/index.js';
 import type { StackFrame } from '../events/index.js';
-import { commandProgram } from '../host/index.js';
+import { checkCommand, commandProgram } from '../host/index.js';
 import type { LeakGrowth, LeakReport, LeakStackRow } from '../output/index.js';
 import {
   closeDebugInfo,
@@ -138,11 +138,26 @@ export function allocatorTarget(
     path = defaultTargetOfPid(options.pid);
     statically = !path.includes('libc');
   } else {
-    const program = options.command === undefined ? undefined : commandProgram(options.command);
-    if (program === undefined) {
+    const command = options.command;
+    if (command === undefined) {
       throw new ProbeError(
         'ERR_USAGE',
         'Cannot find leaks without a process: give -p PID or -c COMMAND',
+      );
+    }
+    // A program that is not there is said as every command's -c says it.
+    checkCommand(command);
+    const program = commandProgram(command);
+    if (program === undefined) {
+      throw new ProbeError(
+        'ERR_USAGE',
+        `Cannot find the allocator of the command ${quote(command)}: which program it runs is for the shell to decide (quotes, variables)`,
+        {
+          hints: [
+            'Name the allocator with --lib PATH|NAME, e.g. --lib libc',
+            "Or give the program plainly: -c './app 5'",
+          ],
+        },
       );
     }
     const elf = openElf(program);

@@ -149,6 +149,8 @@ export interface MeasurementView {
   readonly elapsedMs: number;
   /** What it is doing while it starts (resolving, attaching), or how it attached. */
   readonly progress: string;
+  /** How far the step has got (0 to 1), when known (the planning of a pattern's functions). */
+  readonly fraction?: number | null;
   /** Its error as the command line prints it, when it failed. */
   readonly error: string | null;
   readonly notes: readonly string[];
@@ -248,18 +250,90 @@ export interface RecordingTreeView {
   readonly truncated: boolean;
 }
 
+/** POST /api/leaks: find the leaks of a process or a command (the Measure view's Leaks). */
+export interface LeaksRequest extends TargetChoice {
+  readonly client: string;
+  /** The N stacks holding the most bytes (default 10), as upscope leaks --top. */
+  readonly top?: number | undefined;
+  /** Only blocks allocated at least this long ago, as --older-than. */
+  readonly olderThanMs?: number | undefined;
+  /** Also mmap and munmap, as --mmap. */
+  readonly mmap?: boolean | undefined;
+}
+
+/** A call path's blocks not freed yet. */
+export interface LeakStackView {
+  readonly pid: number;
+  /** Innermost (the allocator) first, as upscope leaks prints them: `fn+0x1a (app) at app.c:42`. */
+  readonly frames: readonly string[];
+  /** The functions alone, outermost first: what the flame graph merges frames by. */
+  readonly names: readonly string[];
+  /** Blocks and their bytes (decimal strings). */
+  readonly count: string;
+  readonly bytes: string;
+  /** How long the oldest of them has been outstanding. */
+  readonly oldestAgeMs: number;
+}
+
+/** A leak report of a process or command (upscope leaks), read every second. */
+export interface LeakView {
+  readonly id: string;
+  readonly kind: 'leaks';
+  /** `process 1234` or `command ./app`. */
+  readonly target: string;
+  /** The allocator's functions probed (`/usr/lib/x86_64-linux-gnu/libc.so.6:malloc`...). */
+  readonly specs: readonly string[];
+  readonly state: MeasureState;
+  readonly elapsedMs: number;
+  readonly progress: string;
+  readonly error: string | null;
+  readonly notes: readonly string[];
+  /** The last report is the final one (the run ended: stopped, or the program ended). */
+  readonly final: boolean;
+  readonly olderThanMs: number | null;
+  /** Every block outstanding (old enough), over every stack; null before the first report. */
+  readonly outstanding: {
+    readonly count: string;
+    readonly bytes: string;
+    readonly stacks: number;
+  } | null;
+  /** The stacks holding the most bytes, the most first. */
+  readonly stacks: readonly LeakStackView[];
+  /** What the allocator's probes counted (allocations, frees, unknownFrees...): decimal strings. */
+  readonly counters: Readonly<Record<string, string>>;
+  /**
+   * Outstanding bytes over time: seconds since the start, every block's bytes, and those of
+   * each stack that was among the top ones (labelled by its last functions).
+   */
+  readonly growth: {
+    readonly t: readonly number[];
+    readonly total: readonly number[];
+    readonly stacks: readonly { readonly label: string; readonly bytes: readonly number[] }[];
+  };
+}
+
 /**
- * What the page shows a card of, by kind: a measurement (count, latency, trace, stacks) or a
- * recording. Each kind has its own view in the page.
+ * What the page shows a card of, by kind: a measurement (count, latency, trace, stacks), a
+ * recording, or a leak report. Each kind has its own view in the page.
  */
-export type ResultView = MeasurementView | RecordingView;
+export type ResultView = MeasurementView | RecordingView | LeakView;
 
 export type ResultViewKind = ResultView['kind'];
 
 /** A message of GET /api/events (server-sent events, one JSON object each). */
 export type StreamMessage =
   | { readonly type: 'hello'; readonly client: string }
-  | { readonly type: 'results'; readonly results: readonly ResultView[] };
+  | { readonly type: 'results'; readonly results: readonly ResultView[] }
+  /**
+   * A step of a result under way, sent as it happens (between the results of every second):
+   * `planning 2,000 of 3,706 functions of libc.so.6`, and how far it got (0 to 1).
+   */
+  | {
+      readonly type: 'progress';
+      readonly id: string;
+      readonly progress: string;
+      readonly fraction: number | null;
+    };
 
 /** An error answer of the API: the message as the command line prints it. */
 export interface ErrorView {

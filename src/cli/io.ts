@@ -261,16 +261,22 @@ export function progressLine(io: Io, everyMs = 250): { show(text: string): void;
  * A progress line for the planning of a pattern's functions (`upscope: planning 12,000 of
  * 78,645 functions of /usr/bin/node`), cleared when the last one is planned.
  */
-export function planProgress(
-  io: Io,
-): (progress: { done: number; total: number; target: string }) => void {
+export function planProgress(io: Io): (progress: PlanStep) => void {
   const line = progressLine(io);
-  return ({ done, total, target }) => {
-    if (done >= total) line.clear();
-    else {
-      line.show(
-        `upscope: planning ${done.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} functions of ${target}`,
-      );
-    }
+  return (progress) => {
+    if (progress.done >= progress.total) line.clear();
+    else line.show(`upscope: ${planProgressText(progress)}`);
   };
+}
+
+/** How far the planning of a pattern's functions got (ResolveOptions.onProgress's argument). */
+export interface PlanStep {
+  readonly done: number;
+  readonly total: number;
+  readonly target: string;
+}
+
+/** `planning 12,000 of 78,645 functions of /usr/bin/node`: said on a terminal and in the page. */
+export function planProgressText({ done, total, target }: PlanStep): string {
+  return `planning ${done.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} functions of ${target}`;
 }

@@ -115,7 +115,8 @@ export interface ResolveOptions {
   readonly strict?: boolean | undefined;
   /**
    * Called as a pattern's functions are planned (every thousand, and at the end), for a
-   * progress line: planning every function of a large program takes seconds.
+   * progress line: planning every function of a large program takes seconds. resolveProbes()
+   * lets the event loop run after each call.
    */
   readonly onProgress?: ((progress: PlanProgress) => void) | undefined;
   /**
@@ -198,12 +199,24 @@ interface OpenTarget {
  * Turns spec texts into probe sites: parse, find the target, expand globs, resolve symbols and
  * addresses, and check that every site is an instruction boundary in executable code. Errors
  * are collected per spec (the rest still resolve); nothing is attached and nothing is changed.
+ * With `onProgress`, it lets the event loop run after each call of it (a server's streams
+ * carry the progress out while a large pattern is planned).
  */
 export async function resolveProbes(
   specTexts: readonly string[],
   options: ResolveOptions = {},
 ): Promise<ProbePlan> {
-  return resolveProbesSync(specTexts, options);
+  const steps = resolveSteps(specTexts, options);
+  try {
+    for (;;) {
+      const step = steps.next();
+      if (step.done === true) return step.value;
+      options.onProgress?.(step.value);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  } finally {
+    steps.return(EMPTY_PLAN); // closes its files if onProgress threw
+  }
 }
 
 /** resolveProbes() without a promise: for a tracer placing probes while a thread waits. */
@@ -211,6 +224,28 @@ export function resolveProbesSync(
   specTexts: readonly string[],
   options: ResolveOptions = {},
 ): ProbePlan {
+  const steps = resolveSteps(specTexts, options);
+  try {
+    for (;;) {
+      const step = steps.next();
+      if (step.done === true) return step.value;
+      options.onProgress?.(step.value);
+    }
+  } finally {
+    steps.return(EMPTY_PLAN); // closes its files if onProgress threw
+  }
+}
+
+const EMPTY_PLAN: ProbePlan = { sites: [], errors: [], warnings: [], skipped: [] };
+
+/**
+ * The planning, in steps: it yields how far a pattern's functions have got (only when
+ * `onProgress` is given) and returns the plan.
+ */
+function* resolveSteps(
+  specTexts: readonly string[],
+  options: ResolveOptions,
+): Generator<PlanProgress, ProbePlan, undefined> {
   const plan: ProbePlan = { sites: [], errors: [], warnings: [], skipped: [] };
   const targets = new Map<string, OpenTarget>();
   try {
@@ -235,7 +270,7 @@ export function resolveProbesSync(
         const target = openTarget(parsed.spec, targets, options);
         // A fault test's stop: symbols are being read, nothing is defined yet.
         pausePoint('resolving');
-        plan.sites.push(...resolveLocation(parsed.spec, target, options, plan));
+        plan.sites.push(...(yield* resolveLocation(parsed.spec, target, options, plan)));
       } catch (err) {
         if (!(err instanceof ProbeError)) throw err;
         plan.errors.push(err);
@@ -258,7 +293,7 @@ export async function planProbes(
   specTexts: readonly string[],
   options: ResolveOptions = {},
 ): Promise<PlannedProbes> {
-  return planProbesSync(specTexts, options);
+  return planned(await resolveProbes(specTexts, options));
 }
 
 /** planProbes() without a promise. */
@@ -266,7 +301,10 @@ export function planProbesSync(
   specTexts: readonly string[],
   options: ResolveOptions = {},
 ): PlannedProbes {
-  const plan = resolveProbesSync(specTexts, options);
+  return planned(resolveProbesSync(specTexts, options));
+}
+
+function planned(plan: ProbePlan): PlannedProbes {
   if (plan.errors.length > 0) throw plan.errors[0];
   return { sites: plan.sites, skipped: plan.skipped };
 }
@@ -395,18 +433,21 @@ function fileTarget(
   };
 }
 
-function resolveLocation(
+/** The planning of one location yields progress as resolveSteps() does. */
+type Steps<T> = Generator<PlanProgress, T, undefined>;
+
+function* resolveLocation(
   spec: ProbeSpec,
   target: OpenTarget,
   options: ResolveOptions,
   plan: ProbePlan,
-): ProbeSite[] {
+): Steps<ProbeSite[]> {
   const location = spec.location;
   switch (location.type) {
     case 'symbol':
-      return resolveSymbol(spec, location, target, options, plan);
+      return yield* resolveSymbol(spec, location, target, options, plan);
     case 'glob':
-      return resolveGlob(spec, location, target, options, plan);
+      return yield* resolveGlob(spec, location, target, options, plan);
     case 'vaddr':
       return [siteAtAddress(spec, location.vaddr, location.span, target, options)];
     case 'file-offset': {
@@ -432,13 +473,13 @@ function resolveLocation(
   }
 }
 
-function resolveSymbol(
+function* resolveSymbol(
   spec: ProbeSpec,
   location: Extract<Location, { type: 'symbol' }>,
   target: OpenTarget,
   options: ResolveOptions,
   plan: ProbePlan,
-): ProbeSite[] {
+): Steps<ProbeSite[]> {
   const index = target.symbols();
   const byVersion = (found: readonly FunctionSymbol[]) =>
     location.version === undefined ? found : found.filter((fn) => fn.version === location.version);
@@ -448,7 +489,7 @@ function resolveSymbol(
   let matches = byVersion(index.functionsCalled(location.name));
   if (!stored) {
     if (matches.length === 0 && isGlob(location.name)) {
-      return resolveQuotedPattern(spec, location, target, options, plan);
+      return yield* resolveQuotedPattern(spec, location, target, options, plan);
     }
     noteOverloads(spec, location, matches, target, plan.warnings);
   }
@@ -523,13 +564,13 @@ function shownName(fn: FunctionSymbol): string {
  * A quoted location with `*` or `?` that no function is named exactly (`'ns::Box<int>::*'`):
  * a pattern, as it would be unquoted, but without the version or offset a pattern cannot take.
  */
-function resolveQuotedPattern(
+function* resolveQuotedPattern(
   spec: ProbeSpec,
   location: Extract<Location, { type: 'symbol' }>,
   target: OpenTarget,
   options: ResolveOptions,
   plan: ProbePlan,
-): ProbeSite[] {
+): Steps<ProbeSite[]> {
   if (location.version !== undefined || location.offset !== 0n) {
     throw specError(
       spec,
@@ -539,7 +580,7 @@ function resolveQuotedPattern(
       ['Name one function, or leave the version and offset out of the pattern'],
     );
   }
-  return resolveGlob(
+  return yield* resolveGlob(
     spec,
     { type: 'glob', pattern: location.name, span: location.span },
     target,
@@ -687,13 +728,13 @@ function ifuncError(
 /** Functions planned between two progress calls. */
 const PROGRESS_EVERY = 1000;
 
-function resolveGlob(
+function* resolveGlob(
   spec: ProbeSpec,
   location: Extract<Location, { type: 'glob' }>,
   target: OpenTarget,
   options: ResolveOptions,
   plan: ProbePlan,
-): ProbeSite[] {
+): Steps<ProbeSite[]> {
   const pattern = globToRegExp(location.pattern);
   const index = target.symbols();
   index.demangleAll();
@@ -721,11 +762,11 @@ function resolveGlob(
   const skipped: string[] = [];
   const unprobeable: SkippedSite[] = [];
   const coldParts: string[] = [];
-  const progress = options.onProgress;
+  const progress = options.onProgress !== undefined;
   let done = 0;
   for (const group of byAddress.values()) {
-    if (progress !== undefined && done % PROGRESS_EVERY === 0 && done > 0) {
-      progress({ done, total: byAddress.size, target: target.file.displayPath });
+    if (progress && done % PROGRESS_EVERY === 0 && done > 0) {
+      yield { done, total: byAddress.size, target: target.file.displayPath };
     }
     done++;
     const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
@@ -753,7 +794,7 @@ function resolveGlob(
       });
     }
   }
-  progress?.({ done, total: byAddress.size, target: target.file.displayPath });
+  if (progress) yield { done, total: byAddress.size, target: target.file.displayPath };
   if (unprobeable.length > 0) {
     checkSkips(spec, location, target, options, sites.length, unprobeable);
     plan.skipped.push(...unprobeable);

@@ -1,10 +1,10 @@
 // A flame graph of stacks with weights (count --by ustack's hits, a recording's time per call
-// path): the root at the bottom, each frame as wide as its share of the weight, a click zooms
+// path, the bytes a leak report's stacks hold): the root at the bottom, each frame as wide as its share of the weight, a click zooms
 // into a frame (its ancestors stay, full width), a click on the root zooms out. Colours by
 // name, as the SVG export has them.
 import { useMemo, useState } from 'preact/hooks';
 import type { StackRowView } from '../api/ui-contract.js';
-import { duration } from './parts.js';
+import { bytes, duration } from './parts.js';
 
 interface Node {
   readonly name: string;
@@ -51,15 +51,15 @@ interface Box {
 const ROW = 18;
 
 /**
- * `rows`: each stack (outermost frame first) with its weight in `count`: hits, or with
- * `unit="ns"` the time spent in its last frame itself.
+ * `rows`: each stack (outermost frame first) with its weight in `count`: hits, with
+ * `unit="ns"` the time spent in its last frame itself, with `unit="bytes"` the bytes it holds.
  */
 export function FlameGraph({
   rows,
   unit = 'hits',
 }: {
   rows: readonly StackRowView[];
-  unit?: 'hits' | 'ns';
+  unit?: 'hits' | 'ns' | 'bytes';
 }) {
   const root = useMemo(() => build(rows), [rows]);
   const [zoom, setZoom] = useState<string>('all');
@@ -90,11 +90,16 @@ export function FlameGraph({
   if (root.value === 0) {
     return (
       <p class="muted">
-        {unit === 'hits' ? 'No stacks yet: the function has not been called.' : 'No calls.'}
+        {unit === 'hits'
+          ? 'No stacks yet: the function has not been called.'
+          : unit === 'bytes'
+            ? 'Nothing outstanding.'
+            : 'No calls.'}
       </p>
     );
   }
-  const weight = (n: number) => (unit === 'hits' ? `${n} hits` : duration(n));
+  const weight = (n: number) =>
+    unit === 'hits' ? `${n} hits` : unit === 'bytes' ? `${bytes(n)}, ${n} bytes` : duration(n);
   return (
     <div class="flame" style={{ height: `${depth * ROW}px` }} data-test="flamegraph">
       {boxes.map((b) => (

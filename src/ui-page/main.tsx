@@ -1,7 +1,7 @@
 // upscope ui's page: Targets (a process, a file, a command; what this machine allows),
-// Functions (fuzzy search, resolve's details and source lines on click) and Measure (count,
-// latency, event table, flame graph, live; Stop; exports). One event stream brings every
-// measurement once a second.
+// Functions (fuzzy search, resolve's details and source lines on click), Measure (count,
+// latency, event table, flame graph, leaks, live; Stop; exports) and Record calls. One event
+// stream brings every measurement once a second.
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { render } from 'preact';
@@ -11,6 +11,7 @@ import type {
   DoctorView,
   FunctionRow,
   FunctionsView,
+  LeakView,
   MeasureKind,
   MeasurementView,
   ProcessRow,
@@ -23,6 +24,7 @@ import type {
 import { exportUrl, get, openStream, post } from './api.js';
 import { FlameGraph } from './flame.js';
 import { fuzzyFilter } from './fuzzy.js';
+import { LeakCard, LeakForm } from './leaks.js';
 import { duration, ErrorText, message, Progress, StopOrClose } from './parts.js';
 import { RecordForms, RecordingCard, type RecordTarget } from './recording.js';
 
@@ -595,7 +597,7 @@ function MeasurementCard({
         />
       </header>
       {v.state === 'starting' ? (
-        <Progress text={v.progress} since={Date.now() - v.elapsedMs} />
+        <Progress text={v.progress} since={Date.now() - v.elapsedMs} fraction={v.fraction} />
       ) : (
         <p class="muted">
           {v.progress} · {(v.elapsedMs / 1000).toFixed(0)} s
@@ -706,20 +708,38 @@ function App() {
   const [connected, setConnected] = useState(false);
   const [lives, setLives] = useState<Map<string, Live>>(new Map());
   const [recordings, setRecordings] = useState<Map<string, RecordingView>>(new Map());
+  const [leakViews, setLeakViews] = useState<Map<string, LeakView>>(new Map());
   const [startError, setStartError] = useState<string | null>(null);
   const [starting, setStarting] = useState<{ text: string; since: number } | null>(null);
   useEffect(() => {
     const source = openStream((m) => {
       if (m.type === 'hello') setClient(m.client);
+      if (m.type === 'progress') {
+        // A step of a start under way, as it happens: its card says it at once.
+        const { id, progress, fraction } = m;
+        setLives((old) => {
+          const live = old.get(id);
+          if (live === undefined) return old;
+          return new Map(old).set(id, { ...live, view: { ...live.view, progress, fraction } });
+        });
+        setRecordings((old) => {
+          const view = old.get(id);
+          if (view === undefined) return old;
+          return new Map(old).set(id, { ...view, progress, fraction });
+        });
+      }
       if (m.type === 'results') {
         // Each kind of result to its view.
         const measurements: MeasurementView[] = [];
         const recorded = new Map<string, RecordingView>();
+        const found = new Map<string, LeakView>();
         for (const r of m.results) {
           if (r.kind === 'recording') recorded.set(r.id, r);
+          else if (r.kind === 'leaks') found.set(r.id, r);
           else measurements.push(r);
         }
         setRecordings(recorded);
+        setLeakViews(found);
         setLives((old) => {
           const next = new Map<string, Live>();
           for (const v of measurements) {
@@ -775,8 +795,15 @@ function App() {
       next.delete(id);
       return next;
     });
+    setLeakViews((old) => {
+      const next = new Map(old);
+      next.delete(id);
+      return next;
+    });
   };
-  const running = [...lives.values()].filter((l) => l.view.state === 'running').length;
+  const running =
+    [...lives.values()].filter((l) => l.view.state === 'running').length +
+    [...leakViews.values()].filter((l) => l.state === 'running').length;
   const recordingNow = [...recordings.values()].filter(
     (r) => r.state === 'recording' || r.state === 'starting',
   ).length;
@@ -836,11 +863,20 @@ function App() {
         </div>
         <section class="measure" hidden={view !== 'measure'}>
           <SpecEditor target={target} onStart={start} />
+          <LeakForm target={recordTarget(target)} client={client} />
           {startError !== null && <ErrorText text={startError} />}
-          {starting !== null && <Progress text={starting.text} since={starting.since} />}
-          {lives.size === 0 && starting === null && (
-            <p class="muted">Nothing measured yet: pick a function, or write specs above.</p>
+          {/* Until its card comes (then the card says how its start goes). */}
+          {starting !== null && ![...lives.values()].some((l) => l.view.state === 'starting') && (
+            <Progress text={starting.text} since={starting.since} />
           )}
+          {lives.size + leakViews.size === 0 && starting === null && (
+            <p class="muted">
+              Nothing measured yet: pick a function, write specs above, or find leaks.
+            </p>
+          )}
+          {[...leakViews.values()].reverse().map((l) => (
+            <LeakCard key={l.id} view={l} onStop={() => stop(l.id)} onForget={() => forget(l.id)} />
+          ))}
           {[...lives.values()].reverse().map((l) => (
             <MeasurementCard
               key={l.view.id}

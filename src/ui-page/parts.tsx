@@ -1,5 +1,5 @@
 // Pieces every view of the page uses: an error as the command line prints it, a step under
-// way with its time so far, durations.
+// way with its time so far, durations and sizes.
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError } from './api.js';
 
@@ -14,6 +14,20 @@ export function duration(ns: number | null): string {
   if (ns < 1e6) return `${(ns / 1e3).toPrecision(3)}µs`;
   if (ns < 1e9) return `${(ns / 1e6).toPrecision(3)}ms`;
   return `${(ns / 1e9).toPrecision(3)}s`;
+}
+
+/** Bytes as a short size: 812 B, 12.3 KiB, 4.56 MiB, 1.20 GiB. */
+export function bytes(n: number | null): string {
+  if (n === null) return '-';
+  if (Math.abs(n) < 1024) return `${Math.round(n)} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = n / 1024;
+  let unit = 0;
+  while (Math.abs(value) >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toPrecision(3)} ${units[unit]}`;
 }
 
 /**

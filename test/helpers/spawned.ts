@@ -14,31 +14,36 @@ export interface Spawned {
 }
 
 /** Every process spawned here that has not ended yet. */
-const running = new Set<ChildProcess>();
+const unended = new Set<ChildProcess>();
 
 // A test that fails or times out midway leaves what it started running (upscope paused at a
 // hook, a target it was tracing): killed once the file's tests are done, with their pipes
 // closed (a grandchild may hold them), else the file's process would wait for them forever.
 after(() => {
-  for (const child of running) {
+  for (const child of unended) {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    child.stdin?.destroy();
     child.stdout?.destroy();
     child.stderr?.destroy();
   }
-  running.clear();
+  unended.clear();
 });
 
-/** Start a program with stdin closed and its output collected (NO_COLOR set, `env` added). */
+/**
+ * Start a program with its output collected (NO_COLOR set, `env` added), and stdin closed, or
+ * with `stdin: 'pipe'` a pipe the test writes to (child.stdin).
+ */
 export function spawnCollected(
   command: string,
   args: readonly string[],
   env: NodeJS.ProcessEnv = {},
+  stdin: 'ignore' | 'pipe' = 'ignore',
 ): Spawned {
   const child = spawn(command, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [stdin, 'pipe', 'pipe'],
     env: { ...process.env, NO_COLOR: '1', ...env },
   });
-  running.add(child);
+  unended.add(child);
   const spawned: Spawned = {
     child,
     pid: child.pid!,
@@ -46,7 +51,7 @@ export function spawnCollected(
     stderr: '',
     exited: new Promise((resolve) =>
       child.once('close', (code, signal) => {
-        running.delete(child);
+        unended.delete(child);
         resolve({ code, signal });
       }),
     ),

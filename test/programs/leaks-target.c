@@ -4,6 +4,8 @@
  * known number of blocks of known sizes from three call paths. The target counts what it
  * leaks itself and writes it to the file given as its first argument:
  *   <path> <blocks> <bytes>   (one line per path: leak_path_a, leak_path_b, leak_path_c)
+ * With a second argument `hold`, it says "ready" and waits for a line on stdin before it
+ * starts, and once the file is written says "held" and keeps its leaks until stdin closes.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -63,7 +65,19 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+static void wait_line(void) {
+  int c;
+  while ((c = getchar()) != EOF && c != '\n') {
+  }
+}
+
 int main(int argc, char **argv) {
+  int hold = argc > 2 && strcmp(argv[2], "hold") == 0;
+  if (hold) {
+    printf("ready\n");
+    fflush(stdout);
+    wait_line();
+  }
   pthread_t threads[THREADS];
   for (long t = 0; t < THREADS; t++) pthread_create(&threads[t], NULL, worker, (void *)t);
   for (int t = 0; t < THREADS; t++) pthread_join(threads[t], NULL);
@@ -74,5 +88,11 @@ int main(int argc, char **argv) {
   for (int p = 0; p < 3; p++)
     fprintf(out, "%s %ld %ld\n", names[p], atomic_load(&leaked_blocks[p]), atomic_load(&leaked_bytes[p]));
   fclose(out);
+  if (hold) {
+    printf("held\n");
+    fflush(stdout);
+    while (getchar() != EOF) {
+    }
+  }
   return 0;
 }

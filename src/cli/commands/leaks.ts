@@ -3,14 +3,14 @@ import type { Command } from '@commander-js/extra-typings';
 import { type LeakSnapshot, leaks } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import {
-  countSink,
   type Format,
-  leakStackCounts,
+  isStackFormat,
   parseFormat,
   renderLeaksJson,
   renderLeaksText,
 } from '../../output/index.js';
 import { type Io, withOutput } from '../io.js';
+import { leakTitle, renderLeakStacks } from '../leak-documents.js';
 import type { CommandResult } from '../main.js';
 import {
   childrenOption,
@@ -91,27 +91,26 @@ function reportWriter(options: LeaksCliOptions, io: Io, title: string) {
       end: () => {},
     };
   }
-  let format: Format;
+  let format: Format | undefined;
   try {
     format = parseFormat('bytes', name);
   } catch {
+    format = undefined;
+  }
+  if (format === undefined || !isStackFormat(format)) {
     throw new ProbeError(
       'ERR_USAGE',
       `Cannot use --format "${name}" with leaks: give text, json, folded, flamegraph, pprof or speedscope`,
     );
   }
   checkTerminal(format, options.output !== undefined);
-  const sink = countSink(format, io.out, { by: 'ustack', weight: 'bytes', title });
-  sink.begin();
+  const stacks = format;
   let last: LeakSnapshot | undefined;
   return {
     write: (snapshot: LeakSnapshot) => {
       last = snapshot;
     },
-    end: () => {
-      if (last !== undefined) sink.value({ rows: leakStackCounts(last), final: true });
-      sink.end();
-    },
+    end: () => io.out(renderLeakStacks(last, stacks, title)),
   };
 }
 
@@ -185,11 +184,7 @@ export function registerLeaks(program: Command, io: Io, result: CommandResult): 
             { hints: ["For example: upscope leaks -c './app 5'"] },
           );
         }
-        const writer = reportWriter(
-          options,
-          io,
-          `Outstanding bytes of ${options.command ?? `process ${options.pid}`}`,
-        );
+        const writer = reportWriter(options, io, leakTitle(options));
         await onEngine(options, io, result, async (engine) => {
           await runLeaks(options, engine, io, result, writer);
         });

@@ -26,6 +26,9 @@ export function registerUi(program: Command, io: Io, result: CommandResult): voi
         'function; it exports flame graph SVG, Chrome trace and JSON. It records the calls of ' +
         'a process or command (upscope record) or opens a recording directory, and shows its ' +
         'call tree, functions and flame graph, with the exports of upscope graph and replay. ' +
+        'It finds the leaks of a process or command (upscope leaks): the stacks holding the ' +
+        'most bytes not freed, live, their growth and flame graph, with the exports of upscope ' +
+        'leaks. Long steps (planning thousands of functions) show how far they got. ' +
         'Its Stop, closing the ' +
         'page, or stopping upscope ui (Ctrl-C) removes every probe. Requests without the ' +
         "token, from another site's page (Origin) or by another host name (Host) are refused. " +

@@ -35,6 +35,7 @@ import {
   renderHistogramsJson,
 } from '../../output/index.js';
 import { sinkOptions } from '../commands/trace.js';
+import { type PlanStep, planProgressText } from '../io.js';
 
 /** The engines the page's measurements run on here (null: none is allowed). */
 export function uiEngines(): { aggregate: 'bpf' | null; trace: 'tracefs' | 'bpf' | null } {
@@ -78,6 +79,7 @@ export class Measurement {
   readonly #startedMs = Date.now();
   #state: MeasureState = 'starting';
   #progress = 'resolving the specs and attaching the probes';
+  #fraction: number | null = null;
   #error: string | null = null;
   #notes: string[] = [];
   #aggregate: Aggregate<ProbeCount[]> | Aggregate<ProbeHistogram[]> | undefined;
@@ -94,6 +96,8 @@ export class Measurement {
   #format: ((event: ProbeEvent) => string) | undefined;
   /** Told when the measurement ends by itself (its process or command ended, a failure). */
   onEnd: (() => void) | undefined;
+  /** Told as its step under way gets on (the planning of a pattern's functions). */
+  onProgress: ((progress: string, fraction: number | null) => void) | undefined;
 
   constructor(id: string, kind: MeasureKind, specs: readonly string[], target: TargetChoice) {
     this.id = id;
@@ -112,6 +116,7 @@ export class Measurement {
       command: this.#target.command,
       commandStdout: this.#devNull,
       onNotice: (text: string) => this.#notes.push(text),
+      onProgress: (step: PlanStep) => this.#planned(step),
     };
     try {
       if (this.kind === 'trace') {
@@ -159,6 +164,15 @@ export class Measurement {
 
   #sites = 0;
   #skipped = 0;
+
+  #planned(step: PlanStep): void {
+    const planning = step.done < step.total;
+    this.#progress = planning
+      ? planProgressText(step)
+      : `${step.total.toLocaleString('en-US')} functions of ${step.target} planned; attaching the probes`;
+    this.#fraction = planning && step.total > 0 ? step.done / step.total : null;
+    this.onProgress?.(this.#progress, this.#fraction);
+  }
 
   #attached(sites: number, skipped: number, notes: readonly string[]): void {
     this.#sites = sites;
@@ -235,6 +249,7 @@ export class Measurement {
       state: this.#state,
       elapsedMs: Date.now() - this.#startedMs,
       progress: this.#progress,
+      fraction: this.#state === 'starting' ? this.#fraction : null,
       error: this.#error,
       notes: this.#notes,
       probes: this.#sites,
@@ -368,10 +383,12 @@ export class Measurement {
   }
 }
 
-function noEngine(what: string): ProbeError {
+/** Why a measurement cannot run here: no engine it needs is allowed for this user. */
+export function noEngine(what: MeasureKind | 'leaks'): ProbeError {
+  const verb = what === 'trace' ? 'trace' : what === 'leaks' ? 'find leaks' : 'measure';
   return new ProbeError(
     'ERR_PRIVILEGES',
-    `Cannot ${what === 'trace' ? 'trace' : 'measure'}: this user may use neither tracefs nor BPF`,
+    `Cannot ${verb}: this user may use neither tracefs nor BPF`,
     {
       hints: [
         'Run upscope ui as root, or with CAP_BPF and CAP_PERFMON',

@@ -18,6 +18,7 @@ import {
   renderFunctionReportText,
   sortFunctionStats,
 } from '../../output/index.js';
+import { planProgressText } from '../io.js';
 import { graphOf, namer, renderGraphStacks, writeReplayTrace } from '../recording-documents.js';
 import { type ExportFile, errorText, uiEngines } from './measurement.js';
 
@@ -63,6 +64,8 @@ export class RecordingResult {
   #tree: RecordingTreeView | undefined;
   /** Told when it changes by itself (the program ended, reading finished, a failure). */
   onEnd: (() => void) | undefined;
+  /** Told as the planning of its functions gets on. */
+  onProgress: ((progress: string, fraction: number | null) => void) | undefined;
 
   private constructor(id: string, target: string, specs: readonly string[], progress: string) {
     this.id = id;
@@ -118,7 +121,16 @@ export class RecordingResult {
         engine,
         signal: this.#abort.signal,
         onNotice: (text) => this.#notes.push(text),
+        onProgress: (step) => {
+          const planning = step.done < step.total;
+          this.#progress = planning
+            ? planProgressText(step)
+            : `${step.total.toLocaleString('en-US')} functions of ${step.target} planned; attaching an entry and a return probe to each`;
+          this.#fraction = planning && step.total > 0 ? step.done / step.total : null;
+          this.onProgress?.(this.#progress, this.#fraction);
+        },
       });
+      this.#fraction = null;
       this.#recorder = recorder;
       this.#functions = recorder.functions;
       const ms = performance.now() - attachStarted;

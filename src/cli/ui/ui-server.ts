@@ -7,6 +7,7 @@ import {
   type DoctorView,
   type FunctionsView,
   functionDisplayName,
+  type LeaksRequest,
   listFunctions,
   listObjects,
   listProcesses,
@@ -31,6 +32,7 @@ import { InternalError, renderError } from '../../errors/index.js';
 import { formatAddress, HttpEndpoint, type ListenAddress } from '../../exporters/index.js';
 import { hex } from '../../output/index.js';
 import { renderSite, renderSkipped } from '../commands/resolve.js';
+import { LeakResult } from './leak-result.js';
 import { errorText, Measurement, uiEngines } from './measurement.js';
 import { RecordingResult } from './recording-result.js';
 
@@ -54,8 +56,8 @@ const STATIC: Readonly<Record<string, string>> = {
   '/favicon.svg': 'image/svg+xml',
 };
 
-/** What a page started or opened: a measurement, or a recording of calls. */
-type Result = Measurement | RecordingResult;
+/** What a page started or opened: a measurement, a recording of calls, a leak report. */
+type Result = Measurement | RecordingResult | LeakResult;
 
 /** A page connected to the event stream; its measurements and recordings end when it goes. */
 interface Client {
@@ -354,10 +356,17 @@ export class UiServer {
     return client;
   }
 
-  /** Adds a page's result; the page is sent the results at once when it changes by itself. */
+  /**
+   * Adds a page's result; the page is sent the results at once when it changes by itself, and
+   * the steps of its start as they come.
+   */
   #add(client: Client, result: Result): { id: string } {
     client.results.set(result.id, result);
     result.onEnd = () => this.#tick();
+    if (!(result instanceof LeakResult)) {
+      result.onProgress = (progress, fraction) =>
+        send(client.res, { type: 'progress', id: result.id, progress, fraction });
+    }
     return { id: result.id };
   }
 
@@ -495,6 +504,41 @@ export class UiServer {
         `${measurement.kind} ${specs.join(' ')}: ${measurement.state === 'failed' ? 'failed' : 'attached'}`,
       );
       return { id: measurement.id };
+    },
+    '/api/leaks': async (body): Promise<{ id: string }> => {
+      const client = this.#client(body);
+      const request = body as Partial<LeaksRequest>;
+      const pid = optionalPid(body);
+      const command =
+        typeof request.command === 'string' && request.command.trim() !== ''
+          ? request.command.trim()
+          : undefined;
+      if ((pid === undefined) === (command === undefined)) {
+        throw usage('Cannot find leaks: give a process or a command, one of them', [
+          'Pick a process, or a command to start, in Targets',
+        ]);
+      }
+      const top = request.top;
+      if (top !== undefined && (typeof top !== 'number' || !Number.isInteger(top) || top <= 0)) {
+        throw usage(`Cannot show the top "${String(top)}" stacks: give a positive whole number`);
+      }
+      const older = request.olderThanMs;
+      if (older !== undefined && (typeof older !== 'number' || !(older >= 0))) {
+        throw usage(`Cannot use older than "${String(older)}" ms: give a duration of 0 or more`);
+      }
+      const found = new LeakResult(`l${this.#nextId++}`, {
+        pid,
+        command,
+        top,
+        olderThanMs: older,
+        mmap: request.mmap === true,
+      });
+      this.#add(client, found);
+      await found.start();
+      this.#notice(
+        `leaks of ${command ?? `process ${pid}`}: ${found.state === 'failed' ? 'failed' : 'attached'}`,
+      );
+      return { id: found.id };
     },
     '/api/record': (body): { id: string } => {
       const client = this.#client(body);
