@@ -260,6 +260,11 @@ export class Tracer {
               excludePids: covered.exclude.flatMap((pid) => threadsOrNone(pid, false)),
               bufferSizeKb,
               startAtExecOf: launched?.pid,
+              onDefined:
+                options.onProgress === undefined
+                  ? undefined
+                  : (done, total) =>
+                      options.onProgress?.({ done, total, target: 'tracefs', attaching: true }),
             });
       const attachment = new Attachment(
         stream,

@@ -259,7 +259,8 @@ export function progressLine(io: Io, everyMs = 250): { show(text: string): void;
 
 /**
  * A progress line for the planning of a pattern's functions (`upscope: planning 12,000 of
- * 78,645 functions of /usr/bin/node`), cleared when the last one is planned.
+ * 78,645 functions of /usr/bin/node`) and of the placing of probes where it is slow (tracefs),
+ * cleared when the last one is done.
  */
 export function planProgress(io: Io): (progress: PlanStep) => void {
   const line = progressLine(io);
@@ -274,9 +275,17 @@ export interface PlanStep {
   readonly done: number;
   readonly total: number;
   readonly target: string;
+  /** The step places probes (done of total) on the engine `target` names. */
+  readonly attaching?: boolean | undefined;
 }
 
-/** `planning 12,000 of 78,645 functions of /usr/bin/node`: said on a terminal and in the page. */
-export function planProgressText({ done, total, target }: PlanStep): string {
-  return `planning ${done.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} functions of ${target}`;
+/**
+ * `planning 12,000 of 78,645 functions of /usr/bin/node`, or `attaching 1,200 of 3,534
+ * probes (tracefs)`: said on a terminal and in the page.
+ */
+export function planProgressText({ done, total, target, attaching }: PlanStep): string {
+  const counts = `${done.toLocaleString('en-US')} of ${total.toLocaleString('en-US')}`;
+  return attaching === true
+    ? `attaching ${counts} probes (${target})`
+    : `planning ${counts} functions of ${target}`;
 }

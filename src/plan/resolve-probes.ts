@@ -78,6 +78,12 @@ export interface PlanProgress {
   readonly total: number;
   /** The file whose functions they are, as the user named it. */
   readonly target: string;
+  /**
+   * Set when the step is the engine's placing of probes after the planning: `done` of `total`
+   * probes placed (the tracefs engine writes one uprobe event at a time; thousands take
+   * minutes), `target` the engine.
+   */
+  readonly attaching?: boolean | undefined;
 }
 
 export interface ResolveOptions {

@@ -37,3 +37,29 @@ test("count 'libc:*' on a terminal says how far the planning of libc's functions
   assert.equal(inPipe.status, 0, inPipe.stderr);
   assert.doesNotMatch(inPipe.stderr, /planning/);
 });
+
+test('trace --engine tracefs on a terminal says how many of its probes are attached (one uprobe event at a time), then clears the line; in a pipe it says nothing of it', (t) => {
+  if (!requireHost(t, { root: true, commands: ['script'] })) return;
+  const command = `${process.execPath} ${BIN} trace --engine tracefs -c /bin/true 'libc:str*'`;
+  const onTerminal = execFileSync('script', ['-qec', command, '/dev/null'], {
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+  });
+  const steps = [
+    ...onTerminal.matchAll(/upscope: attaching ([\d,]+) of ([\d,]+) probes \(tracefs\)/g),
+  ];
+  assert.ok(steps.length > 0, onTerminal.slice(0, 2000));
+  const total = Number(steps[0]![2]!.replace(/,/g, ''));
+  assert.ok(
+    steps.some((step) => Number(step[1]!.replace(/,/g, '')) < total),
+    'a step before the last',
+  );
+  const said = /Tracing ([\d,]+) probes/.exec(onTerminal);
+  assert.ok(said, onTerminal.slice(-2000));
+  assert.equal(total, Number(said[1]!.replace(/,/g, '')), 'attached as many as it traces');
+  const clear = `\r${String.fromCharCode(0x1b)}[K`;
+  assert.ok(onTerminal.includes(`${clear}Tracing `), JSON.stringify(onTerminal.slice(-400)));
+  const inPipe = runCli(['trace', '--engine', 'tracefs', '-c', '/bin/true', 'libc:str*']);
+  assert.equal(inPipe.status, 0, inPipe.stderr);
+  assert.doesNotMatch(inPipe.stderr, /attaching/);
+});

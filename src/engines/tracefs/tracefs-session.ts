@@ -116,6 +116,9 @@ export function removeEvent(tracefs: string, group: string, event: string): bool
 }
 
 /** A site to define: what the uprobe_events line needs, plus what names the event. */
+/** How many events are defined between two reports of define()'s progress. */
+const DEFINED_EVERY = 25;
+
 export interface TracefsSite extends EventLineSite {
   /** The function holding the site; names the event (`malloc`, `parse_request_1a`). */
   readonly symbol?: string | undefined;
@@ -329,7 +332,14 @@ export class TracefsSession {
    * line, the events this call defined are removed again and a ProbeError
    * ERR_KERNEL_REFUSED_PROBE carries the kernel's error_log message, the line and its caret.
    */
-  define(sites: readonly TracefsSite[]): DefinedEvent[] {
+  /**
+   * Define an event for each site, in order; `onDefined` hears how many are defined so far,
+   * now and then and after the last.
+   */
+  define(
+    sites: readonly TracefsSite[],
+    onDefined?: (done: number, total: number) => void,
+  ): DefinedEvent[] {
     this.#assertOpen('define events');
     const eventsFile = `${this.#root}/uprobe_events`;
     const listed = parseUprobeEvents(readControl(eventsFile) ?? '');
@@ -358,7 +368,11 @@ export class TracefsSession {
       this.#events.push(defined);
       // Fault tests stop here: one event defined, the rest not yet.
       pausePoint('attaching');
+      if (onDefined !== undefined && added.length % DEFINED_EVERY === 0) {
+        onDefined(added.length, sites.length);
+      }
     }
+    onDefined?.(added.length, sites.length);
     return added;
   }
 

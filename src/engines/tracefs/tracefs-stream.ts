@@ -32,6 +32,8 @@ export interface StreamOptions {
    * launcher's own code) are dropped, so the trace starts at the command's first instruction.
    */
   readonly startAtExecOf?: number | undefined;
+  /** How many of the events are defined so far (see TracefsSession.define()). */
+  readonly onDefined?: ((done: number, total: number) => void) | undefined;
 }
 
 interface Route {
@@ -110,7 +112,7 @@ export class TracefsStream {
     const session = new TracefsSession({ tracefs: options.tracefs });
     const bookkeeping = new TracefsSession({ tracefs: options.tracefs });
     try {
-      const defined = session.define(sites);
+      const defined = session.define(sites, options.onDefined);
       session.createInstance({ bufferSizeKb: options.bufferSizeKb });
       bookkeeping.createInstance({ bufferSizeKb: BOOKKEEPING_BUFFER_KB });
       const dir = session.instancePath!;
