@@ -93,6 +93,27 @@ export interface ProcessAttachOptions extends ProbesOptions, FollowOptions {
 
 export interface ProcessTracerOptions extends ProcessAttachOptions, SpawnOptions {}
 
+/** The stack words an inline hook's record keeps (arch's STACK_WORDS): arg6 and up live there. */
+const INLINE_STACK_ARGS = 3;
+
+/**
+ * Whether a fetch needs only what an inline hook records: registers and the arguments in the
+ * first stack words (no dereference, no string).
+ */
+function fitsInlineRecord(fetch: ProbeSite['fetches'][number]): boolean {
+  if (fetch.type === 'string' || fetch.type === 'ustring') return false;
+  const expr = fetch.expr;
+  switch (expr.kind) {
+    case 'arg':
+      return expr.index < 6 + INLINE_STACK_ARGS;
+    case 'deref':
+    case 'variable':
+      return false;
+    default:
+      return true;
+  }
+}
+
 /** A site of a spec: placed in every followed process that has its file mapped. */
 interface SpecSite {
   readonly registration: ProcessRegistration;
@@ -157,9 +178,12 @@ export class ProcessTracer {
   /** Registrations resolved again in a replaced file (id and file), tried once each. */
   readonly #tried = new Set<string>();
   readonly #notices: string[] = [];
+  /** Entry probes are served by inline hooks where they can be (the inject engine). */
+  readonly #inline: boolean;
 
-  private constructor(probes: ProcessProbes, options: FollowOptions) {
+  private constructor(probes: ProcessProbes, options: FollowOptions & ProbesOptions) {
     this.#probes = probes;
+    this.#inline = options.inline !== undefined;
     this.#followExec = options.followExec ?? false;
     probes.register({
       id: '\u0000exec',
@@ -421,7 +445,12 @@ export class ProcessTracer {
       if (address === undefined) continue;
       const { registration, site } = spec;
       const internalId = this.#internalId(registration.id);
+      const inline =
+        this.#inline && registration.event === 'breakpoint' && site.kind === 'entry'
+          ? this.#inlineFor(site)
+          : undefined;
       this.#probes.registerIn(pid, {
+        inline,
         id: internalId,
         event: registration.event,
         where: address,
@@ -499,6 +528,30 @@ export class ProcessTracer {
     return added;
   }
 
+  /**
+   * What an inline hook needs to serve `site` (ProcessProbes' Registration.inline), or
+   * undefined (with a notice) when one of its fetches reads memory beyond the first stack
+   * words, which a hook does not copy: an int3 serves it.
+   */
+  #inlineFor(site: ProbeSite): { jumpTargets: readonly bigint[] | undefined } | undefined {
+    const fetches = [...site.fetches, ...(site.optionFetches ?? [])];
+    const reading = fetches.find((fetch) => !fitsInlineRecord(fetch));
+    if (reading !== undefined) {
+      this.#notices.push(
+        `${probeName(site)}: served by an int3 (a trap per hit) instead of an inline hook: its fetch "${reading.name}" reads memory, which an inline hook does not copy yet`,
+      );
+      return undefined;
+    }
+    return { jumpTargets: site.jumpTargetsNear };
+  }
+
+  /** Hits inline hooks could not record (their ring was full), in total, since the last call. */
+  takeLost(): number {
+    let total = 0;
+    for (const count of this.#probes.takeLost().values()) total += count;
+    return total;
+  }
+
   /** Things the tracer noticed that a user should hear of, since the last call (oldest first). */
   takeNotices(): string[] {
     for (const notice of this.#probes.takeNotices()) this.#notices.push(this.#describe(notice));
@@ -526,6 +579,8 @@ export class ProcessTracer {
             : `in the last ${(Number(process.hrtime.bigint() - notice.sinceNs) / 1e9).toFixed(1)} s (since its last hit)`;
         return `${where}: another tracer removed upscope's breakpoint (a kernel uprobe that was placed over it and then removed puts back the byte it found); it is in again, but hits ${since} may have been missed`;
       }
+      case 'trap':
+        return `${where}: served by an int3 (a trap per hit) instead of an inline hook: ${notice.reason ?? 'no reason given'}`;
     }
   }
 

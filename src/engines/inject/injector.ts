@@ -1,0 +1,462 @@
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import {
+  buildEntryTrampoline,
+  jumpRel32,
+  planEntryPatch,
+  RECORD,
+  RECORD_REGS,
+  RING,
+  relocatedOffset,
+  STACK_WORDS,
+  TRAMPOLINE_MAX_BYTES,
+} from '../../arch/index.js';
+import { ProbeError } from '../../errors/index.js';
+import { loadNative, type NativeMemory, SYSCALL, USER_REGS } from '../../native/index.js';
+import type { InlineHit, InlineHooks } from '../ptrace/inline-hooks.js';
+import { Registers } from '../ptrace/registers.js';
+import { SIGTRAP, type Tracee } from '../ptrace/tracee.js';
+import { XolArea } from '../ptrace/xol-area.js';
+import { TscClock } from './tsc-clock.js';
+
+/** Records in a ring by default: 64 Ki (12 MiB), a burst of about 6 ms at 10 M hits/s. */
+export const DEFAULT_RING_RECORDS = 1 << 16;
+
+const PROT_READ_WRITE = 3n;
+const MAP_SHARED = 1n;
+const MFD_CLOEXEC = 1n;
+/** Where glibc keeps a thread's id in its TCB (struct pthread's tid) on x86-64. */
+const GLIBC_TID_OFFSET = 0x2d0;
+/** How many times every thread is stopped to find the thread id in the TCB, at most. */
+const TID_TRIES = 3;
+/** How far into the TCB the thread id is looked for. */
+const TCB_SCAN_BYTES = 0x1000;
+/** Steps a thread may take to leave a trampoline's recording part (it has about 70 instructions). */
+const MAX_STEPS = 400;
+
+/** A hooked function. */
+interface Hook {
+  readonly vaddr: bigint;
+  readonly index: number;
+  readonly trampoline: bigint;
+  readonly original: Uint8Array;
+  readonly patch: Uint8Array;
+  /** Where the relocated instructions start in the trampoline, and what they stand for. */
+  readonly relocatedAt: bigint;
+  readonly relocatedEnd: bigint;
+  readonly map: readonly { readonly offset: number; readonly vaddr: bigint }[];
+}
+
+/** The ring shared with the process: a memfd both map. */
+interface Ring {
+  readonly vaddr: bigint;
+  readonly sizeBytes: number;
+  readonly local: NativeMemory;
+  readonly u64: BigUint64Array;
+  readonly u32: Uint32Array;
+  tail: number;
+}
+
+export interface InjectorOptions {
+  /** Records the ring holds (a power of two; default DEFAULT_RING_RECORDS). */
+  readonly ringRecords?: number | undefined;
+}
+
+/**
+ * The inline hooks of one traced process (the `inject` engine): a code page and a ring
+ * buffer mapped into it over ptrace, a trampoline per hooked function written there, and a
+ * `jmp` patched over the function's first instructions. The trampolines record each hit
+ * (registers, a few stack words, thread id, TSC) in the ring, which upscope reads in place;
+ * nothing stops the thread. See arch's trampoline.ts for the code and the ring's protocol.
+ */
+export class Injector implements InlineHooks {
+  readonly #tracee: Tracee;
+  readonly #capacity: number;
+  #xol: XolArea;
+  #ring: Ring | undefined;
+  readonly #hooks = new Map<bigint, Hook>();
+  /** Hooks removed whose trampoline may still be run by a thread (kept mapped). */
+  #retired: Hook[] = [];
+  /** Hooked address by probe index (indexes are not reused within a ring). */
+  #byIndex: (bigint | undefined)[] = [];
+  #lostSeen: number[] = [];
+  #clock: TscClock | undefined;
+  #tidTries = 0;
+  #tidKnown = false;
+
+  /** A factory for ProcessProbes' `inline` option. */
+  static factory(options: InjectorOptions = {}): (tracee: Tracee) => Injector {
+    return (tracee) => new Injector(tracee, options);
+  }
+
+  constructor(tracee: Tracee, options: InjectorOptions = {}) {
+    this.#tracee = tracee;
+    const records = options.ringRecords ?? DEFAULT_RING_RECORDS;
+    if (records <= 0 || (records & (records - 1)) !== 0) {
+      throw new ProbeError(
+        'ERR_USAGE',
+        `Cannot size the ring at ${records} records: give a power of two`,
+      );
+    }
+    this.#capacity = records;
+    this.#xol = new XolArea(tracee, TRAMPOLINE_MAX_BYTES);
+  }
+
+  has(vaddr: bigint): boolean {
+    return this.#hooks.has(vaddr);
+  }
+
+  place(
+    vaddr: bigint,
+    jumpTargets: readonly bigint[] | undefined,
+    tid: number,
+    pcs: readonly bigint[],
+  ): string | undefined {
+    if (this.#hooks.has(vaddr)) return undefined;
+    if (this.#byIndex.length >= RING.maxProbes) {
+      return `one process takes at most ${RING.maxProbes} inline hooks`;
+    }
+    const tracee = this.#tracee;
+    let code: Uint8Array;
+    try {
+      code = tracee.read(vaddr, 32);
+    } catch (err) {
+      if (!(err instanceof ProbeError)) throw err;
+      code = tracee.read(vaddr, 16);
+    }
+    if (code[0] === 0xcc) return "its first byte is an int3 (another tracer's breakpoint)";
+    const trampoline = this.#xol.take(vaddr, tid);
+    const relocatedAt = trampoline + BigInt(relocatedOffset());
+    const plan = planEntryPatch(code, vaddr, relocatedAt, jumpTargets);
+    if (plan.kind === 'refuse') {
+      this.#xol.release(trampoline);
+      return plan.reason;
+    }
+    const end = vaddr + BigInt(plan.length);
+    const inside = pcs.find((pc) => pc > vaddr && pc < end);
+    if (inside !== undefined) {
+      this.#xol.release(trampoline);
+      return `a thread is stopped inside its first ${plan.length} bytes (at 0x${inside.toString(16)})`;
+    }
+    const jump = jumpRel32(vaddr, trampoline);
+    if (jump === undefined) {
+      this.#xol.release(trampoline);
+      return 'no trampoline page could be mapped within 2 GiB of it';
+    }
+    const ring = this.#ring ?? this.#mapRing(tid, trampoline);
+    const index = this.#byIndex.length;
+    const bytes = buildEntryTrampoline({
+      at: trampoline,
+      ring: ring.vaddr,
+      capacity: this.#capacity,
+      probe: index,
+      relocated: plan.relocated,
+      back: end,
+    });
+    this.#xol.fill(trampoline, bytes);
+    const patch = new Uint8Array(plan.length).fill(0x90);
+    patch.set(jump);
+    this.#byIndex.push(vaddr);
+    this.#lostSeen.push(0);
+    this.#hooks.set(vaddr, {
+      vaddr,
+      index,
+      trampoline,
+      original: code.slice(0, plan.length),
+      patch,
+      relocatedAt,
+      relocatedEnd: relocatedAt + BigInt(plan.length),
+      map: plan.map,
+    });
+    // Every thread is stopped and none is inside these bytes: the jump is never seen half
+    // written. The kernel's resume of each thread orders its instruction fetches after this.
+    tracee.write(vaddr, patch);
+    return undefined;
+  }
+
+  remove(vaddr: bigint): void {
+    const hook = this.#hooks.get(vaddr);
+    if (hook === undefined) return;
+    this.#hooks.delete(vaddr);
+    this.#retired.push(hook);
+    this.#restore(hook);
+  }
+
+  /** Put a hooked function's bytes back, where our patch is still what is there. */
+  #restore(hook: Hook): void {
+    let now: Uint8Array;
+    try {
+      now = this.#tracee.read(hook.vaddr, hook.patch.length);
+    } catch (err) {
+      if (err instanceof ProbeError) return;
+      throw err;
+    }
+    if (now.every((b, i) => b === hook.patch[i])) this.#tracee.write(hook.vaddr, hook.original);
+  }
+
+  /** Map the ring: a memfd made in the process, mapped there and here, then closed there. */
+  #mapRing(tid: number, near: bigint): Ring {
+    const tracee = this.#tracee;
+    const sizeBytes = RING.records + this.#capacity * RECORD.bytes;
+    // The memfd's name, written where the process can read it: a slot of the code page.
+    const nameAt = this.#xol.take(near, tid);
+    this.#xol.fill(nameAt, new TextEncoder().encode('upscope-inject\0'));
+    const check = (result: bigint, what: string): bigint => {
+      if (result < 0n) {
+        throw new ProbeError(
+          'ERR_TARGET_MEMORY',
+          `Cannot map the inject engine's ring buffer into process ${tracee.pid}: ${what} failed with errno ${-result}`,
+        );
+      }
+      return result;
+    };
+    const fd = check(
+      tracee.injectSyscall(tid, SYSCALL.memfd_create, [nameAt, MFD_CLOEXEC]),
+      'memfd_create',
+    );
+    try {
+      check(tracee.injectSyscall(tid, SYSCALL.ftruncate, [fd, BigInt(sizeBytes)]), 'ftruncate');
+      const vaddr = check(
+        tracee.injectSyscall(tid, SYSCALL.mmap, [
+          0n,
+          BigInt(sizeBytes),
+          PROT_READ_WRITE,
+          MAP_SHARED,
+          fd,
+          0n,
+        ]),
+        'mmap',
+      );
+      const native = loadNative();
+      const own = openSync(`/proc/${tracee.pid}/fd/${fd}`, 'r+');
+      let local: NativeMemory | number;
+      try {
+        local = native.mmap(sizeBytes, Number(PROT_READ_WRITE), own, 0);
+      } finally {
+        closeSync(own);
+      }
+      if (typeof local === 'number') {
+        tracee.injectSyscall(tid, SYSCALL.munmap, [vaddr, BigInt(sizeBytes)]);
+        check(BigInt(local), 'mmap in upscope');
+        throw new Error('unreachable');
+      }
+      const buffer = local.bytes.buffer;
+      const offset = local.bytes.byteOffset;
+      this.#ring = {
+        vaddr,
+        sizeBytes,
+        local,
+        u64: new BigUint64Array(buffer, offset, sizeBytes / 8),
+        u32: new Uint32Array(buffer, offset, sizeBytes / 4),
+        tail: 0,
+      };
+      this.#clock = new TscClock(native);
+      return this.#ring;
+    } finally {
+      tracee.injectSyscall(tid, SYSCALL.close, [fd]);
+    }
+  }
+
+  drain(visit: (hit: InlineHit) => void): void {
+    const ring = this.#ring;
+    if (ring === undefined) return;
+    const clock = this.#clock!;
+    clock.update();
+    const { u32, u64, local } = ring;
+    const bytes = local.bytes;
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const mask = this.#capacity - 1;
+    let tail = ring.tail;
+    const started = tail;
+    for (;;) {
+      const at = RING.records + (tail & mask) * RECORD.bytes;
+      // The record's seq (its low word is enough: records are never 2^32 apart) is written
+      // last: once it says this record, the rest is there.
+      if (Atomics.load(u32, at / 4) !== (tail + 1) >>> 0) break;
+      const index = view.getUint32(at + RECORD.probe, true);
+      const vaddr = this.#byIndex[index];
+      if (vaddr !== undefined) {
+        const regs = new Registers();
+        for (const [i, name] of RECORD_REGS.entries()) {
+          const from = at + RECORD.regs + 8 * i;
+          regs.bytes.set(bytes.subarray(from, from + 8), USER_REGS[name]);
+        }
+        regs.bytes.set(
+          bytes.subarray(at + RECORD.rflags, at + RECORD.rflags + 8),
+          USER_REGS.eflags,
+        );
+        regs.rip = vaddr;
+        visit({
+          vaddr,
+          tid: view.getUint32(at + RECORD.tid, true),
+          timeNs: clock.toNs(view.getBigUint64(at + RECORD.tsc, true)),
+          regs,
+          stack: bytes.slice(at + RECORD.stack, at + RECORD.stack + 8 * STACK_WORDS),
+        });
+      }
+      tail++;
+      // Give the room back as it is read, so that a long drain does not make the ring full.
+      if ((tail - started) % 1024 === 0) Atomics.store(u64, RING.tail / 8, BigInt(tail));
+    }
+    if (tail !== ring.tail) {
+      ring.tail = tail;
+      Atomics.store(u64, RING.tail / 8, BigInt(tail));
+    }
+  }
+
+  takeLost(): Map<bigint, number> {
+    const lost = new Map<bigint, number>();
+    const ring = this.#ring;
+    if (ring === undefined) return lost;
+    for (const [index, vaddr] of this.#byIndex.entries()) {
+      if (vaddr === undefined) continue;
+      const now = Number(Atomics.load(ring.u64, RING.lost / 8 + index));
+      const more = now - this.#lostSeen[index]!;
+      if (more > 0) {
+        this.#lostSeen[index] = now;
+        lost.set(vaddr, (lost.get(vaddr) ?? 0) + more);
+      }
+    }
+    return lost;
+  }
+
+  wantsStop(): boolean {
+    return this.#ring !== undefined && !this.#tidKnown && this.#tidTries < TID_TRIES;
+  }
+
+  /**
+   * Find where the thread id is in the TCB: the same offset from %fs's base holds each
+   * thread's id, for every thread (glibc's struct pthread; 0x2d0 tried first). Until then
+   * (and for good in a program without glibc's TCB, such as Go's), trampolines call gettid.
+   */
+  stopped(threads: readonly number[]): void {
+    const ring = this.#ring;
+    if (ring === undefined || this.#tidKnown) return;
+    this.#tidTries++;
+    if (!mapsGlibc(this.#tracee.pid)) return;
+    const tcbs: { tid: number; bytes: Uint8Array }[] = [];
+    for (const tid of threads) {
+      let fsBase: bigint;
+      try {
+        fsBase = this.#tracee.regs(tid).get('fs_base');
+      } catch (err) {
+        if (err instanceof ProbeError) continue;
+        throw err;
+      }
+      // A thread without a TCB yet (the loader has not set one up): try again later.
+      if (fsBase === 0n) return;
+      try {
+        tcbs.push({ tid, bytes: this.#tracee.read(fsBase, TCB_SCAN_BYTES) });
+      } catch (err) {
+        if (err instanceof ProbeError) return;
+        throw err;
+      }
+    }
+    if (tcbs.length === 0) return;
+    const holds = (offset: number) =>
+      tcbs.every(
+        ({ tid, bytes }) =>
+          new DataView(bytes.buffer, bytes.byteOffset).getUint32(offset, true) === tid,
+      );
+    let offset: number | undefined = holds(GLIBC_TID_OFFSET) ? GLIBC_TID_OFFSET : undefined;
+    for (let o = 8; offset === undefined && o < TCB_SCAN_BYTES; o += 4) if (holds(o)) offset = o;
+    if (offset === undefined) return;
+    Atomics.store(ring.u64, RING.tidOffset / 8, BigInt(offset));
+    this.#tidKnown = true;
+  }
+
+  release(tid: number): void {
+    for (const hook of this.#hooks.values()) {
+      this.#restore(hook);
+      this.#retired.push(hook);
+    }
+    this.#hooks.clear();
+    // No thread runs into a trampoline any more; those inside one leave it.
+    for (const thread of [...this.#tracee.threads]) this.#leave(thread);
+    const ring = this.#ring;
+    const [some] = this.#tracee.threads;
+    if (ring !== undefined && some !== undefined) {
+      this.#tracee.injectSyscall(some ?? tid, SYSCALL.munmap, [ring.vaddr, BigInt(ring.sizeBytes)]);
+    }
+    if (some !== undefined) this.#xol.unmapAll(some);
+  }
+
+  /** Unmap upscope's own view of the ring (after the last drain). */
+  close(): void {
+    this.#ring?.local.free();
+    this.#ring = undefined;
+  }
+
+  /**
+   * Bring stopped thread `tid` out of every trampoline: one stepping through the recording
+   * part is stepped until it reaches the relocated instructions, which it leaves for the
+   * original ones they stand for (not yet run: the same state).
+   */
+  #leave(tid: number): void {
+    const tracee = this.#tracee;
+    const all = [...this.#retired];
+    const inside = (pc: bigint) =>
+      all.find(
+        (hook) => pc >= hook.trampoline && pc < hook.trampoline + BigInt(TRAMPOLINE_MAX_BYTES),
+      );
+    let regs = tracee.regs(tid);
+    let hook = inside(regs.rip);
+    if (hook === undefined) return;
+    const kept: number[] = [];
+    for (let steps = 0; hook !== undefined && regs.rip < hook.relocatedAt; steps++) {
+      if (steps >= MAX_STEPS) {
+        throw new ProbeError(
+          'ERR_INTERNAL',
+          `Cannot bring thread ${tid} of process ${tracee.pid} out of an inline hook: it is still inside after ${MAX_STEPS} steps`,
+        );
+      }
+      tracee.step(tid);
+      for (;;) {
+        const report = tracee.waitChild(tid);
+        if (report.kind !== 'stopped') return;
+        if (report.signal === SIGTRAP) break;
+        // A signal for the thread: delivered once it is out.
+        if (report.event === 0) kept.push(report.signal);
+        tracee.step(tid);
+      }
+      regs = tracee.regs(tid);
+      hook = inside(regs.rip);
+    }
+    if (hook !== undefined && regs.rip < hook.relocatedEnd) {
+      const offset = Number(regs.rip - hook.relocatedAt);
+      let to = hook.map[0]!.vaddr;
+      for (const entry of hook.map) if (entry.offset <= offset) to = entry.vaddr;
+      regs.rip = to;
+      tracee.setRegs(tid, regs);
+    } else if (hook !== undefined) {
+      // On the jump back: where it goes.
+      regs.rip = hook.vaddr + BigInt(hook.original.length);
+      tracee.setRegs(tid, regs);
+    }
+    for (const signal of kept) loadNative().tgkill(tracee.pid, tid, signal);
+  }
+
+  originals(): { vaddr: bigint; bytes: Uint8Array }[] {
+    return [...this.#hooks.values()].map((hook) => ({ vaddr: hook.vaddr, bytes: hook.original }));
+  }
+
+  forget(): void {
+    this.#hooks.clear();
+    this.#retired = [];
+    this.#byIndex = [];
+    this.#lostSeen = [];
+    this.#xol.forget();
+    this.#ring?.local.free();
+    this.#ring = undefined;
+    this.#tidKnown = false;
+    this.#tidTries = 0;
+  }
+}
+
+/** Whether the process has glibc mapped (whose TCB holds each thread's id). */
+function mapsGlibc(pid: number): boolean {
+  try {
+    return /\/libc\.so\.6$/m.test(readFileSync(`/proc/${pid}/maps`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
