@@ -282,6 +282,7 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
       returnProbes: options.returnProbes,
       optionFetches: fetches,
       onNotice: options.onNotice,
+      engine: options.engine === 'inject' ? 'inject' : 'ptrace',
     },
     {
       returns: (spec) => latency || /^r:/.test(spec),
@@ -341,7 +342,7 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
     probes,
     {
       engine,
-      name: 'ptrace',
+      name: options.engine === 'inject' ? 'inject' : 'ptrace',
       read,
       ended: new Promise<void>((resolve) => {
         void run.ended.then(() => {

@@ -62,15 +62,28 @@ interface CommonOptions {
   strict?: true;
   debugDir?: string[];
   returnProbes?: 'auto' | 'sites' | 'trampoline';
-  engine?: 'bpf' | 'ptrace';
+  engine?: 'bpf' | 'ptrace' | 'inject';
   commandOutput?: string;
   /** The -c command's stdout (see --command-output), set by onEngine(). */
   commandStdout?: number | undefined;
 }
 
-function parseEngine(value: string): 'bpf' | 'ptrace' {
-  if (value === 'bpf' || value === 'ptrace') return value;
-  throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}" here: give bpf or ptrace`);
+function parseEngine(value: string): 'bpf' | 'ptrace' | 'inject' {
+  if (value === 'bpf' || value === 'ptrace' || value === 'inject') return value;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot use engine "${value}" here: give bpf, ptrace or inject (count only)`,
+  );
+}
+
+/** hist and latency do not run on inline hooks yet: said before anything starts. */
+function refuseInject(options: CommonOptions, command: string): void {
+  if (options.engine !== 'inject') return;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot run ${command} on the inject engine: it serves trace and count only for now`,
+    { hints: [`Use --engine ptrace (one process, no root) or bpf (root) for ${command}`] },
+  );
 }
 
 /**
@@ -84,16 +97,20 @@ async function onEngine(
   options: CommonOptions,
   io: Io,
   result: CommandResult,
-  body: (engine: 'bpf' | 'ptrace') => Promise<void>,
+  body: (engine: 'bpf' | 'ptrace' | 'inject') => Promise<void>,
 ): Promise<void> {
   // The helper process was started because the ptrace engine was chosen (and said why).
-  let engine = inPtraceHelper() ? 'ptrace' : (options.engine ?? 'bpf');
+  let engine = inPtraceHelper()
+    ? options.engine === 'inject'
+      ? 'inject'
+      : 'ptrace'
+    : (options.engine ?? 'bpf');
   const oneProcess = options.pid !== undefined || options.command !== undefined;
   if (options.engine === undefined && engine === 'bpf' && oneProcess && !bpfAllowed()) {
     io.err('upscope: BPF is not allowed here: using the ptrace engine (slower per hit)\n');
     engine = 'ptrace';
   }
-  if (engine === 'ptrace' && ptraceInHelper()) {
+  if ((engine === 'ptrace' || engine === 'inject') && ptraceInHelper()) {
     // The helper runs the same command line: it listens on the exporters' ports instead.
     await releaseExporters();
     result.status = await runInHelper();
@@ -147,8 +164,10 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     .option(...returnProbesOption)
     .option(
       '--engine <engine>',
-      'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON) or ptrace (one process, -p or -c, ' +
-        'in user space, far slower per hit); by default bpf, or ptrace where BPF is not allowed',
+      'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON), ptrace (one process, -p or -c, ' +
+        'in user space, far slower per hit) or inject (count only: one process, -p or -c, ' +
+        'function entries hooked inside it, no trap per hit); by default bpf, or ptrace where ' +
+        'BPF is not allowed',
       parseEngine,
     );
 }
@@ -156,7 +175,7 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
 function aggregateOptions(
   options: CommonOptions,
   io: Io,
-  engine: 'bpf' | 'ptrace',
+  engine: 'bpf' | 'ptrace' | 'inject',
 ): AggregateOptions {
   return {
     engine,
@@ -194,7 +213,7 @@ async function run<R>(
   const countsUnwinds = what === 'Counting';
   const report = aggregate.attachReport;
   const how =
-    aggregate.engine === 'ptrace'
+    aggregate.engine === 'ptrace' || aggregate.engine === 'inject'
       ? `process ${aggregate.commandPid ?? options.pid}`
       : report.multi > 0 && report.perf === 0
         ? 'uprobe_multi'
@@ -212,7 +231,7 @@ async function run<R>(
       noun,
       `${aggregate.engine}, ${how}, attached in ${report.milliseconds.toFixed(1)} ms`,
       aggregate.skipped,
-      aggregate.engine,
+      aggregate.engine === 'inject' ? 'ptrace' : aggregate.engine,
     ),
   );
   let signal: NodeJS.Signals | undefined;
@@ -427,6 +446,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           io,
           (print: Printer<ProbeHistogram[]>) =>
             onEngine(options, io, result, async (engine) => {
+              refuseInject(options, 'hist');
               const aggregate = await histogramOf(specs, value, {
                 ...aggregateOptions(options, io, engine),
                 linear: options.linear,
@@ -462,6 +482,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           io,
           (print: Printer<ProbeHistogram[]>) =>
             onEngine(options, io, result, async (engine) => {
+              refuseInject(options, 'latency');
               const aggregate = await latencyOf(specs, {
                 ...aggregateOptions(options, io, engine),
                 unit,
