@@ -3,8 +3,9 @@
 // themselves; the totals are printed at the end, the truth the tests compare with.
 //   inject-target THREADS CALLS [DELAY_MS [ROUNDS]]
 // DELAY_MS: sleep before the calls (to attach with -p first); ROUNDS: repeat the calls
-// (with a short pause between rounds) so that a run lasts.
+// (with a short pause between rounds) so that a run lasts; 0: until SIGUSR1.
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +19,12 @@ static atomic_long tiny_calls;
 static volatile long sink;
 static long calls_per_thread;
 static int rounds = 1;
+static volatile sig_atomic_t stop;
+
+static void on_usr1(int sig) {
+  (void)sig;
+  stop = 1;
+}
 
 __attribute__((noinline)) long hooked(int8_t a, int16_t b, int32_t c, int64_t d, uint8_t e,
                                       uint64_t f, int32_t g, int64_t h) {
@@ -66,16 +73,19 @@ int main(int argc, char **argv) {
     struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
   }
-  for (int r = 0; r < rounds; r++) {
+  signal(SIGUSR1, on_usr1);
+  int done = 0;
+  for (int r = 0; rounds == 0 ? !stop : r < rounds; r++, done++) {
     pthread_t t[64];
     for (long i = 0; i < threads && i < 64; i++) pthread_create(&t[i], NULL, run, (void *)i);
     for (long i = 0; i < threads && i < 64; i++) pthread_join(t[i], NULL);
-    if (r + 1 < rounds) {
+    if (rounds == 0 || r + 1 < rounds) {
       struct timespec ts = {0, 20 * 1000000L};
       nanosleep(&ts, NULL);
     }
   }
   printf("hooked %ld looper %ld tiny %ld\n", atomic_load(&hooked_calls),
          atomic_load(&looper_calls), atomic_load(&tiny_calls));
+  printf("rounds %d\n", done);
   return 0;
 }

@@ -398,7 +398,14 @@ export class Injector implements InlineHooks {
       all.find(
         (hook) => pc >= hook.trampoline && pc < hook.trampoline + BigInt(TRAMPOLINE_MAX_BYTES),
       );
-    let regs = tracee.regs(tid);
+    let regs: Registers;
+    try {
+      regs = tracee.regs(tid);
+    } catch (err) {
+      // A thread that has just exited (its end not reported yet) runs nothing.
+      if (err instanceof ProbeError) return;
+      throw err;
+    }
     let hook = inside(regs.rip);
     if (hook === undefined) return;
     const kept: number[] = [];
