@@ -373,7 +373,11 @@ export class Injector implements InlineHooks {
     // No thread runs into a trampoline any more; those inside one leave it.
     for (const thread of [...this.#tracee.threads]) this.#leave(thread);
     const ring = this.#ring;
-    const [some] = this.#tracee.threads;
+    // System calls run through the leader where it is still there (other threads may be
+    // exiting, their end not reported yet).
+    const some = this.#tracee.threads.has(this.#tracee.pid)
+      ? this.#tracee.pid
+      : [...this.#tracee.threads][0];
     if (ring !== undefined && some !== undefined) {
       this.#tracee.injectSyscall(some ?? tid, SYSCALL.munmap, [ring.vaddr, BigInt(ring.sizeBytes)]);
     }

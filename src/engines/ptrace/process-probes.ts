@@ -698,7 +698,7 @@ export class ProcessProbes {
     }
     for (const tid of tracee.threads) this.#leaveSlots(tid);
     if (this.#inline !== undefined) {
-      const [any] = tracee.threads;
+      const any = tracee.threads.has(this.pid) ? this.pid : [...tracee.threads][0];
       // Hits recorded so far, then those of threads that were recording one and finish it.
       this.#serveInline('drop');
       if (any !== undefined) this.#inline.release(any);
