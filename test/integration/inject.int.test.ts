@@ -254,3 +254,46 @@ test('inline hooks added and removed 300 times while 8 threads call the function
     running.child.kill('SIGKILL');
   }
 });
+
+test('attach and detach 60 times while threads start and end all the time: never an error, the target unharmed, its count exact', async (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = target(['-O2']);
+  const calls = 200;
+  // Rounds of 8 short-lived threads, no pause between rounds, until SIGUSR1.
+  const running = spawnCollected(app, ['8', String(calls), '100', '0', '0']);
+  try {
+    await waitFor(running, /^ready \d+$/m, 'stdout');
+    let hits = 0;
+    for (let i = 0; i < 60; i++) {
+      // Seized thread by thread while others start and end; each attach alternates the
+      // engines' paths: inline hooks, then int3.
+      const tracer = await ProcessTracer.attach(running.pid, {
+        ...(i % 2 === 0 ? { inline: Injector.factory() } : {}),
+        // As the CLI does: the threads share the tracer's CPU, so that a new thread often
+        // runs to its end before its creator's clone event is read.
+        pin: true,
+      });
+      tracer.registerSync({
+        id: 'h',
+        event: 'breakpoint',
+        where: `${app}:hooked`,
+        handler: () => {
+          hits++;
+        },
+      });
+      tracer.poll(5);
+      tracer.detach();
+      assert.deepEqual(tracedChildren(), []);
+    }
+    assert.ok(hits > 0, 'the probes saw calls');
+    assert.doesNotMatch(readFileSync(`/proc/${running.pid}/maps`, 'utf8'), /upscope-inject/);
+    running.child.kill('SIGUSR1');
+    const exit = await ended(running, 60_000);
+    assert.deepEqual(exit, { code: 0, signal: null }, running.stderr);
+    const rounds = Number(/^rounds (\d+)$/m.exec(running.stdout)?.[1]);
+    assert.ok(rounds > 0);
+    assert.equal(totals(running.stdout).hooked, 8 * calls * rounds, 'every call ran once');
+  } finally {
+    running.child.kill('SIGKILL');
+  }
+});

@@ -1,9 +1,10 @@
 // A target for the inject engine: THREADS threads each call hooked() CALLS times, with
 // arguments of every width (two of them passed on the stack), and count their calls
 // themselves; the totals are printed at the end, the truth the tests compare with.
-//   inject-target THREADS CALLS [DELAY_MS [ROUNDS]]
+//   inject-target THREADS CALLS [DELAY_MS [ROUNDS [PAUSE_MS]]]
 // DELAY_MS: sleep before the calls (to attach with -p first); ROUNDS: repeat the calls
-// (with a short pause between rounds) so that a run lasts; 0: until SIGUSR1.
+// (with a pause of PAUSE_MS, default 20, between rounds) so that a run lasts; 0: until
+// SIGUSR1. With few calls and no pause, threads start and end all the time.
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -67,6 +68,7 @@ int main(int argc, char **argv) {
   calls_per_thread = argc > 2 ? atol(argv[2]) : 100000;
   long delay_ms = argc > 3 ? atol(argv[3]) : 0;
   rounds = argc > 4 ? atoi(argv[4]) : 1;
+  long pause_ms = argc > 5 ? atol(argv[5]) : 20;
   if (delay_ms > 0) {
     printf("ready %d\n", getpid());
     fflush(stdout);
@@ -79,8 +81,8 @@ int main(int argc, char **argv) {
     pthread_t t[64];
     for (long i = 0; i < threads && i < 64; i++) pthread_create(&t[i], NULL, run, (void *)i);
     for (long i = 0; i < threads && i < 64; i++) pthread_join(t[i], NULL);
-    if (rounds == 0 || r + 1 < rounds) {
-      struct timespec ts = {0, 20 * 1000000L};
+    if (pause_ms > 0 && (rounds == 0 || r + 1 < rounds)) {
+      struct timespec ts = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
       nanosleep(&ts, NULL);
     }
   }

@@ -423,7 +423,11 @@ export class Injector implements InlineHooks {
       tracee.step(tid);
       for (;;) {
         const report = tracee.waitChild(tid);
-        if (report.kind !== 'stopped') return;
+        if (report.kind !== 'stopped') {
+          // Killed meanwhile: its end is taken here.
+          tracee.threads.delete(tid);
+          return;
+        }
         if (report.signal === SIGTRAP) break;
         // A signal for the thread: delivered once it is out.
         if (report.event === 0) kept.push(report.signal);

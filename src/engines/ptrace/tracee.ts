@@ -4,6 +4,7 @@ import {
   checkCommand,
   checkProgram,
   kernelThreadError,
+  processEnded,
   procState,
   ptraceRefusal,
   stopThenExec,
@@ -103,6 +104,11 @@ export class Tracee {
    * was reported: a later stop of the thread (an injected system call's step) replaces it.
    */
   readonly #messages = new Map<number, bigint>();
+  /**
+   * New threads reported (a stop, or their end) before their creator's clone event: that
+   * event must not count them again (one that has ended would stay a thread for good).
+   */
+  readonly #unannounced = new Set<number>();
   /** With pin(): the CPU masks to put back (the tracer's own under 0). */
   #affinity: Map<number, Uint8Array> | undefined;
 
@@ -206,7 +212,8 @@ export class Tracee {
         changed = false;
         for (const tid of listThreads(pid)) {
           if (tracee.threads.has(tid)) continue;
-          tracee.#seize(tid, TRACE_OPTIONS);
+          // A thread that ended since the listing is not there to trace.
+          if (!tracee.#seize(tid, TRACE_OPTIONS)) continue;
           native.ptrace(PTRACE.PTRACE_INTERRUPT, tid, 0n, 0n);
           changed = true;
         }
@@ -307,10 +314,18 @@ export class Tracee {
     }
   }
 
-  #seize(tid: number, options: number): void {
+  /**
+   * Trace thread `tid`; false when it is one of the process's threads (not its leader) that
+   * ended meanwhile (ptrace says ESRCH, or EPERM for one exiting).
+   */
+  #seize(tid: number, options: number): boolean {
     const result = this.#native.ptrace(PTRACE.PTRACE_SEIZE, tid, 0n, BigInt(options));
-    if (result < 0) throw seizeError(this.pid, tid, result);
+    if (result < 0) {
+      if (tid !== this.pid && processEnded(tid)) return false;
+      throw seizeError(this.pid, tid, result);
+    }
     this.threads.add(tid);
+    return true;
   }
 
   /**
@@ -358,7 +373,10 @@ export class Tracee {
         // the newest tracee first): it is a thread of the process its Tgid names, from now.
         const tgid = threadGroupOf(tid);
         owner = this.#family.members.find((m) => m.pid === tgid);
-        if (owner !== undefined && tgid !== tid) owner.threads.add(tid);
+        if (owner !== undefined && tgid !== tid) {
+          owner.threads.add(tid);
+          owner.#unannounced.add(tid);
+        }
       }
       owner ??= this;
       const pid = owner.pid;
@@ -376,11 +394,14 @@ export class Tracee {
       const event = (s >> 16) & 0xff;
       if (event !== 0) owner.#messages.set(tid, this.#readEventMessage(tid));
       if (event === PTRACE_EVENT.PTRACE_EVENT_CLONE) {
-        owner.threads.add(Number(this.eventMessage(tid)));
+        // A new thread seen already (its first stop, perhaps its end, came first) is known.
+        const thread = Number(this.eventMessage(tid));
+        if (!owner.#unannounced.delete(thread)) owner.threads.add(thread);
       }
       if (event === PTRACE_EVENT.PTRACE_EVENT_EXEC) {
         // The thread that execs takes the process's pid; the others are gone.
         owner.threads.clear();
+        owner.#unannounced.clear();
         owner.threads.add(owner.pid);
         owner.#openMemory();
       }
