@@ -33,6 +33,13 @@ const TCB_SCAN_BYTES = 0x1000;
 /** Steps a thread may take to leave a trampoline's recording part (it has about 70 instructions). */
 const MAX_STEPS = 400;
 
+/** Where each register is in a record and in `struct user_regs_struct`: pairs of byte offsets. */
+const REGISTER_COPY: readonly number[] = [
+  ...RECORD_REGS.flatMap((name, i) => [RECORD.regs + 8 * i, USER_REGS[name]]),
+  RECORD.rflags,
+  USER_REGS.eflags,
+];
+
 /** A hooked function. */
 interface Hook {
   readonly vaddr: bigint;
@@ -275,15 +282,15 @@ export class Injector implements InlineHooks {
       const index = view.getUint32(at + RECORD.probe, true);
       const vaddr = this.#byIndex[index];
       if (vaddr !== undefined) {
+        // Word by word (every field is 8-byte aligned in both): no view made per register.
         const regs = new Registers();
-        for (const [i, name] of RECORD_REGS.entries()) {
-          const from = at + RECORD.regs + 8 * i;
-          regs.bytes.set(bytes.subarray(from, from + 8), USER_REGS[name]);
+        const into = new Uint32Array(regs.bytes.buffer);
+        for (let i = 0; i < REGISTER_COPY.length; i += 2) {
+          const from = (at + REGISTER_COPY[i]!) >>> 2;
+          const to = REGISTER_COPY[i + 1]! >>> 2;
+          into[to] = u32[from]!;
+          into[to + 1] = u32[from + 1]!;
         }
-        regs.bytes.set(
-          bytes.subarray(at + RECORD.rflags, at + RECORD.rflags + 8),
-          USER_REGS.eflags,
-        );
         regs.rip = vaddr;
         visit({
           vaddr,
