@@ -8,6 +8,7 @@ import {
   closeSync,
   mkdtempSync,
   openSync,
+  readdirSync,
   readFileSync,
   readSync,
   rmSync,
@@ -45,6 +46,20 @@ function totals(stdout: string): { hooked: number; looper: number; tiny: number 
   const m = /^hooked (\d+) looper (\d+) tiny (\d+)$/m.exec(stdout);
   assert.ok(m, `the target printed its totals:\n${stdout.slice(-500)}`);
   return { hooked: Number(m[1]), looper: Number(m[2]), tiny: Number(m[3]) };
+}
+
+/** The threads of process `pid` that a tracer holds (TracerPid in their status). */
+function tracedThreads(pid: number): number[] {
+  const traced: number[] = [];
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+      if (!/^TracerPid:\s+0$/m.test(status)) traced.push(Number(tid));
+    } catch {
+      // Ended meanwhile.
+    }
+  }
+  return traced;
 }
 
 /** The file's bytes at a symbol's entry (objdump's view of the file, not ours). */
@@ -181,6 +196,33 @@ test('count --engine inject -c: exact counts from 16 threads', (t) => {
   assert.match(result.stderr, /Counting 2 probes \(inject, process \d+/);
 });
 
+test('count --engine inject -c: hits the ring had no room for are said, and with those counted make the exact total', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = target(['-O2']);
+  // Far more calls than the ring holds (64 Ki records) and upscope reads meanwhile.
+  const result = runCli([
+    'count',
+    '--engine',
+    'inject',
+    '--command-output',
+    'inherit',
+    '-c',
+    `${app} 2 2000000`,
+    `${app}:hooked`,
+  ]);
+  assert.equal(result.status, 0, result.stderr);
+  const truth = totals(result.stdout);
+  const counted = Number(/^(\d+)\s+hooked$/m.exec(result.stdout)?.[1]);
+  const lost = Number(
+    /(\d+) hits not counted \(the ring buffer the hooks write into was full\)/.exec(
+      result.stderr,
+    )?.[1],
+  );
+  assert.ok(lost > 0, `the loss is said:\n${result.stderr}`);
+  assert.equal(counted + lost, truth.hooked, 'counted and lost make every call');
+  assert.deepEqual(tracedChildren(), []);
+});
+
 test('trace --engine inject -p: detach under load restores every byte, unmaps, and leaves the output unchanged', async (t) => {
   if (!requireHost(t, { commands: ['gcc', 'nm', 'objdump'] })) return;
   const app = target(['-O2']);
@@ -271,7 +313,7 @@ test('inline hooks added and removed 1,000 times while 8 threads call the functi
   }
 });
 
-test('attach and detach 60 times while threads start and end all the time: never an error, the target unharmed, its count exact', async (t) => {
+test('attach and detach 100 times while threads start and end all the time: never an error, no thread left traced, the target unharmed, its count exact', async (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;
   const app = target(['-O2']);
   const calls = 200;
@@ -280,7 +322,7 @@ test('attach and detach 60 times while threads start and end all the time: never
   try {
     await waitFor(running, /^ready \d+$/m, 'stdout');
     let hits = 0;
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < 100; i++) {
       // Seized thread by thread while others start and end; each attach alternates the
       // engines' paths: inline hooks, then int3.
       const tracer = await ProcessTracer.attach(running.pid, {
@@ -300,6 +342,7 @@ test('attach and detach 60 times while threads start and end all the time: never
       tracer.poll(5);
       tracer.detach();
       assert.deepEqual(tracedChildren(), []);
+      assert.deepEqual(tracedThreads(running.pid), [], `no thread left traced (round ${i})`);
     }
     assert.ok(hits > 0, 'the probes saw calls');
     assert.doesNotMatch(readFileSync(`/proc/${running.pid}/maps`, 'utf8'), /upscope-inject/);

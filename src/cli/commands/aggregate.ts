@@ -304,7 +304,13 @@ async function run<R>(
     print(aggregate.read(), true);
     const errors = aggregate.errors();
     const notes: string[] = [];
-    if (errors.dropped > 0n) notes.push(`${errors.dropped} hits not counted (a map was full)`);
+    if (errors.dropped > 0n) {
+      notes.push(
+        aggregate.engine === 'inject'
+          ? `${errors.dropped} hits not counted (the ring buffer the hooks write into was full)`
+          : `${errors.dropped} hits not counted (a map was full)`,
+      );
+    }
     if (errors.faults > 0n) notes.push(`${errors.faults} hits whose value could not be read`);
     if (errors.unmatched > 0n) notes.push(`${errors.unmatched} returns without their entry`);
     if (errors.deep > 0n && what === 'Timing') {

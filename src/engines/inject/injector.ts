@@ -30,6 +30,8 @@ const GLIBC_TID_OFFSET = 0x2d0;
 const TID_TRIES = 3;
 /** How far into the TCB the thread id is looked for. */
 const TCB_SCAN_BYTES = 0x1000;
+/** The trap flag of %rflags (single-step). */
+const TRAP_FLAG = 0x100n;
 /** Steps a thread may take to leave a trampoline's recording part (it has about 70 instructions). */
 const MAX_STEPS = 400;
 
@@ -435,7 +437,10 @@ export class Injector implements InlineHooks {
           tracee.threads.delete(tid);
           return;
         }
-        if (report.signal === SIGTRAP) break;
+        // The step's own trap. An interrupt that was pending (PTRACE_EVENT_STOP, a SIGTRAP
+        // too) came first: the step is still to come, and its trap with it (taken for the
+        // step's, that trap would be left pending, and kill the thread once let go).
+        if (report.signal === SIGTRAP && report.event === 0) break;
         // A signal for the thread: delivered once it is out.
         if (report.event === 0) kept.push(report.signal);
         tracee.step(tid);
@@ -448,12 +453,14 @@ export class Injector implements InlineHooks {
       let to = hook.map[0]!.vaddr;
       for (const entry of hook.map) if (entry.offset <= offset) to = entry.vaddr;
       regs.rip = to;
-      tracee.setRegs(tid, regs);
     } else if (hook !== undefined) {
       // On the jump back: where it goes.
       regs.rip = hook.vaddr + BigInt(hook.original.length);
-      tracee.setRegs(tid, regs);
     }
+    // A `pushfq` run by a step saved the trap flag the step set, and the `popfq` put it back:
+    // left set, the thread would trap on its next instruction once let go, and die of it.
+    regs.set('eflags', regs.get('eflags') & ~TRAP_FLAG);
+    tracee.setRegs(tid, regs);
     for (const signal of kept) loadNative().tgkill(tracee.pid, tid, signal);
   }
 
