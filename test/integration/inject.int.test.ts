@@ -228,11 +228,11 @@ test('trace --engine inject -p: detach under load restores every byte, unmaps, a
   const app = target(['-O2']);
   const threads = 8;
   const calls = 200_000;
-  const rounds = 40;
-  const running = spawnCollected(app, [String(threads), String(calls), '300', String(rounds)]);
+  // Rounds of 8 threads until SIGUSR1 (sent once upscope has let go of it).
+  const running = spawnCollected(app, [String(threads), String(calls), '300', '0']);
   try {
     await waitFor(running, /^ready \d+$/m, 'stdout');
-    // Attach while it sleeps, then detach (after --duration) while its 8 threads call.
+    // Attach, then detach (after --duration) while its 8 threads call.
     const traced = spawnCollected(process.execPath, [
       new URL('../../bin/upscope.js', import.meta.url).pathname,
       'trace',
@@ -255,8 +255,11 @@ test('trace --engine inject -p: detach under load restores every byte, unmaps, a
     assert.deepEqual(processBytes(running.pid, app, 'hooked', 16), symbolBytes(app, 'hooked', 16));
     const maps = readFileSync(`/proc/${running.pid}/maps`, 'utf8');
     assert.doesNotMatch(maps, /upscope-inject/);
-    const exit = await running.exited;
+    running.child.kill('SIGUSR1');
+    const exit = await ended(running, 60_000);
     assert.equal(exit.code, 0, `the target ended well: ${JSON.stringify(exit)}`);
+    const rounds = Number(/^rounds (\d+)$/m.exec(running.stdout)?.[1]);
+    assert.ok(rounds > 0);
     const truth = totals(running.stdout);
     assert.equal(truth.hooked, threads * calls * rounds, 'its own count is untouched');
   } finally {
