@@ -29,9 +29,9 @@ const fmt = (n, digits = 1) =>
   n === undefined || Number.isNaN(n)
     ? '-'
     : n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-function run(command, args, { env, timeout = 1_800_000 } = {}) {
+export function run(command, args, { env, timeout = 1_800_000 } = {}) {
   const began = process.hrtime.bigint();
   const result = spawnSync(command, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -140,6 +140,41 @@ function attachRun(label, result, counted) {
   };
 }
 
+/**
+ * Kernel headers for bcc, which compiles its programs against them and finds none for this
+ * kernel: Debian's, merged from their -common and -amd64 halves (as the distribution's build
+ * tree) under `dir`, for BCC_KERNEL_SOURCE. Installs linux-headers-amd64 when missing.
+ */
+export function bccKernelHeaders(dir) {
+  const find = () =>
+    run('sh', [
+      '-c',
+      'ls -d /usr/src/linux-headers-*-common /usr/src/linux-headers-*-amd64 2>/dev/null',
+    ])
+      .stdout.trim()
+      .split('\n')
+      .filter(Boolean);
+  if (find().length < 2) {
+    run('sh', [
+      '-c',
+      'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-headers-amd64 2>&1',
+    ]);
+  }
+  const [common, amd64] = [
+    find().find((d) => d.endsWith('-common')),
+    find().find((d) => d.endsWith('-amd64')),
+  ];
+  if (common === undefined || amd64 === undefined) {
+    return { why: 'no kernel headers for bcc (apt-get install linux-headers-amd64 failed)' };
+  }
+  const headers = join(dir, 'kernel-headers');
+  run('sh', [
+    '-c',
+    `mkdir -p ${headers} && cp -rs ${common}/. ${headers}/ && cp -rsf ${amd64}/. ${headers}/`,
+  ]);
+  return headers;
+}
+
 export function runBpfBench() {
   console.log();
   if (process.getuid?.() !== 0) {
@@ -152,38 +187,12 @@ export function runBpfBench() {
     bcc: ensure('funclatency-bpfcc', 'bpfcc-tools', ['-h']),
   };
   const dir = mkdtempSync(join(tmpdir(), 'upscope-bench-bpf-'));
-  // bcc compiles its programs against kernel headers, which this kernel does not ship: use
-  // Debian's, merged from their -common and -amd64 halves (as the distribution's build tree).
   let headers;
   // Only the latency part runs bcc.
   if (missing.bcc === undefined && PARTS.has('latency')) {
-    const find = () =>
-      run('sh', [
-        '-c',
-        'ls -d /usr/src/linux-headers-*-common /usr/src/linux-headers-*-amd64 2>/dev/null',
-      ])
-        .stdout.trim()
-        .split('\n')
-        .filter(Boolean);
-    if (find().length < 2) {
-      run('sh', [
-        '-c',
-        'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-headers-amd64 2>&1',
-      ]);
-    }
-    const [common, amd64] = [
-      find().find((d) => d.endsWith('-common')),
-      find().find((d) => d.endsWith('-amd64')),
-    ];
-    if (common === undefined || amd64 === undefined) {
-      missing.bcc = 'no kernel headers for bcc (apt-get install linux-headers-amd64 failed)';
-    } else {
-      headers = join(dir, 'kernel-headers');
-      run('sh', [
-        '-c',
-        `mkdir -p ${headers} && cp -rs ${common}/. ${headers}/ && cp -rsf ${amd64}/. ${headers}/`,
-      ]);
-    }
+    const found = bccKernelHeaders(dir);
+    if (typeof found === 'string') headers = found;
+    else missing.bcc = found.why;
   }
   try {
     const bin = join(dir, 'hot');

@@ -216,13 +216,13 @@ function removeLeftUprobes(mark) {
 }
 
 /**
- * Patterns of /usr/bin/node's functions attached to. Not all of them by default: the links
- * are not pid-scoped yet, so every node process on the machine (upscope's own included) would
- * trap on every call (BENCH_ATTACH_PATTERNS='uv_*,*' asks for it anyway).
+ * Patterns of /usr/bin/node's functions attached to: a few hundred, thousands, every one
+ * (BENCH_ATTACH_PATTERNS='uv_*,*' picks others). upscope's links are scoped to the recorded
+ * process (node is the file upscope itself runs on), so no other node process traps.
  */
-const ATTACH_PATTERNS = (process.env.BENCH_ATTACH_PATTERNS ?? 'uv_*,_ZN2v88internal4Heap*').split(
-  ',',
-);
+const ATTACH_PATTERNS = (
+  process.env.BENCH_ATTACH_PATTERNS ?? 'uv_*,_ZN2v88internal8compiler*,*'
+).split(',');
 
 async function attachNode() {
   const node = spawn('/usr/bin/node', ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });

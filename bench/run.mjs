@@ -9,7 +9,9 @@
 // stacks without frame pointers against bpftrace's ustack and perf's --call-graph dwarf
 // (bench/stacks.mjs). Then the exporters' cost: --prometheus and --otlp against plain count and
 // trace (bench/exporters.mjs). Then recording every call against uftrace and bpftrace, and
-// attaching to every function of node (bench/calls.mjs).
+// attaching to functions of node (bench/calls.mjs). Then `leaks` against bcc's memleak,
+// heaptrack and valgrind: slowdown per malloc+free pair and blocks unaccounted for at about
+// 1 M pairs/s (bench/leaks.mjs).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { runBpfBench } from './bpf.mjs';
@@ -17,6 +19,7 @@ import { runCallsBench } from './calls.mjs';
 import { runDwarfBench } from './dwarf.mjs';
 import { runExporterBench } from './exporters.mjs';
 import { runInjectBench } from './inject.mjs';
+import { runLeaksBench } from './leaks.mjs';
 import { runPtraceBench } from './ptrace.mjs';
 import { runStackBench } from './stacks.mjs';
 import { runTraceBench } from './trace.mjs';
@@ -107,3 +110,4 @@ runDwarfBench();
 runStackBench();
 await runExporterBench();
 await runCallsBench();
+runLeaksBench();

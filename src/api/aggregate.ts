@@ -31,6 +31,7 @@ import {
   type PlannedProbes,
   type ProbeSite,
   planProbes,
+  type ResolveOptions,
   type ReturnProbeMode,
   type SkippedSite,
 } from '../plan/index.js';
@@ -42,6 +43,8 @@ import { processFamily, ReplacedFiles } from './replaced-files.js';
 import { checkTargetOptions, probeName } from './tracer.js';
 
 export interface AggregateOptions extends CoverageOptions {
+  /** Progress of planning a pattern's functions (seconds for every function of a large program). */
+  readonly onProgress?: ResolveOptions['onProgress'];
   /**
    * `bpf` (the default: handlers in the kernel; root, or CAP_BPF and CAP_PERFMON) or
    * `ptrace` (one process, `pid` or `command`, each hit served in user space while its thread
@@ -179,7 +182,7 @@ export interface AggregationEngine {
 }
 
 /** An aggregation, and how its readings are presented. */
-interface Opened<R> {
+export interface Opened<R> {
   readonly engine: AggregationEngine;
   /** Which engine it is (`bpf` by default). */
   readonly name?: 'bpf' | 'ptrace' | 'inject' | undefined;
@@ -492,9 +495,14 @@ function followNote(
 }
 
 /** Opened on the bpf engine: files replaced on disk are probed again through it. */
-type BpfOpened<R> = Opened<R> & { readonly engine: BpfAggregation };
+export type BpfOpened<R> = Opened<R> & { readonly engine: BpfAggregation };
 
-async function start<R>(
+/**
+ * Plan `specs`, start the command (held), open the aggregation on the sites (`open`), watch
+ * for probed files replaced on disk, then let the command run: the life cycle every in-kernel
+ * aggregation shares (count, hist, latency, leaks).
+ */
+export async function startAggregate<R>(
   specs: string | readonly string[],
   options: AggregateOptions,
   open: (
@@ -514,6 +522,7 @@ async function start<R>(
     unsafe: options.unsafe,
     debugDirs: options.debugDirs,
     strict: options.strict,
+    onProgress: options.onProgress,
     returnProbes: options.returnProbes,
     returnsOfEntries: timesCalls,
     optionFetches: fetches,
@@ -651,7 +660,7 @@ export async function countHits(
   }
   const firstValue = fetches.length - values.length;
   const ustack = parts.some((part) => part.kind === 'ustack');
-  return start(
+  return startAggregate(
     specs,
     options,
     (sites, names, processes) => {
@@ -732,7 +741,7 @@ export async function histogramOf(
   if (options.engine === 'ptrace') {
     return ptraceAggregate(specs, { kind: 'hist', value: fetch, scheme }, options, fetches);
   }
-  return start(
+  return startAggregate(
     specs,
     options,
     (sites, names, processes) => {
@@ -775,7 +784,7 @@ export async function latencyOf(
     );
   }
   const { onCall } = options;
-  return start(
+  return startAggregate(
     specs,
     options,
     (sites, names, processes) => {

@@ -5,10 +5,16 @@
  * library loaded later, another process's), and the names of the stacks it counted.
  */
 import { existsSync } from 'node:fs';
-import type { StackFrameKey, StackOptions, UnwindMaps } from '../engines/index.js';
-import { commandProgram } from '../host/index.js';
+import {
+  EntryStop,
+  type ProcessMapping,
+  type StackFrameKey,
+  type StackOptions,
+  type UnwindMaps,
+} from '../engines/index.js';
+import { commandProgram, memoryImageId, procState } from '../host/index.js';
 import { type ProbeSite, readProcessMaps, resolveTarget } from '../plan/index.js';
-import { isFileMapping, readDynamicInfo, splitDev } from '../symbols/index.js';
+import { isFileMapping, type MapEntry, readDynamicInfo, splitDev } from '../symbols/index.js';
 import { interpreterOf, kernelDev, type StackFile, StackFiles } from './stack-files.js';
 import { type FrameRef, type NamedFrame, StackNamer } from './stack-namer.js';
 
@@ -25,6 +31,8 @@ export interface BpfStacksOptions {
   readonly command?: string | undefined;
   readonly sites: readonly ProbeSite[];
   readonly inlines?: boolean | undefined;
+  /** Name frames with their source file and line too (see StackNamerOptions). */
+  readonly sources?: boolean | undefined;
 }
 
 /** The files a command will map: its program, its interpreter, and the libraries they need. */
@@ -76,23 +84,51 @@ function processFiles(files: StackFiles, pid: number): StackFile[] {
   return found;
 }
 
+/** The executable mappings of a memory map, as the kernel's walker keeps them. */
+function executableMappings(entries: readonly MapEntry[]): ProcessMapping[] {
+  const found: ProcessMapping[] = [];
+  for (const entry of entries) {
+    if (!entry.executable) continue;
+    const file = isFileMapping(entry);
+    found.push({
+      start: entry.start,
+      end: entry.end,
+      fileBase: file ? entry.start - entry.offset : 0n,
+      dev: file ? kernelDev(entry.devMajor, entry.devMinor) : 0,
+      ino: file ? entry.inode : 0n,
+      uprobes: entry.path === '[uprobes]',
+    });
+  }
+  return found;
+}
+
 export class BpfStacks {
   readonly files = new StackFiles();
   readonly namer: StackNamer;
   readonly #pid: number | undefined;
+  readonly #command: boolean;
   readonly #preload: StackFile[];
   #maps: UnwindMaps | undefined;
   #timer: NodeJS.Timeout | undefined;
+  /** A command's program file (see #holdAtEntry), and the stop armed at its entry. */
+  readonly #program: StackFile | undefined;
+  #hold: EntryStop | undefined;
   #ticks = 0;
   #closed = false;
 
   constructor(options: BpfStacksOptions) {
     this.#pid = options.pid;
-    this.namer = new StackNamer(this.files, { inlines: options.inlines });
+    this.#command = options.command !== undefined;
+    this.namer = new StackNamer(this.files, {
+      inlines: options.inlines,
+      sources: options.sources,
+    });
     const preload: StackFile[] = [];
     const add = (file: StackFile | undefined) => {
       if (file !== undefined && !preload.includes(file)) preload.push(file);
     };
+    const program = options.command === undefined ? undefined : commandProgram(options.command);
+    this.#program = program === undefined ? undefined : this.files.fromPath(program);
     if (options.command !== undefined) {
       for (const file of commandFiles(this.files, options.command)) add(file);
     } else if (options.pid !== undefined) {
@@ -137,6 +173,8 @@ export class BpfStacks {
         for (const file of this.#preload) {
           this.files.setId(maps.addFile(file.identity, file.table()), file);
         }
+        // A process given by its pid: its mappings are in the kernel before the first walk.
+        if (this.#pid !== undefined && !this.#command) this.#sync(this.#pid);
       },
     };
   }
@@ -144,7 +182,9 @@ export class BpfStacks {
   /**
    * Start watching: the walker's unknown files are loaded as they are met (every 25 ms), and
    * the process's memory map is taken again while it lives (every 25 ms in its first second,
-   * when libraries are loaded, then every second), so that pcs are named after it has ended.
+   * when libraries are loaded, then every second), so that pcs are named after it has ended,
+   * and given to the walker (for walks that find the map locked: see UnwindMaps.syncProcess),
+   * as are those of the processes a walk asked for (every second again while they live).
    * A command's first map is taken at the first tick: at the start it is still the launcher.
    */
   start(launched: boolean): void {
@@ -152,15 +192,120 @@ export class BpfStacks {
     if (pid !== undefined && !launched) this.namer.snapshot(pid);
     this.#timer = setInterval(() => this.#tick(), 25);
     this.#timer.unref();
+    if (pid !== undefined && launched) this.#watchExec(pid);
+  }
+
+  /**
+   * A command's mappings given to the walker as soon as it has exec'd: its first walks may
+   * find the memory map locked already (a thread it starts maps memory). Where its program is
+   * known, the command is held at the program's entry (EntryStop) while they are read, so that
+   * the walker has them before any of the program's code runs, however late this process gets
+   * to look (a loaded machine); else they are read as soon as the exec is seen. Looked at every
+   * millisecond: for the exec up to 2000 times, then for the stop up to 2000 times (a program
+   * that never stops there is not the one held: another file at its path, or a command that
+   * execs another program first), then for a stop made as the probe was taken out.
+   */
+  #watchExec(pid: number): void {
+    const launcher = memoryImageId(pid);
+    const hold = this.#holdAtEntry(pid);
+    let phase: 'exec' | 'stop' | 'late' = 'exec';
+    let looks = 0;
+    const finish = () => {
+      clearInterval(timer);
+      this.#letGo(pid, launcher);
+    };
+    const timer = setInterval(() => {
+      looks++;
+      const image = memoryImageId(pid);
+      if (image === undefined) return finish(); // it has ended
+      if (phase === 'exec') {
+        if (image === launcher) {
+          if (looks >= 2000 || this.#closed) finish();
+          return;
+        }
+        if (hold === undefined) {
+          this.#sync(pid);
+          return finish();
+        }
+        phase = 'stop';
+        looks = 0;
+      }
+      const stopped = procState(pid) === 'T';
+      if (phase === 'stop') {
+        if (!stopped && looks < 2000 && !this.#closed) return;
+        this.#sync(pid);
+        if (stopped) return finish();
+        // Not stopped there: the probe out, then a last look for a stop it made meanwhile.
+        this.#letGo(pid, launcher);
+        phase = 'late';
+        looks = 0;
+        return;
+      }
+      if (stopped || looks >= 100) finish();
+    }, 1);
+    timer.unref();
+  }
+
+  /** Take the hold's probe out (if armed), and continue the command if it is stopped in its program. */
+  #letGo(pid: number, launcher: bigint | undefined): void {
+    this.#hold?.close();
+    this.#hold = undefined;
+    const image = memoryImageId(pid);
+    if (image === undefined || image === launcher || procState(pid) !== 'T') return;
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      // it has ended
+    }
+  }
+
+  /**
+   * Arm the stop at the entry of the command's program (undefined where the program is not
+   * known, not an ELF file with an entry, or the kernel refuses the probe: the exec is then
+   * watched for without a hold).
+   */
+  #holdAtEntry(pid: number): EntryStop | undefined {
+    const program = this.#program;
+    if (program === undefined || program.elf.entry === 0n) return undefined;
+    const offset = program.elf.vaddrToFileOffset(program.elf.entry);
+    if (offset === undefined) return undefined;
+    try {
+      this.#hold = EntryStop.open(pid, program.path, offset);
+    } catch {
+      return undefined;
+    }
+    return this.#hold;
   }
 
   #tick(): void {
     this.#ticks++;
     this.loadMissing();
     const pid = this.#pid;
-    if (pid === undefined) return;
-    if ((this.#ticks <= 40 || this.#ticks % 40 === 0) && existsSync(`/proc/${pid}`)) {
-      this.namer.snapshot(pid);
+    if (pid !== undefined && (this.#ticks <= 40 || this.#ticks % 40 === 0)) {
+      if (existsSync(`/proc/${pid}`)) this.#sync(pid);
+    }
+    if (this.#ticks % 40 === 0) {
+      for (const other of this.#maps?.syncedProcesses() ?? []) {
+        if (other !== pid) this.#sync(other);
+      }
+    }
+  }
+
+  /**
+   * Give the walker process `pid`'s executable mappings as they are now (its image id read
+   * first: an exec in between makes the walker ignore them until the next sync), or forget
+   * them when it has ended.
+   */
+  #sync(pid: number): void {
+    const maps = this.#maps;
+    if (maps === undefined || this.#closed) return;
+    const image = memoryImageId(pid);
+    const entries = image === undefined ? undefined : this.namer.snapshot(pid);
+    try {
+      if (image === undefined || entries === undefined) maps.forgetProcess(pid);
+      else maps.syncProcess(pid, image, executableMappings(entries));
+    } catch {
+      // the maps are closed (the run is ending)
     }
   }
 
@@ -174,6 +319,13 @@ export class BpfStacks {
     } catch {
       return;
     }
+    let resync: number[] = [];
+    try {
+      resync = maps.takeResync();
+    } catch {
+      // closed
+    }
+    for (const pid of resync) this.#sync(pid);
     for (const { pid, dev, ino } of missing) {
       const identity = { dev, ino };
       let file = this.files.get(identity);
@@ -212,6 +364,7 @@ export class BpfStacks {
   close(): void {
     this.stop();
     this.#closed = true;
+    this.#hold?.close();
     this.namer.close();
     this.files.close();
   }

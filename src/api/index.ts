@@ -27,7 +27,13 @@ export {
   replayCalls,
   type ThreadCalls,
 } from '../aggregate/index.js';
-export type { AttachMode, AttachReport, HandlerErrors } from '../engines/index.js';
+export type {
+  AllocatorKind,
+  AttachMode,
+  AttachReport,
+  HandlerErrors,
+  LeakCounters,
+} from '../engines/index.js';
 export {
   alarmIn,
   bpfAllowed,
@@ -110,6 +116,15 @@ export { cleanStale } from './clean.js';
 export { type Coverage, type CoverageOptions, coverage, uncoveredNote } from './coverage.js';
 export { runDoctor } from './doctor.js';
 export {
+  type AllocatorTarget,
+  type LeakBlock,
+  type LeakReading,
+  type LeakSnapshot,
+  Leaks,
+  type LeaksOptions,
+  leaks,
+} from './leaks.js';
+export {
   type FunctionListing,
   type ListedFunction,
   type ListOptions,
@@ -149,10 +164,12 @@ export {
   type CallRecorder,
   CallRecords,
   INDEX_FILE,
+  loadRecording,
   type RecordCallsOptions,
   type RecordedFunction,
   type Recording,
   type RecordingIndex,
+  type RecordingProgress,
   RecordingWriter,
   type RecordOptions,
   readRecording,
@@ -170,9 +187,11 @@ export {
   Tracer,
 } from './tracer.js';
 export {
+  type CallPathView,
   type CountRowView,
   type DoctorView,
   type ErrorView,
+  type FunctionReportView,
   type FunctionRow,
   type FunctionsView,
   type LatencyRowView,
@@ -180,8 +199,15 @@ export {
   type MeasurementView,
   type MeasureRequest,
   type MeasureState,
+  type OpenRequest,
   type ProcessRow,
+  type RecordingState,
+  type RecordingTreeView,
+  type RecordingView,
+  type RecordRequest,
   type ResolveView,
+  type ResultView,
+  type ResultViewKind,
   type StackRowView,
   type StreamMessage,
   type TargetChoice,

@@ -454,6 +454,7 @@ export class ProcessTracer {
         id: internalId,
         event: registration.event,
         where: address,
+        label: probeName(site),
         fileCode: fileCode(site),
         guardable: site.nextIsJumpTarget === false,
         returnSites: registration.event === 'return' ? returnSitesIn(objects, site) : undefined,

@@ -25,8 +25,13 @@ export class PtraceStacks {
   readonly #maps = new Map<number, MapEntry[]>();
   readonly #fileIds = new Map<StackFile, number>();
 
-  constructor(options: { readonly inlines?: boolean | undefined } = {}) {
-    this.namer = new StackNamer(this.files, { inlines: options.inlines });
+  constructor(
+    options: {
+      readonly inlines?: boolean | undefined;
+      readonly sources?: boolean | undefined;
+    } = {},
+  ) {
+    this.namer = new StackNamer(this.files, options);
   }
 
   /** The stack of the thread stopped at `hit`, innermost frame first. */

@@ -1,6 +1,7 @@
 import {
   closeSync,
   existsSync,
+  fstatSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -28,7 +29,7 @@ import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
 import type { Exit } from '../host/index.js';
 import { listFunctions } from './list.js';
-import { type Attachment, probeName, Tracer } from './tracer.js';
+import { type Attachment, type AttachOptions, probeName, Tracer } from './tracer.js';
 
 /** The files of a recording directory. */
 export const CALLS_FILE = 'calls.bin';
@@ -222,12 +223,54 @@ export interface Recording {
   readonly problems: string[];
 }
 
+/** How far the reading of a recording has got. */
+export interface RecordingProgress {
+  /** Bytes of calls.bin read, and its size. */
+  readonly bytes: number;
+  readonly totalBytes: number;
+  /** Records read so far. */
+  readonly records: number;
+}
+
 /**
  * Reads a recording directory, a chunk at a time, into each thread's call tree. A truncated
  * or corrupt calls file gives what came before the damage, and says so in `problems`; a
  * directory that is not a recording throws ERR_NOT_A_RECORDING.
  */
 export function readRecording(dir: string): Recording {
+  const steps = readSteps(dir);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+/**
+ * readRecording(), giving way to other work between chunks (a server stays responsive while
+ * a large recording loads) and telling `onProgress` how far it got after each one.
+ */
+export async function loadRecording(
+  dir: string,
+  options: {
+    readonly onProgress?: ((progress: RecordingProgress) => void) | undefined;
+    readonly signal?: AbortSignal | undefined;
+  } = {},
+): Promise<Recording> {
+  const steps = readSteps(dir);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+    options.onProgress?.(step.value);
+    await new Promise((resolve) => setImmediate(resolve));
+    if (options.signal?.aborted) {
+      steps.return(undefined as never);
+      throw new ProbeError('ERR_USAGE', `Stopped reading the recording "${dir}"`);
+    }
+  }
+}
+
+/** The reading of a recording: its progress after each chunk, the recording at the end. */
+function* readSteps(dir: string): Generator<RecordingProgress, Recording, undefined> {
   const notOne = (why: string, hint = 'Give a directory made by "upscope record -o DIR"') =>
     new ProbeError('ERR_NOT_A_RECORDING', `Cannot read the recording "${dir}": ${why}`, {
       hints: [hint],
@@ -261,6 +304,7 @@ export function readRecording(dir: string): Recording {
   const builder = new CallTreeBuilder();
   let records = 0;
   try {
+    const totalBytes = fstatSync(fd).size;
     const header = new Uint8Array(CALLS_HEADER_BYTES);
     const got = readSync(fd, header, 0, CALLS_HEADER_BYTES, 0);
     const wrong = checkCallsHeader(header.subarray(0, got));
@@ -277,6 +321,7 @@ export function readRecording(dir: string): Recording {
         records++;
       }
       if (decoder.problem !== undefined) break;
+      yield { bytes: position, totalBytes, records };
     }
     if (decoder.problem !== undefined) {
       problems.push(
@@ -319,6 +364,8 @@ export interface RecordCallsOptions {
   /** Ends the recording (the probes are removed; a -p process runs on). */
   readonly signal?: AbortSignal | undefined;
   readonly onNotice?: ((text: string) => void) | undefined;
+  /** Progress of planning the functions (seconds for every function of a large program). */
+  readonly onProgress?: AttachOptions['onProgress'];
 }
 
 export interface RecordOptions extends RecordCallsOptions {
@@ -330,6 +377,8 @@ export interface RecordOptions extends RecordCallsOptions {
 export interface CallRecorder {
   readonly attachment: Attachment;
   readonly functions: number;
+  /** How many calls and returns were written so far. */
+  records(): number;
   /** Resolves when the attachment ended and the recording is written. */
   readonly done: Promise<RecordingIndex>;
 }
@@ -388,6 +437,7 @@ async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
     exclude: options.exclude,
     signal: options.signal,
     onNotice: options.onNotice,
+    onProgress: options.onProgress,
   });
   const ids = new Map<string, number>();
   const functions: RecordedFunction[] = [];
@@ -461,7 +511,7 @@ export async function recordCalls(options: RecordOptions): Promise<CallRecorder>
     }
     return writer.finish({ lost: attachment.stats().lost, exit: attachment.exit });
   });
-  return { attachment, functions: functions.length, done };
+  return { attachment, functions: functions.length, records: () => writer.records, done };
 }
 
 /**

@@ -78,7 +78,9 @@ export class ReplacedFiles {
     for (const site of sites) {
       const path = pathOnDisk(site);
       if (path === undefined) continue;
-      byPath.set(path, [...(byPath.get(path) ?? []), site]);
+      const own = byPath.get(path);
+      if (own === undefined) byPath.set(path, [site]);
+      else own.push(site);
     }
     const byDir = new Map<string, Watched[]>();
     for (const [path, own] of byPath) {
@@ -90,7 +92,9 @@ export class ReplacedFiles {
         tries: new Map(),
       };
       files.#watched.set(path, watched);
-      byDir.set(dirname(path), [...(byDir.get(dirname(path)) ?? []), watched]);
+      const inDir = byDir.get(dirname(path));
+      if (inDir === undefined) byDir.set(dirname(path), [watched]);
+      else inDir.push(watched);
     }
     for (const [dir, watched] of byDir) {
       try {

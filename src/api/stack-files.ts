@@ -14,6 +14,7 @@ import {
   dwarfSections,
   type ElfFile,
   type FunctionSymbol,
+  type LineTable,
   type MapEntry,
   openElf,
   type SymbolIndex,
@@ -54,6 +55,7 @@ export class StackFile {
   #table: UnwindTable | undefined | null = null;
   #symbols: SymbolIndex | undefined | null = null;
   #dwarf: DwarfReader | undefined | null = null;
+  #lines: LineTable | undefined | null = null;
 
   constructor(identity: FileIdentity, path: string, elf: ElfFile) {
     this.identity = identity;
@@ -101,6 +103,27 @@ export class StackFile {
       }
     }
     return this.#symbols?.containing(vaddr);
+  }
+
+  /** Where `vaddr` is in the source (file and line), when the file's debug info says. */
+  sourceAt(vaddr: bigint): { file: string; line: number } | undefined {
+    if (this.#lines === null) {
+      this.#lines = undefined;
+      try {
+        const info = lookupDebugInfo(this.#elf, this.path);
+        if (isDebugInfo(info) && info.lines.present) this.#lines = info.lines;
+      } catch {
+        // no line tables
+      }
+    }
+    try {
+      const found = this.#lines?.locationOf(vaddr);
+      return found === undefined || found.line === 0
+        ? undefined
+        : { file: found.file, line: found.line };
+    } catch {
+      return undefined;
+    }
   }
 
   /**

@@ -8,7 +8,8 @@
  */
 import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { type StopReason, stopFrameText, stopReasonOf } from '../arch/index.js';
-import { hex } from '../output/index.js';
+import type { StackFrame } from '../events/index.js';
+import { frameOf, hex } from '../output/index.js';
 import { readProcessMaps } from '../plan/index.js';
 import {
   findMapping,
@@ -33,11 +34,15 @@ export interface NamedFrame {
   readonly text: string;
   /** As the folded key has it: `parse`. */
   readonly key: string;
+  /** With `sources`: where the frame is in the source, when debug info says. */
+  readonly source?: { readonly file: string; readonly line: number } | undefined;
 }
 
 export interface StackNamerOptions {
   /** Expand functions inlined at each frame into frames of their own (from DWARF). */
   readonly inlines?: boolean | undefined;
+  /** Give each frame in a file its source file and line, where debug info (DWARF) has them. */
+  readonly sources?: boolean | undefined;
 }
 
 /**
@@ -78,11 +83,13 @@ function keyText(name: string): string {
 export class StackNamer {
   readonly #files: StackFiles;
   readonly #inlines: boolean;
+  readonly #sources: boolean;
   readonly #processes = new Map<number, ProcessRecord>();
 
   constructor(files: StackFiles, options: StackNamerOptions = {}) {
     this.#files = files;
     this.#inlines = options.inlines === true;
+    this.#sources = options.sources === true;
   }
 
   #process(pid: number): ProcessRecord {
@@ -169,9 +176,11 @@ export class StackNamer {
     }
     const name = fn.demangled ?? fn.name;
     const offset = vaddr - fn.vaddr;
+    const source = this.#sources ? file.sourceAt(lookup) : undefined;
     const own = {
       text: `${name}${offset === 0n ? '' : `+${hex(offset)}`} (${object})`,
       key: keyText(name),
+      ...(source === undefined ? {} : { source }),
     };
     if (!this.#inlines) return [own];
     const inlined = file.inlinedAt(lookup).map((inner) => ({
@@ -295,4 +304,12 @@ function readFrom(fd: number, offset: number): Buffer | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A named frame as a structured one: function, offset, object, and its source line. */
+export function structuredFrame(frame: NamedFrame): StackFrame {
+  const parsed = frameOf(frame.text);
+  return frame.source === undefined
+    ? parsed
+    : { ...parsed, file: frame.source.file, line: frame.source.line };
 }

@@ -29,6 +29,7 @@ import {
   type PlannedProbes,
   type ProbeSite,
   planProbes,
+  type ResolveOptions,
   type ReturnProbeMode,
   type SkippedSite,
   siteName,
@@ -49,6 +50,8 @@ import { type CoverageOptions, coverage } from './coverage.js';
 import { processFamily, ReplacedFiles } from './replaced-files.js';
 
 export interface AttachOptions extends CoverageOptions {
+  /** Progress of planning a pattern's functions (seconds for every function of a large program). */
+  readonly onProgress?: ResolveOptions['onProgress'];
   /**
    * Trace only this process (all its threads, and the threads and children it creates); with
    * `children`, also the processes it has forked already.
@@ -212,6 +215,7 @@ export class Tracer {
       unsafe: options.unsafe,
       debugDirs: options.debugDirs,
       strict: options.strict,
+      onProgress: options.onProgress,
       returnProbes: options.returnProbes,
       // The command's libraries are searched for as its dynamic linker will.
       ...(options.command === undefined ? {} : commandSearchOptions(options.command)),

@@ -163,16 +163,103 @@ export interface MeasurementView {
   readonly eventsLost?: number;
 }
 
+/** POST /api/record: record the calls of a process or command (the page's Record calls). */
+export interface RecordRequest extends TargetChoice {
+  readonly client: string;
+  /** What to record, as `upscope record TARGET...` takes it (`./app`, `./app:parse_*`). */
+  readonly targets: readonly string[];
+  /** Functions left out (globs), as --exclude. */
+  readonly exclude?: readonly string[] | undefined;
+  /** The directory to keep the recording in (made if missing); none: a temporary one. */
+  readonly dir?: string | undefined;
+}
+
+/** POST /api/open: read a recording directory on the server's machine. */
+export interface OpenRequest {
+  readonly client: string;
+  /** Absolute, or relative to the directory upscope ui was started in. */
+  readonly path: string;
+}
+
+export type RecordingState = 'starting' | 'recording' | 'loading' | 'ready' | 'failed';
+
+/** A recording of calls, made from the page or read from disk: how it goes (every second). */
+export interface RecordingView {
+  readonly id: string;
+  readonly kind: 'recording';
+  /** `command ./app`, `process 1234`, or `recording DIR` (one read from disk). */
+  readonly target: string;
+  /** What was recorded (the targets asked for), empty for one read from disk. */
+  readonly specs: readonly string[];
+  readonly state: RecordingState;
+  readonly elapsedMs: number;
+  /** What it is doing (attaching, recording, reading), or what it holds once ready. */
+  readonly progress: string;
+  /** How far the step has got (0 to 1), when known. */
+  readonly fraction: number | null;
+  readonly error: string | null;
+  readonly notes: readonly string[];
+  /** What is wrong with the recording (truncated, events lost): the valid part is shown. */
+  readonly problems: readonly string[];
+  /** Its directory; temporary: removed when the page closes it or upscope ui stops. */
+  readonly dir: string | null;
+  readonly temporary: boolean;
+  readonly functions: number;
+  readonly records: number;
+  readonly lost: number;
+  readonly threads: number;
+  /** How the command or process ended, when it did: `exit 0`, `SIGSEGV`. */
+  readonly exit: string | null;
+}
+
+/** A path of the merged call tree (`upscope graph`); times in ns. */
+export interface CallPathView {
+  readonly fn: number;
+  readonly calls: number;
+  readonly totalNs: number;
+  readonly selfNs: number;
+  /** The heaviest (total time) first. */
+  readonly children: readonly CallPathView[];
+}
+
+/** A function of the recording, as `upscope report --json` says it; times in ns. */
+export interface FunctionReportView {
+  readonly function: string;
+  readonly calls: number;
+  readonly totalNs: number;
+  readonly selfNs: number;
+  readonly minNs: number;
+  readonly avgNs: number;
+  readonly maxNs: number;
+  /** Calls an unwind ended (exception, longjmp), calls that never returned. */
+  readonly unwound: number;
+  readonly notReturned: number;
+}
+
+/** GET /api/recording?id=ID: a ready recording's call tree and report. */
+export interface RecordingTreeView {
+  /** Function ids are indexes into this list. */
+  readonly functions: readonly string[];
+  readonly roots: readonly CallPathView[];
+  /** By total time, as `upscope report` sorts them. */
+  readonly report: readonly FunctionReportView[];
+  /** Paths in the whole tree, and whether fewer (the lightest) were sent. */
+  readonly paths: number;
+  readonly truncated: boolean;
+}
+
+/**
+ * What the page shows a card of, by kind: a measurement (count, latency, trace, stacks) or a
+ * recording. Each kind has its own view in the page.
+ */
+export type ResultView = MeasurementView | RecordingView;
+
+export type ResultViewKind = ResultView['kind'];
+
 /** A message of GET /api/events (server-sent events, one JSON object each). */
 export type StreamMessage =
   | { readonly type: 'hello'; readonly client: string }
-  | { readonly type: 'measurements'; readonly measurements: readonly MeasurementView[] }
-  | {
-      readonly type: 'progress';
-      readonly task: string;
-      readonly text: string;
-      readonly done: boolean;
-    };
+  | { readonly type: 'results'; readonly results: readonly ResultView[] };
 
 /** An error answer of the API: the message as the command line prints it. */
 export interface ErrorView {

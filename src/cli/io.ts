@@ -232,3 +232,45 @@ export async function withOutput<T>(
     out.close();
   }
 }
+
+/**
+ * One line of progress on stderr, rewritten in place (at most every `everyMs`), on a terminal
+ * only: a script or a pipe reading stderr never sees it. clear() takes it away, before what
+ * comes next is written.
+ */
+export function progressLine(io: Io, everyMs = 250): { show(text: string): void; clear(): void } {
+  const terminal = process.stderr.isTTY === true;
+  let lastMs = 0;
+  let shown = false;
+  return {
+    show(text) {
+      const now = Date.now();
+      if (!terminal || now - lastMs < everyMs) return;
+      lastMs = now;
+      shown = true;
+      io.err(`\r\u001b[K${text}`);
+    },
+    clear() {
+      if (shown) io.err('\r\u001b[K');
+      shown = false;
+    },
+  };
+}
+
+/**
+ * A progress line for the planning of a pattern's functions (`upscope: planning 12,000 of
+ * 78,645 functions of /usr/bin/node`), cleared when the last one is planned.
+ */
+export function planProgress(
+  io: Io,
+): (progress: { done: number; total: number; target: string }) => void {
+  const line = progressLine(io);
+  return ({ done, total, target }) => {
+    if (done >= total) line.clear();
+    else {
+      line.show(
+        `upscope: planning ${done.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} functions of ${target}`,
+      );
+    }
+  };
+}

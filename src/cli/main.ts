@@ -10,6 +10,7 @@ import { registerAggregate } from './commands/aggregate.js';
 import { registerCalls } from './commands/calls.js';
 import { registerClean } from './commands/clean.js';
 import { registerDoctor } from './commands/doctor.js';
+import { registerLeaks } from './commands/leaks.js';
 import { registerList } from './commands/list.js';
 import { registerResolve } from './commands/resolve.js';
 import { registerServe } from './commands/serve.js';
@@ -54,6 +55,7 @@ function buildProgram(io: Io, result: CommandResult, errors: string[]): Command 
   registerTrace(program, io, result);
   registerAggregate(program, io, result);
   registerCalls(program, io, result);
+  registerLeaks(program, io, result);
   registerServe(program, io, result);
   registerTop(program, io, result);
   registerUi(program, io, result);

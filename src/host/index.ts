@@ -40,6 +40,7 @@ export {
   groupMembers,
   killProcessGroup,
   listProcesses,
+  memoryImageId,
   type ProcessInfo,
 } from './processes.js';
 export {

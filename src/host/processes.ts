@@ -196,3 +196,27 @@ export function listProcesses(): ProcessInfo[] {
   }
   return out.sort((a, b) => a.pid - b.pid);
 }
+
+/**
+ * What tells one program image of process `pid` from another: where its code starts and
+ * where its arguments are (`start_code` xor `arg_start` of its memory map, fields 26 and 48
+ * of /proc/PID/stat), new at each exec and for each process (both move with address space
+ * randomisation). The kernel's stack walker reads the same two fields of the current
+ * memory map, to know whether mappings read from /proc/PID/maps are still the process's.
+ * Undefined when the process has ended, has no memory map, or is not ours to read.
+ */
+export function memoryImageId(pid: number): bigint | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // Field n (from 1) is fields[n - 3]: the first two are the pid and the name.
+  const startCode = fields[26 - 3];
+  const argStart = fields[48 - 3];
+  if (startCode === undefined || argStart === undefined) return undefined;
+  const id = BigInt(startCode) ^ BigInt(argStart);
+  return id === 0n ? undefined : id;
+}

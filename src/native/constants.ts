@@ -13,6 +13,7 @@ export const SYSCALL = {
   close: 3,
   mmap: 9,
   munmap: 11,
+  rt_sigprocmask: 14,
   ioctl: 16,
   getpid: 39,
   wait4: 61,
@@ -83,6 +84,7 @@ export const BPF_FUNC = {
   get_current_pid_tgid: 14,
   get_current_comm: 16,
   get_stackid: 27,
+  send_signal: 109,
   get_current_task: 35,
   probe_read_user: 112,
   probe_read_kernel: 113,
@@ -189,6 +191,7 @@ export const BPF_MAP_TYPE = {
   BPF_MAP_TYPE_PERCPU_ARRAY: 6,
   BPF_MAP_TYPE_STACK_TRACE: 7,
   BPF_MAP_TYPE_LRU_HASH: 9,
+  BPF_MAP_TYPE_LPM_TRIE: 11,
   BPF_MAP_TYPE_RINGBUF: 27,
 } as const;
 

@@ -88,7 +88,12 @@ export function renderFunctionReportJson(
   rows: readonly FunctionStats[],
   name: FunctionName,
 ): string {
-  const out = rows.map((r) => ({
+  return `${JSON.stringify(functionReportRows(rows, name), null, 1)}\n`;
+}
+
+/** The rows of `upscope report --json` (times in ns). */
+export function functionReportRows(rows: readonly FunctionStats[], name: FunctionName) {
+  return rows.map((r) => ({
     function: name(r.fn),
     ...(r.tid === undefined ? {} : { tid: r.tid }),
     calls: r.calls,
@@ -100,7 +105,6 @@ export function renderFunctionReportJson(
     unwound: r.unwound,
     notReturned: r.open,
   }));
-  return `${JSON.stringify(out, null, 1)}\n`;
 }
 
 /** `upscope graph`: the merged call tree, one line per path, to `depth` levels. */

@@ -14,6 +14,7 @@ export {
   callStacks,
   type FunctionName,
   firstCallNs,
+  functionReportRows,
   REPORT_SORTS,
   type ReportSort,
   renderCallGraphJson,
@@ -48,6 +49,16 @@ export {
 } from './formats.js';
 export { formatBound, formatDuration, renderHistogram } from './histogram.js';
 export { hex, renderJson, renderTable } from './json.js';
+export {
+  type LeakCounterValues,
+  type LeakGrowth,
+  type LeakReport,
+  type LeakStackRow,
+  leakFrameText,
+  leakStackCounts,
+  renderLeaksJson,
+  renderLeaksText,
+} from './leaks.js';
 export { type PprofOptions, renderPprof } from './pprof.js';
 export {
   type Health,

@@ -37,6 +37,7 @@ export {
 export {
   type OptionFetch,
   type PlannedProbes,
+  type PlanProgress,
   type ProbePlan,
   planProbes,
   planProbesSync,

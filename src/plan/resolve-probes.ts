@@ -72,6 +72,14 @@ import {
   variableProbeAddress,
 } from './variables.js';
 
+/** How far the planning of a pattern's functions has got. */
+export interface PlanProgress {
+  readonly done: number;
+  readonly total: number;
+  /** The file whose functions they are, as the user named it. */
+  readonly target: string;
+}
+
 export interface ResolveOptions {
   /** Resolve targets as this process sees them, and compute runtime addresses in it. */
   readonly pid?: number | undefined;
@@ -105,6 +113,11 @@ export interface ResolveOptions {
    * the spec, instead of being skipped and listed in `skipped`.
    */
   readonly strict?: boolean | undefined;
+  /**
+   * Called as a pattern's functions are planned (every thousand, and at the end), for a
+   * progress line: planning every function of a large program takes seconds.
+   */
+  readonly onProgress?: ((progress: PlanProgress) => void) | undefined;
   /**
    * Resolve every spec in this file instead of the one its target names: the file now at the
    * path where a target was resolved before (replaced on disk since, a new inode), whose
@@ -671,6 +684,9 @@ function ifuncError(
   );
 }
 
+/** Functions planned between two progress calls. */
+const PROGRESS_EVERY = 1000;
+
 function resolveGlob(
   spec: ProbeSpec,
   location: Extract<Location, { type: 'glob' }>,
@@ -705,7 +721,13 @@ function resolveGlob(
   const skipped: string[] = [];
   const unprobeable: SkippedSite[] = [];
   const coldParts: string[] = [];
+  const progress = options.onProgress;
+  let done = 0;
   for (const group of byAddress.values()) {
+    if (progress !== undefined && done % PROGRESS_EVERY === 0 && done > 0) {
+      progress({ done, total: byAddress.size, target: target.file.displayPath });
+    }
+    done++;
     const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
     if (main.type === 'ifunc') {
       skipped.push(main.name);
@@ -731,6 +753,7 @@ function resolveGlob(
       });
     }
   }
+  progress?.({ done, total: byAddress.size, target: target.file.displayPath });
   if (unprobeable.length > 0) {
     checkSkips(spec, location, target, options, sites.length, unprobeable);
     plan.skipped.push(...unprobeable);

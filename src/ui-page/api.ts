@@ -48,6 +48,6 @@ export function openStream(
   return source;
 }
 
-export function exportUrl(id: string, format: 'svg' | 'chrome' | 'json'): string {
+export function exportUrl(id: string, format: string): string {
   return `/api/export/${id}/${format}?token=${encodeURIComponent(token)}`;
 }

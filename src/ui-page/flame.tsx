@@ -1,8 +1,10 @@
-// A flame graph of count --by ustack's rows: the root at the bottom, each frame as wide as its
-// share of the hits, a click zooms into a frame (its ancestors stay, full width), a click on the
-// root zooms out. Colours by name, as the SVG export has them.
+// A flame graph of stacks with weights (count --by ustack's hits, a recording's time per call
+// path): the root at the bottom, each frame as wide as its share of the weight, a click zooms
+// into a frame (its ancestors stay, full width), a click on the root zooms out. Colours by
+// name, as the SVG export has them.
 import { useMemo, useState } from 'preact/hooks';
 import type { StackRowView } from '../api/ui-contract.js';
+import { duration } from './parts.js';
 
 interface Node {
   readonly name: string;
@@ -48,7 +50,17 @@ interface Box {
 
 const ROW = 18;
 
-export function FlameGraph({ rows }: { rows: readonly StackRowView[] }) {
+/**
+ * `rows`: each stack (outermost frame first) with its weight in `count`: hits, or with
+ * `unit="ns"` the time spent in its last frame itself.
+ */
+export function FlameGraph({
+  rows,
+  unit = 'hits',
+}: {
+  rows: readonly StackRowView[];
+  unit?: 'hits' | 'ns';
+}) {
   const root = useMemo(() => build(rows), [rows]);
   const [zoom, setZoom] = useState<string>('all');
   const boxes: Box[] = [];
@@ -75,8 +87,14 @@ export function FlameGraph({ rows }: { rows: readonly StackRowView[] }) {
   };
   if (focus.value > 0) walk(focus, boxes.length, 0, 1);
   const depth = Math.max(...boxes.map((b) => b.depth)) + 1;
-  if (root.value === 0)
-    return <p class="muted">No stacks yet: the function has not been called.</p>;
+  if (root.value === 0) {
+    return (
+      <p class="muted">
+        {unit === 'hits' ? 'No stacks yet: the function has not been called.' : 'No calls.'}
+      </p>
+    );
+  }
+  const weight = (n: number) => (unit === 'hits' ? `${n} hits` : duration(n));
   return (
     <div class="flame" style={{ height: `${depth * ROW}px` }} data-test="flamegraph">
       {boxes.map((b) => (
@@ -84,7 +102,7 @@ export function FlameGraph({ rows }: { rows: readonly StackRowView[] }) {
           type="button"
           key={b.node.path}
           class="frame"
-          title={`${b.node.name} (${b.node.value} hits, ${((b.node.value / root.value) * 100).toFixed(2)}%)`}
+          title={`${b.node.name} (${weight(b.node.value)}, ${((b.node.value / root.value) * 100).toFixed(2)}%)`}
           style={{
             left: `${b.x * 100}%`,
             width: `${b.width * 100}%`,

@@ -14,21 +14,25 @@ import type {
   MeasureKind,
   MeasurementView,
   ProcessRow,
+  RecordingView,
   ResolveView,
   TraceEventView,
   UsdtRow,
   ValidateView,
 } from '../api/ui-contract.js';
-import { ApiError, exportUrl, get, openStream, post } from './api.js';
+import { exportUrl, get, openStream, post } from './api.js';
 import { FlameGraph } from './flame.js';
 import { fuzzyFilter } from './fuzzy.js';
+import { duration, ErrorText, message, Progress, StopOrClose } from './parts.js';
+import { RecordForms, RecordingCard, type RecordTarget } from './recording.js';
 
 type Target =
   | { kind: 'pid'; pid: number; comm: string; file: string }
   | { kind: 'file'; file: string }
   | { kind: 'command'; command: string; file: string };
 
-type View = 'targets' | 'functions' | 'measure';
+/** The page's views: one per step, and one per kind of result (measurements, recordings). */
+type View = 'targets' | 'functions' | 'measure' | 'calls';
 
 const KIND_WORDS: Record<MeasureKind, string> = {
   count: 'Count',
@@ -41,41 +45,6 @@ function targetText(t: Target): string {
   if (t.kind === 'pid') return `process ${t.pid} (${t.comm})`;
   if (t.kind === 'command') return `command ${t.command}`;
   return t.file;
-}
-
-function message(err: unknown): string {
-  return err instanceof ApiError || err instanceof Error ? err.message : String(err);
-}
-
-/** ns as a short duration: 812ns, 12.3µs, 4.56ms, 1.20s. */
-function duration(ns: number | null): string {
-  if (ns === null) return '-';
-  if (ns < 1000) return `${Math.round(ns)}ns`;
-  if (ns < 1e6) return `${(ns / 1e3).toPrecision(3)}µs`;
-  if (ns < 1e9) return `${(ns / 1e6).toPrecision(3)}ms`;
-  return `${(ns / 1e9).toPrecision(3)}s`;
-}
-
-/** A step that may take a while: what it does and for how long so far. */
-function Progress({ text, since }: { text: string; since: number }) {
-  const [now, setNow] = useState(Date.now());
-  useEffect(() => {
-    const timer = setInterval(() => setNow(Date.now()), 250);
-    return () => clearInterval(timer);
-  }, []);
-  return (
-    <p class="progress" data-test="progress">
-      <span class="spinner" /> {text}… {((now - since) / 1000).toFixed(1)} s
-    </p>
-  );
-}
-
-function ErrorText({ text }: { text: string }) {
-  return (
-    <pre class="error" data-test="error">
-      {text}
-    </pre>
-  );
 }
 
 // ---- Targets --------------------------------------------------------------------------------
@@ -141,7 +110,7 @@ function Targets({ target, onPick }: { target: Target | null; onPick: (t: Target
             onInput={(e) => setQuery(e.currentTarget.value)}
             data-test="process-search"
           />
-          <button type="button" onClick={load}>
+          <button type="button" onClick={load} data-test="process-refresh">
             Refresh
           </button>
         </div>
@@ -215,6 +184,16 @@ function Targets({ target, onPick }: { target: Target | null; onPick: (t: Target
 }
 
 // ---- Functions ------------------------------------------------------------------------------
+
+/** What a recording of calls can run on: a process or a command (not a file alone). */
+function recordTarget(target: Target | null): RecordTarget | null {
+  if (target === null || target.kind === 'file') return null;
+  return {
+    ...specTarget(target),
+    file: target.file,
+    text: targetText(target),
+  };
+}
 
 function specTarget(target: Target): { pid?: number; command?: string } {
   if (target.kind === 'pid') return { pid: target.pid };
@@ -609,15 +588,11 @@ function MeasurementCard({
         <span class={`state ${v.state}`} data-test="state">
           {v.state}
         </span>
-        {v.state === 'running' || v.state === 'starting' ? (
-          <button type="button" class="stop" onClick={onStop} data-test="stop">
-            Stop
-          </button>
-        ) : (
-          <button type="button" onClick={onForget}>
-            Close
-          </button>
-        )}
+        <StopOrClose
+          running={v.state === 'running' || v.state === 'starting'}
+          onStop={onStop}
+          onForget={onForget}
+        />
       </header>
       {v.state === 'starting' ? (
         <Progress text={v.progress} since={Date.now() - v.elapsedMs} />
@@ -730,15 +705,24 @@ function App() {
   const [client, setClient] = useState<string | null>(null);
   const [connected, setConnected] = useState(false);
   const [lives, setLives] = useState<Map<string, Live>>(new Map());
+  const [recordings, setRecordings] = useState<Map<string, RecordingView>>(new Map());
   const [startError, setStartError] = useState<string | null>(null);
   const [starting, setStarting] = useState<{ text: string; since: number } | null>(null);
   useEffect(() => {
     const source = openStream((m) => {
       if (m.type === 'hello') setClient(m.client);
-      if (m.type === 'measurements') {
+      if (m.type === 'results') {
+        // Each kind of result to its view.
+        const measurements: MeasurementView[] = [];
+        const recorded = new Map<string, RecordingView>();
+        for (const r of m.results) {
+          if (r.kind === 'recording') recorded.set(r.id, r);
+          else measurements.push(r);
+        }
+        setRecordings(recorded);
         setLives((old) => {
           const next = new Map<string, Live>();
-          for (const v of m.measurements) {
+          for (const v of measurements) {
             const prev = old.get(v.id);
             const history = prev?.history ?? { t: [], p50: [], p90: [], p99: [] };
             const first = v.latency?.[0];
@@ -786,14 +770,22 @@ function App() {
       next.delete(id);
       return next;
     });
+    setRecordings((old) => {
+      const next = new Map(old);
+      next.delete(id);
+      return next;
+    });
   };
   const running = [...lives.values()].filter((l) => l.view.state === 'running').length;
+  const recordingNow = [...recordings.values()].filter(
+    (r) => r.state === 'recording' || r.state === 'starting',
+  ).length;
   return (
     <>
       <header class="top">
         <h1>upscope</h1>
         <nav>
-          {(['targets', 'functions', 'measure'] as const).map((v) => (
+          {(['targets', 'functions', 'measure', 'calls'] as const).map((v) => (
             <button
               type="button"
               key={v}
@@ -806,7 +798,9 @@ function App() {
                 ? 'Targets'
                 : v === 'functions'
                   ? 'Functions'
-                  : `Measure (${running})`}
+                  : v === 'measure'
+                    ? `Measure (${running})`
+                    : `Record calls (${recordingNow})`}
             </button>
           ))}
         </nav>
@@ -819,7 +813,7 @@ function App() {
         <button
           type="button"
           class="stop"
-          disabled={running === 0}
+          disabled={running + recordingNow === 0}
           onClick={() => stop()}
           data-test="stop-all"
         >
@@ -853,6 +847,22 @@ function App() {
               live={l}
               onStop={() => stop(l.view.id)}
               onForget={() => forget(l.view.id)}
+            />
+          ))}
+        </section>
+        <section class="calls" hidden={view !== 'calls'}>
+          <RecordForms target={recordTarget(target)} client={client} />
+          {recordings.size === 0 && (
+            <p class="muted">
+              Nothing recorded yet: record a process or a command, or open a recording.
+            </p>
+          )}
+          {[...recordings.values()].reverse().map((r) => (
+            <RecordingCard
+              key={r.id}
+              view={r}
+              onStop={() => stop(r.id)}
+              onForget={() => forget(r.id)}
             />
           ))}
         </section>

@@ -92,7 +92,8 @@ test('list --usdt shows each probe as readelf -n does', (t) => {
 test('list --usdt -p: the probes of every mapped object, at their runtime addresses', async (t) => {
   if (!requireSdt(t)) return;
   const app = compileUsdtTarget('-O2');
-  const child = spawn(app, ['20', '50'], { stdio: 'ignore' });
+  // Long enough to outlive a loaded machine's start of upscope (killed at the end).
+  const child = spawn(app, ['100000', '50'], { stdio: 'ignore' });
   try {
     // Until the program runs with its libraries mapped (a loaded machine may take a while).
     const mapped = () => {

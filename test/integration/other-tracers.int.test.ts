@@ -230,8 +230,9 @@ describe('the ptrace engine and a kernel uprobe on the same function', () => {
     assert.notEqual(refused.status, 0);
     assert.match(
       refused.stderr,
-      /^error\[ERR_UNPROBEABLE_INSTRUCTION\]: Cannot probe 0x[0-9a-f]+ in process \d+: another tracer's breakpoint is on it \(a kernel uprobe: bpftrace, perf, or upscope's bpf or tracefs engine\), and the instruction after it cannot carry upscope's probe instead: "lea /m,
+      /^error\[ERR_UNPROBEABLE_INSTRUCTION\]: Cannot probe co_leaf \(0x[0-9a-f]+\) in process \d+: another tracer's kernel uprobe is on its first instruction \(bpftrace, perf, or upscope's bpf or tracefs engine, .*\), and upscope cannot see its calls from the instruction after it instead: "lea [^"]*" writes \w+, which cannot be taken back$/m,
     );
+    assert.match(refused.stderr, /^ {2}hint: Stop the other tracer first/m);
     assert.equal(await send('run 100'), 100, 'the target runs on');
     assert.equal(await stopCounting(bpf, 'co_leaf'), 100);
 

@@ -57,12 +57,12 @@ test('events() gives every call with typed fields; stats() counts them; nothing 
   if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
   const app = target();
   const run = command(app);
+  const started = process.hrtime.bigint();
   const attachment = await new Tracer().attach(
     [`${app}:f_ints c=arg2:s32 d=arg3:s64`, `r:${app}:f_ints ret=retval:s32`],
     { command: run.line },
   );
   const events: ProbeEvent[] = [];
-  const started = process.hrtime.bigint();
   for await (const event of attachment.events()) events.push(event);
   const report = run.report();
   const calls = totalCalls(report);

@@ -114,7 +114,15 @@ test('upscope ui answers only its own page: token, Host and Origin are checked; 
       ['another port’s Origin', { ...good, origin: 'http://127.0.0.1:1' }],
     ];
     for (const [why, headers] of refused) {
-      for (const path of ['/', '/app.js', '/api/processes', '/api/doctor', '/api/events']) {
+      for (const path of [
+        '/',
+        '/app.js',
+        '/api/processes',
+        '/api/doctor',
+        '/api/events',
+        '/api/recording?id=r1',
+        '/api/export/m1/json',
+      ]) {
         const answer = await request(local, path, { headers });
         assert.equal(answer.status, 403, `${why}: GET ${path}`);
         assert.equal(answer.body, 'Forbidden\n', `${why}: nothing but the refusal`);
@@ -135,6 +143,19 @@ test('upscope ui answers only its own page: token, Host and Origin are checked; 
         body,
       });
       assert.equal(answer.status, 403, `${why}: POST /api/measure`);
+      assert.deepEqual(probesHeldBy(ui.spawned.pid), [], `${why}: nothing attached`);
+      // Nor a recording of its calls, nor a recording read from disk.
+      for (const [path, asked] of [
+        ['/api/record', { client: stream.client, pid: target.pid, targets: [`${app}:work`] }],
+        ['/api/open', { client: stream.client, path: '/' }],
+      ] as const) {
+        const refusedPost = await request(local, path, {
+          method: 'POST',
+          headers: { ...headers, 'content-type': 'application/json' },
+          body: JSON.stringify(asked),
+        });
+        assert.equal(refusedPost.status, 403, `${why}: POST ${path}`);
+      }
       assert.deepEqual(probesHeldBy(ui.spawned.pid), [], `${why}: nothing attached`);
     }
     // A form post (no JSON) from the page's own origin is not taken either.

@@ -8,45 +8,20 @@
 // printed; a blank page or a console error fails. First paint and the bundle's size are
 // measured and printed, not asserted.
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { gzipSync } from 'node:zlib';
-import type { Page } from 'playwright-core';
-import { type Browser, openBrowser, pixelsOf } from '../helpers/browser.js';
+import { type Browser, openBrowser } from '../helpers/browser.js';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { ended, spawnCollected, waitFor } from '../helpers/spawned.js';
+import { snapshot, until } from '../helpers/ui-page.js';
 import { probesHeldBy, startUi } from '../helpers/ui-server.js';
 
-const ARTIFACTS = process.env['UPSCOPE_TEST_ARTIFACTS'] ?? join(tmpdir(), 'upscope-ui-artifacts');
 const PAGE = new URL('../../dist/page/', import.meta.url).pathname;
-
-async function until(what: string, check: () => Promise<boolean> | boolean, ms = 60_000) {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** A screenshot of the page as an artifact; fails when the page is blank (one colour). */
-async function snapshot(browser: Browser, page: Page, name: string): Promise<void> {
-  const png = await page.screenshot({ fullPage: true });
-  const path = join(ARTIFACTS, `${name}.png`);
-  mkdirSync(ARTIFACTS, { recursive: true });
-  await import('node:fs').then((fs) => fs.writeFileSync(path, png));
-  console.log(`ui test: screenshot ${path}`);
-  const points = [];
-  for (let x = 20; x < 1280; x += 60) for (let y = 10; y < 700; y += 45) points.push({ x, y });
-  const colours = new Set(await pixelsOf(browser.context, png, points));
-  assert.ok(colours.size >= 4, `${name}: the page is not blank (${colours.size} colours)`);
-  const text = ((await page.locator('main').textContent()) ?? '').trim();
-  assert.ok(text.length > 40, `${name}: the page shows text: ${JSON.stringify(text)}`);
-}
 
 test('upscope ui: pick a process, search a function, count, time and draw it: the numbers are the target’s own; Stop leaves nothing', async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc', 'chromium'] })) return;

@@ -23,7 +23,7 @@ import { compileUsdtTarget, requireSdt } from '../helpers/usdt.js';
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
 const CALLS = 5;
 /** Calls of the target traced with -p for part of its run. */
-const CALLS_P = 60;
+const CALLS_P = 100;
 
 interface JsonEvent {
   probe: string;
@@ -198,7 +198,8 @@ describe('USDT probes', () => {
     test(`-p with --engine ${engine}: the semaphore is raised exactly while the probe is attached`, async (t) => {
       if (!requireSdt(t) || !requireHost(t, { root: engine !== 'ptrace' })) return;
       const app = compileUsdtTarget('-O2');
-      // 60 calls 50 ms apart (3 s): 0.4 s before the trace, 1 s traced, over 1 s after.
+      // 100 calls 50 ms apart (5 s): 0.4 s before the trace, 1 s traced, the rest after (a
+      // loaded machine may take seconds to start the trace).
       const target = spawn(app, [String(CALLS_P), '50'], { stdio: ['ignore', 'pipe', 'inherit'] });
       let stdout = '';
       target.stdout.on('data', (chunk: Buffer) => {

@@ -18,6 +18,7 @@ int main(void) {
   printf("{\"SYSCALL\":{");
   printf("\"close\":%d,\"mmap\":%d,\"munmap\":%d,\"ioctl\":%d,\"getpid\":%d,\"wait4\":%d,", SYS_close,
          SYS_mmap, SYS_munmap, SYS_ioctl, SYS_getpid, SYS_wait4);
+  printf("\"rt_sigprocmask\":%d,", SYS_rt_sigprocmask);
   printf("\"kill\":%d,\"ptrace\":%d,\"mount\":%d,\"gettid\":%d,\"tgkill\":%d,\"waitid\":%d,", SYS_kill,
          SYS_ptrace, SYS_mount, SYS_gettid, SYS_tgkill, SYS_waitid);
   printf("\"ftruncate\":%d,\"memfd_create\":%d,", SYS_ftruncate, SYS_memfd_create);
@@ -40,7 +41,7 @@ int main(void) {
   FUNC(get_current_task);
   FUNC(probe_read_user); FUNC(probe_read_kernel); FUNC(probe_read_user_str); FUNC(ringbuf_output);
   FUNC(ringbuf_reserve); FUNC(ringbuf_submit); FUNC(ringbuf_discard); FUNC(get_current_task_btf);
-  FUNC(get_attach_cookie); FUNC(find_vma);
+  FUNC(get_attach_cookie); FUNC(find_vma); FUNC(send_signal);
   printf("\"loop\":%d},", BPF_FUNC_loop);
   printf("\"BPF_PROG_LOAD_ATTR\":{\"prog_type\":%zu,\"insn_cnt\":%zu,\"insns\":%zu,\"license\":%zu,",
          ATTR(prog_type), ATTR(insn_cnt), ATTR(insns), ATTR(license));
@@ -80,6 +81,7 @@ int main(void) {
          BPF_MAP_TYPE_PERF_EVENT_ARRAY, BPF_MAP_TYPE_PERCPU_HASH);
   printf("\"BPF_MAP_TYPE_PERCPU_ARRAY\":%d,\"BPF_MAP_TYPE_STACK_TRACE\":%d,\"BPF_MAP_TYPE_LRU_HASH\":%d,",
          BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_STACK_TRACE, BPF_MAP_TYPE_LRU_HASH);
+  printf("\"BPF_MAP_TYPE_LPM_TRIE\":%d,", BPF_MAP_TYPE_LPM_TRIE);
   printf("\"BPF_MAP_TYPE_RINGBUF\":%d},", BPF_MAP_TYPE_RINGBUF);
   printf("\"BPF_MAP_CREATE_ATTR\":{\"map_type\":%zu,\"key_size\":%zu,\"value_size\":%zu,", ATTR(map_type),
          ATTR(key_size), ATTR(value_size));

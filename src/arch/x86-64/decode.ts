@@ -176,6 +176,8 @@ export function sweepInstructions(
     const { formatter, stringFormatter, instruction } = tools;
     const decoder = keep(new iced.Decoder(64, bytes, iced.DecoderOptions.None));
     decoder.ip = vaddr;
+    // The instructions' bytes are cut from one copy, when read: the caller may change its own.
+    const copy = bytes.slice();
     while (decoder.canDecode) {
       const offset = decoder.position;
       const ip = vaddr + BigInt(offset);
@@ -202,31 +204,126 @@ export function sweepInstructions(
           flow === iced.FlowControl.ConditionalBranch ||
           flow === iced.FlowControl.Call) &&
         instruction.op0Kind === iced.OpKind.NearBranch64;
-      const own = bytes.slice(offset, offset + length);
-      const mnemonic = formatter.formatMnemonicOptions(
-        instruction,
-        iced.FormatMnemonicOptions.NoPrefixes,
-      );
-      const text = (instruction.isStringInstruction ? stringFormatter : formatter).format(
-        instruction,
-      );
-      const spelled = objdumpSpelling(text, mnemonic, own);
-      const decoded: DecodedInstruction = {
-        vaddr: ip,
+      // The mnemonic follows from the instruction's code alone (its operand size included).
+      const code = instruction.code;
+      let mnemonic = MNEMONICS.get(code);
+      if (mnemonic === undefined) {
+        mnemonic = formatter.formatMnemonicOptions(
+          instruction,
+          iced.FormatMnemonicOptions.NoPrefixes,
+        );
+        MNEMONICS.set(code, mnemonic);
+      }
+      // The text and bytes are made when first read (most sweeps read those of few
+      // instructions), except where the mnemonic depends on the text: `callq` etc. lose their
+      // suffix in it.
+      let spelled: string | undefined;
+      const fullMnemonic = mnemonic;
+      if (mnemonic.endsWith('q')) {
+        // Whether the text keeps the suffix follows from the code and the operands' kinds.
+        const form = code * 4096 + instruction.op0Kind * 64 + instruction.op1Kind;
+        let kept = SUFFIX_KEPT.get(form);
+        if (kept === undefined) {
+          const own = bytes.subarray(offset, offset + length);
+          spelled = spell(instruction, formatter, stringFormatter, mnemonic, own);
+          kept = spelled.split(' ').includes(mnemonic);
+          SUFFIX_KEPT.set(form, kept);
+        }
+        if (!kept) mnemonic = mnemonic.slice(0, -1);
+      }
+      const ripRelative = instruction.isIpRelMemoryOperand;
+      const decoded = new SweptInstruction(
+        ip,
         length,
-        bytes: own,
-        text: spelled,
-        // `callq` etc. lose their suffix in the text; the mnemonic follows.
-        mnemonic: spelled.split(' ').includes(mnemonic) ? mnemonic : mnemonic.replace(/q$/, ''),
-        invalid: false,
-        ripRelative: instruction.isIpRelMemoryOperand,
-        ripTarget: instruction.isIpRelMemoryOperand ? instruction.ipRelMemoryAddress : undefined,
-        branchTarget: direct ? instruction.nearBranchTarget : undefined,
-      };
+        copy,
+        offset,
+        mnemonic,
+        fullMnemonic,
+        spelled,
+        ripRelative,
+        ripRelative ? instruction.ipRelMemoryAddress : undefined,
+        direct ? instruction.nearBranchTarget : undefined,
+      );
       if (!visit(decoded)) return;
     }
   } finally {
     if (shared !== undefined) shared.busy = false;
+    for (const object of owned.reverse()) object.free();
+  }
+}
+
+/** An instruction of a sweep: its bytes and text are made when first read. */
+class SweptInstruction implements DecodedInstruction {
+  readonly invalid = false;
+  readonly #source: Uint8Array;
+  readonly #offset: number;
+  readonly #fullMnemonic: string;
+  #bytes: Uint8Array | undefined;
+  #text: string | undefined;
+
+  constructor(
+    readonly vaddr: bigint,
+    readonly length: number,
+    source: Uint8Array,
+    offset: number,
+    readonly mnemonic: string,
+    fullMnemonic: string,
+    text: string | undefined,
+    readonly ripRelative: boolean,
+    readonly ripTarget: bigint | undefined,
+    readonly branchTarget: bigint | undefined,
+  ) {
+    this.#source = source;
+    this.#offset = offset;
+    this.#fullMnemonic = fullMnemonic;
+    this.#text = text;
+  }
+
+  get bytes(): Uint8Array {
+    this.#bytes ??= this.#source.slice(this.#offset, this.#offset + this.length);
+    return this.#bytes;
+  }
+
+  get text(): string {
+    this.#text ??= spellAgain(this.bytes, this.vaddr, this.#fullMnemonic);
+    return this.#text;
+  }
+}
+
+/** The mnemonic (no prefixes) of each iced instruction code met so far. */
+const MNEMONICS = new Map<number, string>();
+/** For mnemonics ending in q: whether objdump's text keeps the q, by code and operand kinds. */
+const SUFFIX_KEPT = new Map<number, boolean>();
+
+function spell(
+  instruction: InstanceType<Iced['Instruction']>,
+  formatter: IcedFormatter,
+  stringFormatter: IcedFormatter,
+  mnemonic: string,
+  bytes: Uint8Array,
+): string {
+  const text = (instruction.isStringInstruction ? stringFormatter : formatter).format(instruction);
+  return objdumpSpelling(text, mnemonic, bytes);
+}
+
+/** The text of the one instruction `bytes` at `vaddr`, decoded again. */
+function spellAgain(bytes: Uint8Array, vaddr: bigint, mnemonic: string): string {
+  const iced = loadIced();
+  const owned: { free(): void }[] = [];
+  const keep = <T extends { free(): void }>(object: T): T => {
+    owned.push(object);
+    return object;
+  };
+  try {
+    // The shared formatters keep no state between two calls: a sweep that is using them
+    // (its visitor asked for this text) does not mind. Its instruction is its own.
+    const { formatter, stringFormatter } = sharedTools ?? sweepTools(iced, keep);
+    const instruction = keep(new iced.Instruction());
+    const decoder = keep(new iced.Decoder(64, bytes, iced.DecoderOptions.None));
+    decoder.ip = vaddr;
+    decoder.decodeOut(instruction);
+    return spell(instruction, formatter, stringFormatter, mnemonic, bytes);
+  } finally {
     for (const object of owned.reverse()) object.free();
   }
 }

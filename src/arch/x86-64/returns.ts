@@ -87,7 +87,7 @@ function exitKind(
   recent: readonly DecodedInstruction[],
   inside: (address: bigint) => boolean,
 ): ReturnInstruction['kind'] | 'conditional' | undefined {
-  const { mnemonic, text } = instruction;
+  const { mnemonic } = instruction;
   if (mnemonic === 'ret') return 'ret';
   const target = instruction.branchTarget;
   if (target !== undefined) {
@@ -95,8 +95,9 @@ function exitKind(
     return mnemonic === 'jmp' ? 'tail-call' : 'conditional';
   }
   if (mnemonic !== 'jmp') return undefined;
-  const operand = text.slice(text.indexOf('*') + 1);
   if (instruction.ripRelative) return 'tail-call';
+  const { text } = instruction;
+  const operand = text.slice(text.indexOf('*') + 1);
   if (INDEXED_MEMORY.test(operand)) return undefined;
   if (/^%[a-z0-9]+$/.test(operand) && filledFromTable(operand, recent)) return undefined;
   return 'tail-call';

@@ -14,7 +14,7 @@ import {
   UNIT_NS,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
-import { type Io, withOutput } from '../io.js';
+import { type Io, planProgress, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   childrenOption,
@@ -41,6 +41,18 @@ import {
   withAggregateOutput,
 } from '../outputs.js';
 import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
+
+/** What onEngine() reads of a command's options (and sets: commandStdout). */
+export interface EngineOptions<E extends 'bpf' | 'ptrace' | 'inject' = 'bpf' | 'ptrace'> {
+  pid?: number;
+  command?: string;
+  engine?: E;
+  output?: string;
+  json?: true;
+  format?: string;
+  commandOutput?: string;
+  commandStdout?: number | undefined;
+}
 
 interface CommonOptions {
   pid?: number;
@@ -93,18 +105,16 @@ function refuseInject(options: CommonOptions, command: string): void {
  * ptrace run happens in a helper process that restores the target if upscope is killed
  * (this process then only waits for it), or here when this process is that helper.
  */
-async function onEngine(
-  options: CommonOptions,
+export async function onEngine<E extends 'bpf' | 'ptrace' | 'inject'>(
+  options: EngineOptions<E>,
   io: Io,
   result: CommandResult,
-  body: (engine: 'bpf' | 'ptrace' | 'inject') => Promise<void>,
+  body: (engine: E | 'bpf' | 'ptrace') => Promise<void>,
 ): Promise<void> {
-  // The helper process was started because the ptrace engine was chosen (and said why).
-  let engine = inPtraceHelper()
-    ? options.engine === 'inject'
-      ? 'inject'
-      : 'ptrace'
-    : (options.engine ?? 'bpf');
+  let engine: E | 'bpf' | 'ptrace' = options.engine ?? 'bpf';
+  // The helper process was started because the ptrace engine (or inject, which runs on it)
+  // was chosen (and said why).
+  if (inPtraceHelper()) engine = options.engine === 'inject' ? options.engine : 'ptrace';
   const oneProcess = options.pid !== undefined || options.command !== undefined;
   if (options.engine === undefined && engine === 'bpf' && oneProcess && !bpfAllowed()) {
     io.err('upscope: BPF is not allowed here: using the ptrace engine (slower per hit)\n');
@@ -178,6 +188,7 @@ function aggregateOptions(
   engine: 'bpf' | 'ptrace' | 'inject',
 ): AggregateOptions {
   return {
+    onProgress: planProgress(io),
     engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
     pid: options.pid,
@@ -220,6 +231,18 @@ async function run<R>(
         : report.multi === 0
           ? 'perf events'
           : `${report.multi} uprobe_multi, ${report.perf} perf events`;
+  // Ctrl-C from the moment the start line is out ends the run as it should.
+  let signal: NodeJS.Signals | undefined;
+  const onSignal = (received: NodeJS.Signals) => {
+    if (signal !== undefined) {
+      aggregate.close();
+      process.exit(128 + constants.signals[received]);
+    }
+    signal = received;
+    aggregate.stop();
+  };
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const s of signals) process.on(s, onSignal);
   if (options.pid !== undefined) {
     for (const note of notLoadedNotes(aggregate.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
@@ -234,17 +257,6 @@ async function run<R>(
       aggregate.engine === 'inject' ? 'ptrace' : aggregate.engine,
     ),
   );
-  let signal: NodeJS.Signals | undefined;
-  const onSignal = (received: NodeJS.Signals) => {
-    if (signal !== undefined) {
-      aggregate.close();
-      process.exit(128 + constants.signals[received]);
-    }
-    signal = received;
-    aggregate.stop();
-  };
-  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-  for (const s of signals) process.on(s, onSignal);
   // In the ptrace helper, an ending signal (upscope's death) may have come already.
   const early = helperSignal();
   if (early !== undefined) onSignal(early);

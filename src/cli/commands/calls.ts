@@ -2,13 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
-import { callGraph, functionStats, replayCalls, type ThreadCalls } from '../../aggregate/index.js';
-import { type Recording, readRecording, recordCalls } from '../../api/index.js';
-import { ProbeError } from '../../errors/index.js';
-import { closest, didYouMean } from '../../internal/index.js';
+import { functionStats, replayCalls } from '../../aggregate/index.js';
 import {
-  callEvents,
-  callStacks,
+  loadRecording,
+  type Recording,
+  type RecordingProgress,
+  recordCalls,
+} from '../../api/index.js';
+import { ProbeError } from '../../errors/index.js';
+import {
   firstCallNs,
   isStackFormat,
   REPORT_SORTS,
@@ -19,12 +21,9 @@ import {
   renderFunctionReportText,
   renderReplayJson,
   renderReplayText,
-  renderStacks,
   sortFunctionStats,
-  traceSink,
 } from '../../output/index.js';
-import { globToRegExp, isGlob } from '../../spec/index.js';
-import { type Io, withOutput } from '../io.js';
+import { type Io, planProgress, progressLine, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   collect,
@@ -36,6 +35,13 @@ import {
   startLine,
 } from '../options.js';
 import { checkTerminal, chooseFormat, formatOption } from '../outputs.js';
+import {
+  functionIds,
+  graphOf,
+  namer,
+  renderGraphStacks,
+  writeReplayTrace,
+} from '../recording-documents.js';
 import { installLifecycle } from './trace.js';
 
 /** Options of the commands that record. */
@@ -116,7 +122,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     .action(async (dir, options) => {
       const format = chooseFormat('call-report', options);
       await withOutput(io, options.output, async (out) => {
-        report(readAndWarn(dir, io), { ...options, format }, out);
+        report(await loadAndWarn(dir, io), { ...options, format }, out);
       });
     });
 
@@ -138,47 +144,16 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       const format = chooseFormat('call-graph', options);
       checkTerminal(format, options.output !== undefined);
       await withOutput(io, options.output, async (out) => {
-        const recording = readAndWarn(dir, io);
-        const name = namer(recording);
+        const recording = await loadAndWarn(dir, io);
         const from = func === undefined ? undefined : functionIds(recording, func);
-        const graph = (threads: readonly ThreadCalls[]) =>
-          from === undefined
-            ? callGraph(threads)
-            : [...from].flatMap((fn) => callGraph(threads, { from: fn }));
         if (!isStackFormat(format)) {
           const render = format === 'json' ? renderCallGraphJson : renderCallGraphText;
-          out.out(render(graph(recording.threads), name, { depth: options.depth }));
+          out.out(
+            render(graphOf(recording.threads, from), namer(recording), { depth: options.depth }),
+          );
           return;
         }
-        // Each process's calls as stacks weighed by time: the widths are inclusive times.
-        const { index } = recording;
-        const title = `Calls of ${index.command === undefined ? `process ${index.pid}` : `"${index.command}"`}${func === undefined ? '' : ` from ${func}`}`;
-        const byPid = new Map<number, ThreadCalls[]>();
-        for (const t of recording.threads) {
-          if (!byPid.has(t.pid)) byPid.set(t.pid, []);
-          byPid.get(t.pid)!.push(t);
-        }
-        const rows = [...byPid].flatMap(([pid, threads]) =>
-          callStacks(graph(threads), {
-            pid,
-            probe: title,
-            depth: options.depth,
-            frame: (fn) => ({ function: name(fn), object: index.functions[fn]?.object }),
-          }),
-        );
-        const first = firstCallNs(recording.threads);
-        let last = first;
-        for (const t of recording.threads) if (t.lastNs > last) last = t.lastNs;
-        const started = Date.parse(index.startedAt);
-        out.out(
-          renderStacks(format, rows, {
-            weight: 'time',
-            title,
-            subtitle: `time in each call path (ns), ${index.engine} engine, recorded ${index.startedAt}`,
-            timeNanos: Number.isNaN(started) ? undefined : BigInt(started) * 1_000_000n,
-            durationNanos: last - first,
-          }),
-        );
+        out.out(renderGraphStacks(recording, format, { from, func, depth: options.depth }));
       });
     });
 
@@ -205,7 +180,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     .action(async (dir, options) => {
       const format = chooseFormat('calls', options);
       await withOutput(io, options.output, async (out) => {
-        const recording = readAndWarn(dir, io);
+        const recording = await loadAndWarn(dir, io);
         const name = namer(recording);
         const ids = (funcs: string[] | undefined) =>
           funcs === undefined
@@ -220,28 +195,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
         });
         const write = (text: string) => out.out(text);
         if (format === 'chrome' || format === 'speedscope') {
-          // A track (chrome) or profile (speedscope) per thread, each call a nested slice.
-          const comms = new Map(recording.index.threads.map((t) => [t.tid, t.comm]));
-          const pids = new Map(recording.threads.map((t) => [t.tid, t.pid]));
-          const sink = traceSink(format, (chunk) => out.out(chunk), {
-            startNs: firstCallNs(recording.threads),
-            metadata: {
-              ...(recording.index.command === undefined
-                ? {}
-                : { command: recording.index.command }),
-              recording: recording.dir,
-              engine: recording.index.engine,
-            },
-            exactEnds: true,
-          });
-          sink.begin();
-          const thread = (tid: number) => ({
-            pid: pids.get(tid) ?? tid,
-            comm: comms.get(tid) ?? '',
-          });
-          for (const event of callEvents(calls, name, thread)) sink.value(event);
-          sink.lost(recording.index.lost);
-          sink.end();
+          writeReplayTrace(recording, format, (chunk) => out.out(chunk), calls);
         } else if (format === 'json') renderReplayJson(calls, name, write);
         else renderReplayText(calls, name, write, { startNs: firstCallNs(recording.threads) });
       });
@@ -267,7 +221,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     try {
       const recorded = await record(targets, options as RecordCliOptions, join(dir, 'rec'), io);
       await withOutput(io, options.output, async (out) => {
-        report(readAndWarn(join(dir, 'rec'), io), { ...options, format }, out);
+        report(await loadAndWarn(join(dir, 'rec'), io), { ...options, format }, out);
       });
       result.status = recorded.status;
     } finally {
@@ -301,6 +255,7 @@ async function record(
     debugDirs: options.debugDir,
     engine: options.engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
+    onProgress: planProgress(io),
   });
   const { attachment } = recorder;
   const endedBy = installLifecycle(attachment);
@@ -355,34 +310,26 @@ function report(
   out.out(render(rows, name));
 }
 
-/** Reads a recording and says on stderr what is wrong with it (the valid part is shown). */
-function readAndWarn(dir: string, io: Io): Recording {
-  const recording = readRecording(dir);
+/** A recording at least this large says how far its reading got, on a terminal. */
+const PROGRESS_BYTES = 32 << 20;
+
+/**
+ * Reads a recording and says on stderr what is wrong with it (the valid part is shown); on a
+ * terminal, a large one says how far its reading got meanwhile, on one line it clears after.
+ */
+async function loadAndWarn(dir: string, io: Io): Promise<Recording> {
+  const line = progressLine(io);
+  const onProgress = (p: RecordingProgress) => {
+    if (p.totalBytes < PROGRESS_BYTES) return;
+    const mib = (n: number) => (n / (1 << 20)).toFixed(0);
+    line.show(
+      `upscope: reading the recording: ${Math.floor((p.bytes / p.totalBytes) * 100)}% (${mib(p.bytes)} of ${mib(p.totalBytes)} MiB, ${p.records} records)`,
+    );
+  };
+  const recording = await loadRecording(dir, { onProgress });
+  line.clear();
   for (const problem of recording.problems) io.err(`upscope: warning: ${problem}\n`);
   return recording;
-}
-
-function namer(recording: Recording): (fn: number) => string {
-  return (fn) => recording.index.functions[fn]?.name ?? `#${fn}`;
-}
-
-/** The ids of the functions `func` (a name or glob) names; throws when none. */
-function functionIds(recording: Recording, func: string): Set<number> {
-  const names = recording.index.functions.map((f) => f.name);
-  const pattern = isGlob(func) ? globToRegExp(func) : undefined;
-  const ids = new Set<number>();
-  names.forEach((n, i) => {
-    if (pattern === undefined ? n === func : pattern.test(n)) ids.add(i);
-  });
-  if (ids.size === 0) {
-    const hint = didYouMean(closest(func, names));
-    throw new ProbeError(
-      'ERR_NO_MATCH',
-      `Cannot find function "${func}" in the recording "${recording.dir}": none of its ${names.length} functions has that name`,
-      { hints: hint === undefined ? ['List them with: upscope report DIR'] : [hint] },
-    );
-  }
-  return ids;
 }
 
 function parseRecordEngine(value: string): 'bpf' | 'tracefs' {

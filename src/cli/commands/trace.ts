@@ -8,7 +8,7 @@ import {
   Tracer,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
-import { type Io, withOutput } from '../io.js';
+import { type Io, planProgress, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   childrenOption,
@@ -200,6 +200,7 @@ async function trace(
     return;
   }
   const attachment = await new Tracer().attach(specs, {
+    onProgress: planProgress(io),
     pid: options.pid,
     command: options.command,
     children: options.children,

@@ -23,7 +23,10 @@ export function registerUi(program: Command, io: Io, result: CommandResult): voi
         "functions and USDT probes of a process's files, shows resolve's details and source " +
         'lines, and with a click counts calls, keeps a live latency histogram (p50/p90/p99), ' +
         'traces events with fetched values, or draws a flame graph of the stacks that reach a ' +
-        'function; it exports flame graph SVG, Chrome trace and JSON. Its Stop, closing the ' +
+        'function; it exports flame graph SVG, Chrome trace and JSON. It records the calls of ' +
+        'a process or command (upscope record) or opens a recording directory, and shows its ' +
+        'call tree, functions and flame graph, with the exports of upscope graph and replay. ' +
+        'Its Stop, closing the ' +
         'page, or stopping upscope ui (Ctrl-C) removes every probe. Requests without the ' +
         "token, from another site's page (Origin) or by another host name (Host) are refused. " +
         'The page can probe any process this user can: it listens on loopback only unless ' +

@@ -61,7 +61,7 @@ const SENT_EVENTS = 500;
 export interface ExportFile {
   readonly name: string;
   readonly type: string;
-  readonly body: string;
+  readonly body: string | Uint8Array;
 }
 
 /**
@@ -173,12 +173,24 @@ export class Measurement {
     if (error !== undefined) this.#error = errorText(error);
     if (!this.#stopRequested) this.#notes.push('the process or command ended');
     this.#closeDevNull();
+    // Its process ended: the probes went with it; the maps and programs go now (the last
+    // reading stays readable), not when the page closes the card.
+    this.#aggregate?.close();
+    void this.#attachment?.close();
     this.onEnd?.();
   }
 
   get state(): MeasureState {
     return this.#state;
   }
+
+  /** Whether it holds probes (or is attaching them). */
+  get running(): boolean {
+    return this.#state === 'running' || this.#state === 'starting';
+  }
+
+  /** Nothing to free: its readings live in memory only. */
+  dispose(): void {}
 
   /** Remove the probes (the last reading stays); a command started for it is ended. */
   async stop(): Promise<void> {

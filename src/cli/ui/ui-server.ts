@@ -14,9 +14,12 @@ import {
   listUsdtProbes,
   type MeasureKind,
   type MeasureRequest,
+  type OpenRequest,
   ProbeError,
   type ProcessRow,
   parseSpec,
+  type RecordingTreeView,
+  type RecordRequest,
   type ResolveView,
   resolveProbes,
   runDoctor,
@@ -29,6 +32,7 @@ import { formatAddress, HttpEndpoint, type ListenAddress } from '../../exporters
 import { hex } from '../../output/index.js';
 import { renderSite, renderSkipped } from '../commands/resolve.js';
 import { errorText, Measurement, uiEngines } from './measurement.js';
+import { RecordingResult } from './recording-result.js';
 
 /** How often the page is sent its measurements. */
 const TICK_MS = 1000;
@@ -50,11 +54,14 @@ const STATIC: Readonly<Record<string, string>> = {
   '/favicon.svg': 'image/svg+xml',
 };
 
-/** A page connected to the event stream; its measurements end when it goes. */
+/** What a page started or opened: a measurement, or a recording of calls. */
+type Result = Measurement | RecordingResult;
+
+/** A page connected to the event stream; its measurements and recordings end when it goes. */
 interface Client {
   readonly id: string;
   readonly res: ServerResponse;
-  readonly measurements: Map<string, Measurement>;
+  readonly results: Map<string, Result>;
 }
 
 export interface UiServerOptions {
@@ -132,11 +139,11 @@ export class UiServer {
     return host === 'localhost' || host === '::1' || /^127\./.test(host);
   }
 
-  /** Measurements running now, over every page. */
+  /** Measurements and recordings running now, over every page. */
   get running(): number {
     let n = 0;
     for (const client of this.#clients.values()) {
-      for (const m of client.measurements.values()) if (m.state === 'running') n++;
+      for (const r of client.results.values()) if (r.running) n++;
     }
     return n;
   }
@@ -155,13 +162,19 @@ export class UiServer {
   /** At exit: remove every probe now, without waiting. */
   closeSync(): void {
     for (const client of this.#clients.values()) {
-      for (const m of client.measurements.values()) m.closeSync();
+      for (const r of client.results.values()) {
+        r.closeSync();
+        r.dispose();
+      }
     }
   }
 
   async #endClient(client: Client): Promise<void> {
-    const running = [...client.measurements.values()];
-    await Promise.all(running.map((m) => m.stop().catch(() => {})));
+    const results = [...client.results.values()];
+    const running = results.filter((r) => r.running);
+    await Promise.all(results.map((r) => r.stop().catch(() => {})));
+    for (const r of results) r.dispose();
+    client.results.clear();
     if (running.length > 0) {
       this.#notice(`page ${client.id} gone: ${running.length} measurements stopped, detached`);
     }
@@ -230,7 +243,7 @@ export class UiServer {
         this.#answer(res, () => get(url.searchParams));
         return;
       }
-      const exported = /^\/api\/export\/([^/]+)\/(svg|chrome|json)$/.exec(path);
+      const exported = /^\/api\/export\/([^/]+)\/([a-z]+)$/.exec(path);
       if (exported !== null) {
         this.#export(res, exported[1]!, exported[2]!);
         return;
@@ -281,7 +294,7 @@ export class UiServer {
   }
 
   #stream(req: IncomingMessage, res: ServerResponse): void {
-    const client: Client = { id: `p${this.#nextId++}`, res, measurements: new Map() };
+    const client: Client = { id: `p${this.#nextId++}`, res, results: new Map() };
     this.#clients.set(client.id, client);
     res.writeHead(200, {
       'content-type': 'text/event-stream',
@@ -298,20 +311,20 @@ export class UiServer {
 
   #tick(): void {
     for (const client of this.#clients.values()) {
-      if (client.measurements.size === 0) {
+      if (client.results.size === 0) {
         client.res.write(': idle\n\n'); // keeps proxies (ssh's too) from closing it
         continue;
       }
       send(client.res, {
-        type: 'measurements',
-        measurements: [...client.measurements.values()].map((m) => m.view()),
+        type: 'results',
+        results: [...client.results.values()].map((r) => r.view()),
       });
     }
   }
 
   #export(res: ServerResponse, id: string, format: string): void {
     for (const client of this.#clients.values()) {
-      const file = client.measurements.get(id)?.exportFile(format);
+      const file = client.results.get(id)?.exportFile(format);
       if (file === undefined) continue;
       res.writeHead(200, {
         'content-type': file.type,
@@ -323,7 +336,40 @@ export class UiServer {
     res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('No such export\n');
   }
 
+  /** A result of any page, by its id. */
+  #result(id: string): Result | undefined {
+    for (const client of this.#clients.values()) {
+      const result = client.results.get(id);
+      if (result !== undefined) return result;
+    }
+    return undefined;
+  }
+
+  /** The page whose event stream has this id: what it starts is its own. */
+  #client(body: unknown): Client {
+    const client = this.#clients.get(String((body as { client?: unknown }).client));
+    if (client === undefined) {
+      throw usage('Cannot start: this page has no open event stream', ['Reload the page']);
+    }
+    return client;
+  }
+
+  /** Adds a page's result; the page is sent the results at once when it changes by itself. */
+  #add(client: Client, result: Result): { id: string } {
+    client.results.set(result.id, result);
+    result.onEnd = () => this.#tick();
+    return { id: result.id };
+  }
+
   readonly #gets: Readonly<Record<string, (query: URLSearchParams) => unknown>> = {
+    '/api/recording': (query): RecordingTreeView => {
+      const result = this.#result(required(query, 'id'));
+      const tree = result instanceof RecordingResult ? result.tree() : undefined;
+      if (tree === undefined) {
+        throw usage('Cannot show the recording: it is not read yet, or was closed');
+      }
+      return tree;
+    },
     '/api/processes': (): ProcessRow[] =>
       listProcesses().map((p) => ({ ...p, exe: p.exe ?? null })),
     '/api/doctor': async (): Promise<DoctorView> => {
@@ -443,21 +489,53 @@ export class UiServer {
         pid,
         command,
       });
-      client.measurements.set(measurement.id, measurement);
-      measurement.onEnd = () => this.#tick();
+      this.#add(client, measurement);
       await measurement.start();
       this.#notice(
         `${measurement.kind} ${specs.join(' ')}: ${measurement.state === 'failed' ? 'failed' : 'attached'}`,
       );
       return { id: measurement.id };
     },
+    '/api/record': (body): { id: string } => {
+      const client = this.#client(body);
+      const request = body as Partial<RecordRequest>;
+      const pid = optionalPid(body);
+      const command =
+        typeof request.command === 'string' && request.command.trim() !== ''
+          ? request.command.trim()
+          : undefined;
+      if ((pid === undefined) === (command === undefined)) {
+        throw usage('Cannot record calls: give a process or a command, one of them', [
+          'Pick a process, or a command to start, in Targets',
+        ]);
+      }
+      const dir =
+        typeof request.dir === 'string' && request.dir.trim() !== '' ? request.dir : undefined;
+      const recording = RecordingResult.record(`r${this.#nextId++}`, {
+        pid,
+        command,
+        targets: stringList(body, 'targets'),
+        exclude: request.exclude === undefined ? undefined : stringList(body, 'exclude'),
+        dir: dir?.trim(),
+      });
+      this.#notice(`record ${recording.view().target}: attaching`);
+      return this.#add(client, recording);
+    },
+    '/api/open': (body): { id: string } => {
+      const client = this.#client(body);
+      const path = (body as Partial<OpenRequest>).path;
+      if (typeof path !== 'string' || path.trim() === '' || path.includes('\0')) {
+        throw usage('Cannot open a recording: give the path of its directory', [
+          'A directory made by: upscope record -o DIR',
+        ]);
+      }
+      return this.#add(client, RecordingResult.open(`r${this.#nextId++}`, path.trim()));
+    },
     '/api/stop': async (body): Promise<{ stopped: number }> => {
       const { client: clientId, id } = body as { client?: unknown; id?: unknown };
       const client = this.#clients.get(String(clientId));
       if (client === undefined) return { stopped: 0 };
-      const chosen = [...client.measurements.values()].filter(
-        (m) => id === undefined || m.id === id,
-      );
+      const chosen = [...client.results.values()].filter((r) => id === undefined || r.id === id);
       await Promise.all(chosen.map((m) => m.stop()));
       this.#tick();
       return { stopped: chosen.length };
@@ -465,11 +543,10 @@ export class UiServer {
     '/api/forget': (body): { forgotten: boolean } => {
       const { client: clientId, id } = body as { client?: unknown; id?: unknown };
       const client = this.#clients.get(String(clientId));
-      const m = client?.measurements.get(String(id));
-      if (m === undefined || m.state === 'running' || m.state === 'starting') {
-        return { forgotten: false };
-      }
-      client!.measurements.delete(m.id);
+      const r = client?.results.get(String(id));
+      if (r === undefined || r.running) return { forgotten: false };
+      client!.results.delete(r.id);
+      r.dispose();
       return { forgotten: true };
     },
   };

@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { type BucketScheme, type Histogram, linearSteps } from '../../aggregate/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { type FetchArg, printFetchExpr } from '../../spec/index.js';
-import { type FollowSpec, followProcesses } from './follow.js';
+import type { FollowSpec } from './follow.js';
 import {
   COOKIE_FRAME_ENTRY,
   COOKIE_GOROUTINE,
@@ -290,7 +290,7 @@ export abstract class BpfAggregation {
     this.#pid = options.pid;
     if (options.follow === undefined) return;
     try {
-      this.#followed = followProcesses(this.session, options.follow);
+      this.#followed = this.session.follow(options.follow);
       this.#pid = undefined;
     } catch (err) {
       const fallback =
@@ -399,6 +399,18 @@ function decodeFrame(value: bigint): StackFrameKey {
   return { kind: 'pc', pc: value };
 }
 
+/** A stack key as the unwinder writes it: the process, and the frames, innermost first. */
+export function decodeStackKey(raw: Uint8Array): { pid: number; frames: StackFrameKey[] } {
+  const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+  const frames: StackFrameKey[] = [];
+  for (let at = KEY_HEADER_BYTES; at < raw.byteLength; at += 8) {
+    const value = view.getBigUint64(at, true);
+    if (value === 0n) break;
+    frames.push(decodeFrame(value));
+  }
+  return { pid: view.getUint32(4, true), frames };
+}
+
 /** What a count by user stack needs besides the probes: room for unwind tables, and them. */
 export interface StackOptions {
   readonly capacity: UnwindCapacity;
@@ -502,18 +514,7 @@ export class BpfCounts extends BpfAggregation {
       const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
       const probe = view.getUint32(0, true);
       if (this.#key.kind === 'ustack') {
-        const frames: StackFrameKey[] = [];
-        for (let at = KEY_HEADER_BYTES; at < raw.byteLength; at += 8) {
-          const value = view.getBigUint64(at, true);
-          if (value === 0n) break;
-          frames.push(decodeFrame(value));
-        }
-        rows.push({
-          probe,
-          key: undefined,
-          stack: { pid: view.getUint32(4, true), frames },
-          count,
-        });
+        rows.push({ probe, key: undefined, stack: decodeStackKey(raw), count });
         continue;
       }
       rows.push({ probe, key: this.#decodeKey(raw), count });

@@ -14,6 +14,9 @@ import { parseEventFormat } from '../tracefs/index.js';
 import { Asm } from './asm.js';
 import { alu64Imm, call, type Insn, ldMapFd, ldx, mov64Imm, mov64Reg, st, stx } from './insn.js';
 import type { BpfMap } from './kernel.js';
+import { BPF_RB_NO_WAKEUP } from './programs.js';
+import type { RingBuffer } from './ring-buffer.js';
+import { SCOPE_EXIT, SCOPE_FORK, SCOPE_RECORD } from './scope.js';
 import type { BpfSession } from './session.js';
 
 /** The processes a run follows. */
@@ -36,6 +39,8 @@ export const MAX_FOLLOWED = 32768;
 
 const SCRATCH = -8;
 const VALUE = -16;
+/** Where a record for user space is made (see scope.ts). */
+const RECORD = -24;
 
 /** The tracefs id of a tracepoint and its record format's fields (name -> offset). */
 function tracepoint(
@@ -99,7 +104,11 @@ function field(
  * ProbeError when the tracepoints cannot be read (ERR_PRIVILEGES, ERR_TRACEFS_NOT_MOUNTED,
  * ERR_NOT_SUPPORTED) before anything is attached.
  */
-export function followProcesses(session: BpfSession, spec: FollowSpec): BpfMap {
+export function followProcesses(
+  session: BpfSession,
+  spec: FollowSpec,
+  announce?: RingBuffer,
+): BpfMap {
   const forks = spec.forks ?? true;
   const fork = forks ? tracepoint(spec.tracefs, 'sched', 'sched_process_fork') : undefined;
   const exit = tracepoint(spec.tracefs, 'sched', 'sched_process_exit');
@@ -123,7 +132,7 @@ export function followProcesses(session: BpfSession, spec: FollowSpec): BpfMap {
   session.attachTracepoint(
     exit.id,
     'sched:sched_process_exit',
-    forgetExitedProgram(followed.fd, exit.fields.get('group_dead')),
+    forgetExitedProgram(followed.fd, exit.fields.get('group_dead'), announce?.map.fd),
   );
   if (exec !== undefined) {
     session.attachTracepoint(
@@ -136,7 +145,7 @@ export function followProcesses(session: BpfSession, spec: FollowSpec): BpfMap {
     session.attachTracepoint(
       fork.id,
       'sched:sched_process_fork',
-      followForksProgram(followed.fd, childPid!),
+      followForksProgram(followed.fd, childPid!, announce?.map.fd),
     );
   }
   return followed;
@@ -163,12 +172,28 @@ function emitFollow(a: Asm, followed: number): void {
 }
 
 /**
+ * Tell user space (ring buffer `ring`) that process `*(u32 *)(fp + pidAt)` came (`kind`
+ * SCOPE_FORK) or went (SCOPE_EXIT). A full buffer drops the record (64 KiB: 8,000 of them).
+ */
+function emitAnnounce(a: Asm, ring: number, kind: number, pidAt: number): void {
+  a.emit(st('W', 10, RECORD + SCOPE_RECORD.kind, kind));
+  a.emit(ldx('W', 1, 10, pidAt), stx('W', 10, RECORD + SCOPE_RECORD.pid, 1));
+  a.emit(ldMapFd(1, ring), mov64Reg(2, 10), alu64Imm('ADD', 2, RECORD));
+  a.emit(mov64Imm(3, SCOPE_RECORD.bytes), mov64Imm(4, BPF_RB_NO_WAKEUP));
+  a.emit(call(BPF_FUNC.ringbuf_output));
+}
+
+/**
  * At `sched_process_fork`: a child of a followed process is followed too. `childPidOffset`
  * is where the tracepoint's record holds `child_pid` (from its format). A new thread's id is
  * added as well (the tracepoint does not tell threads from processes): harmless, as its
  * process is followed already, and taken out again when the thread ends.
  */
-export function followForksProgram(followed: number, childPidOffset: number): Insn[] {
+export function followForksProgram(
+  followed: number,
+  childPidOffset: number,
+  announce?: number,
+): Insn[] {
   const a = new Asm();
   const out = 'out';
   a.emit(mov64Reg(6, 1));
@@ -178,6 +203,7 @@ export function followForksProgram(followed: number, childPidOffset: number): In
   a.jmpImm('JEQ', 0, 0, out);
   a.emit(ldx('W', 1, 6, childPidOffset), stx('W', 10, SCRATCH, 1));
   emitFollow(a, followed);
+  if (announce !== undefined) emitAnnounce(a, announce, SCOPE_FORK, SCRATCH);
   a.label(out);
   a.returnZero();
   return a.finish();
@@ -202,7 +228,11 @@ export function followExecProgram(followed: number, pid: number): Insn[] {
  * process's id out (`group_dead`, at `groupDeadOffset` in the record, on kernels that have it;
  * without it, the leader's exit does).
  */
-export function forgetExitedProgram(followed: number, groupDeadOffset: number | undefined): Insn[] {
+export function forgetExitedProgram(
+  followed: number,
+  groupDeadOffset: number | undefined,
+  announce?: number,
+): Insn[] {
   const a = new Asm();
   const out = 'out';
   const leader = 'leader';
@@ -224,6 +254,11 @@ export function forgetExitedProgram(followed: number, groupDeadOffset: number | 
   a.emit(stx('W', 10, SCRATCH, 8));
   a.emit(ldMapFd(1, followed), mov64Reg(2, 10), alu64Imm('ADD', 2, SCRATCH));
   a.emit(call(BPF_FUNC.map_delete_elem));
+  if (announce !== undefined) {
+    // Only a process that was followed (the delete found it).
+    a.jmpImm('JNE', 0, 0, out);
+    emitAnnounce(a, announce, SCOPE_EXIT, SCRATCH);
+  }
   a.label(out);
   a.returnZero();
   return a.finish();

@@ -14,10 +14,19 @@ export {
   type TimedFunction,
 } from './aggregations.js';
 export { KernelBtf } from './btf.js';
+export { EntryStop } from './entry-stop.js';
 export { type BpfFeatures, bpfAllowed, probeBpfFeatures } from './features.js';
 export { type FollowSpec, MAX_FOLLOWED } from './follow.js';
 export { BpfMap, loadProgram, verifierReason } from './kernel.js';
+export { ALLOCATOR_KINDS, type AllocatorKind, releases } from './leak-programs.js';
+export {
+  type AllocationRecord,
+  type AllocatorSite,
+  BpfLeaks,
+  type LeakCounters,
+  type LeakOptions,
+} from './leaks.js';
 export type { CountKey, Filters } from './programs.js';
 export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';
 export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';
-export type { UnwindCapacity, UnwindMaps } from './unwind-maps.js';
+export type { ProcessMapping, UnwindCapacity, UnwindMaps } from './unwind-maps.js';

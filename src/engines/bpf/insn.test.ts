@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   alu64Imm,
+  atomicFetchAdd,
   call,
   encode,
   exit,
@@ -17,6 +18,7 @@ import {
   mov64Reg,
   st,
   stx,
+  toBigEndian,
 } from './insn.js';
 
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex').match(/.{16}/g);
@@ -66,4 +68,14 @@ test('offsets and immediates that do not fit are refused, not wrapped', () => {
   assert.throws(() => jmpImm('JEQ', 0, 0, 0x8000), /offset 32768 is out of 16 bits/);
   assert.throws(() => mov64Imm(0, 2 ** 32), /immediate 4294967296 is out of 32 bits/);
   assert.deepEqual(hex(encode([mov64Imm(1, 0xffff_ffff)])), ['b7010000ffffffff']);
+});
+
+test('atomicFetchAdd() is BPF_ATOMIC_OP(BPF_DW, BPF_ADD | BPF_FETCH, ...)', () => {
+  // opcode 0xdb (STX | DW | ATOMIC), dst r0, src r1, off 0, imm 0x01 (BPF_ADD | BPF_FETCH).
+  assert.deepEqual(hex(encode([atomicFetchAdd(0, 0, 1)])), ['db10000001000000']);
+});
+
+test('toBigEndian() is BPF_ENDIAN(BPF_TO_BE, ...)', () => {
+  // opcode 0xdc (ALU | END | TO_BE), dst r1, imm 64: what the kernel's `be64 r1` is.
+  assert.deepEqual(hex(encode([toBigEndian(1, 64)])), ['dc01000040000000']);
 });

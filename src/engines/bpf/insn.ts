@@ -52,6 +52,9 @@ export const JMP = {
   JSLE: 0xd0,
 } as const;
 
+/** Byte order conversion (ALU class; the source bit picks big-endian, the immediate the width). */
+const ALU_END = 0xd0;
+
 /** Operand source: the immediate (K) or the src register (X). */
 const SRC_K = 0x00;
 const SRC_X = 0x08;
@@ -64,6 +67,8 @@ export type Size = keyof typeof SIZE;
 const MODE_IMM = 0x00;
 const MODE_MEM = 0x60;
 const MODE_ATOMIC = 0xc0;
+/** An atomic operation that also returns the old value. */
+const BPF_FETCH = 0x01;
 
 /** `src` of a 64-bit immediate load whose immediate is a map's file descriptor. */
 export const PSEUDO_MAP_FD = 1;
@@ -119,6 +124,11 @@ export function mov64Reg(dst: Reg, src: Reg): Insn {
   return alu64Reg('MOV', dst, src);
 }
 
+/** dst = dst in big-endian byte order (`BPF_ALU | BPF_END | BPF_TO_BE`, `imm` the width). */
+export function toBigEndian(dst: Reg, bits: 16 | 32 | 64): Insn {
+  return insn(CLASS.ALU | ALU_END | SRC_X, dst, 0, 0, bits);
+}
+
 /** dst = *(size *)(src + off). */
 export function ldx(size: Size, dst: Reg, src: Reg, off: number): Insn {
   return insn(CLASS.LDX | SIZE[size] | MODE_MEM, dst, src, off, 0);
@@ -137,6 +147,14 @@ export function st(size: Size, dst: Reg, off: number, imm: number): Insn {
 /** *(size *)(dst + off) += src, atomically (`lock xadd`); W or DW only. */
 export function atomicAdd(size: 'W' | 'DW', dst: Reg, off: number, src: Reg): Insn {
   return insn(CLASS.STX | SIZE[size] | MODE_ATOMIC, dst, src, off, ALU.ADD);
+}
+
+/**
+ * `src = atomic_fetch_add((u64 *)(dst + off), src)`: adds atomically and leaves the old value
+ * in `src` (BPF_ADD | BPF_FETCH, kernel 5.12+).
+ */
+export function atomicFetchAdd(dst: Reg, off: number, src: Reg): Insn {
+  return insn(CLASS.STX | SIZE.DW | MODE_ATOMIC, dst, src, off, ALU.ADD | BPF_FETCH);
 }
 
 /** dst = a 64-bit immediate: two slots, the high half in the second one's imm. */

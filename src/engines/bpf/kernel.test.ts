@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { ProbeError } from '../../errors/index.js';
 import { call, exit, mov64Imm, mov64Reg } from './insn.js';
-import { BpfMap, loadProgram, uprobePmu, verifierReason } from './kernel.js';
+import { BpfMap, closeFd, loadProgram, uprobePmu, verifierReason } from './kernel.js';
 
 test('a program the verifier refuses gives its reason in one line, and the whole log in the details', (t) => {
   if (!requireHost(t, { root: true })) return;
@@ -84,5 +85,24 @@ test('an element of a hash map is deleted (the kernel takes the key alone)', (t)
     assert.equal(map.delete(key), false, 'a key not there: false, not an error');
   } finally {
     map.close();
+  }
+});
+
+test('a program loads under a sampling profiler (the verifier gives up at a signal pending for the thread)', async (t) => {
+  if (!requireHost(t, { root: true })) return;
+  // Long enough to verify that the profiler's SIGPROF comes meanwhile (every 100 us).
+  const insns = [...Array.from({ length: 200_000 }, () => mov64Imm(0, 0)), exit()];
+  const session = new Session();
+  session.connect();
+  try {
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 100 });
+    await session.post('Profiler.start');
+    for (let round = 0; round < 3; round++) {
+      closeFd(loadProgram(insns, { name: 'upscope_profiled', purpose: 'a test' }));
+    }
+  } finally {
+    await session.post('Profiler.stop');
+    session.disconnect();
   }
 });

@@ -71,7 +71,14 @@ function bpfAttr(native: NativeBinding): NativeMemory {
   return native.alloc(BPF_ATTR_BYTES);
 }
 
-export type MapKind = 'hash' | 'lru-hash' | 'array' | 'percpu-hash' | 'percpu-array' | 'ringbuf';
+export type MapKind =
+  | 'hash'
+  | 'lru-hash'
+  | 'array'
+  | 'percpu-hash'
+  | 'percpu-array'
+  | 'ringbuf'
+  | 'lpm-trie';
 
 const MAP_TYPES: Record<MapKind, number> = {
   hash: BPF_MAP_TYPE.BPF_MAP_TYPE_HASH,
@@ -80,7 +87,11 @@ const MAP_TYPES: Record<MapKind, number> = {
   'percpu-hash': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_HASH,
   'percpu-array': BPF_MAP_TYPE.BPF_MAP_TYPE_PERCPU_ARRAY,
   ringbuf: BPF_MAP_TYPE.BPF_MAP_TYPE_RINGBUF,
+  'lpm-trie': BPF_MAP_TYPE.BPF_MAP_TYPE_LPM_TRIE,
 };
+
+/** `BPF_F_NO_PREALLOC`: a longest-prefix-match trie must be made with it. */
+const BPF_F_NO_PREALLOC = 1;
 
 export interface MapSpec {
   readonly kind: MapKind;
@@ -131,6 +142,7 @@ export class BpfMap {
         valueSizeBytes: spec.valueBytes,
         maxEntries: spec.maxEntries,
         name: spec.name,
+        flags: spec.kind === 'lpm-trie' ? BPF_F_NO_PREALLOC : 0,
       }),
     );
     if (fd < 0) {
@@ -223,6 +235,60 @@ export class BpfMap {
     } finally {
       keyMemory.free();
       valueMemory.free();
+    }
+  }
+
+  /**
+   * Every element, read `chunk` at a time (BPF_MAP_LOOKUP_BATCH, kernel 5.6+): far fewer
+   * system calls than keys() and a lookup per key. `each` gets the keys and values of one
+   * chunk back to back (keyBytes and lookupBytes apart), and how many there are.
+   */
+  lookupBatch(each: (keys: Uint8Array, values: Uint8Array, count: number) => void, chunk = 4096) {
+    const keyBytes = this.spec.keyBytes;
+    const keys = this.#native.alloc(keyBytes * chunk);
+    const values = this.#native.alloc(this.lookupBytes * chunk);
+    // The position between calls (a bucket index for hashes): at least a key's size.
+    const tokens = [
+      this.#native.alloc(Math.max(keyBytes, 8)),
+      this.#native.alloc(Math.max(keyBytes, 8)),
+    ];
+    try {
+      let first = true;
+      for (let round = 0; ; round++) {
+        const inBatch = tokens[round % 2]!;
+        const outBatch = tokens[(round + 1) % 2]!;
+        this.#attr.bytes.fill(0);
+        const view = new DataView(this.#attr.bytes.buffer, this.#attr.bytes.byteOffset);
+        if (!first) view.setBigUint64(BPF_MAP_BATCH_ATTR.in_batch, inBatch.address, true);
+        view.setBigUint64(BPF_MAP_BATCH_ATTR.out_batch, outBatch.address, true);
+        view.setBigUint64(BPF_MAP_BATCH_ATTR.keys, keys.address, true);
+        view.setBigUint64(BPF_MAP_BATCH_ATTR.values, values.address, true);
+        view.setUint32(BPF_MAP_BATCH_ATTR.count, chunk, true);
+        view.setUint32(BPF_MAP_BATCH_ATTR.map_fd, this.fd, true);
+        const status = this.#native.syscall(
+          SYSCALL.bpf,
+          BigInt(BPF_CMD.BPF_MAP_LOOKUP_BATCH),
+          this.#attr.address,
+          BigInt(BPF_ATTR_BYTES),
+          0n,
+          0n,
+        );
+        first = false;
+        const count = view.getUint32(BPF_MAP_BATCH_ATTR.count, true);
+        if (status < 0 && status !== -2) throw failure(`read BPF map "${this.spec.name}"`, status);
+        if (count > 0) {
+          each(
+            keys.bytes.subarray(0, count * keyBytes),
+            values.bytes.subarray(0, count * this.lookupBytes),
+            count,
+          );
+        }
+        if (status === -2) return; // ENOENT: no more
+      }
+    } finally {
+      keys.free();
+      values.free();
+      for (const token of tokens) token.free();
     }
   }
 
@@ -385,13 +451,18 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
           true,
         );
       }
-      return native.syscall(
-        SYSCALL.bpf,
-        BigInt(BPF_CMD.BPF_PROG_LOAD),
-        attr.address,
-        BigInt(BPF_ATTR_BYTES),
-        0n,
-        0n,
+      // The verifier gives up (EAGAIN, with a log cut short) at any signal pending for the
+      // thread: a profiler's timer, a child's SIGCHLD, a Ctrl-C. Held back meanwhile, they
+      // are delivered when it is done.
+      return withSignalsBlocked(native, () =>
+        native.syscall(
+          SYSCALL.bpf,
+          BigInt(BPF_CMD.BPF_PROG_LOAD),
+          attr.address,
+          BigInt(BPF_ATTR_BYTES),
+          0n,
+          0n,
+        ),
       );
     };
     // Loading without a log is faster; the log is asked for only to explain a refusal (or,
@@ -430,6 +501,48 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
       native.close(btf.fd);
       btf.funcInfo.free();
     }
+  }
+}
+
+const SIG_BLOCK = 0;
+const SIG_SETMASK = 2;
+/** The kernel's signal set: 64 bits. */
+const SIGSET_BYTES = 8;
+
+/**
+ * Run `fn` with the signals that can be blocked held back for this thread (rt_sigprocmask),
+ * then the thread's mask as it was: what came meanwhile is delivered then.
+ */
+function withSignalsBlocked<T>(native: NativeBinding, fn: () => T): T {
+  const all = native.alloc(SIGSET_BYTES);
+  const old = native.alloc(SIGSET_BYTES);
+  try {
+    // Every signal but glibc's own two (32 and 33: thread cancellation, set*id across threads).
+    new DataView(all.bytes.buffer, all.bytes.byteOffset).setBigUint64(
+      0,
+      ~((1n << 31n) | (1n << 32n)) & 0xffff_ffff_ffff_ffffn,
+      true,
+    );
+    const size = BigInt(SIGSET_BYTES);
+    const blocked =
+      native.syscall(
+        SYSCALL.rt_sigprocmask,
+        BigInt(SIG_BLOCK),
+        all.address,
+        old.address,
+        size,
+        0n,
+      ) === 0;
+    try {
+      return fn();
+    } finally {
+      if (blocked) {
+        native.syscall(SYSCALL.rt_sigprocmask, BigInt(SIG_SETMASK), old.address, 0n, size, 0n);
+      }
+    }
+  } finally {
+    all.free();
+    old.free();
   }
 }
 

@@ -1,6 +1,7 @@
 import { ProbeError } from '../../errors/index.js';
 import { pausePoint } from '../../host/index.js';
 import type { Subprogram } from './asm.js';
+import { type FollowSpec, followProcesses } from './follow.js';
 import type { Insn } from './insn.js';
 import {
   BpfMap,
@@ -16,6 +17,7 @@ import {
   type UprobePmu,
   uprobePmu,
 } from './kernel.js';
+import { FollowedScope } from './scope.js';
 
 /** One uprobe to attach: where, which way, and the cookie its handler reads (the probe index). */
 export interface BpfProbe {
@@ -44,6 +46,7 @@ export interface AttachReport {
 }
 
 export interface AttachOptions {
+  /** Only this process (its breakpoints are placed in it alone). */
   readonly pid?: number | undefined;
   readonly mode?: AttachMode | undefined;
   /** What the handlers are for, in errors. */
@@ -71,7 +74,16 @@ export interface MovedProbe {
 export type MoveProbe = (path: string, offset: bigint) => MovedProbe | undefined;
 
 const EPERM = 1;
+const ESRCH = 3;
 const EACCES = 13;
+
+/** How far attaching got: counts by path, and whether uprobe_multi still works. */
+interface LinkState {
+  multi: number;
+  perf: number;
+  fallbackReason: string | undefined;
+  multiWorks: boolean;
+}
 
 /**
  * The kernel objects of one aggregation or stream: maps, programs, perf events and links, all
@@ -83,7 +95,16 @@ export class BpfSession {
   readonly #programs = new Map<string, number>();
   readonly #links: number[] = [];
   readonly #events: number[] = [];
+  /** The links and perf events of each process added by addProcess() (closed as it ends). */
+  readonly #processLinks = new Map<number, number[]>();
+  /** The groups attached to the followed processes one by one, for the processes added later. */
+  readonly #scopedGroups: {
+    readonly group: readonly BpfProbe[];
+    readonly programs: Programs;
+    readonly options: AttachOptions;
+  }[] = [];
   #pmu: UprobePmu | undefined;
+  #scope: FollowedScope | undefined;
   /** The probes attached by attach() (not copies), with their handlers: what attachMoved() copies. */
   readonly #originals: {
     readonly probes: readonly BpfProbe[];
@@ -125,7 +146,27 @@ export class BpfSession {
    */
   attach(probes: readonly BpfProbe[], programs: Programs, options: AttachOptions): AttachReport {
     this.#originals.push({ probes, programs, options });
-    return this.#attach(probes, programs, options);
+    const report = this.#attach(probes, programs, options);
+    this.#scope?.start(this);
+    return report;
+  }
+
+  /**
+   * Follow the processes of `spec` (before attach()): the map of followed processes that the
+   * handlers look up, kept in the kernel by the sched tracepoints' handlers, and the links of
+   * files other processes map too made for each followed process alone (see FollowedScope).
+   * Throws as followProcesses() does, before anything is attached.
+   */
+  follow(spec: FollowSpec): BpfMap {
+    const scope = new FollowedScope(spec);
+    try {
+      const followed = followProcesses(this, spec, scope.ring);
+      this.#scope = scope;
+      return followed;
+    } catch (err) {
+      scope.close();
+      throw err;
+    }
   }
 
   /**
@@ -158,7 +199,6 @@ export class BpfSession {
 
   #attach(probes: readonly BpfProbe[], programs: Programs, options: AttachOptions): AttachReport {
     const began = performance.now();
-    const mode = options.mode ?? 'auto';
     const groups = new Map<string, BpfProbe[]>();
     for (const probe of probes) {
       const key = `${probe.kind}\u0000${probe.path}`;
@@ -166,71 +206,135 @@ export class BpfSession {
       group.push(probe);
       groups.set(key, group);
     }
-    let multi = 0;
-    let perf = 0;
-    let fallbackReason: string | undefined;
-    let multiWorks = mode !== 'perf';
+    const state: LinkState = {
+      multi: 0,
+      perf: 0,
+      fallbackReason: undefined,
+      multiWorks: (options.mode ?? 'auto') !== 'perf',
+    };
     for (const group of groups.values()) {
-      const { kind, path } = group[0]!;
-      if (multiWorks) {
-        let program: number | undefined;
-        try {
-          program = this.#program(kind, true, programs, options.purpose);
-        } catch (err) {
-          if (mode === 'multi' || !(err instanceof ProbeError) || err.code === 'ERR_PRIVILEGES') {
-            throw err;
-          }
-          multiWorks = false;
-          fallbackReason = `the kernel does not load uprobe_multi programs (${err.message})`;
-        }
-        if (program !== undefined) {
-          const semaphores = group.some((p) => p.refCtrOffset !== undefined);
-          const link = linkUprobeMulti(program, {
-            path,
-            offsets: group.map((p) => p.offset),
-            cookies: group.map((p) => BigInt(p.cookie)),
-            refCtrOffsets: semaphores ? group.map((p) => p.refCtrOffset ?? 0n) : undefined,
-            retprobe: kind === 'return',
-            pid: options.pid,
-          });
-          if (link >= 0) {
-            this.#links.push(link);
-            multi += group.length;
-            // Fault tests stop here: programs loaded, the first link attached.
-            pausePoint('attaching');
-            continue;
-          }
-          if (-link === EPERM || -link === EACCES) {
-            throw privilegeError(`attach uprobes to ${path}`, -link);
-          }
-          if (mode === 'multi') throw multiLinkError(path, link);
-          // One probe the kernel refuses (or no uprobe_multi at all): the perf path names it.
-          fallbackReason = multiLinkError(path, link).message;
-        }
+      const scope = options.pid === undefined ? this.#scope : undefined;
+      if (scope === undefined || !scope.scoped(group[0]!.path)) {
+        this.#link(group, programs, options, options.pid, state, this.#links);
+        continue;
       }
-      this.#pmu ??= uprobePmu();
-      const program = this.#program(kind, false, programs, options.purpose);
-      for (const probe of group) {
-        const event = openUprobeEvent(this.#pmu, {
-          path: probe.path,
-          offset: probe.offset,
-          retprobe: probe.kind === 'return',
-          refCtrOffset: probe.refCtrOffset,
-          pid: options.pid,
-        });
-        this.#events.push(event);
-        this.#links.push(linkPerfEvent(program, event, BigInt(probe.cookie)));
-        perf++;
-        pausePoint('attaching');
+      this.#scopedGroups.push({ group, programs, options });
+      for (const pid of scope.pids()) {
+        this.#link(group, programs, options, pid, state, this.#linksOf(pid));
       }
     }
     return {
       probes: probes.length,
-      multi,
-      perf,
-      fallbackReason,
+      multi: state.multi,
+      perf: state.perf,
+      fallbackReason: state.fallbackReason,
       milliseconds: performance.now() - began,
     };
+  }
+
+  #linksOf(pid: number): number[] {
+    let links = this.#processLinks.get(pid);
+    if (links === undefined) {
+      links = [];
+      this.#processLinks.set(pid, links);
+    }
+    return links;
+  }
+
+  /**
+   * Attach one group (one file and direction) for process `pid` (every process: undefined),
+   * its links and perf events pushed to `into`. Returns false when the process has ended.
+   */
+  #link(
+    group: readonly BpfProbe[],
+    programs: Programs,
+    options: AttachOptions,
+    pid: number | undefined,
+    state: LinkState,
+    into: number[],
+  ): boolean {
+    const mode = options.mode ?? 'auto';
+    const { kind, path } = group[0]!;
+    if (state.multiWorks) {
+      let program: number | undefined;
+      try {
+        program = this.#program(kind, true, programs, options.purpose);
+      } catch (err) {
+        if (mode === 'multi' || !(err instanceof ProbeError) || err.code === 'ERR_PRIVILEGES') {
+          throw err;
+        }
+        state.multiWorks = false;
+        state.fallbackReason = `the kernel does not load uprobe_multi programs (${err.message})`;
+      }
+      if (program !== undefined) {
+        const semaphores = group.some((p) => p.refCtrOffset !== undefined);
+        const link = linkUprobeMulti(program, {
+          path,
+          offsets: group.map((p) => p.offset),
+          cookies: group.map((p) => BigInt(p.cookie)),
+          refCtrOffsets: semaphores ? group.map((p) => p.refCtrOffset ?? 0n) : undefined,
+          retprobe: kind === 'return',
+          pid,
+        });
+        if (link >= 0) {
+          into.push(link);
+          state.multi += group.length;
+          // Fault tests stop here: programs loaded, the first link attached.
+          pausePoint('attaching');
+          return true;
+        }
+        if (-link === ESRCH && pid !== undefined && this.#processLinks.has(pid)) return false;
+        if (-link === EPERM || -link === EACCES) {
+          throw privilegeError(`attach uprobes to ${path}`, -link);
+        }
+        if (mode === 'multi') throw multiLinkError(path, link);
+        // One probe the kernel refuses (or no uprobe_multi at all): the perf path names it.
+        state.fallbackReason = multiLinkError(path, link).message;
+      }
+    }
+    this.#pmu ??= uprobePmu();
+    const program = this.#program(kind, false, programs, options.purpose);
+    for (const probe of group) {
+      const event = openUprobeEvent(this.#pmu, {
+        path: probe.path,
+        offset: probe.offset,
+        retprobe: probe.kind === 'return',
+        refCtrOffset: probe.refCtrOffset,
+        pid,
+      });
+      into.push(event);
+      into.push(linkPerfEvent(program, event, BigInt(probe.cookie)));
+      state.perf++;
+      pausePoint('attaching');
+    }
+    return true;
+  }
+
+  /**
+   * Put the probes that go in followed processes one by one (see ProcessScope) in process
+   * `pid` too: a child the fork tracepoint saw. Nothing after detach(), nor for a process
+   * that has ended or was added already.
+   */
+  addProcess(pid: number): void {
+    if (this.#detached || this.#closed || this.#processLinks.has(pid)) return;
+    const into = this.#linksOf(pid);
+    const state: LinkState = { multi: 0, perf: 0, fallbackReason: undefined, multiWorks: true };
+    for (const { group, programs, options } of this.#scopedGroups) {
+      state.multiWorks = (options.mode ?? 'auto') !== 'perf';
+      try {
+        if (!this.#link(group, programs, options, pid, state, into)) break;
+      } catch (err) {
+        // A process that ended while its links were made (its perf events refuse it).
+        if (err instanceof ProbeError && err.code === 'ERR_PROCESS_NOT_FOUND') break;
+        throw err;
+      }
+    }
+  }
+
+  /** Release the links of a process added by addProcess() or scoped at attach(), as it ends. */
+  removeProcess(pid: number): void {
+    for (const fd of this.#processLinks.get(pid) ?? []) closeFd(fd);
+    this.#processLinks.delete(pid);
   }
 
   /**
@@ -257,6 +361,8 @@ export class BpfSession {
       // Fault tests stop here: one link closed, the others still attached.
       pausePoint('detaching');
     }
+    this.#scope?.stop();
+    for (const pid of [...this.#processLinks.keys()]) this.removeProcess(pid);
     for (const fd of this.#events.splice(0)) closeFd(fd);
   }
 
@@ -267,5 +373,6 @@ export class BpfSession {
     for (const fd of this.#programs.values()) closeFd(fd);
     this.#programs.clear();
     for (const map of this.#maps.splice(0)) map.close();
+    this.#scope?.close();
   }
 }

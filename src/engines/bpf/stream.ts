@@ -7,7 +7,7 @@
 import type { FieldValue, ProbeEvent, StreamStats } from '../../events/index.js';
 import { fetchTypeBytes } from '../../spec/index.js';
 import { integerReader, type Reader, recordText } from '../tracefs/index.js';
-import { type FollowSpec, followProcesses } from './follow.js';
+import type { FollowSpec } from './follow.js';
 import type { BpfMap } from './kernel.js';
 import { type Filters, fetchType, isSigned } from './programs.js';
 import { RingBuffer } from './ring-buffer.js';
@@ -99,13 +99,22 @@ export class BpfStream {
       valueBytes: 8,
       maxEntries: Math.max(sites.length, 1),
     });
-    const layouts = new Map<string, { index: number; layout: RecordLayout }>();
+    const layouts = new Map<
+      string,
+      { index: number; layout: RecordLayout; decode: Route['decode'] }
+    >();
+    this.#layoutOf = [];
     this.#routes = sites.map((site) => {
       const layout = recordLayout(site.fetches);
-      if (!layouts.has(layout.key)) layouts.set(layout.key, { index: layouts.size, layout });
-      return { site, decode: decoder(layout), delivered: 0 };
+      let known = layouts.get(layout.key);
+      if (known === undefined) {
+        known = { index: layouts.size, layout, decode: decoder(layout) };
+        layouts.set(layout.key, known);
+      }
+      this.#layoutOf.push(known.index);
+      // Sites with one layout share its decoder (a recording of every function has one).
+      return { site, decode: known.decode, delivered: 0 };
     });
-    this.#layoutOf = sites.map((site) => layouts.get(recordLayout(site.fetches).key)!.index);
     this.#layouts = [...layouts.values()].map((l) => l.layout);
   }
 
@@ -122,7 +131,7 @@ export class BpfStream {
 
   #start(sites: readonly BpfStreamSite[], options: BpfStreamOptions): void {
     const followed =
-      options.follow === undefined ? undefined : followProcesses(this.#session, options.follow);
+      options.follow === undefined ? undefined : this.#session.follow(options.follow);
     const program = () =>
       streamProgram(
         { ring: this.#ring.map.fd, lost: this.#lost.fd, followed: followed?.fd },

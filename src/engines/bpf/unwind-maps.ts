@@ -20,6 +20,102 @@ export const FILE_VALUE_BYTES = 32;
 export const ROW_BYTES = 8;
 /** Bytes of a rule: cfa, rbp, ra, signal (u8 each), cfaOffset, cfaAdd, raOffset, rbpOffset (i32). */
 export const RULE_BYTES = 20;
+/**
+ * A mapping as the walker keeps it (the state's fields from vmStart to ino, then the flags):
+ * vmStart, vmEnd, fileBase (u64), dev (u32), 0 (u32), ino (u64), flags (u32), 0 (u32).
+ */
+export const VMA_VALUE_BYTES = 48;
+/**
+ * The mapping cache (mappings walks found, for processes whose map is not synced): key
+ * {pid u32, shift u32, pc >> shift u64}, by page (shift 12: the mapping that holds the page)
+ * and by 2 MiB region (shift 21: the last mapping found in it, used when it holds the pc);
+ * value a mapping, then the image id it was found in (u64).
+ */
+const VMA_CACHE_KEY_BYTES = 16;
+export const VMA_CACHE_VALUE_BYTES = VMA_VALUE_BYTES + 8;
+const VMA_CACHE_ENTRIES = 16384;
+export const VMA_REGION_SHIFT = 21;
+/**
+ * The mappings of the processes followed, read from /proc/PID/maps: a longest-prefix-match
+ * trie whose key is {prefix length u32, pid u32, address u64 big-endian} (the pid always
+ * whole, then the leading bits of the address), one range of addresses as a few prefixes.
+ */
+export const VMA_RANGE_KEY_BYTES = 16;
+const VMA_RANGE_ENTRIES = 1 << 16;
+/** Processes whose ranges are synced: pid (u32) -> the image id they were read for (u64). */
+const VMA_PIDS = 4096;
+/** Processes a walk found no mapping for while the memory map was locked (pid -> 1). */
+const VMA_RESYNC = 1024;
+/** `VM_IO`: the kernel sets it on the uprobes page (the walker's mark of that page). */
+export const VM_IO = 0x4000;
+
+/** One executable mapping of a process, as /proc/PID/maps gives it. */
+export interface ProcessMapping {
+  readonly start: bigint;
+  readonly end: bigint;
+  /** Where the file's offset 0 would be mapped: start less the file offset at start. */
+  readonly fileBase: bigint;
+  /** The file's kernel dev_t and inode; 0 for anonymous memory. */
+  readonly dev: number;
+  readonly ino: bigint;
+  /** The kernel's uprobes page ([uprobes]: return trampolines, instructions out of line). */
+  readonly uprobes: boolean;
+}
+
+/**
+ * The prefixes that cover [start, end) exactly, largest first: each the `bits` leading bits of
+ * `base` (the rest 0). At most two per bit of the range's size.
+ */
+export function rangePrefixes(start: bigint, end: bigint): { base: bigint; bits: number }[] {
+  const found: { base: bigint; bits: number }[] = [];
+  let at = start;
+  while (at < end) {
+    // The largest aligned block that starts at `at` and ends at or before `end`.
+    let size = 1n;
+    let bits = 64;
+    while (bits > 0 && at % (size * 2n) === 0n && at + size * 2n <= end) {
+      size *= 2n;
+      bits--;
+    }
+    found.push({ base: at, bits });
+    at += size;
+  }
+  return found;
+}
+
+/** The trie's key of a prefix of process `pid`'s addresses (`bits` 64: one address). */
+export function rangeKey(pid: number, base: bigint, bits: number): Uint8Array {
+  const key = new Uint8Array(VMA_RANGE_KEY_BYTES);
+  const view = new DataView(key.buffer);
+  view.setUint32(0, 32 + bits, true);
+  view.setUint32(4, pid, true);
+  view.setBigUint64(8, base, false);
+  return key;
+}
+
+/** A mapping as the walker's state holds it (VMA_VALUE_BYTES). */
+export function mappingValue(mapping: ProcessMapping): Uint8Array {
+  const value = new Uint8Array(VMA_VALUE_BYTES);
+  const view = new DataView(value.buffer);
+  view.setBigUint64(0, mapping.start, true);
+  view.setBigUint64(8, mapping.end, true);
+  view.setBigUint64(16, BigInt.asUintN(64, mapping.fileBase), true);
+  view.setUint32(24, mapping.dev, true);
+  view.setBigUint64(32, mapping.ino, true);
+  view.setUint32(40, mapping.uprobes ? VM_IO : 0, true);
+  return value;
+}
+
+function mappingName(m: ProcessMapping): string {
+  return `${m.start}-${m.end}:${m.fileBase}:${m.dev}:${m.ino}:${m.uprobes}`;
+}
+
+/** A process's ranges as they are in the trie, and the image they were read for. */
+interface SyncedProcess {
+  image: bigint;
+  readonly ranges: Map<string, ProcessMapping>;
+}
+
 /** The page size of the page index (a row range per 4 KiB of file offsets). */
 export const PAGE_SHIFT = 12;
 
@@ -59,6 +155,12 @@ function ruleBytes(rule: UnwindRule): Uint8Array {
   return bytes;
 }
 
+function sameKeys(a: ReadonlyMap<string, unknown>, b: ReadonlyMap<string, unknown>): boolean {
+  if (a.size !== b.size) return false;
+  for (const key of a.keys()) if (!b.has(key)) return false;
+  return true;
+}
+
 function u32Keys(first: number, count: number): Uint8Array {
   const keys = new Uint8Array(count * 4);
   const view = new DataView(keys.buffer);
@@ -82,7 +184,23 @@ export class UnwindMaps {
   readonly scratch: BpfMap;
   /** Per CPU: how many handlers are building a key on it (a preempted one, and another). */
   readonly nest: BpfMap;
+  /**
+   * Mappings walks found, by process and code page: where bpf_find_vma cannot take the
+   * memory map's lock (another thread maps or protects memory), a page seen before is
+   * still walked through (an LRU: least used pages go first).
+   */
+  readonly vmaCache: BpfMap;
+  /**
+   * The mappings of the processes followed, kept equal to /proc/PID/maps (see syncProcess):
+   * where the memory map is locked, the walker finds the pc's mapping here.
+   */
+  readonly vmaRanges: BpfMap;
+  /** The processes whose ranges are synced, and for which image (see memoryImageId). */
+  readonly vmaPids: BpfMap;
+  /** The processes a walk met with the memory map locked and no mapping known. */
+  readonly vmaResync: BpfMap;
   readonly capacity: UnwindCapacity;
+  readonly #synced = new Map<number, SyncedProcess>();
   #rowsUsed = 0;
   #pagesUsed = 0;
   readonly #ruleIndex = new Map<string, number>();
@@ -132,6 +250,34 @@ export class UnwindMaps {
       keyBytes: 4,
       valueBytes: keyBytes,
       maxEntries: 2,
+    });
+    this.vmaCache = session.map({
+      kind: 'lru-hash',
+      name: 'uw_vma_cache',
+      keyBytes: VMA_CACHE_KEY_BYTES,
+      valueBytes: VMA_CACHE_VALUE_BYTES,
+      maxEntries: VMA_CACHE_ENTRIES,
+    });
+    this.vmaRanges = session.map({
+      kind: 'lpm-trie',
+      name: 'uw_vma_ranges',
+      keyBytes: VMA_RANGE_KEY_BYTES,
+      valueBytes: VMA_VALUE_BYTES,
+      maxEntries: VMA_RANGE_ENTRIES,
+    });
+    this.vmaPids = session.map({
+      kind: 'hash',
+      name: 'uw_vma_pids',
+      keyBytes: 4,
+      valueBytes: 8,
+      maxEntries: VMA_PIDS,
+    });
+    this.vmaResync = session.map({
+      kind: 'hash',
+      name: 'uw_vma_resync',
+      keyBytes: 4,
+      valueBytes: 8,
+      maxEntries: VMA_RESYNC,
     });
     this.nest = session.map({
       kind: 'percpu-array',
@@ -211,6 +357,116 @@ export class UnwindMaps {
       });
     }
     return found;
+  }
+
+  /**
+   * Make the walker's copy of process `pid`'s executable mappings equal to `mappings`, read
+   * from /proc/PID/maps for the image `image` (memoryImageId, read before the maps). Ranges
+   * gone or changed since the last sync leave the trie, with any page the walks cached in
+   * them; new ones come in. While this runs, the process is marked not synced (the walker
+   * falls back on the pages walks cached), and it is marked synced for `image` after: a walk
+   * in another image (the process has exec'd since) does not use these ranges.
+   */
+  syncProcess(pid: number, image: bigint, mappings: readonly ProcessMapping[]): void {
+    const pidKey = u32Keys(pid, 1);
+    let known = this.#synced.get(pid);
+    const wanted = new Map(mappings.map((m) => [mappingName(m), m]));
+    if (known !== undefined && known.image === image && sameKeys(known.ranges, wanted)) return;
+    this.vmaPids.delete(pidKey);
+    if (known === undefined) {
+      known = { image, ranges: new Map() };
+      this.#synced.set(pid, known);
+    }
+    for (const [name, mapping] of known.ranges) {
+      if (wanted.has(name) && known.image === image) continue;
+      // Pages cached in another image are told apart by their image id already.
+      this.#dropRange(pid, mapping, known.image === image);
+      known.ranges.delete(name);
+    }
+    known.image = image;
+    for (const [name, mapping] of wanted) {
+      if (known.ranges.has(name)) continue;
+      const value = mappingValue(mapping);
+      try {
+        for (const { base, bits } of rangePrefixes(mapping.start, mapping.end)) {
+          this.vmaRanges.update(rangeKey(pid, base, bits), value);
+        }
+      } catch {
+        // the trie is full: this range is not there (walks fall back on the pages cached)
+        this.#dropRange(pid, mapping, false);
+        continue;
+      }
+      known.ranges.set(name, mapping);
+    }
+    const value = new Uint8Array(8);
+    new DataView(value.buffer).setBigUint64(0, image, true);
+    this.vmaPids.update(pidKey, value);
+  }
+
+  /** Forget process `pid`'s mappings (it has ended). */
+  forgetProcess(pid: number): void {
+    const known = this.#synced.get(pid);
+    this.vmaPids.delete(u32Keys(pid, 1));
+    if (known === undefined) return;
+    for (const mapping of known.ranges.values()) this.#dropRange(pid, mapping, false);
+    this.#synced.delete(pid);
+  }
+
+  /** The processes whose mappings are synced. */
+  syncedProcesses(): number[] {
+    return [...this.#synced.keys()];
+  }
+
+  /** The processes walks asked to sync since the last call (taken out of the map). */
+  takeResync(): number[] {
+    const pids: number[] = [];
+    for (const key of this.vmaResync.keys()) {
+      this.vmaResync.delete(key);
+      pids.push(new DataView(key.buffer, key.byteOffset).getUint32(0, true));
+    }
+    return pids;
+  }
+
+  /**
+   * A range out of the trie, and (`pages`) the pages walks cached in it out of the cache:
+   * page by page, or by a look at every key cached when that is fewer.
+   */
+  #dropRange(pid: number, mapping: ProcessMapping, cachedToo: boolean): void {
+    for (const { base, bits } of rangePrefixes(mapping.start, mapping.end)) {
+      this.vmaRanges.delete(rangeKey(pid, base, bits));
+    }
+    if (!cachedToo) return;
+    const span = (shift: number) => {
+      const first = mapping.start >> BigInt(shift);
+      const last = (mapping.end + (1n << BigInt(shift)) - 1n) >> BigInt(shift);
+      return { first, last };
+    };
+    const pages = span(PAGE_SHIFT);
+    const regions = span(VMA_REGION_SHIFT);
+    const cached = (key: Uint8Array) => {
+      const view = new DataView(key.buffer, key.byteOffset);
+      const shift = view.getUint32(4, true);
+      const { first, last } = shift === PAGE_SHIFT ? pages : regions;
+      const at = view.getBigUint64(8, true);
+      return view.getUint32(0, true) === pid && at >= first && at < last;
+    };
+    if (pages.last - pages.first > BigInt(VMA_CACHE_ENTRIES)) {
+      for (const key of this.vmaCache.keys()) if (cached(key)) this.vmaCache.delete(key);
+      return;
+    }
+    const key = new Uint8Array(VMA_CACHE_KEY_BYTES);
+    const view = new DataView(key.buffer);
+    view.setUint32(0, pid, true);
+    for (const [shift, { first, last }] of [
+      [PAGE_SHIFT, pages],
+      [VMA_REGION_SHIFT, regions],
+    ] as const) {
+      view.setUint32(4, shift, true);
+      for (let at = first; at < last; at++) {
+        view.setBigUint64(8, at, true);
+        this.vmaCache.delete(key);
+      }
+    }
   }
 
   /** The global indexes of a table's rules, added to the map as needed. */

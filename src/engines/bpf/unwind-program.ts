@@ -33,8 +33,17 @@ import {
   type Reg,
   st,
   stx,
+  toBigEndian,
 } from './insn.js';
-import { FILE_HAS_TABLE, FILE_TABLE_FULL, PAGE_SHIFT, type UnwindMaps } from './unwind-maps.js';
+import {
+  FILE_HAS_TABLE,
+  FILE_TABLE_FULL,
+  PAGE_SHIFT,
+  type UnwindMaps,
+  VM_IO,
+  VMA_REGION_SHIFT,
+  VMA_VALUE_BYTES,
+} from './unwind-maps.js';
 
 /** Frames a stack key holds (its last slot is kept for the mark of a cut). */
 export const UNWIND_FRAMES = 63;
@@ -51,11 +60,9 @@ export const FRAME_MARK = 0xffff_ffff_ffff_ff00n;
 const SEARCH_STEPS = 16;
 /** `-EBUSY` from bpf_find_vma: the memory map's lock was taken. */
 const EBUSY = -16;
-/** `VM_IO`: set on the uprobes trampoline page, not on JIT memory. */
-const VM_IO = 0x4000;
 
 /** The walker's state, on the main program's stack at `fp + STATE`. */
-const STATE = -288;
+const STATE = -304;
 const S = {
   pc: 0,
   sp: 8,
@@ -89,8 +96,16 @@ const S = {
   tramp: 128,
   /** The newest of the thread's uretprobe return instances (kernel address), else 0. */
   ri: 136,
+  /** The image id of the process's memory map (see memoryImageId). */
+  image: 144,
+  /**
+   * 0 when the mappings in the ranges trie were read for this image (then, and only then,
+   * are they used), else not 0. (Not a flag of constants: the verifier would follow each
+   * value through every later frame.)
+   */
+  mismatch: 152,
 } as const;
-export const UNWIND_STATE_BYTES = 144;
+export const UNWIND_STATE_BYTES = 160;
 /** Return instances looked through for a return address a uretprobe replaced. */
 const RETURN_INSTANCES = 8;
 
@@ -113,6 +128,8 @@ interface KernelOffsets {
   sDev: number;
   taskUtask: number;
   taskMm: number;
+  mmStartCode: number;
+  mmArgStart: number;
   utaskReturnInstances: number;
   riStack: number;
   riOrigRetVaddr: number;
@@ -138,6 +155,8 @@ function kernelOffsets(): KernelOffsets {
     sDev: btf.offsetOf('super_block', 's_dev'),
     taskUtask: btf.offsetOf('task_struct', 'utask'),
     taskMm: btf.offsetOf('task_struct', 'mm'),
+    mmStartCode: btf.offsetOf('mm_struct', 'start_code'),
+    mmArgStart: btf.offsetOf('mm_struct', 'arg_start'),
     utaskReturnInstances: btf.offsetOf('uprobe_task', 'return_instances'),
     riStack: btf.offsetOf('return_instance', 'stack'),
     riOrigRetVaddr: btf.offsetOf('return_instance', 'orig_ret_vaddr'),
@@ -147,6 +166,61 @@ function kernelOffsets(): KernelOffsets {
     xolVaddr: btf.offsetOf('xol_area', 'vaddr'),
   };
   return offsets;
+}
+
+/**
+ * Where the memory map is locked, the mapping of the pc comes from the ranges read from
+ * /proc/PID/maps (vmaRanges in unwind-maps.ts) or from the pages walks cached (vmaCache):
+ * their keys and a value to cache, in the frame callback's own stack (free while the mapping
+ * is looked up: the rule step uses it after).
+ */
+const VMA_KEY = -16;
+const VMA_VALUE = -72;
+/** The state's fields a mapping restores, from S.vmStart (vmStart to ino), then its flags. */
+const VMA_CACHED_BYTES = S.ino + 8 - S.vmStart;
+/** Where the image id is in a cached page's value. */
+const VMA_CACHED_IMAGE = VMA_VALUE_BYTES;
+
+/** The cache key of an address (in `reg`, r6 the pc by default) in this process: its 2 MiB region, at fp + VMA_KEY. */
+function emitVmaCacheKey(a: Asm, reg: Reg = 6): void {
+  a.emit(mov64Reg(2, reg), ldx('W', 1, 9, S.pid), stx('W', 10, VMA_KEY, 1));
+  a.emit(st('W', 10, VMA_KEY + 4, 0), alu64Imm('RSH', 2, VMA_REGION_SHIFT));
+  a.emit(stx('DW', 10, VMA_KEY + 8, 2));
+}
+
+/** The ranges trie's key of the pc (r6) in this process, at fp + VMA_KEY: every bit. */
+function emitVmaRangeKey(a: Asm): void {
+  a.emit(st('W', 10, VMA_KEY, 32 + 64), ldx('W', 1, 9, S.pid), stx('W', 10, VMA_KEY + 4, 1));
+  a.emit(mov64Reg(1, 6), toBigEndian(1, 64), stx('DW', 10, VMA_KEY + 8, 1));
+}
+
+/** A mapping (r0 points at one: VMA_VALUE_BYTES) into the state. */
+function emitVmaRestore(a: Asm): void {
+  for (let at = 0; at < VMA_CACHED_BYTES; at += 8) {
+    a.emit(ldx('DW', 1, 0, at), stx('DW', 9, S.vmStart + at, 1));
+  }
+  a.emit(ldx('W', 1, 0, VMA_CACHED_BYTES), stx('W', 9, S.vmFlags, 1));
+}
+
+/**
+ * Once per walk, before it (in the main program: the state at fp + STATE, the pid in it):
+ * the image id of the process's memory map (start_code ^ arg_start, as memoryImageId reads
+ * them from /proc), and whether the process's ranges in the trie were read for that image
+ * (S.mismatch 0). Clobbers r0-r5.
+ */
+function emitImage(a: Asm, maps: UnwindMaps): void {
+  const o = kernelOffsets();
+  const at = (field: number) => STATE + field;
+  const done = a.fresh('unwind.imaged');
+  a.emit(call(BPF_FUNC.get_current_task_btf), ldx('DW', 1, 0, o.taskMm));
+  a.emit(ldx('DW', 2, 1, o.mmStartCode), ldx('DW', 3, 1, o.mmArgStart), alu64Reg('XOR', 2, 3));
+  a.emit(stx('DW', 10, at(S.image), 2), alu64Imm('OR', 2, 1), stx('DW', 10, at(S.mismatch), 2));
+  a.emit(ldMapFd(1, maps.vmaPids.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, at(S.pid)));
+  a.emit(call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, done);
+  a.emit(ldx('DW', 1, 0, 0), ldx('DW', 2, 10, at(S.image)), alu64Reg('XOR', 1, 2));
+  a.emit(stx('DW', 10, at(S.mismatch), 1));
+  a.label(done);
 }
 
 /** Names of the walker's subprograms (labels of the program they are appended to). */
@@ -188,6 +262,7 @@ export function emitUnwindKey(a: Asm, maps: UnwindMaps, full: string, out: strin
   a.emit(ldx('DW', 1, 6, USER_REGS.rsp), stx('DW', 10, state(S.sp), 1));
   a.emit(ldx('DW', 1, 6, USER_REGS.rbp), stx('DW', 10, state(S.bp), 1));
   emitReturnInstances(a);
+  emitImage(a, maps);
   a.emit(mov64Imm(1, UNWIND_FRAMES));
   a.loadCallback(2, FRAME);
   a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, STATE), mov64Imm(4, 0), call(BPF_FUNC.loop));
@@ -288,12 +363,70 @@ function emitFrame(a: Asm, maps: UnwindMaps): void {
   a.loadCallback(3, VMA);
   a.emit(mov64Reg(4, 9), mov64Imm(5, 0), call(BPF_FUNC.find_vma));
   const found = a.fresh('unwind.found');
-  a.jmpImm('JEQ', 0, 0, found);
-  // Nothing mapped there, or the map was locked: the pc is the last frame.
+  const remember = a.fresh('unwind.remember');
+  const busy = a.fresh('unwind.busy');
+  const unmapped = a.fresh('unwind.unmapped');
+  const noRange = a.fresh('unwind.norange');
+  a.jmpImm('JEQ', 0, 0, remember);
+  a.jmpImm('JNE', 0, EBUSY, unmapped);
+  // The memory map was locked (another thread maps or protects memory): the mapping as
+  // /proc/PID/maps showed it for this image, or as a walk of this image saw it before.
+  a.emit(ldx('DW', 1, 9, S.mismatch));
+  a.jmpImm('JNE', 1, 0, noRange);
+  emitVmaRangeKey(a);
+  a.emit(ldMapFd(1, maps.vmaRanges.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
+  a.emit(call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, noRange);
+  emitVmaRestore(a);
+  a.goto(found);
+  // The mapping a walk of this image found last in the pc's 2 MiB region, if it holds the pc.
+  a.label(noRange);
+  emitVmaCacheKey(a);
+  a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
+  a.emit(call(BPF_FUNC.map_lookup_elem));
+  a.jmpImm('JEQ', 0, 0, busy);
+  a.emit(ldx('DW', 1, 0, VMA_CACHED_IMAGE), ldx('DW', 2, 9, S.image));
+  a.jmpReg('JNE', 1, 2, busy);
+  // pc - vmStart < vmEnd - vmStart, without a comparison of the pc the verifier would follow
+  // (bounds it learns of r6 split its states): the sign bits of the differences.
+  a.emit(mov64Reg(1, 6), ldx('DW', 2, 0, 0), alu64Reg('SUB', 1, 2), ldx('DW', 3, 0, 8));
+  a.emit(alu64Reg('SUB', 3, 2), mov64Reg(2, 1), alu64Reg('SUB', 2, 3));
+  a.emit(alu64Imm('RSH', 2, 63), alu64Imm('RSH', 1, 63), alu64Imm('XOR', 1, 1));
+  a.emit(alu64Reg('AND', 2, 1));
+  a.jmpImm('JEQ', 2, 0, busy);
+  emitVmaRestore(a);
+  a.goto(found);
+  // Nothing mapped there, or the map was locked and the mapping not known: the pc is the
+  // last frame, and user space is asked to read the process's mappings again.
+  a.label(busy);
+  a.emit(st('DW', 10, VMA_KEY, 1), ldMapFd(1, maps.vmaResync.fd), mov64Reg(2, 9));
+  a.emit(alu64Imm('ADD', 2, S.pid), mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_KEY));
+  a.emit(mov64Imm(4, 0), call(BPF_FUNC.map_update_elem));
   storeFrame(a, 7, 6);
   a.emit(alu64Imm('ADD', 7, 1));
-  a.jmpImm('JEQ', 0, EBUSY, marked(STOP_REASON.busy));
+  a.goto(marked(STOP_REASON.busy));
+  a.label(unmapped);
+  storeFrame(a, 7, 6);
+  a.emit(alu64Imm('ADD', 7, 1));
   a.goto(marked(STOP_REASON.unmapped));
+  // Found: cached by region, for the mappings the ranges do not hold yet (those of a command
+  // before user space has read its map, a library loaded since it last did).
+  a.label(remember);
+  for (let at = 0; at < VMA_CACHED_BYTES; at += 8) {
+    a.emit(ldx('DW', 1, 9, S.vmStart + at), stx('DW', 10, VMA_VALUE + at, 1));
+  }
+  a.emit(ldx('W', 1, 9, S.vmFlags), stx('DW', 10, VMA_VALUE + VMA_CACHED_BYTES, 1));
+  a.emit(ldx('DW', 1, 9, S.image), stx('DW', 10, VMA_VALUE + VMA_CACHED_IMAGE, 1));
+  // Under the regions of its first and last bytes: every region of a mapping of 2 MiB or
+  // less (most libraries' code), whatever page of it the next walk meets first.
+  for (const end of [false, true]) {
+    a.emit(ldx('DW', 3, 9, end ? S.vmEnd : S.vmStart));
+    if (end) a.emit(alu64Imm('SUB', 3, 1));
+    emitVmaCacheKey(a, 3);
+    a.emit(ldMapFd(1, maps.vmaCache.fd), mov64Reg(2, 10), alu64Imm('ADD', 2, VMA_KEY));
+    a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, VMA_VALUE), mov64Imm(4, 0));
+    a.emit(call(BPF_FUNC.map_update_elem));
+  }
   a.label(found);
   const classified = a.fresh('unwind.classified');
   const hasFile = a.fresh('unwind.file');

@@ -72,6 +72,8 @@ export interface Registration {
   readonly event: ProbeEventKind;
   /** The probe's runtime address, for breakpoint and return. */
   readonly where?: bigint | undefined;
+  /** What is probed at `where`, for messages (a function's name); else its address alone. */
+  readonly label?: string | undefined;
   /**
    * The runtime address of a USDT semaphore (a u16 the program tests to see whether its probe
    * is traced): raised by one while the registration is in a process, as the kernel does with
@@ -812,6 +814,8 @@ export class ProcessProbes {
     const tracee = this.tracee;
     let bytes = this.#readCode(vaddr);
     let foreign = false;
+    const label = vaddr === registration.where ? registration.label : undefined;
+    const probed = `${label === undefined ? '' : `${label} `}(0x${vaddr.toString(16)}) in process ${this.pid}`;
     if (bytes[0] === INT3) {
       // Another tracer's breakpoint where the file has another byte: a kernel uprobe (the
       // kernel writes only the int3 and runs its own copy of the file's instruction).
@@ -824,7 +828,7 @@ export class ProcessProbes {
       ) {
         throw new ProbeError(
           'ERR_UNPROBEABLE_INSTRUCTION',
-          `Cannot probe 0x${vaddr.toString(16)} in process ${this.pid}: it is already an int3 (another debugger's breakpoint?)`,
+          `Cannot probe ${probed}: its first byte is already an int3 the file does not have (another debugger's breakpoint?)`,
         );
       }
       foreign = true;
@@ -882,10 +886,11 @@ export class ProcessProbes {
       this.#xol.release(slot);
       throw new ProbeError(
         'ERR_UNPROBEABLE_INSTRUCTION',
-        `Cannot probe 0x${vaddr.toString(16)} in process ${this.pid}: another tracer's breakpoint is on it (a kernel uprobe: bpftrace, perf, or upscope's bpf or tracefs engine), and the instruction after it cannot carry upscope's probe instead: ${guarded}`,
+        `Cannot probe ${probed}: another tracer's kernel uprobe is on its first instruction (bpftrace, perf, or upscope's bpf or tracefs engine, in any process: a uprobe not limited to one process is in every process that maps the file), and upscope cannot see its calls from the instruction after it instead: ${guarded}`,
         {
           hints: [
-            'Stop the other tracer first, or probe this function with a kernel engine too (--engine bpf), which shares the kernel uprobe',
+            'Stop the other tracer first (kernel uprobes are listed by: bpftool link; cat /sys/kernel/tracing/uprobe_events)',
+            'Or probe this function with a kernel engine too (--engine bpf), which shares the kernel uprobe',
           ],
         },
       );

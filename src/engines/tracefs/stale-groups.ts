@@ -67,7 +67,9 @@ export function cleanStaleGroups(tracefs: string, options: CleanOptions = {}): C
   for (const { group, event } of listed) {
     const owner = groupOwnerPid(group);
     if (owner === undefined || isAlive(owner)) continue;
-    stale.set(group, [...(stale.get(group) ?? []), event]);
+    const events = stale.get(group);
+    if (events === undefined) stale.set(group, [event]);
+    else events.push(event);
   }
   for (const [group, events] of stale) {
     let all = true;

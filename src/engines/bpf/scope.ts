@@ -1,0 +1,155 @@
+/**
+ * Which processes get a followed run's breakpoints. The kernel places a uprobe link's
+ * breakpoints in every process that maps its file, unless the link names one process. A run
+ * that follows processes (-p, -c) filters hits by the map of followed processes, but a link
+ * for every process makes each process that maps the file trap at every call: probing
+ * libc:malloc of one server would slow every process on the machine (and make attaching take
+ * seconds: a breakpoint per process per function), and probing node's own functions would
+ * trap upscope itself at each of them.
+ *
+ * So a file gets one link per followed process, and one more for each child as the fork
+ * tracepoint reports it (a record in this scope's ring buffer), released as the process ends:
+ * - with -p and -c, for a file upscope maps itself (node, libc, libstdc++): upscope never
+ *   traps, and nor does any other process;
+ * - with -p, for a file other processes map too (a program running more than once): the
+ *   followed processes alone pay for the probes.
+ * The calls a child makes before its links exist (the first milliseconds after its fork) are
+ * not seen there. Otherwise (a -c command's own files, a file only the followed processes
+ * map) one link covers every process, filtered in the kernel: a child is followed from its
+ * first instruction, as a command's short-lived children need.
+ */
+import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import type { FollowSpec } from './follow.js';
+import { RingBuffer } from './ring-buffer.js';
+
+/** What the fork and exit handlers write for user space (two u32: kind, pid). */
+export const SCOPE_RECORD = { kind: 0, pid: 4, bytes: 8 } as const;
+export const SCOPE_FORK = 1;
+export const SCOPE_EXIT = 2;
+
+/** How often the records of forks and exits are read. */
+const SYNC_MS = 2;
+
+/** What a scope does to the links of the session it belongs to. */
+export interface ScopedLinks {
+  addProcess(pid: number): void;
+  removeProcess(pid: number): void;
+}
+
+/** The thread group of thread `tid`, or undefined when it has ended. */
+function threadGroup(tid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${tid}/status`, 'latin1');
+    const tgid = /^Tgid:\s*(\d+)/m.exec(status);
+    return tgid === null ? undefined : Number(tgid[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** `inode path` of every file process `pid` maps (empty once it has ended). */
+function mappedFiles(pid: number | 'self'): Set<string> {
+  const files = new Set<string>();
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/maps`, 'latin1');
+  } catch {
+    return files;
+  }
+  for (const line of text.split('\n')) {
+    // address perms offset dev inode path
+    const match = /^\S+ \S+ \S+ \S+ (\d+)\s+(\/.*)$/.exec(line);
+    if (match !== null && match[1] !== '0') files.add(`${match[1]} ${match[2]}`);
+  }
+  return files;
+}
+
+export class FollowedScope {
+  /** Where the fork and exit handlers say which processes came and went. */
+  readonly ring: RingBuffer;
+  readonly #pids = new Set<number>();
+  /** `inode path` of the files upscope maps, and of those other processes map (read once). */
+  #own: Set<string> | undefined;
+  #elsewhere: Set<string> | undefined;
+  readonly #decided = new Map<string, boolean>();
+  /** A -c command: its files are scoped only when upscope maps them too. */
+  readonly #command: boolean;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(spec: FollowSpec) {
+    for (const pid of spec.pids) this.#pids.add(pid);
+    if (spec.startAtExecOf !== undefined) this.#pids.add(spec.startAtExecOf);
+    this.#command = spec.startAtExecOf !== undefined;
+    this.ring = RingBuffer.create('upscope_procs', 64 * 1024);
+  }
+
+  /** The processes followed now. */
+  pids(): readonly number[] {
+    return [...this.#pids];
+  }
+
+  /** Whether the probes of the file at `path` go in each followed process alone. */
+  scoped(path: string): boolean {
+    let scoped = this.#decided.get(path);
+    if (scoped === undefined) {
+      scoped = this.#mappedElsewhere(path);
+      this.#decided.set(path, scoped);
+    }
+    return scoped;
+  }
+
+  #mappedElsewhere(path: string): boolean {
+    let key: string;
+    try {
+      key = `${statSync(path).ino} ${realpathSync(path)}`;
+    } catch {
+      return true;
+    }
+    this.#own ??= mappedFiles('self');
+    if (this.#own.has(key)) return true;
+    if (this.#command) return false;
+    if (this.#elsewhere === undefined) {
+      const elsewhere = new Set<string>();
+      for (const entry of readdirSync('/proc')) {
+        const pid = Number(entry);
+        if (!Number.isInteger(pid) || this.#pids.has(pid) || pid === process.pid) continue;
+        for (const file of mappedFiles(pid)) elsewhere.add(file);
+      }
+      this.#elsewhere = elsewhere;
+    }
+    return this.#elsewhere.has(key);
+  }
+
+  /** Read the records of forks and exits on a timer, until stop(). */
+  start(links: ScopedLinks): void {
+    if (this.#timer !== undefined) return;
+    this.#timer = setInterval(() => this.sync(links), SYNC_MS);
+    this.#timer.unref();
+  }
+
+  /** Add the links of the processes forked, and release those of the ones ended, since last. */
+  sync(links: ScopedLinks): void {
+    this.ring.read((view, start) => {
+      const kind = view.getUint32(start + SCOPE_RECORD.kind, true);
+      const pid = view.getUint32(start + SCOPE_RECORD.pid, true);
+      if (kind === SCOPE_FORK) {
+        // The fork tracepoint reports threads too: a thread is covered by its process's links.
+        if (this.#pids.has(pid) || threadGroup(pid) !== pid) return;
+        this.#pids.add(pid);
+        links.addProcess(pid);
+      } else if (kind === SCOPE_EXIT && this.#pids.delete(pid)) {
+        links.removeProcess(pid);
+      }
+    });
+  }
+
+  stop(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  close(): void {
+    this.stop();
+    this.ring.close();
+  }
+}

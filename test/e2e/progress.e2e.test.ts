@@ -1,0 +1,39 @@
+// Progress while a pattern's functions are planned: one line on a terminal's stderr (util-
+// linux's `script` gives the run a terminal), cleared before the start line; none in a pipe.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { test } from 'node:test';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { tool } from '../helpers/tools.js';
+
+const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
+const PLANNING = /upscope: planning ([\d,]+) of ([\d,]+) functions of \S*libc\.so\.6/;
+
+test("count 'libc:*' on a terminal says how far the planning of libc's functions got, then clears the line; in a pipe it says nothing of it", (t) => {
+  if (!requireHost(t, { root: true, commands: ['script', 'nm'] })) return;
+  const onTerminal = execFileSync(
+    'script',
+    ['-qec', `${process.execPath} ${BIN} count -c /bin/true 'libc:*'`, '/dev/null'],
+    { encoding: 'utf8', maxBuffer: 64 << 20 },
+  );
+  const said = PLANNING.exec(onTerminal);
+  assert.ok(said, onTerminal.slice(0, 2000));
+  // Every function libc exports is planned (with libc6-dbg, its local ones too).
+  const exported = new Set(
+    tool('nm', ['-D', '--defined-only', '/lib/x86_64-linux-gnu/libc.so.6'])
+      .split('\n')
+      .filter((line) => / [TtiW] /.test(line))
+      .map((line) => line.split(' ')[0]),
+  ).size;
+  const total = Number(said[2]!.replace(/,/g, ''));
+  assert.ok(total >= exported, `${total} functions planned, libc exports ${exported}`);
+  // Cleared (carriage return and erase to the end of the line) before the start line.
+  const clear = `\r${String.fromCharCode(0x1b)}[K`;
+  const clearedAt = onTerminal.indexOf(`${clear}Counting `);
+  assert.ok(clearedAt >= 0, JSON.stringify(onTerminal.slice(-400)));
+  assert.match(onTerminal.slice(clearedAt + clear.length), /^Counting \d+ probes/);
+  const inPipe = runCli(['count', '-c', '/bin/true', 'libc:*']);
+  assert.equal(inPipe.status, 0, inPipe.stderr);
+  assert.doesNotMatch(inPipe.stderr, /planning/);
+});
