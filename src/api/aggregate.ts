@@ -738,7 +738,7 @@ export async function histogramOf(
     options.linear === undefined ? { kind: 'log2' } : { kind: 'linear', ...options.linear };
   const filters = filtersOf(options);
   const fetches = optionFetches(options, filters, [{ text: value, fetch }]);
-  if (options.engine === 'ptrace') {
+  if (options.engine === 'ptrace' || options.engine === 'inject') {
     return ptraceAggregate(specs, { kind: 'hist', value: fetch, scheme }, options, fetches);
   }
   return startAggregate(
@@ -775,7 +775,7 @@ export async function latencyOf(
   const unit = options.unit ?? 'us';
   const filters = filtersOf(options);
   const fetches = optionFetches(options, filters);
-  if (options.engine === 'ptrace') {
+  if (options.engine === 'ptrace' || options.engine === 'inject') {
     return ptraceAggregate(
       specs,
       { kind: 'latency', unitNs: UNIT_NS[unit], onCall: options.onCall },

@@ -4,6 +4,7 @@ import {
   type ProbeEventKind,
   type ProbesOptions,
   ProcessProbes,
+  RETURN_LIMITS,
   type ReturnSites,
   type SpawnOptions,
 } from '../engines/index.js';
@@ -445,8 +446,12 @@ export class ProcessTracer {
       if (address === undefined) continue;
       const { registration, site } = spec;
       const internalId = this.#internalId(registration.id);
+      // upscope's own hooks (ids starting with NUL: the unwinder's) need the thread stopped.
       const inline =
-        this.#inline && registration.event === 'breakpoint' && site.kind === 'entry'
+        this.#inline &&
+        !registration.id.startsWith('\u0000') &&
+        ((registration.event === 'breakpoint' && site.kind === 'entry') ||
+          (registration.event === 'return' && site.returns?.mode === 'trampoline'))
           ? this.#inlineFor(site)
           : undefined;
       this.#probes.registerIn(pid, {
@@ -582,6 +587,8 @@ export class ProcessTracer {
       }
       case 'trap':
         return `${where}: served by an int3 (a trap per hit) instead of an inline hook: ${notice.reason ?? 'no reason given'}`;
+      case 'untracked':
+        return `process ${notice.pid}: the returns of ${notice.reason ?? 'some'} calls (and maybe more later) are not reported: calls deeper than ${RETURN_LIMITS.depth} in one thread, more than ${RETURN_LIMITS.threads} threads running hooked calls at once, or a tail call from another hooked function keep their return address`;
     }
   }
 

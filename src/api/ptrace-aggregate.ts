@@ -358,7 +358,9 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
   );
   if (latency) {
     options.onNotice?.(
-      "times on the ptrace engine include the tracer's stops at each call's entry and return (tens of microseconds each): compare them with each other, not with the bpf engine's",
+      options.engine === 'inject'
+        ? "times on the inject engine include its hooks' recording at each call's entry and return (a fraction of a microsecond each; a function an int3 serves instead pays the tracer's stops, tens of microseconds)"
+        : "times on the ptrace engine include the tracer's stops at each call's entry and return (tens of microseconds each): compare them with each other, not with the bpf engine's",
     );
   }
   run.run().catch((err: unknown) => {

@@ -28,11 +28,15 @@ export {
 } from './returns.js';
 export {
   buildEntryTrampoline,
+  buildReturnTrampoline,
   type EntryTrampolineSpec,
   RECORD,
+  RECORD_KIND,
   RECORD_REGS,
   RING,
   relocatedOffset,
+  SHADOW,
+  SHADOW_DEPTH,
   STACK_WORDS,
   TRAMPOLINE_MAX_BYTES,
 } from './trampoline.js';

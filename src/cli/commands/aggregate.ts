@@ -84,17 +84,7 @@ function parseEngine(value: string): 'bpf' | 'ptrace' | 'inject' {
   if (value === 'bpf' || value === 'ptrace' || value === 'inject') return value;
   throw new ProbeError(
     'ERR_USAGE',
-    `Cannot use engine "${value}" here: give bpf, ptrace or inject (count only)`,
-  );
-}
-
-/** hist and latency do not run on inline hooks yet: said before anything starts. */
-function refuseInject(options: CommonOptions, command: string): void {
-  if (options.engine !== 'inject') return;
-  throw new ProbeError(
-    'ERR_USAGE',
-    `Cannot run ${command} on the inject engine: it serves trace and count only for now`,
-    { hints: [`Use --engine ptrace (one process, no root) or bpf (root) for ${command}`] },
+    `Cannot use engine "${value}" here: give bpf, ptrace or inject`,
   );
 }
 
@@ -175,8 +165,8 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     .option(
       '--engine <engine>',
       'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON), ptrace (one process, -p or -c, ' +
-        'in user space, far slower per hit) or inject (count only: one process, -p or -c, ' +
-        'function entries hooked inside it, no trap per hit); by default bpf, or ptrace where ' +
+        'in user space, far slower per hit) or inject (one process, -p or -c, function entries ' +
+        'and returns hooked inside it, no trap per hit); by default bpf, or ptrace where ' +
         'BPF is not allowed',
       parseEngine,
     );
@@ -464,7 +454,6 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           io,
           (print: Printer<ProbeHistogram[]>) =>
             onEngine(options, io, result, async (engine) => {
-              refuseInject(options, 'hist');
               const aggregate = await histogramOf(specs, value, {
                 ...aggregateOptions(options, io, engine),
                 linear: options.linear,
@@ -500,7 +489,6 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           io,
           (print: Printer<ProbeHistogram[]>) =>
             onEngine(options, io, result, async (engine) => {
-              refuseInject(options, 'latency');
               const aggregate = await latencyOf(specs, {
                 ...aggregateOptions(options, io, engine),
                 unit,

@@ -1,12 +1,16 @@
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import {
   buildEntryTrampoline,
+  buildReturnTrampoline,
   jumpRel32,
   planEntryPatch,
   RECORD,
+  RECORD_KIND,
   RECORD_REGS,
   RING,
   relocatedOffset,
+  SHADOW,
+  SHADOW_DEPTH,
   STACK_WORDS,
   TRAMPOLINE_MAX_BYTES,
 } from '../../arch/index.js';
@@ -17,6 +21,9 @@ import { Registers } from '../ptrace/registers.js';
 import { SIGTRAP, type Tracee } from '../ptrace/tracee.js';
 import { XolArea } from '../ptrace/xol-area.js';
 import { TscClock } from './tsc-clock.js';
+
+/** How deep one thread's calls are tracked for their returns, and how many threads at once. */
+export const RETURN_LIMITS = { depth: SHADOW_DEPTH, threads: SHADOW.threads } as const;
 
 /** Records in a ring by default: 64 Ki (12 MiB), a burst of about 6 ms at 10 M hits/s. */
 export const DEFAULT_RING_RECORDS = 1 << 16;
@@ -32,8 +39,10 @@ const TID_TRIES = 3;
 const TCB_SCAN_BYTES = 0x1000;
 /** The trap flag of %rflags (single-step). */
 const TRAP_FLAG = 0x100n;
-/** Steps a thread may take to leave a trampoline's recording part (it has about 70 instructions). */
-const MAX_STEPS = 400;
+/** Steps a thread may take to leave an entry trampoline's recording part (about 150 instructions). */
+const MAX_STEPS = 1000;
+/** Steps a thread may take to leave the return trampoline (it may pop a whole shadow stack). */
+const MAX_RETURN_STEPS = 8 * SHADOW_DEPTH + 1000;
 
 /** Where each register is in a record and in `struct user_regs_struct`: pairs of byte offsets. */
 const REGISTER_COPY: readonly number[] = [
@@ -62,6 +71,9 @@ interface Ring {
   readonly local: NativeMemory;
   readonly u64: BigUint64Array;
   readonly u32: Uint32Array;
+  readonly u8: Uint8Array;
+  /** Where calls whose return address is swapped return to (see arch's trampoline.ts). */
+  readonly returnTrampoline: bigint;
   tail: number;
 }
 
@@ -88,6 +100,7 @@ export class Injector implements InlineHooks {
   /** Hooked address by probe index (indexes are not reused within a ring). */
   #byIndex: (bigint | undefined)[] = [];
   #lostSeen: number[] = [];
+  #untrackedSeen = 0;
   #clock: TscClock | undefined;
   #tidTries = 0;
   #tidKnown = false;
@@ -158,6 +171,7 @@ export class Injector implements InlineHooks {
       ring: ring.vaddr,
       capacity: this.#capacity,
       probe: index,
+      returnTrampoline: ring.returnTrampoline,
       relocated: plan.relocated,
       back: end,
     });
@@ -182,9 +196,17 @@ export class Injector implements InlineHooks {
     return undefined;
   }
 
+  setReturns(vaddr: bigint, on: boolean): void {
+    const hook = this.#hooks.get(vaddr);
+    const ring = this.#ring;
+    if (hook === undefined || ring === undefined) return;
+    Atomics.store(ring.u8, RING.returns + hook.index, on ? 1 : 0);
+  }
+
   remove(vaddr: bigint): void {
     const hook = this.#hooks.get(vaddr);
     if (hook === undefined) return;
+    this.setReturns(vaddr, false);
     this.#hooks.delete(vaddr);
     this.#retired.push(hook);
     this.#restore(hook);
@@ -205,6 +227,7 @@ export class Injector implements InlineHooks {
   /** Map the ring: a memfd made in the process, mapped there and here, then closed there. */
   #mapRing(tid: number, near: bigint): Ring {
     const tracee = this.#tracee;
+    // The shadow stacks' pages are allocated only as threads touch them.
     const sizeBytes = RING.records + this.#capacity * RECORD.bytes;
     // The memfd's name, written where the process can read it: a slot of the code page.
     const nameAt = this.#xol.take(near, tid);
@@ -250,12 +273,16 @@ export class Injector implements InlineHooks {
       }
       const buffer = local.bytes.buffer;
       const offset = local.bytes.byteOffset;
+      const returnTrampoline = this.#xol.take(near, tid);
+      this.#xol.fill(returnTrampoline, buildReturnTrampoline(vaddr, this.#capacity));
       this.#ring = {
         vaddr,
         sizeBytes,
         local,
         u64: new BigUint64Array(buffer, offset, sizeBytes / 8),
         u32: new Uint32Array(buffer, offset, sizeBytes / 4),
+        u8: new Uint8Array(buffer, offset, sizeBytes),
+        returnTrampoline,
         tail: 0,
       };
       this.#clock = new TscClock(native);
@@ -281,7 +308,9 @@ export class Injector implements InlineHooks {
       // The record's seq (its low word is enough: records are never 2^32 apart) is written
       // last: once it says this record, the rest is there.
       if (Atomics.load(u32, at / 4) !== (tail + 1) >>> 0) break;
-      const index = view.getUint32(at + RECORD.probe, true);
+      const word = view.getUint32(at + RECORD.probe, true);
+      const index = word & 0xffffff;
+      const kind = word >>> 24;
       const vaddr = this.#byIndex[index];
       if (vaddr !== undefined) {
         // Word by word (every field is 8-byte aligned in both): no view made per register.
@@ -293,13 +322,20 @@ export class Injector implements InlineHooks {
           into[to] = u32[from]!;
           into[to + 1] = u32[from + 1]!;
         }
-        regs.rip = vaddr;
+        const returned = kind === RECORD_KIND.return;
+        // A return's first words: the address returned to, the call's entry stack pointer.
+        regs.rip = returned ? view.getBigUint64(at + RECORD.stack, true) : vaddr;
         visit({
+          kind: returned ? 'return' : 'entry',
           vaddr,
+          returns: kind === RECORD_KIND.entryWithReturn,
+          entrySp: returned ? view.getBigUint64(at + RECORD.stack + 8, true) : undefined,
           tid: view.getUint32(at + RECORD.tid, true),
           timeNs: clock.toNs(view.getBigUint64(at + RECORD.tsc, true)),
           regs,
-          stack: bytes.slice(at + RECORD.stack, at + RECORD.stack + 8 * STACK_WORDS),
+          stack: returned
+            ? bytes.slice(at + RECORD.stack + 16, at + RECORD.stack + 8 * STACK_WORDS)
+            : bytes.slice(at + RECORD.stack, at + RECORD.stack + 8 * STACK_WORDS),
         });
       }
       tail++;
@@ -326,6 +362,83 @@ export class Injector implements InlineHooks {
       }
     }
     return lost;
+  }
+
+  takeUntracked(): number {
+    const ring = this.#ring;
+    if (ring === undefined) return 0;
+    const now = Number(Atomics.load(ring.u64, RING.untracked / 8));
+    const more = now - this.#untrackedSeen;
+    this.#untrackedSeen = now;
+    return more;
+  }
+
+  /** The shadow slot of thread `tid` (see arch's trampoline.ts), if it has one. */
+  #slotOf(tid: number): number | undefined {
+    const ring = this.#ring;
+    if (ring === undefined || tid === 0) return undefined;
+    const first = (tid & (SHADOW.threads / SHADOW.bucket - 1)) * SHADOW.bucket;
+    for (let slot = first; slot < first + SHADOW.bucket; slot++) {
+      if (Atomics.load(ring.u32, RING.shadowTids / 4 + slot) === tid) return slot;
+    }
+    return undefined;
+  }
+
+  /** The entries of a thread slot's shadow stack, outermost first. */
+  #entriesOf(slot: number): { sp: bigint; returnAddress: bigint }[] {
+    const ring = this.#ring!;
+    const base = (RING.shadowSlots + slot * SHADOW.slotBytes) / 8;
+    const depth = Math.min(Number(Atomics.load(ring.u64, base)), SHADOW_DEPTH);
+    const entries: { sp: bigint; returnAddress: bigint }[] = [];
+    for (let i = 0; i < depth; i++) {
+      const at = base + (SHADOW.entries + i * SHADOW.entryBytes) / 8;
+      entries.push({ returnAddress: ring.u64[at]!, sp: ring.u64[at + 1]! });
+    }
+    return entries;
+  }
+
+  /**
+   * Put back in thread slot `slot`'s stack every return address swapped for the return
+   * trampoline (where the trampoline's address is still there: a frame a longjmp left may
+   * hold something else now), and empty its shadow stack.
+   */
+  #putBack(slot: number): void {
+    const ring = this.#ring!;
+    const entries = this.#entriesOf(slot);
+    for (const entry of entries.reverse()) {
+      try {
+        if (this.#tracee.readU64(entry.sp) !== ring.returnTrampoline) continue;
+        const bytes = new Uint8Array(8);
+        new DataView(bytes.buffer).setBigUint64(0, entry.returnAddress, true);
+        this.#tracee.write(entry.sp, bytes);
+      } catch (err) {
+        // A stack gone with its frame (a signal stack unmapped): nothing returns there.
+        if (!(err instanceof ProbeError)) throw err;
+      }
+    }
+    Atomics.store(ring.u64, (RING.shadowSlots + slot * SHADOW.slotBytes) / 8, 0n);
+  }
+
+  restoreReturns(tid: number): void {
+    const slot = this.#slotOf(tid);
+    if (slot !== undefined) this.#putBack(slot);
+  }
+
+  returnsOf(tid: number): { vaddr: bigint; returnAddress: bigint }[] {
+    const slot = this.#slotOf(tid);
+    if (slot === undefined) return [];
+    return this.#entriesOf(slot).map((entry) => ({
+      vaddr: entry.sp,
+      returnAddress: entry.returnAddress,
+    }));
+  }
+
+  threadEnded(tid: number): void {
+    const ring = this.#ring;
+    const slot = this.#slotOf(tid);
+    if (ring === undefined || slot === undefined) return;
+    Atomics.store(ring.u64, (RING.shadowSlots + slot * SHADOW.slotBytes) / 8, 0n);
+    Atomics.store(ring.u32, RING.shadowTids / 4 + slot, 0);
   }
 
   wantsStop(): boolean {
@@ -382,6 +495,14 @@ export class Injector implements InlineHooks {
     // No thread runs into a trampoline any more; those inside one leave it.
     for (const thread of [...this.#tracee.threads]) this.#leave(thread);
     const ring = this.#ring;
+    // No thread returns through the return trampoline any more.
+    if (ring !== undefined) {
+      for (let slot = 0; slot < SHADOW.threads; slot++) {
+        if (Atomics.load(ring.u32, RING.shadowTids / 4 + slot) === 0) continue;
+        this.#putBack(slot);
+        Atomics.store(ring.u32, RING.shadowTids / 4 + slot, 0);
+      }
+    }
     // System calls run through the leader where it is still there (other threads may be
     // exiting, their end not reported yet).
     const some = this.#tracee.threads.has(this.#tracee.pid)
@@ -419,9 +540,29 @@ export class Injector implements InlineHooks {
       if (err instanceof ProbeError) return;
       throw err;
     }
+    const kept: number[] = [];
+    const returning = this.#ring?.returnTrampoline;
+    const inReturn = (pc: bigint) =>
+      returning !== undefined && pc >= returning && pc < returning + BigInt(TRAMPOLINE_MAX_BYTES);
+    if (inReturn(regs.rip)) {
+      // The return trampoline: stepped until it has returned (its record written).
+      for (let steps = 0; inReturn(regs.rip); steps++) {
+        if (steps >= MAX_RETURN_STEPS) {
+          throw new ProbeError(
+            'ERR_INTERNAL',
+            `Cannot bring thread ${tid} of process ${tracee.pid} out of the inline hooks' return trampoline: it is still inside after ${MAX_RETURN_STEPS} steps`,
+          );
+        }
+        if (!this.#step(tid, kept)) return;
+        regs = tracee.regs(tid);
+      }
+      regs.set('eflags', regs.get('eflags') & ~TRAP_FLAG);
+      tracee.setRegs(tid, regs);
+      for (const signal of kept) loadNative().tgkill(tracee.pid, tid, signal);
+      return;
+    }
     let hook = inside(regs.rip);
     if (hook === undefined) return;
-    const kept: number[] = [];
     for (let steps = 0; hook !== undefined && regs.rip < hook.relocatedAt; steps++) {
       if (steps >= MAX_STEPS) {
         throw new ProbeError(
@@ -429,22 +570,7 @@ export class Injector implements InlineHooks {
           `Cannot bring thread ${tid} of process ${tracee.pid} out of an inline hook: it is still inside after ${MAX_STEPS} steps`,
         );
       }
-      tracee.step(tid);
-      for (;;) {
-        const report = tracee.waitChild(tid);
-        if (report.kind !== 'stopped') {
-          // Killed meanwhile: its end is taken here.
-          tracee.threads.delete(tid);
-          return;
-        }
-        // The step's own trap. An interrupt that was pending (PTRACE_EVENT_STOP, a SIGTRAP
-        // too) came first: the step is still to come, and its trap with it (taken for the
-        // step's, that trap would be left pending, and kill the thread once let go).
-        if (report.signal === SIGTRAP && report.event === 0) break;
-        // A signal for the thread: delivered once it is out.
-        if (report.event === 0) kept.push(report.signal);
-        tracee.step(tid);
-      }
+      if (!this.#step(tid, kept)) return;
       regs = tracee.regs(tid);
       hook = inside(regs.rip);
     }
@@ -464,6 +590,29 @@ export class Injector implements InlineHooks {
     for (const signal of kept) loadNative().tgkill(tracee.pid, tid, signal);
   }
 
+  /**
+   * Single-step stopped thread `tid` one instruction; signals for it that come meanwhile go
+   * to `kept` (delivered once it is out). False when it was killed meanwhile.
+   */
+  #step(tid: number, kept: number[]): boolean {
+    const tracee = this.#tracee;
+    tracee.step(tid);
+    for (;;) {
+      const report = tracee.waitChild(tid);
+      if (report.kind !== 'stopped') {
+        // Killed meanwhile: its end is taken here.
+        tracee.threads.delete(tid);
+        return false;
+      }
+      // The step's own trap. An interrupt that was pending (PTRACE_EVENT_STOP, a SIGTRAP
+      // too) came first: the step is still to come, and its trap with it (taken for the
+      // step's, that trap would be left pending, and kill the thread once let go).
+      if (report.signal === SIGTRAP && report.event === 0) return true;
+      if (report.event === 0) kept.push(report.signal);
+      tracee.step(tid);
+    }
+  }
+
   originals(): { vaddr: bigint; bytes: Uint8Array }[] {
     return [...this.#hooks.values()].map((hook) => ({ vaddr: hook.vaddr, bytes: hook.original }));
   }
@@ -473,6 +622,7 @@ export class Injector implements InlineHooks {
     this.#retired = [];
     this.#byIndex = [];
     this.#lostSeen = [];
+    this.#untrackedSeen = 0;
     this.#xol.forget();
     this.#ring?.local.free();
     this.#ring = undefined;

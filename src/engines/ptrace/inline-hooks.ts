@@ -3,14 +3,32 @@ import type { Tracee } from './tracee.js';
 
 /** A hit an inline hook recorded in the process, read back by the tracer. */
 export interface InlineHit {
+  /**
+   * `entry`: the function was entered; `return`: a call whose return address the hook
+   * swapped (`returns` at its entry) returned.
+   */
+  readonly kind: 'entry' | 'return';
   /** The hooked function's address. */
   readonly vaddr: bigint;
+  /** For an entry: whether its return was swapped (a `return` hit follows, same thread). */
+  readonly returns: boolean;
+  /**
+   * For a return: the stack pointer its call had at the entry (where its return address
+   * was), which pairs it with its entry.
+   */
+  readonly entrySp: bigint | undefined;
   readonly tid: number;
   /** CLOCK_MONOTONIC when the thread ran the hook, in ns. */
   readonly timeNs: bigint;
-  /** The thread's registers at the function's entry (%rip is the entry). */
+  /**
+   * The thread's registers at the function's entry (%rip is the entry), or just after its
+   * return (%rip is the address returned to).
+   */
   readonly regs: Registers;
-  /** The first words of its stack from %rsp (the return address, stack-passed arguments). */
+  /**
+   * At an entry, the first words of its stack from %rsp (the return address, stack-passed
+   * arguments); at a return, the words from %rsp after it.
+   */
   readonly stack: Uint8Array;
 }
 
@@ -35,6 +53,27 @@ export interface InlineHooks {
   ): string | undefined;
   /** Whether `vaddr` is hooked. */
   has(vaddr: bigint): boolean;
+  /**
+   * Whether the hook at `vaddr` swaps return addresses, to record the returns of its calls
+   * (a per-thread shadow stack keeps the real ones). Calls already swapped still return
+   * through the hook when it is turned off.
+   */
+  setReturns(vaddr: bigint, on: boolean): void;
+  /**
+   * Stopped thread `tid` is about to unwind its stack (a C++ throw): its swapped return
+   * addresses are put back (an unwinder cannot read the hook's), and those calls give no
+   * return hit.
+   */
+  restoreReturns(tid: number): void;
+  /**
+   * The swapped return addresses of thread `tid`, as they are to be put back in a copy of
+   * its stack (a forked child's): where each is, and the real address.
+   */
+  returnsOf(tid: number): { vaddr: bigint; returnAddress: bigint }[];
+  /** Thread `tid` has ended: what the hooks kept for it goes. */
+  threadEnded(tid: number): void;
+  /** Calls whose return could not be tracked since the last call (see the engine). */
+  takeUntracked(): number;
   /** Put the function's bytes back (its trampoline stays until release()). */
   remove(vaddr: bigint): void;
   /** Hand every hit recorded and not read yet to `visit`, oldest first. */
@@ -47,7 +86,8 @@ export interface InlineHooks {
   stopped(threads: readonly number[]): void;
   /**
    * Every thread stopped (`tid` one of them): remove every hook, bring every thread out of
-   * the trampolines (hits they were recording are recorded), unmap what was mapped.
+   * the trampolines (hits they were recording are recorded), put back every swapped return
+   * address, unmap what was mapped.
    */
   release(tid: number): void;
   /** The bytes a forked child must get back: its copy of each hook. */

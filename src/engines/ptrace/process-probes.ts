@@ -155,10 +155,14 @@ interface OpenCall {
 export interface ForeignBreakpointNotice {
   readonly pid: number;
   readonly vaddr: bigint;
-  readonly what: 'shared' | 'put-back' | 'missed' | 'trap';
+  readonly what: 'shared' | 'put-back' | 'missed' | 'trap' | 'untracked';
   /** For `missed`: since when (CLOCK_MONOTONIC, ns). */
   readonly sinceNs?: bigint | undefined;
-  /** For `trap`: why no inline hook could serve the probe (an int3 does instead). */
+  /**
+   * For `trap`: why no inline hook could serve the probe (an int3 does instead); for
+   * `untracked`: how many calls of inline-hooked functions gave no return event so far (a
+   * shadow stack full, no room for the thread's, a tail call), said once per process.
+   */
   readonly reason?: string | undefined;
 }
 
@@ -213,6 +217,17 @@ interface ReturnInstance {
   /** Where the return address was swapped for the trampoline (the stack pointer at entry). */
   readonly stackVaddr: bigint;
   readonly returnAddress: bigint;
+  readonly entry: Registers;
+  readonly entryTimeNs: bigint;
+  /** Return registrations whose entryFilter refused this call (ids). */
+  readonly declined: ReadonlySet<string> | undefined;
+}
+
+/** A call whose return an inline hook swapped, waiting for its return record. */
+interface InlineCall {
+  readonly vaddr: bigint;
+  /** The stack pointer at its entry (where its return address is). */
+  readonly sp: bigint;
   readonly entry: Registers;
   readonly entryTimeNs: bigint;
   /** Return registrations whose entryFilter refused this call (ids). */
@@ -304,6 +319,10 @@ export class ProcessProbes {
   /** Hits inline hooks could not record (their ring was full), by address. */
   readonly #inlineLost = new Map<bigint, number>();
   #inlineStopAt = 0;
+  /** Per thread: the calls whose return inline hooks swapped, outermost first. */
+  readonly #inlineCalls = new Map<number, InlineCall[]>();
+  /** Calls whose return inline hooks could not track, so far (said once). */
+  #untracked = 0;
 
   private constructor(tracee: Tracee, options: ProbesOptions, delivery?: Delivery) {
     this.tracee = tracee;
@@ -405,7 +424,7 @@ export class ProcessProbes {
         this.#arm(sites.entry, registration);
         for (const exit of sites.exits) this.#arm(exit.vaddr, registration);
         this.#openCalls.set(registration.id, new PendingCalls(MAX_RETURN_INSTANCES));
-      } else if (!(event === 'breakpoint' && this.#placeInline(where, registration))) {
+      } else if (!this.#placeInline(where, registration)) {
         this.#arm(where, registration);
         if (event === 'return') this.#armTrampoline(where);
       }
@@ -496,7 +515,14 @@ export class ProcessProbes {
       }
       this.#openCalls.delete(registration.id);
       for (const where of addressesOf(registration)) {
-        if (this.#usedAt(where)) continue;
+        if (this.#usedAt(where)) {
+          // Its inline hook stays for the others: it stops swapping return addresses once
+          // no return probe is left there.
+          if (registration.event === 'return' && !this.#returnsAt(where)) {
+            this.#inline?.setReturns(where, false);
+          }
+          continue;
+        }
         if (this.#inline?.has(where)) {
           // Its code is gone with its mapping: nothing runs there to stop.
           if (!unmapped && this.tracee.threads.size > 0) this.#stopAll();
@@ -706,6 +732,7 @@ export class ProcessProbes {
       if (any !== undefined) this.#inline.release(any);
       this.#serveInline('drop');
       this.#inline.forget();
+      this.#inlineCalls.clear();
     }
     for (const [tid, stack] of this.#returns) {
       for (const instance of stack) this.#writeU64(instance.stackVaddr, instance.returnAddress);
@@ -774,10 +801,19 @@ export class ProcessProbes {
       owner.restoreReturns(tid);
       return;
     }
+    this.#inline?.restoreReturns(tid);
     const stack = this.#returns.get(tid);
     if (stack === undefined) return;
     for (const instance of stack) this.#writeU64(instance.stackVaddr, instance.returnAddress);
     this.#returns.delete(tid);
+  }
+
+  /** Whether a return registration caught by a swapped return address is at `where`. */
+  #returnsAt(where: bigint): boolean {
+    for (const r of this.#registrations.values()) {
+      if (r.event === 'return' && r.where === where && r.returnSites === undefined) return true;
+    }
+    return false;
   }
 
   /** Kill the process (a spawned one that must not outlive its tracer). */
@@ -810,6 +846,13 @@ export class ProcessProbes {
       // A probe on a guard's instruction: the guard becomes a breakpoint like any other.
       if (existing.guarded !== undefined) this.#unguard(existing.guarded.vaddr);
       return;
+    }
+    if (this.#inline?.has(vaddr)) {
+      // A probe an inline hook cannot serve (a return caught at the function's exits): an
+      // int3 serves every probe there instead, return probes through the trampoline.
+      this.#stopAll();
+      this.#inline.remove(vaddr);
+      if (this.#returnsAt(vaddr)) this.#armTrampoline(vaddr);
     }
     const tracee = this.tracee;
     let bytes = this.#readCode(vaddr);
@@ -1179,6 +1222,12 @@ export class ProcessProbes {
     const tracee = this.tracee;
     if (report.kind === 'exited' || report.kind === 'killed') {
       this.#returns.delete(report.tid);
+      if (this.#inline !== undefined && report.tid !== this.pid) {
+        // Its returns recorded so far pair with their entries first.
+        this.#inline.drain((hit) => this.#inlineHit(hit));
+        this.#inline.threadEnded(report.tid);
+        this.#inlineCalls.delete(report.tid);
+      }
       // Calls a thread was in when it ended (a cancelled thread's) no return will close.
       const ended = this.#endedCalls(report.tid === this.pid ? undefined : report.tid);
       if (report.tid !== this.pid && ended.length > 0) {
@@ -1225,6 +1274,7 @@ export class ProcessProbes {
         if (this.#inline !== undefined) {
           this.#serveInline('drop');
           this.#inline.forget();
+          this.#inlineCalls.clear();
         }
         // The old image and its probes are gone: so are the registrations at its addresses.
         for (const [id, registration] of this.#registrations) {
@@ -1666,6 +1716,11 @@ export class ProcessProbes {
       })),
     );
     // The child is a copy of the thread that forked: its pending returns hold the trampoline.
+    for (const swapped of this.#inline?.returnsOf(parent) ?? []) {
+      const bytes = new Uint8Array(8);
+      new DataView(bytes.buffer).setBigUint64(0, swapped.returnAddress, true);
+      writes.push({ vaddr: swapped.vaddr, bytes });
+    }
     for (const instance of this.#returns.get(parent) ?? []) {
       const bytes = new Uint8Array(8);
       new DataView(bytes.buffer).setBigUint64(0, instance.returnAddress, true);
@@ -1734,13 +1789,18 @@ export class ProcessProbes {
     if (stack !== undefined) probes.#returns.set(child, [...stack]);
     this.#d.held.push(child);
     // Its copies of the inline hooks would write into the parent's ring: it gets the
-    // function's bytes back, and an int3 serves each of those probes in it instead.
+    // function's bytes back, and an int3 serves each of those probes in it instead (return
+    // probes through the trampoline); its return addresses swapped by a hook are put back.
+    for (const swapped of this.#inline?.returnsOf(parent) ?? []) {
+      probes.#writeU64(swapped.vaddr, swapped.returnAddress);
+    }
     for (const { vaddr, bytes } of this.#inline?.originals() ?? []) {
       probes.tracee.write(vaddr, bytes);
       for (const registration of this.#registrations.values()) {
-        if (registration.event !== 'breakpoint' || registration.where !== vaddr) continue;
+        if (registration.where !== vaddr || registration.returnSites !== undefined) continue;
+        if (registration.event === 'return') probes.#armTrampoline(vaddr);
+        else if (registration.event !== 'breakpoint') continue;
         probes.#arm(vaddr, registration);
-        break;
       }
     }
   }
@@ -1752,7 +1812,12 @@ export class ProcessProbes {
   #placeInline(vaddr: bigint, registration: Registration): boolean {
     const inline = this.#inline;
     if (inline === undefined || registration.inline === undefined) return false;
-    if (inline.has(vaddr)) return true;
+    const returns = registration.event === 'return';
+    if (!returns && registration.event !== 'breakpoint') return false;
+    if (inline.has(vaddr)) {
+      if (returns) inline.setReturns(vaddr, true);
+      return true;
+    }
     // An int3 there serves every registration at that address already.
     if (this.#breakpoints.has(vaddr)) return false;
     this.#stopAll();
@@ -1772,6 +1837,7 @@ export class ProcessProbes {
       return false;
     }
     inline.stopped(threads);
+    if (returns) inline.setReturns(vaddr, true);
     return true;
   }
 
@@ -1799,20 +1865,86 @@ export class ProcessProbes {
     for (const [vaddr, count] of inline.takeLost()) {
       this.#inlineLost.set(vaddr, (this.#inlineLost.get(vaddr) ?? 0) + count);
     }
+    const untracked = inline.takeUntracked();
+    if (untracked > 0 && this.#untracked === 0) {
+      this.#d.notices.push({
+        pid: this.pid,
+        vaddr: 0n,
+        what: 'untracked',
+        reason: String(untracked),
+      });
+    }
+    this.#untracked += untracked;
     if (mode === 'drop') this.#inlinePending.length = 0;
     return all ? undefined : this.#inlinePending.shift();
   }
 
   #inlineHit(hit: InlineHit): void {
-    for (const registration of this.#registrations.values()) {
-      if (registration.event !== 'breakpoint' || registration.where !== hit.vaddr) continue;
-      const context = this.#inlineContext(registration, hit);
-      if (registration.filter !== undefined && !registration.filter(context)) continue;
-      // The thread is not stopped: the handler runs on its own (registering from it places
-      // probes through another thread).
-      if (registration.handler !== undefined) registration.handler(context);
-      else this.#inlinePending.push(context);
+    if (hit.kind === 'return') {
+      this.#inlineReturn(hit);
+      return;
     }
+    let declined: Set<string> | undefined;
+    for (const registration of this.#registrations.values()) {
+      if (registration.where !== hit.vaddr) continue;
+      if (registration.event === 'return') {
+        if (
+          hit.returns &&
+          registration.returnSites === undefined &&
+          registration.entryFilter !== undefined &&
+          !registration.entryFilter(this.#inlineContext(registration, hit))
+        ) {
+          declined ??= new Set();
+          declined.add(registration.id);
+        }
+        continue;
+      }
+      if (registration.event !== 'breakpoint') continue;
+      this.#inlineDeliver(registration, this.#inlineContext(registration, hit));
+    }
+    if (!hit.returns) return;
+    let calls = this.#inlineCalls.get(hit.tid);
+    if (calls === undefined) {
+      calls = [];
+      this.#inlineCalls.set(hit.tid, calls);
+    }
+    // Calls at or below this stack pointer were left by a longjmp or an unwind (the hook
+    // dropped them from its shadow stack the same way).
+    const sp = hit.regs.rsp;
+    while (calls.length > 0 && calls.at(-1)!.sp <= sp) calls.pop();
+    calls.push({ vaddr: hit.vaddr, sp, entry: hit.regs, entryTimeNs: hit.timeNs, declined });
+  }
+
+  /** A return an inline hook recorded: paired with its call's entry by stack pointer. */
+  #inlineReturn(hit: InlineHit): void {
+    const calls = this.#inlineCalls.get(hit.tid);
+    if (calls === undefined) return;
+    let at = calls.length - 1;
+    while (at >= 0 && calls[at]!.sp !== hit.entrySp) at--;
+    // No entry read for it (hits dropped at a detach or an exec): nothing to pair with.
+    if (at < 0) return;
+    const call = calls[at]!;
+    // The calls made after it and not returned from were left by a longjmp or an unwind.
+    calls.length = at;
+    for (const registration of this.#registrations.values()) {
+      if (registration.event !== 'return' || registration.where !== call.vaddr) continue;
+      if (registration.returnSites !== undefined || call.declined?.has(registration.id)) continue;
+      this.#inlineDeliver(registration, {
+        ...this.#inlineContext(registration, hit),
+        event: 'return',
+        retval: hit.regs.get('rax'),
+        entry: call.entry,
+        entryTimeNs: call.entryTimeNs,
+      });
+    }
+  }
+
+  #inlineDeliver(registration: Registration, context: HitContext): void {
+    if (registration.filter !== undefined && !registration.filter(context)) return;
+    // The thread is not stopped: the handler runs on its own (registering from it places
+    // probes through another thread).
+    if (registration.handler !== undefined) registration.handler(context);
+    else this.#inlinePending.push(context);
   }
 
   #inlineContext(registration: Registration, hit: InlineHit): HitContext {
