@@ -24,6 +24,7 @@ import {
   R_STATE_OFFSET,
   rendezvousState,
 } from '../symbols/index.js';
+import { fitsInlineRecord } from './inject-plan.js';
 import { findLoaderRendezvous, type LoaderRendezvous } from './loader-rendezvous.js';
 import { probeName } from './tracer.js';
 
@@ -93,27 +94,6 @@ export interface ProcessAttachOptions extends ProbesOptions, FollowOptions {
 }
 
 export interface ProcessTracerOptions extends ProcessAttachOptions, SpawnOptions {}
-
-/** The stack words an inline hook's record keeps (arch's STACK_WORDS): arg6 and up live there. */
-const INLINE_STACK_ARGS = 3;
-
-/**
- * Whether a fetch needs only what an inline hook records: registers and the arguments in the
- * first stack words (no dereference, no string).
- */
-function fitsInlineRecord(fetch: ProbeSite['fetches'][number]): boolean {
-  if (fetch.type === 'string' || fetch.type === 'ustring') return false;
-  const expr = fetch.expr;
-  switch (expr.kind) {
-    case 'arg':
-      return expr.index < 6 + INLINE_STACK_ARGS;
-    case 'deref':
-    case 'variable':
-      return false;
-    default:
-      return true;
-  }
-}
 
 /** A site of a spec: placed in every followed process that has its file mapped. */
 interface SpecSite {

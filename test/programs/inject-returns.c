@@ -3,9 +3,13 @@
 // CALLS times; every function counts its calls and its returns itself, and a checksum of
 // what they returned shows that the program computes the same traced or not.
 //   inject-returns THREADS CALLS DEPTH [DELAY_MS]
-// DELAY_MS: sleep before the calls (to attach with -p first).
+//   inject-returns THREADS CALLS DEPTH DELAY_MS 0
+// DELAY_MS: sleep before the calls (to attach with -p first). With 0 after it, each thread
+// repeats its calls until SIGUSR1, checks that every round computes what its first did, and
+// `rounds N mismatches M` is printed too.
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +18,14 @@
 static atomic_long rec_calls, rec_returns, deep_calls, deep_returns, work_calls, work_returns;
 static atomic_long checksum, jumps;
 static long calls, depth;
+static int forever;
+static volatile sig_atomic_t stop;
+static atomic_long rounds, mismatches;
+
+static void on_usr1(int sig) {
+  (void)sig;
+  stop = 1;
+}
 static __thread jmp_buf env;
 
 __attribute__((noinline)) long rec(long n) {
@@ -51,15 +63,24 @@ __attribute__((noinline)) long work(long i) {
   return r;
 }
 
-static void *run(void *arg) {
-  long id = (long)arg;
+static long round_of(long id) {
   long sum = rec(depth);
   for (long i = 0; i < calls; i++) {
     sum += work(i + id);
     if (i % 100 == 0) sum += leave(i / 100);
   }
-  sum += rec(depth);
-  atomic_fetch_add_explicit(&checksum, sum, memory_order_relaxed);
+  return sum + rec(depth);
+}
+
+static void *run(void *arg) {
+  long id = (long)arg;
+  long first = round_of(id);
+  atomic_fetch_add_explicit(&checksum, first, memory_order_relaxed);
+  atomic_fetch_add_explicit(&rounds, 1, memory_order_relaxed);
+  while (forever && !stop) {
+    if (round_of(id) != first) atomic_fetch_add_explicit(&mismatches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rounds, 1, memory_order_relaxed);
+  }
   return NULL;
 }
 
@@ -71,6 +92,8 @@ int main(int argc, char **argv) {
   int threads = atoi(argv[1]);
   calls = atol(argv[2]);
   depth = atol(argv[3]);
+  forever = argc > 5 && atol(argv[5]) == 0;
+  signal(SIGUSR1, on_usr1);
   if (argc > 4) {
     long ms = atol(argv[4]);
     struct timespec delay = {ms / 1000, (ms % 1000) * 1000000L};
@@ -79,6 +102,7 @@ int main(int argc, char **argv) {
   pthread_t tids[64];
   for (long i = 0; i < threads && i < 64; i++) pthread_create(&tids[i], NULL, run, (void *)i);
   for (long i = 0; i < threads && i < 64; i++) pthread_join(tids[i], NULL);
+  if (forever) printf("rounds %ld mismatches %ld\n", rounds, mismatches);
   printf("rec %ld %ld deep %ld %ld work %ld %ld jumps %ld checksum %ld\n", rec_calls, rec_returns,
          deep_calls, deep_returns, work_calls, work_returns, jumps, checksum);
   return 0;

@@ -303,7 +303,10 @@ export class Injector implements InlineHooks {
     const mask = this.#capacity - 1;
     let tail = ring.tail;
     const started = tail;
-    for (;;) {
+    // Only the records claimed before the drain began: threads that record as fast as they
+    // are read would otherwise keep it going for ever (poll() comes back for the rest).
+    const end = Number(Atomics.load(u64, RING.head / 8));
+    while (tail < end) {
       const at = RING.records + (tail & mask) * RECORD.bytes;
       // The record's seq (its low word is enough: records are never 2^32 apart) is written
       // last: once it says this record, the rest is there.
