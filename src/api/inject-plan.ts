@@ -48,7 +48,7 @@ export function injectHookOf(site: ProbeSite): InjectHook {
   const int3 = (why: string): InjectHook => ({ hook: 'int3', why });
   if (site.returns?.mode === 'sites') {
     return int3(
-      'its returns are caught at the instructions it leaves by, and a 1-byte ret has no room for a 5-byte jump: an int3 at its entry and at each exit (a trap per call and per return)',
+      `its returns are caught at the instructions it leaves by (${site.returns.why}), and a 1-byte ret has no room for a 5-byte jump: an int3 at its entry and at each exit (a trap per call and per return)`,
     );
   }
   if (site.kind !== 'entry' && site.kind !== 'return') {

@@ -337,3 +337,58 @@ test('trace --engine inject --return-probes=trampoline on Go: refused in one lin
   assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
   afterwards(app);
 });
+
+test('resolve --engine inject: per site, an inline hook over the instructions objdump shows, or an int3 and why', (t) => {
+  if (!requireHost(t, { commands: ['gcc', 'g++', 'objdump'] })) return;
+  const app = target();
+  const other = compileProgram('inject-target', { flags: ['-O2'], link: ['-lpthread'] });
+  const cpp = COEXIST_TARGETS.find((l) => l.language === 'C++')!.build();
+  const result = runCli([
+    'resolve',
+    '--engine',
+    'inject',
+    '--json',
+    `${app}:work`,
+    `r:${app}:rec`,
+    `${other}:looper`,
+    `${other}:tiny`,
+    `r:${cpp}:app::step`,
+    `${app}:work+4`,
+  ]);
+  assert.equal(result.status, 0, result.stderr);
+  const sites = (
+    JSON.parse(result.stdout) as {
+      sites: { spec: string; vaddr: string; inject: { hook: string; why: string } }[];
+    }
+  ).sites;
+  const of = (spec: string) => sites.find((s) => s.spec === spec)!.inject;
+  // The bytes the jump covers: whole instructions as objdump decodes them, 5 or more.
+  const covered = (file: string, symbol: string) => {
+    const lines = execFileSync('objdump', ['-d', `--disassemble=${symbol}`, file], {
+      encoding: 'utf8',
+    })
+      .split('\n')
+      .filter((l) => /^\s+[0-9a-f]+:\t/.test(l));
+    let bytes = 0;
+    for (const line of lines) {
+      if (bytes >= 5) break;
+      bytes += line.split('\t')[1]!.trim().split(' ').length;
+    }
+    return bytes;
+  };
+  assert.equal(of(`${app}:work`).hook, 'inline');
+  assert.match(of(`${app}:work`).why, new RegExp(`first ${covered(app, 'work')} bytes`));
+  assert.equal(of(`r:${app}:rec`).hook, 'inline');
+  assert.match(of(`r:${app}:rec`).why, /return trampoline/);
+  assert.equal(of(`${other}:looper`).hook, 'int3');
+  assert.match(of(`${other}:looper`).why, /branch|jump/);
+  assert.equal(of(`${other}:tiny`).hook, 'int3');
+  assert.match(of(`${other}:tiny`).why, /"ret"/);
+  assert.equal(of(`r:${cpp}:app::step`).hook, 'int3');
+  assert.match(of(`r:${cpp}:app::step`).why, /exception .* can pass through it.*1-byte ret/);
+  assert.equal(of(`${app}:work+4`).hook, 'int3');
+  assert.match(of(`${app}:work+4`).why, /function entries/);
+  // The same in text.
+  const text = runCli(['resolve', '--engine', 'inject', `${other}:tiny`]);
+  assert.match(text.stdout, /^\s+inject\s+int3: "ret" in its first 5 bytes is a branch/m);
+});

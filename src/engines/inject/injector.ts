@@ -292,9 +292,9 @@ export class Injector implements InlineHooks {
     }
   }
 
-  drain(visit: (hit: InlineHit) => void): void {
+  drain(visit: (hit: InlineHit) => void): boolean {
     const ring = this.#ring;
-    if (ring === undefined) return;
+    if (ring === undefined) return true;
     const clock = this.#clock!;
     clock.update();
     const { u32, u64, local } = ring;
@@ -349,6 +349,7 @@ export class Injector implements InlineHooks {
       ring.tail = tail;
       Atomics.store(u64, RING.tail / 8, BigInt(tail));
     }
+    return tail >= end;
   }
 
   takeLost(): Map<bigint, number> {

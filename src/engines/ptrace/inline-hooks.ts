@@ -76,8 +76,11 @@ export interface InlineHooks {
   takeUntracked(): number;
   /** Put the function's bytes back (its trampoline stays until release()). */
   remove(vaddr: bigint): void;
-  /** Hand every hit recorded and not read yet to `visit`, oldest first. */
-  drain(visit: (hit: InlineHit) => void): void;
+  /**
+   * Hand the hits recorded and not read yet to `visit`, oldest first: those recorded before
+   * the call, up to one a thread is still writing. True when it read every one of those.
+   */
+  drain(visit: (hit: InlineHit) => void): boolean;
   /** Hits each hooked address could not record since the last call (its ring was full). */
   takeLost(): Map<bigint, number>;
   /** Whether it asks to see every thread stopped once (see stopped()). */

@@ -323,6 +323,11 @@ export class ProcessProbes {
   readonly #inlineCalls = new Map<number, InlineCall[]>();
   /** Calls whose return inline hooks could not track, so far (said once). */
   #untracked = 0;
+  /**
+   * Threads that ended, whose calls are forgotten once a drain has read every record made
+   * before it began (their last returns may be behind a record another thread is writing).
+   */
+  #endedThreads: number[] = [];
 
   private constructor(tracee: Tracee, options: ProbesOptions, delivery?: Delivery) {
     this.tracee = tracee;
@@ -733,6 +738,7 @@ export class ProcessProbes {
       this.#serveInline('drop');
       this.#inline.forget();
       this.#inlineCalls.clear();
+      this.#endedThreads = [];
     }
     for (const [tid, stack] of this.#returns) {
       for (const instance of stack) this.#writeU64(instance.stackVaddr, instance.returnAddress);
@@ -1223,10 +1229,8 @@ export class ProcessProbes {
     if (report.kind === 'exited' || report.kind === 'killed') {
       this.#returns.delete(report.tid);
       if (this.#inline !== undefined && report.tid !== this.pid) {
-        // Its returns recorded so far pair with their entries first.
-        this.#inline.drain((hit) => this.#inlineHit(hit));
         this.#inline.threadEnded(report.tid);
-        this.#inlineCalls.delete(report.tid);
+        this.#endedThreads.push(report.tid);
       }
       // Calls a thread was in when it ended (a cancelled thread's) no return will close.
       const ended = this.#endedCalls(report.tid === this.pid ? undefined : report.tid);
@@ -1275,6 +1279,7 @@ export class ProcessProbes {
           this.#serveInline('drop');
           this.#inline.forget();
           this.#inlineCalls.clear();
+          this.#endedThreads = [];
         }
         // The old image and its probes are gone: so are the registrations at its addresses.
         for (const [id, registration] of this.#registrations) {
@@ -1861,7 +1866,12 @@ export class ProcessProbes {
       this.#stopAll();
       inline.stopped([...this.tracee.threads]);
     }
-    inline.drain((hit) => this.#inlineHit(hit));
+    const ended = this.#endedThreads.splice(0);
+    if (inline.drain((hit) => this.#inlineHit(hit))) {
+      for (const tid of ended) this.#inlineCalls.delete(tid);
+    } else {
+      this.#endedThreads.unshift(...ended);
+    }
     for (const [vaddr, count] of inline.takeLost()) {
       this.#inlineLost.set(vaddr, (this.#inlineLost.get(vaddr) ?? 0) + count);
     }
