@@ -24,7 +24,7 @@ import {
   R_STATE_OFFSET,
   rendezvousState,
 } from '../symbols/index.js';
-import { fitsInlineRecord } from './inject-plan.js';
+import { fitsInlineRecord, injectHookOf } from './inject-plan.js';
 import { findLoaderRendezvous, type LoaderRendezvous } from './loader-rendezvous.js';
 import { probeName } from './tracer.js';
 
@@ -434,6 +434,14 @@ export class ProcessTracer {
           (registration.event === 'return' && site.returns?.mode === 'trampoline'))
           ? this.#inlineFor(site)
           : undefined;
+      if (
+        this.#inline &&
+        registration.event === 'return' &&
+        site.returns?.mode === 'sites' &&
+        !registration.id.startsWith('\u0000')
+      ) {
+        this.#notices.push(`${probeName(site)}: served by int3s: ${injectHookOf(site).why}`);
+      }
       this.#probes.registerIn(pid, {
         inline,
         id: internalId,
