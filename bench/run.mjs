@@ -2,9 +2,10 @@
 // `npm run bench`: timings of upscope next to the tools people use today, measured in the
 // same run on the same files, printed as ratios. Installs the peers it needs (binutils' nm).
 // Then the tracing part (bench/trace.mjs): probe cost per hit and event rate against perf and
-// bpftrace. Then the ptrace engine's per-hit cost (bench/ptrace.mjs) and the bpf engine's
-// counting, latency and attach times against bpftrace and bcc (bench/bpf.mjs). Then probes by
-// source line on a large binary with DWARF against perf probe (bench/dwarf.mjs). Then whole
+// bpftrace. Then the ptrace engine's per-hit cost (bench/ptrace.mjs), the inject engine's
+// against bpf, ptrace and uftrace -pg (bench/inject.mjs), and the bpf engine's counting,
+// latency and attach times against bpftrace and bcc (bench/bpf.mjs). Then probes by source line
+// on a large binary with DWARF against perf probe (bench/dwarf.mjs). Then whole
 // stacks without frame pointers against bpftrace's ustack and perf's --call-graph dwarf
 // (bench/stacks.mjs). Then the exporters' cost: --prometheus and --otlp against plain count and
 // trace (bench/exporters.mjs). Then recording every call against uftrace and bpftrace, and
@@ -17,6 +18,7 @@ import { runBpfBench } from './bpf.mjs';
 import { runCallsBench } from './calls.mjs';
 import { runDwarfBench } from './dwarf.mjs';
 import { runExporterBench } from './exporters.mjs';
+import { runInjectBench } from './inject.mjs';
 import { runLeaksBench } from './leaks.mjs';
 import { runPtraceBench } from './ptrace.mjs';
 import { runStackBench } from './stacks.mjs';
@@ -102,6 +104,7 @@ const [nodeStart] = timeTogether([[process.execPath, ['-e', '0']]]);
 console.log(`(Node's own start-up on this machine: ${nodeStart.toFixed(1)} ms)`);
 runTraceBench();
 runPtraceBench();
+runInjectBench();
 runBpfBench();
 runDwarfBench();
 runStackBench();

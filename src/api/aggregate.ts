@@ -50,7 +50,7 @@ export interface AggregateOptions extends CoverageOptions {
    * `ptrace` (one process, `pid` or `command`, each hit served in user space while its thread
    * waits: no privileges for your own processes, far slower per hit).
    */
-  readonly engine?: 'bpf' | 'ptrace' | undefined;
+  readonly engine?: 'bpf' | 'ptrace' | 'inject' | undefined;
   /**
    * Only this process (all its threads) and the children it forks while the aggregation
    * runs; with `children`, also the processes it has forked already.
@@ -185,7 +185,7 @@ export interface AggregationEngine {
 export interface Opened<R> {
   readonly engine: AggregationEngine;
   /** Which engine it is (`bpf` by default). */
-  readonly name?: 'bpf' | 'ptrace' | undefined;
+  readonly name?: 'bpf' | 'ptrace' | 'inject' | undefined;
   /** Resolves when the engine ended on its own (the process it served ended). */
   readonly ended?: Promise<void> | undefined;
   /** Why the engine failed while it ran (it then stopped), if it did. */
@@ -202,7 +202,7 @@ export interface Opened<R> {
  */
 export class Aggregate<R> {
   /** The engine that serves the probes. */
-  readonly engine: 'bpf' | 'ptrace';
+  readonly engine: 'bpf' | 'ptrace' | 'inject';
   readonly sites: readonly ProbeSite[];
   /** Sites patterns matched that cannot be probed, left out (see `strict`). */
   readonly skipped: readonly SkippedSite[];
@@ -655,7 +655,7 @@ export async function countHits(
     part.kind === 'value' ? [{ text: options.by!, fetch: part.fetch }] : [],
   );
   const fetches = optionFetches(options, filters, values);
-  if (options.engine === 'ptrace') {
+  if (options.engine === 'ptrace' || options.engine === 'inject') {
     return ptraceAggregate(specs, { kind: 'count', parts }, options, fetches);
   }
   const firstValue = fetches.length - values.length;
@@ -738,7 +738,7 @@ export async function histogramOf(
     options.linear === undefined ? { kind: 'log2' } : { kind: 'linear', ...options.linear };
   const filters = filtersOf(options);
   const fetches = optionFetches(options, filters, [{ text: value, fetch }]);
-  if (options.engine === 'ptrace') {
+  if (options.engine === 'ptrace' || options.engine === 'inject') {
     return ptraceAggregate(specs, { kind: 'hist', value: fetch, scheme }, options, fetches);
   }
   return startAggregate(
@@ -775,7 +775,7 @@ export async function latencyOf(
   const unit = options.unit ?? 'us';
   const filters = filtersOf(options);
   const fetches = optionFetches(options, filters);
-  if (options.engine === 'ptrace') {
+  if (options.engine === 'ptrace' || options.engine === 'inject') {
     return ptraceAggregate(
       specs,
       { kind: 'latency', unitNs: UNIT_NS[unit], onCall: options.onCall },

@@ -372,7 +372,8 @@ export class Leaks implements AsyncIterable<LeakSnapshot> {
     options: LeaksOptions,
   ) {
     this.#aggregate = aggregate;
-    this.engine = aggregate.engine;
+    // Leaks run on bpf or ptrace only (LeaksOptions.engine).
+    this.engine = aggregate.engine === 'bpf' ? 'bpf' : 'ptrace';
     this.allocator = allocator;
     this.#options = options;
   }

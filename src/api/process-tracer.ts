@@ -4,6 +4,7 @@ import {
   type ProbeEventKind,
   type ProbesOptions,
   ProcessProbes,
+  RETURN_LIMITS,
   type ReturnSites,
   type SpawnOptions,
 } from '../engines/index.js';
@@ -23,6 +24,7 @@ import {
   R_STATE_OFFSET,
   rendezvousState,
 } from '../symbols/index.js';
+import { fitsInlineRecord, injectHookOf } from './inject-plan.js';
 import { findLoaderRendezvous, type LoaderRendezvous } from './loader-rendezvous.js';
 import { probeName } from './tracer.js';
 
@@ -157,9 +159,12 @@ export class ProcessTracer {
   /** Registrations resolved again in a replaced file (id and file), tried once each. */
   readonly #tried = new Set<string>();
   readonly #notices: string[] = [];
+  /** Entry probes are served by inline hooks where they can be (the inject engine). */
+  readonly #inline: boolean;
 
-  private constructor(probes: ProcessProbes, options: FollowOptions) {
+  private constructor(probes: ProcessProbes, options: FollowOptions & ProbesOptions) {
     this.#probes = probes;
+    this.#inline = options.inline !== undefined;
     this.#followExec = options.followExec ?? false;
     probes.register({
       id: '\u0000exec',
@@ -421,7 +426,24 @@ export class ProcessTracer {
       if (address === undefined) continue;
       const { registration, site } = spec;
       const internalId = this.#internalId(registration.id);
+      // upscope's own hooks (ids starting with NUL: the unwinder's) need the thread stopped.
+      const inline =
+        this.#inline &&
+        !registration.id.startsWith('\u0000') &&
+        ((registration.event === 'breakpoint' && site.kind === 'entry') ||
+          (registration.event === 'return' && site.returns?.mode === 'trampoline'))
+          ? this.#inlineFor(site)
+          : undefined;
+      if (
+        this.#inline &&
+        registration.event === 'return' &&
+        site.returns?.mode === 'sites' &&
+        !registration.id.startsWith('\u0000')
+      ) {
+        this.#notices.push(`${probeName(site)}: served by int3s: ${injectHookOf(site).why}`);
+      }
       this.#probes.registerIn(pid, {
+        inline,
         id: internalId,
         event: registration.event,
         where: address,
@@ -500,6 +522,30 @@ export class ProcessTracer {
     return added;
   }
 
+  /**
+   * What an inline hook needs to serve `site` (ProcessProbes' Registration.inline), or
+   * undefined (with a notice) when one of its fetches reads memory beyond the first stack
+   * words, which a hook does not copy: an int3 serves it.
+   */
+  #inlineFor(site: ProbeSite): { jumpTargets: readonly bigint[] | undefined } | undefined {
+    const fetches = [...site.fetches, ...(site.optionFetches ?? [])];
+    const reading = fetches.find((fetch) => !fitsInlineRecord(fetch));
+    if (reading !== undefined) {
+      this.#notices.push(
+        `${probeName(site)}: served by an int3 (a trap per hit) instead of an inline hook: its fetch "${reading.name}" reads memory, which an inline hook does not copy yet`,
+      );
+      return undefined;
+    }
+    return { jumpTargets: site.jumpTargetsNear };
+  }
+
+  /** Hits inline hooks could not record (their ring was full), in total, since the last call. */
+  takeLost(): number {
+    let total = 0;
+    for (const count of this.#probes.takeLost().values()) total += count;
+    return total;
+  }
+
   /** Things the tracer noticed that a user should hear of, since the last call (oldest first). */
   takeNotices(): string[] {
     for (const notice of this.#probes.takeNotices()) this.#notices.push(this.#describe(notice));
@@ -527,6 +573,10 @@ export class ProcessTracer {
             : `in the last ${(Number(process.hrtime.bigint() - notice.sinceNs) / 1e9).toFixed(1)} s (since its last hit)`;
         return `${where}: another tracer removed upscope's breakpoint (a kernel uprobe that was placed over it and then removed puts back the byte it found); it is in again, but hits ${since} may have been missed`;
       }
+      case 'trap':
+        return `${where}: served by an int3 (a trap per hit) instead of an inline hook: ${notice.reason ?? 'no reason given'}`;
+      case 'untracked':
+        return `process ${notice.pid}: the returns of ${notice.reason ?? 'some'} calls (and maybe more later) are not reported: calls deeper than ${RETURN_LIMITS.depth} in one thread, more than ${RETURN_LIMITS.threads} threads running hooked calls at once, or a tail call from another hooked function keep their return address`;
     }
   }
 

@@ -4,7 +4,7 @@
  * engine's aggregations (count, hist, latency) and the CLI's trace.
  */
 import { constants } from 'node:os';
-import { alarmIn, type HitContext, interruptWaitsOn } from '../engines/index.js';
+import { alarmIn, type HitContext, Injector, interruptWaitsOn } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
 import {
   DEFAULT_KILL_AFTER_MS,
@@ -37,6 +37,11 @@ export interface PtraceRunOptions {
   readonly onNotice?: ((text: string) => void) | undefined;
   /** Fetches given apart from the specs, lowered at each site (ProbeSite.optionFetches). */
   readonly optionFetches?: readonly OptionFetch[] | undefined;
+  /**
+   * `inject` serves function entries by inline hooks patched into the process (no trap per
+   * hit), and the rest as `ptrace` (the default) does.
+   */
+  readonly engine?: 'ptrace' | 'inject' | undefined;
 }
 
 /** What a run does with its hits. */
@@ -79,6 +84,9 @@ export class PtraceRun {
   readonly #consumer: PtraceConsumer;
   readonly #onNotice: (text: string) => void;
   readonly #killAfterMs: number;
+  /** Inline hooks record hits with no stop: poll() comes back often to read them. */
+  readonly #pollMs: number | undefined;
+  #lost = 0;
   /** The run loop is on: stop() asks it to end, and it lets go of the process. */
   #running = false;
   #stopAsked = false;
@@ -101,6 +109,7 @@ export class PtraceRun {
     this.#consumer = consumer;
     this.#onNotice = options.onNotice ?? (() => {});
     this.#killAfterMs = options.killAfterMs ?? DEFAULT_KILL_AFTER_MS;
+    this.#pollMs = options.engine === 'inject' ? 100 : undefined;
     this.sites = planned.sites;
     this.skipped = planned.skipped;
     this.milliseconds = planned.milliseconds;
@@ -128,6 +137,9 @@ export class PtraceRun {
       );
     }
     const began = performance.now();
+    // Inline hooks: the threads are not pinned to the tracer's CPU (which would make them wait
+    // while it reads their hits); a site an int3 serves costs more per hit for it.
+    const inline = options.engine === 'inject' ? { inline: Injector.factory(), pin: false } : {};
     const tracer =
       options.command !== undefined
         ? await ProcessTracer.spawn([options.command], {
@@ -137,11 +149,13 @@ export class PtraceRun {
             newSession: true,
             followExec: true,
             followForks: true,
+            ...inline,
           })
         : await ProcessTracer.attach(options.pid!, {
             followExec: true,
             followForks: true,
             children: options.children,
+            ...inline,
           });
     const names = new ThreadNames();
     try {
@@ -228,6 +242,12 @@ export class PtraceRun {
     return this.#groupEnd;
   }
 
+  /** Hits inline hooks could not record (their ring buffer was full), so far. */
+  get lost(): number {
+    this.#lost += this.#tracer.takeLost();
+    return this.#lost;
+  }
+
   /** Whether the process ended (which ended the run). */
   get processEnded(): boolean {
     return this.#processEnded;
@@ -250,7 +270,8 @@ export class PtraceRun {
         // interrupted nothing: a SIGALRM each second ends the wait so that its handler runs.
         alarmIn(1);
         this.#yieldAt = performance.now() + 100;
-        this.#tracer.poll();
+        this.#tracer.poll(this.#pollMs);
+        this.#lost += this.#tracer.takeLost();
         for (const notice of this.#tracer.takeNotices()) this.#onNotice(notice);
         if (this.#consumer.polled?.() === false) this.#more = false;
         // Let the handlers of the signals that ended the wait run: libuv reads its signal

@@ -15,6 +15,16 @@ export function parseEngine(value: string): 'tracefs' | 'bpf' | 'ptrace' {
   throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}": give tracefs, bpf or ptrace`);
 }
 
+/** Parse an --engine value of trace: every engine, and inject (inline hooks, -p or -c). */
+export function parseTraceEngine(value: string): 'tracefs' | 'bpf' | 'ptrace' | 'inject' {
+  if (value === 'inject') return value;
+  if (value === 'tracefs' || value === 'bpf' || value === 'ptrace') return value;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot use engine "${value}": give tracefs, bpf, ptrace or inject`,
+  );
+}
+
 /** Parse a -p value: a positive decimal PID. */
 export function parsePid(value: string): number {
   if (!/^[1-9][0-9]{0,9}$/.test(value) || Number(value) > 4194304) {

@@ -72,6 +72,11 @@ export interface NativeBinding {
   alloc(bytes: number): NativeMemory;
   /** mmap(2) of `fd` (shared); free() unmaps it. The mapping, or -errno. */
   mmap(length: number, prot: number, fd: number, offset: number): NativeMemory | number;
+  /**
+   * The processor's time-stamp counter (rdtsc), read in this process: what the `inject`
+   * engine's trampolines record, turned into CLOCK_MONOTONIC by pairing it with the clock.
+   */
+  readTsc(): bigint;
 }
 
 /** Memory at a fixed address, seen from JavaScript without copies. */

@@ -18,6 +18,7 @@ export const SYSCALL = {
   getpid: 39,
   wait4: 61,
   kill: 62,
+  ftruncate: 77,
   ptrace: 101,
   mount: 165,
   gettid: 186,
@@ -26,6 +27,7 @@ export const SYSCALL = {
   perf_event_open: 298,
   process_vm_readv: 310,
   process_vm_writev: 311,
+  memfd_create: 319,
   bpf: 321,
 } as const;
 

@@ -75,6 +75,26 @@ function bind(koffi: Koffi, library: string): NativeBinding {
   );
   const munmap = lib.func('int munmap(void *addr, size_t length)');
   const MAP_SHARED = 0x01;
+  // rdtsc; shl rdx,32; or rax,rdx; ret: run from a page of this process made for it.
+  const TSC_CODE = [0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x09, 0xd0, 0xc3];
+  let tscCall: (() => bigint) | undefined;
+  const tsc = (): bigint => {
+    if (tscCall === undefined) {
+      const PROT_RWX = 7;
+      const MAP_PRIVATE_ANONYMOUS = 0x22;
+      const page = mmap(null, 4096, PROT_RWX, MAP_PRIVATE_ANONYMOUS, -1, 0);
+      if (koffi.address(page) === MAP_FAILED) {
+        throw new ProbeError(
+          'ERR_NATIVE_UNAVAILABLE',
+          `Cannot read the time-stamp counter: mmap of an executable page failed (errno ${koffi.errno()})`,
+        );
+      }
+      new Uint8Array(koffi.view(page, TSC_CODE.length)).set(TSC_CODE);
+      const proto = koffi.proto('uint64_t upscope_rdtsc(void)');
+      tscCall = () => BigInt(koffi.call(page, proto) as number | bigint);
+    }
+    return tscCall();
+  };
   const MAP_FAILED = (1n << 64n) - 1n;
   const memory = (pointer: unknown, length: number, release: () => void): NativeMemory => {
     let freed = false;
@@ -192,6 +212,7 @@ function bind(koffi: Koffi, library: string): NativeBinding {
       if (koffi.address(pointer) === MAP_FAILED) return -koffi.errno();
       return memory(pointer, length, () => munmap(pointer, length));
     },
+    readTsc: tsc,
   };
 }
 

@@ -93,6 +93,13 @@ export interface ProbeSite {
    */
   readonly nextIsJumpTarget?: boolean | undefined;
   /**
+   * The addresses in the 32 bytes after the site (the site itself excluded) that a direct
+   * jump or call of its function lands on: the inject engine patches over the first bytes
+   * of a function only where none does. Resolved for the ptrace engine only; undefined when
+   * not known (no extent for the function, or code that does not decode to its end).
+   */
+  readonly jumpTargetsNear?: readonly bigint[] | undefined;
+  /**
    * How the function holding the site passes arguments and results: what `argN` and
    * `retvalN` were read as (C's ABI, or Go's). Undefined outside any function.
    */

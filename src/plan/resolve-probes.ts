@@ -1133,7 +1133,10 @@ function buildSite(
         ? undefined
         : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
     ...(options.engine === 'ptrace'
-      ? { nextIsJumpTarget: nextIsJumpTarget(target.elf, fn, vaddr, instructions[0]!) }
+      ? {
+          nextIsJumpTarget: nextIsJumpTarget(target.elf, fn, vaddr, instructions[0]!),
+          jumpTargetsNear: jumpTargetsNear(target.elf, fn, vaddr),
+        }
       : {}),
     convention,
     afterStackCheck: movedEntry ? vaddr - fn!.vaddr : undefined,
@@ -1166,6 +1169,37 @@ function nextIsJumpTarget(
     return !target;
   });
   return target || (indirect && vaddr !== fn.vaddr);
+}
+
+/** How far after a site jumpTargetsNear() looks (an inline hook's patch is at most this long). */
+const NEAR_BYTES = 32n;
+
+/**
+ * The addresses in the NEAR_BYTES after `vaddr` (the site excluded) that a direct jump or
+ * call of the site's function lands on (see ProbeSite.jumpTargetsNear); undefined without
+ * the function's extent.
+ */
+function jumpTargetsNear(
+  elf: ElfFile,
+  fn: FunctionSymbol | undefined,
+  vaddr: bigint,
+): bigint[] | undefined {
+  if (fn === undefined || fn.sizeBytes === 0n) return undefined;
+  const offset = elf.vaddrToFileOffset(fn.vaddr);
+  if (offset === undefined) return undefined;
+  const targets = new Set<bigint>();
+  let whole = true;
+  sweepInstructions(elf.read(offset, Number(fn.sizeBytes)), fn.vaddr, (instruction) => {
+    if (instruction.invalid) {
+      whole = false;
+      return false;
+    }
+    const target = instruction.branchTarget;
+    if (target !== undefined && target > vaddr && target < vaddr + NEAR_BYTES) targets.add(target);
+    return true;
+  });
+  // Code that does not decode to its end may hide a jump.
+  return whole ? [...targets].sort((a, b) => (a < b ? -1 : 1)) : undefined;
 }
 
 /** Decode from the function start and insist the site is an instruction boundary. */

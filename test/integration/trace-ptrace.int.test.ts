@@ -82,7 +82,7 @@ test('the ptrace engine explains what it needs', (t) => {
     [['trace', '--engine', 'ptrace', `${app}:probed_add`], /give -p PID or -c COMMAND/],
     [
       ['trace', '--engine', 'kprobe', `${app}:probed_add`],
-      /Cannot use engine "kprobe": give tracefs, bpf or ptrace/,
+      /Cannot use engine "kprobe": give tracefs, bpf, ptrace or inject/,
     ],
     [
       ['trace', '--engine', 'ptrace', '--buffer-size', '64', '-c', app, `${app}:probed_add`],

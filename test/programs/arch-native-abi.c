@@ -21,6 +21,7 @@ int main(void) {
   printf("\"rt_sigprocmask\":%d,", SYS_rt_sigprocmask);
   printf("\"kill\":%d,\"ptrace\":%d,\"mount\":%d,\"gettid\":%d,\"tgkill\":%d,\"waitid\":%d,", SYS_kill,
          SYS_ptrace, SYS_mount, SYS_gettid, SYS_tgkill, SYS_waitid);
+  printf("\"ftruncate\":%d,\"memfd_create\":%d,", SYS_ftruncate, SYS_memfd_create);
   printf("\"perf_event_open\":%d,\"process_vm_readv\":%d,\"process_vm_writev\":%d,\"bpf\":%d},",
          SYS_perf_event_open, SYS_process_vm_readv, SYS_process_vm_writev, SYS_bpf);
   printf("\"BPF_CMD\":{\"BPF_MAP_CREATE\":%d,\"BPF_MAP_LOOKUP_ELEM\":%d,\"BPF_MAP_UPDATE_ELEM\":%d,",

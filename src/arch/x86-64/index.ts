@@ -19,12 +19,27 @@ export {
   type KernelHandling,
   type KernelHandlingOptions,
 } from './kernel-handling.js';
+export { type EntryPatchPlan, jumpRel32, PATCH_BYTES, planEntryPatch } from './patch.js';
 export {
   type CodePart,
   findReturnInstructions,
   type ReturnInstruction,
   type ReturnScan,
 } from './returns.js';
+export {
+  buildEntryTrampoline,
+  buildReturnTrampoline,
+  type EntryTrampolineSpec,
+  RECORD,
+  RECORD_KIND,
+  RECORD_REGS,
+  RING,
+  relocatedOffset,
+  SHADOW,
+  SHADOW_DEPTH,
+  STACK_WORDS,
+  TRAMPOLINE_MAX_BYTES,
+} from './trampoline.js';
 export {
   CFA_KIND,
   type CfiRowInput,
@@ -44,7 +59,6 @@ export {
   type UnwoundFrame,
   unwindStack,
 } from './unwind.js';
-
 export {
   type Emulation,
   type EmulationResult,

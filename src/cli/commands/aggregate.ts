@@ -43,10 +43,10 @@ import {
 import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 
 /** What onEngine() reads of a command's options (and sets: commandStdout). */
-export interface EngineOptions {
+export interface EngineOptions<E extends 'bpf' | 'ptrace' | 'inject' = 'bpf' | 'ptrace'> {
   pid?: number;
   command?: string;
-  engine?: 'bpf' | 'ptrace';
+  engine?: E;
   output?: string;
   json?: true;
   format?: string;
@@ -74,15 +74,18 @@ interface CommonOptions {
   strict?: true;
   debugDir?: string[];
   returnProbes?: 'auto' | 'sites' | 'trampoline';
-  engine?: 'bpf' | 'ptrace';
+  engine?: 'bpf' | 'ptrace' | 'inject';
   commandOutput?: string;
   /** The -c command's stdout (see --command-output), set by onEngine(). */
   commandStdout?: number | undefined;
 }
 
-function parseEngine(value: string): 'bpf' | 'ptrace' {
-  if (value === 'bpf' || value === 'ptrace') return value;
-  throw new ProbeError('ERR_USAGE', `Cannot use engine "${value}" here: give bpf or ptrace`);
+function parseEngine(value: string): 'bpf' | 'ptrace' | 'inject' {
+  if (value === 'bpf' || value === 'ptrace' || value === 'inject') return value;
+  throw new ProbeError(
+    'ERR_USAGE',
+    `Cannot use engine "${value}" here: give bpf, ptrace or inject`,
+  );
 }
 
 /**
@@ -92,20 +95,22 @@ function parseEngine(value: string): 'bpf' | 'ptrace' {
  * ptrace run happens in a helper process that restores the target if upscope is killed
  * (this process then only waits for it), or here when this process is that helper.
  */
-export async function onEngine(
-  options: EngineOptions,
+export async function onEngine<E extends 'bpf' | 'ptrace' | 'inject'>(
+  options: EngineOptions<E>,
   io: Io,
   result: CommandResult,
-  body: (engine: 'bpf' | 'ptrace') => Promise<void>,
+  body: (engine: E | 'bpf' | 'ptrace') => Promise<void>,
 ): Promise<void> {
-  // The helper process was started because the ptrace engine was chosen (and said why).
-  let engine = inPtraceHelper() ? 'ptrace' : (options.engine ?? 'bpf');
+  let engine: E | 'bpf' | 'ptrace' = options.engine ?? 'bpf';
+  // The helper process was started because the ptrace engine (or inject, which runs on it)
+  // was chosen (and said why).
+  if (inPtraceHelper()) engine = options.engine === 'inject' ? options.engine : 'ptrace';
   const oneProcess = options.pid !== undefined || options.command !== undefined;
   if (options.engine === undefined && engine === 'bpf' && oneProcess && !bpfAllowed()) {
     io.err('upscope: BPF is not allowed here: using the ptrace engine (slower per hit)\n');
     engine = 'ptrace';
   }
-  if (engine === 'ptrace' && ptraceInHelper()) {
+  if ((engine === 'ptrace' || engine === 'inject') && ptraceInHelper()) {
     // The helper runs the same command line: it listens on the exporters' ports instead.
     await releaseExporters();
     result.status = await runInHelper();
@@ -159,8 +164,10 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
     .option(...returnProbesOption)
     .option(
       '--engine <engine>',
-      'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON) or ptrace (one process, -p or -c, ' +
-        'in user space, far slower per hit); by default bpf, or ptrace where BPF is not allowed',
+      'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON), ptrace (one process, -p or -c, ' +
+        'in user space, far slower per hit) or inject (one process, -p or -c, function entries ' +
+        'and returns hooked inside it, no trap per hit); by default bpf, or ptrace where ' +
+        'BPF is not allowed',
       parseEngine,
     );
 }
@@ -168,7 +175,7 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
 function aggregateOptions(
   options: CommonOptions,
   io: Io,
-  engine: 'bpf' | 'ptrace',
+  engine: 'bpf' | 'ptrace' | 'inject',
 ): AggregateOptions {
   return {
     onProgress: planProgress(io),
@@ -207,7 +214,7 @@ async function run<R>(
   const countsUnwinds = what === 'Counting';
   const report = aggregate.attachReport;
   const how =
-    aggregate.engine === 'ptrace'
+    aggregate.engine === 'ptrace' || aggregate.engine === 'inject'
       ? `process ${aggregate.commandPid ?? options.pid}`
       : report.multi > 0 && report.perf === 0
         ? 'uprobe_multi'
@@ -237,7 +244,7 @@ async function run<R>(
       noun,
       `${aggregate.engine}, ${how}, attached in ${report.milliseconds.toFixed(1)} ms`,
       aggregate.skipped,
-      aggregate.engine,
+      aggregate.engine === 'inject' ? 'ptrace' : aggregate.engine,
     ),
   );
   // In the ptrace helper, an ending signal (upscope's death) may have come already.
@@ -299,7 +306,13 @@ async function run<R>(
     print(aggregate.read(), true);
     const errors = aggregate.errors();
     const notes: string[] = [];
-    if (errors.dropped > 0n) notes.push(`${errors.dropped} hits not counted (a map was full)`);
+    if (errors.dropped > 0n) {
+      notes.push(
+        aggregate.engine === 'inject'
+          ? `${errors.dropped} hits not counted (the ring buffer the hooks write into was full)`
+          : `${errors.dropped} hits not counted (a map was full)`,
+      );
+    }
     if (errors.faults > 0n) notes.push(`${errors.faults} hits whose value could not be read`);
     if (errors.unmatched > 0n) notes.push(`${errors.unmatched} returns without their entry`);
     if (errors.deep > 0n && what === 'Timing') {

@@ -1,6 +1,7 @@
 import type { Command } from '@commander-js/extra-typings';
 import {
   attachPoints,
+  injectHookOf,
   notLoadedNotes,
   type ProbeSite,
   printFetchExpr,
@@ -19,8 +20,8 @@ import type { CommandResult } from '../main.js';
 import {
   debugDirOption,
   formatDev,
-  parseEngine,
   parsePid,
+  parseTraceEngine,
   returnProbesOption,
   strictOption,
 } from '../options.js';
@@ -46,8 +47,9 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
     .option(...strictOption)
     .option(
       '--engine <engine>',
-      'whose rules decide what can be probed: tracefs and bpf (the kernel: the default) or ptrace',
-      parseEngine,
+      'whose rules decide what can be probed: tracefs and bpf (the kernel: the default), ptrace, ' +
+        'or inject (as ptrace, and says per site whether an inline hook serves it or an int3, and why)',
+      parseTraceEngine,
     )
     .option('--json', 'print JSON instead of text')
     .option(
@@ -76,18 +78,22 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
           pid: options.pid,
           unsafe: options.unsafe,
           strict: options.strict,
-          engine: options.engine === 'ptrace' ? 'ptrace' : 'tracefs',
+          engine: options.engine === 'ptrace' || options.engine === 'inject' ? 'ptrace' : 'tracefs',
           demangle: options.demangle,
           debugDirs: options.debugDir,
           returnProbes: options.returnProbes,
         },
       );
       const group = `upscope_${process.pid}`;
+      const inject = options.engine === 'inject';
       const notes = options.pid === undefined ? [] : notLoadedNotes(plan.sites, options.pid);
       if (options.json === true) {
         io.out(
           `${renderJson({
-            sites: plan.sites.map((site) => siteJson(site, group)),
+            sites: plan.sites.map((site) => ({
+              ...siteJson(site, group),
+              ...(inject ? { inject: injectHookOf(site) } : {}),
+            })),
             skipped: plan.skipped.map(skippedJson),
             notes,
             addresses: symbolized.map((s) =>
@@ -99,7 +105,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
         );
       } else {
         const blocks = [
-          ...plan.sites.map((site) => renderSite(site, group)),
+          ...plan.sites.map((site) => renderSite(site, group, inject)),
           ...plan.skipped.map(renderSkipped),
           ...symbolized.map((s) => renderSymbolized(s, options.demangle)),
         ];
@@ -241,7 +247,7 @@ const KIND_TEXT: Record<ProbeSite['kind'], string> = {
   usdt: 'USDT probe',
 };
 
-export function renderSite(site: ProbeSite, group: string): string {
+export function renderSite(site: ProbeSite, group: string, inject = false): string {
   const field = (name: string, value: string) => `  ${name.padEnd(10)} ${value}`;
   const name = site.demangled ?? site.symbol;
   const where =
@@ -327,6 +333,10 @@ export function renderSite(site: ProbeSite, group: string): string {
   }
   // A return probe caught at its exits has nothing at the function's start but the entry.
   const atStart = returns?.mode !== 'sites';
+  if (inject) {
+    const hook = injectHookOf(site);
+    lines.push(field('inject', `${hook.hook === 'inline' ? 'inline hook' : 'int3'}: ${hook.why}`));
+  }
   if (atStart) lines.push(field('kernel', handlingText(site)));
   site.instructions.forEach((insn, i) => {
     const bytes = hexBytes(insn.bytes);

@@ -36,6 +36,8 @@ export interface PtraceTraceOptions {
   readonly returnProbes?: 'auto' | 'sites' | 'trampoline' | undefined;
   readonly durationSeconds?: number | undefined;
   readonly maxEvents?: number | undefined;
+  /** `inject`: function entries served by inline hooks (see PtraceRunOptions.engine). */
+  readonly engine?: 'ptrace' | 'inject' | undefined;
 }
 
 /** How a ptrace trace ended: the command's end (with -c), and whether the process ended. */
@@ -112,7 +114,7 @@ export async function tracePtrace(
       'Tracing',
       run.sites.length,
       'probe',
-      `ptrace, process ${run.pid}`,
+      `${options.engine ?? 'ptrace'}, process ${run.pid}`,
       run.skipped,
       'ptrace',
     ),
@@ -138,7 +140,7 @@ export async function tracePtrace(
   if (run.processEnded && options.pid !== undefined) {
     io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   }
-  io.err(`upscope: ${summaryLine(count, max, { delivered: count, lost: 0, missed: 0 })}\n`);
+  io.err(`upscope: ${summaryLine(count, max, { delivered: count, lost: run.lost, missed: 0 })}\n`);
   return { pid: run.pid, exit: run.exit, processEnded: run.processEnded };
 }
 

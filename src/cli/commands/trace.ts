@@ -23,8 +23,8 @@ import {
   lossReporter,
   machineReadable,
   outputOption,
-  parseEngine,
   parsePid,
+  parseTraceEngine,
   positive,
   returnProbesOption,
   startLine,
@@ -101,8 +101,8 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option(...returnProbesOption)
     .option(
       '--engine <engine>',
-      'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root) or ptrace (one process, no root); by default tracefs as root, else ptrace',
-      parseEngine,
+      'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root), ptrace (one process, no root) or inject (one process, no root: function entries hooked inside the process, no trap per hit; other probes as ptrace); by default tracefs as root, else ptrace',
+      parseTraceEngine,
     )
     .action(async (specs, options) => {
       const stdout = commandStdout(
@@ -142,7 +142,7 @@ interface TraceOptions {
   strict?: true;
   debugDir?: string[];
   returnProbes?: 'auto' | 'sites' | 'trampoline';
-  engine?: 'tracefs' | 'bpf' | 'ptrace';
+  engine?: 'tracefs' | 'bpf' | 'ptrace' | 'inject';
 }
 
 async function trace(
@@ -155,13 +155,15 @@ async function trace(
   // Times print as seconds since the trace began: no event is older than this.
   const start = process.hrtime.bigint();
   const engine = inPtraceHelper()
-    ? 'ptrace'
+    ? options.engine === 'inject'
+      ? 'inject'
+      : 'ptrace'
     : (options.engine ?? (process.getuid?.() === 0 ? 'tracefs' : 'ptrace'));
-  if (engine === 'ptrace') {
+  if (engine === 'ptrace' || engine === 'inject') {
     if (options.bufferSize !== undefined) {
       throw new ProbeError(
         'ERR_USAGE',
-        'Cannot use --buffer-size with the ptrace engine: it has no ring buffer',
+        `Cannot use --buffer-size with the ${engine} engine: ${engine === 'ptrace' ? 'it has no ring buffer' : 'its ring buffer is sized in records, not per CPU'}`,
       );
     }
     // The tracer runs in a helper process that restores the target if upscope is killed.
@@ -185,6 +187,7 @@ async function trace(
         returnProbes: options.returnProbes,
         durationSeconds: options.duration,
         maxEvents: options.maxEvents,
+        engine,
       },
       io,
       (sites) => output.sink(sinkOptions(sites, start)),

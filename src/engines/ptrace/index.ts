@@ -1,4 +1,5 @@
 export { evaluateFetch, type FetchSource } from './fetch.js';
+export type { InlineHit, InlineHooks, InlineHooksFactory } from './inline-hooks.js';
 export {
   type ForeignBreakpointNotice,
   type HitContext,

@@ -13,6 +13,7 @@ import {
 import { InternalError, ProbeError } from '../../errors/index.js';
 import { pausePoint, procState } from '../../host/index.js';
 import { PTRACE_EVENT } from '../../native/index.js';
+import type { InlineHit, InlineHooks, InlineHooksFactory } from './inline-hooks.js';
 import { Registers } from './registers.js';
 import { cannotReport, SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
 import { XolArea } from './xol-area.js';
@@ -113,6 +114,15 @@ export interface Registration {
    * entry's registers and memory); a call it refuses gives no return event.
    */
   readonly entryFilter?: ((hit: HitContext) => boolean) | undefined;
+  /**
+   * For a breakpoint at a function's entry, whose fetches need nothing but the registers and
+   * the first stack words: serve it with an inline hook (ProbesOptions.inline) where one can
+   * be placed, with no trap per hit; `jumpTargets` are the addresses near the entry that a
+   * jump of the function lands on (undefined: unknown). Its hits then come with the
+   * registers at the entry, after the thread has gone on: a handler must not change them
+   * (nor write memory), and read() sees only those stack words.
+   */
+  readonly inline?: { readonly jumpTargets: readonly bigint[] | undefined } | undefined;
 }
 
 /** Where a function's calls begin and end, at run time. */
@@ -145,9 +155,15 @@ interface OpenCall {
 export interface ForeignBreakpointNotice {
   readonly pid: number;
   readonly vaddr: bigint;
-  readonly what: 'shared' | 'put-back' | 'missed';
+  readonly what: 'shared' | 'put-back' | 'missed' | 'trap' | 'untracked';
   /** For `missed`: since when (CLOCK_MONOTONIC, ns). */
   readonly sinceNs?: bigint | undefined;
+  /**
+   * For `trap`: why no inline hook could serve the probe (an int3 does instead); for
+   * `untracked`: how many calls of inline-hooked functions gave no return event so far (a
+   * shadow stack full, no room for the thread's, a tail call), said once per process.
+   */
+  readonly reason?: string | undefined;
 }
 
 export interface ProbesOptions {
@@ -161,7 +177,17 @@ export interface ProbesOptions {
    * but the process's threads share that CPU until detach.
    */
   readonly pin?: boolean | undefined;
+  /**
+   * Inline hooks for the registrations that ask for one (Registration.inline): the `inject`
+   * engine. Sites they cannot serve get an int3, and a notice (`trap`) says why.
+   */
+  readonly inline?: InlineHooksFactory | undefined;
 }
+
+/** How long poll() waits for a stop at a time while inline hooks may have hits to read. */
+const INLINE_SLICE_MS = 10;
+/** How often inline hooks get every thread stopped when they ask to (see InlineHooks.wantsStop). */
+const INLINE_STOP_EVERY_MS = 100;
 
 /** A breakpoint: the original byte and how the displaced instruction runs. */
 interface Breakpoint {
@@ -191,6 +217,17 @@ interface ReturnInstance {
   /** Where the return address was swapped for the trampoline (the stack pointer at entry). */
   readonly stackVaddr: bigint;
   readonly returnAddress: bigint;
+  readonly entry: Registers;
+  readonly entryTimeNs: bigint;
+  /** Return registrations whose entryFilter refused this call (ids). */
+  readonly declined: ReadonlySet<string> | undefined;
+}
+
+/** A call whose return an inline hook swapped, waiting for its return record. */
+interface InlineCall {
+  readonly vaddr: bigint;
+  /** The stack pointer at its entry (where its return address is). */
+  readonly sp: bigint;
   readonly entry: Registers;
   readonly entryTimeNs: bigint;
   /** Return registrations whose entryFilter refused this call (ids). */
@@ -275,9 +312,26 @@ export class ProcessProbes {
   #checkedAt = performance.now();
   /** Per return registration with `returnSites`: its open calls, by owner and depth. */
   #openCalls = new Map<string, PendingCalls<OpenCall>>();
+  /** Inline hooks of this process (the inject engine), if asked for. */
+  #inline: InlineHooks | undefined;
+  /** Hits of inline hooks with no handler, for poll() to return. */
+  readonly #inlinePending: HitContext[] = [];
+  /** Hits inline hooks could not record (their ring was full), by address. */
+  readonly #inlineLost = new Map<bigint, number>();
+  #inlineStopAt = 0;
+  /** Per thread: the calls whose return inline hooks swapped, outermost first. */
+  readonly #inlineCalls = new Map<number, InlineCall[]>();
+  /** Calls whose return inline hooks could not track, so far (said once). */
+  #untracked = 0;
+  /**
+   * Threads that ended, whose calls are forgotten once a drain has read every record made
+   * before it began (their last returns may be behind a record another thread is writing).
+   */
+  #endedThreads: number[] = [];
 
   private constructor(tracee: Tracee, options: ProbesOptions, delivery?: Delivery) {
     this.tracee = tracee;
+    this.#inline = options.inline?.(tracee);
     this.#xol = new XolArea(tracee, XOL_SLOT_BYTES);
     this.#followForks = options.followForks ?? false;
     this.#d = delivery ?? {
@@ -375,7 +429,7 @@ export class ProcessProbes {
         this.#arm(sites.entry, registration);
         for (const exit of sites.exits) this.#arm(exit.vaddr, registration);
         this.#openCalls.set(registration.id, new PendingCalls(MAX_RETURN_INSTANCES));
-      } else {
+      } else if (!this.#placeInline(where, registration)) {
         this.#arm(where, registration);
         if (event === 'return') this.#armTrampoline(where);
       }
@@ -466,7 +520,20 @@ export class ProcessProbes {
       }
       this.#openCalls.delete(registration.id);
       for (const where of addressesOf(registration)) {
-        if (this.#usedAt(where)) continue;
+        if (this.#usedAt(where)) {
+          // Its inline hook stays for the others: it stops swapping return addresses once
+          // no return probe is left there.
+          if (registration.event === 'return' && !this.#returnsAt(where)) {
+            this.#inline?.setReturns(where, false);
+          }
+          continue;
+        }
+        if (this.#inline?.has(where)) {
+          // Its code is gone with its mapping: nothing runs there to stop.
+          if (!unmapped && this.tracee.threads.size > 0) this.#stopAll();
+          this.#inline.remove(where);
+          continue;
+        }
         if (unmapped) this.#breakpoints.delete(where);
         else this.#disarm(where);
       }
@@ -495,6 +562,8 @@ export class ProcessProbes {
         this.#d.current = undefined;
         killedMeanwhile(() => this.#finish(current), current.tid);
       }
+      const inlineHit = this.#inlinePending.shift() ?? this.#serveInline();
+      if (inlineHit !== undefined) return inlineHit;
       for (const tid of this.#d.held.splice(0)) killedMeanwhile(() => this.tracee.cont(tid), tid);
       if (performance.now() - this.#checkedAt >= CHECK_EVERY_MS) {
         this.#checkedAt = performance.now();
@@ -508,8 +577,18 @@ export class ProcessProbes {
         this.#d.interrupted = false;
         return null;
       }
-      const report = this.#d.queue.shift() ?? this.tracee.takeDeferred() ?? this.#wait(deadline);
-      if (report === undefined) return null;
+      // Inline hooks record hits without a stop: the wait is cut into slices, and what they
+      // recorded is read between two.
+      const slice = this.#inline === undefined ? undefined : performance.now() + INLINE_SLICE_MS;
+      const until =
+        slice === undefined ? deadline : deadline === undefined ? slice : Math.min(deadline, slice);
+      const report = this.#d.queue.shift() ?? this.tracee.takeDeferred() ?? this.#wait(until);
+      if (report === undefined) {
+        if (slice !== undefined && (deadline === undefined || performance.now() < deadline)) {
+          continue;
+        }
+        return null;
+      }
       killedMeanwhile(() => this.#route(report), report.tid);
     }
   }
@@ -651,6 +730,16 @@ export class ProcessProbes {
       }
     }
     for (const tid of tracee.threads) this.#leaveSlots(tid);
+    if (this.#inline !== undefined) {
+      const any = tracee.threads.has(this.pid) ? this.pid : [...tracee.threads][0];
+      // Hits recorded so far, then those of threads that were recording one and finish it.
+      this.#serveInline('drop');
+      if (any !== undefined) this.#inline.release(any);
+      this.#serveInline('drop');
+      this.#inline.forget();
+      this.#inlineCalls.clear();
+      this.#endedThreads = [];
+    }
     for (const [tid, stack] of this.#returns) {
       for (const instance of stack) this.#writeU64(instance.stackVaddr, instance.returnAddress);
       this.#returns.delete(tid);
@@ -718,10 +807,19 @@ export class ProcessProbes {
       owner.restoreReturns(tid);
       return;
     }
+    this.#inline?.restoreReturns(tid);
     const stack = this.#returns.get(tid);
     if (stack === undefined) return;
     for (const instance of stack) this.#writeU64(instance.stackVaddr, instance.returnAddress);
     this.#returns.delete(tid);
+  }
+
+  /** Whether a return registration caught by a swapped return address is at `where`. */
+  #returnsAt(where: bigint): boolean {
+    for (const r of this.#registrations.values()) {
+      if (r.event === 'return' && r.where === where && r.returnSites === undefined) return true;
+    }
+    return false;
   }
 
   /** Kill the process (a spawned one that must not outlive its tracer). */
@@ -754,6 +852,13 @@ export class ProcessProbes {
       // A probe on a guard's instruction: the guard becomes a breakpoint like any other.
       if (existing.guarded !== undefined) this.#unguard(existing.guarded.vaddr);
       return;
+    }
+    if (this.#inline?.has(vaddr)) {
+      // A probe an inline hook cannot serve (a return caught at the function's exits): an
+      // int3 serves every probe there instead, return probes through the trampoline.
+      this.#stopAll();
+      this.#inline.remove(vaddr);
+      if (this.#returnsAt(vaddr)) this.#armTrampoline(vaddr);
     }
     const tracee = this.tracee;
     let bytes = this.#readCode(vaddr);
@@ -1123,6 +1228,10 @@ export class ProcessProbes {
     const tracee = this.tracee;
     if (report.kind === 'exited' || report.kind === 'killed') {
       this.#returns.delete(report.tid);
+      if (this.#inline !== undefined && report.tid !== this.pid) {
+        this.#inline.threadEnded(report.tid);
+        this.#endedThreads.push(report.tid);
+      }
       // Calls a thread was in when it ended (a cancelled thread's) no return will close.
       const ended = this.#endedCalls(report.tid === this.pid ? undefined : report.tid);
       if (report.tid !== this.pid && ended.length > 0) {
@@ -1130,6 +1239,12 @@ export class ProcessProbes {
         this.#stop({ probes: this, tid: report.tid, regs, pending: ended, resume: () => {} });
       }
       if (report.tid === this.pid) {
+        // What its inline hooks recorded before it ended is read now (poll() returns the
+        // hits without a handler before it says the process is over).
+        if (this.#inline !== undefined) {
+          this.#serveInline('final');
+          this.#inline.forget();
+        }
         this.#exitCode = report.kind === 'exited' ? report.code : -report.signal;
         // The leader's end is reported once every thread has gone: the process is over. A
         // pending exit event is still returned by poll() before it says so.
@@ -1159,6 +1274,13 @@ export class ProcessProbes {
         return;
       }
       case PTRACE_EVENT.PTRACE_EVENT_EXEC:
+        // Hits its inline hooks recorded are read before they go with the old image.
+        if (this.#inline !== undefined) {
+          this.#serveInline('drop');
+          this.#inline.forget();
+          this.#inlineCalls.clear();
+          this.#endedThreads = [];
+        }
         // The old image and its probes are gone: so are the registrations at its addresses.
         for (const [id, registration] of this.#registrations) {
           if (registration.where !== undefined) this.#registrations.delete(id);
@@ -1591,7 +1713,19 @@ export class ProcessProbes {
     const writes = [...this.#breakpoints.values()]
       .filter((b) => !this.#foreign.has(b.vaddr))
       .map((b) => ({ vaddr: b.vaddr, bytes: new Uint8Array([b.original]) }));
+    // Its copies of the inline hooks (their trampolines and ring stay mapped in it, unused).
+    writes.push(
+      ...(this.#inline?.originals() ?? []).map(({ vaddr, bytes }) => ({
+        vaddr,
+        bytes: Uint8Array.from(bytes),
+      })),
+    );
     // The child is a copy of the thread that forked: its pending returns hold the trampoline.
+    for (const swapped of this.#inline?.returnsOf(parent) ?? []) {
+      const bytes = new Uint8Array(8);
+      new DataView(bytes.buffer).setBigUint64(0, swapped.returnAddress, true);
+      writes.push({ vaddr: swapped.vaddr, bytes });
+    }
     for (const instance of this.#returns.get(parent) ?? []) {
       const bytes = new Uint8Array(8);
       new DataView(bytes.buffer).setBigUint64(0, instance.returnAddress, true);
@@ -1659,6 +1793,221 @@ export class ProcessProbes {
     const stack = this.#returns.get(parent);
     if (stack !== undefined) probes.#returns.set(child, [...stack]);
     this.#d.held.push(child);
+    // Its copies of the inline hooks would write into the parent's ring: it gets the
+    // function's bytes back, and an int3 serves each of those probes in it instead (return
+    // probes through the trampoline); its return addresses swapped by a hook are put back.
+    for (const swapped of this.#inline?.returnsOf(parent) ?? []) {
+      probes.#writeU64(swapped.vaddr, swapped.returnAddress);
+    }
+    for (const { vaddr, bytes } of this.#inline?.originals() ?? []) {
+      probes.tracee.write(vaddr, bytes);
+      for (const registration of this.#registrations.values()) {
+        if (registration.where !== vaddr || registration.returnSites !== undefined) continue;
+        if (registration.event === 'return') probes.#armTrampoline(vaddr);
+        else if (registration.event !== 'breakpoint') continue;
+        probes.#arm(vaddr, registration);
+      }
+    }
+  }
+
+  /**
+   * Place an inline hook for a breakpoint registration that asks for one, with every thread
+   * stopped; false when it cannot be (the int3 path serves it, and a notice says why).
+   */
+  #placeInline(vaddr: bigint, registration: Registration): boolean {
+    const inline = this.#inline;
+    if (inline === undefined || registration.inline === undefined) return false;
+    const returns = registration.event === 'return';
+    if (!returns && registration.event !== 'breakpoint') return false;
+    if (inline.has(vaddr)) {
+      if (returns) inline.setReturns(vaddr, true);
+      return true;
+    }
+    // An int3 there serves every registration at that address already.
+    if (this.#breakpoints.has(vaddr)) return false;
+    this.#stopAll();
+    const tid = this.#stoppedThread();
+    const threads = [...this.tracee.threads];
+    const pcs: bigint[] = [];
+    for (const thread of threads) {
+      try {
+        pcs.push(this.tracee.regs(thread).rip);
+      } catch (err) {
+        if (!(err instanceof ProbeError)) throw err;
+      }
+    }
+    const reason = inline.place(vaddr, registration.inline.jumpTargets, tid, pcs);
+    if (reason !== undefined) {
+      this.#d.notices.push({ pid: this.pid, vaddr, what: 'trap', reason });
+      return false;
+    }
+    inline.stopped(threads);
+    if (returns) inline.setReturns(vaddr, true);
+    return true;
+  }
+
+  /**
+   * Read what the inline hooks recorded: each hit goes to its registrations' handlers, or
+   * (none) waits for poll(); returns the first of those. `final` (the process ended): every
+   * hit is read, none returned yet; `drop` (a detach or an exec): the same, and hits without
+   * a handler are dropped with the process's probes.
+   */
+  #serveInline(mode: 'poll' | 'final' | 'drop' = 'poll'): HitContext | undefined {
+    const all = mode !== 'poll';
+    const inline = this.#inline;
+    if (inline === undefined) return undefined;
+    if (
+      !all &&
+      inline.wantsStop() &&
+      performance.now() >= this.#inlineStopAt &&
+      this.tracee.threads.size > 0
+    ) {
+      this.#inlineStopAt = performance.now() + INLINE_STOP_EVERY_MS;
+      this.#stopAll();
+      inline.stopped([...this.tracee.threads]);
+    }
+    const ended = this.#endedThreads.splice(0);
+    if (inline.drain((hit) => this.#inlineHit(hit))) {
+      for (const tid of ended) this.#inlineCalls.delete(tid);
+    } else {
+      this.#endedThreads.unshift(...ended);
+    }
+    for (const [vaddr, count] of inline.takeLost()) {
+      this.#inlineLost.set(vaddr, (this.#inlineLost.get(vaddr) ?? 0) + count);
+    }
+    const untracked = inline.takeUntracked();
+    if (untracked > 0 && this.#untracked === 0) {
+      this.#d.notices.push({
+        pid: this.pid,
+        vaddr: 0n,
+        what: 'untracked',
+        reason: String(untracked),
+      });
+    }
+    this.#untracked += untracked;
+    if (mode === 'drop') this.#inlinePending.length = 0;
+    return all ? undefined : this.#inlinePending.shift();
+  }
+
+  #inlineHit(hit: InlineHit): void {
+    if (hit.kind === 'return') {
+      this.#inlineReturn(hit);
+      return;
+    }
+    let declined: Set<string> | undefined;
+    for (const registration of this.#registrations.values()) {
+      if (registration.where !== hit.vaddr) continue;
+      if (registration.event === 'return') {
+        if (
+          hit.returns &&
+          registration.returnSites === undefined &&
+          registration.entryFilter !== undefined &&
+          !registration.entryFilter(this.#inlineContext(registration, hit))
+        ) {
+          declined ??= new Set();
+          declined.add(registration.id);
+        }
+        continue;
+      }
+      if (registration.event !== 'breakpoint') continue;
+      this.#inlineDeliver(registration, this.#inlineContext(registration, hit));
+    }
+    if (!hit.returns) return;
+    let calls = this.#inlineCalls.get(hit.tid);
+    if (calls === undefined) {
+      calls = [];
+      this.#inlineCalls.set(hit.tid, calls);
+    }
+    // Calls at or below this stack pointer were left by a longjmp or an unwind (the hook
+    // dropped them from its shadow stack the same way).
+    const sp = hit.regs.rsp;
+    while (calls.length > 0 && calls.at(-1)!.sp <= sp) calls.pop();
+    calls.push({ vaddr: hit.vaddr, sp, entry: hit.regs, entryTimeNs: hit.timeNs, declined });
+  }
+
+  /** A return an inline hook recorded: paired with its call's entry by stack pointer. */
+  #inlineReturn(hit: InlineHit): void {
+    const calls = this.#inlineCalls.get(hit.tid);
+    if (calls === undefined) return;
+    let at = calls.length - 1;
+    while (at >= 0 && calls[at]!.sp !== hit.entrySp) at--;
+    // No entry read for it (hits dropped at a detach or an exec): nothing to pair with.
+    if (at < 0) return;
+    const call = calls[at]!;
+    // The calls made after it and not returned from were left by a longjmp or an unwind.
+    calls.length = at;
+    for (const registration of this.#registrations.values()) {
+      if (registration.event !== 'return' || registration.where !== call.vaddr) continue;
+      if (registration.returnSites !== undefined || call.declined?.has(registration.id)) continue;
+      this.#inlineDeliver(registration, {
+        ...this.#inlineContext(registration, hit),
+        event: 'return',
+        retval: hit.regs.get('rax'),
+        entry: call.entry,
+        entryTimeNs: call.entryTimeNs,
+      });
+    }
+  }
+
+  #inlineDeliver(registration: Registration, context: HitContext): void {
+    if (registration.filter !== undefined && !registration.filter(context)) return;
+    // The thread is not stopped: the handler runs on its own (registering from it places
+    // probes through another thread).
+    if (registration.handler !== undefined) registration.handler(context);
+    else this.#inlinePending.push(context);
+  }
+
+  #inlineContext(registration: Registration, hit: InlineHit): HitContext {
+    const stackAt = hit.regs.rsp;
+    const fromStack = (vaddr: bigint, length: number): Uint8Array => {
+      const offset = vaddr - stackAt;
+      if (offset < 0n || offset + BigInt(length) > BigInt(hit.stack.length)) {
+        throw new ProbeError(
+          'ERR_TARGET_MEMORY',
+          `Cannot read ${length} bytes at 0x${vaddr.toString(16)}: an inline hook keeps only the registers and the first ${hit.stack.length} bytes of the stack`,
+        );
+      }
+      return hit.stack.slice(Number(offset), Number(offset) + length);
+    };
+    return {
+      id: registration.reportAs ?? registration.id,
+      event: 'breakpoint',
+      pid: this.pid,
+      tid: hit.tid,
+      timeNs: hit.timeNs,
+      where: hit.vaddr,
+      regs: hit.regs,
+      retval: undefined,
+      entry: undefined,
+      entryTimeNs: undefined,
+      detail: undefined,
+      readU64: (vaddr) => new DataView(fromStack(vaddr, 8).buffer).getBigUint64(0, true),
+      read: fromStack,
+      readCString: (vaddr) => {
+        fromStack(vaddr, Number.MAX_SAFE_INTEGER);
+        return '';
+      },
+      write: () => {
+        throw new ProbeError(
+          'ERR_USAGE',
+          "Cannot write to the process from an inline hook's hit: the thread has gone on (use --engine ptrace)",
+        );
+      },
+    };
+  }
+
+  /**
+   * Hits inline hooks could not record since the last call (their ring was full), by the
+   * address of the probe, in every process followed.
+   */
+  takeLost(): Map<bigint, number> {
+    const lost = new Map<bigint, number>();
+    for (const member of new Set([this, ...this.#d.members.values()])) {
+      for (const [vaddr, count] of member.#inlineLost)
+        lost.set(vaddr, (lost.get(vaddr) ?? 0) + count);
+      member.#inlineLost.clear();
+    }
+    return lost;
   }
 
   /** A thread stopped inside a slot goes back to the code its instruction came from. */

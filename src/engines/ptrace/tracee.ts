@@ -4,6 +4,7 @@ import {
   checkCommand,
   checkProgram,
   kernelThreadError,
+  processEnded,
   procState,
   ptraceRefusal,
   stopThenExec,
@@ -22,6 +23,8 @@ import { Registers } from './registers.js';
 /** waitpid's flag to see only the children and tracees of the calling thread. */
 const WNOTHREAD = 0x20000000;
 export const SIGTRAP = 5;
+/** si_code of a SIGTRAP an int3 raised. */
+const SI_KERNEL = 0x80;
 const SIGCONT = 18;
 
 /** What one waitpid() reported for one thread. */
@@ -103,6 +106,11 @@ export class Tracee {
    * was reported: a later stop of the thread (an injected system call's step) replaces it.
    */
   readonly #messages = new Map<number, bigint>();
+  /**
+   * New threads reported (a stop, or their end) before their creator's clone event: that
+   * event must not count them again (one that has ended would stay a thread for good).
+   */
+  readonly #unannounced = new Set<number>();
   /** With pin(): the CPU masks to put back (the tracer's own under 0). */
   #affinity: Map<number, Uint8Array> | undefined;
 
@@ -206,7 +214,10 @@ export class Tracee {
         changed = false;
         for (const tid of listThreads(pid)) {
           if (tracee.threads.has(tid)) continue;
-          tracee.#seize(tid, TRACE_OPTIONS);
+          // A thread that ended since the listing is not there to trace; one that a thread
+          // seized already made is traced already (its first stop, or its creator's clone
+          // event, makes it one of the threads).
+          if (!tracee.#seize(tid, TRACE_OPTIONS)) continue;
           native.ptrace(PTRACE.PTRACE_INTERRUPT, tid, 0n, 0n);
           changed = true;
         }
@@ -218,6 +229,9 @@ export class Tracee {
       const waiting = new Set(tracee.threads);
       // First stops of new threads and forked children seen before their creator's event.
       const early = new Set<number>();
+      // Threads held at their stop already (a new thread's first stop may come before its
+      // creator's clone event).
+      const held = new Set<number>();
       while (waiting.size > 0) {
         const report = tracee.wait(true)!;
         const { tid } = report;
@@ -231,6 +245,7 @@ export class Tracee {
         }
         if (report.event === PTRACE_EVENT.PTRACE_EVENT_STOP) {
           waiting.delete(tid);
+          held.add(tid);
           continue;
         }
         if (
@@ -245,7 +260,7 @@ export class Tracee {
         } else if (report.event === PTRACE_EVENT.PTRACE_EVENT_CLONE) {
           // The new thread (traced already) is held at its first stop too.
           const thread = Number(tracee.eventMessage(tid));
-          if (!early.delete(thread)) waiting.add(thread);
+          if (!early.delete(thread) && !held.has(thread)) waiting.add(thread);
         } else if (report.event === PTRACE_EVENT.PTRACE_EVENT_EXEC) {
           // The other threads are gone: only the one that execed (now the process's pid) is left.
           for (const gone of waiting) if (!tracee.threads.has(gone)) waiting.delete(gone);
@@ -307,10 +322,30 @@ export class Tracee {
     }
   }
 
-  #seize(tid: number, options: number): void {
+  /**
+   * Trace thread `tid`; false when it is one of the process's threads (not its leader) that
+   * ended meanwhile (ptrace says ESRCH, or EPERM for one exiting), or that this tracer traces
+   * already (made by a thread it traces: EPERM).
+   */
+  #seize(tid: number, options: number): boolean {
     const result = this.#native.ptrace(PTRACE.PTRACE_SEIZE, tid, 0n, BigInt(options));
-    if (result < 0) throw seizeError(this.pid, tid, result);
+    if (result < 0) {
+      if (tid !== this.pid && (processEnded(tid) || this.#tracedHere(tid))) return false;
+      throw seizeError(this.pid, tid, result);
+    }
     this.threads.add(tid);
+    return true;
+  }
+
+  /** Whether thread `tid` is traced by a thread of this process (made by a thread it traces). */
+  #tracedHere(tid: number): boolean {
+    try {
+      const status = readFileSync(`/proc/${tid}/status`, 'utf8');
+      const tracer = Number(/^TracerPid:\s+(\d+)$/m.exec(status)?.[1]);
+      return tracer > 0 && threadGroupOf(tracer) === process.pid;
+    } catch {
+      return false;
+    }
   }
 
   /**
@@ -358,7 +393,10 @@ export class Tracee {
         // the newest tracee first): it is a thread of the process its Tgid names, from now.
         const tgid = threadGroupOf(tid);
         owner = this.#family.members.find((m) => m.pid === tgid);
-        if (owner !== undefined && tgid !== tid) owner.threads.add(tid);
+        if (owner !== undefined && tgid !== tid) {
+          owner.threads.add(tid);
+          owner.#unannounced.add(tid);
+        }
       }
       owner ??= this;
       const pid = owner.pid;
@@ -376,11 +414,14 @@ export class Tracee {
       const event = (s >> 16) & 0xff;
       if (event !== 0) owner.#messages.set(tid, this.#readEventMessage(tid));
       if (event === PTRACE_EVENT.PTRACE_EVENT_CLONE) {
-        owner.threads.add(Number(this.eventMessage(tid)));
+        // A new thread seen already (its first stop, perhaps its end, came first) is known.
+        const thread = Number(this.eventMessage(tid));
+        if (!owner.#unannounced.delete(thread)) owner.threads.add(thread);
       }
       if (event === PTRACE_EVENT.PTRACE_EVENT_EXEC) {
         // The thread that execs takes the process's pid; the others are gone.
         owner.threads.clear();
+        owner.#unannounced.clear();
         owner.threads.add(owner.pid);
         owner.#openMemory();
       }
@@ -814,10 +855,54 @@ export class Tracee {
   detach(signals: ReadonlyMap<number, number> = new Map()): void {
     this.unpin();
     for (const tid of this.threads) {
-      this.#native.ptrace(PTRACE.PTRACE_DETACH, tid, 0n, BigInt(signals.get(tid) ?? 0));
+      const signal = signals.get(tid) ?? 0;
+      const result = this.#native.ptrace(PTRACE.PTRACE_DETACH, tid, 0n, BigInt(signal));
+      if (result < 0) this.#detachRunning(tid, signal);
     }
     this.threads.clear();
     this.#closeMemory();
+  }
+
+  /**
+   * PTRACE_DETACH refused thread `tid`: it was not in a stop (one the tracer counted as a
+   * stop had been answered already). One that has ended is reaped (a traced thread's end
+   * waits for its tracer); one running is stopped and let go now (left traced, it would wait
+   * for this tracer for good at its next stop). Every breakpoint is out by now: a thread that
+   * trapped on one meanwhile goes back onto the instruction, as if it had not.
+   */
+  #detachRunning(tid: number, signal: number): void {
+    if (processEnded(tid)) {
+      this.#native.waitpid(tid, this.#status, WAIT.WNOHANG | WAIT.__WALL | WNOTHREAD);
+      return;
+    }
+    this.#native.ptrace(PTRACE.PTRACE_INTERRUPT, tid, 0n, 0n);
+    for (;;) {
+      const report = this.waitChild(tid);
+      if (report.kind !== 'stopped') return;
+      let deliver = signal;
+      if (report.event === 0 && report.signal === SIGTRAP) {
+        const regs = this.regs(tid);
+        // An int3 still there is the program's own (it gets its signal), as is a trap that
+        // no int3 made (si_code other than SI_KERNEL).
+        if (this.#trapCode(tid) !== SI_KERNEL || this.read(regs.rip - 1n, 1)[0] === 0xcc) {
+          deliver = SIGTRAP;
+        } else {
+          regs.rip -= 1n;
+          this.setRegs(tid, regs);
+        }
+      } else if (report.event === 0) {
+        deliver = report.signal;
+      }
+      const result = this.#native.ptrace(PTRACE.PTRACE_DETACH, tid, 0n, BigInt(deliver));
+      if (result >= 0 || processEnded(tid)) return;
+    }
+  }
+
+  /** The si_code of the signal thread `tid` is stopped with. */
+  #trapCode(tid: number): number | undefined {
+    const info = new Uint8Array(SIGINFO_BYTES);
+    if (this.#native.ptraceBuffer(PTRACE.PTRACE_GETSIGINFO, tid, 0n, info) < 0) return undefined;
+    return new DataView(info.buffer).getInt32(8, true);
   }
 
   /** End the process (SIGKILL) and reap what is left of it. */

@@ -1,0 +1,176 @@
+#!/usr/bin/env node
+// The inject engine's cost per hit (issue 21), side by side in one run on one target
+// (bench/programs/hot.c, whose hot_function() starts with `push %rbx`, an instruction the
+// kernel emulates): `upscope count` of hot_function on the inject engine (a jump patched over
+// the function's entry to a trampoline that records the hit in a ring), the bpf engine (a
+// kernel uprobe and a BPF counter) and the ptrace engine (an int3 and a stop of the thread per
+// hit), and `uftrace record` of the same program built with -pg (every function, entry and
+// return). Each is its probed run's ns per call less its bare run's (the -pg one for
+// uftrace), medians of runs taken in turns. The inject rows say how many hits were counted:
+// upscope reads each recorded hit, far fewer a second than the hooked function makes, so the
+// ring fills and the hits it had no room for are counted lost (the trampoline then only
+// counts them); the second inject row gives the ring room for every hit (few calls).
+// Installs uftrace when missing.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensure, nsPerCall } from './bpf.mjs';
+
+const root = new URL('..', import.meta.url).pathname;
+const UPSCOPE = join(root, 'bin/upscope.js');
+const N = Number(process.env.BENCH_INJECT_N ?? 10_000_000);
+/** Calls few enough for the ring (64 Ki records) to hold each hit. */
+const N_ROOM = 50_000;
+/** Calls for the ptrace engine (tens of microseconds a hit). */
+const N_PTRACE = Number(process.env.BENCH_INJECT_PTRACE_N ?? 20_000);
+const ROUNDS = Number(process.env.BENCH_INJECT_RUNS ?? 5);
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (n, digits = 1) =>
+  n === undefined || Number.isNaN(n)
+    ? '-'
+    : n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+function run(command, args, cwd) {
+  const result = spawnSync(command, args, {
+    cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    maxBuffer: 64 * 1024 * 1024,
+    timeout: 600_000,
+  });
+  return {
+    status: result.status ?? String(result.signal ?? result.error),
+    stdout: result.stdout?.toString() ?? '',
+    stderr: result.stderr?.toString() ?? '',
+  };
+}
+
+function build(dir, name, extra) {
+  const out = join(dir, name);
+  const built = run('gcc', [
+    '-O2',
+    '-g',
+    ...extra,
+    '-pthread',
+    '-o',
+    out,
+    join(root, 'bench/programs/hot.c'),
+  ]);
+  if (built.status !== 0) throw new Error(`gcc ${extra.join(' ')} failed: ${built.stderr}`);
+  return out;
+}
+
+/** `upscope count --engine ENGINE -c "PROGRAM CALLS" PROGRAM:hot_function`: ns/call, counted, lost. */
+function count(engine, program, calls) {
+  const result = run(process.execPath, [
+    UPSCOPE,
+    'count',
+    '--engine',
+    engine,
+    '-c',
+    `${program} ${calls}`,
+    `${program}:hot_function`,
+  ]);
+  const ns = nsPerCall(result.stderr);
+  if (ns === undefined || result.status !== 0) {
+    throw new Error(`count --engine ${engine} failed (${result.status}):\n${result.stderr}`);
+  }
+  const counted = Number(/^(\d+)\s+hot_function$/m.exec(result.stdout)?.[1] ?? 0);
+  const lost = Number(/(\d+) hits not counted/.exec(result.stderr)?.[1] ?? 0);
+  return { ns, counted, lost };
+}
+
+export function runInjectBench() {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-bench-inject-'));
+  try {
+    const plain = build(dir, 'hot', []);
+    const pg = build(dir, 'hot-pg', ['-pg']);
+    const uftraceMissing = ensure('uftrace', 'uftrace', ['--version']);
+    const bare = (program, calls) => {
+      const result = run(program, [String(calls)], dir);
+      return nsPerCall(result.stderr);
+    };
+    const rows = [
+      { name: 'bare', calls: N, measure: () => ({ ns: bare(plain, N) }) },
+      { name: 'bare, few calls', calls: N_ROOM, measure: () => ({ ns: bare(plain, N_ROOM) }) },
+      { name: 'bare -pg', calls: N, measure: () => ({ ns: bare(pg, N) }) },
+      {
+        name: 'inject (ring full)',
+        calls: N,
+        base: 'bare',
+        measure: () => count('inject', plain, N),
+      },
+      {
+        name: 'inject (room for all)',
+        calls: N_ROOM,
+        base: 'bare, few calls',
+        measure: () => count('inject', plain, N_ROOM),
+      },
+      {
+        name: 'bpf (kernel uprobe)',
+        calls: N / 10,
+        base: 'bare',
+        measure: () => count('bpf', plain, N / 10),
+      },
+      {
+        name: 'ptrace (int3, a stop)',
+        calls: N_PTRACE,
+        base: 'bare',
+        measure: () => count('ptrace', plain, N_PTRACE),
+      },
+      {
+        name: 'uftrace record (-pg)',
+        calls: N,
+        base: 'bare -pg',
+        why: uftraceMissing,
+        measure: () => {
+          const data = join(dir, 'uftrace.data');
+          rmSync(data, { recursive: true, force: true });
+          const result = run('uftrace', ['record', '-d', data, pg, String(N)], dir);
+          return { ns: nsPerCall(result.stderr) ?? nsPerCall(result.stdout) };
+        },
+      },
+    ];
+    for (const row of rows) row.samples = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const row of rows) {
+        if (row.why !== undefined) continue;
+        try {
+          row.samples.push(row.measure());
+        } catch (err) {
+          row.why = String(err.message ?? err)
+            .split('\n')
+            .slice(0, 2)
+            .join(' ')
+            .slice(0, 160);
+        }
+      }
+    }
+    const ns = (name) => median(rows.find((r) => r.name === name).samples.map((s) => s.ns));
+    console.log(
+      `\nCost per hit of an entry probe on hot_function (bench/programs/hot.c, upscope count; median of ${ROUNDS} runs in turns):`,
+    );
+    console.log('                           calls        ns/call   extra ns/hit   counted / lost');
+    for (const row of rows) {
+      if (row.why !== undefined) {
+        console.log(`  ${row.name.padEnd(24)} not run: ${row.why}`);
+        continue;
+      }
+      const own = median(row.samples.map((s) => s.ns));
+      const extra = row.base === undefined ? undefined : own - ns(row.base);
+      const last = row.samples.at(-1);
+      const tally = last.counted === undefined ? '' : `${last.counted} / ${last.lost}`;
+      console.log(
+        `  ${row.name.padEnd(24)} ${fmt(row.calls, 0).padStart(10)}   ${fmt(own).padStart(9)}   ${extra === undefined ? ''.padStart(12) : fmt(extra).padStart(12)}   ${tally}`,
+      );
+    }
+    console.log(
+      '  (uftrace records entry and return of main, loop and hot_function; the others an entry of hot_function alone)',
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] === new URL(import.meta.url).pathname) runInjectBench();

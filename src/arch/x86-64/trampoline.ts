@@ -1,0 +1,669 @@
+/**
+ * The trampolines of inline hooks (the `inject` engine), written as machine code: an entry
+ * trampoline per hooked function records the hit into a ring buffer shared with upscope,
+ * without a system call or a trap, then runs the function's relocated first instructions
+ * and jumps back; one return trampoline per process records the returns of the calls whose
+ * return address an entry trampoline swapped for its own.
+ *
+ * The ring (RING below) is many producers (the target's threads), one consumer (upscope):
+ * a thread claims record `head` with `lock cmpxchg` only while `head - tail < capacity`, so
+ * a record is never written over before upscope has read it; when the ring is full the hit
+ * is counted in its probe's lost counter instead (the target never waits). A record is
+ * published by writing its `seq` (its index + 1) last: x86 keeps stores in order.
+ *
+ * What a record holds: the probe's index and what the record is (RECORD_KIND), the thread
+ * id, the TSC, the general registers (at the function's entry, or just after its return),
+ * the flags, and STACK_WORDS words: at an entry the first words of the stack (the return
+ * address, then the arguments passed on the stack); at a return the address returned to,
+ * then the stack pointer the call had at its entry.
+ *
+ * The thread id comes from the thread's TCB (`fs:[offset]`, glibc's `struct pthread`) when
+ * upscope has found where it is (RING.tidOffset, 0 until then), else from gettid(2).
+ *
+ * Return probes (a probe's byte in RING.returns set): the entry trampoline pushes the real
+ * return address and the stack pointer on the thread's shadow stack (SHADOW: a slot per
+ * thread, found by thread id in a small hash table, claimed with `lock cmpxchg`) and writes
+ * the return trampoline's address in its place; entries at or below that stack pointer are
+ * calls a longjmp or an unwind left, dropped first (the ptrace engine and the kernel's
+ * uretprobes use the same test). The return trampoline pops the thread's shadow stack down
+ * to the entry whose stack pointer is the one the call had (the entries above it are calls
+ * made after it and never returned from), writes a return record, and returns to the real
+ * address. A call
+ * whose return cannot be tracked (no slot for its thread, its shadow stack full, or a tail
+ * call from a function whose return is swapped already) keeps its return address and is
+ * counted in RING.untracked. Entries are written before the depth that covers them is
+ * published, and again after it: a signal handler that calls a hooked function in between
+ * leaves them whole.
+ */
+import { jumpBack } from './xol.js';
+
+/** Per-thread shadow stacks of return addresses (see the module's comment). */
+export const SHADOW = {
+  /** Thread slots, in buckets of 8 by thread id. */
+  threads: 256,
+  bucket: 8,
+  /** Bytes of one thread's slot: a 64-byte header (u64 depth), then its entries. */
+  slotBytes: 128 * 1024,
+  /** Where the entries start in a slot. */
+  entries: 64,
+  /** One entry: u64 return address, u64 stack pointer at the entry, u32 probe index. */
+  entryBytes: 32,
+} as const;
+
+/** Entries one thread's shadow stack holds: calls deeper than this are not tracked. */
+export const SHADOW_DEPTH = (SHADOW.slotBytes - SHADOW.entries) / SHADOW.entryBytes;
+
+/** Offsets in the shared ring area. */
+export const RING = {
+  /** u64: the next record to claim (written by producers). */
+  head: 0,
+  /** u64: the next record upscope reads (written by upscope). */
+  tail: 64,
+  /** u64: where the thread id is in the TCB (fs-relative), 0 for gettid(2). */
+  tidOffset: 128,
+  /** u64: calls whose return could not be tracked (see the module's comment). */
+  untracked: 192,
+  /** u8 per probe index: whether its entry trampoline swaps return addresses. */
+  returns: 1024,
+  /** u64 per probe index: hits not recorded because the ring was full. */
+  lost: 4096,
+  /** The most probe indexes one ring serves. */
+  maxProbes: 1024,
+  /** u32 per thread slot: the thread id that holds it (0: free). */
+  shadowTids: 4096 + 8 * 1024,
+  /** The thread slots (SHADOW.threads of SHADOW.slotBytes). */
+  shadowSlots: 4096 + 8 * 1024 + 4096,
+  /** Where the records start. */
+  records: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes,
+} as const;
+
+/** Words of the stack a record keeps (the return address, then stack-passed arguments). */
+export const STACK_WORDS = 4;
+
+/** What a record is: RECORD.probe's top byte. */
+export const RECORD_KIND = {
+  /** A function's entry; its return is not tracked. */
+  entry: 0,
+  /** A function's entry whose return address was swapped: a `return` record will follow. */
+  entryWithReturn: 1,
+  /** A return through the return trampoline (the probe index is the entry's). */
+  return: 2,
+} as const;
+
+/** The registers a record holds, in order, from RECORD.regs. */
+export const RECORD_REGS = [
+  'rax',
+  'rbx',
+  'rcx',
+  'rdx',
+  'rsi',
+  'rdi',
+  'rbp',
+  'rsp',
+  'r8',
+  'r9',
+  'r10',
+  'r11',
+  'r12',
+  'r13',
+  'r14',
+  'r15',
+] as const;
+
+/** One record's layout. */
+export const RECORD = {
+  /** u64: index + 1 once written. */
+  seq: 0,
+  /** u32: the probe index (low 24 bits), RECORD_KIND (top 8). */
+  probe: 8,
+  /** u32. */
+  tid: 12,
+  /** u64: rdtsc. */
+  tsc: 16,
+  /** u64 each, RECORD_REGS. */
+  regs: 24,
+  /** u64 each, STACK_WORDS words (see the module's comment). */
+  stack: 24 + 8 * RECORD_REGS.length,
+  /** u64. */
+  rflags: 24 + 8 * RECORD_REGS.length + 8 * STACK_WORDS,
+  bytes: 192,
+} as const;
+
+if (RECORD.rflags + 8 > RECORD.bytes) throw new Error('RECORD: its fields do not fit in it');
+
+/** What one entry trampoline needs to know. */
+export interface EntryTrampolineSpec {
+  /** Where the trampoline is written. */
+  readonly at: bigint;
+  /** The ring area in the target. */
+  readonly ring: bigint;
+  /** Records in the ring: a power of two. */
+  readonly capacity: number;
+  /** The probe's index (RECORD.probe; RING.lost + 8 * index). */
+  readonly probe: number;
+  /** The process's return trampoline (see buildReturnTrampoline()). */
+  readonly returnTrampoline: bigint;
+  /** The function's first instructions, re-encoded to run at `at + relocatedOffset(...)`. */
+  readonly relocated: Uint8Array;
+  /** Where the function goes on after them. */
+  readonly back: bigint;
+}
+
+/** The stack below the entry %rsp the trampolines never touch (the red zone). */
+const RED_ZONE = 128;
+
+/** Register numbers as the encoding has them. */
+const REG = {
+  rax: 0,
+  rcx: 1,
+  rdx: 2,
+  rbx: 3,
+  rsp: 4,
+  rbp: 5,
+  rsi: 6,
+  rdi: 7,
+  r8: 8,
+  r9: 9,
+  r10: 10,
+  r11: 11,
+  r12: 12,
+  r13: 13,
+  r14: 14,
+  r15: 15,
+} as const;
+
+/** What the trampolines push, in order (after the flags). */
+const PUSHED_REGS = ['rax', 'rcx', 'rdx', 'rsi', 'rdi', 'r8', 'r9', 'r10', 'r11'] as const;
+/** Where each pushed register (and the flags) is from %rsp once everything is pushed. */
+const SAVED: Record<string, number> = Object.fromEntries([
+  ...PUSHED_REGS.map((name, i) => [name, 8 * (PUSHED_REGS.length - 1 - i)]),
+  ['rflags', 8 * PUSHED_REGS.length],
+]);
+/** The bytes pushed: the flags and PUSHED_REGS. */
+const PUSHED = 8 * (PUSHED_REGS.length + 1);
+/** %rsp as it was before the trampoline ran, from %rsp once everything is pushed. */
+const ENTRY_RSP = PUSHED + RED_ZONE;
+
+function le32(value: number): number[] {
+  const bytes = new Uint8Array(4);
+  new DataView(bytes.buffer).setInt32(0, value | 0, true);
+  return [...bytes];
+}
+
+function le64(value: bigint): number[] {
+  const bytes = new Uint8Array(8);
+  new DataView(bytes.buffer).setBigUint64(0, BigInt.asUintN(64, value), true);
+  return [...bytes];
+}
+
+/** A memory operand `[base + index*scale + disp32]`. */
+interface Mem {
+  readonly base: number;
+  readonly index?: number;
+  readonly scale?: 1 | 2 | 4 | 8;
+  readonly disp: number;
+}
+
+const SCALE_BITS = { 1: 0, 2: 1, 4: 2, 8: 3 } as const;
+
+/**
+ * One instruction `prefix opcode ModRM [SIB] [disp32]`: `reg` is the ModRM reg field (a
+ * register, or an opcode extension), `rm` a register or memory (always with a 32-bit
+ * displacement: every trampoline has the same length whatever its addresses).
+ */
+function encode(
+  opcode: readonly number[],
+  reg: number,
+  rm: number | Mem,
+  wide: boolean,
+  prefix: readonly number[] = [],
+): number[] {
+  let rex = 0x40 | (wide ? 8 : 0) | (reg >= 8 ? 4 : 0);
+  let tail: number[];
+  if (typeof rm === 'number') {
+    rex |= rm >= 8 ? 1 : 0;
+    tail = [0xc0 | ((reg & 7) << 3) | (rm & 7)];
+  } else {
+    const { base, index, scale = 1, disp } = rm;
+    rex |= (base >= 8 ? 1 : 0) | (index !== undefined && index >= 8 ? 2 : 0);
+    if (index !== undefined || (base & 7) === REG.rsp) {
+      const sib = (SCALE_BITS[scale] << 6) | (((index ?? REG.rsp) & 7) << 3) | (base & 7);
+      tail = [0x84 | ((reg & 7) << 3), sib, ...le32(disp)];
+    } else {
+      tail = [0x80 | ((reg & 7) << 3) | (base & 7), ...le32(disp)];
+    }
+  }
+  return [...prefix, ...(rex === 0x40 ? [] : [rex]), ...opcode, ...tail];
+}
+
+/** Condition codes of `jcc`. */
+const CC = { b: 2, ae: 3, e: 4, ne: 5, be: 6, a: 7 } as const;
+
+/** Machine code with labels (every jump is rel32: lengths never depend on distances). */
+class Code {
+  readonly bytes: number[] = [];
+  readonly #labels = new Map<string, number>();
+  readonly #fixups: { at: number; label: string }[] = [];
+
+  get length(): number {
+    return this.bytes.length;
+  }
+
+  emit(...bytes: number[]): void {
+    this.bytes.push(...bytes);
+  }
+
+  label(name: string): void {
+    if (this.#labels.has(name)) throw new Error(`label ${name} twice`);
+    this.#labels.set(name, this.bytes.length);
+  }
+
+  #rel32(label: string): void {
+    this.#fixups.push({ at: this.bytes.length, label });
+    this.emit(0, 0, 0, 0);
+  }
+
+  jmp(label: string): void {
+    this.emit(0xe9);
+    this.#rel32(label);
+  }
+
+  jcc(cc: keyof typeof CC, label: string): void {
+    this.emit(0x0f, 0x80 + CC[cc]);
+    this.#rel32(label);
+  }
+
+  push(reg: number): void {
+    this.emit(...(reg >= 8 ? [0x41, 0x50 + (reg & 7)] : [0x50 + reg]));
+  }
+
+  pop(reg: number): void {
+    this.emit(...(reg >= 8 ? [0x41, 0x58 + (reg & 7)] : [0x58 + reg]));
+  }
+
+  /** `mov reg, [mem]` (64-bit, or 32-bit zero-extended). */
+  load(reg: number, mem: Mem, wide = true): void {
+    this.emit(...encode([0x8b], reg, mem, wide));
+  }
+
+  /** `mov [mem], reg`. */
+  store(mem: Mem, reg: number, wide = true): void {
+    this.emit(...encode([0x89], reg, mem, wide));
+  }
+
+  /** `mov dword/qword [mem], imm32`. */
+  storeImm(mem: Mem, value: number, wide: boolean): void {
+    this.emit(...encode([0xc7], 0, mem, wide), ...le32(value));
+  }
+
+  /** `mov dst, src` (64-bit). */
+  move(dst: number, src: number): void {
+    this.emit(...encode([0x89], src, dst, true));
+  }
+
+  lea(reg: number, mem: Mem): void {
+    this.emit(...encode([0x8d], reg, mem, true));
+  }
+
+  movabs(reg: number, value: bigint): void {
+    this.emit(0x48 | (reg >= 8 ? 1 : 0), 0xb8 + (reg & 7), ...le64(value));
+  }
+
+  /** `cmp [mem], reg`: the flags of [mem] - reg. */
+  compareMem(mem: Mem, reg: number, wide = true): void {
+    this.emit(...encode([0x39], reg, mem, wide));
+  }
+
+  /** `cmp a, b`: the flags of a - b. */
+  compare(a: number, b: number, wide = true): void {
+    this.emit(...encode([0x39], b, a, wide));
+  }
+
+  /** `cmp reg, imm32`. */
+  compareImm(reg: number, value: number, wide = true): void {
+    this.emit(...encode([0x81], 7, reg, wide), ...le32(value));
+  }
+
+  /** `cmp byte [mem], imm8`. */
+  compareByte(mem: Mem, value: number): void {
+    this.emit(...encode([0x80], 7, mem, false), value & 0xff);
+  }
+
+  /** `op reg, imm32` for add (0), or (1), and (4), sub (5). */
+  arithImm(op: 0 | 1 | 4 | 5, reg: number, value: number, wide = true): void {
+    this.emit(...encode([0x81], op, reg, wide), ...le32(value));
+  }
+
+  shiftLeft(reg: number, bits: number, wide = true): void {
+    this.emit(...encode([0xc1], 4, reg, wide), bits);
+  }
+
+  test(a: number, b: number): void {
+    this.emit(...encode([0x85], b, a, true));
+  }
+
+  increment(reg: number, wide = true): void {
+    this.emit(...encode([0xff], 0, reg, wide));
+  }
+
+  decrement(reg: number): void {
+    this.emit(...encode([0xff], 1, reg, true));
+  }
+
+  zero(reg: number): void {
+    this.emit(...encode([0x31], reg, reg, false));
+  }
+
+  lockIncrement(mem: Mem): void {
+    this.emit(...encode([0xff], 0, mem, true, [0xf0]));
+  }
+
+  /** `lock cmpxchg [mem], reg`. */
+  lockCompareExchange(mem: Mem, reg: number, wide: boolean): void {
+    this.emit(...encode([0x0f, 0xb1], reg, mem, wide, [0xf0]));
+  }
+
+  finish(): number[] {
+    for (const { at, label } of this.#fixups) {
+      const target = this.#labels.get(label);
+      if (target === undefined) throw new Error(`label ${label} not placed`);
+      this.bytes.splice(at, 4, ...le32(target - (at + 4)));
+    }
+    return this.bytes;
+  }
+}
+
+const { rax, rcx, rdx, rsi, rdi, rsp, r8, r9, r10, r11 } = REG;
+
+/** Leave the red zone alone, save the flags and every register the trampoline uses. */
+function saveAll(code: Code): void {
+  code.lea(rsp, { base: rsp, disp: -RED_ZONE });
+  code.emit(0x9c); // pushfq
+  for (const name of PUSHED_REGS) code.push(REG[name]);
+}
+
+/** Put back what saveAll() saved (the red zone is skipped back by the caller). */
+function restoreAll(code: Code): void {
+  for (const name of [...PUSHED_REGS].reverse()) code.pop(REG[name]);
+  code.emit(0x9d); // popfq
+}
+
+/**
+ * Claim the next record (rdi: the ring): rsi its address, r8 the seq that publishes it;
+ * to `full` when the ring has no room. Clobbers rax, rcx, rdx.
+ */
+function claimRecord(code: Code, capacity: number, prefix: string): void {
+  code.label(`${prefix}retry`);
+  code.load(rax, { base: rdi, disp: RING.head });
+  code.load(rcx, { base: rdi, disp: RING.tail });
+  code.move(rdx, rax);
+  code.emit(...encode([0x29], rcx, rdx, true)); // sub rdx,rcx
+  code.compareImm(rdx, capacity);
+  code.jcc('ae', `${prefix}full`);
+  code.lea(rdx, { base: rax, disp: 1 });
+  code.lockCompareExchange({ base: rdi, disp: RING.head }, rdx, true);
+  code.jcc('ne', `${prefix}retry`);
+  code.move(rsi, rax);
+  code.arithImm(4, rsi, capacity - 1);
+  code.emit(...encode([0x69], rsi, rsi, true), ...le32(RECORD.bytes)); // imul rsi,rsi,bytes
+  code.lea(rsi, { base: rdi, index: rsi, disp: RING.records });
+  code.move(r8, rdx);
+}
+
+/** eax: the thread's id, from its TCB once its place is known, else gettid(2) (clobbers rcx, r11). */
+function threadId(code: Code, prefix: string): void {
+  code.load(rax, { base: rdi, disp: RING.tidOffset });
+  code.test(rax, rax);
+  code.jcc('e', `${prefix}gettid`);
+  code.emit(0x64, 0x8b, 0x00); // mov eax,fs:[rax]
+  code.jmp(`${prefix}tid`);
+  code.label(`${prefix}gettid`);
+  code.emit(0xb8, ...le32(186)); // mov eax,SYS_gettid
+  code.emit(0x0f, 0x05); // syscall
+  code.label(`${prefix}tid`);
+}
+
+/**
+ * r9: the shadow slot of the thread whose id is in eax (r11 gets the id), found in its
+ * bucket, or (`claim`) a free one of the bucket taken for it; to `none` when there is
+ * none. After a claim the bucket is searched again from its start, so that a slot a signal
+ * handler of the same thread claimed meanwhile is the one both use. Clobbers rax, rcx.
+ */
+function shadowSlot(code: Code, claim: boolean, none: string, prefix: string): void {
+  const tids = (index: number): Mem => ({
+    base: rdi,
+    index,
+    scale: 4,
+    disp: RING.shadowTids,
+  });
+  code.emit(...encode([0x89], rax, r11, false)); // mov r11d,eax
+  code.label(`${prefix}search`);
+  code.emit(...encode([0x89], r11, rcx, false)); // mov ecx,r11d
+  code.arithImm(4, rcx, SHADOW.threads / SHADOW.bucket - 1, false);
+  code.shiftLeft(rcx, Math.log2(SHADOW.bucket), false);
+  code.lea(r9, { base: rcx, disp: SHADOW.bucket });
+  code.label(`${prefix}find`);
+  code.compareMem(tids(rcx), r11, false);
+  code.jcc('e', `${prefix}found`);
+  code.increment(rcx, false);
+  code.compare(rcx, r9, false);
+  code.jcc('b', `${prefix}find`);
+  if (claim) {
+    code.arithImm(5, rcx, SHADOW.bucket, false);
+    code.label(`${prefix}claim`);
+    code.zero(rax);
+    code.lockCompareExchange(tids(rcx), r11, false);
+    code.jcc('e', `${prefix}search`);
+    code.increment(rcx, false);
+    code.compare(rcx, r9, false);
+    code.jcc('b', `${prefix}claim`);
+  }
+  code.jmp(none);
+  code.label(`${prefix}found`);
+  code.move(r9, rcx);
+  code.shiftLeft(r9, Math.log2(SHADOW.slotBytes));
+  code.lea(r9, { base: rdi, index: r9, disp: RING.shadowSlots });
+}
+
+/** Store the registers as the saved ones and the live ones are, with %rsp from `rspFrom`. */
+function storeRegisters(code: Code, rspFrom: Mem): void {
+  for (const [i, name] of RECORD_REGS.entries()) {
+    const disp = RECORD.regs + 8 * i;
+    if (name === 'rsp') {
+      code.lea(rax, rspFrom);
+      code.store({ base: rsi, disp }, rax);
+    } else if (name in SAVED) {
+      code.load(rax, { base: rsp, disp: SAVED[name]! });
+      code.store({ base: rsi, disp }, rax);
+    } else {
+      code.store({ base: rsi, disp }, REG[name]);
+    }
+  }
+  code.load(rax, { base: rsp, disp: SAVED.rflags! });
+  code.store({ base: rsi, disp: RECORD.rflags }, rax);
+}
+
+/** Store the TSC in the record (clobbers rax, rdx). */
+function storeTsc(code: Code): void {
+  code.emit(0x0f, 0x31); // rdtsc
+  code.shiftLeft(rdx, 32);
+  code.emit(...encode([0x09], rdx, rax, true)); // or rax,rdx
+  code.store({ base: rsi, disp: RECORD.tsc }, rax);
+}
+
+/**
+ * Swap the return address for the return trampoline when the probe asks for its returns,
+ * pushing the real one on the thread's shadow stack: ecx gets the record's kind (shifted
+ * into place). The thread id is in the record already. Clobbers rax, rcx, rdx, r9-r11.
+ */
+function swapReturn(code: Code, probe: number, returnTrampoline: bigint): void {
+  const entry = (at: number): Mem => ({ base: r11, disp: at });
+  code.compareByte({ base: rdi, disp: RING.returns + probe }, 0);
+  code.jcc('e', 'plain');
+  code.load(rdx, { base: rsp, disp: ENTRY_RSP });
+  code.movabs(rax, returnTrampoline);
+  // A tail call from a function whose return is swapped already: that one returns for both.
+  code.compare(rdx, rax);
+  code.jcc('e', 'untracked');
+  code.load(rax, { base: rsi, disp: RECORD.tid }, false);
+  shadowSlot(code, true, 'untracked', 'e_');
+  code.lea(r10, { base: rsp, disp: ENTRY_RSP });
+  // Entries at or below this stack pointer are calls a longjmp or an unwind left.
+  code.label('trim');
+  code.load(rcx, { base: r9, disp: 0 });
+  code.test(rcx, rcx);
+  code.jcc('e', 'push');
+  code.move(rax, rcx);
+  code.shiftLeft(rax, Math.log2(SHADOW.entryBytes));
+  code.compareMem({ base: r9, index: rax, disp: SHADOW.entries - SHADOW.entryBytes + 8 }, r10);
+  code.jcc('a', 'push');
+  code.decrement(rcx);
+  code.store({ base: r9, disp: 0 }, rcx);
+  code.jmp('trim');
+  code.label('push');
+  code.compareImm(rcx, SHADOW_DEPTH);
+  code.jcc('ae', 'untracked');
+  code.move(rax, rcx);
+  code.shiftLeft(rax, Math.log2(SHADOW.entryBytes));
+  code.lea(r11, { base: r9, index: rax, disp: SHADOW.entries });
+  const fill = () => {
+    code.store(entry(0), rdx);
+    code.store(entry(8), r10);
+    code.storeImm(entry(16), probe, false);
+  };
+  fill();
+  code.lea(rax, { base: rcx, disp: 1 });
+  code.store({ base: r9, disp: 0 }, rax);
+  fill();
+  code.movabs(rax, returnTrampoline);
+  code.store({ base: r10, disp: 0 }, rax);
+  code.emit(0xb9, ...le32(RECORD_KIND.entryWithReturn << 24)); // mov ecx,kind
+  code.jmp('kind');
+  code.label('untracked');
+  code.lockIncrement({ base: rdi, disp: RING.untracked });
+  code.label('plain');
+  code.zero(rcx);
+  code.label('kind');
+}
+
+/** The code that records an entry and restores every register, up to the relocated instructions. */
+function entryBody(
+  ring: bigint,
+  capacity: number,
+  probe: number,
+  returnTrampoline: bigint,
+): number[] {
+  const code = new Code();
+  saveAll(code);
+  code.movabs(rdi, ring);
+  claimRecord(code, capacity, '');
+  threadId(code, '');
+  code.store({ base: rsi, disp: RECORD.tid }, rax, false);
+  storeTsc(code);
+  storeRegisters(code, { base: rsp, disp: ENTRY_RSP });
+  for (let i = 0; i < STACK_WORDS; i++) {
+    code.load(rax, { base: rsp, disp: ENTRY_RSP + 8 * i });
+    code.store({ base: rsi, disp: RECORD.stack + 8 * i }, rax);
+  }
+  swapReturn(code, probe, returnTrampoline);
+  code.arithImm(1, rcx, probe, false);
+  code.store({ base: rsi, disp: RECORD.probe }, rcx, false);
+  code.store({ base: rsi, disp: RECORD.seq }, r8); // publish
+  code.jmp('done');
+  code.label('full');
+  code.lockIncrement({ base: rdi, disp: RING.lost + 8 * probe });
+  code.label('done');
+  restoreAll(code);
+  code.lea(rsp, { base: rsp, disp: RED_ZONE });
+  return code.finish();
+}
+
+/** The offset in an entry trampoline where the relocated instructions go (always the same). */
+export function relocatedOffset(): number {
+  return entryBody(0n, 1, 0, 0n).length;
+}
+
+/**
+ * An entry trampoline's bytes: record the hit (and swap the return address when the probe's
+ * returns are wanted), restore, run the relocated instructions (which must have been
+ * planned for `at + relocatedOffset()`), jump back to `back`.
+ */
+export function buildEntryTrampoline(spec: EntryTrampolineSpec): Uint8Array {
+  if (spec.capacity <= 0 || (spec.capacity & (spec.capacity - 1)) !== 0) {
+    throw new RangeError(`ring capacity ${spec.capacity} is not a power of two`);
+  }
+  if (spec.probe < 0 || spec.probe >= RING.maxProbes) {
+    throw new RangeError(`probe index ${spec.probe} is outside 0..${RING.maxProbes - 1}`);
+  }
+  const code = entryBody(spec.ring, spec.capacity, spec.probe, spec.returnTrampoline);
+  code.push(...spec.relocated);
+  code.push(...jumpBack(spec.at + BigInt(code.length), spec.back));
+  return Uint8Array.from(code);
+}
+
+/**
+ * The return trampoline of a process's ring: where a call whose return address an entry
+ * trampoline swapped returns to. It pops the thread's shadow stack to the call's entry (by
+ * stack pointer), records the return, and returns to the real address (put back where the
+ * return address was, so that the stack is as an untraced return leaves it). No entry for
+ * the call (which cannot be, short of a program that rewrites its own stack) ends in `ud2`:
+ * there is no address to go on from.
+ */
+export function buildReturnTrampoline(ring: bigint, capacity: number): Uint8Array {
+  const code = new Code();
+  saveAll(code);
+  code.movabs(rdi, ring);
+  threadId(code, 'r_');
+  shadowSlot(code, false, 'bad', 'r_');
+  // The return popped our address: the call's entry stack pointer is 8 below.
+  code.lea(r10, { base: rsp, disp: ENTRY_RSP - 8 });
+  code.label('pop');
+  code.load(rcx, { base: r9, disp: 0 });
+  code.test(rcx, rcx);
+  code.jcc('e', 'bad');
+  code.move(rax, rcx);
+  code.shiftLeft(rax, Math.log2(SHADOW.entryBytes));
+  code.lea(rdx, { base: r9, index: rax, disp: SHADOW.entries - SHADOW.entryBytes });
+  code.compareMem({ base: rdx, disp: 8 }, r10);
+  code.jcc('e', 'match');
+  // A call made after this one and not returned from: a longjmp or an unwind left it.
+  code.decrement(rcx);
+  code.store({ base: r9, disp: 0 }, rcx);
+  code.jmp('pop');
+  code.label('match');
+  code.load(rax, { base: rdx, disp: 0 });
+  code.store({ base: r10, disp: 0 }, rax);
+  code.load(r8, { base: rdx, disp: 16 }, false);
+  code.decrement(rcx);
+  code.store({ base: r9, disp: 0 }, rcx);
+  code.emit(...encode([0x89], r8, r9, false)); // mov r9d,r8d: the probe index
+  claimRecord(code, capacity, 'r_');
+  code.emit(...encode([0x89], r9, rax, false)); // mov eax,r9d
+  code.arithImm(1, rax, RECORD_KIND.return << 24, false);
+  code.store({ base: rsi, disp: RECORD.probe }, rax, false);
+  code.store({ base: rsi, disp: RECORD.tid }, r11, false);
+  storeTsc(code);
+  storeRegisters(code, { base: r10, disp: 8 });
+  code.load(rax, { base: r10, disp: 0 });
+  code.store({ base: rsi, disp: RECORD.stack }, rax);
+  code.store({ base: rsi, disp: RECORD.stack + 8 }, r10);
+  for (let i = 2; i < STACK_WORDS; i++) {
+    code.load(rax, { base: r10, disp: 8 * (i - 1) });
+    code.store({ base: rsi, disp: RECORD.stack + 8 * i }, rax);
+  }
+  code.store({ base: rsi, disp: RECORD.seq }, r8); // publish
+  code.jmp('done');
+  code.label('r_full');
+  code.lockIncrement({ base: rdi, index: r9, scale: 8, disp: RING.lost });
+  code.label('done');
+  restoreAll(code);
+  // %rsp to where the real return address now is, and return to it.
+  code.lea(rsp, { base: rsp, disp: RED_ZONE - 8 });
+  code.emit(0xc3); // ret
+  code.label('bad');
+  code.emit(0x0f, 0x0b); // ud2
+  return Uint8Array.from(code.finish());
+}
+
+/** The bytes a trampoline takes at most (its body, 15 x 3 relocated bytes, the jump back). */
+export const TRAMPOLINE_MAX_BYTES = 1024;

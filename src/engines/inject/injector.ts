@@ -1,0 +1,645 @@
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import {
+  buildEntryTrampoline,
+  buildReturnTrampoline,
+  jumpRel32,
+  planEntryPatch,
+  RECORD,
+  RECORD_KIND,
+  RECORD_REGS,
+  RING,
+  relocatedOffset,
+  SHADOW,
+  SHADOW_DEPTH,
+  STACK_WORDS,
+  TRAMPOLINE_MAX_BYTES,
+} from '../../arch/index.js';
+import { ProbeError } from '../../errors/index.js';
+import { loadNative, type NativeMemory, SYSCALL, USER_REGS } from '../../native/index.js';
+import type { InlineHit, InlineHooks } from '../ptrace/inline-hooks.js';
+import { Registers } from '../ptrace/registers.js';
+import { SIGTRAP, type Tracee } from '../ptrace/tracee.js';
+import { XolArea } from '../ptrace/xol-area.js';
+import { TscClock } from './tsc-clock.js';
+
+/** How deep one thread's calls are tracked for their returns, and how many threads at once. */
+export const RETURN_LIMITS = { depth: SHADOW_DEPTH, threads: SHADOW.threads } as const;
+
+/** Records in a ring by default: 64 Ki (12 MiB), a burst of about 6 ms at 10 M hits/s. */
+export const DEFAULT_RING_RECORDS = 1 << 16;
+
+const PROT_READ_WRITE = 3n;
+const MAP_SHARED = 1n;
+const MFD_CLOEXEC = 1n;
+/** Where glibc keeps a thread's id in its TCB (struct pthread's tid) on x86-64. */
+const GLIBC_TID_OFFSET = 0x2d0;
+/** How many times every thread is stopped to find the thread id in the TCB, at most. */
+const TID_TRIES = 3;
+/** How far into the TCB the thread id is looked for. */
+const TCB_SCAN_BYTES = 0x1000;
+/** The trap flag of %rflags (single-step). */
+const TRAP_FLAG = 0x100n;
+/** Steps a thread may take to leave an entry trampoline's recording part (about 150 instructions). */
+const MAX_STEPS = 1000;
+/** Steps a thread may take to leave the return trampoline (it may pop a whole shadow stack). */
+const MAX_RETURN_STEPS = 8 * SHADOW_DEPTH + 1000;
+
+/** Where each register is in a record and in `struct user_regs_struct`: pairs of byte offsets. */
+const REGISTER_COPY: readonly number[] = [
+  ...RECORD_REGS.flatMap((name, i) => [RECORD.regs + 8 * i, USER_REGS[name]]),
+  RECORD.rflags,
+  USER_REGS.eflags,
+];
+
+/** A hooked function. */
+interface Hook {
+  readonly vaddr: bigint;
+  readonly index: number;
+  readonly trampoline: bigint;
+  readonly original: Uint8Array;
+  readonly patch: Uint8Array;
+  /** Where the relocated instructions start in the trampoline, and what they stand for. */
+  readonly relocatedAt: bigint;
+  readonly relocatedEnd: bigint;
+  readonly map: readonly { readonly offset: number; readonly vaddr: bigint }[];
+}
+
+/** The ring shared with the process: a memfd both map. */
+interface Ring {
+  readonly vaddr: bigint;
+  readonly sizeBytes: number;
+  readonly local: NativeMemory;
+  readonly u64: BigUint64Array;
+  readonly u32: Uint32Array;
+  readonly u8: Uint8Array;
+  /** Where calls whose return address is swapped return to (see arch's trampoline.ts). */
+  readonly returnTrampoline: bigint;
+  tail: number;
+}
+
+export interface InjectorOptions {
+  /** Records the ring holds (a power of two; default DEFAULT_RING_RECORDS). */
+  readonly ringRecords?: number | undefined;
+}
+
+/**
+ * The inline hooks of one traced process (the `inject` engine): a code page and a ring
+ * buffer mapped into it over ptrace, a trampoline per hooked function written there, and a
+ * `jmp` patched over the function's first instructions. The trampolines record each hit
+ * (registers, a few stack words, thread id, TSC) in the ring, which upscope reads in place;
+ * nothing stops the thread. See arch's trampoline.ts for the code and the ring's protocol.
+ */
+export class Injector implements InlineHooks {
+  readonly #tracee: Tracee;
+  readonly #capacity: number;
+  #xol: XolArea;
+  #ring: Ring | undefined;
+  readonly #hooks = new Map<bigint, Hook>();
+  /** Hooks removed whose trampoline may still be run by a thread (kept mapped). */
+  #retired: Hook[] = [];
+  /** Hooked address by probe index (indexes are not reused within a ring). */
+  #byIndex: (bigint | undefined)[] = [];
+  #lostSeen: number[] = [];
+  #untrackedSeen = 0;
+  #clock: TscClock | undefined;
+  #tidTries = 0;
+  #tidKnown = false;
+
+  /** A factory for ProcessProbes' `inline` option. */
+  static factory(options: InjectorOptions = {}): (tracee: Tracee) => Injector {
+    return (tracee) => new Injector(tracee, options);
+  }
+
+  constructor(tracee: Tracee, options: InjectorOptions = {}) {
+    this.#tracee = tracee;
+    const records = options.ringRecords ?? DEFAULT_RING_RECORDS;
+    if (records <= 0 || (records & (records - 1)) !== 0) {
+      throw new ProbeError(
+        'ERR_USAGE',
+        `Cannot size the ring at ${records} records: give a power of two`,
+      );
+    }
+    this.#capacity = records;
+    this.#xol = new XolArea(tracee, TRAMPOLINE_MAX_BYTES);
+  }
+
+  has(vaddr: bigint): boolean {
+    return this.#hooks.has(vaddr);
+  }
+
+  place(
+    vaddr: bigint,
+    jumpTargets: readonly bigint[] | undefined,
+    tid: number,
+    pcs: readonly bigint[],
+  ): string | undefined {
+    if (this.#hooks.has(vaddr)) return undefined;
+    if (this.#byIndex.length >= RING.maxProbes) {
+      return `one process takes at most ${RING.maxProbes} inline hooks`;
+    }
+    const tracee = this.#tracee;
+    let code: Uint8Array;
+    try {
+      code = tracee.read(vaddr, 32);
+    } catch (err) {
+      if (!(err instanceof ProbeError)) throw err;
+      code = tracee.read(vaddr, 16);
+    }
+    if (code[0] === 0xcc) return "its first byte is an int3 (another tracer's breakpoint)";
+    const trampoline = this.#xol.take(vaddr, tid);
+    const relocatedAt = trampoline + BigInt(relocatedOffset());
+    const plan = planEntryPatch(code, vaddr, relocatedAt, jumpTargets);
+    if (plan.kind === 'refuse') {
+      this.#xol.release(trampoline);
+      return plan.reason;
+    }
+    const end = vaddr + BigInt(plan.length);
+    const inside = pcs.find((pc) => pc > vaddr && pc < end);
+    if (inside !== undefined) {
+      this.#xol.release(trampoline);
+      return `a thread is stopped inside its first ${plan.length} bytes (at 0x${inside.toString(16)})`;
+    }
+    const jump = jumpRel32(vaddr, trampoline);
+    if (jump === undefined) {
+      this.#xol.release(trampoline);
+      return 'no trampoline page could be mapped within 2 GiB of it';
+    }
+    const ring = this.#ring ?? this.#mapRing(tid, trampoline);
+    const index = this.#byIndex.length;
+    const bytes = buildEntryTrampoline({
+      at: trampoline,
+      ring: ring.vaddr,
+      capacity: this.#capacity,
+      probe: index,
+      returnTrampoline: ring.returnTrampoline,
+      relocated: plan.relocated,
+      back: end,
+    });
+    this.#xol.fill(trampoline, bytes);
+    const patch = new Uint8Array(plan.length).fill(0x90);
+    patch.set(jump);
+    this.#byIndex.push(vaddr);
+    this.#lostSeen.push(0);
+    this.#hooks.set(vaddr, {
+      vaddr,
+      index,
+      trampoline,
+      original: code.slice(0, plan.length),
+      patch,
+      relocatedAt,
+      relocatedEnd: relocatedAt + BigInt(plan.length),
+      map: plan.map,
+    });
+    // Every thread is stopped and none is inside these bytes: the jump is never seen half
+    // written. The kernel's resume of each thread orders its instruction fetches after this.
+    tracee.write(vaddr, patch);
+    return undefined;
+  }
+
+  setReturns(vaddr: bigint, on: boolean): void {
+    const hook = this.#hooks.get(vaddr);
+    const ring = this.#ring;
+    if (hook === undefined || ring === undefined) return;
+    Atomics.store(ring.u8, RING.returns + hook.index, on ? 1 : 0);
+  }
+
+  remove(vaddr: bigint): void {
+    const hook = this.#hooks.get(vaddr);
+    if (hook === undefined) return;
+    this.setReturns(vaddr, false);
+    this.#hooks.delete(vaddr);
+    this.#retired.push(hook);
+    this.#restore(hook);
+  }
+
+  /** Put a hooked function's bytes back, where our patch is still what is there. */
+  #restore(hook: Hook): void {
+    let now: Uint8Array;
+    try {
+      now = this.#tracee.read(hook.vaddr, hook.patch.length);
+    } catch (err) {
+      if (err instanceof ProbeError) return;
+      throw err;
+    }
+    if (now.every((b, i) => b === hook.patch[i])) this.#tracee.write(hook.vaddr, hook.original);
+  }
+
+  /** Map the ring: a memfd made in the process, mapped there and here, then closed there. */
+  #mapRing(tid: number, near: bigint): Ring {
+    const tracee = this.#tracee;
+    // The shadow stacks' pages are allocated only as threads touch them.
+    const sizeBytes = RING.records + this.#capacity * RECORD.bytes;
+    // The memfd's name, written where the process can read it: a slot of the code page.
+    const nameAt = this.#xol.take(near, tid);
+    this.#xol.fill(nameAt, new TextEncoder().encode('upscope-inject\0'));
+    const check = (result: bigint, what: string): bigint => {
+      if (result < 0n) {
+        throw new ProbeError(
+          'ERR_TARGET_MEMORY',
+          `Cannot map the inject engine's ring buffer into process ${tracee.pid}: ${what} failed with errno ${-result}`,
+        );
+      }
+      return result;
+    };
+    const fd = check(
+      tracee.injectSyscall(tid, SYSCALL.memfd_create, [nameAt, MFD_CLOEXEC]),
+      'memfd_create',
+    );
+    try {
+      check(tracee.injectSyscall(tid, SYSCALL.ftruncate, [fd, BigInt(sizeBytes)]), 'ftruncate');
+      const vaddr = check(
+        tracee.injectSyscall(tid, SYSCALL.mmap, [
+          0n,
+          BigInt(sizeBytes),
+          PROT_READ_WRITE,
+          MAP_SHARED,
+          fd,
+          0n,
+        ]),
+        'mmap',
+      );
+      const native = loadNative();
+      const own = openSync(`/proc/${tracee.pid}/fd/${fd}`, 'r+');
+      let local: NativeMemory | number;
+      try {
+        local = native.mmap(sizeBytes, Number(PROT_READ_WRITE), own, 0);
+      } finally {
+        closeSync(own);
+      }
+      if (typeof local === 'number') {
+        tracee.injectSyscall(tid, SYSCALL.munmap, [vaddr, BigInt(sizeBytes)]);
+        check(BigInt(local), 'mmap in upscope');
+        throw new Error('unreachable');
+      }
+      const buffer = local.bytes.buffer;
+      const offset = local.bytes.byteOffset;
+      const returnTrampoline = this.#xol.take(near, tid);
+      this.#xol.fill(returnTrampoline, buildReturnTrampoline(vaddr, this.#capacity));
+      this.#ring = {
+        vaddr,
+        sizeBytes,
+        local,
+        u64: new BigUint64Array(buffer, offset, sizeBytes / 8),
+        u32: new Uint32Array(buffer, offset, sizeBytes / 4),
+        u8: new Uint8Array(buffer, offset, sizeBytes),
+        returnTrampoline,
+        tail: 0,
+      };
+      this.#clock = new TscClock(native);
+      return this.#ring;
+    } finally {
+      tracee.injectSyscall(tid, SYSCALL.close, [fd]);
+    }
+  }
+
+  drain(visit: (hit: InlineHit) => void): boolean {
+    const ring = this.#ring;
+    if (ring === undefined) return true;
+    const clock = this.#clock!;
+    clock.update();
+    const { u32, u64, local } = ring;
+    const bytes = local.bytes;
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const mask = this.#capacity - 1;
+    let tail = ring.tail;
+    const started = tail;
+    // Only the records claimed before the drain began: threads that record as fast as they
+    // are read would otherwise keep it going for ever (poll() comes back for the rest).
+    const end = Number(Atomics.load(u64, RING.head / 8));
+    while (tail < end) {
+      const at = RING.records + (tail & mask) * RECORD.bytes;
+      // The record's seq (its low word is enough: records are never 2^32 apart) is written
+      // last: once it says this record, the rest is there.
+      if (Atomics.load(u32, at / 4) !== (tail + 1) >>> 0) break;
+      const word = view.getUint32(at + RECORD.probe, true);
+      const index = word & 0xffffff;
+      const kind = word >>> 24;
+      const vaddr = this.#byIndex[index];
+      if (vaddr !== undefined) {
+        // Word by word (every field is 8-byte aligned in both): no view made per register.
+        const regs = new Registers();
+        const into = new Uint32Array(regs.bytes.buffer);
+        for (let i = 0; i < REGISTER_COPY.length; i += 2) {
+          const from = (at + REGISTER_COPY[i]!) >>> 2;
+          const to = REGISTER_COPY[i + 1]! >>> 2;
+          into[to] = u32[from]!;
+          into[to + 1] = u32[from + 1]!;
+        }
+        const returned = kind === RECORD_KIND.return;
+        // A return's first words: the address returned to, the call's entry stack pointer.
+        regs.rip = returned ? view.getBigUint64(at + RECORD.stack, true) : vaddr;
+        visit({
+          kind: returned ? 'return' : 'entry',
+          vaddr,
+          returns: kind === RECORD_KIND.entryWithReturn,
+          entrySp: returned ? view.getBigUint64(at + RECORD.stack + 8, true) : undefined,
+          tid: view.getUint32(at + RECORD.tid, true),
+          timeNs: clock.toNs(view.getBigUint64(at + RECORD.tsc, true)),
+          regs,
+          stack: returned
+            ? bytes.slice(at + RECORD.stack + 16, at + RECORD.stack + 8 * STACK_WORDS)
+            : bytes.slice(at + RECORD.stack, at + RECORD.stack + 8 * STACK_WORDS),
+        });
+      }
+      tail++;
+      // Give the room back as it is read, so that a long drain does not make the ring full.
+      if ((tail - started) % 1024 === 0) Atomics.store(u64, RING.tail / 8, BigInt(tail));
+    }
+    if (tail !== ring.tail) {
+      ring.tail = tail;
+      Atomics.store(u64, RING.tail / 8, BigInt(tail));
+    }
+    return tail >= end;
+  }
+
+  takeLost(): Map<bigint, number> {
+    const lost = new Map<bigint, number>();
+    const ring = this.#ring;
+    if (ring === undefined) return lost;
+    for (const [index, vaddr] of this.#byIndex.entries()) {
+      if (vaddr === undefined) continue;
+      const now = Number(Atomics.load(ring.u64, RING.lost / 8 + index));
+      const more = now - this.#lostSeen[index]!;
+      if (more > 0) {
+        this.#lostSeen[index] = now;
+        lost.set(vaddr, (lost.get(vaddr) ?? 0) + more);
+      }
+    }
+    return lost;
+  }
+
+  takeUntracked(): number {
+    const ring = this.#ring;
+    if (ring === undefined) return 0;
+    const now = Number(Atomics.load(ring.u64, RING.untracked / 8));
+    const more = now - this.#untrackedSeen;
+    this.#untrackedSeen = now;
+    return more;
+  }
+
+  /** The shadow slot of thread `tid` (see arch's trampoline.ts), if it has one. */
+  #slotOf(tid: number): number | undefined {
+    const ring = this.#ring;
+    if (ring === undefined || tid === 0) return undefined;
+    const first = (tid & (SHADOW.threads / SHADOW.bucket - 1)) * SHADOW.bucket;
+    for (let slot = first; slot < first + SHADOW.bucket; slot++) {
+      if (Atomics.load(ring.u32, RING.shadowTids / 4 + slot) === tid) return slot;
+    }
+    return undefined;
+  }
+
+  /** The entries of a thread slot's shadow stack, outermost first. */
+  #entriesOf(slot: number): { sp: bigint; returnAddress: bigint }[] {
+    const ring = this.#ring!;
+    const base = (RING.shadowSlots + slot * SHADOW.slotBytes) / 8;
+    const depth = Math.min(Number(Atomics.load(ring.u64, base)), SHADOW_DEPTH);
+    const entries: { sp: bigint; returnAddress: bigint }[] = [];
+    for (let i = 0; i < depth; i++) {
+      const at = base + (SHADOW.entries + i * SHADOW.entryBytes) / 8;
+      entries.push({ returnAddress: ring.u64[at]!, sp: ring.u64[at + 1]! });
+    }
+    return entries;
+  }
+
+  /**
+   * Put back in thread slot `slot`'s stack every return address swapped for the return
+   * trampoline (where the trampoline's address is still there: a frame a longjmp left may
+   * hold something else now), and empty its shadow stack.
+   */
+  #putBack(slot: number): void {
+    const ring = this.#ring!;
+    const entries = this.#entriesOf(slot);
+    for (const entry of entries.reverse()) {
+      try {
+        if (this.#tracee.readU64(entry.sp) !== ring.returnTrampoline) continue;
+        const bytes = new Uint8Array(8);
+        new DataView(bytes.buffer).setBigUint64(0, entry.returnAddress, true);
+        this.#tracee.write(entry.sp, bytes);
+      } catch (err) {
+        // A stack gone with its frame (a signal stack unmapped): nothing returns there.
+        if (!(err instanceof ProbeError)) throw err;
+      }
+    }
+    Atomics.store(ring.u64, (RING.shadowSlots + slot * SHADOW.slotBytes) / 8, 0n);
+  }
+
+  restoreReturns(tid: number): void {
+    const slot = this.#slotOf(tid);
+    if (slot !== undefined) this.#putBack(slot);
+  }
+
+  returnsOf(tid: number): { vaddr: bigint; returnAddress: bigint }[] {
+    const slot = this.#slotOf(tid);
+    if (slot === undefined) return [];
+    return this.#entriesOf(slot).map((entry) => ({
+      vaddr: entry.sp,
+      returnAddress: entry.returnAddress,
+    }));
+  }
+
+  threadEnded(tid: number): void {
+    const ring = this.#ring;
+    const slot = this.#slotOf(tid);
+    if (ring === undefined || slot === undefined) return;
+    Atomics.store(ring.u64, (RING.shadowSlots + slot * SHADOW.slotBytes) / 8, 0n);
+    Atomics.store(ring.u32, RING.shadowTids / 4 + slot, 0);
+  }
+
+  wantsStop(): boolean {
+    return this.#ring !== undefined && !this.#tidKnown && this.#tidTries < TID_TRIES;
+  }
+
+  /**
+   * Find where the thread id is in the TCB: the same offset from %fs's base holds each
+   * thread's id, for every thread (glibc's struct pthread; 0x2d0 tried first). Until then
+   * (and for good in a program without glibc's TCB, such as Go's), trampolines call gettid.
+   */
+  stopped(threads: readonly number[]): void {
+    const ring = this.#ring;
+    if (ring === undefined || this.#tidKnown) return;
+    this.#tidTries++;
+    if (!mapsGlibc(this.#tracee.pid)) return;
+    const tcbs: { tid: number; bytes: Uint8Array }[] = [];
+    for (const tid of threads) {
+      let fsBase: bigint;
+      try {
+        fsBase = this.#tracee.regs(tid).get('fs_base');
+      } catch (err) {
+        if (err instanceof ProbeError) continue;
+        throw err;
+      }
+      // A thread without a TCB yet (the loader has not set one up): try again later.
+      if (fsBase === 0n) return;
+      try {
+        tcbs.push({ tid, bytes: this.#tracee.read(fsBase, TCB_SCAN_BYTES) });
+      } catch (err) {
+        if (err instanceof ProbeError) return;
+        throw err;
+      }
+    }
+    if (tcbs.length === 0) return;
+    const holds = (offset: number) =>
+      tcbs.every(
+        ({ tid, bytes }) =>
+          new DataView(bytes.buffer, bytes.byteOffset).getUint32(offset, true) === tid,
+      );
+    let offset: number | undefined = holds(GLIBC_TID_OFFSET) ? GLIBC_TID_OFFSET : undefined;
+    for (let o = 8; offset === undefined && o < TCB_SCAN_BYTES; o += 4) if (holds(o)) offset = o;
+    if (offset === undefined) return;
+    Atomics.store(ring.u64, RING.tidOffset / 8, BigInt(offset));
+    this.#tidKnown = true;
+  }
+
+  release(tid: number): void {
+    for (const hook of this.#hooks.values()) {
+      this.#restore(hook);
+      this.#retired.push(hook);
+    }
+    this.#hooks.clear();
+    // No thread runs into a trampoline any more; those inside one leave it.
+    for (const thread of [...this.#tracee.threads]) this.#leave(thread);
+    const ring = this.#ring;
+    // No thread returns through the return trampoline any more.
+    if (ring !== undefined) {
+      for (let slot = 0; slot < SHADOW.threads; slot++) {
+        if (Atomics.load(ring.u32, RING.shadowTids / 4 + slot) === 0) continue;
+        this.#putBack(slot);
+        Atomics.store(ring.u32, RING.shadowTids / 4 + slot, 0);
+      }
+    }
+    // System calls run through the leader where it is still there (other threads may be
+    // exiting, their end not reported yet).
+    const some = this.#tracee.threads.has(this.#tracee.pid)
+      ? this.#tracee.pid
+      : [...this.#tracee.threads][0];
+    if (ring !== undefined && some !== undefined) {
+      this.#tracee.injectSyscall(some ?? tid, SYSCALL.munmap, [ring.vaddr, BigInt(ring.sizeBytes)]);
+    }
+    if (some !== undefined) this.#xol.unmapAll(some);
+  }
+
+  /** Unmap upscope's own view of the ring (after the last drain). */
+  close(): void {
+    this.#ring?.local.free();
+    this.#ring = undefined;
+  }
+
+  /**
+   * Bring stopped thread `tid` out of every trampoline: one stepping through the recording
+   * part is stepped until it reaches the relocated instructions, which it leaves for the
+   * original ones they stand for (not yet run: the same state).
+   */
+  #leave(tid: number): void {
+    const tracee = this.#tracee;
+    const all = [...this.#retired];
+    const inside = (pc: bigint) =>
+      all.find(
+        (hook) => pc >= hook.trampoline && pc < hook.trampoline + BigInt(TRAMPOLINE_MAX_BYTES),
+      );
+    let regs: Registers;
+    try {
+      regs = tracee.regs(tid);
+    } catch (err) {
+      // A thread that has just exited (its end not reported yet) runs nothing.
+      if (err instanceof ProbeError) return;
+      throw err;
+    }
+    const kept: number[] = [];
+    const returning = this.#ring?.returnTrampoline;
+    const inReturn = (pc: bigint) =>
+      returning !== undefined && pc >= returning && pc < returning + BigInt(TRAMPOLINE_MAX_BYTES);
+    if (inReturn(regs.rip)) {
+      // The return trampoline: stepped until it has returned (its record written).
+      for (let steps = 0; inReturn(regs.rip); steps++) {
+        if (steps >= MAX_RETURN_STEPS) {
+          throw new ProbeError(
+            'ERR_INTERNAL',
+            `Cannot bring thread ${tid} of process ${tracee.pid} out of the inline hooks' return trampoline: it is still inside after ${MAX_RETURN_STEPS} steps`,
+          );
+        }
+        if (!this.#step(tid, kept)) return;
+        regs = tracee.regs(tid);
+      }
+      regs.set('eflags', regs.get('eflags') & ~TRAP_FLAG);
+      tracee.setRegs(tid, regs);
+      for (const signal of kept) loadNative().tgkill(tracee.pid, tid, signal);
+      return;
+    }
+    let hook = inside(regs.rip);
+    if (hook === undefined) return;
+    for (let steps = 0; hook !== undefined && regs.rip < hook.relocatedAt; steps++) {
+      if (steps >= MAX_STEPS) {
+        throw new ProbeError(
+          'ERR_INTERNAL',
+          `Cannot bring thread ${tid} of process ${tracee.pid} out of an inline hook: it is still inside after ${MAX_STEPS} steps`,
+        );
+      }
+      if (!this.#step(tid, kept)) return;
+      regs = tracee.regs(tid);
+      hook = inside(regs.rip);
+    }
+    if (hook !== undefined && regs.rip < hook.relocatedEnd) {
+      const offset = Number(regs.rip - hook.relocatedAt);
+      let to = hook.map[0]!.vaddr;
+      for (const entry of hook.map) if (entry.offset <= offset) to = entry.vaddr;
+      regs.rip = to;
+    } else if (hook !== undefined) {
+      // On the jump back: where it goes.
+      regs.rip = hook.vaddr + BigInt(hook.original.length);
+    }
+    // A `pushfq` run by a step saved the trap flag the step set, and the `popfq` put it back:
+    // left set, the thread would trap on its next instruction once let go, and die of it.
+    regs.set('eflags', regs.get('eflags') & ~TRAP_FLAG);
+    tracee.setRegs(tid, regs);
+    for (const signal of kept) loadNative().tgkill(tracee.pid, tid, signal);
+  }
+
+  /**
+   * Single-step stopped thread `tid` one instruction; signals for it that come meanwhile go
+   * to `kept` (delivered once it is out). False when it was killed meanwhile.
+   */
+  #step(tid: number, kept: number[]): boolean {
+    const tracee = this.#tracee;
+    tracee.step(tid);
+    for (;;) {
+      const report = tracee.waitChild(tid);
+      if (report.kind !== 'stopped') {
+        // Killed meanwhile: its end is taken here.
+        tracee.threads.delete(tid);
+        return false;
+      }
+      // The step's own trap. An interrupt that was pending (PTRACE_EVENT_STOP, a SIGTRAP
+      // too) came first: the step is still to come, and its trap with it (taken for the
+      // step's, that trap would be left pending, and kill the thread once let go).
+      if (report.signal === SIGTRAP && report.event === 0) return true;
+      if (report.event === 0) kept.push(report.signal);
+      tracee.step(tid);
+    }
+  }
+
+  originals(): { vaddr: bigint; bytes: Uint8Array }[] {
+    return [...this.#hooks.values()].map((hook) => ({ vaddr: hook.vaddr, bytes: hook.original }));
+  }
+
+  forget(): void {
+    this.#hooks.clear();
+    this.#retired = [];
+    this.#byIndex = [];
+    this.#lostSeen = [];
+    this.#untrackedSeen = 0;
+    this.#xol.forget();
+    this.#ring?.local.free();
+    this.#ring = undefined;
+    this.#tidKnown = false;
+    this.#tidTries = 0;
+  }
+}
+
+/** Whether the process has glibc mapped (whose TCB holds each thread's id). */
+function mapsGlibc(pid: number): boolean {
+  try {
+    return /\/libc\.so\.6$/m.test(readFileSync(`/proc/${pid}/maps`, 'utf8'));
+  } catch {
+    return false;
+  }
+}

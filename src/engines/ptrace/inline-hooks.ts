@@ -1,0 +1,103 @@
+import type { Registers } from './registers.js';
+import type { Tracee } from './tracee.js';
+
+/** A hit an inline hook recorded in the process, read back by the tracer. */
+export interface InlineHit {
+  /**
+   * `entry`: the function was entered; `return`: a call whose return address the hook
+   * swapped (`returns` at its entry) returned.
+   */
+  readonly kind: 'entry' | 'return';
+  /** The hooked function's address. */
+  readonly vaddr: bigint;
+  /** For an entry: whether its return was swapped (a `return` hit follows, same thread). */
+  readonly returns: boolean;
+  /**
+   * For a return: the stack pointer its call had at the entry (where its return address
+   * was), which pairs it with its entry.
+   */
+  readonly entrySp: bigint | undefined;
+  readonly tid: number;
+  /** CLOCK_MONOTONIC when the thread ran the hook, in ns. */
+  readonly timeNs: bigint;
+  /**
+   * The thread's registers at the function's entry (%rip is the entry), or just after its
+   * return (%rip is the address returned to).
+   */
+  readonly regs: Registers;
+  /**
+   * At an entry, the first words of its stack from %rsp (the return address, stack-passed
+   * arguments); at a return, the words from %rsp after it.
+   */
+  readonly stack: Uint8Array;
+}
+
+/**
+ * Hooks patched into the code of one traced process that record their hits without a trap
+ * (the `inject` engine, in engines/inject/), for ProcessProbes to place instead of an int3
+ * where they can. Every call that changes code is made with every thread of the process
+ * stopped.
+ */
+export interface InlineHooks {
+  /**
+   * Hook the function at `vaddr`. `tid` is a stopped thread to run system calls through;
+   * `pcs` are where the process's threads are. `jumpTargets`: the addresses near `vaddr` a
+   * jump of the function lands on (undefined: unknown). Returns undefined once hooked, or
+   * why it cannot be (the int3 path then serves the site).
+   */
+  place(
+    vaddr: bigint,
+    jumpTargets: readonly bigint[] | undefined,
+    tid: number,
+    pcs: readonly bigint[],
+  ): string | undefined;
+  /** Whether `vaddr` is hooked. */
+  has(vaddr: bigint): boolean;
+  /**
+   * Whether the hook at `vaddr` swaps return addresses, to record the returns of its calls
+   * (a per-thread shadow stack keeps the real ones). Calls already swapped still return
+   * through the hook when it is turned off.
+   */
+  setReturns(vaddr: bigint, on: boolean): void;
+  /**
+   * Stopped thread `tid` is about to unwind its stack (a C++ throw): its swapped return
+   * addresses are put back (an unwinder cannot read the hook's), and those calls give no
+   * return hit.
+   */
+  restoreReturns(tid: number): void;
+  /**
+   * The swapped return addresses of thread `tid`, as they are to be put back in a copy of
+   * its stack (a forked child's): where each is, and the real address.
+   */
+  returnsOf(tid: number): { vaddr: bigint; returnAddress: bigint }[];
+  /** Thread `tid` has ended: what the hooks kept for it goes. */
+  threadEnded(tid: number): void;
+  /** Calls whose return could not be tracked since the last call (see the engine). */
+  takeUntracked(): number;
+  /** Put the function's bytes back (its trampoline stays until release()). */
+  remove(vaddr: bigint): void;
+  /**
+   * Hand the hits recorded and not read yet to `visit`, oldest first: those recorded before
+   * the call, up to one a thread is still writing. True when it read every one of those.
+   */
+  drain(visit: (hit: InlineHit) => void): boolean;
+  /** Hits each hooked address could not record since the last call (its ring was full). */
+  takeLost(): Map<bigint, number>;
+  /** Whether it asks to see every thread stopped once (see stopped()). */
+  wantsStop(): boolean;
+  /** Every thread is stopped (their ids): what it wanted to learn from them. */
+  stopped(threads: readonly number[]): void;
+  /**
+   * Every thread stopped (`tid` one of them): remove every hook, bring every thread out of
+   * the trampolines (hits they were recording are recorded), put back every swapped return
+   * address, unmap what was mapped.
+   */
+  release(tid: number): void;
+  /** The bytes a forked child must get back: its copy of each hook. */
+  originals(): { vaddr: bigint; bytes: Uint8Array }[];
+  /** The process exec'd: its memory (and every hook) is gone. */
+  forget(): void;
+}
+
+/** Makes the inline hooks of one traced process. */
+export type InlineHooksFactory = (tracee: Tracee) => InlineHooks;
