@@ -536,7 +536,12 @@ export class Attachment {
   /** Per function whose returns are caught at its exits: its open calls. */
   readonly #frames = new Map<string, FunctionFrames>();
   /** Per probe name: the function whose frames its events open (hidden entries) or close. */
-  readonly #frameRoles = new Map<string, { kind: 'entry' | 'return'; frames: FunctionFrames }>();
+  readonly #frameRoles = {
+    /** Hidden entries, by probe name: they open calls. */
+    entry: new Map<string, FunctionFrames>(),
+    /** Returns caught at exits, by probe name: they close them. */
+    return: new Map<string, FunctionFrames>(),
+  };
   readonly #launched: LaunchedCommand | undefined;
   readonly #killAfterMs: number;
   readonly #watchedPid: number | undefined;
@@ -586,10 +591,10 @@ export class Attachment {
         frames.probe = site.probe;
         frames.spec = site.spec;
       }
-      this.#frameRoles.set(site.probe + (role.kind === 'return' ? RETURN_KEY : ''), {
-        kind: role.kind === 'return' ? 'return' : 'entry',
+      (role.kind === 'return' ? this.#frameRoles.return : this.#frameRoles.entry).set(
+        site.probe,
         frames,
-      });
+      );
     }
     const byFunction = new Map<string, Map<number, bigint[]>>();
     for (const site of streamSites) {
@@ -603,7 +608,7 @@ export class Attachment {
       this.#timing.set(site.probe, {
         hidden: hidden.has(site.probe),
         calls,
-        byFrame: this.#frameRoles.has(site.probe + RETURN_KEY),
+        byFrame: this.#frameRoles.return.has(site.probe),
       });
     }
     this.#launched = launched;
@@ -806,14 +811,15 @@ export class Attachment {
    * (before the event that showed it). Events of other probes go to #time().
    */
   #pair(event: ProbeEvent, deliver: (event: ProbeEvent) => void): void {
-    const role =
-      this.#frameRoles.get(event.probe + (event.kind === 'return' ? RETURN_KEY : '')) ?? undefined;
-    if (role === undefined) {
+    // Keyed by the probe's name as is: the event carries the site's own string, whose hash
+    // is kept (a key made per event cost a string and its hashing at every call recorded).
+    const opens = event.kind !== 'return';
+    const frames = (opens ? this.#frameRoles.entry : this.#frameRoles.return).get(event.probe);
+    if (frames === undefined) {
       const timed = this.#time(event);
       if (timed !== undefined) deliver(timed);
       return;
     }
-    const { frames } = role;
     const fields: Record<string, FieldValue> = {};
     let sp: FieldValue = null;
     let goroutine: FieldValue = null;
@@ -829,7 +835,7 @@ export class Attachment {
     const unwoundAt = (calls: OpenCall[]) => {
       for (const call of calls) deliver(unwoundEvent(frames, call, event.timestampNs));
     };
-    if (role.kind === 'entry') {
+    if (opens) {
       if (frame !== undefined) {
         const call: OpenCall = {
           pid: event.pid,
@@ -907,9 +913,6 @@ export class Attachment {
     };
   }
 }
-
-/** Where a probe's return events are found among the frame roles (apart from its entries). */
-const RETURN_KEY = '\u0000return';
 
 /** Who owns a call's frame and how deep it is, from an event's frame fields. */
 function frameOf(
