@@ -192,19 +192,16 @@ function findSites(
         'an exit the kernel cannot probe',
       );
     }
-    const vaddr = exit.instruction.vaddr;
-    const fileOffset = context.elf.vaddrToFileOffset(vaddr)!;
-    const elf = context.elf;
-    const length = exit.instruction.length;
+    const { instruction } = exit;
     sites.push({
-      vaddr,
-      fileOffset,
+      vaddr: instruction.vaddr,
+      fileOffset: context.elf.vaddrToFileOffset(instruction.vaddr)!,
       kind: exit.kind,
-      // Spelled when asked (resolve shows it): spelling every exit of every function was
-      // a good part of planning all the functions of a large program.
+      // Spelled when asked (resolve shows it), from the instruction's own bytes (the file is
+      // closed by then): spelling every exit of every function was a good part of planning
+      // all the functions of a large program.
       get text() {
-        const bytes = elf.read(fileOffset, length);
-        return decodeInstructions(bytes, vaddr, { maxCount: 1 })[0]!.text;
+        return instruction.text;
       },
       handling,
     });
