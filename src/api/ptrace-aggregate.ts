@@ -6,7 +6,6 @@
 import { type BucketScheme, HistogramAccumulator } from '../aggregate/index.js';
 import { evaluateFetch, type FetchSource, type HitContext } from '../engines/index.js';
 import type { FieldValue } from '../events/index.js';
-import type { Exit, LaunchedCommand } from '../host/index.js';
 import {
   commandSearchOptions,
   fetchAtSite,
@@ -319,25 +318,7 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
       stacks?.close();
     },
   };
-  // The command's end, as a launched command's: only when it ended (not when let go of).
-  const launched: LaunchedCommand | undefined =
-    options.command === undefined
-      ? undefined
-      : {
-          pid: run.pid,
-          resume: () => {},
-          exited: new Promise<Exit>((resolve) => {
-            void run.ended.then(() => {
-              if (run.exit !== undefined) resolve(run.exit);
-            });
-          }),
-          terminate: async () => {
-            run.stop();
-            await run.ended;
-            return run.groupEnd ?? 'gone';
-          },
-          kill: () => run.stop(),
-        };
+  const launched = run.launched(options);
   const aggregate = new Aggregate(
     { sites: [...sites], skipped: [...run.skipped] },
     probes,

@@ -11,7 +11,6 @@ import {
   releases,
 } from '../engines/index.js';
 import type { StackFrame } from '../events/index.js';
-import type { Exit, LaunchedCommand } from '../host/index.js';
 import { Aggregate, type AggregationEngine, probeNames } from './aggregate.js';
 import type { AllocatorTarget, LeakBlock, LeakReading, LeaksOptions } from './leaks.js';
 import { PtraceRun } from './ptrace-run.js';
@@ -213,24 +212,7 @@ export async function ptraceLeaks(
       stacks.close();
     },
   };
-  const launched: LaunchedCommand | undefined =
-    options.command === undefined
-      ? undefined
-      : {
-          pid: run.pid,
-          resume: () => {},
-          exited: new Promise<Exit>((resolve) => {
-            void run.ended.then(() => {
-              if (run.exit !== undefined) resolve(run.exit);
-            });
-          }),
-          terminate: async () => {
-            run.stop();
-            await run.ended;
-            return run.groupEnd ?? 'gone';
-          },
-          kill: () => run.stop(),
-        };
+  const launched = run.launched(options);
   const aggregate = new Aggregate(
     { sites: [...sites], skipped: [...run.skipped] },
     probeNames(sites),

@@ -12,6 +12,7 @@ import {
   type Exit,
   endProcessGroup,
   type GroupEnd,
+  type LaunchedCommand,
   ThreadNames,
 } from '../host/index.js';
 import { type OptionFetch, type ProbeSite, qualifyNames, type SkippedSite } from '../plan/index.js';
@@ -240,6 +241,29 @@ export class PtraceRun {
   /** With `command`: how its process group was ended, once the run let go of it. */
   get groupEnd(): GroupEnd | undefined {
     return this.#groupEnd;
+  }
+
+  /**
+   * The run's command as a launched command (for an Aggregate): it has ended when it ended by
+   * itself, not when the run let go of it; undefined without `command`.
+   */
+  launched(options: { readonly command?: string | undefined }): LaunchedCommand | undefined {
+    if (options.command === undefined) return undefined;
+    return {
+      pid: this.pid,
+      resume: () => {},
+      exited: new Promise<Exit>((resolve) => {
+        void this.ended.then(() => {
+          if (this.#exit !== undefined) resolve(this.#exit);
+        });
+      }),
+      terminate: async () => {
+        this.stop();
+        await this.ended;
+        return this.#groupEnd ?? 'gone';
+      },
+      kill: () => this.stop(),
+    };
   }
 
   /** Hits inline hooks could not record (their ring buffer was full), so far. */

@@ -6,9 +6,9 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import type { LeakView, StackRowView } from '../api/ui-contract.js';
-import { exportUrl, post } from './api.js';
+import { post } from './api.js';
 import { FlameGraph } from './flame.js';
-import { bytes, ErrorText, message, Progress, StopOrClose } from './parts.js';
+import { bytes, ErrorText, Exports, message, Progress, StopOrClose } from './parts.js';
 import type { RecordTarget } from './recording.js';
 
 const EXPORTS: readonly { format: string; text: string }[] = [
@@ -293,19 +293,7 @@ export function LeakCard({
           </nav>
           {part === 'stacks' && <StackTable view={view} />}
           {part === 'flame' && <FlameGraph rows={rows} unit="bytes" />}
-          <div class="exports">
-            Export:{' '}
-            {EXPORTS.map((e) => (
-              <a
-                key={e.format}
-                href={exportUrl(view.id, e.format)}
-                download
-                data-test={`export-${e.format}`}
-              >
-                {e.text}
-              </a>
-            ))}
-          </div>
+          <Exports id={view.id} formats={EXPORTS} />
         </>
       )}
     </article>

@@ -1,7 +1,7 @@
 // Pieces every view of the page uses: an error as the command line prints it, a step under
 // way with its time so far, durations and sizes.
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError } from './api.js';
+import { ApiError, exportUrl } from './api.js';
 
 export function message(err: unknown): string {
   return err instanceof ApiError || err instanceof Error ? err.message : String(err);
@@ -86,5 +86,25 @@ export function StopOrClose({
     <button type="button" onClick={onForget} data-test="close">
       Close
     </button>
+  );
+}
+
+/** Download links for a result's documents, one per format the server renders. */
+export function Exports({
+  id,
+  formats,
+}: {
+  id: string;
+  formats: readonly { format: string; text: string }[];
+}) {
+  return (
+    <div class="exports">
+      Export:{' '}
+      {formats.map((e) => (
+        <a key={e.format} href={exportUrl(id, e.format)} download data-test={`export-${e.format}`}>
+          {e.text}
+        </a>
+      ))}
+    </div>
   );
 }

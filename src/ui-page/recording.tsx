@@ -9,9 +9,9 @@ import type {
   RecordingView,
   StackRowView,
 } from '../api/ui-contract.js';
-import { exportUrl, get, post } from './api.js';
+import { get, post } from './api.js';
 import { FlameGraph } from './flame.js';
-import { duration, ErrorText, message, Progress, StopOrClose } from './parts.js';
+import { duration, ErrorText, Exports, message, Progress, StopOrClose } from './parts.js';
 
 /** What a recording runs on: the page's target, when it is a process or a command. */
 export interface RecordTarget {
@@ -369,19 +369,7 @@ export function RecordingCard({
           {part === 'tree' && <CallTree tree={tree} />}
           {part === 'report' && <Report tree={tree} />}
           {part === 'flame' && <FlameGraph rows={rows} unit="ns" />}
-          <div class="exports">
-            Export:{' '}
-            {EXPORTS.map((e) => (
-              <a
-                key={e.format}
-                href={exportUrl(view.id, e.format)}
-                download
-                data-test={`export-${e.format}`}
-              >
-                {e.text}
-              </a>
-            ))}
-          </div>
+          <Exports id={view.id} formats={EXPORTS} />
         </>
       )}
     </article>
