@@ -127,12 +127,13 @@ export class PtraceRun {
     consumer: PtraceConsumer,
   ): Promise<PtraceRun> {
     if ((options.pid === undefined) === (options.command === undefined)) {
+      const engine = options.engine ?? 'ptrace';
       throw new ProbeError(
         'ERR_USAGE',
-        'Cannot trace with the ptrace engine without a process: give -p PID or -c COMMAND',
+        `Cannot trace with the ${engine} engine without a process: give -p PID or -c COMMAND`,
         {
           hints: [
-            'The ptrace engine probes one process; the tracefs engine (root) traces every process',
+            `The ${engine} engine probes one process; the tracefs engine (root) traces every process`,
           ],
         },
       );

@@ -78,6 +78,12 @@ const CASES: readonly Case[] = [
     hints: [/tracefs engine \(root\) traces every process/],
   },
   {
+    args: (app) => ['trace', '--engine', 'inject', `${app}:busy_tick`],
+    status: 2,
+    line: /^error\[ERR_USAGE\]: Cannot trace with the inject engine without a process: give -p PID or -c COMMAND$/,
+    hints: [/The inject engine probes one process/],
+  },
+  {
     args: (app: string) => ['trace', '--engine', 'tracefs', `${app}:busy_tick`],
     status: 5,
     line: /^error\[ERR_PRIVILEGES\]: Cannot read "\/sys\/kernel\/tracing\/uprobe_events": EACCES \(permission denied\)$/,
