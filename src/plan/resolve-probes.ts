@@ -31,6 +31,7 @@ import {
   fileOffsetToRuntime,
   functionDisplayName,
   type MappedObject,
+  mangledOnly,
   openElf,
   preferName,
   type SymbolIndex,
@@ -743,10 +744,12 @@ function* resolveGlob(
 ): Steps<ProbeSite[]> {
   const pattern = globToRegExp(location.pattern);
   const index = target.symbols();
-  index.demangleAll();
+  // Demangling every name is a large part of planning a pattern over a big C++ program.
+  const stored = mangledOnly(location.pattern);
+  if (!stored) index.demangleAll();
   const byAddress = new Map<bigint, FunctionSymbol[]>();
   for (let k = 0; k < index.length; k++) {
-    if (!index.matchesAt(k, pattern)) continue;
+    if (!(stored ? index.matchesStoredAt(k, pattern) : index.matchesAt(k, pattern))) continue;
     const fn = index.function(k);
     const group = byAddress.get(fn.vaddr);
     if (group === undefined) byAddress.set(fn.vaddr, [fn]);
