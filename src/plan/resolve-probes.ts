@@ -747,9 +747,12 @@ function* resolveGlob(
   // Demangling every name is a large part of planning a pattern over a big C++ program.
   const stored = mangledOnly(location.pattern);
   if (!stored) index.demangleAll();
+  const openEnd = location.pattern.endsWith('*');
   const byAddress = new Map<bigint, FunctionSymbol[]>();
   for (let k = 0; k < index.length; k++) {
-    if (!(stored ? index.matchesStoredAt(k, pattern) : index.matchesAt(k, pattern))) continue;
+    if (!(stored ? index.matchesStoredAt(k, pattern, openEnd) : index.matchesAt(k, pattern))) {
+      continue;
+    }
     const fn = index.function(k);
     const group = byAddress.get(fn.vaddr);
     if (group === undefined) byAddress.set(fn.vaddr, [fn]);

@@ -299,14 +299,15 @@ export class SymbolIndex {
   /**
    * matchesAt() for a pattern that cannot match a demangled name (see mangledOnly()): the
    * stored name and its versioned name, without demangling, unless the name is a GCC clone
-   * (`_ZN3app3runEv.cold`), whose demangled base name matchesAt() also tries.
+   * (`_ZN3app3runEv.cold`), whose base name matchesAt() also tries. `openEnd`: the pattern
+   * ends in `*`, so it matches a clone's name whenever it matches its base name.
    */
-  matchesStoredAt(k: number, pattern: RegExp): boolean {
+  matchesStoredAt(k: number, pattern: RegExp, openEnd = false): boolean {
     const name = this.#nameOf(this.#order[k]!);
     if (pattern.test(name)) return true;
     const suffix = this.versionSuffixAt(k);
     if (suffix !== '' && pattern.test(`${name}${suffix}`)) return true;
-    return name.includes('.') && this.matchesAt(k, pattern);
+    return !openEnd && name.includes('.') && this.matchesAt(k, pattern);
   }
 
   /**
