@@ -1009,7 +1009,6 @@ function buildSite(
       },
     );
   }
-  let shown: readonly DecodedInstruction[] | undefined;
   const decoded = decodeSite(spec, target, fn, vaddr, span, options);
   const probed = decoded.first;
   const handling = analyzeKernelHandling(probed, {
@@ -1104,7 +1103,7 @@ function buildSite(
         kind,
       })[0]!,
   );
-  return {
+  const site: Omit<ProbeSite, 'instructions'> = {
     ...(optionFetches === undefined ? {} : { optionFetches }),
     spec: spec.text,
     kind,
@@ -1117,10 +1116,6 @@ function buildSite(
     vaddr,
     fileOffset,
     usdt,
-    get instructions(): readonly DecodedInstruction[] {
-      shown ??= decoded.shown();
-      return shown;
-    },
     handling,
     fetches: checkFetches(
       spec,
@@ -1153,6 +1148,35 @@ function buildSite(
     afterStackCheck: movedEntry ? vaddr - fn!.vaddr : undefined,
     returns,
   };
+  return withShownInstructions(site, decoded);
+}
+
+/** Where a site keeps its DecodedSite until its instructions are asked for. */
+const DECODED = Symbol('decoded');
+
+/**
+ * One getter for every site (a getter made per site would give each its own hidden class):
+ * the site's instructions, decoded on first use and kept.
+ */
+function shownInstructions(this: { [DECODED]?: DecodedSite | readonly DecodedInstruction[] }) {
+  const state = this[DECODED]!;
+  if (!('shown' in state)) return state;
+  const shown = state.shown();
+  this[DECODED] = shown;
+  return shown;
+}
+
+/** `site` with `instructions` decoded when first read (see DecodedSite). */
+function withShownInstructions(
+  site: Omit<ProbeSite, 'instructions'>,
+  decoded: DecodedSite,
+): ProbeSite {
+  Object.defineProperty(site, DECODED, { value: decoded, writable: true });
+  return Object.defineProperty(site as ProbeSite, 'instructions', {
+    get: shownInstructions,
+    enumerable: true,
+    configurable: true,
+  });
 }
 
 /**
