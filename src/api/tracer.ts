@@ -428,6 +428,12 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   const hidden = new Set<string>();
   for (const site of sites) {
     const probe = probeName(site);
+    // One key and one role of each kind for all of a site's points (a function may have tens
+    // of exits): a string and an object per point were a part of attaching a large program.
+    let functionKey: string | undefined;
+    let frameRole: StreamRole | undefined;
+    let retRole: StreamRole | undefined;
+    let tailCallRole: StreamRole | undefined;
     for (const point of attachPoints(site, { frameFields: true })) {
       const attach = point.attach;
       if (point.role === 'probe') {
@@ -441,6 +447,14 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
           }),
         );
       } else if (point.role === 'return') {
+        const exit = point.exit ?? 'ret';
+        let returnRole = exit === 'ret' ? retRole : tailCallRole;
+        if (returnRole === undefined) {
+          functionKey ??= key(site);
+          returnRole = { kind: 'return', function: functionKey, exit };
+          if (exit === 'ret') retRole = returnRole;
+          else tailCallRole = returnRole;
+        }
         streamSites.push(
           namedSite(site, {
             kind: site.kind,
@@ -450,12 +464,16 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
             attach,
             probe,
             exit: point.exit === 'tail-call' ? 'tail-call' : undefined,
-            role: { kind: 'return', function: key(site), exit: point.exit ?? 'ret' },
+            role: returnRole,
           }),
         );
       } else {
         const name = `${probe}${HIDDEN_SUFFIX}`;
         hidden.add(name);
+        if (frameRole === undefined) {
+          functionKey ??= key(site);
+          frameRole = { kind: 'frame-entry', function: functionKey };
+        }
         streamSites.push(
           namedSite(site, {
             kind: 'entry',
@@ -464,7 +482,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
             fetches: point.fetches,
             attach,
             probe: name,
-            role: { kind: 'frame-entry', function: key(site) },
+            role: frameRole,
           }),
         );
       }

@@ -160,7 +160,11 @@ export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
       );
     }
   }
-  return sites.map((site) =>
-    qualifier.has(site) ? { ...site, nameQualifier: qualifier.get(site) } : site,
-  );
+  return sites.map((site) => {
+    const nameQualifier = qualifier.get(site);
+    if (nameQualifier === undefined) return site;
+    // Its properties as they are (a spread would run a lazy getter such as `instructions`).
+    const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(site)) as T;
+    return Object.assign(copy, { nameQualifier });
+  });
 }

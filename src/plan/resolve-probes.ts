@@ -31,6 +31,7 @@ import {
   fileOffsetToRuntime,
   functionDisplayName,
   type MappedObject,
+  mangledOnly,
   openElf,
   preferName,
   type SymbolIndex,
@@ -743,10 +744,15 @@ function* resolveGlob(
 ): Steps<ProbeSite[]> {
   const pattern = globToRegExp(location.pattern);
   const index = target.symbols();
-  index.demangleAll();
+  // Demangling every name is a large part of planning a pattern over a big C++ program.
+  const stored = mangledOnly(location.pattern);
+  if (!stored) index.demangleAll();
+  const openEnd = location.pattern.endsWith('*');
   const byAddress = new Map<bigint, FunctionSymbol[]>();
   for (let k = 0; k < index.length; k++) {
-    if (!index.matchesAt(k, pattern)) continue;
+    if (!(stored ? index.matchesStoredAt(k, pattern, openEnd) : index.matchesAt(k, pattern))) {
+      continue;
+    }
     const fn = index.function(k);
     const group = byAddress.get(fn.vaddr);
     if (group === undefined) byAddress.set(fn.vaddr, [fn]);
@@ -1003,8 +1009,9 @@ function buildSite(
       },
     );
   }
-  const instructions = decodeSite(spec, target, fn, vaddr, span, options);
-  const handling = analyzeKernelHandling(instructions[0]!, {
+  const decoded = decodeSite(spec, target, fn, vaddr, span, options);
+  const probed = decoded.first;
+  const handling = analyzeKernelHandling(probed, {
     kernel: options.kernel ?? kernelVersion(),
   });
   if (
@@ -1015,7 +1022,7 @@ function buildSite(
       `Probe a neighbouring instruction instead; see them with: objdump -d --start-address=0x${vaddr.toString(16)} ${target.file.displayPath}`,
     ];
     // The ptrace engine runs the displaced instruction itself, out of line or emulated.
-    const bytes = instructions[0]!.bytes;
+    const bytes = probed.bytes;
     if (planXol(bytes, vaddr, vaddr).kind !== 'refuse') {
       hints.push(
         'Or probe it with --engine ptrace (with -p PID or -c COMMAND), which runs the instruction itself',
@@ -1023,7 +1030,7 @@ function buildSite(
     }
     throw new ProbeError(
       'ERR_UNPROBEABLE_INSTRUCTION',
-      `Cannot place probe at ${hex} in ${where}: ${handling.strategy === 'refuse' ? 'the kernel refuses uprobes on' : 'the kernel mishandles a uprobe on'} "${instructions[0]!.text}": ${handling.reason}`,
+      `Cannot place probe at ${hex} in ${where}: ${handling.strategy === 'refuse' ? 'the kernel refuses uprobes on' : 'the kernel mishandles a uprobe on'} "${probed.text}": ${handling.reason}`,
       {
         source: { text: spec.text, span },
         hints,
@@ -1034,7 +1041,7 @@ function buildSite(
   if (options.engine === 'ptrace') {
     // What the ptrace engine will not run out of line is refused here, where a pattern can
     // skip it, rather than when the probe is placed.
-    const xol = planXol(instructions[0]!.bytes, vaddr, vaddr);
+    const xol = planXol(probed.bytes, vaddr, vaddr);
     if (xol.kind === 'refuse') {
       throw new ProbeError(
         'ERR_UNPROBEABLE_INSTRUCTION',
@@ -1096,7 +1103,7 @@ function buildSite(
         kind,
       })[0]!,
   );
-  return {
+  const site: Omit<ProbeSite, 'instructions'> = {
     ...(optionFetches === undefined ? {} : { optionFetches }),
     spec: spec.text,
     kind,
@@ -1109,7 +1116,6 @@ function buildSite(
     vaddr,
     fileOffset,
     usdt,
-    instructions,
     handling,
     fetches: checkFetches(
       spec,
@@ -1134,7 +1140,7 @@ function buildSite(
         : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
     ...(options.engine === 'ptrace'
       ? {
-          nextIsJumpTarget: nextIsJumpTarget(target.elf, fn, vaddr, instructions[0]!),
+          nextIsJumpTarget: nextIsJumpTarget(target.elf, fn, vaddr, probed),
           jumpTargetsNear: jumpTargetsNear(target.elf, fn, vaddr),
         }
       : {}),
@@ -1142,6 +1148,35 @@ function buildSite(
     afterStackCheck: movedEntry ? vaddr - fn!.vaddr : undefined,
     returns,
   };
+  return withShownInstructions(site, decoded);
+}
+
+/** Where a site keeps its DecodedSite until its instructions are asked for. */
+const DECODED = Symbol('decoded');
+
+/**
+ * One getter for every site (a getter made per site would give each its own hidden class):
+ * the site's instructions, decoded on first use and kept.
+ */
+function shownInstructions(this: { [DECODED]?: DecodedSite | readonly DecodedInstruction[] }) {
+  const state = this[DECODED]!;
+  if (!('shown' in state)) return state;
+  const shown = state.shown();
+  this[DECODED] = shown;
+  return shown;
+}
+
+/** `site` with `instructions` decoded when first read (see DecodedSite). */
+function withShownInstructions(
+  site: Omit<ProbeSite, 'instructions'>,
+  decoded: DecodedSite,
+): ProbeSite {
+  Object.defineProperty(site, DECODED, { value: decoded, writable: true });
+  return Object.defineProperty(site as ProbeSite, 'instructions', {
+    get: shownInstructions,
+    enumerable: true,
+    configurable: true,
+  });
 }
 
 /**
@@ -1210,7 +1245,7 @@ function decodeSite(
   vaddr: bigint,
   span: Span,
   options: ResolveOptions,
-): DecodedInstruction[] {
+): DecodedSite {
   const elf = target.elf;
   const hex = `0x${vaddr.toString(16)}`;
   const where = quote(target.file.displayPath);
@@ -1248,10 +1283,11 @@ function decodeSite(
       );
     }
   }
+  // Read now: the file is closed by the time a site's instructions are shown.
   const bytes = readCode(vaddr, vaddr + BigInt(MAX_INSTRUCTION_BYTES * SHOWN_INSTRUCTIONS));
-  const instructions = decodeInstructions(bytes, vaddr, { maxCount: SHOWN_INSTRUCTIONS });
-  if (instructions.length === 0 || instructions[0]!.invalid) {
-    if (options.unsafe !== true || instructions.length === 0) {
+  const first = decodeInstructions(bytes, vaddr, { maxCount: 1 })[0];
+  if (first === undefined || first.invalid) {
+    if (options.unsafe !== true || first === undefined) {
       throw new ProbeError(
         'ERR_DECODE',
         `Cannot place probe at ${hex} in ${where}: the bytes there are not a valid instruction`,
@@ -1262,7 +1298,23 @@ function decodeSite(
       );
     }
   }
-  return instructions.filter((insn, i) => i === 0 || !insn.invalid);
+  return {
+    first,
+    shown: () => {
+      const rest = decodeInstructions(bytes, vaddr, { maxCount: SHOWN_INSTRUCTIONS }).slice(1);
+      return [first, ...rest.filter((insn) => !insn.invalid)];
+    },
+  };
+}
+
+/**
+ * The probed instruction, decoded at once (every check needs it), and the ones shown after
+ * it, decoded only when asked: a site of a pattern over a whole program is seldom shown, and
+ * decoding them all made a large part of planning's time and memory.
+ */
+interface DecodedSite {
+  readonly first: DecodedInstruction;
+  readonly shown: () => DecodedInstruction[];
 }
 
 /**

@@ -217,7 +217,7 @@ function codeParts(fn: FunctionSymbol, context: ReturnPlanContext): CodePart[] {
     return { vaddr, bytes: context.elf.read(fileOffset, Number(size)) };
   };
   const parts = [read(fn.vaddr, fn.sizeBytes)];
-  for (const cold of context.symbols.named(`${fn.name}.cold`)) {
+  for (const cold of context.symbols.coldPartsOf(fn.name)) {
     if (cold.sizeBytes > 0n) parts.push(read(cold.vaddr, cold.sizeBytes));
   }
   return parts;

@@ -22,6 +22,7 @@ export {
   type DisplayNameOptions,
   type FunctionSymbol,
   functionDisplayName,
+  mangledOnly,
   preferName,
   SymbolIndex,
   type SymbolIndexOptions,

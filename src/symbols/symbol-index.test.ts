@@ -3,8 +3,9 @@ import { test } from 'node:test';
 import { compileProgram } from '../../test/helpers/compile.js';
 import { requireHost } from '../../test/helpers/require-host.js';
 import { tool } from '../../test/helpers/tools.js';
+import { globToRegExp } from '../spec/glob.js';
 import { openElf } from './elf/index.js';
-import { functionDisplayName, SymbolIndex } from './symbol-index.js';
+import { functionDisplayName, mangledOnly, SymbolIndex } from './symbol-index.js';
 
 const LIBC = '/usr/lib/x86_64-linux-gnu/libc.so.6';
 const SAMPLE = new URL('../../sample/app.c', import.meta.url).pathname;
@@ -92,6 +93,68 @@ test('SymbolIndex row accessors agree with the objects it builds', (t) => {
         functionDisplayName(fn),
       );
     }
+  } finally {
+    elf.close();
+  }
+});
+
+test('A pattern that starts as a mangled name matches, without demangling, what matching every form of the names does', (t) => {
+  if (!requireHost(t, { commands: ['nm'] })) return;
+  // Node's own binary: tens of thousands of C++ functions, with .cold, .part and .isra clones.
+  const elf = openElf(process.execPath);
+  try {
+    const index = new SymbolIndex(elf);
+    const patterns = [
+      '_ZN2v88internal8compiler*',
+      '_ZNK2v88internal*',
+      '_Z2*',
+      '_Z2*part*',
+      '_Z2*E',
+    ];
+    for (const glob of patterns) {
+      assert.ok(mangledOnly(glob), glob);
+      const re = globToRegExp(glob);
+      const stored: number[] = [];
+      const openEnd = glob.endsWith('*');
+      for (let k = 0; k < index.length; k++) {
+        if (index.matchesStoredAt(k, re, openEnd)) stored.push(k);
+      }
+      assert.ok(stored.length > 0, `${glob} matches some function of node`);
+      const all: number[] = [];
+      for (let k = 0; k < index.length; k++) if (index.matchesAt(k, re)) all.push(k);
+      assert.deepEqual(stored, all, glob);
+    }
+  } finally {
+    elf.close();
+  }
+  for (const glob of ['*', 'v8::*', '_start', '_Zfoo', 'main', '_*', '_Z*', '*_ZN2v8*']) {
+    assert.ok(!mangledOnly(glob), `${glob} may match a demangled name`);
+  }
+});
+
+test('coldPartsOf() finds the .cold part of every function nm lists one for, and none for the others', (t) => {
+  if (!requireHost(t, { commands: ['nm'] })) return;
+  const names = new Set(
+    tool('nm', ['--defined-only', process.execPath])
+      .split('\n')
+      .map((line) => line.split(' ')[2])
+      .filter((name): name is string => name !== undefined && name !== ''),
+  );
+  const elf = openElf(process.execPath);
+  try {
+    const index = new SymbolIndex(elf);
+    let withCold = 0;
+    for (let k = 0; k < index.length; k++) {
+      const name = index.function(k).name;
+      const expected = names.has(`${name}.cold`) ? [`${name}.cold`] : [];
+      if (expected.length > 0) withCold++;
+      assert.deepEqual(
+        index.coldPartsOf(name).map((fn) => fn.name),
+        expected,
+        name,
+      );
+    }
+    assert.ok(withCold > 0, 'node has functions with a .cold part');
   } finally {
     elf.close();
   }

@@ -66,6 +66,9 @@ export interface SymbolIndexOptions {
   readonly debugFile?: { readonly elf: ElfFile; readonly path: string } | undefined;
 }
 
+/** The suffix of the part of a function GCC moved its rarely run code to. */
+const COLD_SUFFIX = '.cold';
+
 /**
  * The functions of one ELF file, from .symtab when present (with versions taken from the
  * matching .dynsym entries), else from its separate debug file's .symtab, else from .dynsym
@@ -95,6 +98,8 @@ export class SymbolIndex {
   #objects: (FunctionSymbol | undefined)[] | undefined;
   #all: readonly FunctionSymbol[] | undefined;
   #byName: Map<string, number[]> | undefined;
+  /** The stored names that have a `.cold` part (coldPartsOf()). */
+  #coldBases: Set<string> | undefined;
   /** Positions of GCC clones by the stored name they are clones of. */
   #byCloneBase: Map<string, number[]> | undefined;
   /** Demangled names by position: a string, `null` when not mangled, undefined until asked. */
@@ -292,6 +297,20 @@ export class SymbolIndex {
   }
 
   /**
+   * matchesAt() for a pattern that cannot match a demangled name (see mangledOnly()): the
+   * stored name and its versioned name, without demangling, unless the name is a GCC clone
+   * (`_ZN3app3runEv.cold`), whose base name matchesAt() also tries. `openEnd`: the pattern
+   * ends in `*`, so it matches a clone's name whenever it matches its base name.
+   */
+  matchesStoredAt(k: number, pattern: RegExp, openEnd = false): boolean {
+    const name = this.#nameOf(this.#order[k]!);
+    if (pattern.test(name)) return true;
+    const suffix = this.versionSuffixAt(k);
+    if (suffix !== '' && pattern.test(`${name}${suffix}`)) return true;
+    return !openEnd && name.includes('.') && this.matchesAt(k, pattern);
+  }
+
+  /**
    * The functions a name given by a user means, as probes take it: those stored under it and
    * their GCC clones and parts; else those whose demangled name it is, with or without the
    * parameter list (with their clones and parts). Callers leave out the .cold parts they must.
@@ -366,6 +385,22 @@ export class SymbolIndex {
       }
     }
     return (this.#byName.get(name) ?? []).map((k) => this.function(k));
+  }
+
+  /**
+   * The functions stored as `${name}.cold`: the part GCC moved a function's rarely run code
+   * to. Asked for every function of a pattern, so the names that have one are known first and
+   * the others cost no lookup.
+   */
+  coldPartsOf(name: string): readonly FunctionSymbol[] {
+    if (this.#coldBases === undefined) {
+      this.#coldBases = new Set();
+      for (let k = 0; k < this.length; k++) {
+        const stored = this.#nameOf(this.#order[k]!);
+        if (stored.endsWith(COLD_SUFFIX)) this.#coldBases.add(stored.slice(0, -COLD_SUFFIX.length));
+      }
+    }
+    return this.#coldBases.has(name) ? this.named(`${name}${COLD_SUFFIX}`) : [];
   }
 
   /** All functions at one address (aliases such as malloc and __libc_malloc). */
@@ -568,4 +603,14 @@ function sortUnique(c: FunctionColumns): Uint32Array {
     i = j;
   }
   return unique.slice(0, count);
+}
+
+/**
+ * Whether a glob can match only stored names, never a demangled one: it starts as an Itanium
+ * C++ mangled function name does (`_Z`, then a length or `N`, `L`), which no demangled name
+ * does (C++ reserves the names that begin with `_` and a capital letter). Such a pattern,
+ * `_ZN2v88internal8compiler*`, needs no name demangled to be matched.
+ */
+export function mangledOnly(glob: string): boolean {
+  return /^_Z(?:N[rVKRO]*|L)?[0-9]/.test(glob);
 }
