@@ -1,15 +1,16 @@
 #!/usr/bin/env node
 // The inject engine's cost per hit (issue 21), side by side in one run on one target
 // (bench/programs/hot.c, whose hot_function() starts with `push %rbx`, an instruction the
-// kernel emulates): `upscope count` of hot_function on the inject engine (a jump patched over
-// the function's entry to a trampoline that records the hit in a ring), the bpf engine (a
-// kernel uprobe and a BPF counter) and the ptrace engine (an int3 and a stop of the thread per
-// hit), and `uftrace record` of the same program built with -pg (every function, entry and
-// return). Each is its probed run's ns per call less its bare run's (the -pg one for
-// uftrace), medians of runs taken in turns. The inject rows say how many hits were counted:
-// upscope reads each recorded hit, far fewer a second than the hooked function makes, so the
-// ring fills and the hits it had no room for are counted lost (the trampoline then only
-// counts them); the second inject row gives the ring room for every hit (few calls).
+// kernel emulates): on the inject engine (a jump patched over the function's entry to a
+// trampoline in the process), `upscope count` (each entry counted inside the process with an
+// atomic add), `upscope latency` (entry and return: the call timed inside the process, a
+// histogram bucket added to) and `upscope count --by tid` (each hit recorded into the ring
+// upscope reads: far fewer a second than the function is called, so the ring fills and the
+// hits it has no room for are counted lost); the same count and latency on the bpf engine (a
+// kernel uprobe, and a uretprobe) and count on the ptrace engine (an int3 and a stop of the
+// thread per hit); `uftrace record` of the same program built with -pg (every function, entry
+// and return). Each is its probed run's ns per call less its bare run's (the -pg one for
+// uftrace), medians of runs taken in turns. Frida is tried from the npm registry.
 // Installs uftrace when missing.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -20,8 +21,6 @@ import { ensure, nsPerCall } from './bpf.mjs';
 const root = new URL('..', import.meta.url).pathname;
 const UPSCOPE = join(root, 'bin/upscope.js');
 const N = Number(process.env.BENCH_INJECT_N ?? 10_000_000);
-/** Calls few enough for the ring (64 Ki records) to hold each hit. */
-const N_ROOM = 50_000;
 /** Calls for the ptrace engine (tens of microseconds a hit). */
 const N_PTRACE = Number(process.env.BENCH_INJECT_PTRACE_N ?? 20_000);
 const ROUNDS = Number(process.env.BENCH_INJECT_RUNS ?? 5);
@@ -61,24 +60,45 @@ function build(dir, name, extra) {
   return out;
 }
 
-/** `upscope count --engine ENGINE -c "PROGRAM CALLS" PROGRAM:hot_function`: ns/call, counted, lost. */
-function count(engine, program, calls) {
+/**
+ * `upscope COMMAND --engine ENGINE [EXTRA] -c "PROGRAM CALLS" PROGRAM:hot_function`: ns/call,
+ * hits counted (count: the rows' sum; latency: the calls timed), lost.
+ */
+function upscope(command, engine, program, calls, extra = []) {
   const result = run(process.execPath, [
     UPSCOPE,
-    'count',
+    command,
     '--engine',
     engine,
+    ...extra,
     '-c',
     `${program} ${calls}`,
     `${program}:hot_function`,
   ]);
   const ns = nsPerCall(result.stderr);
   if (ns === undefined || result.status !== 0) {
-    throw new Error(`count --engine ${engine} failed (${result.status}):\n${result.stderr}`);
+    throw new Error(`${command} --engine ${engine} failed (${result.status}):\n${result.stderr}`);
   }
-  const counted = Number(/^(\d+)\s+hot_function$/m.exec(result.stdout)?.[1] ?? 0);
-  const lost = Number(/(\d+) hits not counted/.exec(result.stderr)?.[1] ?? 0);
+  const counted =
+    command === 'latency'
+      ? Number(/^hot_function: count (\d+),/m.exec(result.stdout)?.[1] ?? 0)
+      : [...result.stdout.matchAll(/^(\d+)\s+hot_function\b/gm)].reduce(
+          (sum, m) => sum + Number(m[1]),
+          0,
+        );
+  const lost = Number(
+    /(\d+) hits not counted/.exec(result.stderr)?.[1] ??
+      /(\d+) (?:events )?lost/.exec(result.stderr)?.[1] ??
+      0,
+  );
   return { ns, counted, lost };
+}
+
+/** Why Frida cannot be measured here, or undefined when its npm package loads. */
+function fridaMissing() {
+  const probe = run(process.execPath, ['-e', "require('frida')"], root);
+  if (probe.status === 0) return undefined;
+  return 'frida is not installed: its npm package fetches a prebuilt binding from GitHub when installed, which this machine cannot reach (npm install frida fails)';
 }
 
 export function runInjectBench() {
@@ -93,31 +113,42 @@ export function runInjectBench() {
     };
     const rows = [
       { name: 'bare', calls: N, measure: () => ({ ns: bare(plain, N) }) },
-      { name: 'bare, few calls', calls: N_ROOM, measure: () => ({ ns: bare(plain, N_ROOM) }) },
       { name: 'bare -pg', calls: N, measure: () => ({ ns: bare(pg, N) }) },
       {
-        name: 'inject (ring full)',
+        name: 'inject count',
         calls: N,
         base: 'bare',
-        measure: () => count('inject', plain, N),
+        measure: () => upscope('count', 'inject', plain, N),
       },
       {
-        name: 'inject (room for all)',
-        calls: N_ROOM,
-        base: 'bare, few calls',
-        measure: () => count('inject', plain, N_ROOM),
+        name: 'inject latency (e+r)',
+        calls: N,
+        base: 'bare',
+        measure: () => upscope('latency', 'inject', plain, N),
       },
       {
-        name: 'bpf (kernel uprobe)',
+        name: 'inject, each hit recorded',
+        calls: N,
+        base: 'bare',
+        measure: () => upscope('count', 'inject', plain, N, ['--by', 'tid']),
+      },
+      {
+        name: 'bpf count (uprobe)',
         calls: N / 10,
         base: 'bare',
-        measure: () => count('bpf', plain, N / 10),
+        measure: () => upscope('count', 'bpf', plain, N / 10),
       },
       {
-        name: 'ptrace (int3, a stop)',
+        name: 'bpf latency (e+r)',
+        calls: N / 10,
+        base: 'bare',
+        measure: () => upscope('latency', 'bpf', plain, N / 10),
+      },
+      {
+        name: 'ptrace count (int3)',
         calls: N_PTRACE,
         base: 'bare',
-        measure: () => count('ptrace', plain, N_PTRACE),
+        measure: () => upscope('count', 'ptrace', plain, N_PTRACE),
       },
       {
         name: 'uftrace record (-pg)',
@@ -131,6 +162,7 @@ export function runInjectBench() {
           return { ns: nsPerCall(result.stderr) ?? nsPerCall(result.stdout) };
         },
       },
+      { name: 'frida', calls: N, why: fridaMissing(), measure: () => ({}) },
     ];
     for (const row of rows) row.samples = [];
     for (let round = 0; round < ROUNDS; round++) {
@@ -149,12 +181,14 @@ export function runInjectBench() {
     }
     const ns = (name) => median(rows.find((r) => r.name === name).samples.map((s) => s.ns));
     console.log(
-      `\nCost per hit of an entry probe on hot_function (bench/programs/hot.c, upscope count; median of ${ROUNDS} runs in turns):`,
+      `\nCost per hit on hot_function (bench/programs/hot.c; median of ${ROUNDS} runs in turns):`,
     );
-    console.log('                           calls        ns/call   extra ns/hit   counted / lost');
+    console.log(
+      '                              calls        ns/call   extra ns/hit   counted / lost',
+    );
     for (const row of rows) {
       if (row.why !== undefined) {
-        console.log(`  ${row.name.padEnd(24)} not run: ${row.why}`);
+        console.log(`  ${row.name.padEnd(27)} not run: ${row.why}`);
         continue;
       }
       const own = median(row.samples.map((s) => s.ns));
@@ -162,11 +196,20 @@ export function runInjectBench() {
       const last = row.samples.at(-1);
       const tally = last.counted === undefined ? '' : `${last.counted} / ${last.lost}`;
       console.log(
-        `  ${row.name.padEnd(24)} ${fmt(row.calls, 0).padStart(10)}   ${fmt(own).padStart(9)}   ${extra === undefined ? ''.padStart(12) : fmt(extra).padStart(12)}   ${tally}`,
+        `  ${row.name.padEnd(27)} ${fmt(row.calls, 0).padStart(10)}   ${fmt(own).padStart(9)}   ${extra === undefined ? ''.padStart(12) : fmt(extra).padStart(12)}   ${tally}`,
       );
     }
     console.log(
-      '  (uftrace records entry and return of main, loop and hot_function; the others an entry of hot_function alone)',
+      '  (count rows: an entry of hot_function; latency rows (e+r): its entry and its return; uftrace: entry and return of main, loop and hot_function)',
+    );
+    const per = (name) => {
+      const row = rows.find((r) => r.name === name);
+      return row.why === undefined ? ns(name) - ns('bare') : undefined;
+    };
+    const ratio = (a, b) =>
+      a === undefined || b === undefined || a <= 0 ? '-' : `${fmt(b / a, 0)}x`;
+    console.log(
+      `  inject against bpf: entry ${ratio(per('inject count'), per('bpf count (uprobe)'))} cheaper, entry+return ${ratio(per('inject latency (e+r)'), per('bpf latency (e+r)'))} cheaper`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -197,6 +197,38 @@ export function bucketIndex(
 }
 
 /** A histogram kept in user space: add() each value, read() a Histogram of them now. */
+/** Values counted elsewhere into a histogram's own buckets (the inject engine's, in the process). */
+export interface HistogramPart {
+  readonly buckets: ReadonlyMap<number, bigint>;
+  readonly count: bigint;
+  readonly sum: bigint;
+  readonly min: bigint | undefined;
+  readonly max: bigint | undefined;
+}
+
+/** `histogram` with `part` added (same scheme and scale). */
+export function addToHistogram(histogram: Histogram, part: HistogramPart): Histogram {
+  if (part.count === 0n) return histogram;
+  const buckets = new Map(histogram.buckets);
+  for (const [index, count] of part.buckets) buckets.set(index, (buckets.get(index) ?? 0n) + count);
+  const min =
+    histogram.min === undefined || (part.min !== undefined && part.min < histogram.min)
+      ? part.min
+      : histogram.min;
+  const max =
+    histogram.max === undefined || (part.max !== undefined && part.max > histogram.max)
+      ? part.max
+      : histogram.max;
+  return {
+    ...histogram,
+    buckets,
+    count: histogram.count + part.count,
+    sum: histogram.sum + part.sum,
+    min,
+    max,
+  };
+}
+
 export class HistogramAccumulator {
   readonly #buckets = new Map<number, bigint>();
   readonly #scheme: BucketScheme;

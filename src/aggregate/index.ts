@@ -26,12 +26,14 @@ export {
   type ThreadCalls,
 } from './call-tree.js';
 export {
+  addToHistogram,
   type BucketRange,
   type BucketScheme,
   bucketIndex,
   bucketRange,
   type Histogram,
   HistogramAccumulator,
+  type HistogramPart,
   type HistogramRow,
   histogramRows,
   linearSteps,

@@ -1,6 +1,8 @@
 import {
+  addInlineAggregates,
   type ForeignBreakpointNotice,
   type HitContext,
+  type InlineAggregate,
   type ProbeEventKind,
   type ProbesOptions,
   ProcessProbes,
@@ -75,6 +77,12 @@ export interface ProcessRegistration {
   readonly unwinds?: boolean | undefined;
   /** For a spec: fetches given apart from it, lowered at each site (ProbeSite.optionFetches). */
   readonly optionFetches?: readonly OptionFetch[] | undefined;
+  /**
+   * With inline hooks (the inject engine): the sites a hook serves are aggregated in the
+   * process instead of delivered, their entries counted (a breakpoint) or their calls timed
+   * (a return); inProcessAggregates() reads them. Sites an int3 serves deliver their hits.
+   */
+  readonly inProcess?: boolean | undefined;
 }
 
 export interface FollowOptions {
@@ -143,6 +151,8 @@ export class ProcessTracer {
   #specSites: SpecSite[] = [];
   /** Per followed process (pid): the spec sites placed in it, by key. */
   readonly #placements = new Map<number, Map<string, Placement>>();
+  /** The site of each placement whose hits are aggregated in the process (kept after it goes). */
+  readonly #siteOfInternal = new Map<string, ProbeSite>();
   /** Spec registrations, to resolve again after an exec. */
   readonly #specs = new Map<string, ProcessRegistration>();
   readonly #sites = new Map<string, readonly ProbeSite[]>();
@@ -432,7 +442,7 @@ export class ProcessTracer {
         !registration.id.startsWith('\u0000') &&
         ((registration.event === 'breakpoint' && site.kind === 'entry') ||
           (registration.event === 'return' && site.returns?.mode === 'trampoline'))
-          ? this.#inlineFor(site)
+          ? this.#inlineFor(site, registration.inProcess)
           : undefined;
       if (
         this.#inline &&
@@ -465,6 +475,7 @@ export class ProcessTracer {
             : (hit) => registration.handler!(hit, site),
       });
       placed.set(spec.key, { spec, internalId, address });
+      if (inline?.aggregate === true) this.#siteOfInternal.set(internalId, site);
       this.#ids.get(registration.id)?.push(internalId);
     }
   }
@@ -527,7 +538,10 @@ export class ProcessTracer {
    * undefined (with a notice) when one of its fetches reads memory beyond the first stack
    * words, which a hook does not copy: an int3 serves it.
    */
-  #inlineFor(site: ProbeSite): { jumpTargets: readonly bigint[] | undefined } | undefined {
+  #inlineFor(
+    site: ProbeSite,
+    aggregate: boolean | undefined,
+  ): { jumpTargets: readonly bigint[] | undefined; aggregate: boolean | undefined } | undefined {
     const fetches = [...site.fetches, ...(site.optionFetches ?? [])];
     const reading = fetches.find((fetch) => !fitsInlineRecord(fetch));
     if (reading !== undefined) {
@@ -536,7 +550,22 @@ export class ProcessTracer {
       );
       return undefined;
     }
-    return { jumpTargets: site.jumpTargetsNear };
+    return { jumpTargets: site.jumpTargetsNear, aggregate };
+  }
+
+  /**
+   * What inline hooks aggregated in the processes for the registrations that asked for it
+   * (ProcessRegistration.inProcess), by site, every process and image so far added up.
+   */
+  inProcessAggregates(): Map<ProbeSite, InlineAggregate> {
+    const found = new Map<ProbeSite, InlineAggregate>();
+    for (const [internalId, aggregate] of this.#probes.inlineAggregates()) {
+      const site = this.#siteOfInternal.get(internalId);
+      if (site === undefined) continue;
+      const before = found.get(site);
+      found.set(site, before === undefined ? aggregate : addInlineAggregates(before, aggregate));
+    }
+    return found;
   }
 
   /** Hits inline hooks could not record (their ring was full), in total, since the last call. */

@@ -3,8 +3,14 @@
  * each hit served in user space and aggregated here into the same buckets as the bpf
  * engine's handlers, behind the same Aggregate, so that every engine reads the same.
  */
-import { type BucketScheme, HistogramAccumulator } from '../aggregate/index.js';
-import { evaluateFetch, type FetchSource, type HitContext } from '../engines/index.js';
+import { addToHistogram, type BucketScheme, HistogramAccumulator } from '../aggregate/index.js';
+import {
+  addInlineAggregates,
+  evaluateFetch,
+  type FetchSource,
+  type HitContext,
+  type InlineAggregate,
+} from '../engines/index.js';
 import type { FieldValue } from '../events/index.js';
 import {
   commandSearchOptions,
@@ -230,6 +236,33 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
       }
     }
   };
+  // On the inject engine, what needs no more than the hit itself (plain counts; latency
+  // without a filter or a call-by-call consumer) is aggregated in the process where a hook
+  // serves the site: no record per hit, no hit lost when the ring would be full.
+  const inProcess =
+    options.engine === 'inject' &&
+    predicate === undefined &&
+    options.tid === undefined &&
+    comm === undefined &&
+    ((aggregation.kind === 'count' && parts.length === 0) ||
+      (aggregation.kind === 'latency' && aggregation.onCall === undefined))
+      ? {
+          entries: aggregation.kind === 'count',
+          returns: aggregation.kind === 'latency',
+          timeUnitNs: aggregation.kind === 'latency' ? aggregation.unitNs : 1,
+        }
+      : undefined;
+  /** What the process aggregated so far, by probe name. */
+  const aggregatedInProcess = () => {
+    const found = new Map<string, InlineAggregate>();
+    if (inProcess === undefined) return found;
+    for (const [site, aggregate] of run.inProcess()) {
+      const probe = nameOf(site);
+      const before = found.get(probe);
+      found.set(probe, before === undefined ? aggregate : addInlineAggregates(before, aggregate));
+    }
+    return found;
+  };
   const histogram = (probe: string) => {
     let found = histograms.get(probe);
     if (found === undefined) {
@@ -239,8 +272,16 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
     return found;
   };
   const read = (): Reading<A> => {
+    const inside = aggregatedInProcess();
     if (aggregation.kind === 'count') {
-      const rows = [...counts.values()].map(({ probe, key, stack, count }): ProbeCount => {
+      const all = new Map(counts);
+      for (const [probe, { entries }] of inside) {
+        if (entries === 0n) continue;
+        const id = `${probe}\u0000`;
+        const row = all.get(id);
+        all.set(id, { probe, key: undefined, count: (row?.count ?? 0n) + entries });
+      }
+      const rows = [...all.values()].map(({ probe, key, stack, count }): ProbeCount => {
         if (stack === undefined || stacks === undefined) return { probe, key, count };
         const named = stacks.name(stack);
         const folded = named.map((frame) => frame.key).toReversed();
@@ -262,10 +303,23 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
       return rows as Reading<A>;
     }
     const seen = [...new Set([...probes, ...histograms.keys()])];
-    return seen.map((probe) => ({
-      probe,
-      histogram: (histograms.get(probe) ?? newHistogram()).read(),
-    })) as Reading<A>;
+    return seen.map((probe) => {
+      const own = (histograms.get(probe) ?? newHistogram()).read();
+      const timed = inside.get(probe);
+      return {
+        probe,
+        histogram:
+          timed === undefined
+            ? own
+            : addToHistogram(own, {
+                buckets: timed.buckets,
+                count: timed.calls,
+                sum: timed.sumNs,
+                min: timed.minNs,
+                max: timed.maxNs,
+              }),
+      };
+    }) as Reading<A>;
   };
   const run = await PtraceRun.start(
     list,
@@ -282,6 +336,7 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
       optionFetches: fetches,
       onNotice: options.onNotice,
       engine: options.engine === 'inject' ? 'inject' : 'ptrace',
+      inProcess,
     },
     {
       returns: (spec) => latency || /^r:/.test(spec),
@@ -311,7 +366,10 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
       faults,
       unmatched: 0n,
       deep: 0n,
-      unwound: [...unwound.values()].reduce((sum, n) => sum + n, 0n),
+      unwound: [
+        ...unwound.values(),
+        ...[...aggregatedInProcess().values()].map((a) => a.unwound),
+      ].reduce((sum, n) => sum + n, 0n),
     }),
     close: () => {
       run.stop();

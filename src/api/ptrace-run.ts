@@ -4,7 +4,13 @@
  * engine's aggregations (count, hist, latency) and the CLI's trace.
  */
 import { constants } from 'node:os';
-import { alarmIn, type HitContext, Injector, interruptWaitsOn } from '../engines/index.js';
+import {
+  alarmIn,
+  type HitContext,
+  Injector,
+  type InlineAggregate,
+  interruptWaitsOn,
+} from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
 import {
   DEFAULT_KILL_AFTER_MS,
@@ -43,6 +49,15 @@ export interface PtraceRunOptions {
    * hit), and the rest as `ptrace` (the default) does.
    */
   readonly engine?: 'ptrace' | 'inject' | undefined;
+  /**
+   * On `inject`: aggregate in the process where a hook serves a site (see inProcess()), with
+   * no hit for the consumer: the entries of the specs served at the probed address counted
+   * (`entries`), the calls of those served at the return timed (`returns`), in a histogram
+   * of `timeUnitNs` units.
+   */
+  readonly inProcess?:
+    | { readonly entries: boolean; readonly returns: boolean; readonly timeUnitNs: number }
+    | undefined;
 }
 
 /** What a run does with its hits. */
@@ -141,7 +156,13 @@ export class PtraceRun {
     const began = performance.now();
     // Inline hooks: the threads are not pinned to the tracer's CPU (which would make them wait
     // while it reads their hits); a site an int3 serves costs more per hit for it.
-    const inline = options.engine === 'inject' ? { inline: Injector.factory(), pin: false } : {};
+    const inline =
+      options.engine === 'inject'
+        ? {
+            inline: Injector.factory({ timeUnitNs: options.inProcess?.timeUnitNs }),
+            pin: false,
+          }
+        : {};
     const tracer =
       options.command !== undefined
         ? await ProcessTracer.spawn([options.command], {
@@ -184,6 +205,7 @@ export class PtraceRun {
             optionFetches: options.optionFetches,
             // Calls an unwind took away are shown (trace) and counted (count) as such.
             unwinds: true,
+            inProcess: returns ? options.inProcess?.returns : options.inProcess?.entries,
             handler,
             entryFilter:
               returns && entryFilter !== undefined
@@ -265,6 +287,18 @@ export class PtraceRun {
       },
       kill: () => this.stop(),
     };
+  }
+
+  /**
+   * What inline hooks aggregated in the process so far (PtraceRunOptions.inProcess), by site
+   * (as `sites` names it).
+   */
+  inProcess(): Map<ProbeSite, InlineAggregate> {
+    const found = new Map<ProbeSite, InlineAggregate>();
+    for (const [site, aggregate] of this.#tracer.inProcessAggregates()) {
+      found.set(this.#qualified.get(site) ?? site, aggregate);
+    }
+    return found;
   }
 
   /** Hits inline hooks could not record (their ring buffer was full), so far. */

@@ -192,6 +192,36 @@ test('latency and hist --engine inject -c: every call timed, every value seen', 
   afterwards(app);
 });
 
+test('latency --engine inject -c: timed inside the process, far more calls than the ring holds: each counted once, none lost, calls a longjmp left said apart', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = target();
+  // 2 threads x 200,000 calls of work, and deep chains left by longjmp: a record per entry
+  // and per return would be 900,000 records, far more than the ring's 65,536.
+  const latency = runCli([
+    'latency',
+    '--engine',
+    'inject',
+    '--command-output',
+    'inherit',
+    '-c',
+    `${app} 2 200000 10`,
+    `${app}:work`,
+    `${app}:deep`,
+  ]);
+  assert.equal(latency.status, 0, latency.stderr);
+  const truth = truthOf(latency.stdout);
+  assert.equal(truth.checksum, untraced(app, ['2', '200000', '10']).checksum);
+  assert.match(latency.stdout, new RegExp(`^work: count ${truth.work[1]},`, 'm'));
+  assert.match(latency.stdout, new RegExp(`^deep: count ${truth.deep[1]},`, 'm'));
+  assert.doesNotMatch(latency.stderr, /lost|not counted|dropped/);
+  // Calls a longjmp left are dropped from the shadow stack at the thread's next hooked
+  // call above them (those of the last jump of each thread maybe never): said, not timed.
+  const unwound = Number(/(\d+) calls ended by an unwind/.exec(latency.stderr)?.[1]);
+  assert.ok(unwound > 0, `the calls a longjmp left are said:\n${latency.stderr}`);
+  assert.ok(unwound <= truth.deep[0] - truth.deep[1], `${unwound} unwound at most`);
+  afterwards(app);
+});
+
 test('trace --engine inject -p: detach while threads are deep in hooked calls puts every return address back; the program runs on unharmed', async (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;
   const app = target();

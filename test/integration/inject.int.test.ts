@@ -196,10 +196,10 @@ test('count --engine inject -c: exact counts from 16 threads', (t) => {
   assert.match(result.stderr, /Counting 2 probes \(inject, process \d+/);
 });
 
-test('count --engine inject -c: hits the ring had no room for are said, and with those counted make the exact total', (t) => {
+test('count --engine inject -c: counted inside the process, 4,000,000 calls from 2 threads: exact, none lost', (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;
   const app = target(['-O2']);
-  // Far more calls than the ring holds (64 Ki records) and upscope reads meanwhile.
+  // Far more calls than the ring holds (64 Ki records): a plain count records none of them.
   const result = runCli([
     'count',
     '--engine',
@@ -209,10 +209,37 @@ test('count --engine inject -c: hits the ring had no room for are said, and with
     '-c',
     `${app} 2 2000000`,
     `${app}:hooked`,
+    `${app}:looper`,
   ]);
   assert.equal(result.status, 0, result.stderr);
   const truth = totals(result.stdout);
-  const counted = Number(/^(\d+)\s+hooked$/m.exec(result.stdout)?.[1]);
+  assert.match(result.stdout, new RegExp(`^${truth.hooked}\\s+hooked$`, 'm'));
+  assert.match(result.stdout, new RegExp(`^${truth.looper}\\s+looper$`, 'm'));
+  assert.doesNotMatch(result.stderr, /not counted|lost/);
+  assert.deepEqual(tracedChildren(), []);
+});
+
+test('count --engine inject --by tid -c: hits the ring had no room for are said, and with those counted make the exact total', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = target(['-O2']);
+  // Keyed by thread, each hit is recorded: far more calls than the ring holds (64 Ki
+  // records) and upscope reads meanwhile.
+  const result = runCli([
+    'count',
+    '--engine',
+    'inject',
+    '--by',
+    'tid',
+    '--command-output',
+    'inherit',
+    '-c',
+    `${app} 2 2000000`,
+    `${app}:hooked`,
+  ]);
+  assert.equal(result.status, 0, result.stderr);
+  const truth = totals(result.stdout);
+  const rows = [...result.stdout.matchAll(/^(\d+)\s+hooked\s+\d+$/gm)].map((m) => Number(m[1]));
+  const counted = rows.reduce((sum, n) => sum + n, 0);
   const lost = Number(
     /(\d+) hits not counted \(the ring buffer the hooks write into was full\)/.exec(
       result.stderr,

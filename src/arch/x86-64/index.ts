@@ -27,6 +27,7 @@ export {
   type ReturnScan,
 } from './returns.js';
 export {
+  BUCKETS,
   buildEntryTrampoline,
   buildReturnTrampoline,
   type EntryTrampolineSpec,
@@ -38,6 +39,7 @@ export {
   SHADOW,
   SHADOW_DEPTH,
   STACK_WORDS,
+  STATS,
   TRAMPOLINE_MAX_BYTES,
 } from './trampoline.js';
 export {

@@ -46,7 +46,10 @@ export const SHADOW = {
   slotBytes: 128 * 1024,
   /** Where the entries start in a slot. */
   entries: 64,
-  /** One entry: u64 return address, u64 stack pointer at the entry, u32 probe index. */
+  /**
+   * One entry: u64 return address, u64 stack pointer at the entry, u32 probe index, u32 1
+   * when the call is timed in the process (no records), u64 the TSC at its entry then.
+   */
   entryBytes: 32,
 } as const;
 
@@ -63,8 +66,20 @@ export const RING = {
   tidOffset: 128,
   /** u64: calls whose return could not be tracked (see the module's comment). */
   untracked: 192,
+  /** u64: nanoseconds per TSC tick, times 2^32 (for the calls timed in the process). */
+  tickToNs: 256,
+  /**
+   * u64: ceil(2^64 / the unit of a timed call's bucket, in ns): a bucket counts units; 0
+   * for a unit of 1 ns.
+   */
+  unitReciprocal: 320,
   /** u8 per probe index: whether its entry trampoline swaps return addresses. */
   returns: 1024,
+  /**
+   * u8 per probe index: whether its hits are aggregated in the process (STATS, BUCKETS)
+   * instead of recorded: entries counted, the calls whose returns are swapped timed.
+   */
+  inProcess: 2048,
   /** u64 per probe index: hits not recorded because the ring was full. */
   lost: 4096,
   /** The most probe indexes one ring serves. */
@@ -73,9 +88,41 @@ export const RING = {
   shadowTids: 4096 + 8 * 1024,
   /** The thread slots (SHADOW.threads of SHADOW.slotBytes). */
   shadowSlots: 4096 + 8 * 1024 + 4096,
+  /** Per probe index, STATS.bytes: what is aggregated in the process. */
+  stats: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes,
+  /** Per probe index, BUCKETS.bytes: the timed calls' histogram (histogram.ts's log2). */
+  buckets: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 64,
   /** Where the records start. */
-  records: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes,
+  records: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 64 + 1024 * 4096,
 } as const;
+
+/** One probe's aggregates in the process (RING.stats), u64 each, updated with atomic adds. */
+export const STATS = {
+  /** Entries counted. */
+  entries: 0,
+  /** Calls timed (returns seen). */
+  calls: 8,
+  /** Their total time, ns. */
+  sum: 16,
+  /** The longest, ns (0: none yet). */
+  max: 24,
+  /** The shortest, ns, bit-inverted (0: none yet). */
+  notMin: 32,
+  /** Timed calls a longjmp or an unwind left (no return came). */
+  unwound: 40,
+  bytes: 64,
+} as const;
+
+/** One probe's histogram of timed calls (RING.buckets): u64 per bucket index. */
+export const BUCKETS = { count: 512, bytes: 4096 } as const;
+
+if (
+  RING.buckets !== RING.stats + RING.maxProbes * STATS.bytes ||
+  RING.records !== RING.buckets + RING.maxProbes * BUCKETS.bytes ||
+  BUCKETS.count * 8 !== BUCKETS.bytes
+) {
+  throw new Error('RING: its areas overlap or leave gaps');
+}
 
 /** Words of the stack a record keeps (the return address, then stack-passed arguments). */
 export const STACK_WORDS = 4;
@@ -358,6 +405,36 @@ class Code {
     this.emit(...encode([0xff], 0, mem, true, [0xf0]));
   }
 
+  /** `lock add [mem], reg` (64-bit). */
+  lockAdd(mem: Mem, reg: number): void {
+    this.emit(...encode([0x01], reg, mem, true, [0xf0]));
+  }
+
+  /** `bsr dst, src` (64-bit): the index of src's top set bit. */
+  bitScanReverse(dst: number, src: number): void {
+    this.emit(...encode([0x0f, 0xbd], dst, src, true));
+  }
+
+  /** `shr reg, cl` (64-bit). */
+  shiftRightByCl(reg: number): void {
+    this.emit(...encode([0xd3], 5, reg, true));
+  }
+
+  /** `mul reg` (64-bit): rdx:rax = rax * reg, unsigned. */
+  multiply(reg: number): void {
+    this.emit(...encode([0xf7], 4, reg, true));
+  }
+
+  /** `shrd dst, src, imm8` (64-bit): dst shifted right, src's low bits coming in on top. */
+  shiftRightDouble(dst: number, src: number, bits: number): void {
+    this.emit(...encode([0x0f, 0xac], src, dst, true), bits);
+  }
+
+  /** `not reg` (64-bit). */
+  not(reg: number): void {
+    this.emit(...encode([0xf7], 2, reg, true));
+  }
+
   /** `lock cmpxchg [mem], reg`. */
   lockCompareExchange(mem: Mem, reg: number, wide: boolean): void {
     this.emit(...encode([0x0f, 0xb1], reg, mem, wide, [0xf0]));
@@ -483,46 +560,71 @@ function storeRegisters(code: Code, rspFrom: Mem): void {
   code.store({ base: rsi, disp: RECORD.rflags }, rax);
 }
 
-/** Store the TSC in the record (clobbers rax, rdx). */
-function storeTsc(code: Code): void {
+/** The TSC into `into` (clobbers rax, rdx). */
+function readTsc(code: Code, into: number): void {
   code.emit(0x0f, 0x31); // rdtsc
   code.shiftLeft(rdx, 32);
   code.emit(...encode([0x09], rdx, rax, true)); // or rax,rdx
-  code.store({ base: rsi, disp: RECORD.tsc }, rax);
+  if (into !== rax) code.move(into, rax);
+}
+
+/**
+ * Count a timed call that a longjmp or an unwind left, while the shadow stack drops it:
+ * `entry` is its shadow entry (rax may be part of it; clobbers rax).
+ */
+function countUnwound(code: Code, entry: Mem, prefix: string): void {
+  code.compareByte({ ...entry, disp: entry.disp + 20 }, 0);
+  code.jcc('e', `${prefix}counted`);
+  code.load(rax, { ...entry, disp: entry.disp + 16 }, false);
+  code.shiftLeft(rax, Math.log2(STATS.bytes));
+  code.lockIncrement({ base: rdi, index: rax, disp: RING.stats + STATS.unwound });
+  code.label(`${prefix}counted`);
+}
+
+/** How a call's entry is kept: its thread id, and whether the process times it. */
+interface SwapPath {
+  /** Labels' prefix (each path of a trampoline has its own). */
+  readonly prefix: string;
+  /** Puts the thread id in eax (may clobber rax, rcx, r11). */
+  readonly threadId: (code: Code) => void;
+  /** The call is timed in the process: the entry TSC is in rsi, no record is written. */
+  readonly timed: boolean;
 }
 
 /**
  * Swap the return address for the return trampoline when the probe asks for its returns,
  * pushing the real one on the thread's shadow stack: ecx gets the record's kind (shifted
- * into place). The thread id is in the record already. Clobbers rax, rcx, rdx, r9-r11.
+ * into place). Clobbers rax, rcx, rdx, r9-r11.
  */
-function swapReturn(code: Code, probe: number, returnTrampoline: bigint): void {
+function swapReturn(code: Code, probe: number, returnTrampoline: bigint, path: SwapPath): void {
+  const p = path.prefix;
   const entry = (at: number): Mem => ({ base: r11, disp: at });
   code.compareByte({ base: rdi, disp: RING.returns + probe }, 0);
-  code.jcc('e', 'plain');
+  code.jcc('e', `${p}plain`);
   code.load(rdx, { base: rsp, disp: ENTRY_RSP });
   code.movabs(rax, returnTrampoline);
   // A tail call from a function whose return is swapped already: that one returns for both.
   code.compare(rdx, rax);
-  code.jcc('e', 'untracked');
-  code.load(rax, { base: rsi, disp: RECORD.tid }, false);
-  shadowSlot(code, true, 'untracked', 'e_');
+  code.jcc('e', `${p}untracked`);
+  path.threadId(code);
+  shadowSlot(code, true, `${p}untracked`, `${p}e_`);
   code.lea(r10, { base: rsp, disp: ENTRY_RSP });
   // Entries at or below this stack pointer are calls a longjmp or an unwind left.
-  code.label('trim');
+  code.label(`${p}trim`);
   code.load(rcx, { base: r9, disp: 0 });
   code.test(rcx, rcx);
-  code.jcc('e', 'push');
+  code.jcc('e', `${p}push`);
   code.move(rax, rcx);
   code.shiftLeft(rax, Math.log2(SHADOW.entryBytes));
   code.compareMem({ base: r9, index: rax, disp: SHADOW.entries - SHADOW.entryBytes + 8 }, r10);
-  code.jcc('a', 'push');
+  code.jcc('a', `${p}push`);
+  countUnwound(code, { base: r9, index: rax, disp: SHADOW.entries - SHADOW.entryBytes }, p);
   code.decrement(rcx);
   code.store({ base: r9, disp: 0 }, rcx);
-  code.jmp('trim');
-  code.label('push');
+  code.jmp(`${p}trim`);
+  code.label(`${p}push`);
   code.compareImm(rcx, SHADOW_DEPTH);
-  code.jcc('ae', 'untracked');
+  code.jcc('ae', `${p}untracked`);
   code.move(rax, rcx);
   code.shiftLeft(rax, Math.log2(SHADOW.entryBytes));
   code.lea(r11, { base: r9, index: rax, disp: SHADOW.entries });
@@ -530,6 +632,8 @@ function swapReturn(code: Code, probe: number, returnTrampoline: bigint): void {
     code.store(entry(0), rdx);
     code.store(entry(8), r10);
     code.storeImm(entry(16), probe, false);
+    code.storeImm(entry(20), path.timed ? 1 : 0, false);
+    if (path.timed) code.store(entry(24), rsi);
   };
   fill();
   code.lea(rax, { base: rcx, disp: 1 });
@@ -538,12 +642,12 @@ function swapReturn(code: Code, probe: number, returnTrampoline: bigint): void {
   code.movabs(rax, returnTrampoline);
   code.store({ base: r10, disp: 0 }, rax);
   code.emit(0xb9, ...le32(RECORD_KIND.entryWithReturn << 24)); // mov ecx,kind
-  code.jmp('kind');
-  code.label('untracked');
+  code.jmp(`${p}kind`);
+  code.label(`${p}untracked`);
   code.lockIncrement({ base: rdi, disp: RING.untracked });
-  code.label('plain');
+  code.label(`${p}plain`);
   code.zero(rcx);
-  code.label('kind');
+  code.label(`${p}kind`);
 }
 
 /** The code that records an entry and restores every register, up to the relocated instructions. */
@@ -556,16 +660,33 @@ function entryBody(
   const code = new Code();
   saveAll(code);
   code.movabs(rdi, ring);
+  code.compareByte({ base: rdi, disp: RING.inProcess + probe }, 0);
+  code.jcc('e', 'record');
+  // Aggregated in the process: the entry counted, its call timed if its return is wanted.
+  code.lockIncrement({ base: rdi, disp: RING.stats + probe * STATS.bytes + STATS.entries });
+  readTsc(code, rsi);
+  swapReturn(code, probe, returnTrampoline, {
+    prefix: 'a_',
+    threadId: (c) => threadId(c, 'a_'),
+    timed: true,
+  });
+  code.jmp('done');
+  code.label('record');
   claimRecord(code, capacity, '');
   threadId(code, '');
   code.store({ base: rsi, disp: RECORD.tid }, rax, false);
-  storeTsc(code);
+  readTsc(code, rax);
+  code.store({ base: rsi, disp: RECORD.tsc }, rax);
   storeRegisters(code, { base: rsp, disp: ENTRY_RSP });
   for (let i = 0; i < STACK_WORDS; i++) {
     code.load(rax, { base: rsp, disp: ENTRY_RSP + 8 * i });
     code.store({ base: rsi, disp: RECORD.stack + 8 * i }, rax);
   }
-  swapReturn(code, probe, returnTrampoline);
+  swapReturn(code, probe, returnTrampoline, {
+    prefix: '',
+    threadId: (c) => c.load(rax, { base: rsi, disp: RECORD.tid }, false),
+    timed: false,
+  });
   code.arithImm(1, rcx, probe, false);
   code.store({ base: rsi, disp: RECORD.probe }, rcx, false);
   code.store({ base: rsi, disp: RECORD.seq }, r8); // publish
@@ -598,16 +719,81 @@ export function buildEntryTrampoline(spec: EntryTrampolineSpec): Uint8Array {
   const code = entryBody(spec.ring, spec.capacity, spec.probe, spec.returnTrampoline);
   code.push(...spec.relocated);
   code.push(...jumpBack(spec.at + BigInt(code.length), spec.back));
+  if (code.length > TRAMPOLINE_MAX_BYTES) {
+    throw new RangeError(`an entry trampoline of ${code.length} bytes exceeds its slot`);
+  }
   return Uint8Array.from(code);
+}
+
+/**
+ * `[mem] = max([mem], reg)`, unsigned, with `lock cmpxchg` (clobbers rax); `prefix` names
+ * its labels.
+ */
+function atomicMax(code: Code, mem: Mem, reg: number, prefix: string): void {
+  code.load(rax, mem);
+  code.label(`${prefix}retry`);
+  code.compare(rax, reg);
+  code.jcc('ae', `${prefix}kept`);
+  code.lockCompareExchange(mem, reg, true);
+  code.jcc('ne', `${prefix}retry`);
+  code.label(`${prefix}kept`);
+}
+
+/**
+ * A call timed in the process has returned (r9: its probe index, rsi: its entry TSC): add it
+ * to the probe's STATS and BUCKETS. Clobbers rax, rcx, rdx, rsi, r8, r9.
+ */
+function timeCall(code: Code): void {
+  readTsc(code, rax);
+  code.emit(...encode([0x29], rsi, rax, true)); // sub rax,rsi
+  // A TSC behind the entry's (another CPU's, a little off): no time.
+  code.jcc('ae', 't_ticks');
+  code.zero(rax);
+  code.label('t_ticks');
+  code.load(rcx, { base: rdi, disp: RING.tickToNs });
+  code.multiply(rcx);
+  code.shiftRightDouble(rax, rdx, 32);
+  code.move(rsi, rax);
+  code.move(r8, r9);
+  code.shiftLeft(r8, Math.log2(STATS.bytes));
+  code.lea(r8, { base: rdi, index: r8, disp: RING.stats });
+  code.lockIncrement({ base: r8, disp: STATS.calls });
+  code.lockAdd({ base: r8, disp: STATS.sum }, rsi);
+  atomicMax(code, { base: r8, disp: STATS.max }, rsi, 't_max');
+  code.move(rcx, rsi);
+  code.not(rcx);
+  atomicMax(code, { base: r8, disp: STATS.notMin }, rcx, 't_min');
+  // The bucket counts units of RING.unitReciprocal's: ns * (2^64 / unit) / 2^64.
+  code.move(rax, rsi);
+  code.load(rcx, { base: rdi, disp: RING.unitReciprocal });
+  code.test(rcx, rcx);
+  code.jcc('e', 't_units');
+  code.multiply(rcx);
+  code.move(rax, rdx);
+  code.label('t_units');
+  // histogram.ts's log2 bucket: m below 8 is bucket m; else with k = floor(log2 m),
+  // 8 + (k - 3) * 8 + the 3 bits after the top one.
+  code.compareImm(rax, 8);
+  code.jcc('b', 't_bucket');
+  code.bitScanReverse(rcx, rax);
+  code.arithImm(5, rcx, 3);
+  code.move(rdx, rax);
+  code.shiftRightByCl(rdx);
+  code.arithImm(4, rdx, 7);
+  code.lea(rax, { base: rdx, index: rcx, scale: 8, disp: 8 });
+  code.label('t_bucket');
+  code.shiftLeft(r9, Math.log2(BUCKETS.bytes));
+  code.lea(r9, { base: rdi, index: r9, disp: RING.buckets });
+  code.lockIncrement({ base: r9, index: rax, scale: 8, disp: 0 });
 }
 
 /**
  * The return trampoline of a process's ring: where a call whose return address an entry
  * trampoline swapped returns to. It pops the thread's shadow stack to the call's entry (by
- * stack pointer), records the return, and returns to the real address (put back where the
- * return address was, so that the stack is as an untraced return leaves it). No entry for
- * the call (which cannot be, short of a program that rewrites its own stack) ends in `ud2`:
- * there is no address to go on from.
+ * stack pointer), records the return (or times the call, when the process aggregates it),
+ * and returns to the real address (put back where the return address was, so that the
+ * stack is as an untraced return leaves it). No entry for the call (which cannot be, short
+ * of a program that rewrites its own stack) ends in `ud2`: there is no address to go on from.
  */
 export function buildReturnTrampoline(ring: bigint, capacity: number): Uint8Array {
   const code = new Code();
@@ -627,6 +813,7 @@ export function buildReturnTrampoline(ring: bigint, capacity: number): Uint8Arra
   code.compareMem({ base: rdx, disp: 8 }, r10);
   code.jcc('e', 'match');
   // A call made after this one and not returned from: a longjmp or an unwind left it.
+  countUnwound(code, { base: rdx, disp: 0 }, 'pop_');
   code.decrement(rcx);
   code.store({ base: r9, disp: 0 }, rcx);
   code.jmp('pop');
@@ -634,15 +821,24 @@ export function buildReturnTrampoline(ring: bigint, capacity: number): Uint8Arra
   code.load(rax, { base: rdx, disp: 0 });
   code.store({ base: r10, disp: 0 }, rax);
   code.load(r8, { base: rdx, disp: 16 }, false);
+  // Read before the entry is given back (a signal handler's call may take its place).
+  code.load(rsi, { base: rdx, disp: 24 });
+  code.load(rdx, { base: rdx, disp: 20 }, false);
   code.decrement(rcx);
   code.store({ base: r9, disp: 0 }, rcx);
   code.emit(...encode([0x89], r8, r9, false)); // mov r9d,r8d: the probe index
+  code.test(rdx, rdx);
+  code.jcc('e', 'r_record');
+  timeCall(code);
+  code.jmp('done');
+  code.label('r_record');
   claimRecord(code, capacity, 'r_');
   code.emit(...encode([0x89], r9, rax, false)); // mov eax,r9d
   code.arithImm(1, rax, RECORD_KIND.return << 24, false);
   code.store({ base: rsi, disp: RECORD.probe }, rax, false);
   code.store({ base: rsi, disp: RECORD.tid }, r11, false);
-  storeTsc(code);
+  readTsc(code, rax);
+  code.store({ base: rsi, disp: RECORD.tsc }, rax);
   storeRegisters(code, { base: r10, disp: 8 });
   code.load(rax, { base: r10, disp: 0 });
   code.store({ base: rsi, disp: RECORD.stack }, rax);
@@ -662,8 +858,15 @@ export function buildReturnTrampoline(ring: bigint, capacity: number): Uint8Arra
   code.emit(0xc3); // ret
   code.label('bad');
   code.emit(0x0f, 0x0b); // ud2
-  return Uint8Array.from(code.finish());
+  const bytes = code.finish();
+  if (bytes.length > TRAMPOLINE_MAX_BYTES) {
+    throw new RangeError(`the return trampoline of ${bytes.length} bytes exceeds its slot`);
+  }
+  return Uint8Array.from(bytes);
 }
 
-/** The bytes a trampoline takes at most (its body, 15 x 3 relocated bytes, the jump back). */
-export const TRAMPOLINE_MAX_BYTES = 1024;
+/**
+ * The bytes a trampoline takes at most (an entry trampoline's body, about 1,400 bytes with
+ * its two paths; 15 x 3 relocated bytes; the jump back). buildEntryTrampoline() checks it.
+ */
+export const TRAMPOLINE_MAX_BYTES = 2048;

@@ -1,5 +1,6 @@
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import {
+  BUCKETS,
   buildEntryTrampoline,
   buildReturnTrampoline,
   jumpRel32,
@@ -12,11 +13,12 @@ import {
   SHADOW,
   SHADOW_DEPTH,
   STACK_WORDS,
+  STATS,
   TRAMPOLINE_MAX_BYTES,
 } from '../../arch/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { loadNative, type NativeMemory, SYSCALL, USER_REGS } from '../../native/index.js';
-import type { InlineHit, InlineHooks } from '../ptrace/inline-hooks.js';
+import type { InlineAggregate, InlineHit, InlineHooks } from '../ptrace/inline-hooks.js';
 import { Registers } from '../ptrace/registers.js';
 import { SIGTRAP, type Tracee } from '../ptrace/tracee.js';
 import { XolArea } from '../ptrace/xol-area.js';
@@ -80,6 +82,8 @@ interface Ring {
 export interface InjectorOptions {
   /** Records the ring holds (a power of two; default DEFAULT_RING_RECORDS). */
   readonly ringRecords?: number | undefined;
+  /** The unit the histogram of calls timed in the process counts, in ns (default 1). */
+  readonly timeUnitNs?: number | undefined;
 }
 
 /**
@@ -92,6 +96,7 @@ export interface InjectorOptions {
 export class Injector implements InlineHooks {
   readonly #tracee: Tracee;
   readonly #capacity: number;
+  readonly #timeUnitNs: number;
   #xol: XolArea;
   #ring: Ring | undefined;
   readonly #hooks = new Map<bigint, Hook>();
@@ -120,6 +125,7 @@ export class Injector implements InlineHooks {
       );
     }
     this.#capacity = records;
+    this.#timeUnitNs = options.timeUnitNs ?? 1;
     this.#xol = new XolArea(tracee, TRAMPOLINE_MAX_BYTES);
   }
 
@@ -201,6 +207,49 @@ export class Injector implements InlineHooks {
     const ring = this.#ring;
     if (hook === undefined || ring === undefined) return;
     Atomics.store(ring.u8, RING.returns + hook.index, on ? 1 : 0);
+  }
+
+  setAggregate(vaddr: bigint, on: boolean): void {
+    const hook = this.#hooks.get(vaddr);
+    const ring = this.#ring;
+    if (hook === undefined || ring === undefined) return;
+    Atomics.store(ring.u8, RING.inProcess + hook.index, on ? 1 : 0);
+  }
+
+  aggregates(): Map<bigint, InlineAggregate> {
+    const found = new Map<bigint, InlineAggregate>();
+    const ring = this.#ring;
+    if (ring === undefined) return found;
+    const { u64 } = ring;
+    for (const [index, vaddr] of this.#byIndex.entries()) {
+      if (vaddr === undefined) continue;
+      const at = (RING.stats + index * STATS.bytes) / 8;
+      const word = (field: number) => Atomics.load(u64, at + field / 8);
+      const entries = word(STATS.entries);
+      const calls = word(STATS.calls);
+      const unwound = word(STATS.unwound);
+      if (entries === 0n && calls === 0n && unwound === 0n) continue;
+      const buckets = new Map<number, bigint>();
+      if (calls > 0n) {
+        const first = (RING.buckets + index * BUCKETS.bytes) / 8;
+        for (let i = 0; i < BUCKETS.count; i++) {
+          const count = Atomics.load(u64, first + i);
+          if (count > 0n) buckets.set(i, count);
+        }
+      }
+      const max = word(STATS.max);
+      const notMin = word(STATS.notMin);
+      found.set(vaddr, {
+        entries,
+        calls,
+        sumNs: word(STATS.sum),
+        minNs: calls === 0n ? undefined : BigInt.asUintN(64, ~notMin),
+        maxNs: calls === 0n ? undefined : max,
+        buckets,
+        unwound,
+      });
+    }
+    return found;
   }
 
   remove(vaddr: bigint): void {
@@ -286,6 +335,11 @@ export class Injector implements InlineHooks {
         tail: 0,
       };
       this.#clock = new TscClock(native);
+      this.#setRates();
+      if (this.#timeUnitNs > 1) {
+        const reciprocal = ((1n << 64n) + BigInt(this.#timeUnitNs) - 1n) / BigInt(this.#timeUnitNs);
+        Atomics.store(this.#ring.u64, RING.unitReciprocal / 8, reciprocal);
+      }
       return this.#ring;
     } finally {
       tracee.injectSyscall(tid, SYSCALL.close, [fd]);
@@ -297,6 +351,7 @@ export class Injector implements InlineHooks {
     if (ring === undefined) return true;
     const clock = this.#clock!;
     clock.update();
+    this.#setRates();
     const { u32, u64, local } = ring;
     const bytes = local.bytes;
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -350,6 +405,15 @@ export class Injector implements InlineHooks {
       Atomics.store(u64, RING.tail / 8, BigInt(tail));
     }
     return tail >= end;
+  }
+
+  /** Tell the trampolines the TSC's rate as the clock knows it now (RING.tickToNs). */
+  #setRates(): void {
+    const ring = this.#ring;
+    const clock = this.#clock;
+    if (ring === undefined || clock === undefined) return;
+    const scaled = BigInt(Math.round(clock.nsPerTick * 2 ** 32));
+    Atomics.store(ring.u64, RING.tickToNs / 8, scaled);
   }
 
   takeLost(): Map<bigint, number> {

@@ -52,6 +52,11 @@ export class TscClock {
     this.#nsPerTick = this.#rate();
   }
 
+  /** Nanoseconds per TSC tick, as far as known now. */
+  get nsPerTick(): number {
+    return this.#nsPerTick;
+  }
+
   /** CLOCK_MONOTONIC, in ns, when the TSC read `tsc`. */
   toNs(tsc: bigint): bigint {
     return this.#last.ns + BigInt(Math.round(Number(tsc - this.#last.tsc) * this.#nsPerTick));

@@ -1,5 +1,11 @@
 export { evaluateFetch, type FetchSource } from './fetch.js';
-export type { InlineHit, InlineHooks, InlineHooksFactory } from './inline-hooks.js';
+export {
+  addInlineAggregates,
+  type InlineAggregate,
+  type InlineHit,
+  type InlineHooks,
+  type InlineHooksFactory,
+} from './inline-hooks.js';
 export {
   type ForeignBreakpointNotice,
   type HitContext,

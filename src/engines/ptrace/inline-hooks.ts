@@ -33,6 +33,42 @@ export interface InlineHit {
 }
 
 /**
+ * What inline hooks aggregated in the process for one hooked function (see
+ * InlineHooks.setAggregate()), since they were placed.
+ */
+export interface InlineAggregate {
+  /** Entries counted. */
+  readonly entries: bigint;
+  /** Calls timed (their returns came through the hook). */
+  readonly calls: bigint;
+  /** Their total, shortest and longest times, in ns. */
+  readonly sumNs: bigint;
+  readonly minNs: bigint | undefined;
+  readonly maxNs: bigint | undefined;
+  /** Timed calls by log2 bucket of their time (aggregate/histogram.ts), in the unit asked. */
+  readonly buckets: ReadonlyMap<number, bigint>;
+  /** Timed calls a longjmp or an unwind left: no return came. */
+  readonly unwound: bigint;
+}
+
+/** Two aggregates of the same function added up (two processes', or before and after an exec). */
+export function addInlineAggregates(a: InlineAggregate, b: InlineAggregate): InlineAggregate {
+  const buckets = new Map(a.buckets);
+  for (const [index, count] of b.buckets) buckets.set(index, (buckets.get(index) ?? 0n) + count);
+  const pick = (x: bigint | undefined, y: bigint | undefined, min: boolean) =>
+    x === undefined ? y : y === undefined ? x : min === x < y ? x : y;
+  return {
+    entries: a.entries + b.entries,
+    calls: a.calls + b.calls,
+    sumNs: a.sumNs + b.sumNs,
+    minNs: pick(a.minNs, b.minNs, true),
+    maxNs: pick(a.maxNs, b.maxNs, false),
+    buckets,
+    unwound: a.unwound + b.unwound,
+  };
+}
+
+/**
  * Hooks patched into the code of one traced process that record their hits without a trap
  * (the `inject` engine, in engines/inject/), for ProcessProbes to place instead of an int3
  * where they can. Every call that changes code is made with every thread of the process
@@ -59,6 +95,14 @@ export interface InlineHooks {
    * through the hook when it is turned off.
    */
   setReturns(vaddr: bigint, on: boolean): void;
+  /**
+   * Whether the hook at `vaddr` aggregates in the process instead of recording: each entry
+   * counted, each call whose return it swaps timed into a histogram (aggregates() reads
+   * them); no hit is recorded for it meanwhile. Calls in flight keep how they began.
+   */
+  setAggregate(vaddr: bigint, on: boolean): void;
+  /** What the hooks aggregated in the process, by hooked address (only those with any). */
+  aggregates(): Map<bigint, InlineAggregate>;
   /**
    * Stopped thread `tid` is about to unwind its stack (a C++ throw): its swapped return
    * addresses are put back (an unwinder cannot read the hook's), and those calls give no

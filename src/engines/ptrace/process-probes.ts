@@ -13,7 +13,13 @@ import {
 import { InternalError, ProbeError } from '../../errors/index.js';
 import { pausePoint, procState } from '../../host/index.js';
 import { PTRACE_EVENT } from '../../native/index.js';
-import type { InlineHit, InlineHooks, InlineHooksFactory } from './inline-hooks.js';
+import {
+  addInlineAggregates,
+  type InlineAggregate,
+  type InlineHit,
+  type InlineHooks,
+  type InlineHooksFactory,
+} from './inline-hooks.js';
 import { Registers } from './registers.js';
 import { cannotReport, SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
 import { XolArea } from './xol-area.js';
@@ -120,9 +126,17 @@ export interface Registration {
    * be placed, with no trap per hit; `jumpTargets` are the addresses near the entry that a
    * jump of the function lands on (undefined: unknown). Its hits then come with the
    * registers at the entry, after the thread has gone on: a handler must not change them
-   * (nor write memory), and read() sees only those stack words.
+   * (nor write memory), and read() sees only those stack words. `aggregate`: the hook
+   * counts the entries (a breakpoint) or times the calls (a return) in the process, with no
+   * hit delivered for them; inlineAggregates() reads them (when every registration at its
+   * address asks for it; else hits are recorded as usual).
    */
-  readonly inline?: { readonly jumpTargets: readonly bigint[] | undefined } | undefined;
+  readonly inline?:
+    | {
+        readonly jumpTargets: readonly bigint[] | undefined;
+        readonly aggregate?: boolean | undefined;
+      }
+    | undefined;
 }
 
 /** Where a function's calls begin and end, at run time. */
@@ -260,6 +274,11 @@ interface Delivery {
   readonly newborns: Map<number, StopReport>;
   /** What the processes noticed of other tracers' breakpoints, not taken yet. */
   readonly notices: ForeignBreakpointNotice[];
+  /**
+   * What inline hooks aggregated in processes and images gone (an exit, an exec, a detach),
+   * by registration id.
+   */
+  readonly aggregated: Map<string, InlineAggregate>;
 }
 
 /** How long detach() waits for a report before it looks for threads stopped without one. */
@@ -342,6 +361,7 @@ export class ProcessProbes {
       members: new Map(),
       newborns: new Map(),
       notices: [],
+      aggregated: new Map(),
     };
     this.#d.members.set(tracee.pid, this);
   }
@@ -736,7 +756,7 @@ export class ProcessProbes {
       this.#serveInline('drop');
       if (any !== undefined) this.#inline.release(any);
       this.#serveInline('drop');
-      this.#inline.forget();
+      this.#forgetInline();
       this.#inlineCalls.clear();
       this.#endedThreads = [];
     }
@@ -1243,7 +1263,7 @@ export class ProcessProbes {
         // hits without a handler before it says the process is over).
         if (this.#inline !== undefined) {
           this.#serveInline('final');
-          this.#inline.forget();
+          this.#forgetInline();
         }
         this.#exitCode = report.kind === 'exited' ? report.code : -report.signal;
         // The leader's end is reported once every thread has gone: the process is over. A
@@ -1277,7 +1297,7 @@ export class ProcessProbes {
         // Hits its inline hooks recorded are read before they go with the old image.
         if (this.#inline !== undefined) {
           this.#serveInline('drop');
-          this.#inline.forget();
+          this.#forgetInline();
           this.#inlineCalls.clear();
           this.#endedThreads = [];
         }
@@ -1821,6 +1841,7 @@ export class ProcessProbes {
     if (!returns && registration.event !== 'breakpoint') return false;
     if (inline.has(vaddr)) {
       if (returns) inline.setReturns(vaddr, true);
+      this.#setAggregate(vaddr, registration);
       return true;
     }
     // An int3 there serves every registration at that address already.
@@ -1843,7 +1864,52 @@ export class ProcessProbes {
     }
     inline.stopped(threads);
     if (returns) inline.setReturns(vaddr, true);
+    this.#setAggregate(vaddr, registration);
     return true;
+  }
+
+  /**
+   * The hook at `vaddr` aggregates in the process while every registration there asks for
+   * it (a registration without would miss the hits), else records.
+   */
+  #setAggregate(vaddr: bigint, placing: Registration): void {
+    let all = placing.inline?.aggregate === true;
+    for (const registration of this.#registrations.values()) {
+      if (registration.where === vaddr && registration.inline?.aggregate !== true) all = false;
+    }
+    this.#inline?.setAggregate(vaddr, all);
+  }
+
+  /**
+   * What the inline hooks of this process aggregated, by registration id (each registration
+   * at a hooked address that asked for it gets that address's).
+   */
+  #inlineAggregates(): Map<string, InlineAggregate> {
+    const found = new Map<string, InlineAggregate>();
+    const inline = this.#inline;
+    if (inline === undefined) return found;
+    const byAddress = inline.aggregates();
+    if (byAddress.size === 0) return found;
+    for (const [id, registration] of this.#registrations) {
+      if (registration.inline?.aggregate !== true || registration.where === undefined) continue;
+      const aggregate = byAddress.get(registration.where);
+      if (aggregate !== undefined) found.set(id, aggregate);
+    }
+    return found;
+  }
+
+  /** The inline hooks' memory goes (an exit, an exec, a detach): what they aggregated is kept. */
+  #forgetInline(): void {
+    const inline = this.#inline;
+    if (inline === undefined) return;
+    for (const [id, aggregate] of this.#inlineAggregates()) {
+      const before = this.#d.aggregated.get(id);
+      this.#d.aggregated.set(
+        id,
+        before === undefined ? aggregate : addInlineAggregates(before, aggregate),
+      );
+    }
+    inline.forget();
   }
 
   /**
@@ -1994,6 +2060,22 @@ export class ProcessProbes {
         );
       },
     };
+  }
+
+  /**
+   * What inline hooks aggregated in the process for the registrations that asked for it
+   * (Registration.inline.aggregate), by registration id, in every process followed, ended
+   * ones and earlier images included.
+   */
+  inlineAggregates(): Map<string, InlineAggregate> {
+    const found = new Map(this.#d.aggregated);
+    for (const member of new Set([this, ...this.#d.members.values()])) {
+      for (const [id, aggregate] of member.#inlineAggregates()) {
+        const before = found.get(id);
+        found.set(id, before === undefined ? aggregate : addInlineAggregates(before, aggregate));
+      }
+    }
+    return found;
   }
 
   /**
