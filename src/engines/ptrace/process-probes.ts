@@ -1918,10 +1918,13 @@ export class ProcessProbes {
       calls = [];
       this.#inlineCalls.set(hit.tid, calls);
     }
-    // Calls at or below this stack pointer were left by a longjmp or an unwind (the hook
-    // dropped them from its shadow stack the same way).
+    // The calls the hook took for left by a longjmp or an unwind (at or below this stack
+    // pointer, as many as it dropped from its shadow stack: not those a signal handler on a
+    // stack of its own interrupted).
     const sp = hit.regs.rsp;
-    while (calls.length > 0 && calls.at(-1)!.sp <= sp) calls.pop();
+    for (let n = hit.dropped; n > 0 && calls.length > 0 && calls.at(-1)!.sp <= sp; n--) {
+      calls.pop();
+    }
     calls.push({ vaddr: hit.vaddr, sp, entry: hit.regs, entryTimeNs: hit.timeNs, declined });
   }
 
