@@ -1,3 +1,5 @@
+// upscope-tests: alone (it SIGKILLs upscope and its helper mid-run, and checks that no process of
+// the inject targets it shares with inject.int and inject-returns.int is left running).
 // The inject engine under faults: a signal handler that calls a hooked function while its
 // thread is inside it (on the thread's stack, on an alternate signal stack below it or above
 // it), a fork (the child followed, int3s in it instead of the hooks), a vfork (posix_spawn:
@@ -300,7 +302,7 @@ test('trace --engine inject -c: an exec while 4 threads call the hooked function
     '--command-output',
     'inherit',
     '-c',
-    `${app} exec 4 100000000 0`,
+    `${app} exec 4 20000 0`,
     `${app}:hooked i=arg0`,
     `r:${app}:hooked`,
   ]);
