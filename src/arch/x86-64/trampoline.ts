@@ -30,11 +30,11 @@
  * the record says how many it dropped (RECORD_PROBE). The return trampoline pops the
  * thread's shadow stack down to the entry whose stack pointer is the one the call had (the
  * entries above it are calls made after it and never returned from), writes a return
- * record, and returns to the real address. A call whose return cannot be tracked (no slot for its thread, its shadow stack full, or a tail
- * call from a function whose return is swapped already) keeps its return address and is
- * counted in RING.untracked. Entries are written before the depth that covers them is
- * published, and again after it: a signal handler that calls a hooked function in between
- * leaves them whole.
+ * record, and returns to the real address. A call whose return cannot be tracked (no slot
+ * for its thread, its shadow stack full, or a tail call from a function whose return is
+ * swapped already) keeps its return address and is counted in RING.untracked. Entries are
+ * written before the depth that covers them is published, and again after it: a signal
+ * handler that calls a hooked function in between leaves them whole.
  */
 import { jumpBack } from './xol.js';
 
@@ -516,8 +516,10 @@ const STACK_T = { sp: 0, flags: 8, size: 16, onStack: 1 } as const;
  * the stack the signal interrupted, which may lie anywhere below or above the signal stack:
  * it has not been left. Otherwise (not on a signal stack, or the entry on it too, or the
  * system call failed) it goes on: the entry was left by a longjmp or an unwind. Only runs
- * where an entry would be dropped, which a longjmp or an unwind makes, not a plain call.
- * rdx, rsi, rdi as they were (saved around the system call), rcx the depth again; clobbers
+ * where an entry would be dropped, which a longjmp or an unwind makes, not a plain call. A
+ * signal stack set up with SS_AUTODISARM is not reported while in use, nor are stacks a
+ * program switches between itself (coroutines): their calls are taken for left ones, as the
+ * kernel's uretprobes take them. rdx, rsi, rdi as they were (saved around the system call), rcx the depth again; clobbers
  * rax and r11.
  */
 function onOtherStack(code: Code, keep: string): void {

@@ -436,10 +436,17 @@ export class Injector implements InlineHooks {
   returnsOf(tid: number): { vaddr: bigint; returnAddress: bigint }[] {
     const slot = this.#slotOf(tid);
     if (slot === undefined) return [];
-    return this.#entriesOf(slot).map((entry) => ({
-      vaddr: entry.sp,
-      returnAddress: entry.returnAddress,
-    }));
+    const swapped: { vaddr: bigint; returnAddress: bigint }[] = [];
+    for (const entry of this.#entriesOf(slot)) {
+      try {
+        if (this.#tracee.readU64(entry.sp) !== this.#ring!.returnTrampoline) continue;
+      } catch (err) {
+        if (!(err instanceof ProbeError)) throw err;
+        continue;
+      }
+      swapped.push({ vaddr: entry.sp, returnAddress: entry.returnAddress });
+    }
+    return swapped;
   }
 
   threadEnded(tid: number): void {

@@ -74,8 +74,10 @@ export interface InlineHooks {
    */
   restoreReturns(tid: number): void;
   /**
-   * The swapped return addresses of thread `tid`, as they are to be put back in a copy of
-   * its stack (a forked child's): where each is, and the real address.
+   * The swapped return addresses of stopped thread `tid`, as they are to be put back in a
+   * copy of its stack (a forked child's): where each is, and the real address; only those
+   * whose place still holds the hook's (not those of calls a longjmp left, whose place the
+   * stack may use for something else now).
    */
   returnsOf(tid: number): { vaddr: bigint; returnAddress: bigint }[];
   /** Thread `tid` has ended: what the hooks kept for it goes. */
