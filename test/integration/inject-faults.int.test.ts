@@ -432,24 +432,27 @@ test('count --engine inject -p: upscope SIGKILLed while threads are deep in hook
   afterwards(app);
 });
 
-test('count --engine inject -c: upscope SIGKILLed under load: its helper ends the command as a Ctrl-C would, nothing left', async (t) => {
+test('count --engine inject -c: upscope SIGKILLed under load: its helper ends the command as a Ctrl-C would; both SIGKILLed: the kernel ends it with its tracer; nothing left', async (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;
   const { app } = loadTarget();
-  const { run, helper } = await underWay([
-    'count',
-    '--engine',
-    'inject',
-    '-c',
-    `${app} 4 200000 0 0`,
-    `${app}:hooked`,
-  ]);
-  const [command] = childrenOf(helper);
-  assert.ok(command !== undefined, 'the helper started the command');
-  run.child.kill('SIGKILL');
-  await until('the helper to finish', () => !alive(helper));
-  await run.exited;
-  await until('the command to end with the run', () => !alive(command));
-  afterwards(app);
+  for (const both of [false, true]) {
+    const { run, helper } = await underWay([
+      'count',
+      '--engine',
+      'inject',
+      '-c',
+      `${app} 4 200000 0 0`,
+      `${app}:hooked`,
+    ]);
+    const [command] = childrenOf(helper);
+    assert.ok(command !== undefined, 'the helper started the command');
+    if (both) process.kill(helper, 'SIGKILL');
+    run.child.kill('SIGKILL');
+    await until('the helper to finish', () => !alive(helper));
+    await run.exited;
+    await until('the command to end with the run', () => !alive(command));
+    afterwards(app);
+  }
 });
 
 test('count --engine inject -p: upscope and its helper SIGKILLed together under load: the hooks stay, writing into a ring nobody reads, never waiting; the program runs on unharmed', async (t) => {
