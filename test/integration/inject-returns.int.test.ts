@@ -15,7 +15,7 @@ import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
-import { findRustc } from '../helpers/rustc.js';
+import { compileRust, findRustc } from '../helpers/rustc.js';
 import { ended, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
@@ -350,6 +350,144 @@ for (const { language: name, mode } of MODES) {
     afterwards(app);
   });
 }
+
+/** What the widths programs printed: per kind (`u8`, `s16`, `ptr`...), each value in order. */
+function printedValues(stdout: string): Map<string, bigint[]> {
+  const values = new Map<string, bigint[]>();
+  for (const m of stdout.matchAll(/^(\w+) (\d+) (-?(?:0x)?[0-9a-f]+)$/gm)) {
+    const list = values.get(m[1]!) ?? [];
+    assert.equal(Number(m[2]), list.length, `${m[1]} printed in order`);
+    list.push(BigInt(m[3]!.startsWith('-0x') ? `-${m[3]!.slice(1)}` : m[3]!));
+    values.set(m[1]!, list);
+  }
+  return values;
+}
+
+/** Each return event's fields as numbers (decimal or 0x hex), by probe, in order. */
+function returnedFields(stdout: string): Map<string, Record<string, bigint>[]> {
+  const by = new Map<string, Record<string, bigint>[]>();
+  for (const line of stdout.split('\n')) {
+    if (!line.startsWith('{') || !line.includes('"probe"')) continue;
+    const event = JSON.parse(line) as JsonEvent;
+    assert.equal(event.kind, 'return');
+    const fields = Object.fromEntries(
+      Object.entries(event.fields).map(([k, v]) => [k, BigInt(String(v))]),
+    );
+    by.set(event.probe, [...(by.get(event.probe) ?? []), fields]);
+  }
+  return by;
+}
+
+test('trace --engine inject -c: return values of each width and sign, each as the program got it (the bits above the width left dirty)', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = compileProgram('inject-widths', { flags: ['-O2'] });
+  const calls = 300;
+  // Each probe fetches its function's return value with the types of its width: signed,
+  // unsigned, hex; the C functions return u8 ... s64 and a pointer.
+  const probes: [string, string][] = [
+    ['ret_u8', 'u=retval:u8 x=retval:x8'],
+    ['ret_s8', 's=retval:s8'],
+    ['ret_u16', 'u=retval:u16 x=retval:x16'],
+    ['ret_s16', 's=retval:s16'],
+    ['ret_u32', 'u=retval:u32 x=retval:x32'],
+    ['ret_s32', 's=retval:s32'],
+    ['ret_u64', 'u=retval:u64 x=retval:x64'],
+    ['ret_s64', 's=retval:s64'],
+    ['ret_ptr', 'p=retval:ptr x=retval:x64'],
+    ['ret_dirty8', 'u=retval:u8 x=retval:x8 s=retval:s8'],
+    ['ret_dirty16', 's=retval:s16 u=retval:u16 x=retval:x16'],
+  ];
+  const result = runCli([
+    'trace',
+    '--engine',
+    'inject',
+    '--json',
+    '--command-output',
+    'inherit',
+    '-c',
+    `${app} ${calls}`,
+    ...probes.map(([fn, fetches]) => `r:${app}:${fn} ${fetches}`),
+  ]);
+  assert.equal(result.status, 0, result.stderr);
+  assert.match(result.stdout, new RegExp(`^done ${calls}$`, 'm'));
+  assert.doesNotMatch(result.stderr, /served by (an )?int3/, 'inline hooks served every probe');
+  const printed = printedValues(result.stdout);
+  const events = returnedFields(result.stdout);
+  const bits: Record<string, number> = { 8: 8, 16: 16, 32: 32, 64: 64 };
+  for (const [fn] of probes) {
+    const kind = fn.replace('ret_', '');
+    const truth = printed.get(kind)!;
+    assert.equal(truth.length, calls, `${kind}: the program printed each call`);
+    const seen = events.get(fn) ?? [];
+    assert.equal(seen.length, calls, `${fn}: one return event per call`);
+    const width = bits[/\d+/.exec(kind)?.[0] ?? '64']!;
+    for (const [i, fields] of seen.entries()) {
+      const value = truth[i]!;
+      const unsigned = BigInt.asUintN(width, value);
+      const signed = BigInt.asIntN(width, value);
+      const at = `${fn} call ${i} (the program got ${value})`;
+      if (fields['u'] !== undefined) assert.equal(fields['u'], unsigned, at);
+      if (fields['s'] !== undefined) assert.equal(fields['s'], signed, at);
+      if (fields['x'] !== undefined) assert.equal(fields['x'], unsigned, at);
+      if (fields['p'] !== undefined) assert.equal(fields['p'], value, at);
+    }
+  }
+  // The values cover both signs in every signed width.
+  for (const kind of ['s8', 's16', 's32', 's64']) {
+    const list = printed.get(kind)!;
+    assert.ok(list.some((v) => v < 0n) && list.some((v) => v > 0n), kind);
+  }
+  afterwards(app);
+});
+
+test('trace --engine inject -c on Rust: return values of each width, with the return address swapped and at the exits', (t) => {
+  const rustc = findRustc();
+  if (rustc === undefined) {
+    if (STRICT) assert.fail('Cannot run test under CI: needs rustc');
+    t.skip('needs rustc');
+    return;
+  }
+  const app = compileRust(rustc, 'inject-widths', ['-C', 'opt-level=2']);
+  const calls = 200;
+  const probes: [string, string, string][] = [
+    ['widths_u8', 'u8', 'v=retval:u8'],
+    ['widths_i8', 'i8', 'v=retval:s8'],
+    ['widths_i16', 'i16', 'v=retval:s16'],
+    ['widths_u32', 'u32', 'v=retval:u32'],
+    ['widths_i32', 'i32', 'v=retval:s32'],
+    ['widths_i64', 'i64', 'v=retval:s64'],
+  ];
+  for (const mode of ['trampoline', 'auto']) {
+    const result = runCli([
+      'trace',
+      '--engine',
+      'inject',
+      '--return-probes',
+      mode,
+      '--json',
+      '--command-output',
+      'inherit',
+      '-c',
+      `${app} ${calls}`,
+      ...probes.map(([fn, , fetch]) => `r:${app}:${fn} ${fetch}`),
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    if (mode === 'trampoline') assert.doesNotMatch(result.stderr, /served by (an )?int3/);
+    else assert.match(result.stderr, /widths_u8: served by int3s: its returns are caught/);
+    const printed = printedValues(result.stdout);
+    const events = returnedFields(result.stdout);
+    for (const [fn, kind] of probes) {
+      const truth = printed.get(kind)!;
+      assert.equal(truth.length, calls, kind);
+      assert.deepEqual(
+        (events.get(fn) ?? []).map((f) => f['v']),
+        truth,
+        `${fn} (--return-probes=${mode}): each value as the program got it`,
+      );
+    }
+  }
+  afterwards(app);
+});
 
 test('trace --engine inject --return-probes=trampoline on Go: refused in one line, nothing started', (t) => {
   if (!requireHost(t, { commands: ['go'] })) return;

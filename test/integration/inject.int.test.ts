@@ -3,22 +3,13 @@
 // the target's own counters; after each run nothing may be left: no traced process, no
 // patched byte, no page of ours mapped in a process that runs on.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import {
-  closeSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  readSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ProcessTracer } from '../../src/api/index.js';
 import { Injector } from '../../src/engines/index.js';
+import { processBytes, symbolBytes } from '../helpers/code-bytes.js';
 import { COEXIST_TARGETS } from '../helpers/coexist-targets.js';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
@@ -60,47 +51,6 @@ function tracedThreads(pid: number): number[] {
     }
   }
   return traced;
-}
-
-/** The file's bytes at a symbol's entry (objdump's view of the file, not ours). */
-function symbolBytes(app: string, symbol: string, length: number): Buffer {
-  const nm = execFileSync('nm', [app], { encoding: 'utf8' });
-  const vaddr = BigInt(`0x${new RegExp(`^([0-9a-f]+) T ${symbol}$`, 'm').exec(nm)![1]}`);
-  const dump = execFileSync(
-    'objdump',
-    [
-      '-s',
-      `--start-address=${vaddr}`,
-      `--stop-address=${vaddr + BigInt(length)}`,
-      '-j',
-      '.text',
-      app,
-    ],
-    { encoding: 'utf8' },
-  );
-  const hex = dump
-    .split('\n')
-    .filter((l) => /^ [0-9a-f]+ /.test(l))
-    .map((l) => l.slice(1).split(' ').slice(1, 5).join(''))
-    .join('');
-  return Buffer.from(hex, 'hex').subarray(0, length);
-}
-
-/** The running process's bytes at `symbol` (its load address from /proc/PID/maps). */
-function processBytes(pid: number, app: string, symbol: string, length: number): Buffer {
-  const nm = execFileSync('nm', [app], { encoding: 'utf8' });
-  const vaddr = BigInt(`0x${new RegExp(`^([0-9a-f]+) T ${symbol}$`, 'm').exec(nm)![1]}`);
-  const maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
-  const first = maps.split('\n').find((l) => l.endsWith(app))!;
-  const base = BigInt(`0x${first.split('-')[0]}`);
-  const out = Buffer.alloc(length);
-  const fd = openSync(`/proc/${pid}/mem`, 'r');
-  try {
-    readSync(fd, out, 0, length, Number(base + vaddr));
-  } finally {
-    closeSync(fd);
-  }
-  return out;
 }
 
 for (const [threads, flags] of [

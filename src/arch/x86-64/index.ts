@@ -33,6 +33,7 @@ export {
   type EntryTrampolineSpec,
   RECORD,
   RECORD_KIND,
+  RECORD_PROBE,
   RECORD_REGS,
   RING,
   relocatedOffset,

@@ -25,15 +25,16 @@
  * thread, found by thread id in a small hash table, claimed with `lock cmpxchg`) and writes
  * the return trampoline's address in its place; entries at or below that stack pointer are
  * calls a longjmp or an unwind left, dropped first (the ptrace engine and the kernel's
- * uretprobes use the same test). The return trampoline pops the thread's shadow stack down
- * to the entry whose stack pointer is the one the call had (the entries above it are calls
- * made after it and never returned from), writes a return record, and returns to the real
- * address. A call
- * whose return cannot be tracked (no slot for its thread, its shadow stack full, or a tail
- * call from a function whose return is swapped already) keeps its return address and is
- * counted in RING.untracked. Entries are written before the depth that covers them is
- * published, and again after it: a signal handler that calls a hooked function in between
- * leaves them whole.
+ * uretprobes use the same test), except on an alternate signal stack, where the entries of
+ * the stack the signal interrupted are kept wherever that stack lies (see onOtherStack());
+ * the record says how many it dropped (RECORD_PROBE). The return trampoline pops the
+ * thread's shadow stack down to the entry whose stack pointer is the one the call had (the
+ * entries above it are calls made after it and never returned from), writes a return
+ * record, and returns to the real address. A call whose return cannot be tracked (no slot
+ * for its thread, its shadow stack full, or a tail call from a function whose return is
+ * swapped already) keeps its return address and is counted in RING.untracked. Entries are
+ * written before the depth that covers them is published, and again after it: a signal
+ * handler that calls a hooked function in between leaves them whole.
  */
 import { jumpBack } from './xol.js';
 
@@ -137,6 +138,14 @@ export const RECORD_KIND = {
   return: 2,
 } as const;
 
+/**
+ * How RECORD.probe is made: the probe index (its low bits), then for an `entryWithReturn` the
+ * number of shadow stack entries its trampoline dropped as calls left by a longjmp or an
+ * unwind (the reader drops as many: it cannot tell them apart from calls a signal handler's
+ * stack is above, see onOtherStack()), then RECORD_KIND (the top byte).
+ */
+export const RECORD_PROBE = { droppedShift: 12, droppedMask: 0xfff, kindShift: 24 } as const;
+
 /** The registers a record holds, in order, from RECORD.regs. */
 export const RECORD_REGS = [
   'rax',
@@ -161,7 +170,7 @@ export const RECORD_REGS = [
 export const RECORD = {
   /** u64: index + 1 once written. */
   seq: 0,
-  /** u32: the probe index (low 24 bits), RECORD_KIND (top 8). */
+  /** u32: the probe index, entries dropped, RECORD_KIND (see RECORD_PROBE). */
   probe: 8,
   /** u32. */
   tid: 12,
@@ -177,6 +186,9 @@ export const RECORD = {
 } as const;
 
 if (RECORD.rflags + 8 > RECORD.bytes) throw new Error('RECORD: its fields do not fit in it');
+if (RING.maxProbes > 1 << RECORD_PROBE.droppedShift || SHADOW_DEPTH > RECORD_PROBE.droppedMask) {
+  throw new Error('RECORD_PROBE: a probe index or a count of entries does not fit in it');
+}
 
 /** What one entry trampoline needs to know. */
 export interface EntryTrampolineSpec {
@@ -284,7 +296,7 @@ function encode(
 }
 
 /** Condition codes of `jcc`. */
-const CC = { b: 2, ae: 3, e: 4, ne: 5, be: 6, a: 7 } as const;
+const CC = { b: 2, ae: 3, e: 4, ne: 5, be: 6, a: 7, s: 8 } as const;
 
 /** Machine code with labels (every jump is rel32: lengths never depend on distances). */
 class Code {
@@ -475,6 +487,9 @@ function claimRecord(code: Code, capacity: number, prefix: string): void {
   code.load(rcx, { base: rdi, disp: RING.tail });
   code.move(rdx, rax);
   code.emit(...encode([0x29], rcx, rdx, true)); // sub rdx,rcx
+  // Below the tail: the head read is stale (this thread was interrupted between the two
+  // reads while others claimed records and upscope read them), not a full ring.
+  code.jcc('s', `${prefix}retry`);
   code.compareImm(rdx, capacity);
   code.jcc('ae', `${prefix}full`);
   code.lea(rdx, { base: rax, disp: 1 });
@@ -591,6 +606,62 @@ interface SwapPath {
   readonly timed: boolean;
 }
 
+/** Linux's `stack_t` (sigaltstack(2)): where its fields are (24 bytes), and SS_ONSTACK. */
+const STACK_T = { sp: 0, flags: 8, size: 16, onStack: 1 } as const;
+
+/**
+ * With the top entry of the shadow stack (r9: the slot) at or below the new call's stack
+ * pointer: to `keep` when the thread runs on its alternate signal stack (sigaltstack(2)
+ * says SS_ONSTACK) and that entry's stack pointer is outside it. Such an entry is a call on
+ * the stack the signal interrupted, which may lie anywhere below or above the signal stack:
+ * it has not been left. Otherwise (not on a signal stack, or the entry on it too, or the
+ * system call failed) it goes on: the entry was left by a longjmp or an unwind. Only runs
+ * where an entry would be dropped, which a longjmp or an unwind makes, not a plain call. A
+ * signal stack set up with SS_AUTODISARM is not reported while in use, nor are stacks a
+ * program switches between itself (coroutines): their calls are taken for left ones, as the
+ * kernel's uretprobes take them. rdx, rsi, rdi as they were (saved around the system
+ * call), rcx the depth again; clobbers rax and r11. `prefix` names its labels.
+ */
+function onOtherStack(code: Code, keep: string, prefix: string): void {
+  code.push(rdi);
+  code.push(rsi);
+  code.push(rdx);
+  code.lea(rsp, { base: rsp, disp: -32 });
+  code.zero(rdi); // no new stack: only the current one is read
+  code.move(rsi, rsp);
+  code.emit(0xb8, ...le32(131)); // mov eax,SYS_sigaltstack
+  code.emit(0x0f, 0x05); // syscall
+  code.test(rax, rax);
+  code.jcc('ne', `${prefix}alt_drop`);
+  code.load(rax, { base: rsp, disp: STACK_T.flags }, false);
+  code.arithImm(4, rax, STACK_T.onStack, false);
+  code.jcc('e', `${prefix}alt_drop`);
+  // The top entry's stack pointer, against [ss_sp, ss_sp + ss_size).
+  code.load(rcx, { base: r9, disp: 0 });
+  code.move(rax, rcx);
+  code.shiftLeft(rax, Math.log2(SHADOW.entryBytes));
+  code.load(rdx, { base: r9, index: rax, disp: SHADOW.entries - SHADOW.entryBytes + 8 });
+  code.load(rax, { base: rsp, disp: STACK_T.sp });
+  code.compare(rdx, rax);
+  code.jcc('b', `${prefix}alt_keep`);
+  code.emit(...encode([0x03], rax, { base: rsp, disp: STACK_T.size }, true)); // add rax,[ss_size]
+  code.compare(rdx, rax);
+  code.jcc('ae', `${prefix}alt_keep`);
+  code.label(`${prefix}alt_drop`);
+  code.zero(rax);
+  code.jmp(`${prefix}alt_done`);
+  code.label(`${prefix}alt_keep`);
+  code.emit(0xb8, ...le32(1)); // mov eax,1
+  code.label(`${prefix}alt_done`);
+  code.lea(rsp, { base: rsp, disp: 32 });
+  code.pop(rdx);
+  code.pop(rsi);
+  code.pop(rdi);
+  code.load(rcx, { base: r9, disp: 0 });
+  code.test(rax, rax);
+  code.jcc('ne', keep);
+}
+
 /**
  * Swap the return address for the return trampoline when the probe asks for its returns,
  * pushing the real one on the thread's shadow stack: ecx gets the record's kind (shifted
@@ -618,7 +689,19 @@ function swapReturn(code: Code, probe: number, returnTrampoline: bigint, path: S
   code.shiftLeft(rax, Math.log2(SHADOW.entryBytes));
   code.compareMem({ base: r9, index: rax, disp: SHADOW.entries - SHADOW.entryBytes + 8 }, r10);
   code.jcc('a', `${p}push`);
-  countUnwound(code, { base: r9, index: rax, disp: SHADOW.entries - SHADOW.entryBytes }, p);
+  // Unless this call runs on an alternate signal stack and that entry's stack pointer is not
+  // on it: a call the handler interrupted, on the thread's own stack (below the signal stack
+  // or not), still to return.
+  onOtherStack(code, `${p}push`, p);
+  if (path.timed) {
+    code.move(rax, rcx);
+    code.shiftLeft(rax, Math.log2(SHADOW.entryBytes));
+    countUnwound(code, { base: r9, index: rax, disp: SHADOW.entries - SHADOW.entryBytes }, p);
+  } else {
+    // Counted in the record (add dword [probe], 1 << droppedShift).
+    code.emit(...encode([0x81], 0, { base: rsi, disp: RECORD.probe }, false));
+    code.emit(...le32(1 << RECORD_PROBE.droppedShift));
+  }
   code.decrement(rcx);
   code.store({ base: r9, disp: 0 }, rcx);
   code.jmp(`${p}trim`);
@@ -641,7 +724,7 @@ function swapReturn(code: Code, probe: number, returnTrampoline: bigint, path: S
   fill();
   code.movabs(rax, returnTrampoline);
   code.store({ base: r10, disp: 0 }, rax);
-  code.emit(0xb9, ...le32(RECORD_KIND.entryWithReturn << 24)); // mov ecx,kind
+  code.emit(0xb9, ...le32(RECORD_KIND.entryWithReturn << RECORD_PROBE.kindShift)); // mov ecx,kind
   code.jmp(`${p}kind`);
   code.label(`${p}untracked`);
   code.lockIncrement({ base: rdi, disp: RING.untracked });
@@ -682,13 +765,16 @@ function entryBody(
     code.load(rax, { base: rsp, disp: ENTRY_RSP + 8 * i });
     code.store({ base: rsi, disp: RECORD.stack + 8 * i }, rax);
   }
+  // The probe word: the entries swapReturn() drops are counted in it, then the kind and
+  // the index go in (RECORD_PROBE).
+  code.storeImm({ base: rsi, disp: RECORD.probe }, 0, false);
   swapReturn(code, probe, returnTrampoline, {
     prefix: '',
     threadId: (c) => c.load(rax, { base: rsi, disp: RECORD.tid }, false),
     timed: false,
   });
   code.arithImm(1, rcx, probe, false);
-  code.store({ base: rsi, disp: RECORD.probe }, rcx, false);
+  code.emit(...encode([0x09], rcx, { base: rsi, disp: RECORD.probe }, false)); // or [probe],ecx
   code.store({ base: rsi, disp: RECORD.seq }, r8); // publish
   code.jmp('done');
   code.label('full');
@@ -834,7 +920,7 @@ export function buildReturnTrampoline(ring: bigint, capacity: number): Uint8Arra
   code.label('r_record');
   claimRecord(code, capacity, 'r_');
   code.emit(...encode([0x89], r9, rax, false)); // mov eax,r9d
-  code.arithImm(1, rax, RECORD_KIND.return << 24, false);
+  code.arithImm(1, rax, RECORD_KIND.return << RECORD_PROBE.kindShift, false);
   code.store({ base: rsi, disp: RECORD.probe }, rax, false);
   code.store({ base: rsi, disp: RECORD.tid }, r11, false);
   readTsc(code, rax);

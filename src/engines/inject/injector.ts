@@ -7,6 +7,7 @@ import {
   planEntryPatch,
   RECORD,
   RECORD_KIND,
+  RECORD_PROBE,
   RECORD_REGS,
   RING,
   relocatedOffset,
@@ -41,8 +42,11 @@ const TID_TRIES = 3;
 const TCB_SCAN_BYTES = 0x1000;
 /** The trap flag of %rflags (single-step). */
 const TRAP_FLAG = 0x100n;
-/** Steps a thread may take to leave an entry trampoline's recording part (about 150 instructions). */
-const MAX_STEPS = 1000;
+/**
+ * Steps a thread may take to leave an entry trampoline's recording part: about 150
+ * instructions, and about 45 more for each shadow stack entry it drops (calls a longjmp left).
+ */
+const MAX_STEPS = 48 * SHADOW_DEPTH + 1000;
 /** Steps a thread may take to leave the return trampoline (it may pop a whole shadow stack). */
 const MAX_RETURN_STEPS = 8 * SHADOW_DEPTH + 1000;
 
@@ -367,8 +371,8 @@ export class Injector implements InlineHooks {
       // last: once it says this record, the rest is there.
       if (Atomics.load(u32, at / 4) !== (tail + 1) >>> 0) break;
       const word = view.getUint32(at + RECORD.probe, true);
-      const index = word & 0xffffff;
-      const kind = word >>> 24;
+      const index = word & ((1 << RECORD_PROBE.droppedShift) - 1);
+      const kind = word >>> RECORD_PROBE.kindShift;
       const vaddr = this.#byIndex[index];
       if (vaddr !== undefined) {
         // Word by word (every field is 8-byte aligned in both): no view made per register.
@@ -387,6 +391,7 @@ export class Injector implements InlineHooks {
           kind: returned ? 'return' : 'entry',
           vaddr,
           returns: kind === RECORD_KIND.entryWithReturn,
+          dropped: (word >>> RECORD_PROBE.droppedShift) & RECORD_PROBE.droppedMask,
           entrySp: returned ? view.getBigUint64(at + RECORD.stack + 8, true) : undefined,
           tid: view.getUint32(at + RECORD.tid, true),
           timeNs: clock.toNs(view.getBigUint64(at + RECORD.tsc, true)),
@@ -495,10 +500,17 @@ export class Injector implements InlineHooks {
   returnsOf(tid: number): { vaddr: bigint; returnAddress: bigint }[] {
     const slot = this.#slotOf(tid);
     if (slot === undefined) return [];
-    return this.#entriesOf(slot).map((entry) => ({
-      vaddr: entry.sp,
-      returnAddress: entry.returnAddress,
-    }));
+    const swapped: { vaddr: bigint; returnAddress: bigint }[] = [];
+    for (const entry of this.#entriesOf(slot)) {
+      try {
+        if (this.#tracee.readU64(entry.sp) !== this.#ring!.returnTrampoline) continue;
+      } catch (err) {
+        if (!(err instanceof ProbeError)) throw err;
+        continue;
+      }
+      swapped.push({ vaddr: entry.sp, returnAddress: entry.returnAddress });
+    }
+    return swapped;
   }
 
   threadEnded(tid: number): void {

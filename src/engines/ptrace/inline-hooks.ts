@@ -13,6 +13,14 @@ export interface InlineHit {
   /** For an entry: whether its return was swapped (a `return` hit follows, same thread). */
   readonly returns: boolean;
   /**
+   * For an entry whose return was swapped: how many calls of its thread the hook took for
+   * left by a longjmp or an unwind, the innermost ones at or below its stack pointer
+   * (fewer than that test alone finds where a signal handler runs on a stack of its own
+   * above the calls it interrupted, or where those calls' entries were read before the
+   * hook could see them).
+   */
+  readonly dropped: number;
+  /**
    * For a return: the stack pointer its call had at the entry (where its return address
    * was), which pairs it with its entry.
    */
@@ -110,8 +118,10 @@ export interface InlineHooks {
    */
   restoreReturns(tid: number): void;
   /**
-   * The swapped return addresses of thread `tid`, as they are to be put back in a copy of
-   * its stack (a forked child's): where each is, and the real address.
+   * The swapped return addresses of stopped thread `tid`, as they are to be put back in a
+   * copy of its stack (a forked child's): where each is, and the real address; only those
+   * whose place still holds the hook's (not those of calls a longjmp left, whose place the
+   * stack may use for something else now).
    */
   returnsOf(tid: number): { vaddr: bigint; returnAddress: bigint }[];
   /** Thread `tid` has ended: what the hooks kept for it goes. */

@@ -1286,8 +1286,9 @@ export class ProcessProbes {
       case PTRACE_EVENT.PTRACE_EVENT_VFORK: {
         const child = Number(tracee.eventMessage(tid));
         if (event !== PTRACE_EVENT.PTRACE_EVENT_CLONE) {
-          if (this.#followForks) this.#adopt(tid, child);
-          else this.#forked(tid, child);
+          if (this.#followForks) {
+            this.#adopt(tid, child, event === PTRACE_EVENT.PTRACE_EVENT_VFORK);
+          } else this.#forked(tid, child);
         }
         const kind = event === PTRACE_EVENT.PTRACE_EVENT_CLONE ? 'clone' : 'fork';
         this.#deliverProcessEvent(kind, tid, undefined, child, () => tracee.cont(tid));
@@ -1784,9 +1785,11 @@ export class ProcessProbes {
   /**
    * A forked child is followed (followForks): it has a copy of every breakpoint, out-of-line
    * page and return address of its parent, so it gets the same probes, and is held until the
-   * next poll lets it run.
+   * next poll lets it run. A vfork child (`sharesMemory`: posix_spawn, system()) runs in its
+   * parent's memory until it execs or exits: nothing is written in it, which would be
+   * written in the parent; its hits on the parent's inline hooks are the parent's.
    */
-  #adopt(parent: number, child: number): void {
+  #adopt(parent: number, child: number, sharesMemory: boolean): void {
     if (!this.#firstStop(child)) return;
     const probes = new ProcessProbes(
       Tracee.adopt(child, this.tracee),
@@ -1813,12 +1816,11 @@ export class ProcessProbes {
     const stack = this.#returns.get(parent);
     if (stack !== undefined) probes.#returns.set(child, [...stack]);
     this.#d.held.push(child);
+    if (sharesMemory) return;
     // Its copies of the inline hooks would write into the parent's ring: it gets the
     // function's bytes back, and an int3 serves each of those probes in it instead (return
-    // probes through the trampoline); its return addresses swapped by a hook are put back.
-    for (const swapped of this.#inline?.returnsOf(parent) ?? []) {
-      probes.#writeU64(swapped.vaddr, swapped.returnAddress);
-    }
+    // probes through the trampoline).
+    this.#adoptInlineReturns(parent, probes);
     for (const { vaddr, bytes } of this.#inline?.originals() ?? []) {
       probes.tracee.write(vaddr, bytes);
       for (const registration of this.#registrations.values()) {
@@ -1828,6 +1830,42 @@ export class ProcessProbes {
         probes.#arm(vaddr, registration);
       }
     }
+  }
+
+  /**
+   * The calls of `parent` whose return address a hook swapped are calls of its forked child
+   * too (`probes`, a copy of that thread): in the child they return through its int3
+   * trampoline instead, paired with the entry the parent's hook recorded, as the child's
+   * copies of the int3 return instances do (and the kernel's uretprobes). A call whose entry
+   * was not read gets its return address back.
+   */
+  #adoptInlineReturns(parent: number, probes: ProcessProbes): void {
+    const swapped = this.#inline?.returnsOf(parent) ?? [];
+    if (swapped.length === 0) return;
+    // Their entries may still be in the ring: read (kept for poll() where no handler takes them).
+    this.#serveInline('final');
+    const calls = this.#inlineCalls.get(parent) ?? [];
+    const stack = probes.#returns.get(probes.pid) ?? [];
+    for (const { vaddr: sp, returnAddress } of swapped) {
+      const call = calls.findLast((c) => c.sp === sp);
+      if (call === undefined) {
+        probes.#writeU64(sp, returnAddress);
+        continue;
+      }
+      probes.#armTrampoline(call.vaddr);
+      stack.push({
+        function: call.vaddr,
+        stackVaddr: sp,
+        returnAddress,
+        entry: call.entry,
+        entryTimeNs: call.entryTimeNs,
+        declined: call.declined,
+      });
+      probes.#writeU64(sp, probes.#trampoline!);
+    }
+    // Outermost (highest) first, as the calls are nested.
+    stack.sort((a, b) => (a.stackVaddr > b.stackVaddr ? -1 : a.stackVaddr < b.stackVaddr ? 1 : 0));
+    probes.#returns.set(probes.pid, stack);
   }
 
   /**
@@ -1914,9 +1952,10 @@ export class ProcessProbes {
 
   /**
    * Read what the inline hooks recorded: each hit goes to its registrations' handlers, or
-   * (none) waits for poll(); returns the first of those. `final` (the process ended): every
-   * hit is read, none returned yet; `drop` (a detach or an exec): the same, and hits without
-   * a handler are dropped with the process's probes.
+   * (none) waits for poll(); returns the first of those. `final` (the process ended, or a
+   * fork's child needs its parent's calls): every hit is read, none returned yet; `drop` (a
+   * detach or an exec): the same, and hits without a handler are dropped with the process's
+   * probes.
    */
   #serveInline(mode: 'poll' | 'final' | 'drop' = 'poll'): HitContext | undefined {
     const all = mode !== 'poll';
@@ -1984,10 +2023,13 @@ export class ProcessProbes {
       calls = [];
       this.#inlineCalls.set(hit.tid, calls);
     }
-    // Calls at or below this stack pointer were left by a longjmp or an unwind (the hook
-    // dropped them from its shadow stack the same way).
+    // The calls the hook took for left by a longjmp or an unwind (at or below this stack
+    // pointer, as many as it dropped from its shadow stack: not those a signal handler on a
+    // stack of its own interrupted).
     const sp = hit.regs.rsp;
-    while (calls.length > 0 && calls.at(-1)!.sp <= sp) calls.pop();
+    for (let n = hit.dropped; n > 0 && calls.length > 0 && calls.at(-1)!.sp <= sp; n--) {
+      calls.pop();
+    }
     calls.push({ vaddr: hit.vaddr, sp, entry: hit.regs, entryTimeNs: hit.timeNs, declined });
   }
 
