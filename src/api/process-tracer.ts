@@ -3,6 +3,7 @@ import {
   type ForeignBreakpointNotice,
   type HitContext,
   type InlineAggregate,
+  type InlineValue,
   type ProbeEventKind,
   type ProbesOptions,
   ProcessProbes,
@@ -81,8 +82,13 @@ export interface ProcessRegistration {
    * With inline hooks (the inject engine): the sites a hook serves are aggregated in the
    * process instead of delivered, their entries counted (a breakpoint) or their calls timed
    * (a return); inProcessAggregates() reads them. Sites an int3 serves deliver their hits.
+   * With `value`: the value each entry of a site puts in the histogram instead (a site it
+   * gives none for delivers its hits).
    */
-  readonly inProcess?: boolean | undefined;
+  readonly inProcess?:
+    | boolean
+    | { readonly value: (site: ProbeSite) => InlineValue | undefined }
+    | undefined;
 }
 
 export interface FollowOptions {
@@ -540,8 +546,14 @@ export class ProcessTracer {
    */
   #inlineFor(
     site: ProbeSite,
-    aggregate: boolean | undefined,
-  ): { jumpTargets: readonly bigint[] | undefined; aggregate: boolean | undefined } | undefined {
+    inProcess: ProcessRegistration['inProcess'],
+  ):
+    | {
+        jumpTargets: readonly bigint[] | undefined;
+        aggregate: boolean;
+        value: InlineValue | undefined;
+      }
+    | undefined {
     const fetches = [...site.fetches, ...(site.optionFetches ?? [])];
     const reading = fetches.find((fetch) => !fitsInlineRecord(fetch));
     if (reading !== undefined) {
@@ -550,7 +562,12 @@ export class ProcessTracer {
       );
       return undefined;
     }
-    return { jumpTargets: site.jumpTargetsNear, aggregate };
+    const value = typeof inProcess === 'object' ? inProcess.value(site) : undefined;
+    return {
+      jumpTargets: site.jumpTargetsNear,
+      aggregate: inProcess === true || value !== undefined,
+      value,
+    };
   }
 
   /**

@@ -3,13 +3,19 @@
  * each hit served in user space and aggregated here into the same buckets as the bpf
  * engine's handlers, behind the same Aggregate, so that every engine reads the same.
  */
-import { addToHistogram, type BucketScheme, HistogramAccumulator } from '../aggregate/index.js';
+import {
+  addToHistogram,
+  type BucketScheme,
+  HistogramAccumulator,
+  linearSteps,
+} from '../aggregate/index.js';
 import {
   addInlineAggregates,
   evaluateFetch,
   type FetchSource,
   type HitContext,
   type InlineAggregate,
+  type InlineValue,
 } from '../engines/index.js';
 import type { FieldValue } from '../events/index.js';
 import {
@@ -245,11 +251,21 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
     options.tid === undefined &&
     comm === undefined &&
     ((aggregation.kind === 'count' && parts.length === 0) ||
-      (aggregation.kind === 'latency' && aggregation.onCall === undefined))
+      (aggregation.kind === 'latency' && aggregation.onCall === undefined) ||
+      (aggregation.kind === 'hist' &&
+        (aggregation.scheme.kind === 'log2' ||
+          linearSteps(aggregation.scheme) + 2 <= INLINE_VALUE_BUCKETS)))
       ? {
-          entries: aggregation.kind === 'count',
+          entries: aggregation.kind !== 'latency',
           returns: aggregation.kind === 'latency',
           timeUnitNs: aggregation.kind === 'latency' ? aggregation.unitNs : 1,
+          ...(aggregation.kind === 'hist'
+            ? {
+                valueScheme: aggregation.scheme,
+                value: (site: ProbeSite) =>
+                  inlineValueOf(at(valueIndex, aggregation.value, site), site),
+              }
+            : {}),
         }
       : undefined;
   /** What the process aggregated so far, by probe name. */
@@ -407,6 +423,38 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
     aggregate.stop();
   });
   return aggregate;
+}
+
+/** Buckets an inline hook's histogram of values has (arch's BUCKETS.count). */
+const INLINE_VALUE_BUCKETS = 1024;
+
+/** The registers of the first six integer arguments (System V x86-64). */
+const ARGUMENT_REGISTERS = ['rdi', 'rsi', 'rdx', 'rcx', 'r8', 'r9'] as const;
+
+/** The registers an inline hook can read a value from at a function's entry (those it saves). */
+const SAVED_REGISTERS = new Set(['rax', 'rcx', 'rdx', 'rsi', 'rdi', 'r8', 'r9', 'r10', 'r11']);
+
+/**
+ * The value an inline hook can put in its histogram for `fetch` at `site`'s entry: an
+ * integer argument passed in a register (C's convention) or a saved register, as an integer
+ * of its type's width; undefined for anything else (the hits are recorded then).
+ */
+function inlineValueOf(fetch: FetchArg, site: ProbeSite): InlineValue | undefined {
+  if (site.kind !== 'entry' || site.usdt !== undefined) return undefined;
+  const type = fetch.type ?? 'u64';
+  const m = /^([usx])(8|16|32|64)$/.exec(type);
+  if (m === null) return undefined;
+  const bits = Number(m[2]) as InlineValue['bits'];
+  const signed = m[1] === 's';
+  const expr = fetch.expr;
+  if (expr.kind === 'arg' && expr.index < ARGUMENT_REGISTERS.length) {
+    if (site.convention !== undefined && site.convention.kind !== 'sysv') return undefined;
+    return { register: ARGUMENT_REGISTERS[expr.index]!, bits, signed };
+  }
+  if (expr.kind === 'register' && SAVED_REGISTERS.has(expr.name)) {
+    return { register: expr.name, bits, signed };
+  }
+  return undefined;
 }
 
 /** Whether a fetch reads a function's result (`retval`, `retvalN`), anywhere in it. */

@@ -4,11 +4,13 @@
  * engine's aggregations (count, hist, latency) and the CLI's trace.
  */
 import { constants } from 'node:os';
+import type { BucketScheme } from '../aggregate/index.js';
 import {
   alarmIn,
   type HitContext,
   Injector,
   type InlineAggregate,
+  type InlineValue,
   interruptWaitsOn,
 } from '../engines/index.js';
 import { ProbeError } from '../errors/index.js';
@@ -23,7 +25,7 @@ import {
 } from '../host/index.js';
 import { type OptionFetch, type ProbeSite, qualifyNames, type SkippedSite } from '../plan/index.js';
 import { uncoveredNote } from './coverage.js';
-import { ProcessTracer } from './process-tracer.js';
+import { type ProcessRegistration, ProcessTracer } from './process-tracer.js';
 
 export interface PtraceRunOptions {
   readonly pid?: number | undefined;
@@ -53,10 +55,17 @@ export interface PtraceRunOptions {
    * On `inject`: aggregate in the process where a hook serves a site (see inProcess()), with
    * no hit for the consumer: the entries of the specs served at the probed address counted
    * (`entries`), the calls of those served at the return timed (`returns`), in a histogram
-   * of `timeUnitNs` units.
+   * of `timeUnitNs` units; with `value`, each entry's value put in a histogram of
+   * `valueScheme` buckets instead of being counted (a site it gives none for is not).
    */
   readonly inProcess?:
-    | { readonly entries: boolean; readonly returns: boolean; readonly timeUnitNs: number }
+    | {
+        readonly entries: boolean;
+        readonly returns: boolean;
+        readonly timeUnitNs: number;
+        readonly value?: ((site: ProbeSite) => InlineValue | undefined) | undefined;
+        readonly valueScheme?: BucketScheme | undefined;
+      }
     | undefined;
 }
 
@@ -159,7 +168,10 @@ export class PtraceRun {
     const inline =
       options.engine === 'inject'
         ? {
-            inline: Injector.factory({ timeUnitNs: options.inProcess?.timeUnitNs }),
+            inline: Injector.factory({
+              timeUnitNs: options.inProcess?.timeUnitNs,
+              valueScheme: options.inProcess?.valueScheme,
+            }),
             pin: false,
           }
         : {};
@@ -205,7 +217,7 @@ export class PtraceRun {
             optionFetches: options.optionFetches,
             // Calls an unwind took away are shown (trace) and counted (count) as such.
             unwinds: true,
-            inProcess: returns ? options.inProcess?.returns : options.inProcess?.entries,
+            inProcess: inProcessOf(options.inProcess, returns),
             handler,
             entryFilter:
               returns && entryFilter !== undefined
@@ -404,6 +416,17 @@ export class PtraceRun {
       this.#resolveEnded();
     }
   }
+}
+
+/** What a spec's registration aggregates in the process (ProcessRegistration.inProcess). */
+function inProcessOf(
+  inProcess: PtraceRunOptions['inProcess'],
+  returns: boolean,
+): ProcessRegistration['inProcess'] {
+  if (inProcess === undefined) return false;
+  if (returns) return inProcess.returns;
+  if (!inProcess.entries) return false;
+  return inProcess.value === undefined ? true : { value: inProcess.value };
 }
 
 function signalName(number: number): NodeJS.Signals | undefined {

@@ -169,6 +169,59 @@ test('count --engine inject -c: counted inside the process, 4,000,000 calls from
   assert.deepEqual(tracedChildren(), []);
 });
 
+test('hist --engine inject -c: values put in histograms inside the process, 800,000 calls from 2 threads: each value of its width and sign, none lost', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = target(['-O2']);
+  const hist = (value: string, extra: readonly string[] = []) => {
+    const result = runCli([
+      'hist',
+      '--engine',
+      'inject',
+      '--json',
+      ...extra,
+      '--command-output',
+      'inherit',
+      '-c',
+      `${app} 2 400000`,
+      `${app}:hooked`,
+      value,
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    assert.doesNotMatch(result.stderr, /not counted|lost/);
+    assert.equal(totals(result.stdout).hooked, 800_000);
+    const json = result.stdout.split('\n').find((l) => l.startsWith('[{'));
+    assert.ok(json, result.stdout.slice(-500));
+    const [reading] = JSON.parse(json) as {
+      count: number;
+      sum: number;
+      min: number;
+      max: number;
+      buckets: { low: number | null; high: number | null; count: number }[];
+    }[];
+    return reading!;
+  };
+  // hooked()'s first argument is (int8_t)(-1 - (i & 7)): -1 .. -8, each 50,000 times a thread.
+  const a = hist('arg0:s8');
+  assert.equal(a.count, 800_000);
+  assert.equal(a.sum, -36 * 50_000 * 2);
+  assert.equal(a.min, -8);
+  assert.equal(a.max, -1);
+  // Its fifth is (uint8_t)250 (the register's upper bits are the caller's), in linear buckets.
+  const e = hist('arg4:u8', ['--linear', '0,300,100']);
+  assert.equal(e.count, 800_000);
+  assert.equal(e.sum, 250 * 800_000);
+  assert.deepEqual(
+    e.buckets.filter((b) => b.count > 0).map((b) => [b.low, b.high, b.count]),
+    [[200, 300, 800_000]],
+  );
+  // Its third is -70000 - the thread's number, as an s32.
+  const c = hist('arg2:s32');
+  assert.equal(c.sum, (-70_000 - 70_001) * 400_000);
+  assert.equal(c.min, -70_001);
+  assert.equal(c.max, -70_000);
+  assert.deepEqual(tracedChildren(), []);
+});
+
 test('count --engine inject --by tid -c: hits the ring had no room for are said, and with those counted make the exact total', (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;
   const app = target(['-O2']);

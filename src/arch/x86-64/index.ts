@@ -41,6 +41,7 @@ export {
   SHADOW_DEPTH,
   STACK_WORDS,
   STATS,
+  savedRegisterOffset,
   TRAMPOLINE_MAX_BYTES,
 } from './trampoline.js';
 export {

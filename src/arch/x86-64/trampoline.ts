@@ -92,30 +92,46 @@ export const RING = {
   /** Per probe index, STATS.bytes: what is aggregated in the process. */
   stats: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes,
   /** Per probe index, BUCKETS.bytes: the timed calls' histogram (histogram.ts's log2). */
-  buckets: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 64,
+  buckets: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 128,
   /** Where the records start. */
-  records: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 64 + 1024 * 4096,
+  records: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 128 + 1024 * 8192,
 } as const;
 
 /** One probe's aggregates in the process (RING.stats), u64 each, updated with atomic adds. */
 export const STATS = {
   /** Entries counted. */
   entries: 0,
-  /** Calls timed (returns seen). */
+  /** Calls timed (returns seen), or values counted (VALUE below). */
   calls: 8,
-  /** Their total time, ns. */
+  /** Their total time, ns, or the values' sum. */
   sum: 16,
-  /** The longest, ns (0: none yet). */
+  /** The longest, ns, or the largest value's order key (0: none yet). */
   max: 24,
-  /** The shortest, ns, bit-inverted (0: none yet). */
+  /** The shortest, ns, or the smallest value's order key, bit-inverted (0: none yet). */
   notMin: 32,
   /** Timed calls a longjmp or an unwind left (no return came). */
   unwound: 40,
-  bytes: 64,
+  /**
+   * What the entry puts in the histogram instead of a time (written by upscope, u64 each):
+   * `at` the saved register's offset from the trampoline's %rsp, plus 1 (0: no value);
+   * `shift` 64 less the value's width in bits; `signed` 1 for a signed value, whose order key
+   * (for min, max and linear bounds) has its top bit flipped; `linear` 1 for linear buckets
+   * of `step` from `low` to `high` (order keys), `top` the bucket from `high` on.
+   */
+  value: { at: 48, shift: 56, signed: 64, linear: 72, low: 80, high: 88, step: 96, top: 104 },
+  bytes: 128,
 } as const;
 
-/** One probe's histogram of timed calls (RING.buckets): u64 per bucket index. */
-export const BUCKETS = { count: 512, bytes: 4096 } as const;
+/**
+ * One probe's histogram (RING.buckets): u64 per bucket index. Log2 buckets of a negative
+ * value are at NEGATIVE_OFFSET + its magnitude's bucket.
+ */
+export const BUCKETS = { count: 1024, bytes: 8192, negativeOffset: 512 } as const;
+
+/** Where each register the trampolines save is, from %rsp once saved (a hist value's place). */
+export function savedRegisterOffset(name: string): number | undefined {
+  return (PUSHED_REGS as readonly string[]).includes(name) ? SAVED[name] : undefined;
+}
 
 if (
   RING.buckets !== RING.stats + RING.maxProbes * STATS.bytes ||
@@ -296,7 +312,7 @@ function encode(
 }
 
 /** Condition codes of `jcc`. */
-const CC = { b: 2, ae: 3, e: 4, ne: 5, be: 6, a: 7, s: 8 } as const;
+const CC = { b: 2, ae: 3, e: 4, ne: 5, be: 6, a: 7, s: 8, ns: 9 } as const;
 
 /** Machine code with labels (every jump is rel32: lengths never depend on distances). */
 class Code {
@@ -440,6 +456,31 @@ class Code {
   /** `shrd dst, src, imm8` (64-bit): dst shifted right, src's low bits coming in on top. */
   shiftRightDouble(dst: number, src: number, bits: number): void {
     this.emit(...encode([0x0f, 0xac], src, dst, true), bits);
+  }
+
+  /** `shl/shr/sar reg, cl` (64-bit): `kind` 4, 5, 7. */
+  shiftByCl(kind: 4 | 5 | 7, reg: number): void {
+    this.emit(...encode([0xd3], kind, reg, true));
+  }
+
+  /** `cmp reg, [mem]` (64-bit): the flags of reg - [mem]. */
+  compareWithMem(reg: number, mem: Mem): void {
+    this.emit(...encode([0x3b], reg, mem, true));
+  }
+
+  /** `cmp qword [mem], 0`. */
+  compareMemZero(mem: Mem): void {
+    this.emit(...encode([0x81], 7, mem, true), ...le32(0));
+  }
+
+  /** `neg reg` (64-bit). */
+  negate(reg: number): void {
+    this.emit(...encode([0xf7], 3, reg, true));
+  }
+
+  /** `div qword [mem]`: rax = rdx:rax / [mem], unsigned. */
+  divideByMem(mem: Mem): void {
+    this.emit(...encode([0xf7], 6, mem, true));
   }
 
   /** `not reg` (64-bit). */
@@ -747,6 +788,7 @@ function entryBody(
   code.jcc('e', 'record');
   // Aggregated in the process: the entry counted, its call timed if its return is wanted.
   code.lockIncrement({ base: rdi, disp: RING.stats + probe * STATS.bytes + STATS.entries });
+  countValue(code, probe);
   readTsc(code, rsi);
   swapReturn(code, probe, returnTrampoline, {
     prefix: 'a_',
@@ -826,6 +868,100 @@ function atomicMax(code: Code, mem: Mem, reg: number, prefix: string): void {
 }
 
 /**
+ * rax: histogram.ts's log2 bucket of the magnitude in rax (m below 8 is bucket m; else with
+ * k = floor(log2 m), 8 + (k - 3) * 8 + the 3 bits after the top one). Clobbers rcx, rdx.
+ */
+function log2Bucket(code: Code, prefix: string): void {
+  code.compareImm(rax, 8);
+  code.jcc('b', `${prefix}bucket`);
+  code.bitScanReverse(rcx, rax);
+  code.arithImm(5, rcx, 3);
+  code.move(rdx, rax);
+  code.shiftRightByCl(rdx);
+  code.arithImm(4, rdx, 7);
+  code.lea(rax, { base: rdx, index: rcx, scale: 8, disp: 8 });
+  code.label(`${prefix}bucket`);
+}
+
+/**
+ * An entry aggregated in the process whose probe has a value (STATS.value): read it from the
+ * saved register, cut to its width and sign, and add it to the probe's count, sum, min, max
+ * and histogram bucket. Clobbers rax, rcx, rdx, rsi, r8.
+ */
+function countValue(code: Code, probe: number): void {
+  const at = RING.stats + probe * STATS.bytes;
+  const field = (offset: number): Mem => ({ base: rdi, disp: at + offset });
+  const V = STATS.value;
+  code.load(rax, field(V.at));
+  code.test(rax, rax);
+  code.jcc('e', 'v_none');
+  code.load(rax, { base: rsp, index: rax, disp: -1 });
+  code.load(rcx, field(V.shift));
+  code.shiftByCl(4, rax);
+  code.compareMemZero(field(V.signed));
+  code.jcc('e', 'v_unsigned');
+  code.shiftByCl(7, rax);
+  code.jmp('v_cut');
+  code.label('v_unsigned');
+  code.shiftByCl(5, rax);
+  code.label('v_cut');
+  code.move(rsi, rax);
+  code.lockIncrement(field(STATS.calls));
+  code.lockAdd(field(STATS.sum), rsi);
+  // The order key (rdx): the value, its top bit flipped when signed.
+  code.move(rdx, rsi);
+  code.compareMemZero(field(V.signed));
+  code.jcc('e', 'v_key');
+  code.movabs(rax, 1n << 63n);
+  code.emit(...encode([0x31], rax, rdx, true)); // xor rdx,rax
+  code.label('v_key');
+  atomicMax(code, field(STATS.max), rdx, 'v_max');
+  code.move(rcx, rdx);
+  code.not(rcx);
+  atomicMax(code, field(STATS.notMin), rcx, 'v_min');
+  code.compareMemZero(field(V.linear));
+  code.jcc('ne', 'v_linear');
+  // Log2: a negative value's magnitude, in the negative buckets.
+  code.zero(r8);
+  code.move(rax, rsi);
+  code.compareMemZero(field(V.signed));
+  code.jcc('e', 'v_magnitude');
+  code.test(rax, rax);
+  code.jcc('ns', 'v_magnitude');
+  code.negate(rax);
+  code.emit(0x41, 0xb8, ...le32(BUCKETS.negativeOffset)); // mov r8d,imm32
+  code.label('v_magnitude');
+  log2Bucket(code, 'v_');
+  code.emit(...encode([0x01], r8, rax, true)); // add rax,r8
+  code.jmp('v_count');
+  // Linear, in order keys: below `low` bucket 0, from `high` on `top`, else 1 + steps.
+  code.label('v_linear');
+  code.compareWithMem(rdx, field(V.low));
+  code.jcc('b', 'v_below');
+  code.compareWithMem(rdx, field(V.high));
+  code.jcc('ae', 'v_above');
+  code.move(rax, rdx);
+  code.emit(...encode([0x2b], rax, field(V.low), true)); // sub rax,[low]
+  code.zero(rdx);
+  code.divideByMem(field(V.step));
+  code.increment(rax);
+  code.jmp('v_count');
+  code.label('v_below');
+  code.zero(rax);
+  code.jmp('v_count');
+  code.label('v_above');
+  code.load(rax, field(V.top));
+  code.label('v_count');
+  code.lockIncrement({
+    base: rdi,
+    index: rax,
+    scale: 8,
+    disp: RING.buckets + probe * BUCKETS.bytes,
+  });
+  code.label('v_none');
+}
+
+/**
  * A call timed in the process has returned (r9: its probe index, rsi: its entry TSC): add it
  * to the probe's STATS and BUCKETS. Clobbers rax, rcx, rdx, rsi, r8, r9.
  */
@@ -857,17 +993,7 @@ function timeCall(code: Code): void {
   code.multiply(rcx);
   code.move(rax, rdx);
   code.label('t_units');
-  // histogram.ts's log2 bucket: m below 8 is bucket m; else with k = floor(log2 m),
-  // 8 + (k - 3) * 8 + the 3 bits after the top one.
-  code.compareImm(rax, 8);
-  code.jcc('b', 't_bucket');
-  code.bitScanReverse(rcx, rax);
-  code.arithImm(5, rcx, 3);
-  code.move(rdx, rax);
-  code.shiftRightByCl(rdx);
-  code.arithImm(4, rdx, 7);
-  code.lea(rax, { base: rdx, index: rcx, scale: 8, disp: 8 });
-  code.label('t_bucket');
+  log2Bucket(code, 't_');
   code.shiftLeft(r9, Math.log2(BUCKETS.bytes));
   code.lea(r9, { base: rdi, index: r9, disp: RING.buckets });
   code.lockIncrement({ base: r9, index: rax, scale: 8, disp: 0 });

@@ -1,4 +1,5 @@
 import { closeSync, openSync, readFileSync } from 'node:fs';
+import { type BucketScheme, linearSteps, NEGATIVE_BUCKETS } from '../../aggregate/index.js';
 import {
   BUCKETS,
   buildEntryTrampoline,
@@ -15,11 +16,17 @@ import {
   SHADOW_DEPTH,
   STACK_WORDS,
   STATS,
+  savedRegisterOffset,
   TRAMPOLINE_MAX_BYTES,
 } from '../../arch/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { loadNative, type NativeMemory, SYSCALL, USER_REGS } from '../../native/index.js';
-import type { InlineAggregate, InlineHit, InlineHooks } from '../ptrace/inline-hooks.js';
+import type {
+  InlineAggregate,
+  InlineHit,
+  InlineHooks,
+  InlineValue,
+} from '../ptrace/inline-hooks.js';
 import { Registers } from '../ptrace/registers.js';
 import { SIGTRAP, type Tracee } from '../ptrace/tracee.js';
 import { XolArea } from '../ptrace/xol-area.js';
@@ -88,6 +95,8 @@ export interface InjectorOptions {
   readonly ringRecords?: number | undefined;
   /** The unit the histogram of calls timed in the process counts, in ns (default 1). */
   readonly timeUnitNs?: number | undefined;
+  /** The buckets of the values aggregated in the process (default log2). */
+  readonly valueScheme?: BucketScheme | undefined;
 }
 
 /**
@@ -101,6 +110,9 @@ export class Injector implements InlineHooks {
   readonly #tracee: Tracee;
   readonly #capacity: number;
   readonly #timeUnitNs: number;
+  readonly #valueScheme: BucketScheme;
+  /** Probe indexes whose histogram holds values, and whether those are signed. */
+  readonly #valueSigned = new Map<number, boolean>();
   #xol: XolArea;
   #ring: Ring | undefined;
   readonly #hooks = new Map<bigint, Hook>();
@@ -130,6 +142,7 @@ export class Injector implements InlineHooks {
     }
     this.#capacity = records;
     this.#timeUnitNs = options.timeUnitNs ?? 1;
+    this.#valueScheme = options.valueScheme ?? { kind: 'log2' };
     this.#xol = new XolArea(tracee, TRAMPOLINE_MAX_BYTES);
   }
 
@@ -213,10 +226,32 @@ export class Injector implements InlineHooks {
     Atomics.store(ring.u8, RING.returns + hook.index, on ? 1 : 0);
   }
 
-  setAggregate(vaddr: bigint, on: boolean): void {
+  setAggregate(vaddr: bigint, on: boolean, value?: InlineValue | undefined): void {
     const hook = this.#hooks.get(vaddr);
     const ring = this.#ring;
     if (hook === undefined || ring === undefined) return;
+    const at = (RING.stats + hook.index * STATS.bytes) / 8;
+    const set = (field: number, word: bigint) => Atomics.store(ring.u64, at + field / 8, word);
+    const V = STATS.value;
+    const offset = value === undefined ? undefined : savedRegisterOffset(value.register);
+    if (on && offset !== undefined && value !== undefined) {
+      const key = (v: bigint) => BigInt.asUintN(64, v) ^ (value.signed ? 1n << 63n : 0n);
+      set(V.shift, BigInt(64 - value.bits));
+      set(V.signed, value.signed ? 1n : 0n);
+      const scheme = this.#valueScheme;
+      if (scheme.kind === 'linear') {
+        set(V.linear, 1n);
+        set(V.low, key(scheme.min));
+        set(V.high, key(scheme.max));
+        set(V.step, scheme.step);
+        set(V.top, BigInt(linearSteps(scheme) + 1));
+      }
+      set(V.at, BigInt(offset + 1));
+      this.#valueSigned.set(hook.index, value.signed);
+    } else {
+      set(V.at, 0n);
+      this.#valueSigned.delete(hook.index);
+    }
     Atomics.store(ring.u8, RING.inProcess + hook.index, on ? 1 : 0);
   }
 
@@ -243,13 +278,27 @@ export class Injector implements InlineHooks {
       }
       const max = word(STATS.max);
       const notMin = word(STATS.notMin);
+      const signed = this.#valueSigned.get(index);
+      // A value's order key has its top bit flipped when it is signed; a negative log2
+      // bucket is at BUCKETS.negativeOffset + its magnitude's.
+      const fromKey = (k: bigint) => (signed ? BigInt.asIntN(64, k ^ (1n << 63n)) : k);
+      const bucketsOut =
+        signed === undefined || this.#valueScheme.kind === 'linear'
+          ? buckets
+          : new Map(
+              [...buckets].map(([i, n]) => [
+                i >= BUCKETS.negativeOffset ? i - BUCKETS.negativeOffset + NEGATIVE_BUCKETS : i,
+                n,
+              ]),
+            );
+      const sum = word(STATS.sum);
       found.set(vaddr, {
         entries,
         calls,
-        sumNs: word(STATS.sum),
-        minNs: calls === 0n ? undefined : BigInt.asUintN(64, ~notMin),
-        maxNs: calls === 0n ? undefined : max,
-        buckets,
+        sumNs: signed ? BigInt.asIntN(64, sum) : sum,
+        minNs: calls === 0n ? undefined : fromKey(BigInt.asUintN(64, ~notMin)),
+        maxNs: calls === 0n ? undefined : fromKey(max),
+        buckets: bucketsOut,
         unwound,
       });
     }
@@ -699,6 +748,7 @@ export class Injector implements InlineHooks {
 
   forget(): void {
     this.#hooks.clear();
+    this.#valueSigned.clear();
     this.#retired = [];
     this.#byIndex = [];
     this.#lostSeen = [];

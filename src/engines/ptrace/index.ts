@@ -5,6 +5,7 @@ export {
   type InlineHit,
   type InlineHooks,
   type InlineHooksFactory,
+  type InlineValue,
 } from './inline-hooks.js';
 export {
   type ForeignBreakpointNotice,

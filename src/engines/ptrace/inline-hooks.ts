@@ -47,16 +47,29 @@ export interface InlineHit {
 export interface InlineAggregate {
   /** Entries counted. */
   readonly entries: bigint;
-  /** Calls timed (their returns came through the hook). */
+  /** Calls timed (their returns came through the hook), or values counted (InlineValue). */
   readonly calls: bigint;
-  /** Their total, shortest and longest times, in ns. */
+  /** Their total, shortest and longest times, in ns (or the values'). */
   readonly sumNs: bigint;
   readonly minNs: bigint | undefined;
   readonly maxNs: bigint | undefined;
-  /** Timed calls by log2 bucket of their time (aggregate/histogram.ts), in the unit asked. */
+  /**
+   * Timed calls by log2 bucket of their time (aggregate/histogram.ts), in the unit asked; or
+   * values by bucket of the scheme asked (negative log2 ones at NEGATIVE_BUCKETS + bucket).
+   */
   readonly buckets: ReadonlyMap<number, bigint>;
   /** Timed calls a longjmp or an unwind left: no return came. */
   readonly unwound: bigint;
+}
+
+/**
+ * A value an inline hook puts in its histogram at each entry (InlineHooks.setAggregate()):
+ * a register as the entry has it, cut to `bits` and read signed or not.
+ */
+export interface InlineValue {
+  readonly register: string;
+  readonly bits: 8 | 16 | 32 | 64;
+  readonly signed: boolean;
 }
 
 /** Two aggregates of the same function added up (two processes', or before and after an exec). */
@@ -106,9 +119,10 @@ export interface InlineHooks {
   /**
    * Whether the hook at `vaddr` aggregates in the process instead of recording: each entry
    * counted, each call whose return it swaps timed into a histogram (aggregates() reads
-   * them); no hit is recorded for it meanwhile. Calls in flight keep how they began.
+   * them), or, with `value`, each entry's value put in the histogram instead; no hit is
+   * recorded for it meanwhile. Calls in flight keep how they began.
    */
-  setAggregate(vaddr: bigint, on: boolean): void;
+  setAggregate(vaddr: bigint, on: boolean, value?: InlineValue | undefined): void;
   /** What the hooks aggregated in the process, by hooked address (only those with any). */
   aggregates(): Map<bigint, InlineAggregate>;
   /**

@@ -19,6 +19,7 @@ import {
   type InlineHit,
   type InlineHooks,
   type InlineHooksFactory,
+  type InlineValue,
 } from './inline-hooks.js';
 import { Registers } from './registers.js';
 import { cannotReport, SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
@@ -135,6 +136,8 @@ export interface Registration {
     | {
         readonly jumpTargets: readonly bigint[] | undefined;
         readonly aggregate?: boolean | undefined;
+        /** With `aggregate`: the value each entry puts in the histogram. */
+        readonly value?: InlineValue | undefined;
       }
     | undefined;
 }
@@ -1915,7 +1918,7 @@ export class ProcessProbes {
     for (const registration of this.#registrations.values()) {
       if (registration.where === vaddr && registration.inline?.aggregate !== true) all = false;
     }
-    this.#inline?.setAggregate(vaddr, all);
+    this.#inline?.setAggregate(vaddr, all, placing.inline?.value);
   }
 
   /**
