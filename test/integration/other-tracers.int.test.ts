@@ -1,7 +1,8 @@
-// upscope-tests: alone (bpftrace and perf beside upscope, on shared targets).
 // upscope beside other tracers of the same process: a process another tracer holds is named
 // with that tracer; the ptrace engine's probes and a kernel uprobe on the same function (the
-// bpf engine's, bpftrace's) both count every call; nothing is left behind.
+// bpf engine's, bpftrace's) both count every call; nothing is left behind. Each target runs
+// from a copy of its own (ownCopy), so the kernel uprobes placed here are on no other test
+// file's program.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
 import { COEXIST_TARGETS } from '../helpers/coexist-targets.js';
-import { compileProgram } from '../helpers/compile.js';
+import { compileProgram, ownCopy } from '../helpers/compile.js';
 import { sized } from '../helpers/full-size.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
@@ -43,7 +44,7 @@ interface Target {
 }
 
 async function startTarget(threads = 1): Promise<Target> {
-  const app = compileProgram('coexist-target', { flags: ['-O2', '-pthread'] });
+  const app = ownCopy(compileProgram('coexist-target', { flags: ['-O2', '-pthread'] }), scratch);
   const child = spawn(app, [String(threads)], { stdio: ['pipe', 'pipe', 'pipe'] });
   const running: Spawned = {
     child,
@@ -323,7 +324,7 @@ describe('the ptrace engine beside a kernel uprobe, on C++ (throwing), Rust and 
           t.skip('needs rustc');
           return;
         }
-        const app = target.build();
+        const app = ownCopy(target.build(), scratch);
         const spec = `${app}:${target.fn}`;
         const go = join(scratch, `go-${target.language}-${first}`);
         const stop = join(scratch, `stop-${target.language}-${first}`);
