@@ -218,7 +218,11 @@ rmSync(tmp, { recursive: true, force: true });
 if (process.env.UPSCOPE_RECORD_DURATIONS === '1') {
   // Kept for the order of the next runs (files not run this time keep their old times).
   const merged = { ...known, ...seconds };
-  const sorted = Object.fromEntries(Object.keys(merged).sort().map((k) => [k, merged[k]]));
+  const sorted = Object.fromEntries(
+    Object.keys(merged)
+      .sort()
+      .map((k) => [k, merged[k]]),
+  );
   writeFileSync(DURATIONS, `${JSON.stringify(sorted, null, 2)}\n`);
 }
 if (skipped.length > 0) {
