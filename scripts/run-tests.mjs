@@ -75,7 +75,9 @@ chmodSync(tmp, 0o1777); // as /tmp: tests that run a command as nobody write her
 // starts last. A file's header can say:
 //   `upscope-tests: alone (why)`: it looks at or changes what every upscope shares (tracefs as
 //     a whole, groups of dead owners it makes or leaves on purpose, libc's functions in every
-//     process): it runs after the others, one at a time;
+//     process): it runs after the others, one at a time, with only the tests of the pure
+//     folders (src/spec, symbols, arch, aggregate, output, whose code never reaches the host)
+//     and the fuzzers beside it, on the core it leaves;
 //   `upscope-tests: apart NAME[,NAME] (why)`: it never runs beside another file naming one of
 //     the same NAMEs (they use one thing that is not theirs alone, e.g. /usr/bin/python3).
 // Each file's TAP is printed whole when it ends, its top-level tests numbered on from the
@@ -92,9 +94,14 @@ const DURATIONS = join(root, 'scripts/test-durations.json');
 const known = existsSync(DURATIONS) ? JSON.parse(readFileSync(DURATIONS, 'utf8')) : {};
 // A file not timed yet is taken for a long one, so that it starts early.
 const expected = (file) => known[file] ?? 60;
+const longestFirst = (a, b) => expected(b) - expected(a) || a.localeCompare(b);
+const PURE = /^(src\/(spec|symbols|arch|aggregate|output)\/.*(?<!\.int)\.test\.ts|test\/fuzz\/.*)$/;
+const pure = files.filter((file) => PURE.test(file) && !alone.includes(file)).sort(longestFirst);
 const together = files
-  .filter((file) => !alone.includes(file))
-  .sort((a, b) => expected(b) - expected(a) || a.localeCompare(b));
+  .filter((file) => !alone.includes(file) && !pure.includes(file))
+  .sort(longestFirst);
+// In the last part no two alone files run together.
+for (const file of alone) apart.set(file, [...apart.get(file), '(alone)']);
 
 const totals = {
   tests: 0,
@@ -211,8 +218,9 @@ function runPool(list, slots) {
 await runPool(together, concurrency);
 if (alone.length > 0) {
   console.log(`# ${alone.length} test files alone: ${alone.join(' ')}`);
-  await runPool(alone, 1);
+  console.log(`# beside them, one at a time: ${pure.join(' ')}`);
 }
+await runPool([...alone, ...pure], alone.length > 0 ? 2 : concurrency);
 totals.duration_ms = Date.now() - started;
 console.log(`1..${numbered}`);
 for (const [key, value] of Object.entries(totals)) console.log(`# ${key} ${value}`);
