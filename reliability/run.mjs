@@ -3,6 +3,9 @@
 //   fuzz    every parser's fuzzer (test/fuzz/) with FUZZ inputs each (scripts/fuzz.mjs)
 //   faults  the fault tests (test/integration/faults-*.int.test.ts) with ROUNDS rounds per
 //           case: targets and upscope killed at each phase, forks, execs, replaced binaries...
+//   full    the suite's tests that run smaller in `npm test`, at the sizes their issues name
+//           (UPSCOPE_FULL_SIZE=1, test/helpers/full-size.ts): the ptrace torture test's
+//           1,000,000 calls, 20 runs of trace --json on a pipe, 10 bpf counts beside a ptrace one
 //   flood   a target calls one function as fast as it can for FLOOD seconds while
 //           `upscope trace -p` streams every hit (to a reader that only counts lines), on each
 //           engine; delivered + lost + missed must equal the calls the target counted itself.
@@ -11,7 +14,7 @@
 //   soak    SOAK seconds per engine on a paced target (20,000 calls/s): memory and descriptors
 //           must not grow from the run's first half to its second (peaks, after a warm-up).
 // Prints each part's table, then a summary; exits 1 when anything failed.
-//   node reliability/run.mjs [--only fuzz,faults,flood,soak] [--fuzz N] [--rounds R]
+//   node reliability/run.mjs [--only fuzz,faults,full,flood,soak] [--fuzz N] [--rounds R]
 //                            [--flood SECONDS] [--soak SECONDS] [--engines tracefs,bpf,ptrace]
 // Needs root (tracefs, BPF, ptrace of a process it did not start).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -25,7 +28,7 @@ const option = (name, fallback) => {
   const i = args.indexOf(name);
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
 };
-const PARTS = new Set(option('--only', 'fuzz,faults,flood,soak').split(','));
+const PARTS = new Set(option('--only', 'fuzz,faults,full,flood,soak').split(','));
 const FUZZ = Number(option('--fuzz', 100_000));
 const ROUNDS = Number(option('--rounds', 5));
 const FLOOD = Number(option('--flood', 60));
@@ -43,8 +46,8 @@ for (const [name, value] of [
   }
 }
 for (const part of PARTS) {
-  if (!['fuzz', 'faults', 'flood', 'soak'].includes(part)) {
-    console.error(`Cannot run: --only takes fuzz, faults, flood and soak, not ${part}`);
+  if (!['fuzz', 'faults', 'full', 'flood', 'soak'].includes(part)) {
+    console.error(`Cannot run: --only takes fuzz, faults, full, flood and soak, not ${part}`);
     process.exit(2);
   }
 }
@@ -72,9 +75,10 @@ if (PARTS.has('fuzz') && FUZZ > 0) {
 
 /**
  * Run test files through node:test (TAP) and return each top-level test's name and result;
- * tests skipped by the name pattern are left out.
+ * tests skipped by the name pattern are left out. With `nested`, the tests inside suites too,
+ * those whose name matches the pattern.
  */
-function runTests(files, env, pattern) {
+function runTests(files, env, pattern, nested = false) {
   const run = spawnSync(
     process.execPath,
     [
@@ -95,8 +99,13 @@ function runTests(files, env, pattern) {
     },
   );
   const cases = [];
-  for (const m of run.stdout.matchAll(/^(not ok|ok) \d+ - (.*?)( # SKIP.*)?$/gm)) {
-    if (m[3] === undefined) cases.push({ ok: m[1] === 'ok', name: m[2] });
+  const line = nested
+    ? /^\s*(not ok|ok) \d+ - (.*?)( # SKIP.*)?$/gm
+    : /^(not ok|ok) \d+ - (.*?)( # SKIP.*)?$/gm;
+  for (const m of run.stdout.matchAll(line)) {
+    if (m[3] !== undefined) continue;
+    if (nested && !new RegExp(pattern).test(m[2])) continue;
+    cases.push({ ok: m[1] === 'ok', name: m[2] });
   }
   if (run.status !== 0) {
     console.log(
@@ -142,6 +151,34 @@ if (PARTS.has('faults') && ROUNDS > 0) {
   if (!ran || survived < cases.length || cases.length === 0) failed = true;
   summary.push(
     `faults       ${cases.length * ROUNDS} tried (${cases.length} cases x ${ROUNDS} rounds), ${survived * ROUNDS} survived${survived < cases.length ? `; ${cases.length - survived} cases FAILED` : ''}`,
+  );
+}
+
+if (PARTS.has('full')) {
+  // Each test named here is sized by UPSCOPE_FULL_SIZE: smaller in `npm test`, as its issue
+  // says here.
+  const FULL = [
+    ['test/integration/process-tracer.int.test.ts', '^torture: '],
+    ['test/integration/scripts.int.test.ts', '^trace --json -c on a pipe'],
+    ['test/integration/other-tracers.int.test.ts', 'a bpf count (starts and stops|comes and goes)'],
+  ];
+  console.log(`\nfull: the suite's tests at the sizes their issues name (UPSCOPE_FULL_SIZE=1)`);
+  const cases = [];
+  for (const [file, pattern] of FULL) {
+    const run = runTests([file], { UPSCOPE_FULL_SIZE: '1' }, pattern, true);
+    if (run.cases.length === 0)
+      cases.push({ ok: false, name: `${file}: no test matched ${pattern}` });
+    cases.push(...run.cases);
+    if (run.status !== 0 && run.cases.every((c) => c.ok)) {
+      cases.push({ ok: false, name: `${file}: exit ${run.status}` });
+    }
+  }
+  console.log('case                                                                      passed');
+  for (const c of cases) console.log(`${c.name.slice(0, 72).padEnd(72)}  ${c.ok ? 'yes' : 'NO'}`);
+  const passed = cases.filter((c) => c.ok).length;
+  if (passed < cases.length) failed = true;
+  summary.push(
+    `full size    ${passed} of ${cases.length} tests passed at their issues' sizes${passed < cases.length ? ' (FAILED)' : ''}`,
   );
 }
 

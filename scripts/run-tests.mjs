@@ -11,9 +11,17 @@
 // The tests' temporary files (TMPDIR) go to a directory of this run inside the checkout,
 // removed at the end: the tests leave nothing in /tmp, even when one of them fails.
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join, relative } from 'node:path';
-import { createInterface } from 'node:readline';
 
 const root = new URL('..', import.meta.url).pathname;
 const setup = join(root, 'scripts/setup-host.sh');
@@ -60,42 +68,176 @@ mkdirSync(tmpParent, { recursive: true });
 const tmp = mkdtempSync(join(tmpParent, 'run-'));
 chmodSync(tmp, 0o1777); // as /tmp: tests that run a command as nobody write here too
 
-// Files run two at a time (the machine has 2 cores; most of a test's time is spent waiting on
-// the programs it runs), except those marked `upscope-tests: alone`: they look at or change
-// what every upscope shares (tracefs as a whole, groups of dead owners they make or leave on
-// purpose, a compiled target's probes), so they run after the others, one at a time.
+// Files run three at a time, each in a node process of its own: the machine has 2 cores, and
+// a file keeps about 0.8 of one busy, the rest of its time waiting on the programs it runs (12
+// integration files took 356 s two at a time, 259 s three at a time, none failing either way).
+// The longest start first (by the times in scripts/test-durations.json), so that no long file
+// starts last. A file's header can say:
+//   `upscope-tests: alone (why)`: it looks at or changes what every upscope shares (tracefs as
+//     a whole, groups of dead owners it makes or leaves on purpose, libc's functions in every
+//     process): it runs after the others, one at a time, with only the tests of the pure
+//     folders (src/spec, symbols, arch, aggregate, output, whose code never reaches the host)
+//     and the fuzzers beside it, on the core it leaves;
+//   `upscope-tests: apart NAME[,NAME] (why)`: it never runs beside another file naming one of
+//     the same NAMEs (they use one thing that is not theirs alone, e.g. /usr/bin/python3).
+// Each file's TAP is printed whole when it ends, its top-level tests numbered on from the
+// files before it, and one summary closes the run.
 const ALONE = 'upscope-tests: alone';
-const concurrency = Math.max(1, Number(process.env.UPSCOPE_TEST_CONCURRENCY ?? 2) || 1);
-const alone = files.filter((file) => readFileSync(join(root, file), 'utf8').includes(ALONE));
-const together = files.filter((file) => !alone.includes(file));
+const APART = /upscope-tests: apart ([\w,-]+)/;
+const concurrency = Math.max(1, Number(process.env.UPSCOPE_TEST_CONCURRENCY ?? 3) || 1);
+const headers = new Map(files.map((file) => [file, readFileSync(join(root, file), 'utf8')]));
+const alone = files.filter((file) => headers.get(file).includes(ALONE));
+const apart = new Map(
+  files.map((file) => [file, APART.exec(headers.get(file))?.[1].split(',') ?? []]),
+);
+const DURATIONS = join(root, 'scripts/test-durations.json');
+const known = existsSync(DURATIONS) ? JSON.parse(readFileSync(DURATIONS, 'utf8')) : {};
+// A file not timed yet is taken for a long one, so that it starts early.
+const expected = (file) => known[file] ?? 60;
+const longestFirst = (a, b) => expected(b) - expected(a) || a.localeCompare(b);
+const PURE = /^(src\/(spec|symbols|arch|aggregate|output)\/.*(?<!\.int)\.test\.ts|test\/fuzz\/.*)$/;
+const pure = files.filter((file) => PURE.test(file) && !alone.includes(file)).sort(longestFirst);
+const together = files
+  .filter((file) => !alone.includes(file) && !pure.includes(file))
+  .sort(longestFirst);
+// In the last part no two alone files run together.
+for (const file of alone) apart.set(file, [...apart.get(file), '(alone)']);
 
-// TAP: a skipped test is "ok N - NAME # SKIP REASON"; nested ones are indented.
+const totals = {
+  tests: 0,
+  suites: 0,
+  pass: 0,
+  fail: 0,
+  cancelled: 0,
+  skipped: 0,
+  todo: 0,
+  duration_ms: 0,
+};
+let numbered = 0;
 const skipped = [];
-function run(list, parallel) {
+const seconds = {};
+const started = Date.now();
+console.log('TAP version 13');
+
+/** Run one file (`node --test-reporter=tap FILE`, no runner process of its own). */
+function runFile(file) {
+  const begin = Date.now();
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', '--test', `--test-concurrency=${parallel}`, ...list],
-    { cwd: root, stdio: ['inherit', 'pipe', 'inherit'], env: { ...process.env, TMPDIR: tmp } },
+    ['--import', 'tsx', '--test-reporter=tap', join(root, file)],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TMPDIR: tmp } },
   );
-  const lines = createInterface({ input: child.stdout });
-  lines.on('line', (line) => {
-    process.stdout.write(`${line}\n`);
+  const out = [];
+  const err = [];
+  child.stdout.on('data', (chunk) => out.push(chunk));
+  child.stderr.on('data', (chunk) => err.push(chunk));
+  return new Promise((resolve) => {
+    child.on('close', (code, signal) => {
+      resolve({
+        file,
+        code,
+        signal,
+        stdout: Buffer.concat(out).toString(),
+        stderr: Buffer.concat(err).toString(),
+        seconds: (Date.now() - begin) / 1000,
+      });
+    });
+  });
+}
+
+/** Print a file's TAP as part of the run's: top-level tests renumbered, its summary summed. */
+function report({ file, code, signal, stdout, stderr, seconds: took }) {
+  seconds[file] = Math.round(took * 10) / 10;
+  const lines = [`# ${file}: ${took.toFixed(1)} s`];
+  const counts = {};
+  let planned = false;
+  for (const line of stdout.split('\n')) {
+    if (line === '' || line === 'TAP version 13') continue;
+    const top = /^(not ok|ok) \d+ - (.*)$/.exec(line);
+    if (top !== null) {
+      lines.push(`${top[1]} ${++numbered} - ${top[2]}`);
+    } else if (/^1\.\.\d+$/.test(line)) {
+      planned = true;
+    } else if (
+      planned &&
+      /^# (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) [\d.]+$/.test(line)
+    ) {
+      const [, key, value] = line.split(' ');
+      counts[key] = Number(value);
+    } else if (/^(\s|#|Bail out!)/.test(line)) {
+      lines.push(line);
+    } else {
+      // What the file printed itself (console.log), as a comment.
+      lines.push(`# ${line}`);
+    }
     const skip = /^\s*ok \d+ - (.*) # SKIP(?: (.*))?$/.exec(line);
     if (skip !== null) skipped.push(`${skip[1]}${skip[2] ? ` (${skip[2]})` : ''}`);
-  });
-  return new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
+  }
+  if (counts.tests === undefined || (code !== 0 && !(counts.fail > 0))) {
+    // The file ended before node:test could say how its tests went (it did not load, or it
+    // was killed): one failure in its name.
+    lines.push(
+      `not ok ${++numbered} - ${file}`,
+      '  ---',
+      `  error: 'its test process ended with ${signal ?? `exit code ${code}`} before its tests had ended'`,
+      '  ...',
+    );
+    counts.tests = (counts.tests ?? 0) + 1;
+    counts.fail = (counts.fail ?? 0) + 1;
+  }
+  for (const key of Object.keys(totals)) totals[key] += counts[key] ?? 0;
+  process.stdout.write(`${lines.join('\n')}\n`);
+  if (stderr !== '') process.stderr.write(`# stderr of ${file}:\n${stderr}`);
 }
-const statuses = [];
-if (together.length > 0) statuses.push(await run(together, concurrency));
+
+/** Run `list` with at most `slots` files at a time, none beside a file it must be apart from. */
+function runPool(list, slots) {
+  const queue = [...list];
+  const running = new Set();
+  return new Promise((resolve) => {
+    const next = () => {
+      while (running.size < slots) {
+        const i = queue.findIndex((file) =>
+          [...running].every((other) => !apart.get(file).some((n) => apart.get(other).includes(n))),
+        );
+        if (i < 0) break;
+        const [file] = queue.splice(i, 1);
+        running.add(file);
+        void runFile(file).then((result) => {
+          running.delete(file);
+          report(result);
+          next();
+        });
+      }
+      if (queue.length === 0 && running.size === 0) resolve();
+    };
+    next();
+  });
+}
+
+await runPool(together, concurrency);
 if (alone.length > 0) {
   console.log(`# ${alone.length} test files alone: ${alone.join(' ')}`);
-  statuses.push(await run(alone, 1));
+  console.log(`# beside them, one at a time: ${pure.join(' ')}`);
 }
-const status = statuses.find((code) => code !== 0) ?? 0;
+await runPool([...alone, ...pure], alone.length > 0 ? 2 : concurrency);
+totals.duration_ms = Date.now() - started;
+console.log(`1..${numbered}`);
+for (const [key, value] of Object.entries(totals)) console.log(`# ${key} ${value}`);
 rmSync(tmp, { recursive: true, force: true });
+if (process.env.UPSCOPE_RECORD_DURATIONS === '1') {
+  // Kept for the order of the next runs (files not run this time keep their old times).
+  const merged = { ...known, ...seconds };
+  const sorted = Object.fromEntries(
+    Object.keys(merged)
+      .sort()
+      .map((k) => [k, merged[k]]),
+  );
+  writeFileSync(DURATIONS, `${JSON.stringify(sorted, null, 2)}\n`);
+}
 if (skipped.length > 0) {
   console.error(`\n${skipped.length} test${skipped.length === 1 ? '' : 's'} skipped:`);
   for (const name of skipped) console.error(`  ${name}`);
   if (!isRoot) console.error('Install what they need with: sudo bash scripts/setup-host.sh');
 }
-process.exit(status);
+process.exit(totals.fail > 0 || totals.cancelled > 0 ? 1 : 0);

@@ -1,3 +1,4 @@
+// upscope-tests: alone (its probes on every function of libc go into every process on the machine while /bin/true runs: another file's ptrace run in libc would meet them).
 // Progress while a pattern's functions are planned: one line on a terminal's stderr (util-
 // linux's `script` gives the run a terminal), cleared before the start line; none in a pipe.
 import assert from 'node:assert/strict';

@@ -1,7 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+} from 'node:fs';
+import { basename, join } from 'node:path';
 import { TEST_CACHE } from './cache-dir.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
@@ -68,4 +76,18 @@ export function compileTraceTarget(pie = true): { app: string; lib: string } {
     link: [lib, `-Wl,-rpath,${lib.slice(0, lib.lastIndexOf('/'))}`, '-lpthread'],
   });
   return { app, lib };
+}
+
+/**
+ * A copy of a compiled program in `dir`, a file of its own. Kernel uprobes (and their USDT
+ * semaphores) belong to a file: a test that places them on its own copy touches no run of the
+ * cached program by another test file running at the same time, and no other file's probes
+ * are on its copy.
+ */
+export function ownCopy(program: string, dir: string): string {
+  // A directory of its own: the same name as the program, never a file another copy runs.
+  const copy = join(mkdtempSync(join(dir, 'copy-')), basename(program));
+  copyFileSync(program, copy);
+  chmodSync(copy, 0o755);
+  return copy;
 }

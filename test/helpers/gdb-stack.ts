@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { readelfFileOffset } from './tools.js';
@@ -53,12 +53,29 @@ export interface GdbStackOptions {
   readonly env?: NodeJS.ProcessEnv | undefined;
 }
 
+/** gdb's stacks of programs it started, by program file (its inode and time), argv and place. */
+const started = new Map<string, GdbFrame[]>();
+
 /**
  * gdb's backtrace (every frame: past main and the entry point too) at the first hit of a
  * breakpoint on the first instruction of `at` (`break *at`, no prologue skipped, as a probe
- * is placed), in `argv` started under gdb or in process `pid` attached to.
+ * is placed), in `argv` started under gdb or in process `pid` attached to. A program started
+ * again as before (the same file, arguments and place) gives the stack gdb gave the first
+ * time, without running gdb again.
  */
 export function gdbStack(argv: readonly string[], at: string, options: GdbStackOptions = {}) {
+  if (options.pid !== undefined || argv[0] === undefined) return runGdb(argv, at, options);
+  const file = statSync(argv[0]);
+  const key = JSON.stringify([file.dev, file.ino, file.mtimeMs, argv, at, options]);
+  let frames = started.get(key);
+  if (frames === undefined) {
+    frames = runGdb(argv, at, options);
+    started.set(key, frames);
+  }
+  return frames;
+}
+
+function runGdb(argv: readonly string[], at: string, options: GdbStackOptions): GdbFrame[] {
   const dir = mkdtempSync(join(tmpdir(), 'upscope-gdb-'));
   try {
     const script = join(dir, 'bt.py');

@@ -3,7 +3,7 @@
 // worker; requests reach a worker blocked in waitpid. No root needed.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -77,10 +77,15 @@ test('handlers change a return value and read strings while the event loop goes 
 
 /**
  * Spawn `argv`, register a breakpoint on `where` `delayMs` after the first poll (while every
- * thread runs, or while they are being made), whose handler removes it at its 100th hit; the
- * program must end as it does untraced: exit 0, the same output.
+ * thread runs, or while they are being made), whose handler removes it at its 100th hit (and
+ * then calls `gone`); the program must end as it does untraced: exit 0, the same output.
  */
-async function probeComesAndGoes(argv: readonly string[], where: string, delayMs: number) {
+async function probeComesAndGoes(
+  argv: readonly string[],
+  where: string,
+  delayMs: number,
+  gone?: () => void,
+) {
   const out = capture();
   const tracer = await AsyncProcessTracer.spawn(argv, { stdio: [0, out.fd, 2] });
   const ended = tracer.poll();
@@ -92,7 +97,10 @@ async function probeComesAndGoes(argv: readonly string[], where: string, delayMs
     where,
     handler: (hit) => {
       assert.equal(hit.readU64(hit.regs.rsp) > 0n, true, 'a return address on the stack');
-      if (++hits === 100) tracer.unregister('probe');
+      if (++hits === 100) {
+        tracer.unregister('probe');
+        gone?.();
+      }
     },
   });
   assert.equal(await ended, null);
@@ -105,15 +113,32 @@ test('a probe registered while the worker waits in waitpid takes hits; its handl
   if (!requireHost(t, { commands: ['gcc'] })) return;
   const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
   // probed_add() starts with `lock addq` (guarded: the probe's int3 and the guard's after
-  // it). 4 x 50,000,000 calls: long enough to be running when the probe comes. Ten times,
-  // the probe coming at once (while the threads are being made) or 10 ms later.
+  // it). Its 4 threads call it until the probe is gone (`until FILE`), then 100,000 times
+  // more each: running when the probe comes and when it goes, and no longer. Ten times, the
+  // probe coming at once (while the threads are being made) or 10 ms later.
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-async-'));
   const pids: number[] = [];
-  for (let run = 0; run < 10; run++) {
-    const got = await probeComesAndGoes([app, '50000000'], `${app}:probed_add`, (run % 2) * 10);
-    pids.push(got.pid);
-    assert.equal(got.exitCode, 0, `run ${run}: the program exits 0 (${got.hits} hits)`);
-    assert.equal(got.hits, 100, `run ${run}`);
-    assert.match(got.output, /^calls=200000000 checksum=5000000200000000$/m, `run ${run}`);
+  try {
+    for (let run = 0; run < 10; run++) {
+      const stop = join(dir, `stop-${run}`);
+      const got = await probeComesAndGoes(
+        [app, 'until', stop],
+        `${app}:probed_add`,
+        (run % 2) * 10,
+        () => writeFileSync(stop, ''),
+      );
+      pids.push(got.pid);
+      assert.equal(got.exitCode, 0, `run ${run}: the program exits 0 (${got.hits} hits)`);
+      assert.equal(got.hits, 100, `run ${run}`);
+      // The program's count and checksum against those of its threads' own loops.
+      const made = /^calls=(\d+) checksum=(\d+)$/m.exec(got.output);
+      const looped = /^loops=(\d+) expected=(\d+)$/m.exec(got.output);
+      assert.ok(made !== null && looped !== null, `run ${run}: ${got.output}`);
+      assert.equal(made[1], looped[1], `run ${run}: every call ran once`);
+      assert.equal(made[2], looped[2], `run ${run}: and returned its sum`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
   assert.deepEqual(tracedChildren(pids), []);
   assert.deepEqual(leftovers(), []);
@@ -121,10 +146,19 @@ test('a probe registered while the worker waits in waitpid takes hits; its handl
 
 test('a probe that comes and goes while C++ (throwing), Go and Rust threads run changes nothing', async (t) => {
   if (!requireHost(t, { commands: ['gcc', 'g++'] })) return;
-  const targets: { name: string; argv: string[]; where: string }[] = [];
+  // Each program's threads call its function until the probe is gone (`until FILE`), then
+  // 100,000 times more each; it prints the calls its threads counted and what those calls
+  // made, which must agree.
+  const targets: { name: string; app: string; where: string; agrees: (out: string) => void }[] = [];
+  /** `calls=N added=M`: each call added 2. */
+  const addedTwice = (out: string) => {
+    const m = /^calls=(\d+) added=(\d+)$/m.exec(out);
+    assert.ok(m !== null, out);
+    assert.equal(BigInt(m[2]!), 2n * BigInt(m[1]!), `every call ran once: ${out}`);
+  };
   // ns::Counter::add() starts with `lock add`; its callers throw every 100 calls.
   const cxx = compileProgram('lock-insns-cxx', { flags: ['-O2'], link: ['-lpthread'] });
-  targets.push({ name: 'C++', argv: [cxx, '40000000'], where: `${cxx}:ns::Counter::add` });
+  targets.push({ name: 'C++', app: cxx, where: `${cxx}:ns::Counter::add`, agrees: addedTwice });
   const go = findGo();
   const rustc = findRustc();
   for (const [tool, missing] of [
@@ -138,27 +172,49 @@ test('a probe that comes and goes while C++ (throwing), Go and Rust threads run 
   if (go !== undefined) {
     // main.step() starts with Go's stack check (a compare and a conditional jump), 4 goroutines.
     const app = compileGo(go, 'race-loop');
-    targets.push({ name: 'Go', argv: [app, '60000000'], where: `${app}:main.step` });
+    targets.push({
+      name: 'Go',
+      app,
+      where: `${app}:main.step`,
+      agrees: (out) => {
+        const made = /^calls=(\d+) checksum=(\d+)$/m.exec(out);
+        const looped = /^loops=(\d+) expected=(\d+)$/m.exec(out);
+        assert.ok(made !== null && looped !== null, out);
+        assert.equal(made[1], looped[1], `every call ran once: ${out}`);
+        assert.equal(made[2], looped[2], `and returned its value: ${out}`);
+      },
+    });
   }
   if (rustc !== undefined) {
     const app = compileRust(rustc, 'lock-insns', ['-C', 'opt-level=2']);
     targets.push({
       name: 'Rust',
-      argv: [app, '150000000'],
+      app,
       where: `${app}:lock_insns::locked_add`,
+      agrees: addedTwice,
     });
   }
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-async-'));
   const pids: number[] = [];
-  for (const target of targets) {
-    const untraced = execFileSync(target.argv[0]!, target.argv.slice(1), { encoding: 'utf8' });
-    for (const delayMs of [0, 10]) {
-      const got = await probeComesAndGoes(target.argv, target.where, delayMs);
-      pids.push(got.pid);
-      const what = `${target.name}, probe after ${delayMs} ms`;
-      assert.equal(got.exitCode, 0, `${what}: the program exits 0 (${got.hits} hits)`);
-      assert.equal(got.hits, 100, what);
-      assert.equal(got.output, untraced, what);
+  try {
+    for (const target of targets) {
+      for (const delayMs of [0, 10]) {
+        const stop = join(dir, `stop-${target.name}-${delayMs}`);
+        const got = await probeComesAndGoes(
+          [target.app, 'until', stop],
+          target.where,
+          delayMs,
+          () => writeFileSync(stop, ''),
+        );
+        pids.push(got.pid);
+        const what = `${target.name}, probe after ${delayMs} ms`;
+        assert.equal(got.exitCode, 0, `${what}: the program exits 0 (${got.hits} hits)`);
+        assert.equal(got.hits, 100, what);
+        target.agrees(got.output);
+      }
     }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
   assert.deepEqual(tracedChildren(pids), []);
   assert.deepEqual(leftovers(), []);

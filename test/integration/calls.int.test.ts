@@ -1,4 +1,4 @@
-// upscope-tests: alone (its return probes on every function of python3 show in the stacks other files take of python3 at the same time).
+// upscope-tests: apart python3 (its return probes on every function of python3 show in the stacks stacks.int takes of python3 at the same time).
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import {

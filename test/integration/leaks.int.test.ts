@@ -1,4 +1,4 @@
-// upscope-tests: alone (its ptrace run probes libc's allocator in its target, where another file's kernel uprobe on the same functions would be first; its bpf runs probe libc's allocator too).
+// upscope-tests: apart libc-allocator,python3 (its ptrace run probes libc's allocator in its target, where another file's kernel uprobe on the same functions would be first, and its bpf runs probe libc's allocator in every process: ui-leaks and processes.int probe it too, and ui-progress and progress.e2e, which run alone; calls.int's return probes on every function of python3 would show in its python3 stacks).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';

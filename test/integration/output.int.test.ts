@@ -1,7 +1,7 @@
-// upscope-tests: alone (it checks that no uprobe is left on a shared compiled target).
 // `-o FILE`: the output goes to a file made with the user's umask; a planted symbolic link is
 // refused and its target left alone; a full disk ends the trace with one line, the probes
-// removed and the traced process running on.
+// removed and the traced process running on (no uprobe is left on the target: a copy of its
+// own, which no other test file probes).
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
@@ -17,7 +17,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { compileProgram } from '../helpers/compile.js';
+import { compileProgram, ownCopy } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
@@ -164,8 +164,8 @@ for (const [engine, command, prefill] of [
   const name = command('').at(0);
   test(`${name} -o on a full disk (${engine}, -p): one line, probes removed, the process runs on`, async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'mount', 'umount'] })) return;
-    const app = compileProgram('busy-counter', { flags: ['-O2'] });
     const dir = mkdtempSync(join(tmpdir(), 'upscope-full-'));
+    const app = ownCopy(compileProgram('busy-counter', { flags: ['-O2'] }), dir);
     const disk = join(dir, 'disk');
     execFileSync('mkdir', [disk]);
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16k', 'tmpfs', disk]);

@@ -1,3 +1,4 @@
+// upscope-tests: apart libc-allocator (its runs over every process put kernel uprobes on libc's malloc in each: leaks.int's ptrace run on malloc would meet them).
 // Which processes a run covers: a -c command from its exec (not upscope's launcher), the
 // children it forks, a filter decided at each call's entry, and never upscope itself in a run
 // over every process.

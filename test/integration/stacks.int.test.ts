@@ -1,3 +1,4 @@
+// upscope-tests: apart python3 (calls.int's return probes on every function of python3 would show in its python3 stacks).
 /**
  * `count --by ustack` against gdb's `bt` at the same function: whole stacks of code built
  * without frame pointers (C through a shared library, /usr/bin/python3, C++ with inlined

@@ -1,4 +1,4 @@
-// upscope-tests: alone (it probes libc's allocator, as leaks.int does: another file's ptrace run on the same functions would meet its kernel uprobes).
+// upscope-tests: apart libc-allocator (it probes libc's allocator, as leaks.int does: another file's ptrace run on the same functions would meet its kernel uprobes).
 // The Leaks of `upscope ui`'s Measure view, driven in Debian's chromium: a C target started
 // here is picked in Targets and its leaks found from the page; then it leaks a known number
 // of blocks and bytes from three call paths (its own counters say how many) and holds them.

@@ -1,6 +1,8 @@
-// upscope-tests: alone (USDT semaphores are counted by the kernel per file: another file's probes on the same compiled target raise them too).
+// upscope-tests: apart python3 (its probes on python3's function__entry raise that file's semaphore in every python3 that calls.int and stacks.int run meanwhile).
 // USDT probes on every engine: each hit of test/programs/usdt-target with the values the target
 // prints as it passes them, its semaphore raised exactly while traced, nothing left behind.
+// USDT semaphores are counted by the kernel per file: the target runs from a copy of its own
+// (ownCopy), which no other test file probes.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -14,13 +16,22 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, test } from 'node:test';
+import { after, afterEach, describe, test } from 'node:test';
+import { ownCopy } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { compileUsdtTarget, requireSdt } from '../helpers/usdt.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
+
+const scratch = mkdtempSync(join(tmpdir(), 'upscope-usdt-'));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** The USDT target, a copy of its own (see above). */
+function usdtTarget(opt: '-O0' | '-O2'): string {
+  return ownCopy(compileUsdtTarget(opt), scratch);
+}
 const CALLS = 5;
 /** Calls of the target traced with -p for part of its run. */
 const CALLS_P = 100;
@@ -71,7 +82,7 @@ describe('USDT probes', () => {
     for (const opt of ['-O0', '-O2'] as const) {
       test(`trace --engine ${engine} (${opt}): every hit with the arguments the target passed`, (t) => {
         if (!requireSdt(t) || !requireHost(t, { root: engine !== 'ptrace' })) return;
-        const app = compileUsdtTarget(opt);
+        const app = usdtTarget(opt);
         // tracefs cannot add two registers: -O2's base+index*scale arguments are left to
         // the other engines (a test below checks the refusal).
         const probes =
@@ -116,7 +127,7 @@ describe('USDT probes', () => {
     for (const opt of ['-O0', '-O2'] as const) {
       test(`trace --engine ${engine} (${opt}): argN:string is the string the argument points at`, (t) => {
         if (!requireSdt(t) || !requireHost(t, { root: engine !== 'ptrace' })) return;
-        const app = compileUsdtTarget(opt);
+        const app = usdtTarget(opt);
         const notes = execFileSync('readelf', ['-n', app], { encoding: 'utf8' });
         // gcc passes the pointer in a stack slot at -O0 and in a register at -O2.
         assert.match(
@@ -156,7 +167,7 @@ describe('USDT probes', () => {
 
   test('tracefs refuses a base+index*scale argument and names the engines that can', (t) => {
     if (!requireSdt(t) || !requireHost(t, { root: true })) return;
-    const app = compileUsdtTarget('-O2');
+    const app = usdtTarget('-O2');
     const notes = execFileSync('readelf', ['-n', app], { encoding: 'utf8' });
     assert.match(notes, /Name: idx\n.*\n\s+Arguments: -4@\(%r\w+,%r\w+,4\)/, 'gcc indexed it');
     const result = runCli(['trace', '--engine', 'tracefs', '-c', app, `u:${app}:usdt:idx`]);
@@ -180,7 +191,7 @@ describe('USDT probes', () => {
 
   test('argN beyond the note is a clear error pointing at it', (t) => {
     if (!requireSdt(t)) return;
-    const app = compileUsdtTarget('-O2');
+    const app = usdtTarget('-O2');
     const result = runCli(['resolve', `u:${app}:usdt:gated arg2`]);
     // A spec asking the impossible is a usage error (2), in resolve as in trace.
     assert.equal(result.status, 2);
@@ -197,7 +208,7 @@ describe('USDT probes', () => {
   for (const engine of ENGINES) {
     test(`-p with --engine ${engine}: the semaphore is raised exactly while the probe is attached`, async (t) => {
       if (!requireSdt(t) || !requireHost(t, { root: engine !== 'ptrace' })) return;
-      const app = compileUsdtTarget('-O2');
+      const app = usdtTarget('-O2');
       // 100 calls 50 ms apart (5 s): 0.4 s before the trace, 1 s traced, the rest after (a
       // loaded machine may take seconds to start the trace).
       const target = spawn(app, [String(CALLS_P), '50'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -265,7 +276,7 @@ describe('USDT probes', () => {
 
   test('count --engine bpf counts every hit of each USDT probe', (t) => {
     if (!requireSdt(t) || !requireHost(t, { root: true })) return;
-    const app = compileUsdtTarget('-O2');
+    const app = usdtTarget('-O2');
     const result = runCli([
       'count',
       '--engine',
@@ -293,7 +304,7 @@ describe('USDT probes', () => {
   for (const engine of ['bpf', 'ptrace'] as const) {
     test(`count --engine ${engine} --by/--filter read argN as the note's arguments`, (t) => {
       if (!requireSdt(t) || !requireHost(t, { root: engine === 'bpf' })) return;
-      const app = compileUsdtTarget('-O2');
+      const app = usdtTarget('-O2');
       const result = runCli([
         'count',
         '--engine',
