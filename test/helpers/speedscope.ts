@@ -64,10 +64,17 @@ export async function openInSpeedscope(name: string, content: string): Promise<L
   const profile = /^(.*\(\d+\/\d+\))$/m.exec(body)?.[1] ?? '';
   await page.keyboard.press('3'); // the sandwich view: a table of every function
   await page.getByText('Symbol Name').waitFor();
-  // biome-ignore lint/performance/useDomNodeTextContent: the table as shown, line by line
-  const lines = (await page.locator('body').innerText()).split('\n');
+  // The table's header can be drawn before its rows (a loaded machine): wait for a row.
+  const header = 'Total\tSelf\tSymbol Name';
+  let lines: string[] = [];
+  for (const until = Date.now() + 15_000; Date.now() < until; ) {
+    // biome-ignore lint/performance/useDomNodeTextContent: the table as shown, line by line
+    lines = (await page.locator('body').innerText()).split('\n');
+    if (lines.length > lines.indexOf(header) + 3) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
   const sandwich = new Map<string, string>();
-  for (let i = lines.indexOf('Total\tSelf\tSymbol Name') + 1; i + 2 < lines.length; i += 3) {
+  for (let i = lines.indexOf(header) + 1; i + 2 < lines.length; i += 3) {
     // `700 (>99%)`: the total, then its share as speedscope rounds it.
     sandwich.set(lines[i + 2]!.trim(), lines[i]!.trim().split(' ')[0]!);
   }
