@@ -173,7 +173,13 @@ function report({ file, code, signal, stdout, stderr, seconds: took }) {
     const skip = /^\s*ok \d+ - (.*) # SKIP(?: (.*))?$/.exec(line);
     if (skip !== null) skipped.push(`${skip[1]}${skip[2] ? ` (${skip[2]})` : ''}`);
   }
-  if (counts.tests === undefined || (code !== 0 && !(counts.fail > 0))) {
+  if (counts.tests === undefined && code === 0 && stdout.trim() === '') {
+    // A file that defines no test (a helper named .test.ts) ends quietly: passed, as
+    // node --test says of it.
+    lines.push(`ok ${++numbered} - ${file}`);
+    counts.tests = 1;
+    counts.pass = 1;
+  } else if (counts.tests === undefined || (code !== 0 && !(counts.fail > 0))) {
     // The file ended before node:test could say how its tests went (it did not load, or it
     // was killed): one failure in its name.
     lines.push(
