@@ -144,7 +144,9 @@ function jsonCount(stdout: string, probe: string): number {
 async function counting(engine: string, pid: number, spec: string): Promise<Spawned> {
   const running = spawnUpscope(['count', '--engine', engine, '--json', '-p', String(pid), spec]);
   started.push(running);
-  await waitFor(running, /^Counting /m);
+  // Planning a fresh copy of a Go program's symbols, with two other files' tests running, can
+  // take longer than waitFor()'s 30 s (a full run at load 6 did): up to 2 minutes.
+  await waitFor(running, /^Counting /m, 'stderr', 120_000);
   return running;
 }
 
