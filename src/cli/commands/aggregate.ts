@@ -166,7 +166,9 @@ function common<Opts extends Record<string, unknown> = {}>(command: Command<[str
       '--engine <engine>',
       'bpf (in the kernel; root or CAP_BPF and CAP_PERFMON), ptrace (one process, -p or -c, ' +
         'in user space, far slower per hit) or inject (one process, -p or -c, function entries ' +
-        'and returns hooked inside it, no trap per hit); by default bpf, or ptrace where ' +
+        'and returns hooked inside it, no trap per hit; a plain count, latency without a ' +
+        'filter and hist of a register argument are aggregated inside it); by default bpf, ' +
+        'or ptrace where ' +
         'BPF is not allowed',
       parseEngine,
     );
