@@ -317,11 +317,15 @@ export class UiServer {
         client.res.write(': idle\n\n'); // keeps proxies (ssh's too) from closing it
         continue;
       }
-      send(client.res, {
-        type: 'results',
-        results: [...client.results.values()].map((r) => r.view()),
-      });
+      this.#sendResults(client);
     }
+  }
+
+  #sendResults(client: Client): void {
+    send(client.res, {
+      type: 'results',
+      results: [...client.results.values()].map((r) => r.view()),
+    });
   }
 
   #export(res: ServerResponse, id: string, format: string): void {
@@ -367,6 +371,9 @@ export class UiServer {
       result.onProgress = (progress, fraction) =>
         send(client.res, { type: 'progress', id: result.id, progress, fraction });
     }
+    // Its card now, not at the next tick: a start's steps are shown on its card, and a start
+    // quicker than a tick (libc's 3,706 functions plan in under a second) would show none.
+    this.#sendResults(client);
     return { id: result.id };
   }
 
