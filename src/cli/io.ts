@@ -48,7 +48,8 @@ function writeAll(fd: number, text: string | Uint8Array, quietEpipe = true): voi
 /**
  * The bytes of `text` in pieces that each end at a line's end and hold at most PIPE_BUF
  * bytes where they can (a longer line goes alone): each written to a pipe in one write(2),
- * which the kernel does not interleave with another writer's (a traced command's output).
+ * which the kernel does not interleave with another writer's (a traced command's output); a
+ * Unix stream socket queues such a write whole too (one buffer, under its size).
  */
 function* wholeLines(bytes: Uint8Array): Generator<Uint8Array> {
   let start = 0;
@@ -62,9 +63,14 @@ function* wholeLines(bytes: Uint8Array): Generator<Uint8Array> {
   if (start < bytes.length) yield bytes.subarray(start);
 }
 
+/**
+ * Whether `fd` is a pipe or a socket: another process may write to it too (a traced command
+ * with --command-output inherit; a spawner's stdout, which Node and libuv make a socketpair).
+ */
 function isPipe(fd: number): boolean {
   try {
-    return fstatSync(fd).isFIFO();
+    const stats = fstatSync(fd);
+    return stats.isFIFO() || stats.isSocket();
   } catch {
     return false;
   }

@@ -178,6 +178,50 @@ describe('upscope in scripts and services', () => {
     }
   });
 
+  // A spawned program's stdout is a socket (Node's, Python's subprocess with a socketpair):
+  // the command writes to the same one with --command-output inherit, a line at a time
+  // (stdbuf -oL). Before the fix upscope wrote there 64 KiB at a time, which the socket took
+  // in pieces, and a line of the command landed inside an event line (2 of 3 runs here; CI:
+  // go-probes.int, bpf, once).
+  test(`trace --json --command-output inherit -c on a socket: every line whole, ${PIPE_RUNS} runs of a 4-thread command that prints`, (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'stdbuf'] })) return;
+    const app = target();
+    const own = /^thread \d+ at \d+: a line of the command's own output$/;
+    for (let i = 0; i < PIPE_RUNS; i++) {
+      const result = spawnSync(
+        process.execPath,
+        [
+          BIN,
+          'trace',
+          '--engine',
+          'bpf',
+          '--json',
+          '--command-output',
+          'inherit',
+          '-c',
+          `stdbuf -oL ${app} 4000`,
+          `${app}:tick`,
+        ],
+        { encoding: 'utf8', maxBuffer: 1 << 28 },
+      );
+      assert.equal(result.status, 0, result.stderr);
+      const lines = result.stdout.split('\n').filter((line) => line !== '');
+      assert.equal(
+        lines.filter((line) => own.test(line)).length,
+        4 * 80,
+        `run ${i}: the command's lines whole`,
+      );
+      const rest = lines.filter((line) => !own.test(line));
+      for (const line of rest) assert.doesNotThrow(() => JSON.parse(line), `run ${i}: ${line}`);
+      assert.equal(
+        rest.filter((line) => line.includes('"probe":"tick"')).length,
+        16_000,
+        `run ${i}: every tick is an event\n${result.stderr}`,
+      );
+      assert.ok(rest.includes('{"account": {"ticks": 16000}}'), `run ${i}: the account whole`);
+    }
+  });
+
   test("--command-output inherit and FILE put the command's output where asked", (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
     const app = target();
