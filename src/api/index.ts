@@ -115,7 +115,7 @@ export { AsyncProcessTracer } from './async-process-tracer.js';
 export { cleanStale } from './clean.js';
 export { type Coverage, type CoverageOptions, coverage, uncoveredNote } from './coverage.js';
 export { runDoctor } from './doctor.js';
-export { fitsInlineRecord, type InjectHook, injectHookOf } from './inject-plan.js';
+export { type InjectHook, injectHookOf, inlineReadsOf } from './inject-plan.js';
 export {
   type AllocatorTarget,
   type LeakBlock,

@@ -7,27 +7,19 @@
  * int3 there) is said as a notice when it is placed.
  */
 import { planEntryPatch } from '../arch/index.js';
+import { type InlineReadPlan, planInlineReads } from '../engines/index.js';
 import type { ProbeSite } from '../plan/index.js';
 
-/** The stack words an inline hook's record keeps (arch's STACK_WORDS): arg6 and up live there. */
-const INLINE_STACK_ARGS = 3;
-
 /**
- * Whether a fetch needs only what an inline hook records: registers and the arguments in the
- * first stack words (no dereference, no string).
+ * The memory an inline hook at `site` copies at each entry for its fetches (the fault-proof
+ * reads its trampoline makes), or why it cannot copy it (an int3 serves the site then).
  */
-export function fitsInlineRecord(fetch: ProbeSite['fetches'][number]): boolean {
-  if (fetch.type === 'string' || fetch.type === 'ustring') return false;
-  const expr = fetch.expr;
-  switch (expr.kind) {
-    case 'arg':
-      return expr.index < 6 + INLINE_STACK_ARGS;
-    case 'deref':
-    case 'variable':
-      return false;
-    default:
-      return true;
-  }
+export function inlineReadsOf(site: ProbeSite): InlineReadPlan {
+  return planInlineReads(
+    [...site.fetches, ...(site.optionFetches ?? [])],
+    site.vaddr,
+    site.kind === 'return' ? 'return' : 'entry',
+  );
 }
 
 /** How the inject engine serves a site. */
@@ -54,11 +46,8 @@ export function injectHookOf(site: ProbeSite): InjectHook {
   if (site.kind !== 'entry' && site.kind !== 'return') {
     return int3('inline hooks serve function entries (and their returns) only');
   }
-  const fetches = [...site.fetches, ...(site.optionFetches ?? [])];
-  const reading = fetches.find((fetch) => !fitsInlineRecord(fetch));
-  if (reading !== undefined) {
-    return int3(`its fetch "${reading.name}" reads memory, which an inline hook does not copy yet`);
-  }
+  const reads = inlineReadsOf(site);
+  if ('why' in reads) return int3(`its fetch "${reads.fetch}": ${reads.why}`);
   const bytes = Uint8Array.from(site.instructions.flatMap((insn) => [...insn.bytes]));
   // Where the trampoline lands is known only in the process: within 2 GiB of the site.
   const plan = planEntryPatch(bytes, site.vaddr, site.vaddr, site.jumpTargetsNear);
@@ -67,8 +56,12 @@ export function injectHookOf(site: ProbeSite): InjectHook {
     site.kind === 'return'
       ? '; its calls return through the return trampoline (the real return address kept on a per-thread shadow stack)'
       : '';
+  const copies =
+    reads.reads.length === 0
+      ? ''
+      : `; each entry copies the memory its fetches read (${reads.reads.length} read${reads.reads.length === 1 ? '' : 's'} of at most ${Math.max(...reads.reads.map((r) => r.bytes))} bytes, with process_vm_readv(2): a page that cannot be read gives no value, never a fault)`;
   return {
     hook: 'inline',
-    why: `a 5-byte jmp over its first ${plan.length} bytes (${plan.texts.join('; ')}), which run relocated in its trampoline${returns}`,
+    why: `a 5-byte jmp over its first ${plan.length} bytes (${plan.texts.join('; ')}), which run relocated in its trampoline${returns}${copies}`,
   };
 }

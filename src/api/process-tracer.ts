@@ -3,6 +3,7 @@ import {
   type ForeignBreakpointNotice,
   type HitContext,
   type InlineAggregate,
+  type InlineRead,
   type InlineValue,
   type ProbeEventKind,
   type ProbesOptions,
@@ -27,7 +28,7 @@ import {
   R_STATE_OFFSET,
   rendezvousState,
 } from '../symbols/index.js';
-import { fitsInlineRecord, injectHookOf } from './inject-plan.js';
+import { injectHookOf, inlineReadsOf } from './inject-plan.js';
 import { findLoaderRendezvous, type LoaderRendezvous } from './loader-rendezvous.js';
 import { probeName } from './tracer.js';
 
@@ -540,9 +541,9 @@ export class ProcessTracer {
   }
 
   /**
-   * What an inline hook needs to serve `site` (ProcessProbes' Registration.inline), or
-   * undefined (with a notice) when one of its fetches reads memory beyond the first stack
-   * words, which a hook does not copy: an int3 serves it.
+   * What an inline hook needs to serve `site` (ProcessProbes' Registration.inline): the memory
+   * its entry copies for the fetches among it; or undefined (with a notice) when a hook cannot
+   * make those reads (memory read at a return, more than a record holds): an int3 serves it.
    */
   #inlineFor(
     site: ProbeSite,
@@ -552,13 +553,13 @@ export class ProcessTracer {
         jumpTargets: readonly bigint[] | undefined;
         aggregate: boolean;
         value: InlineValue | undefined;
+        reads: readonly InlineRead[];
       }
     | undefined {
-    const fetches = [...site.fetches, ...(site.optionFetches ?? [])];
-    const reading = fetches.find((fetch) => !fitsInlineRecord(fetch));
-    if (reading !== undefined) {
+    const reads = inlineReadsOf(site);
+    if ('why' in reads) {
       this.#notices.push(
-        `${probeName(site)}: served by an int3 (a trap per hit) instead of an inline hook: its fetch "${reading.name}" reads memory, which an inline hook does not copy yet`,
+        `${probeName(site)}: served by an int3 (a trap per hit) instead of an inline hook: its fetch "${reads.fetch}": ${reads.why}`,
       );
       return undefined;
     }
@@ -567,6 +568,7 @@ export class ProcessTracer {
       jumpTargets: site.jumpTargetsNear,
       aggregate: inProcess === true || value !== undefined,
       value,
+      reads: reads.reads,
     };
   }
 

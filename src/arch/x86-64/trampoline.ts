@@ -222,6 +222,72 @@ export interface EntryTrampolineSpec {
   readonly relocated: Uint8Array;
   /** Where the function goes on after them. */
   readonly back: bigint;
+  /** The memory each entry's record copies after it (see EntryRead); none by default. */
+  readonly reads?: readonly EntryRead[] | undefined;
+}
+
+/** A register whose value at the entry a record holds (RECORD_REGS, or the flags). */
+export type RecordRegister = (typeof RECORD_REGS)[number] | 'rflags';
+
+/**
+ * A read of the process's memory that an entry trampoline makes for each record, into the
+ * record's data (the slots claimed after it): `bytes` bytes at `constant` + each term (the
+ * low `bits` of a register's value at the entry, from bit `shift` up, times `scale`) + the 8
+ * bytes that read `after` (an earlier one) got. The copy is process_vm_readv(2) of the
+ * thread's own process: a page that cannot be read gives a short count or an error, never a
+ * fault, and a read that depends on a failed one is not made.
+ */
+export interface EntryRead {
+  readonly constant: bigint;
+  readonly terms: readonly {
+    readonly register: RecordRegister;
+    readonly shift: 0 | 8;
+    readonly bits: 8 | 16 | 32 | 64;
+    readonly scale: 1 | 2 | 4 | 8;
+  }[];
+  readonly after?: number | undefined;
+  readonly bytes: number;
+}
+
+/**
+ * How one read is kept in a record's data: u64 the address read, i64 what the system call
+ * returned (the bytes copied, or -errno; -EFAULT when the read it depends on failed), then
+ * the bytes, padded to 8.
+ */
+export const READ_DATA = { vaddr: 0, result: 8, bytes: 16 } as const;
+
+/** The most reads one trampoline makes, bytes one read copies, slots a record's data takes. */
+export const READ_LIMITS = { reads: 16, bytes: 4096, slots: 24 } as const;
+
+/**
+ * Where each read's data starts in a record's data (right after the record, in the slots it
+ * claimed with it), and how many slots that data takes. Throws a RangeError past READ_LIMITS.
+ */
+export function readLayout(reads: readonly EntryRead[]): { offsets: number[]; slots: number } {
+  if (reads.length > READ_LIMITS.reads) {
+    throw new RangeError(
+      `${reads.length} reads: one trampoline makes at most ${READ_LIMITS.reads}`,
+    );
+  }
+  const offsets: number[] = [];
+  let at = 0;
+  for (const [i, read] of reads.entries()) {
+    if (read.bytes <= 0 || read.bytes > READ_LIMITS.bytes) {
+      throw new RangeError(`a read of ${read.bytes} bytes is outside 1..${READ_LIMITS.bytes}`);
+    }
+    if (read.after !== undefined && (read.after >= i || reads[read.after]!.bytes !== 8)) {
+      throw new RangeError(`read ${i} depends on read ${read.after}, not an earlier 8-byte one`);
+    }
+    offsets.push(at);
+    at += READ_DATA.bytes + Math.ceil(read.bytes / 8) * 8;
+  }
+  const slots = Math.ceil(at / RECORD.bytes);
+  if (slots > READ_LIMITS.slots) {
+    throw new RangeError(
+      `reads of ${at} bytes take ${slots} slots of a record's data, more than ${READ_LIMITS.slots}`,
+    );
+  }
+  return { offsets, slots };
 }
 
 /** The stack below the entry %rsp the trampolines never touch (the red zone). */
@@ -340,6 +406,11 @@ class Code {
 
   jmp(label: string): void {
     this.emit(0xe9);
+    this.#rel32(label);
+  }
+
+  call(label: string): void {
+    this.emit(0xe8);
     this.#rel32(label);
   }
 
@@ -519,10 +590,12 @@ function restoreAll(code: Code): void {
 }
 
 /**
- * Claim the next record (rdi: the ring): rsi its address, r8 the seq that publishes it;
- * to `full` when the ring has no room. Clobbers rax, rcx, rdx.
+ * Claim the next record and `extra` slots after it for its data (rdi: the ring): rsi its
+ * address, r8 the seq that publishes it; to `full` when the ring has no room. The data of a
+ * record near the ring's end runs on past it (the ring has READ_LIMITS.slots spare slots
+ * there): a record's data is always in one piece. Clobbers rax, rcx, rdx.
  */
-function claimRecord(code: Code, capacity: number, prefix: string): void {
+function claimRecord(code: Code, capacity: number, prefix: string, extra = 0): void {
   code.label(`${prefix}retry`);
   code.load(rax, { base: rdi, disp: RING.head });
   code.load(rcx, { base: rdi, disp: RING.tail });
@@ -531,16 +604,16 @@ function claimRecord(code: Code, capacity: number, prefix: string): void {
   // Below the tail: the head read is stale (this thread was interrupted between the two
   // reads while others claimed records and upscope read them), not a full ring.
   code.jcc('s', `${prefix}retry`);
-  code.compareImm(rdx, capacity);
+  code.compareImm(rdx, capacity - extra);
   code.jcc('ae', `${prefix}full`);
-  code.lea(rdx, { base: rax, disp: 1 });
+  code.lea(rdx, { base: rax, disp: 1 + extra });
   code.lockCompareExchange({ base: rdi, disp: RING.head }, rdx, true);
   code.jcc('ne', `${prefix}retry`);
   code.move(rsi, rax);
   code.arithImm(4, rsi, capacity - 1);
   code.emit(...encode([0x69], rsi, rsi, true), ...le32(RECORD.bytes)); // imul rsi,rsi,bytes
   code.lea(rsi, { base: rdi, index: rsi, disp: RING.records });
-  code.move(r8, rdx);
+  code.lea(r8, { base: rax, disp: 1 });
 }
 
 /** eax: the thread's id, from its TCB once its place is known, else gettid(2) (clobbers rcx, r11). */
@@ -780,7 +853,9 @@ function entryBody(
   capacity: number,
   probe: number,
   returnTrampoline: bigint,
+  reads: readonly EntryRead[] = [],
 ): number[] {
+  const layout = readLayout(reads);
   const code = new Code();
   saveAll(code);
   code.movabs(rdi, ring);
@@ -797,7 +872,7 @@ function entryBody(
   });
   code.jmp('done');
   code.label('record');
-  claimRecord(code, capacity, '');
+  claimRecord(code, capacity, '', layout.slots);
   threadId(code, '');
   code.store({ base: rsi, disp: RECORD.tid }, rax, false);
   readTsc(code, rax);
@@ -807,6 +882,7 @@ function entryBody(
     code.load(rax, { base: rsp, disp: ENTRY_RSP + 8 * i });
     code.store({ base: rsi, disp: RECORD.stack + 8 * i }, rax);
   }
+  if (reads.length > 0) code.call('reads');
   // The probe word: the entries swapReturn() drops are counted in it, then the kind and
   // the index go in (RECORD_PROBE).
   code.storeImm({ base: rsi, disp: RECORD.probe }, 0, false);
@@ -819,6 +895,7 @@ function entryBody(
   code.emit(...encode([0x09], rcx, { base: rsi, disp: RECORD.probe }, false)); // or [probe],ecx
   code.store({ base: rsi, disp: RECORD.seq }, r8); // publish
   code.jmp('done');
+  if (reads.length > 0) readMemory(code, reads, layout.offsets);
   code.label('full');
   code.lockIncrement({ base: rdi, disp: RING.lost + 8 * probe });
   code.label('done');
@@ -827,9 +904,100 @@ function entryBody(
   return code.finish();
 }
 
-/** The offset in an entry trampoline where the relocated instructions go (always the same). */
-export function relocatedOffset(): number {
-  return entryBody(0n, 1, 0, 0n).length;
+/** Where a register's value at the entry is in a record. */
+function recordRegisterAt(register: RecordRegister): number {
+  return register === 'rflags'
+    ? RECORD.rflags
+    : RECORD.regs + 8 * (RECORD_REGS as readonly string[]).indexOf(register);
+}
+
+/** Linux's process_vm_readv(2), and EFAULT. */
+const SYS_PROCESS_VM_READV = 310;
+const EFAULT = 14;
+
+/**
+ * The subroutine (label `reads`, called with rsi: the record, its registers and thread id
+ * written) that makes each read into the record's data: each address from the record's
+ * registers and the reads before it, then process_vm_readv(2) of the thread's own id, one
+ * local and one remote iovec (on the stack), so a page that cannot be read is a short count
+ * or an error, never a fault. Keeps rdi, rsi, r8; clobbers rax, rcx, rdx, r9-r11.
+ */
+function readMemory(code: Code, reads: readonly EntryRead[], offsets: readonly number[]): void {
+  const { rbx } = REG;
+  code.label('reads');
+  code.push(rdi);
+  code.push(rsi);
+  code.push(r8);
+  code.push(rbx);
+  code.move(rbx, rsi);
+  for (const [j, read] of reads.entries()) {
+    const data = RECORD.bytes + offsets[j]!;
+    const p = `rd${j}_`;
+    code.movabs(rax, read.constant);
+    for (const term of read.terms) {
+      code.load(rcx, { base: rbx, disp: recordRegisterAt(term.register) });
+      if (term.shift > 0) code.emit(...encode([0xc1], 5, rcx, true), term.shift); // shr rcx,n
+      if (term.bits === 32) code.emit(...encode([0x89], rcx, rcx, false)); // mov ecx,ecx
+      if (term.bits === 16) code.emit(...encode([0x0f, 0xb7], rcx, rcx, false)); // movzx ecx,cx
+      if (term.bits === 8) code.emit(...encode([0x0f, 0xb6], rcx, rcx, false)); // movzx ecx,cl
+      if (term.scale > 1) code.shiftLeft(rcx, Math.log2(term.scale));
+      code.emit(...encode([0x01], rcx, rax, true)); // add rax,rcx
+    }
+    code.lea(rcx, { base: rbx, disp: data });
+    if (read.after !== undefined) {
+      const after = RECORD.bytes + offsets[read.after]!;
+      // cmp qword [result], 8: the pointer it reads through was read whole, or no read.
+      code.emit(...encode([0x81], 7, { base: rbx, disp: after + READ_DATA.result }, true));
+      code.emit(...le32(8));
+      code.jcc('ne', `${p}failed`);
+      code.emit(...encode([0x03], rax, { base: rbx, disp: after + READ_DATA.bytes }, true)); // add
+    }
+    code.emit(0xba, ...le32(read.bytes)); // mov edx,bytes
+    code.call('copy');
+    if (read.after !== undefined) {
+      code.jmp(`${p}next`);
+      code.label(`${p}failed`);
+      code.storeImm({ base: rcx, disp: READ_DATA.vaddr }, 0, true);
+      code.storeImm({ base: rcx, disp: READ_DATA.result }, -EFAULT, true);
+      code.label(`${p}next`);
+    }
+  }
+  code.pop(rbx);
+  code.pop(r8);
+  code.pop(rsi);
+  code.pop(rdi);
+  code.emit(0xc3); // ret
+  // copy: rdx bytes from address rax into a read's data at rcx (its address, the system
+  // call's result, the bytes), through iovecs on the stack; rbx the record.
+  code.label('copy');
+  code.lea(rsp, { base: rsp, disp: -40 }); // iovec local, iovec remote, the data's address
+  code.store({ base: rcx, disp: READ_DATA.vaddr }, rax);
+  code.store({ base: rsp, disp: 32 }, rcx);
+  code.lea(rcx, { base: rcx, disp: READ_DATA.bytes });
+  code.store({ base: rsp, disp: 0 }, rcx);
+  code.store({ base: rsp, disp: 8 }, rdx);
+  code.store({ base: rsp, disp: 16 }, rax);
+  code.store({ base: rsp, disp: 24 }, rdx);
+  code.load(rdi, { base: rbx, disp: RECORD.tid }, false);
+  code.move(rsi, rsp);
+  code.emit(0xba, ...le32(1)); // mov edx,1
+  code.lea(r10, { base: rsp, disp: 16 });
+  code.emit(0x41, 0xb8, ...le32(1)); // mov r8d,1
+  code.zero(r9);
+  code.emit(0xb8, ...le32(SYS_PROCESS_VM_READV)); // mov eax,SYS_process_vm_readv
+  code.emit(0x0f, 0x05); // syscall
+  code.load(rcx, { base: rsp, disp: 32 });
+  code.store({ base: rcx, disp: READ_DATA.result }, rax);
+  code.lea(rsp, { base: rsp, disp: 40 });
+  code.emit(0xc3); // ret
+}
+
+/**
+ * The offset in an entry trampoline where the relocated instructions go: the same for every
+ * trampoline with the same reads.
+ */
+export function relocatedOffset(reads: readonly EntryRead[] = []): number {
+  return entryBody(0n, READ_LIMITS.slots + 2, 0, 0n, reads).length;
 }
 
 /**
@@ -844,7 +1012,17 @@ export function buildEntryTrampoline(spec: EntryTrampolineSpec): Uint8Array {
   if (spec.probe < 0 || spec.probe >= RING.maxProbes) {
     throw new RangeError(`probe index ${spec.probe} is outside 0..${RING.maxProbes - 1}`);
   }
-  const code = entryBody(spec.ring, spec.capacity, spec.probe, spec.returnTrampoline);
+  const { slots } = readLayout(spec.reads ?? []);
+  if (slots + 1 > spec.capacity / 2) {
+    throw new RangeError(`a record with ${slots} slots of data would take half the ring or more`);
+  }
+  const code = entryBody(
+    spec.ring,
+    spec.capacity,
+    spec.probe,
+    spec.returnTrampoline,
+    spec.reads ?? [],
+  );
   code.push(...spec.relocated);
   code.push(...jumpBack(spec.at + BigInt(code.length), spec.back));
   if (code.length > TRAMPOLINE_MAX_BYTES) {
@@ -1078,7 +1256,8 @@ export function buildReturnTrampoline(ring: bigint, capacity: number): Uint8Arra
 }
 
 /**
- * The bytes a trampoline takes at most (an entry trampoline's body, about 1,400 bytes with
- * its two paths; 15 x 3 relocated bytes; the jump back). buildEntryTrampoline() checks it.
+ * The bytes a trampoline takes at most (an entry trampoline's body, about 1,650 bytes with
+ * its two paths, and about 60 to 100 more per read of memory; 15 x 3 relocated bytes; the
+ * jump back). buildEntryTrampoline() checks it.
  */
-export const TRAMPOLINE_MAX_BYTES = 2048;
+export const TRAMPOLINE_MAX_BYTES = 4096;

@@ -101,7 +101,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option(...returnProbesOption)
     .option(
       '--engine <engine>',
-      'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root), ptrace (one process, no root) or inject (one process, no root: function entries hooked inside the process, no trap per hit; other probes as ptrace); by default tracefs as root, else ptrace',
+      'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root), ptrace (one process, no root) or inject (one process, no root: function entries hooked inside the process, no trap per hit, memory and strings copied there, a string cut at 256 bytes; other probes as ptrace); by default tracefs as root, else ptrace',
       parseTraceEngine,
     )
     .action(async (specs, options) => {

@@ -6,11 +6,14 @@ import {
   buildReturnTrampoline,
   jumpRel32,
   planEntryPatch,
+  READ_DATA,
+  READ_LIMITS,
   RECORD,
   RECORD_KIND,
   RECORD_PROBE,
   RECORD_REGS,
   RING,
+  readLayout,
   relocatedOffset,
   SHADOW,
   SHADOW_DEPTH,
@@ -21,11 +24,14 @@ import {
 } from '../../arch/index.js';
 import { ProbeError } from '../../errors/index.js';
 import { loadNative, type NativeMemory, SYSCALL, USER_REGS } from '../../native/index.js';
-import type {
-  InlineAggregate,
-  InlineHit,
-  InlineHooks,
-  InlineValue,
+import {
+  addInlineAggregates,
+  type InlineAggregate,
+  type InlineHit,
+  type InlineHooks,
+  type InlineMemory,
+  type InlineRead,
+  type InlineValue,
 } from '../ptrace/inline-hooks.js';
 import { Registers } from '../ptrace/registers.js';
 import { SIGTRAP, type Tracee } from '../ptrace/tracee.js';
@@ -75,6 +81,53 @@ interface Hook {
   readonly relocatedAt: bigint;
   readonly relocatedEnd: bigint;
   readonly map: readonly { readonly offset: number; readonly vaddr: bigint }[];
+  /** The memory each entry copies into its record's data. */
+  readonly reads: readonly InlineRead[];
+}
+
+/** How a probe index's entry records carry their reads' data. */
+interface ReadLayout {
+  readonly reads: readonly InlineRead[];
+  readonly offsets: readonly number[];
+  /** The ring slots after each entry record that hold its data. */
+  readonly slots: number;
+}
+
+const NO_READS: ReadLayout = { reads: [], offsets: [], slots: 0 };
+
+/** Whether two reads are the same read. */
+function sameRead(a: InlineRead, b: InlineRead): boolean {
+  return (
+    a.constant === b.constant &&
+    a.after === b.after &&
+    a.bytes === b.bytes &&
+    a.terms.length === b.terms.length &&
+    a.terms.every((t, i) => {
+      const u = b.terms[i]!;
+      return (
+        t.register === u.register && t.shift === u.shift && t.bits === u.bits && t.scale === u.scale
+      );
+    })
+  );
+}
+
+/**
+ * `reads` with `more` added (those it lacks, each `after` renumbered), and where each of
+ * `more` is in the result.
+ */
+function mergeReads(
+  reads: readonly InlineRead[],
+  more: readonly InlineRead[],
+): { reads: InlineRead[]; at: number[] } {
+  const merged = [...reads];
+  const at: number[] = [];
+  for (const read of more) {
+    const mapped = { ...read, after: read.after === undefined ? undefined : at[read.after] };
+    let i = merged.findIndex((r) => sameRead(r, mapped));
+    if (i < 0) i = merged.push(mapped) - 1;
+    at.push(i);
+  }
+  return { reads: merged, at };
 }
 
 /** The ring shared with the process: a memfd both map. */
@@ -120,6 +173,10 @@ export class Injector implements InlineHooks {
   #retired: Hook[] = [];
   /** Hooked address by probe index (indexes are not reused within a ring). */
   #byIndex: (bigint | undefined)[] = [];
+  /** How each probe index's entry records carry their reads' data. */
+  #layouts: ReadLayout[] = [];
+  /** Why the process's trampolines may not read memory (a seccomp filter), once known. */
+  #readsRefused: string | null | undefined;
   #lostSeen: number[] = [];
   #untrackedSeen = 0;
   #clock: TscClock | undefined;
@@ -150,17 +207,56 @@ export class Injector implements InlineHooks {
     return this.#hooks.has(vaddr);
   }
 
+  covers(vaddr: bigint, reads: readonly InlineRead[]): boolean {
+    const hook = this.#hooks.get(vaddr);
+    return hook !== undefined && mergeReads(hook.reads, reads).reads.length === hook.reads.length;
+  }
+
   place(
     vaddr: bigint,
     jumpTargets: readonly bigint[] | undefined,
     tid: number,
     pcs: readonly bigint[],
+    reads: readonly InlineRead[] = [],
   ): string | undefined {
-    if (this.#hooks.has(vaddr)) return undefined;
+    const before = this.#hooks.get(vaddr);
+    if (before !== undefined && this.covers(vaddr, reads)) return undefined;
     if (this.#byIndex.length >= RING.maxProbes) {
       return `one process takes at most ${RING.maxProbes} inline hooks`;
     }
+    if (reads.length > 0) {
+      const why = this.#whyNoReads();
+      if (why !== undefined) return why;
+    }
     const tracee = this.#tracee;
+    if (before !== undefined) {
+      // Hooked with fewer reads: a new trampoline makes them all, with the same settings.
+      const merged = mergeReads(before.reads, reads).reads;
+      const ring = this.#ring!;
+      const returns = Atomics.load(ring.u8, RING.returns + before.index);
+      const inProcess = Atomics.load(ring.u8, RING.inProcess + before.index);
+      this.remove(vaddr);
+      const why = this.place(vaddr, jumpTargets, tid, pcs, merged);
+      if (why !== undefined) {
+        // Back as it was (its bytes and trampoline are still there to take again).
+        this.#hooks.set(vaddr, before);
+        tracee.write(vaddr, before.patch);
+        this.#retired = this.#retired.filter((h) => h !== before);
+        Atomics.store(ring.u8, RING.returns + before.index, returns);
+        return why;
+      }
+      const after = this.#hooks.get(vaddr)!;
+      const from = (RING.stats + before.index * STATS.bytes) / 8;
+      const to = (RING.stats + after.index * STATS.bytes) / 8;
+      for (let field = STATS.value.at; field < STATS.bytes; field += 8) {
+        Atomics.store(ring.u64, to + field / 8, Atomics.load(ring.u64, from + field / 8));
+      }
+      const signed = this.#valueSigned.get(before.index);
+      if (signed !== undefined) this.#valueSigned.set(after.index, signed);
+      Atomics.store(ring.u8, RING.returns + after.index, returns);
+      Atomics.store(ring.u8, RING.inProcess + after.index, inProcess);
+      return undefined;
+    }
     let code: Uint8Array;
     try {
       code = tracee.read(vaddr, 32);
@@ -170,7 +266,7 @@ export class Injector implements InlineHooks {
     }
     if (code[0] === 0xcc) return "its first byte is an int3 (another tracer's breakpoint)";
     const trampoline = this.#xol.take(vaddr, tid);
-    const relocatedAt = trampoline + BigInt(relocatedOffset());
+    const relocatedAt = trampoline + BigInt(relocatedOffset(reads));
     const plan = planEntryPatch(code, vaddr, relocatedAt, jumpTargets);
     if (plan.kind === 'refuse') {
       this.#xol.release(trampoline);
@@ -197,11 +293,13 @@ export class Injector implements InlineHooks {
       returnTrampoline: ring.returnTrampoline,
       relocated: plan.relocated,
       back: end,
+      reads,
     });
     this.#xol.fill(trampoline, bytes);
     const patch = new Uint8Array(plan.length).fill(0x90);
     patch.set(jump);
     this.#byIndex.push(vaddr);
+    this.#layouts.push(reads.length === 0 ? NO_READS : { reads, ...readLayout(reads) });
     this.#lostSeen.push(0);
     this.#hooks.set(vaddr, {
       vaddr,
@@ -212,11 +310,33 @@ export class Injector implements InlineHooks {
       relocatedAt,
       relocatedEnd: relocatedAt + BigInt(plan.length),
       map: plan.map,
+      reads,
     });
     // Every thread is stopped and none is inside these bytes: the jump is never seen half
     // written. The kernel's resume of each thread orders its instruction fetches after this.
     tracee.write(vaddr, patch);
     return undefined;
+  }
+
+  /**
+   * Why the trampolines may not read memory in this process: a seccomp filter (Seccomp: 2 in
+   * /proc/PID/status) may forbid process_vm_readv(2), or kill the thread for it.
+   */
+  #whyNoReads(): string | undefined {
+    if (this.#readsRefused === undefined) {
+      let status = '';
+      try {
+        status = readFileSync(`/proc/${this.#tracee.pid}/status`, 'utf8');
+      } catch {
+        // Gone: placing fails on its own.
+      }
+      const mode = /^Seccomp:\s*(\d+)/m.exec(status)?.[1];
+      this.#readsRefused =
+        mode === undefined || mode === '0'
+          ? null
+          : `the process runs under seccomp (mode ${mode}), which may forbid the process_vm_readv(2) its hook would copy memory with`;
+    }
+    return this.#readsRefused ?? undefined;
   }
 
   setReturns(vaddr: bigint, on: boolean): void {
@@ -292,7 +412,7 @@ export class Injector implements InlineHooks {
               ]),
             );
       const sum = word(STATS.sum);
-      found.set(vaddr, {
+      const aggregate: InlineAggregate = {
         entries,
         calls,
         sumNs: signed ? BigInt.asIntN(64, sum) : sum,
@@ -300,7 +420,10 @@ export class Injector implements InlineHooks {
         maxNs: calls === 0n ? undefined : fromKey(max),
         buckets: bucketsOut,
         unwound,
-      });
+      };
+      // An address hooked again with more reads has counted under two indexes.
+      const earlier = found.get(vaddr);
+      found.set(vaddr, earlier === undefined ? aggregate : addInlineAggregates(earlier, aggregate));
     }
     return found;
   }
@@ -330,7 +453,8 @@ export class Injector implements InlineHooks {
   #mapRing(tid: number, near: bigint): Ring {
     const tracee = this.#tracee;
     // The shadow stacks' pages are allocated only as threads touch them.
-    const sizeBytes = RING.records + this.#capacity * RECORD.bytes;
+    // The spare slots after the last record hold the data of the records near the end.
+    const sizeBytes = RING.records + (this.#capacity + READ_LIMITS.slots) * RECORD.bytes;
     // The memfd's name, written where the process can read it: a slot of the code page.
     const nameAt = this.#xol.take(near, tid);
     this.#xol.fill(nameAt, new TextEncoder().encode('upscope-inject\0'));
@@ -410,7 +534,7 @@ export class Injector implements InlineHooks {
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const mask = this.#capacity - 1;
     let tail = ring.tail;
-    const started = tail;
+    let given = tail;
     // Only the records claimed before the drain began: threads that record as fast as they
     // are read would otherwise keep it going for ever (poll() comes back for the rest).
     const end = Number(Atomics.load(u64, RING.head / 8));
@@ -423,6 +547,7 @@ export class Injector implements InlineHooks {
       const index = word & ((1 << RECORD_PROBE.droppedShift) - 1);
       const kind = word >>> RECORD_PROBE.kindShift;
       const vaddr = this.#byIndex[index];
+      const layout = kind === RECORD_KIND.return ? NO_READS : (this.#layouts[index] ?? NO_READS);
       if (vaddr !== undefined) {
         // Word by word (every field is 8-byte aligned in both): no view made per register.
         const regs = new Registers();
@@ -448,11 +573,22 @@ export class Injector implements InlineHooks {
           stack: returned
             ? bytes.slice(at + RECORD.stack + 16, at + RECORD.stack + 8 * STACK_WORDS)
             : bytes.slice(at + RECORD.stack, at + RECORD.stack + 8 * STACK_WORDS),
+          memory: layout.slots === 0 ? [] : readMemory(view, at + RECORD.bytes, layout),
         });
       }
-      tail++;
+      // The slots of its data, which the next lap may take for records: their seq words (in
+      // the ring, not the spare slots past its end) cleared, so that none is ever taken for a
+      // record's.
+      for (let slot = 1; slot <= layout.slots; slot++) {
+        const physical = (tail & mask) + slot;
+        if (physical <= mask) Atomics.store(u32, (RING.records + physical * RECORD.bytes) / 4, 0);
+      }
+      tail += 1 + layout.slots;
       // Give the room back as it is read, so that a long drain does not make the ring full.
-      if ((tail - started) % 1024 === 0) Atomics.store(u64, RING.tail / 8, BigInt(tail));
+      if (tail - given >= 1024) {
+        given = tail;
+        Atomics.store(u64, RING.tail / 8, BigInt(tail));
+      }
     }
     if (tail !== ring.tail) {
       ring.tail = tail;
@@ -751,6 +887,7 @@ export class Injector implements InlineHooks {
     this.#valueSigned.clear();
     this.#retired = [];
     this.#byIndex = [];
+    this.#layouts = [];
     this.#lostSeen = [];
     this.#untrackedSeen = 0;
     this.#xol.forget();
@@ -759,6 +896,21 @@ export class Injector implements InlineHooks {
     this.#tidKnown = false;
     this.#tidTries = 0;
   }
+}
+
+/** What an entry record's reads copied, from its data at `at` in the ring. */
+function readMemory(view: DataView, at: number, layout: ReadLayout): InlineMemory[] {
+  return layout.reads.map((read, i) => {
+    const data = at + layout.offsets[i]!;
+    const result = view.getBigInt64(data + READ_DATA.result, true);
+    const got = result > 0n ? Math.min(Number(result), read.bytes) : 0;
+    const from = view.byteOffset + data + READ_DATA.bytes;
+    return {
+      vaddr: view.getBigUint64(data + READ_DATA.vaddr, true),
+      bytes: new Uint8Array(view.buffer.slice(from, from + got)),
+      asked: read.bytes,
+    };
+  });
 }
 
 /** Whether the process has glibc mapped (whose TCB holds each thread's id). */

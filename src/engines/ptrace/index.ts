@@ -5,8 +5,11 @@ export {
   type InlineHit,
   type InlineHooks,
   type InlineHooksFactory,
+  type InlineMemory,
+  type InlineRead,
   type InlineValue,
 } from './inline-hooks.js';
+export { INLINE_STRING_BYTES, type InlineReadPlan, planInlineReads } from './inline-reads.js';
 export {
   type ForeignBreakpointNotice,
   type HitContext,

@@ -1,5 +1,22 @@
+import type { EntryRead } from '../../arch/index.js';
 import type { Registers } from './registers.js';
 import type { Tracee } from './tracee.js';
+
+/**
+ * A read of the process's memory an inline hook makes at each entry for its fetches (see
+ * planInlineReads()): arch's EntryRead.
+ */
+export type InlineRead = EntryRead;
+
+/**
+ * Memory an inline hook copied at an entry: `bytes` from `vaddr`, of the `asked` it tried
+ * (fewer when a page on the way could not be read; none when the first could not).
+ */
+export interface InlineMemory {
+  readonly vaddr: bigint;
+  readonly bytes: Uint8Array;
+  readonly asked: number;
+}
 
 /** A hit an inline hook recorded in the process, read back by the tracer. */
 export interface InlineHit {
@@ -38,6 +55,8 @@ export interface InlineHit {
    * arguments); at a return, the words from %rsp after it.
    */
   readonly stack: Uint8Array;
+  /** At an entry: the memory the hook copied for its fetches (InlineRead), in order. */
+  readonly memory: readonly InlineMemory[];
 }
 
 /**
@@ -100,16 +119,21 @@ export interface InlineHooks {
    * Hook the function at `vaddr`. `tid` is a stopped thread to run system calls through;
    * `pcs` are where the process's threads are. `jumpTargets`: the addresses near `vaddr` a
    * jump of the function lands on (undefined: unknown). Returns undefined once hooked, or
-   * why it cannot be (the int3 path then serves the site).
+   * why it cannot be (the int3 path then serves the site). `reads`: the memory each entry
+   * copies (a hooked address placed again with reads it lacks gets a new trampoline that
+   * makes them too, keeping what it was set to do).
    */
   place(
     vaddr: bigint,
     jumpTargets: readonly bigint[] | undefined,
     tid: number,
     pcs: readonly bigint[],
+    reads?: readonly InlineRead[],
   ): string | undefined;
   /** Whether `vaddr` is hooked. */
   has(vaddr: bigint): boolean;
+  /** Whether `vaddr` is hooked with a trampoline that makes every one of `reads`. */
+  covers(vaddr: bigint, reads: readonly InlineRead[]): boolean;
   /**
    * Whether the hook at `vaddr` swaps return addresses, to record the returns of its calls
    * (a per-thread shadow stack keeps the real ones). Calls already swapped still return

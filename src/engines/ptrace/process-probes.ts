@@ -19,8 +19,10 @@ import {
   type InlineHit,
   type InlineHooks,
   type InlineHooksFactory,
+  type InlineRead,
   type InlineValue,
 } from './inline-hooks.js';
+import { readCopied, readCopiedString } from './inline-reads.js';
 import { Registers } from './registers.js';
 import { cannotReport, SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
 import { XolArea } from './xol-area.js';
@@ -122,12 +124,12 @@ export interface Registration {
    */
   readonly entryFilter?: ((hit: HitContext) => boolean) | undefined;
   /**
-   * For a breakpoint at a function's entry, whose fetches need nothing but the registers and
-   * the first stack words: serve it with an inline hook (ProbesOptions.inline) where one can
-   * be placed, with no trap per hit; `jumpTargets` are the addresses near the entry that a
-   * jump of the function lands on (undefined: unknown). Its hits then come with the
-   * registers at the entry, after the thread has gone on: a handler must not change them
-   * (nor write memory), and read() sees only those stack words. `aggregate`: the hook
+   * For a breakpoint at a function's entry: serve it with an inline hook
+   * (ProbesOptions.inline) where one can be placed, with no trap per hit; `jumpTargets` are
+   * the addresses near the entry that a jump of the function lands on (undefined: unknown).
+   * Its hits then come with the registers at the entry, after the thread has gone on: a
+   * handler must not change them (nor write memory), and read() sees only the first stack
+   * words and the memory `reads` copied (planInlineReads() of its fetches). `aggregate`: the hook
    * counts the entries (a breakpoint) or times the calls (a return) in the process, with no
    * hit delivered for them; inlineAggregates() reads them (when every registration at its
    * address asks for it; else hits are recorded as usual).
@@ -138,6 +140,8 @@ export interface Registration {
         readonly aggregate?: boolean | undefined;
         /** With `aggregate`: the value each entry puts in the histogram. */
         readonly value?: InlineValue | undefined;
+        /** The memory each entry copies for the fetches (planInlineReads()). */
+        readonly reads?: readonly InlineRead[] | undefined;
       }
     | undefined;
 }
@@ -1880,7 +1884,8 @@ export class ProcessProbes {
     if (inline === undefined || registration.inline === undefined) return false;
     const returns = registration.event === 'return';
     if (!returns && registration.event !== 'breakpoint') return false;
-    if (inline.has(vaddr)) {
+    const reads = registration.inline.reads ?? [];
+    if (inline.covers(vaddr, reads)) {
       if (returns) inline.setReturns(vaddr, true);
       this.#setAggregate(vaddr, registration);
       return true;
@@ -1898,7 +1903,7 @@ export class ProcessProbes {
         if (!(err instanceof ProbeError)) throw err;
       }
     }
-    const reason = inline.place(vaddr, registration.inline.jumpTargets, tid, pcs);
+    const reason = inline.place(vaddr, registration.inline.jumpTargets, tid, pcs, reads);
     if (reason !== undefined) {
       this.#d.notices.push({ pid: this.pid, vaddr, what: 'trap', reason });
       return false;
@@ -2072,13 +2077,10 @@ export class ProcessProbes {
     const stackAt = hit.regs.rsp;
     const fromStack = (vaddr: bigint, length: number): Uint8Array => {
       const offset = vaddr - stackAt;
-      if (offset < 0n || offset + BigInt(length) > BigInt(hit.stack.length)) {
-        throw new ProbeError(
-          'ERR_TARGET_MEMORY',
-          `Cannot read ${length} bytes at 0x${vaddr.toString(16)}: an inline hook keeps only the registers and the first ${hit.stack.length} bytes of the stack`,
-        );
+      if (offset >= 0n && offset + BigInt(length) <= BigInt(hit.stack.length)) {
+        return hit.stack.slice(Number(offset), Number(offset) + length);
       }
-      return hit.stack.slice(Number(offset), Number(offset) + length);
+      return readCopied(hit.memory, vaddr, length);
     };
     return {
       id: registration.reportAs ?? registration.id,
@@ -2094,10 +2096,7 @@ export class ProcessProbes {
       detail: undefined,
       readU64: (vaddr) => new DataView(fromStack(vaddr, 8).buffer).getBigUint64(0, true),
       read: fromStack,
-      readCString: (vaddr) => {
-        fromStack(vaddr, Number.MAX_SAFE_INTEGER);
-        return '';
-      },
+      readCString: (vaddr, maxBytes = 4096) => readCopiedString(hit.memory, vaddr, maxBytes),
       write: () => {
         throw new ProbeError(
           'ERR_USAGE',
