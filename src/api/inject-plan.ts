@@ -7,19 +7,21 @@
  * int3 there) is said as a notice when it is placed.
  */
 import { planEntryPatch } from '../arch/index.js';
-import { type InlineReadPlan, planInlineReads } from '../engines/index.js';
+import { type InlineReads, planInlineReads } from '../engines/index.js';
 import type { ProbeSite } from '../plan/index.js';
 
 /**
- * The memory an inline hook at `site` copies at each entry for its fetches (the fault-proof
- * reads its trampoline makes), or why it cannot copy it (an int3 serves the site then).
+ * The memory an inline hook at `site` copies for its fetches (the fault-proof reads its
+ * trampolines make: at the entry, or after a return for a return probe), or why it cannot
+ * copy it (an int3 serves the site then).
  */
-export function inlineReadsOf(site: ProbeSite): InlineReadPlan {
-  return planInlineReads(
-    [...site.fetches, ...(site.optionFetches ?? [])],
-    site.vaddr,
-    site.kind === 'return' ? 'return' : 'entry',
-  );
+export function inlineReadsOf(
+  site: ProbeSite,
+): { readonly reads: InlineReads } | { readonly why: string; readonly fetch: string } {
+  const at = site.kind === 'return' ? 'return' : 'entry';
+  const plan = planInlineReads([...site.fetches, ...(site.optionFetches ?? [])], site.vaddr, at);
+  if ('why' in plan) return plan;
+  return { reads: at === 'return' ? { entry: [], return: plan.reads } : { entry: plan.reads, return: [] } };
 }
 
 /** How the inject engine serves a site. */
@@ -56,10 +58,11 @@ export function injectHookOf(site: ProbeSite): InjectHook {
     site.kind === 'return'
       ? '; its calls return through the return trampoline (the real return address kept on a per-thread shadow stack)'
       : '';
+  const copied = [...reads.reads.entry, ...reads.reads.return];
   const copies =
-    reads.reads.length === 0
+    copied.length === 0
       ? ''
-      : `; each entry copies the memory its fetches read (${reads.reads.length} read${reads.reads.length === 1 ? '' : 's'} of at most ${Math.max(...reads.reads.map((r) => r.bytes))} bytes, with process_vm_readv(2): a page that cannot be read gives no value, never a fault)`;
+      : `; ${reads.reads.entry.length > 0 ? 'each entry' : 'each return'} copies the memory its fetches read (${copied.length} read${copied.length === 1 ? '' : 's'} of at most ${Math.max(...copied.map((r) => r.bytes))} bytes, with process_vm_readv(2): a page that cannot be read gives no value, never a fault)`;
   return {
     hook: 'inline',
     why: `a 5-byte jmp over its first ${plan.length} bytes (${plan.texts.join('; ')}), which run relocated in its trampoline${returns}${copies}`,

@@ -3,7 +3,7 @@ import {
   type ForeignBreakpointNotice,
   type HitContext,
   type InlineAggregate,
-  type InlineRead,
+  type InlineReads,
   type InlineValue,
   type ProbeEventKind,
   type ProbesOptions,
@@ -542,8 +542,9 @@ export class ProcessTracer {
 
   /**
    * What an inline hook needs to serve `site` (ProcessProbes' Registration.inline): the memory
-   * its entry copies for the fetches among it; or undefined (with a notice) when a hook cannot
-   * make those reads (memory read at a return, more than a record holds): an int3 serves it.
+   * it copies for the fetches among it; or undefined (with a notice) when a hook cannot make
+   * those reads (more than a record holds, an address made from %rip at a return): an int3
+   * serves it.
    */
   #inlineFor(
     site: ProbeSite,
@@ -553,7 +554,7 @@ export class ProcessTracer {
         jumpTargets: readonly bigint[] | undefined;
         aggregate: boolean;
         value: InlineValue | undefined;
-        reads: readonly InlineRead[];
+        reads: InlineReads;
       }
     | undefined {
     const reads = inlineReadsOf(site);

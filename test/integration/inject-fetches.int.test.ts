@@ -36,6 +36,16 @@ function own(stdout: string): { calls: number; sum: bigint; thrown: number } {
   return { calls: Number(m[1]), thrown: Number(m[2] ?? 0), sum: BigInt(m[3]!) };
 }
 
+/** The C program's sum over calls `from` to `to` (see test/programs/inject-fetches.c). */
+function cSum(from: bigint, to: bigint): bigint {
+  let sum = 0n;
+  for (let i = from; i < to; i++) {
+    sum += i % 10n === 0n || i % 10n === 5n ? 7n : 2n * i + 1n;
+    if (i % 10n !== 0n) sum += 1n; // label_of(i) was not NULL
+  }
+  return sum;
+}
+
 function inlineOnly(stderr: string): void {
   assert.doesNotMatch(stderr, /served by an int3/, 'an inline hook served it');
 }
@@ -63,9 +73,7 @@ test('trace --engine inject -c on C: strings and memory read through pointers, f
   // The command's own output is on stderr (stdout is upscope's JSON).
   const program = own(result.stderr);
   assert.equal(program.calls, 4 * calls);
-  let sum = 0n;
-  for (let i = 0n; i < 4n * BigInt(calls); i++)
-    sum += i % 10n === 0n || i % 10n === 5n ? 7n : 2n * i + 1n;
+  const sum = cSum(0n, 4n * BigInt(calls));
   assert.equal(program.sum, sum, 'the program computed what it computes untraced');
   const seen = events(result.stdout);
   const lost = Number(/(\d+) events delivered, (\d+) lost/.exec(result.stderr)?.[2]);
@@ -110,7 +118,47 @@ test('trace --engine inject -c on C: strings and memory read through pointers, f
   assert.deepEqual(leftovers(), []);
 });
 
-test('resolve --engine inject says the reads an entry copies; a string read at a return is served by an int3, said why', (t) => {
+test('trace --engine inject -c on C: a string read at each return, through the pointer returned, copied by the return trampoline', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = compileProgram('inject-fetches', { flags: ['-O2'], link: ['-lpthread'] });
+  const calls = 3000;
+  const result = runCli(
+    [
+      'trace',
+      '--engine',
+      'inject',
+      '--json',
+      '-c',
+      `${app} ${calls} 1`,
+      `r:${app}:label_of s=+0(retval):string c=+6(retval):u8 r=retval`,
+    ],
+    { timeoutMs: 300_000 },
+  );
+  assert.equal(result.status, 0, result.stderr);
+  inlineOnly(result.stderr);
+  assert.equal(own(result.stderr).sum, cSum(0n, BigInt(calls)), 'the program is unharmed');
+  assert.match(result.stderr, new RegExp(`${calls} events delivered, 0 lost`));
+  const seen = events(result.stdout);
+  assert.equal(seen.length, calls, 'one event per return');
+  for (const [i, fields] of seen.entries()) {
+    // NULL (i % 10 == 0) and 3 bytes before a page that cannot be read (i % 10 == 5): no
+    // string; else the label the program returned.
+    const label = i % 10 === 0 || i % 10 === 5 ? null : `label-${i % 7}`;
+    assert.deepEqual(
+      { s: fields['s'], c: fields['c'], zero: fields['r'] === '0' },
+      {
+        s: label,
+        c: i % 10 === 0 ? null : i % 10 === 5 ? null : '0123456'.charCodeAt(i % 7),
+        zero: i % 10 === 0,
+      },
+      `return ${i}`,
+    );
+  }
+  assert.deepEqual(tracedChildren(), []);
+  assert.deepEqual(leftovers(), []);
+});
+
+test('resolve --engine inject says the reads an entry or a return copies; one it cannot make is served by an int3, said why', (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;
   const app = compileProgram('inject-fetches', { flags: ['-O2'], link: ['-lpthread'] });
   const resolved = runCli([
@@ -118,34 +166,39 @@ test('resolve --engine inject says the reads an entry copies; a string read at a
     '--engine',
     'inject',
     `${app}:greet name=+0(arg0):string label=+0(+8(arg1)):string`,
+    `r:${app}:label_of s=+0(retval):string`,
   ]);
   assert.equal(resolved.status, 0, resolved.stderr);
   assert.match(
     resolved.stdout,
     /inline hook: .* each entry copies the memory its fetches read \(3 reads of at most 256 bytes, with process_vm_readv\(2\)/,
   );
+  assert.match(
+    resolved.stdout,
+    /inline hook: .* each return copies the memory its fetches read \(1 read of at most 256 bytes/,
+  );
+  // %rip at a return is where it returned to: no register holds it for the trampoline.
   const traced = runCli([
     'trace',
     '--engine',
     'inject',
     '-c',
     `${app} 20`,
-    `r:${app}:greet s=+0(retval):string r=retval`,
+    `r:${app}:label_of x=+0(%ip):u8 r=retval`,
   ]);
   assert.equal(traced.status, 0, traced.stderr);
   assert.match(
     traced.stderr,
-    /greet: served by an int3 \(a trap per hit\) instead of an inline hook: its fetch "s": it reads memory at the return, which the return trampoline does not copy/,
+    /label_of: served by an int3 \(a trap per hit\) instead of an inline hook: its fetch "x": an address made from %rip at a return/,
   );
-  // Each of the 20 returns, its value not an address that can be read.
   assert.equal(
-    traced.stdout.split('\n').filter((l) => / r:greet s=\(fault\) r=\d+ /.test(l)).length,
+    traced.stdout.split('\n').filter((l) => / r:label_of x=\d+ r=\d+ /.test(l)).length,
     20,
   );
   assert.deepEqual(leftovers(), []);
 });
 
-test('trace --engine inject -p on C: detach while 4 threads copy memory in their hooks restores every byte, unmaps, and leaves the program unharmed', async (t) => {
+test('trace --engine inject -p on C: detach while 4 threads copy memory in their hooks, at entries and returns, restores every byte, unmaps, and leaves the program unharmed', async (t) => {
   if (!requireHost(t, { commands: ['gcc', 'nm', 'objdump'] })) return;
   const app = compileProgram('inject-fetches', { flags: ['-O2'], link: ['-lpthread'] });
   const dir = mkdtempSync(join(tmpdir(), 'upscope-fetches-'));
@@ -164,12 +217,22 @@ test('trace --engine inject -p on C: detach while 4 threads copy memory in their
         '--duration',
         '1',
         `${app}:greet name=+0(arg0):string label=+0(+8(arg1)):string id=+0(arg1):s64`,
+        // Its returns' reads too: a thread may be stopped inside the routine the return
+        // trampoline calls for them.
+        `r:${app}:label_of s=+0(retval):string`,
       ]);
       const done = await ended(traced, 60_000);
       assert.equal(done.code, 0, traced.stderr);
       inlineOnly(traced.stderr);
-      const seen = events(traced.stdout).filter((f) => f['id'] !== null);
+      const all = events(traced.stdout);
+      const seen = all.filter((f) => 'id' in f && f['id'] !== null);
       assert.ok(seen.length > 0, 'it saw calls before the detach');
+      const labels = all.filter((f) => 's' in f).map((f) => f['s']);
+      assert.ok(labels.length > 0, 'it saw returns before the detach');
+      assert.ok(
+        labels.every((l) => l === null || /^label-[0-6]$/.test(String(l))),
+        'each return with its label, or none',
+      );
       for (const fields of seen.slice(0, 2000)) {
         const i = Number(fields['id']);
         const name = i % 10 === 3 ? 'x'.repeat(256) : `call-${i}`;
@@ -185,12 +248,8 @@ test('trace --engine inject -p on C: detach while 4 threads copy memory in their
     // Each thread's sum is its rounds times the sum of one round of its numbers.
     let sum = 0n;
     for (const m of running.stdout.matchAll(/^thread (\d+) rounds (\d+)$/gm)) {
-      let round = 0n;
-      for (let n = 0n; n < BigInt(calls); n++) {
-        const i = BigInt(m[1]!) * BigInt(calls) + n;
-        round += i % 10n === 0n || i % 10n === 5n ? 7n : 2n * i + 1n;
-      }
-      sum += BigInt(m[2]!) * round;
+      const first = BigInt(m[1]!) * BigInt(calls);
+      sum += BigInt(m[2]!) * cSum(first, first + BigInt(calls));
     }
     assert.equal(own(running.stdout).sum, sum, 'its sum is that of an untouched run');
   } finally {
@@ -218,9 +277,19 @@ const LANGUAGES = [
         : { name: `call-${i}`, id: String(i), label: `label-${i % 7}` },
     sum: (calls: number) => {
       let sum = 0n;
-      for (let i = 0; i < calls; i++)
+      for (let i = 0; i < calls; i++) {
         if (i % 8 !== 7) sum += i % 10 === 0 ? 7n : 2n * BigInt(i) + 1n;
+        if (i % 8 !== 7 && i % 10 !== 0) sum += 1n; // label_of's label
+      }
       return sum;
+    },
+    // label_of throws for each i % 8 == 7: no return for those.
+    returns: {
+      spec: (app: string) => `r:${app}:app::label_of s=+0(retval):string`,
+      expect: (calls: number) =>
+        Array.from({ length: calls }, (_, i) => i)
+          .filter((i) => i % 8 !== 7)
+          .map((i) => ({ s: i % 10 === 0 ? null : `label-${i % 7}` })),
     },
   },
   {
@@ -236,8 +305,13 @@ const LANGUAGES = [
         : { name: `call-${i}`, id: String(i), label: `label-${i % 7}` },
     sum: (calls: number) => {
       let sum = 0n;
-      for (let i = 0; i < calls; i++) sum += i % 10 === 0 ? 7n : 2n * BigInt(i) + 1n;
+      for (let i = 0; i < calls; i++) sum += i % 10 === 0 ? 7n : 2n * BigInt(i) + 2n;
       return sum;
+    },
+    returns: {
+      spec: (app: string) => `r:${app}:fetch_label s=+0(retval):string`,
+      expect: (calls: number) =>
+        Array.from({ length: calls }, (_, i) => ({ s: i % 10 === 0 ? null : `label-${i % 7}` })),
     },
   },
   {
@@ -257,6 +331,8 @@ const LANGUAGES = [
       for (let i = 0; i < 4 * calls; i++) sum += 2n * BigInt(i) + 1n;
       return sum;
     },
+    // Go's return probes are caught at its exits (int3s), never through the trampoline.
+    returns: undefined,
   },
 ] as const;
 
@@ -302,6 +378,27 @@ for (const language of LANGUAGES) {
       assert.deepEqual(fields, language.expect(i), `call ${i}`);
     }
     assert.equal(byId.size, program.calls, 'each call once');
+    if (language.returns !== undefined) {
+      // A string through the pointer returned, copied by the return trampoline (which C++'s
+      // throws unwind through: their calls give no return).
+      const returned = runCli(
+        [
+          'trace',
+          '--engine',
+          'inject',
+          '--return-probes=trampoline',
+          '--json',
+          '-c',
+          `${app} ${language.calls}`,
+          language.returns.spec(app),
+        ],
+        { timeoutMs: 300_000 },
+      );
+      assert.equal(returned.status, 0, returned.stderr);
+      inlineOnly(returned.stderr);
+      assert.equal(own(returned.stderr).sum, program.sum, 'the program is unharmed');
+      assert.deepEqual(events(returned.stdout), language.returns.expect(language.calls));
+    }
     assert.deepEqual(tracedChildren(), []);
     assert.deepEqual(leftovers(), []);
   });

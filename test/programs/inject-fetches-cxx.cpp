@@ -2,8 +2,10 @@
 // through the probed function: calls app::greet(name, rec) CALLS times (argv[1]); for call i,
 // name is "call-I" and rec is {id = i, label = "label-(i % 7)"}, except when i % 10 == 0:
 // name is NULL and rec points into pages that cannot be read (greet does not read them then).
-// greet throws for each i % 8 == 7 (caught by the loop). Prints "calls N thrown T sum S", S
-// the sum of what greet returned (id * 2 + 1, or 7 for the unmapped ones).
+// greet throws for each i % 8 == 7 (caught by the loop); so does label_of(labels, i), which
+// returns "label-(i % 7)" or NULL when i % 10 == 0. Prints "calls N thrown T sum S", S the
+// sum of what greet returned (id * 2 + 1, or 7 for the unreadable ones) and of 1 for each
+// label_of that returned a label.
 #include <sys/mman.h>
 
 #include <cstdio>
@@ -24,9 +26,16 @@ __attribute__((noinline)) long greet(const char *name, const Rec *r, long i) {
   return r->id * 2 + 1;
 }
 
+// The label of call i: NULL when i % 10 == 0; throws when i % 8 == 7.
+__attribute__((noinline)) const char *label_of(const char *const *labels, long i) {
+  if (i % 8 == 7) throw std::runtime_error("seven");
+  if (i % 10 == 0) return nullptr;
+  return labels[i % 7];
+}
+
 }  // namespace app
 
-static const char *labels[7] = {"label-0", "label-1", "label-2", "label-3",
+static const char *const labels[7] = {"label-0", "label-1", "label-2", "label-3",
                                 "label-4", "label-5", "label-6"};
 
 int main(int argc, char **argv) {
@@ -52,6 +61,10 @@ int main(int argc, char **argv) {
       sum += app::greet(p, r, i);
     } catch (const std::runtime_error &) {
       thrown++;
+    }
+    try {
+      sum += app::label_of(labels, i) != nullptr;
+    } catch (const std::runtime_error &) {
     }
   }
   printf("calls %ld thrown %ld sum %ld\n", count, thrown, sum);

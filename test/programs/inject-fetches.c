@@ -9,7 +9,8 @@
 // - i % 10 == 3: name is 300 'x's;
 // - else name is "call-I".
 // When ok, rec is {id = i, label = "label-(i % 7)", small = -i}. greet reads rec only when
-// ok and returns id * 2 + 1 (7 when not ok): the sum is of those.
+// ok and returns id * 2 + 1 (7 when not ok); each call also asks label_of(i) (below), which
+// adds 1 when it is not NULL: the sum is of those.
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -35,6 +36,14 @@ __attribute__((noinline)) long greet(const char *name, const struct rec *r, int 
   __asm__ volatile("" ::"r"(name) : "memory");
   if (!ok) return 7;
   return r->id * 2 + 1;
+}
+
+// The label of call i: NULL when i % 10 == 0, `edge` (no NUL before a page that cannot be
+// read) when i % 10 == 5, else labels[i % 7].
+__attribute__((noinline)) const char *label_of(long i) {
+  if (i % 10 == 0) return NULL;
+  if (i % 10 == 5) return edge;
+  return labels[i % 7];
 }
 
 struct work {
@@ -71,7 +80,7 @@ static void *run(void *arg) {
     rec.id = i;
     rec.label = labels[i % 7];
     rec.small = (int)-i;
-    w->sum += greet(p, r, ok);
+    w->sum += greet(p, r, ok) + (label_of(i) != NULL);
     if (n == w->count - 1) {
       w->rounds++;
       if (stop != NULL && access(stop, F_OK) != 0) n = -1;

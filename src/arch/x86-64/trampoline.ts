@@ -83,18 +83,26 @@ export const RING = {
   inProcess: 2048,
   /** u64 per probe index: hits not recorded because the ring was full. */
   lost: 4096,
+  /**
+   * u64 per probe index: where the routine is that makes the reads of memory of its return
+   * records (see buildEntryTrampoline()), 0 for none.
+   */
+  returnReads: 4096 + 8 * 1024,
+  /** u64 per probe index: the slots of data its return records take (those reads'). */
+  returnSlots: 4096 + 16 * 1024,
   /** The most probe indexes one ring serves. */
   maxProbes: 1024,
   /** u32 per thread slot: the thread id that holds it (0: free). */
-  shadowTids: 4096 + 8 * 1024,
+  shadowTids: 4096 + 24 * 1024,
   /** The thread slots (SHADOW.threads of SHADOW.slotBytes). */
-  shadowSlots: 4096 + 8 * 1024 + 4096,
+  shadowSlots: 4096 + 24 * 1024 + 4096,
   /** Per probe index, STATS.bytes: what is aggregated in the process. */
-  stats: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes,
+  stats: 4096 + 24 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes,
   /** Per probe index, BUCKETS.bytes: the timed calls' histogram (histogram.ts's log2). */
-  buckets: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 128,
+  buckets: 4096 + 24 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 128,
   /** Where the records start. */
-  records: 4096 + 8 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 128 + 1024 * 8192,
+  records:
+    4096 + 24 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 128 + 1024 * 8192,
 } as const;
 
 /** One probe's aggregates in the process (RING.stats), u64 each, updated with atomic adds. */
@@ -134,6 +142,9 @@ export function savedRegisterOffset(name: string): number | undefined {
 }
 
 if (
+  RING.returnReads !== RING.lost + 8 * RING.maxProbes ||
+  RING.returnSlots !== RING.returnReads + 8 * RING.maxProbes ||
+  RING.shadowTids !== RING.returnSlots + 8 * RING.maxProbes ||
   RING.buckets !== RING.stats + RING.maxProbes * STATS.bytes ||
   RING.records !== RING.buckets + RING.maxProbes * BUCKETS.bytes ||
   BUCKETS.count * 8 !== BUCKETS.bytes
@@ -224,6 +235,12 @@ export interface EntryTrampolineSpec {
   readonly back: bigint;
   /** The memory each entry's record copies after it (see EntryRead); none by default. */
   readonly reads?: readonly EntryRead[] | undefined;
+  /**
+   * The memory each return record of its calls copies, with the registers just after the
+   * return (the return trampoline calls the trampoline's routine for it, found in
+   * RING.returnReads); none by default.
+   */
+  readonly returnReads?: readonly EntryRead[] | undefined;
 }
 
 /** A register whose value at the entry a record holds (RECORD_REGS, or the flags). */
@@ -564,6 +581,13 @@ class Code {
     this.emit(...encode([0x0f, 0xb1], reg, mem, wide, [0xf0]));
   }
 
+  /** Where a label was placed. */
+  offsetOf(label: string): number {
+    const at = this.#labels.get(label);
+    if (at === undefined) throw new Error(`label ${label} not placed`);
+    return at;
+  }
+
   finish(): number[] {
     for (const { at, label } of this.#fixups) {
       const target = this.#labels.get(label);
@@ -609,6 +633,32 @@ function claimRecord(code: Code, capacity: number, prefix: string, extra = 0): v
   code.lea(rdx, { base: rax, disp: 1 + extra });
   code.lockCompareExchange({ base: rdi, disp: RING.head }, rdx, true);
   code.jcc('ne', `${prefix}retry`);
+  code.move(rsi, rax);
+  code.arithImm(4, rsi, capacity - 1);
+  code.emit(...encode([0x69], rsi, rsi, true), ...le32(RECORD.bytes)); // imul rsi,rsi,bytes
+  code.lea(rsi, { base: rdi, index: rsi, disp: RING.records });
+  code.lea(r8, { base: rax, disp: 1 });
+}
+
+/**
+ * claimRecord() for a return record of probe r9 (its index): the record and the slots its
+ * reads' data takes (RING.returnSlots). Clobbers rax, rcx, rdx.
+ */
+function claimReturnRecord(code: Code, capacity: number): void {
+  const slots: Mem = { base: rdi, index: r9, scale: 8, disp: RING.returnSlots };
+  code.label('r_retry');
+  code.load(rax, { base: rdi, disp: RING.head });
+  code.load(rcx, { base: rdi, disp: RING.tail });
+  code.move(rdx, rax);
+  code.emit(...encode([0x29], rcx, rdx, true)); // sub rdx,rcx
+  code.jcc('s', 'r_retry'); // a stale head (see claimRecord())
+  code.emit(...encode([0x03], rdx, slots, true)); // add rdx,[slots]
+  code.compareImm(rdx, capacity);
+  code.jcc('ae', 'r_full');
+  code.load(rdx, slots);
+  code.lea(rdx, { base: rax, index: rdx, disp: 1 });
+  code.lockCompareExchange({ base: rdi, disp: RING.head }, rdx, true);
+  code.jcc('ne', 'r_retry');
   code.move(rsi, rax);
   code.arithImm(4, rsi, capacity - 1);
   code.emit(...encode([0x69], rsi, rsi, true), ...le32(RECORD.bytes)); // imul rsi,rsi,bytes
@@ -854,7 +904,8 @@ function entryBody(
   probe: number,
   returnTrampoline: bigint,
   reads: readonly EntryRead[] = [],
-): number[] {
+  returnReads: readonly EntryRead[] = [],
+): { bytes: number[]; returnReadsAt: number | undefined } {
   const layout = readLayout(reads);
   const code = new Code();
   saveAll(code);
@@ -882,7 +933,7 @@ function entryBody(
     code.load(rax, { base: rsp, disp: ENTRY_RSP + 8 * i });
     code.store({ base: rsi, disp: RECORD.stack + 8 * i }, rax);
   }
-  if (reads.length > 0) code.call('reads');
+  if (reads.length > 0) code.call('e_reads');
   // The probe word: the entries swapReturn() drops are counted in it, then the kind and
   // the index go in (RECORD_PROBE).
   code.storeImm({ base: rsi, disp: RECORD.probe }, 0, false);
@@ -895,13 +946,15 @@ function entryBody(
   code.emit(...encode([0x09], rcx, { base: rsi, disp: RECORD.probe }, false)); // or [probe],ecx
   code.store({ base: rsi, disp: RECORD.seq }, r8); // publish
   code.jmp('done');
-  if (reads.length > 0) readMemory(code, reads, layout.offsets);
+  if (reads.length > 0) readMemory(code, reads, layout.offsets, 'e_');
+  if (returnReads.length > 0) readMemory(code, returnReads, readLayout(returnReads).offsets, 'r_');
   code.label('full');
   code.lockIncrement({ base: rdi, disp: RING.lost + 8 * probe });
   code.label('done');
   restoreAll(code);
   code.lea(rsp, { base: rsp, disp: RED_ZONE });
-  return code.finish();
+  const returnReadsAt = returnReads.length > 0 ? code.offsetOf('r_reads') : undefined;
+  return { bytes: code.finish(), returnReadsAt };
 }
 
 /** Where a register's value at the entry is in a record. */
@@ -916,15 +969,20 @@ const SYS_PROCESS_VM_READV = 310;
 const EFAULT = 14;
 
 /**
- * The subroutine (label `reads`, called with rsi: the record, its registers and thread id
- * written) that makes each read into the record's data: each address from the record's
+ * The subroutine (label `${prefix}reads`, called with rsi: the record, its registers and
+ * thread id written) that makes each read into the record's data: each address from the record's
  * registers and the reads before it, then process_vm_readv(2) of the thread's own id, one
  * local and one remote iovec (on the stack), so a page that cannot be read is a short count
  * or an error, never a fault. Keeps rdi, rsi, r8; clobbers rax, rcx, rdx, r9-r11.
  */
-function readMemory(code: Code, reads: readonly EntryRead[], offsets: readonly number[]): void {
+function readMemory(
+  code: Code,
+  reads: readonly EntryRead[],
+  offsets: readonly number[],
+  prefix: string,
+): void {
   const { rbx } = REG;
-  code.label('reads');
+  code.label(`${prefix}reads`);
   code.push(rdi);
   code.push(rsi);
   code.push(r8);
@@ -932,7 +990,7 @@ function readMemory(code: Code, reads: readonly EntryRead[], offsets: readonly n
   code.move(rbx, rsi);
   for (const [j, read] of reads.entries()) {
     const data = RECORD.bytes + offsets[j]!;
-    const p = `rd${j}_`;
+    const p = `${prefix}rd${j}_`;
     code.movabs(rax, read.constant);
     for (const term of read.terms) {
       code.load(rcx, { base: rbx, disp: recordRegisterAt(term.register) });
@@ -953,7 +1011,7 @@ function readMemory(code: Code, reads: readonly EntryRead[], offsets: readonly n
       code.emit(...encode([0x03], rax, { base: rbx, disp: after + READ_DATA.bytes }, true)); // add
     }
     code.emit(0xba, ...le32(read.bytes)); // mov edx,bytes
-    code.call('copy');
+    code.call(`${prefix}copy`);
     if (read.after !== undefined) {
       code.jmp(`${p}next`);
       code.label(`${p}failed`);
@@ -969,7 +1027,7 @@ function readMemory(code: Code, reads: readonly EntryRead[], offsets: readonly n
   code.emit(0xc3); // ret
   // copy: rdx bytes from address rax into a read's data at rcx (its address, the system
   // call's result, the bytes), through iovecs on the stack; rbx the record.
-  code.label('copy');
+  code.label(`${prefix}copy`);
   code.lea(rsp, { base: rsp, disp: -40 }); // iovec local, iovec remote, the data's address
   code.store({ base: rcx, disp: READ_DATA.vaddr }, rax);
   code.store({ base: rsp, disp: 32 }, rcx);
@@ -996,8 +1054,11 @@ function readMemory(code: Code, reads: readonly EntryRead[], offsets: readonly n
  * The offset in an entry trampoline where the relocated instructions go: the same for every
  * trampoline with the same reads.
  */
-export function relocatedOffset(reads: readonly EntryRead[] = []): number {
-  return entryBody(0n, READ_LIMITS.slots + 2, 0, 0n, reads).length;
+export function relocatedOffset(
+  reads: readonly EntryRead[] = [],
+  returnReads: readonly EntryRead[] = [],
+): number {
+  return entryBody(0n, 2 * READ_LIMITS.slots + 4, 0, 0n, reads, returnReads).bytes.length;
 }
 
 /**
@@ -1005,30 +1066,37 @@ export function relocatedOffset(reads: readonly EntryRead[] = []): number {
  * returns are wanted), restore, run the relocated instructions (which must have been
  * planned for `at + relocatedOffset()`), jump back to `back`.
  */
-export function buildEntryTrampoline(spec: EntryTrampolineSpec): Uint8Array {
+export function buildEntryTrampoline(spec: EntryTrampolineSpec): {
+  bytes: Uint8Array;
+  /** Where the routine for its return records' reads is, from `at` (RING.returnReads). */
+  returnReadsAt: number | undefined;
+} {
   if (spec.capacity <= 0 || (spec.capacity & (spec.capacity - 1)) !== 0) {
     throw new RangeError(`ring capacity ${spec.capacity} is not a power of two`);
   }
   if (spec.probe < 0 || spec.probe >= RING.maxProbes) {
     throw new RangeError(`probe index ${spec.probe} is outside 0..${RING.maxProbes - 1}`);
   }
-  const { slots } = readLayout(spec.reads ?? []);
-  if (slots + 1 > spec.capacity / 2) {
-    throw new RangeError(`a record with ${slots} slots of data would take half the ring or more`);
+  for (const reads of [spec.reads ?? [], spec.returnReads ?? []]) {
+    const { slots } = readLayout(reads);
+    if (slots + 1 > spec.capacity / 2) {
+      throw new RangeError(`a record with ${slots} slots of data would take half the ring or more`);
+    }
   }
-  const code = entryBody(
+  const { bytes: code, returnReadsAt } = entryBody(
     spec.ring,
     spec.capacity,
     spec.probe,
     spec.returnTrampoline,
     spec.reads ?? [],
+    spec.returnReads ?? [],
   );
   code.push(...spec.relocated);
   code.push(...jumpBack(spec.at + BigInt(code.length), spec.back));
   if (code.length > TRAMPOLINE_MAX_BYTES) {
     throw new RangeError(`an entry trampoline of ${code.length} bytes exceeds its slot`);
   }
-  return Uint8Array.from(code);
+  return { bytes: Uint8Array.from(code), returnReadsAt };
 }
 
 /**
@@ -1222,7 +1290,7 @@ export function buildReturnTrampoline(ring: bigint, capacity: number): Uint8Arra
   timeCall(code);
   code.jmp('done');
   code.label('r_record');
-  claimRecord(code, capacity, 'r_');
+  claimReturnRecord(code, capacity);
   code.emit(...encode([0x89], r9, rax, false)); // mov eax,r9d
   code.arithImm(1, rax, RECORD_KIND.return << RECORD_PROBE.kindShift, false);
   code.store({ base: rsi, disp: RECORD.probe }, rax, false);
@@ -1237,6 +1305,12 @@ export function buildReturnTrampoline(ring: bigint, capacity: number): Uint8Arra
     code.load(rax, { base: r10, disp: 8 * (i - 1) });
     code.store({ base: rsi, disp: RECORD.stack + 8 * i }, rax);
   }
+  // The probe's reads of memory at its returns, made by a routine of its entry trampoline.
+  code.load(rax, { base: rdi, index: r9, scale: 8, disp: RING.returnReads });
+  code.test(rax, rax);
+  code.jcc('e', 'r_publish');
+  code.emit(0xff, 0xd0); // call rax
+  code.label('r_publish');
   code.store({ base: rsi, disp: RECORD.seq }, r8); // publish
   code.jmp('done');
   code.label('r_full');

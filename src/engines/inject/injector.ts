@@ -31,7 +31,9 @@ import {
   type InlineHooks,
   type InlineMemory,
   type InlineRead,
+  type InlineReads,
   type InlineValue,
+  NO_INLINE_READS,
 } from '../ptrace/inline-hooks.js';
 import { Registers } from '../ptrace/registers.js';
 import { SIGTRAP, type Tracee } from '../ptrace/tracee.js';
@@ -81,11 +83,11 @@ interface Hook {
   readonly relocatedAt: bigint;
   readonly relocatedEnd: bigint;
   readonly map: readonly { readonly offset: number; readonly vaddr: bigint }[];
-  /** The memory each entry copies into its record's data. */
-  readonly reads: readonly InlineRead[];
+  /** The memory its records copy into their data. */
+  readonly reads: InlineReads;
 }
 
-/** How a probe index's entry records carry their reads' data. */
+/** How a probe index's entry (or return) records carry their reads' data. */
 interface ReadLayout {
   readonly reads: readonly InlineRead[];
   readonly offsets: readonly number[];
@@ -173,8 +175,8 @@ export class Injector implements InlineHooks {
   #retired: Hook[] = [];
   /** Hooked address by probe index (indexes are not reused within a ring). */
   #byIndex: (bigint | undefined)[] = [];
-  /** How each probe index's entry records carry their reads' data. */
-  #layouts: ReadLayout[] = [];
+  /** How each probe index's entry and return records carry their reads' data. */
+  #layouts: { entry: ReadLayout; return: ReadLayout }[] = [];
   /** Why the process's trampolines may not read memory (a seccomp filter), once known. */
   #readsRefused: string | null | undefined;
   #lostSeen: number[] = [];
@@ -207,9 +209,13 @@ export class Injector implements InlineHooks {
     return this.#hooks.has(vaddr);
   }
 
-  covers(vaddr: bigint, reads: readonly InlineRead[]): boolean {
+  covers(vaddr: bigint, reads: InlineReads): boolean {
     const hook = this.#hooks.get(vaddr);
-    return hook !== undefined && mergeReads(hook.reads, reads).reads.length === hook.reads.length;
+    return (
+      hook !== undefined &&
+      mergeReads(hook.reads.entry, reads.entry).reads.length === hook.reads.entry.length &&
+      mergeReads(hook.reads.return, reads.return).reads.length === hook.reads.return.length
+    );
   }
 
   place(
@@ -217,21 +223,24 @@ export class Injector implements InlineHooks {
     jumpTargets: readonly bigint[] | undefined,
     tid: number,
     pcs: readonly bigint[],
-    reads: readonly InlineRead[] = [],
+    reads: InlineReads = NO_INLINE_READS,
   ): string | undefined {
     const before = this.#hooks.get(vaddr);
     if (before !== undefined && this.covers(vaddr, reads)) return undefined;
     if (this.#byIndex.length >= RING.maxProbes) {
       return `one process takes at most ${RING.maxProbes} inline hooks`;
     }
-    if (reads.length > 0) {
+    if (reads.entry.length > 0 || reads.return.length > 0) {
       const why = this.#whyNoReads();
       if (why !== undefined) return why;
     }
     const tracee = this.#tracee;
     if (before !== undefined) {
       // Hooked with fewer reads: a new trampoline makes them all, with the same settings.
-      const merged = mergeReads(before.reads, reads).reads;
+      const merged = {
+        entry: mergeReads(before.reads.entry, reads.entry).reads,
+        return: mergeReads(before.reads.return, reads.return).reads,
+      };
       const ring = this.#ring!;
       const returns = Atomics.load(ring.u8, RING.returns + before.index);
       const inProcess = Atomics.load(ring.u8, RING.inProcess + before.index);
@@ -266,7 +275,7 @@ export class Injector implements InlineHooks {
     }
     if (code[0] === 0xcc) return "its first byte is an int3 (another tracer's breakpoint)";
     const trampoline = this.#xol.take(vaddr, tid);
-    const relocatedAt = trampoline + BigInt(relocatedOffset(reads));
+    const relocatedAt = trampoline + BigInt(relocatedOffset(reads.entry, reads.return));
     const plan = planEntryPatch(code, vaddr, relocatedAt, jumpTargets);
     if (plan.kind === 'refuse') {
       this.#xol.release(trampoline);
@@ -285,7 +294,7 @@ export class Injector implements InlineHooks {
     }
     const ring = this.#ring ?? this.#mapRing(tid, trampoline);
     const index = this.#byIndex.length;
-    const bytes = buildEntryTrampoline({
+    const { bytes, returnReadsAt } = buildEntryTrampoline({
       at: trampoline,
       ring: ring.vaddr,
       capacity: this.#capacity,
@@ -293,13 +302,24 @@ export class Injector implements InlineHooks {
       returnTrampoline: ring.returnTrampoline,
       relocated: plan.relocated,
       back: end,
-      reads,
+      reads: reads.entry,
+      returnReads: reads.return,
     });
     this.#xol.fill(trampoline, bytes);
+    const layout = (list: readonly InlineRead[]): ReadLayout =>
+      list.length === 0 ? NO_READS : { reads: list, ...readLayout(list) };
+    const layouts = { entry: layout(reads.entry), return: layout(reads.return) };
+    // Where the return trampoline finds the routine for this probe's return records.
+    Atomics.store(ring.u64, RING.returnSlots / 8 + index, BigInt(layouts.return.slots));
+    Atomics.store(
+      ring.u64,
+      RING.returnReads / 8 + index,
+      returnReadsAt === undefined ? 0n : trampoline + BigInt(returnReadsAt),
+    );
     const patch = new Uint8Array(plan.length).fill(0x90);
     patch.set(jump);
     this.#byIndex.push(vaddr);
-    this.#layouts.push(reads.length === 0 ? NO_READS : { reads, ...readLayout(reads) });
+    this.#layouts.push(layouts);
     this.#lostSeen.push(0);
     this.#hooks.set(vaddr, {
       vaddr,
@@ -547,7 +567,13 @@ export class Injector implements InlineHooks {
       const index = word & ((1 << RECORD_PROBE.droppedShift) - 1);
       const kind = word >>> RECORD_PROBE.kindShift;
       const vaddr = this.#byIndex[index];
-      const layout = kind === RECORD_KIND.return ? NO_READS : (this.#layouts[index] ?? NO_READS);
+      const layouts = this.#layouts[index];
+      const layout =
+        layouts === undefined
+          ? NO_READS
+          : kind === RECORD_KIND.return
+            ? layouts.return
+            : layouts.entry;
       if (vaddr !== undefined) {
         // Word by word (every field is 8-byte aligned in both): no view made per register.
         const regs = new Registers();
@@ -809,36 +835,26 @@ export class Injector implements InlineHooks {
     const returning = this.#ring?.returnTrampoline;
     const inReturn = (pc: bigint) =>
       returning !== undefined && pc >= returning && pc < returning + BigInt(TRAMPOLINE_MAX_BYTES);
-    if (inReturn(regs.rip)) {
-      // The return trampoline: stepped until it has returned (its record written).
-      for (let steps = 0; inReturn(regs.rip); steps++) {
-        if (steps >= MAX_RETURN_STEPS) {
-          throw new ProbeError(
-            'ERR_INTERNAL',
-            `Cannot bring thread ${tid} of process ${tracee.pid} out of the inline hooks' return trampoline: it is still inside after ${MAX_RETURN_STEPS} steps`,
-          );
-        }
-        if (!this.#step(tid, kept)) return;
-        regs = tracee.regs(tid);
-      }
-      regs.set('eflags', regs.get('eflags') & ~TRAP_FLAG);
-      tracee.setRegs(tid, regs);
-      for (const signal of kept) loadNative().tgkill(tracee.pid, tid, signal);
-      return;
-    }
-    let hook = inside(regs.rip);
-    if (hook === undefined) return;
-    for (let steps = 0; hook !== undefined && regs.rip < hook.relocatedAt; steps++) {
-      if (steps >= MAX_STEPS) {
+    // The recording part of an entry trampoline: up to its relocated instructions (its
+    // routines for reads of memory are there too, one of which the return trampoline calls).
+    const recording = (pc: bigint) => {
+      const hook = inside(pc);
+      return hook !== undefined && pc < hook.relocatedAt;
+    };
+    if (!inReturn(regs.rip) && inside(regs.rip) === undefined) return;
+    // Stepped until it is out of the return trampoline (its record written, returned to the
+    // real address) and out of any recording part (at the relocated instructions).
+    for (let steps = 0; inReturn(regs.rip) || recording(regs.rip); steps++) {
+      if (steps >= MAX_STEPS + MAX_RETURN_STEPS) {
         throw new ProbeError(
           'ERR_INTERNAL',
-          `Cannot bring thread ${tid} of process ${tracee.pid} out of an inline hook: it is still inside after ${MAX_STEPS} steps`,
+          `Cannot bring thread ${tid} of process ${tracee.pid} out of the inline hooks' trampolines: it is still inside after ${steps} steps`,
         );
       }
       if (!this.#step(tid, kept)) return;
       regs = tracee.regs(tid);
-      hook = inside(regs.rip);
     }
+    const hook = inside(regs.rip);
     if (hook !== undefined && regs.rip < hook.relocatedEnd) {
       const offset = Number(regs.rip - hook.relocatedAt);
       let to = hook.map[0]!.vaddr;

@@ -7,7 +7,9 @@ export {
   type InlineHooksFactory,
   type InlineMemory,
   type InlineRead,
+  type InlineReads,
   type InlineValue,
+  NO_INLINE_READS,
 } from './inline-hooks.js';
 export { INLINE_STRING_BYTES, type InlineReadPlan, planInlineReads } from './inline-reads.js';
 export {

@@ -9,6 +9,17 @@ import type { Tracee } from './tracee.js';
 export type InlineRead = EntryRead;
 
 /**
+ * The memory an inline hook copies: at each entry (with the registers there), and at each
+ * return of its calls whose return address it swaps (with the registers after the return).
+ */
+export interface InlineReads {
+  readonly entry: readonly InlineRead[];
+  readonly return: readonly InlineRead[];
+}
+
+export const NO_INLINE_READS: InlineReads = { entry: [], return: [] };
+
+/**
  * Memory an inline hook copied at an entry: `bytes` from `vaddr`, of the `asked` it tried
  * (fewer when a page on the way could not be read; none when the first could not).
  */
@@ -55,7 +66,7 @@ export interface InlineHit {
    * arguments); at a return, the words from %rsp after it.
    */
   readonly stack: Uint8Array;
-  /** At an entry: the memory the hook copied for its fetches (InlineRead), in order. */
+  /** The memory the hook copied for the fetches there (InlineReads), in order. */
   readonly memory: readonly InlineMemory[];
 }
 
@@ -119,21 +130,21 @@ export interface InlineHooks {
    * Hook the function at `vaddr`. `tid` is a stopped thread to run system calls through;
    * `pcs` are where the process's threads are. `jumpTargets`: the addresses near `vaddr` a
    * jump of the function lands on (undefined: unknown). Returns undefined once hooked, or
-   * why it cannot be (the int3 path then serves the site). `reads`: the memory each entry
-   * copies (a hooked address placed again with reads it lacks gets a new trampoline that
-   * makes them too, keeping what it was set to do).
+   * why it cannot be (the int3 path then serves the site). `reads`: the memory it copies (a
+   * hooked address placed again with reads it lacks gets a new trampoline that makes them
+   * too, keeping what it was set to do).
    */
   place(
     vaddr: bigint,
     jumpTargets: readonly bigint[] | undefined,
     tid: number,
     pcs: readonly bigint[],
-    reads?: readonly InlineRead[],
+    reads?: InlineReads,
   ): string | undefined;
   /** Whether `vaddr` is hooked. */
   has(vaddr: bigint): boolean;
   /** Whether `vaddr` is hooked with a trampoline that makes every one of `reads`. */
-  covers(vaddr: bigint, reads: readonly InlineRead[]): boolean;
+  covers(vaddr: bigint, reads: InlineReads): boolean;
   /**
    * Whether the hook at `vaddr` swaps return addresses, to record the returns of its calls
    * (a per-thread shadow stack keeps the real ones). Calls already swapped still return

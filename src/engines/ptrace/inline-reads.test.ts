@@ -195,12 +195,22 @@ test('reads are planned as the fetches read: one per pointer followed, shared wh
 });
 
 test('reads an inline hook cannot make are refused with why, naming the fetch', () => {
-  const atReturn = planInlineReads(fetches('s=+0(retval):string', 'r:'), 0n, 'return');
-  assert.deepEqual(atReturn, {
-    why: 'it reads memory at the return, which the return trampoline does not copy',
-    fetch: 's',
+  // At a return: the same reads, of the registers after it; %rip there is not an address.
+  assert.deepEqual(planInlineReads(fetches('s=+0(retval):string', 'r:'), 0n, 'return'), {
+    reads: [
+      {
+        constant: 0n,
+        terms: [{ register: 'rax', shift: 0, bits: 64, scale: 1 }],
+        after: undefined,
+        bytes: INLINE_STRING_BYTES,
+      },
+    ],
   });
-  assert.deepEqual(planInlineReads(fetches('r=retval', 'r:'), 0n, 'return'), { reads: [] });
+  assert.deepEqual(planInlineReads(fetches('x=+0(%ip):u8', 'r:'), 0n, 'return'), {
+    why: 'an address made from %rip at a return',
+    fetch: 'x',
+  });
+  assert.deepEqual(planInlineReads(fetches('r=retval ip', 'r:'), 0n, 'return'), { reads: [] });
   const many = Array.from({ length: READ_LIMITS.reads + 1 }, (_, i) => `f${i}=+${8 * i}(%di):u8`);
   const refused = planInlineReads(fetches(many.join(' ')), 0n);
   assert.ok('why' in refused);

@@ -34,15 +34,20 @@ export type InlineReadPlan =
   | { readonly why: string; readonly fetch: string };
 
 /**
- * Plan the reads of memory that `fetches` make at the entry of the function at `entry`
- * (none for those that read only registers and the recorded stack words). `at` `return`:
- * fetches evaluated at a return, whose memory the return trampoline does not copy.
+ * Plan the reads of memory that `fetches` make where an inline hook records a hit of the
+ * function at `entry`: at its entry, or just after a return of it (none for fetches that read
+ * only registers and the recorded stack words).
  */
 export function planInlineReads(
   fetches: readonly FetchArg[],
   entry: bigint,
   at: 'entry' | 'return' = 'entry',
 ): InlineReadPlan {
+  // %rip at the entry is the entry; at a return, where it returned to, which no register holds.
+  const ip = (): Address => {
+    if (at === 'return') throw new Unplannable('an address made from %rip at a return');
+    return constant(entry);
+  };
   const reads: EntryRead[] = [];
   const readAt = (address: Address, bytes: number): number => {
     const same = reads.findIndex(
@@ -68,11 +73,10 @@ export function planInlineReads(
       case 'retval':
         return registerAddress('rax');
       case 'register':
-        // %rip at the entry is the entry.
-        if (registerInfo(expr.name)?.base === 'rip') return constant(entry);
+        if (registerInfo(expr.name)?.base === 'rip') return ip();
         return registerAddress(expr.name);
       case 'ip':
-        return constant(entry);
+        return ip();
       case 'sp':
         return registerAddress('rsp');
       case 'constant':
@@ -92,7 +96,6 @@ export function planInlineReads(
   };
   for (const fetch of fetches) {
     const type = fetch.type ?? (fetch.expr.kind === 'comm' ? 'string' : 'u64');
-    const before = reads.length;
     try {
       if (fetch.expr.kind === 'comm') continue;
       // An argument in the stack words the record keeps needs no read of its own.
@@ -112,18 +115,13 @@ export function planInlineReads(
         readAt(address, INLINE_STRING_BYTES);
       } else if (fetch.expr.kind === 'deref') {
         readAt(offsetBy(value(fetch.expr.inner), fetch.expr.offset), fetchTypeBytes(type));
-      } else {
+      } else if (fetch.expr.kind === 'arg' || fetch.expr.kind === 'variable') {
+        // Registers, %ip and the like need no read; an argument past the stack words does.
         value(fetch.expr);
       }
     } catch (err) {
       if (!(err instanceof Unplannable)) throw err;
       return { why: err.message, fetch: fetch.name };
-    }
-    if (reads.length > before && at === 'return') {
-      return {
-        why: 'it reads memory at the return, which the return trampoline does not copy',
-        fetch: fetch.name,
-      };
     }
   }
   try {

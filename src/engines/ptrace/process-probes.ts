@@ -19,8 +19,9 @@ import {
   type InlineHit,
   type InlineHooks,
   type InlineHooksFactory,
-  type InlineRead,
+  type InlineReads,
   type InlineValue,
+  NO_INLINE_READS,
 } from './inline-hooks.js';
 import { readCopied, readCopiedString } from './inline-reads.js';
 import { Registers } from './registers.js';
@@ -140,8 +141,8 @@ export interface Registration {
         readonly aggregate?: boolean | undefined;
         /** With `aggregate`: the value each entry puts in the histogram. */
         readonly value?: InlineValue | undefined;
-        /** The memory each entry copies for the fetches (planInlineReads()). */
-        readonly reads?: readonly InlineRead[] | undefined;
+        /** The memory it copies for the fetches (planInlineReads()). */
+        readonly reads?: InlineReads | undefined;
       }
     | undefined;
 }
@@ -1884,7 +1885,7 @@ export class ProcessProbes {
     if (inline === undefined || registration.inline === undefined) return false;
     const returns = registration.event === 'return';
     if (!returns && registration.event !== 'breakpoint') return false;
-    const reads = registration.inline.reads ?? [];
+    const reads = registration.inline.reads ?? NO_INLINE_READS;
     if (inline.covers(vaddr, reads)) {
       if (returns) inline.setReturns(vaddr, true);
       this.#setAggregate(vaddr, registration);
