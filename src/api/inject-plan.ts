@@ -21,7 +21,9 @@ export function inlineReadsOf(
   const at = site.kind === 'return' ? 'return' : 'entry';
   const plan = planInlineReads([...site.fetches, ...(site.optionFetches ?? [])], site.vaddr, at);
   if ('why' in plan) return plan;
-  return { reads: at === 'return' ? { entry: [], return: plan.reads } : { entry: plan.reads, return: [] } };
+  return {
+    reads: at === 'return' ? { entry: [], return: plan.reads } : { entry: plan.reads, return: [] },
+  };
 }
 
 /** How the inject engine serves a site. */

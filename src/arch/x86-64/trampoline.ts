@@ -101,8 +101,7 @@ export const RING = {
   /** Per probe index, BUCKETS.bytes: the timed calls' histogram (histogram.ts's log2). */
   buckets: 4096 + 24 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 128,
   /** Where the records start. */
-  records:
-    4096 + 24 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 128 + 1024 * 8192,
+  records: 4096 + 24 * 1024 + 4096 + SHADOW.threads * SHADOW.slotBytes + 1024 * 128 + 1024 * 8192,
 } as const;
 
 /** One probe's aggregates in the process (RING.stats), u64 each, updated with atomic adds. */
