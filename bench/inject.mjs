@@ -21,6 +21,8 @@ import { ensure, nsPerCall } from './bpf.mjs';
 const root = new URL('..', import.meta.url).pathname;
 const UPSCOPE = join(root, 'bin/upscope.js');
 const N = Number(process.env.BENCH_INJECT_N ?? 10_000_000);
+/** Calls whose records (with a read's data: 2 slots each) fit the inject engine's ring. */
+const N_RECORDED = Number(process.env.BENCH_INJECT_RECORDED_N ?? 20_000);
 /** Calls for the ptrace engine (tens of microseconds a hit). */
 const N_PTRACE = Number(process.env.BENCH_INJECT_PTRACE_N ?? 20_000);
 const ROUNDS = Number(process.env.BENCH_INJECT_RUNS ?? 5);
@@ -132,6 +134,26 @@ export function runInjectBench() {
         base: 'bare',
         measure: () => upscope('count', 'inject', plain, N, ['--by', 'tid']),
       },
+      // Hits that fit the ring (no hit lost, each one written): recorded, and recorded with
+      // a read of memory (the return address at %rsp, copied with process_vm_readv(2)).
+      {
+        name: 'inject recorded, fits ring',
+        calls: N_RECORDED,
+        base: 'bare',
+        measure: () => upscope('count', 'inject', plain, N_RECORDED, ['--by', 'tid']),
+      },
+      {
+        name: 'inject + a memory read',
+        calls: N_RECORDED,
+        base: 'bare',
+        measure: () => upscope('count', 'inject', plain, N_RECORDED, ['--by', '+0(%sp):x64']),
+      },
+      {
+        name: 'ptrace + a memory read',
+        calls: N_PTRACE,
+        base: 'bare',
+        measure: () => upscope('count', 'ptrace', plain, N_PTRACE, ['--by', '+0(%sp):x64']),
+      },
       {
         name: 'bpf count (uprobe)',
         calls: N / 10,
@@ -210,6 +232,13 @@ export function runInjectBench() {
       a === undefined || b === undefined || a <= 0 ? '-' : `${fmt(b / a, 0)}x`;
     console.log(
       `  inject against bpf: entry ${ratio(per('inject count'), per('bpf count (uprobe)'))} cheaper, entry+return ${ratio(per('inject latency (e+r)'), per('bpf latency (e+r)'))} cheaper`,
+    );
+    const readCost =
+      per('inject + a memory read') === undefined || per('inject recorded, fits ring') === undefined
+        ? undefined
+        : per('inject + a memory read') - per('inject recorded, fits ring');
+    console.log(
+      `  a read of memory in the trampoline (process_vm_readv(2)): ${fmt(readCost)} ns more a hit; inject with it ${ratio(per('inject + a memory read'), per('ptrace + a memory read'))} cheaper than ptrace with it`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
