@@ -403,3 +403,38 @@ for (const language of LANGUAGES) {
     assert.deepEqual(leftovers(), []);
   });
 }
+
+test('latency --engine inject --return-probes=trampoline -c on C++: calls an exception ends are said as not timed, and with those timed make every call', (t) => {
+  if (!requireHost(t, { commands: ['g++'] })) return;
+  const app = compileProgram('inject-fetches-cxx', { flags: ['-O2'] });
+  const calls = 4000;
+  const result = runCli(
+    [
+      'latency',
+      '--engine',
+      'inject',
+      '--return-probes=trampoline',
+      '-c',
+      `${app} ${calls}`,
+      `${app}:app::label_of`,
+    ],
+    { timeoutMs: 300_000 },
+  );
+  assert.equal(result.status, 0, result.stderr);
+  // The command's own output goes where upscope's does (no --json).
+  const program = own(result.stdout);
+  // label_of throws when greet does: for each i % 8 == 7.
+  assert.equal(program.thrown, calls / 8);
+  const timed = Number(
+    /label_of\(char const\* const\*, long\): count (\d+),/.exec(result.stdout)?.[1],
+  );
+  assert.equal(timed, calls - program.thrown, `each call that returned timed:\n${result.stdout}`);
+  assert.match(
+    result.stderr,
+    new RegExp(
+      `${program.thrown} calls ended by an unwind \\(an exception, a panic\\) or in flight when an exception began, not timed`,
+    ),
+  );
+  assert.deepEqual(tracedChildren(), []);
+  assert.deepEqual(leftovers(), []);
+});

@@ -321,7 +321,11 @@ async function run<R>(
       notes.push(`${errors.deep} calls nested over 16 deep, not timed`);
     }
     if (errors.unwound > 0n && !countsUnwinds) {
-      notes.push(`${errors.unwound} calls ended by an unwind (an exception, a panic), not timed`);
+      notes.push(
+        aggregate.engine === 'inject'
+          ? `${errors.unwound} calls ended by an unwind (an exception, a panic) or in flight when an exception began, not timed`
+          : `${errors.unwound} calls ended by an unwind (an exception, a panic), not timed`,
+      );
     }
     if ((errors.spansLost ?? 0n) > 0n) {
       notes.push(

@@ -669,14 +669,21 @@ export class Injector implements InlineHooks {
   }
 
   /** The entries of a thread slot's shadow stack, outermost first. */
-  #entriesOf(slot: number): { sp: bigint; returnAddress: bigint }[] {
+  #entriesOf(
+    slot: number,
+  ): { sp: bigint; returnAddress: bigint; probe: number; timed: boolean }[] {
     const ring = this.#ring!;
     const base = (RING.shadowSlots + slot * SHADOW.slotBytes) / 8;
     const depth = Math.min(Number(Atomics.load(ring.u64, base)), SHADOW_DEPTH);
-    const entries: { sp: bigint; returnAddress: bigint }[] = [];
+    const entries: { sp: bigint; returnAddress: bigint; probe: number; timed: boolean }[] = [];
     for (let i = 0; i < depth; i++) {
       const at = base + (SHADOW.entries + i * SHADOW.entryBytes) / 8;
-      entries.push({ returnAddress: ring.u64[at]!, sp: ring.u64[at + 1]! });
+      entries.push({
+        returnAddress: ring.u64[at]!,
+        sp: ring.u64[at + 1]!,
+        probe: ring.u32[(at + 2) * 2]!,
+        timed: ring.u32[(at + 2) * 2 + 1] !== 0,
+      });
     }
     return entries;
   }
@@ -705,7 +712,15 @@ export class Injector implements InlineHooks {
 
   restoreReturns(tid: number): void {
     const slot = this.#slotOf(tid);
-    if (slot !== undefined) this.#putBack(slot);
+    if (slot === undefined) return;
+    // Calls timed in the process whose return will not come through the trampoline: counted
+    // with those an unwind ended (the exception about to start may end them, or not).
+    const ring = this.#ring!;
+    for (const entry of this.#entriesOf(slot)) {
+      if (!entry.timed || entry.probe >= RING.maxProbes) continue;
+      Atomics.add(ring.u64, (RING.stats + entry.probe * STATS.bytes + STATS.unwound) / 8, 1n);
+    }
+    this.#putBack(slot);
   }
 
   returnsOf(tid: number): { vaddr: bigint; returnAddress: bigint }[] {
