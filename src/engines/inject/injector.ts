@@ -669,9 +669,7 @@ export class Injector implements InlineHooks {
   }
 
   /** The entries of a thread slot's shadow stack, outermost first. */
-  #entriesOf(
-    slot: number,
-  ): { sp: bigint; returnAddress: bigint; probe: number; timed: boolean }[] {
+  #entriesOf(slot: number): { sp: bigint; returnAddress: bigint; probe: number; timed: boolean }[] {
     const ring = this.#ring!;
     const base = (RING.shadowSlots + slot * SHADOW.slotBytes) / 8;
     const depth = Math.min(Number(Atomics.load(ring.u64, base)), SHADOW_DEPTH);
