@@ -15,6 +15,7 @@ export const SYSCALL = {
   munmap: 11,
   rt_sigprocmask: 14,
   ioctl: 16,
+  sigaltstack: 131,
   getpid: 39,
   wait4: 61,
   kill: 62,

@@ -12,7 +12,7 @@ import {
 } from '../../arch/index.js';
 import { InternalError, ProbeError } from '../../errors/index.js';
 import { pausePoint, procState } from '../../host/index.js';
-import { PTRACE_EVENT } from '../../native/index.js';
+import { PTRACE_EVENT, SYSCALL } from '../../native/index.js';
 import {
   addInlineAggregates,
   type InlineAggregate,
@@ -1608,8 +1608,17 @@ export class ProcessProbes {
       this.#returns.set(tid, stack);
     }
     const sp = regs.rsp;
-    // Instances a longjmp skipped over are below the stack pointer now: drop them.
-    while (stack.length > 0 && stack.at(-1)!.stackVaddr <= sp) stack.pop();
+    // Instances a longjmp skipped over are below the stack pointer now: drop them. Not those
+    // of the stack a signal interrupted, when this call runs on an alternate signal stack:
+    // that stack may lie anywhere below or above the signal stack.
+    if (stack.length > 0 && stack.at(-1)!.stackVaddr <= sp) {
+      const signalStack = this.#signalStack(tid, sp);
+      while (stack.length > 0 && stack.at(-1)!.stackVaddr <= sp) {
+        const top = stack.at(-1)!.stackVaddr;
+        if (signalStack !== undefined && (top < signalStack.low || top >= signalStack.high)) break;
+        stack.pop();
+      }
+    }
     if (stack.length >= MAX_RETURN_INSTANCES) return;
     const returnAddress = this.tracee.readU64(sp);
     if (returnAddress === trampoline) return;
@@ -1622,6 +1631,28 @@ export class ProcessProbes {
       declined,
     });
     this.#writeU64(sp, trampoline);
+  }
+
+  /**
+   * The alternate signal stack stopped thread `tid` runs on (sigaltstack(2) run in it, its
+   * answer written below the red zone under `sp`), or undefined when it runs on no such stack
+   * (or the call fails: a stack with no room below). Only asked where instances would be
+   * dropped (a longjmp, an unwind, or a handler on a signal stack above the thread's).
+   */
+  #signalStack(tid: number, sp: bigint): { low: bigint; high: bigint } | undefined {
+    const at = ((sp - 128n - 64n) / 16n) * 16n;
+    try {
+      if (this.tracee.injectSyscall(tid, SYSCALL.sigaltstack, [0n, at]) !== 0n) return undefined;
+      const bytes = this.tracee.read(at, 24);
+      const view = new DataView(bytes.buffer, bytes.byteOffset);
+      const SS_ONSTACK = 1;
+      if ((view.getInt32(8, true) & SS_ONSTACK) === 0) return undefined;
+      const low = view.getBigUint64(0, true);
+      return { low, high: low + view.getBigUint64(16, true) };
+    } catch (err) {
+      if (err instanceof ProbeError) return undefined;
+      throw err;
+    }
   }
 
   #returnStop(tid: number, regs: Registers): void {
