@@ -270,11 +270,22 @@ describe('upscope trace', () => {
         upscope.stderr.on('data', (chunk) => {
           err += chunk;
         });
-        while (!err.includes('Tracing')) await new Promise((r) => setTimeout(r, 20));
+        const until = async (what: string, done: () => boolean) => {
+          const deadline = Date.now() + 120_000;
+          while (!done()) {
+            if (Date.now() > deadline) assert.fail(`${what}: not within 2 minutes\n${err}`);
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        };
+        await until('upscope attached', () => err.includes('Tracing'));
+        // upscope stopped while the burst runs: the buffer fills whatever the machine's load
+        // (a reader that kept up on a loaded machine lost nothing, and the test waited on).
+        upscope.kill('SIGSTOP');
         target.kill('SIGUSR1');
-        while (!printed.includes(`calls=${calls}`)) await new Promise((r) => setTimeout(r, 20));
+        await until('the burst', () => printed.includes(`calls=${calls}`));
+        upscope.kill('SIGCONT');
         // The once-a-second report comes while the trace runs, not only at its end.
-        while (!/events lost:/.test(err)) await new Promise((r) => setTimeout(r, 50));
+        await until('a report of events lost', () => /events lost:/.test(err));
         upscope.kill('SIGINT');
         await once(upscope, 'exit');
         const live = [...err.matchAll(/^upscope: (\d+) events lost: /gm)].map((m) => Number(m[1]));
