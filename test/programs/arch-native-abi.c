@@ -19,6 +19,7 @@ int main(void) {
   printf("\"close\":%d,\"mmap\":%d,\"munmap\":%d,\"ioctl\":%d,\"getpid\":%d,\"wait4\":%d,", SYS_close,
          SYS_mmap, SYS_munmap, SYS_ioctl, SYS_getpid, SYS_wait4);
   printf("\"rt_sigprocmask\":%d,", SYS_rt_sigprocmask);
+  printf("\"sigaltstack\":%d,", SYS_sigaltstack);
   printf("\"kill\":%d,\"ptrace\":%d,\"mount\":%d,\"gettid\":%d,\"tgkill\":%d,\"waitid\":%d,", SYS_kill,
          SYS_ptrace, SYS_mount, SYS_gettid, SYS_tgkill, SYS_waitid);
   printf("\"ftruncate\":%d,\"memfd_create\":%d,", SYS_ftruncate, SYS_memfd_create);
