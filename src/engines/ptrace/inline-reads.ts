@@ -5,7 +5,7 @@
  * the trampoline makes them with a fault-proof copy and the reader evaluates the same fetches
  * over what was copied (readCopied(), readCopiedString()).
  */
-import { type EntryRead, READ_LIMITS, RECORD, readLayout } from '../../arch/index.js';
+import { type EntryRead, READ_LIMITS, RECORD, readLayout, STACK_WORDS } from '../../arch/index.js';
 import { ProbeError } from '../../errors/index.js';
 import {
   ARGUMENT_REGISTERS,
@@ -21,9 +21,6 @@ import type { InlineMemory } from './inline-hooks.js';
  * and the kernel read up to 4,096).
  */
 export const INLINE_STRING_BYTES = 256;
-
-/** Words of the stack an inline hook's record keeps from the entry's %rsp (arch's STACK_WORDS). */
-const RECORDED_STACK_WORDS = 4;
 
 /** How an address is made: a constant, register terms, and the pointer an earlier read got. */
 type Address = Pick<EntryRead, 'constant' | 'terms' | 'after'>;
@@ -101,7 +98,7 @@ export function planInlineReads(
       // An argument in the stack words the record keeps needs no read of its own.
       if (
         fetch.expr.kind === 'arg' &&
-        fetch.expr.index < ARGUMENT_REGISTERS.length + RECORDED_STACK_WORDS - 1 &&
+        fetch.expr.index < ARGUMENT_REGISTERS.length + STACK_WORDS - 1 &&
         type !== 'string' &&
         type !== 'ustring'
       ) {
