@@ -115,6 +115,9 @@ const totals = {
 };
 let numbered = 0;
 const skipped = [];
+// Each failed test with the start of its error, said again after the summary: a log cut to its
+// last lines (as CI's report is) still names what failed.
+const failures = [];
 const seconds = {};
 const started = Date.now();
 console.log('TAP version 13');
@@ -151,11 +154,20 @@ function report({ file, code, signal, stdout, stderr, seconds: took }) {
   const lines = [`# ${file}: ${took.toFixed(1)} s`];
   const counts = {};
   let planned = false;
+  let failing = null;
   for (const line of stdout.split('\n')) {
+    if (failing !== null) {
+      if (/^ {2}\.\.\.$/.test(line) || /^(not ok|ok) /.test(line)) failing = null;
+      else if (failing.length < 14) failing.push(line);
+    }
     if (line === '' || line === 'TAP version 13') continue;
     const top = /^(not ok|ok) \d+ - (.*)$/.exec(line);
     if (top !== null) {
       lines.push(`${top[1]} ${++numbered} - ${top[2]}`);
+      if (top[1] === 'not ok') {
+        failing = [`${file}: ${top[2]}`];
+        failures.push(failing);
+      }
     } else if (/^1\.\.\d+$/.test(line)) {
       planned = true;
     } else if (
@@ -190,6 +202,9 @@ function report({ file, code, signal, stdout, stderr, seconds: took }) {
     );
     counts.tests = (counts.tests ?? 0) + 1;
     counts.fail = (counts.fail ?? 0) + 1;
+    failures.push([
+      `${file}: ended with ${signal ?? `exit code ${code}`} before its tests had ended`,
+    ]);
   }
   for (const key of Object.keys(totals)) totals[key] += counts[key] ?? 0;
   process.stdout.write(`${lines.join('\n')}\n`);
@@ -230,6 +245,14 @@ await runPool([...alone, ...pure], alone.length > 0 ? 2 : concurrency);
 totals.duration_ms = Date.now() - started;
 console.log(`1..${numbered}`);
 for (const [key, value] of Object.entries(totals)) console.log(`# ${key} ${value}`);
+if (failures.length > 0) {
+  console.log(`# ${failures.length} failed:`);
+  for (const [name, ...error] of failures) {
+    console.log(`# - ${name}`);
+    for (const line of error.filter((l) => !/^ {2}(---|duration_ms|type|location):?/.test(l)))
+      console.log(`#   ${line.trim()}`);
+  }
+}
 rmSync(tmp, { recursive: true, force: true });
 if (process.env.UPSCOPE_RECORD_DURATIONS === '1') {
   // Kept for the order of the next runs (files not run this time keep their old times).
