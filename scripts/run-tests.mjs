@@ -157,8 +157,15 @@ function report({ file, code, signal, stdout, stderr, seconds: took }) {
   let failing = null;
   for (const line of stdout.split('\n')) {
     if (failing !== null) {
-      if (/^ {2}\.\.\.$/.test(line) || /^(not ok|ok) /.test(line)) failing = null;
+      if (/^\s*\.\.\.$/.test(line) || /^\s*(not ok|ok) /.test(line)) failing = null;
       else if (failing.length < 14) failing.push(line);
+    }
+    // A failed test at any depth (a suite's own line, which only says that some of its tests
+    // failed, is left out).
+    const failed = /^(\s+)not ok \d+ - (.*)$/.exec(line);
+    if (failed !== null) {
+      failing = [`${file}: ${failed[2]}`];
+      failures.push(failing);
     }
     if (line === '' || line === 'TAP version 13') continue;
     const top = /^(not ok|ok) \d+ - (.*)$/.exec(line);
@@ -246,10 +253,11 @@ totals.duration_ms = Date.now() - started;
 console.log(`1..${numbered}`);
 for (const [key, value] of Object.entries(totals)) console.log(`# ${key} ${value}`);
 if (failures.length > 0) {
-  console.log(`# ${failures.length} failed:`);
-  for (const [name, ...error] of failures) {
+  const own = failures.filter((f) => !f.some((l) => /failureType: 'subtestsFailed'/.test(l)));
+  console.log(`# ${own.length} failed:`);
+  for (const [name, ...error] of own) {
     console.log(`# - ${name}`);
-    for (const line of error.filter((l) => !/^ {2}(---|duration_ms|type|location):?/.test(l)))
+    for (const line of error.filter((l) => !/^\s*(---|duration_ms|type|location):?/.test(l)))
       console.log(`#   ${line.trim()}`);
   }
 }

@@ -15,6 +15,7 @@ import {
 import { ProbeError } from '../errors/index.js';
 import { descendantsOf } from '../host/index.js';
 import {
+  excludeSites,
   type OptionFetch,
   type ProbeSite,
   planProbesSync,
@@ -79,6 +80,8 @@ export interface ProcessRegistration {
   readonly unwinds?: boolean | undefined;
   /** For a spec: fetches given apart from it, lowered at each site (ProbeSite.optionFetches). */
   readonly optionFetches?: readonly OptionFetch[] | undefined;
+  /** For a spec: leave out the functions whose name matches one of these globs. */
+  readonly exclude?: readonly string[] | undefined;
   /**
    * With inline hooks (the inject engine): the sites a hook serves are aggregated in the
    * process instead of delivered, their entries counted (a breakpoint) or their calls timed
@@ -124,6 +127,9 @@ interface Placement {
   readonly internalId: string;
   readonly address: bigint;
 }
+
+/** More sites than this that an int3 serves for one reason are said in one line. */
+const GROUPED_TRAPS = 3;
 
 /**
  * Probes on one process, run by upscope over ptrace rather than by the kernel (the `ptrace`
@@ -294,7 +300,7 @@ export class ProcessTracer {
 
   /** Resolve a spec in the process now and place its sites (pending: when mapped). */
   #resolve(registration: ProcessRegistration, spec: string): readonly ProbeSite[] {
-    const { sites, skipped } = planProbesSync([spec], {
+    const planned = planProbesSync([spec], {
       pid: this.pid,
       unsafe: registration.unsafe,
       debugDirs: registration.debugDirs,
@@ -305,6 +311,8 @@ export class ProcessTracer {
       engine: 'ptrace',
       optionFetches: registration.optionFetches,
     });
+    const sites = excludeSites(planned.sites, registration.exclude);
+    const skipped = planned.skipped;
     const added = sites.map((site) => ({ registration, site, key: siteKey(registration, site) }));
     // Sites in files the process has not mapped yet wait for the dynamic loader to map them;
     // sites in libraries it has are placed again if it closes and reopens them.
@@ -597,19 +605,41 @@ export class ProcessTracer {
 
   /** Things the tracer noticed that a user should hear of, since the last call (oldest first). */
   takeNotices(): string[] {
-    for (const notice of this.#probes.takeNotices()) this.#notices.push(this.#describe(notice));
+    // Sites an int3 serves for the same reason, more than a few at once (every function of a
+    // program recorded), are said in one line.
+    const traps = new Map<string, ForeignBreakpointNotice[]>();
+    const notices = this.#probes.takeNotices();
+    for (const notice of notices) {
+      if (notice.what !== 'trap') continue;
+      const key = `${notice.pid} ${notice.reason}`;
+      traps.set(key, [...(traps.get(key) ?? []), notice]);
+    }
+    for (const notice of notices) {
+      const same = traps.get(`${notice.pid} ${notice.reason}`);
+      if (notice.what !== 'trap' || same === undefined || same.length <= GROUPED_TRAPS) {
+        this.#notices.push(this.#describe(notice));
+      } else if (same[0] === notice) {
+        const names = same.slice(0, GROUPED_TRAPS).map((n) => this.#nameOf(n));
+        this.#notices.push(
+          `${same.length} functions in process ${notice.pid} (${names.join(', ')}, ...): served by an int3 (a trap per hit) instead of an inline hook: ${notice.reason ?? 'no reason given'}`,
+        );
+      }
+    }
     return this.#notices.splice(0);
+  }
+
+  /** A notice's probe: its name and address, or its address alone. */
+  #nameOf(notice: ForeignBreakpointNotice): string {
+    for (const placement of this.#placements.get(notice.pid)?.values() ?? []) {
+      if (placement.address !== notice.vaddr) continue;
+      return `${probeName(placement.spec.site)} (0x${notice.vaddr.toString(16)})`;
+    }
+    return `0x${notice.vaddr.toString(16)}`;
   }
 
   /** What the engine noticed of another tracer's breakpoint, said with the probe's name. */
   #describe(notice: ForeignBreakpointNotice): string {
-    let name = `0x${notice.vaddr.toString(16)}`;
-    for (const placement of this.#placements.get(notice.pid)?.values() ?? []) {
-      if (placement.address !== notice.vaddr) continue;
-      name = `${probeName(placement.spec.site)} (0x${notice.vaddr.toString(16)})`;
-      break;
-    }
-    const where = `${name} in process ${notice.pid}`;
+    const where = `${this.#nameOf(notice)} in process ${notice.pid}`;
     switch (notice.what) {
       case 'shared':
         return `${where} also holds another tracer's breakpoint (a kernel uprobe: bpftrace, perf, or upscope's bpf or tracefs engine): its hits are seen after its first instruction, and both tracers count every one`;

@@ -44,6 +44,8 @@ export interface PtraceRunOptions {
   readonly returnProbes?: 'auto' | 'sites' | 'trampoline' | undefined;
   /** Told of what happens while it runs that a user should know (one line each). */
   readonly onNotice?: ((text: string) => void) | undefined;
+  /** Leave out the functions whose name matches one of these globs. */
+  readonly exclude?: readonly string[] | undefined;
   /** Fetches given apart from the specs, lowered at each site (ProbeSite.optionFetches). */
   readonly optionFetches?: readonly OptionFetch[] | undefined;
   /**
@@ -215,6 +217,7 @@ export class PtraceRun {
             debugDirs: options.debugDirs,
             returnProbes: options.returnProbes,
             optionFetches: options.optionFetches,
+            exclude: options.exclude,
             // Calls an unwind took away are shown (trace) and counted (count) as such.
             unwinds: true,
             inProcess: inProcessOf(options.inProcess, returns),

@@ -28,7 +28,9 @@ import {
 import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
 import type { Exit } from '../host/index.js';
+import type { ProbeSite, SkippedSite } from '../plan/index.js';
 import { listFunctions } from './list.js';
+import { PtraceRun } from './ptrace-run.js';
 import { type Attachment, type AttachOptions, probeName, Tracer } from './tracer.js';
 
 /** The files of a recording directory. */
@@ -47,7 +49,7 @@ export interface RecordingIndex {
   readonly version: number;
   readonly command: string | undefined;
   readonly pid: number | undefined;
-  readonly engine: 'bpf' | 'tracefs';
+  readonly engine: RecordEngine;
   readonly startedAt: string;
   /** Function ids are indexes into this list. */
   readonly functions: readonly RecordedFunction[];
@@ -368,14 +370,47 @@ export interface RecordCallsOptions {
   readonly onProgress?: AttachOptions['onProgress'];
 }
 
-export interface RecordOptions extends RecordCallsOptions {
+/**
+ * The engines a recording can be made with: bpf and tracefs (kernel uprobes, any process),
+ * ptrace and inject (one process or command: an int3 per entry and return, or hooks patched
+ * into it that record with no trap).
+ */
+export type RecordEngine = 'bpf' | 'tracefs' | 'ptrace' | 'inject';
+
+export interface RecordOptions extends Omit<RecordCallsOptions, 'engine'> {
   /** The directory the recording goes to. */
   readonly dir: string;
+  readonly engine?: RecordEngine | undefined;
+  /** ptrace and inject, with `command`: how long it has to end after SIGTERM when the recording ends first. */
+  readonly killAfterMs?: number | undefined;
+}
+
+/**
+ * The probes of a recording under way, whichever engine places them: an Attachment (bpf,
+ * tracefs), or a run of the ptrace engine (ptrace, inject) in its shape.
+ */
+export interface RecordingProbes {
+  readonly sites: readonly ProbeSite[];
+  readonly skipped: readonly SkippedSite[];
+  /** What the user should know about which processes are covered. */
+  readonly notes: readonly string[];
+  /** Resolves when the probes are gone (the program ended, or close()). */
+  readonly ended: Promise<void>;
+  /** How the command ended (with `command`), once it has. */
+  readonly exit: Exit | undefined;
+  /** Why the recording failed, if it did. */
+  readonly error: unknown;
+  /** Events lost so far (a ring buffer full). */
+  stats(): { readonly lost: number };
+  /** Remove the probes (a command is ended; a -p process runs on). Idempotent. */
+  close(): Promise<void>;
+  /** The same where nothing can wait (this process exits): a command is killed at once. */
+  closeSync(): void;
 }
 
 /** A recording under way: its probes, and `done`, the index once the traced program ended. */
 export interface CallRecorder {
-  readonly attachment: Attachment;
+  readonly attachment: RecordingProbes;
   readonly functions: number;
   /** How many calls and returns were written so far. */
   records(): number;
@@ -426,6 +461,21 @@ interface Probed {
   readonly toRecord: (event: ProbeEvent) => CallRecord | undefined;
 }
 
+/** A stripped object has only its exported functions: said, with how to get the others. */
+async function sayStripped(
+  functions: readonly RecordedFunction[],
+  options: Pick<RecordCallsOptions, 'debugDirs' | 'onNotice'>,
+): Promise<void> {
+  for (const object of new Set(functions.map((f) => f.object))) {
+    const listing = await listFunctions(object, { demangle: false, debugDirs: options.debugDirs });
+    if (!listing.stripped) continue;
+    const count = functions.filter((f) => f.object === object).length;
+    options.onNotice?.(
+      `"${listing.target.displayPath}" is stripped: only its ${count} exported functions (.dynsym) are recorded; rebuild it with -g, or give the directory of its debug file with --debug-dir DIR (a debuginfod client or the -dbgsym package gives one)`,
+    );
+  }
+}
+
 async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
   const attachment = await new Tracer().attach(recordSpecs(options), {
     command: options.command,
@@ -447,15 +497,7 @@ async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
     ids.set(name, functions.length);
     functions.push({ name, object: site.target.path });
   }
-  // A stripped object has only its exported functions: said, with how to get the others.
-  for (const object of new Set(functions.map((f) => f.object))) {
-    const listing = await listFunctions(object, { demangle: false, debugDirs: options.debugDirs });
-    if (!listing.stripped) continue;
-    const count = functions.filter((f) => f.object === object).length;
-    options.onNotice?.(
-      `"${listing.target.displayPath}" is stripped: only its ${count} exported functions (.dynsym) are recorded; rebuild it with -g, or give the directory of its debug file with --debug-dir DIR (a debuginfod client or the -dbgsym package gives one)`,
-    );
-  }
+  await sayStripped(functions, options);
   const toRecord = (event: ProbeEvent): CallRecord | undefined => {
     const fn = ids.get(event.probe);
     if (fn === undefined || (event.kind !== 'entry' && event.kind !== 'return')) return undefined;
@@ -475,7 +517,13 @@ async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
  * `options.dir`, until it ends (or the attachment is closed).
  */
 export async function recordCalls(options: RecordOptions): Promise<CallRecorder> {
-  const { attachment, functions, toRecord } = await attachFunctions(options);
+  if (options.engine === 'ptrace' || options.engine === 'inject') {
+    return recordInProcess({ ...options, engine: options.engine });
+  }
+  const { attachment, functions, toRecord } = await attachFunctions({
+    ...options,
+    engine: options.engine,
+  });
   let writer: RecordingWriter;
   try {
     writer = RecordingWriter.create(options.dir, {
@@ -512,6 +560,118 @@ export async function recordCalls(options: RecordOptions): Promise<CallRecorder>
     return writer.finish({ lost: attachment.stats().lost, exit: attachment.exit });
   });
   return { attachment, functions: functions.length, records: () => writer.records, done };
+}
+
+/**
+ * recordCalls() on the ptrace engine (an int3 at each entry and return, served while the
+ * thread is stopped) or inject (hooks patched into the process that record each entry and
+ * return into a ring it shares with upscope, no trap): one command or process, the loop of a
+ * PtraceRun, whose records are written as it reads them.
+ */
+async function recordInProcess(
+  options: RecordOptions & { readonly engine: 'ptrace' | 'inject' },
+): Promise<CallRecorder> {
+  const ids = new Map<string, number>();
+  // A hit's site is one of a few objects: its function's id found once for each.
+  const idOf = new Map<ProbeSite, number | undefined>();
+  const fnOf = (site: ProbeSite): number | undefined => {
+    if (idOf.has(site)) return idOf.get(site);
+    const fn = ids.get(probeName(site));
+    idOf.set(site, fn);
+    return fn;
+  };
+  let writer: RecordingWriter | undefined;
+  let failure: unknown;
+  let stop = () => {};
+  const run = await PtraceRun.start(
+    recordSpecs(options),
+    {
+      command: options.command,
+      pid: options.pid,
+      commandStdout: options.commandStdout,
+      killAfterMs: options.killAfterMs,
+      debugDirs: options.debugDirs,
+      exclude: options.exclude,
+      engine: options.engine,
+      onNotice: options.onNotice,
+    },
+    {
+      returns: (spec) => spec.startsWith('r:'),
+      hit: (hit, site, comm) => {
+        if (failure !== undefined || writer === undefined) return false;
+        const fn = fnOf(site);
+        if (fn === undefined) return true;
+        writer.thread(hit.tid, hit.pid, comm);
+        try {
+          writer.write({
+            kind: hit.event !== 'return' ? 'entry' : hit.exit === 'unwind' ? 'unwind' : 'return',
+            tid: hit.tid,
+            pid: hit.pid,
+            fn,
+            timeNs: hit.timeNs,
+          });
+        } catch (err) {
+          failure = err; // a full disk: the recording ends, and says why
+          return false;
+        }
+        return true;
+      },
+    },
+  );
+  const functions: RecordedFunction[] = [];
+  for (const site of run.sites) {
+    const name = probeName(site);
+    if (ids.has(name)) continue;
+    ids.set(name, functions.length);
+    functions.push({ name, object: site.target.path });
+  }
+  try {
+    await sayStripped(functions, options);
+    writer = RecordingWriter.create(options.dir, {
+      command: options.command,
+      pid: options.pid,
+      engine: options.engine,
+      startedAt: new Date().toISOString(),
+      functions,
+      objects: [...new Set(functions.map((f) => f.object))],
+      lost: 0,
+    });
+  } catch (err) {
+    run.stop();
+    await run.ended;
+    throw err;
+  }
+  const created = writer;
+  const probes: RecordingProbes = {
+    sites: run.sites,
+    skipped: run.skipped,
+    notes: [],
+    ended: run.ended,
+    get exit() {
+      return run.exit;
+    },
+    get error() {
+      return failure;
+    },
+    stats: () => ({ lost: run.lost }),
+    close: async () => {
+      stop();
+      await run.ended;
+    },
+    closeSync: () => stop(),
+  };
+  stop = () => run.stop();
+  const running = run.run().catch((err: unknown) => {
+    failure ??= err;
+  });
+  const done = running.then(() => {
+    if (failure !== undefined) {
+      created.abandon();
+      throw failure;
+    }
+    return created.finish({ lost: run.lost, exit: run.exit });
+  });
+  return { attachment: probes, functions: functions.length, records: () => created.records, done };
 }
 
 /**

@@ -25,6 +25,7 @@ import {
 import {
   attachPoints,
   commandSearchOptions,
+  excludeSites,
   FRAME_FIELDS,
   type PlannedProbes,
   type ProbeSite,
@@ -34,7 +35,6 @@ import {
   type SkippedSite,
   siteName,
 } from '../plan/index.js';
-import { globToRegExp } from '../spec/index.js';
 import {
   type Aggregate,
   type CountOptions,
@@ -293,24 +293,6 @@ export class Tracer {
       throw err;
     }
   }
-}
-
-/** The sites whose function no `exclude` glob matches; throws when none is left. */
-function excludeSites(sites: ProbeSite[], exclude: readonly string[] | undefined): ProbeSite[] {
-  if (exclude === undefined || exclude.length === 0) return sites;
-  const globs = exclude.map((glob) => globToRegExp(glob));
-  const kept = sites.filter((site) => {
-    const names = [site.symbol?.replace(/@.*/, ''), site.demangled, siteName(site)];
-    return !names.some((name) => name !== undefined && globs.some((g) => g.test(name)));
-  });
-  if (kept.length === 0) {
-    throw new ProbeError(
-      'ERR_NO_MATCH',
-      `Cannot attach: --exclude ${exclude.map((g) => `"${g}"`).join(', ')} left no function of the ${sites.length} matched`,
-      { hints: ['Exclude fewer functions, or name other targets'] },
-    );
-  }
-  return kept;
 }
 
 /**

@@ -26,6 +26,7 @@ export {
 export { findIfuncImplementations, type IfuncImplementation } from './ifunc.js';
 export { notLoadedNotes } from './not-loaded.js';
 export {
+  excludeSites,
   type ProbeSite,
   qualifyNames,
   type SiteKind,

@@ -1,5 +1,6 @@
 import type { DecodedInstruction, KernelHandling } from '../arch/index.js';
-import type { FetchArg } from '../spec/index.js';
+import { ProbeError } from '../errors/index.js';
+import { type FetchArg, globToRegExp } from '../spec/index.js';
 import type { CallingConvention } from './calling-convention.js';
 import type { ReturnPlan } from './return-plan.js';
 
@@ -167,4 +168,25 @@ export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
     const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(site)) as T;
     return Object.assign(copy, { nameQualifier });
   });
+}
+
+/** The sites whose function no `exclude` glob matches; throws when none is left. */
+export function excludeSites(
+  sites: ProbeSite[],
+  exclude: readonly string[] | undefined,
+): ProbeSite[] {
+  if (exclude === undefined || exclude.length === 0) return sites;
+  const globs = exclude.map((glob) => globToRegExp(glob));
+  const kept = sites.filter((site) => {
+    const names = [site.symbol?.replace(/@.*/, ''), site.demangled, siteName(site)];
+    return !names.some((name) => name !== undefined && globs.some((g) => g.test(name)));
+  });
+  if (kept.length === 0) {
+    throw new ProbeError(
+      'ERR_NO_MATCH',
+      `Cannot attach: --exclude ${exclude.map((g) => `"${g}"`).join(', ')} left no function of the ${sites.length} matched`,
+      { hints: ['Exclude fewer functions, or name other targets'] },
+    );
+  }
+  return kept;
 }

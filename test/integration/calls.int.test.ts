@@ -37,6 +37,10 @@ afterEach(() => {
   assert.deepEqual(tracedChildren(), [], 'no process is left traced');
 });
 
+/** The engines that record: kernel uprobes (bpf, tracefs), or one process's (ptrace, inject). */
+const ENGINES = ['bpf', 'tracefs', 'ptrace', 'inject'] as const;
+type Engine = (typeof ENGINES)[number];
+
 interface ReplayLine {
   tid: number;
   depth: number;
@@ -48,7 +52,7 @@ interface ReplayLine {
 function record(
   command: string,
   targets: string[] = [],
-  engine: 'bpf' | 'tracefs' = 'bpf',
+  engine: Engine = 'bpf',
 ): { dir: string; stdout: string } {
   const dir = join(work, `rec-${readdirSync(work).length}`);
   const result = runCli(['record', '--engine', engine, '-c', command, '-o', dir, ...targets]);
@@ -85,7 +89,7 @@ function cTarget(t: Parameters<typeof requireHost>[0]): string | undefined {
 }
 
 describe('upscope record, report, replay: the call tree of a whole command', () => {
-  for (const engine of ['bpf', 'tracefs'] as const)
+  for (const engine of ENGINES)
     test(`${engine}: C: every call counted as the target counts it, each thread a known, closed tree`, (t) => {
       const app = cTarget(t);
       if (app === undefined) return;
@@ -155,7 +159,7 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       assert.deepEqual(notReturned.sort(), ['_start open', ...Array(6).fill('deep unwind')]);
     });
 
-  for (const engine of ['bpf', 'tracefs'] as const)
+  for (const engine of ENGINES)
     test(`${engine}: C: a callee that calls exit() leaves its callers without a return, said in the replay`, (t) => {
       const app = cTarget(t);
       if (app === undefined) return;
@@ -171,7 +175,7 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       assert.match(text.stdout, /ender \[no return: thread ended\]/);
     });
 
-  for (const engine of ['bpf', 'tracefs'] as const)
+  for (const engine of ENGINES)
     test(`${engine}: C++: an exception thrown through 3 frames closes them as unwound, the rest returned`, (t) => {
       if (!requireHost(t, { root: true, commands: ['g++'] })) return;
       const app = compileProgram('cxx-unwind', { flags: ['-O2'], link: ['-lpthread'] });

@@ -289,7 +289,15 @@ describe('the ptrace engine and a kernel uprobe on the same function', () => {
           assert.ok(Date.now() < deadline, `bpftrace attached: ${running.stdout}`);
         }
       };
-      const stopBpftrace = async (running: Spawned) => {
+      // What bpftrace counted once it says `expected`, or after 30 s: asked (SIGUSR1) until
+      // then, then ended (a full run under load once read 1 at its exit, where 2001 calls had
+      // been made: whether bpftrace had not counted them yet or never would, this tells).
+      const stopBpftrace = async (running: Spawned, expected: number) => {
+        const deadline = Date.now() + 30_000;
+        while ((prints(running).at(-1) ?? 0) < expected && Date.now() < deadline) {
+          running.child.kill('SIGUSR1');
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
         running.child.kill('SIGINT');
         await ended(running);
         return prints(running).at(-1)!;
@@ -302,7 +310,7 @@ describe('the ptrace engine and a kernel uprobe on the same function', () => {
         other ??= await bpftrace();
         const before = (await send('run 0'))!;
         const after = (await send(`run ${CALLS}`))!;
-        const seen = await stopBpftrace(other.running);
+        const seen = await stopBpftrace(other.running, other.counted + CALLS);
         assert.equal(seen, other.counted + CALLS, `bpftrace ${round + 1}`);
         assert.equal(after - before, CALLS);
         other = undefined;

@@ -31,8 +31,10 @@
  * thread's shadow stack down to the entry whose stack pointer is the one the call had (the
  * entries above it are calls made after it and never returned from), writes a return
  * record, and returns to the real address. A call whose return cannot be tracked (no slot
- * for its thread, its shadow stack full, or a tail call from a function whose return is
- * swapped already) keeps its return address and is counted in RING.untracked. Entries are
+ * for its thread, its shadow stack full, or, timed in the process, a tail call from a
+ * function whose return is swapped already) keeps its return address and is counted in
+ * RING.untracked; a recorded tail call's entry is recorded, and the tracer ends it with the
+ * return of the call it came from (same stack pointer). Entries are
  * written before the depth that covers them is published, and again after it: a signal
  * handler that calls a hooked function in between leaves them whole.
  */
@@ -838,8 +840,10 @@ function swapReturn(code: Code, probe: number, returnTrampoline: bigint, path: S
   code.load(rdx, { base: rsp, disp: ENTRY_RSP });
   code.movabs(rax, returnTrampoline);
   // A tail call from a function whose return is swapped already: that one returns for both.
+  // Its entry is recorded as any (the tracer pairs it with that return: same stack pointer);
+  // timed in the process, it cannot be.
   code.compare(rdx, rax);
-  code.jcc('e', `${p}untracked`);
+  code.jcc('e', path.timed ? `${p}untracked` : `${p}plain`);
   path.threadId(code);
   shadowSlot(code, true, `${p}untracked`, `${p}e_`);
   code.lea(r10, { base: rsp, disp: ENTRY_RSP });

@@ -5,6 +5,7 @@ import type { Command } from '@commander-js/extra-typings';
 import { functionStats, replayCalls } from '../../aggregate/index.js';
 import {
   loadRecording,
+  type RecordEngine,
   type Recording,
   type RecordingProgress,
   recordCalls,
@@ -35,6 +36,7 @@ import {
   startLine,
 } from '../options.js';
 import { checkTerminal, chooseFormat, formatOption } from '../outputs.js';
+import { helperSignal, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import {
   functionIds,
   graphOf,
@@ -51,7 +53,7 @@ interface RecordCliOptions {
   exclude?: string[];
   bufferSize?: number;
   debugDir?: string[];
-  engine?: 'bpf' | 'tracefs';
+  engine?: RecordEngine;
 }
 
 /** Adds the recording options (-c, -p, --exclude, --buffer-size, --debug-dir) to `command`. */
@@ -72,7 +74,7 @@ function recordOptions<T extends Command<[string[]]>>(command: T): T {
     .option(...debugDirOption)
     .option(
       '--engine <engine>',
-      'bpf (default: a BPF handler per entry and return writing to a BPF ring buffer) or tracefs (uprobe_events and the tracing ring buffer)',
+      'bpf (default: a BPF handler per entry and return writing to a BPF ring buffer), tracefs (uprobe_events and the tracing ring buffer), inject (-c or -p: hooks patched into the process record each call into a ring shared with upscope, no trap: the fastest) or ptrace (-c or -p: an int3 per entry and return, no root needed)',
       parseRecordEngine,
     );
   return command;
@@ -100,6 +102,10 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       .argument('[target...]', TARGETS_HELP)
       .requiredOption('-o, --output <dir>', 'the recording directory (made if missing)'),
   ).action(async (targets, options) => {
+    if (toHelper(options as RecordCliOptions)) {
+      result.status = await runInHelper();
+      return;
+    }
     const recorded = await record(targets, options as RecordCliOptions, options.output, io);
     result.status = recorded.status;
   });
@@ -217,6 +223,11 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       .option(...outputOption),
   ).action(async (targets, options) => {
     const format = chooseFormat('call-report', options);
+    // The helper of a ptrace or inject run records and reports, all of it.
+    if (toHelper(options as RecordCliOptions)) {
+      result.status = await runInHelper();
+      return;
+    }
     const dir = mkdtempSync(join(tmpdir(), 'upscope-calls-'));
     try {
       const recorded = await record(targets, options as RecordCliOptions, join(dir, 'rec'), io);
@@ -230,12 +241,29 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
   });
 }
 
+/**
+ * Whether this record runs on the ptrace engine (ptrace or inject) in a helper process that
+ * restores the target if upscope is killed (this process then only waits for it).
+ */
+function toHelper(options: RecordCliOptions): boolean {
+  return (options.engine === 'ptrace' || options.engine === 'inject') && ptraceInHelper();
+}
+
 async function record(
   targets: string[],
   options: RecordCliOptions,
   dir: string,
   io: Io,
 ): Promise<{ status: number }> {
+  const inProcess = options.engine === 'ptrace' || options.engine === 'inject';
+  if (inProcess && options.bufferSize !== undefined) {
+    throw new ProbeError(
+      'ERR_USAGE',
+      `Cannot use --buffer-size with the ${options.engine} engine: ${options.engine === 'ptrace' ? 'it has no ring buffer' : 'its ring buffer is sized in records, not per CPU'}`,
+    );
+  }
+  // In the helper process, an ending signal (upscope's death) may have come already.
+  if (inProcess && helperSignal() !== undefined) return { status: 130 };
   if (options.command === undefined && options.pid === undefined) {
     throw new ProbeError(
       'ERR_USAGE',
@@ -267,13 +295,15 @@ async function record(
       'function',
       `entry and return, ${engine}, to ${dir}`,
       attachment.skipped,
-      engine,
+      engine === 'inject' ? 'ptrace' : engine,
     ),
   );
   const losses = lossReporter(
     () => attachment.stats(),
     io,
-    'a larger --buffer-size or fewer functions lose fewer',
+    inProcess
+      ? 'fewer functions, or --exclude of the hottest, lose fewer'
+      : 'a larger --buffer-size or fewer functions lose fewer',
   );
   let index: Awaited<typeof recorder.done>;
   try {
@@ -332,14 +362,13 @@ async function loadAndWarn(dir: string, io: Io): Promise<Recording> {
   return recording;
 }
 
-function parseRecordEngine(value: string): 'bpf' | 'tracefs' {
-  if (value === 'bpf' || value === 'tracefs') return value;
+function parseRecordEngine(value: string): RecordEngine {
+  if (value === 'bpf' || value === 'tracefs' || value === 'ptrace' || value === 'inject') {
+    return value;
+  }
   throw new ProbeError(
     'ERR_USAGE',
-    `Cannot record with the engine "${value}": give bpf or tracefs`,
-    {
-      hints: ['The ptrace engine cannot record calls yet'],
-    },
+    `Cannot record with the engine "${value}": give bpf, tracefs, ptrace or inject`,
   );
 }
 

@@ -288,7 +288,9 @@ async function trace(
  * End the trace cleanly on Ctrl-C, SIGTERM and SIGHUP (a second signal forces it), and remove
  * every probe on any exit, including an uncaught error.
  */
-export function installLifecycle(attachment: Attachment): { signal: NodeJS.Signals | undefined } {
+export function installLifecycle(attachment: Pick<Attachment, 'close' | 'closeSync' | 'ended'>): {
+  signal: NodeJS.Signals | undefined;
+} {
   const state: { signal: NodeJS.Signals | undefined } = { signal: undefined };
   const onSignal = (signal: NodeJS.Signals) => {
     if (state.signal !== undefined) {

@@ -154,6 +154,77 @@ export interface ReturnSites {
   readonly frames: 'thread' | 'goroutine';
 }
 
+/**
+ * The registrations of a process by id, also found by the address they are hit at (`where`,
+ * and a return probe's entry and exits when it catches them there): a hit looks at its own,
+ * not at every registration (a recording of every function has tens of thousands). In the
+ * order they were registered, as a walk of them all would find them.
+ */
+class Registrations extends Map<string, Registration> {
+  #byAddress: Map<bigint, Registration[]> | undefined;
+
+  override set(id: string, registration: Registration): this {
+    // A new one goes last, as in the map; one that replaces another keeps that one's place.
+    // The lists are copied, not changed: a hit going through one (whose handler registers or
+    // unregisters) sees those there when it began.
+    if (this.#byAddress !== undefined && !super.has(id)) {
+      for (const at of hitAt(registration)) {
+        this.#byAddress.set(at, [...(this.#byAddress.get(at) ?? []), registration]);
+      }
+    } else {
+      this.#byAddress = undefined;
+    }
+    return super.set(id, registration);
+  }
+
+  override delete(id: string): boolean {
+    const registration = super.get(id);
+    if (registration !== undefined && this.#byAddress !== undefined) {
+      for (const at of hitAt(registration)) {
+        const left = (this.#byAddress.get(at) ?? []).filter((r) => r !== registration);
+        if (left.length > 0) this.#byAddress.set(at, left);
+        else this.#byAddress.delete(at);
+      }
+    }
+    return super.delete(id);
+  }
+
+  override clear(): void {
+    this.#byAddress = undefined;
+    super.clear();
+  }
+
+  /** The registrations hit at `vaddr`. */
+  at(vaddr: bigint): readonly Registration[] {
+    if (this.#byAddress === undefined) {
+      const index = new Map<bigint, Registration[]>();
+      for (const registration of super.values()) {
+        for (const at of hitAt(registration)) {
+          const list = index.get(at);
+          if (list === undefined) index.set(at, [registration]);
+          else list.push(registration);
+        }
+      }
+      this.#byAddress = index;
+    }
+    return this.#byAddress.get(vaddr) ?? NONE;
+  }
+}
+
+const NONE: readonly Registration[] = [];
+
+/** The addresses a registration is hit at, each once. */
+function hitAt(registration: Registration): Set<bigint> {
+  const found = new Set<bigint>();
+  if (registration.where !== undefined) found.add(registration.where);
+  const sites = registration.returnSites;
+  if (sites !== undefined) {
+    found.add(sites.entry);
+    for (const exit of sites.exits) found.add(exit.vaddr);
+  }
+  return found;
+}
+
 /** A call of a function whose returns are caught at its exits, not returned from yet. */
 interface OpenCall {
   readonly tid: number;
@@ -303,7 +374,7 @@ const MAX_RETURN_INSTANCES = 4096;
  */
 export class ProcessProbes {
   readonly tracee: Tracee;
-  readonly #registrations = new Map<string, Registration>();
+  readonly #registrations = new Registrations();
   readonly #breakpoints = new Map<bigint, Breakpoint>();
   /** Where breakpoints were removed: a trap still on its way from one is not the program's. */
   readonly #removed = new Set<bigint>();
@@ -844,7 +915,7 @@ export class ProcessProbes {
 
   /** Whether a return registration caught by a swapped return address is at `where`. */
   #returnsAt(where: bigint): boolean {
-    for (const r of this.#registrations.values()) {
+    for (const r of this.#registrations.at(where)) {
       if (r.event === 'return' && r.where === where && r.returnSites === undefined) return true;
     }
     return false;
@@ -868,10 +939,7 @@ export class ProcessProbes {
   }
 
   #usedAt(where: bigint): boolean {
-    for (const r of this.#registrations.values()) {
-      if (addressesOf(r).includes(where)) return true;
-    }
-    return false;
+    return this.#registrations.at(where).some((r) => addressesOf(r).includes(where));
   }
 
   #arm(vaddr: bigint, registration: Registration): void {
@@ -1379,10 +1447,13 @@ export class ProcessProbes {
    * registrations' events, a return instance for its return probes, then `resume`.
    */
   #hit(tid: number, regs: Registers, at: bigint, resume: () => void): void {
+    // What the thread recorded through inline hooks before this stop comes first.
+    if (this.#inline !== undefined) this.#drainInline(this.#inline);
     const timeNs = process.hrtime.bigint();
     this.#lastHitNs.set(at, timeNs);
     const pending: HitContext[] = [];
-    const hasReturn = [...this.#registrations.values()].some(
+    const here = this.#registrations.at(at);
+    const hasReturn = here.some(
       (r) => r.event === 'return' && r.where === at && r.returnSites === undefined,
     );
     const hits: string[] = [];
@@ -1395,19 +1466,24 @@ export class ProcessProbes {
       }
     };
     let declined: Set<string> | undefined;
-    for (const registration of this.#registrations.values()) {
+    // Returns caught at entries and exits first: the calls an unwind took away (found at an
+    // entry or exit of their function) are delivered before anything else of this stop, the
+    // returns at an exit after the hits of the instruction there.
+    const returned: [Registration, HitContext][] = [];
+    for (const registration of here) {
       const sites = registration.returnSites;
-      if (sites !== undefined) {
-        const atEntry = sites.entry === at;
-        const exit = sites.exits.find((e) => e.vaddr === at);
-        if (!atEntry && exit === undefined) continue;
-        hits.push(registration.id);
-        for (const hit of this.#framedReturns(registration, tid, regs, timeNs, atEntry, exit)) {
-          deliver(registration, hit);
-        }
-        continue;
+      if (sites === undefined) continue;
+      const atEntry = sites.entry === at;
+      const exit = sites.exits.find((e) => e.vaddr === at);
+      if (!atEntry && exit === undefined) continue;
+      hits.push(registration.id);
+      for (const hit of this.#framedReturns(registration, tid, regs, timeNs, atEntry, exit)) {
+        if (hit.exit === 'unwind') deliver(registration, hit);
+        else returned.push([registration, hit]);
       }
-      if (registration.where !== at) continue;
+    }
+    for (const registration of here) {
+      if (registration.returnSites !== undefined || registration.where !== at) continue;
       hits.push(registration.id);
       if (registration.event === 'return' && registration.entryFilter !== undefined) {
         const entry = this.#context(
@@ -1430,6 +1506,7 @@ export class ProcessProbes {
         this.#context(registration, tid, regs, timeNs, undefined, undefined, undefined),
       );
     }
+    for (const [registration, hit] of returned) deliver(registration, hit);
     if (hasReturn) this.#pushReturn(tid, at, regs, declined);
     this.#stop({ probes: this, tid, regs, pending, resume });
     // A fault test's stop: a probe's hit has been delivered (its thread may be held still);
@@ -1608,20 +1685,38 @@ export class ProcessProbes {
       this.#returns.set(tid, stack);
     }
     const sp = regs.rsp;
+    const returnAddress = this.tracee.readU64(sp);
+    // A tail call (a jmp) from a function whose return address is swapped: the trampoline's
+    // address is its return address too, and the call it came from has its instance at this
+    // very stack pointer. It is kept: the one return ends both calls (as kernel uretprobes
+    // chain them).
+    const chained = returnAddress === trampoline;
+    const left = (vaddr: bigint) => (chained ? vaddr < sp : vaddr <= sp);
     // Instances a longjmp skipped over are below the stack pointer now: drop them. Not those
     // of the stack a signal interrupted, when this call runs on an alternate signal stack:
     // that stack may lie anywhere below or above the signal stack.
-    if (stack.length > 0 && stack.at(-1)!.stackVaddr <= sp) {
+    if (stack.length > 0 && left(stack.at(-1)!.stackVaddr)) {
       const signalStack = this.#signalStack(tid, sp);
-      while (stack.length > 0 && stack.at(-1)!.stackVaddr <= sp) {
+      while (stack.length > 0 && left(stack.at(-1)!.stackVaddr)) {
         const top = stack.at(-1)!.stackVaddr;
         if (signalStack !== undefined && (top < signalStack.low || top >= signalStack.high)) break;
         stack.pop();
       }
     }
     if (stack.length >= MAX_RETURN_INSTANCES) return;
-    const returnAddress = this.tracee.readU64(sp);
-    if (returnAddress === trampoline) return;
+    if (chained) {
+      const caller = stack.at(-1);
+      if (caller?.stackVaddr !== sp) return;
+      stack.push({
+        function: at,
+        stackVaddr: sp,
+        returnAddress: caller.returnAddress,
+        entry: regs.clone(),
+        entryTimeNs: process.hrtime.bigint(),
+        declined,
+      });
+      return;
+    }
     stack.push({
       function: at,
       stackVaddr: sp,
@@ -1656,6 +1751,7 @@ export class ProcessProbes {
   }
 
   #returnStop(tid: number, regs: Registers): void {
+    if (this.#inline !== undefined) this.#drainInline(this.#inline);
     const stack = this.#returns.get(tid) ?? [];
     // The return popped the trampoline's address: the stack pointer is 8 above where it was.
     const sp = regs.rsp - 8n;
@@ -1667,26 +1763,32 @@ export class ProcessProbes {
         `Cannot return from a probed function in thread ${tid} of process ${this.pid}: no return address was saved for it`,
       );
     }
+    // The calls that tail-called into this one (their instances at the same stack pointer)
+    // return with it, after it.
+    const returned = [instance];
+    while (stack.at(-1)?.stackVaddr === instance.stackVaddr) returned.push(stack.pop()!);
     regs.rip = instance.returnAddress;
     const timeNs = process.hrtime.bigint();
     const pending: HitContext[] = [];
-    for (const registration of this.#registrations.values()) {
-      if (registration.event !== 'return' || registration.where !== instance.function) continue;
-      if (instance.declined?.has(registration.id) === true) continue;
-      const hit = this.#context(
-        registration,
-        tid,
-        regs,
-        timeNs,
-        instance.entry,
-        regs.get('rax'),
-        undefined,
-        instance.entryTimeNs,
-      );
-      if (registration.filter !== undefined && !registration.filter(hit)) continue;
-      if (registration.handler !== undefined) this.#run(registration.handler, hit);
-      else pending.push(hit);
-      if (hit.retval !== undefined) regs.set('rax', hit.retval);
+    for (const call of returned) {
+      for (const registration of this.#registrations.at(call.function)) {
+        if (registration.event !== 'return' || registration.where !== call.function) continue;
+        if (call.declined?.has(registration.id) === true) continue;
+        const hit = this.#context(
+          registration,
+          tid,
+          regs,
+          timeNs,
+          call.entry,
+          regs.get('rax'),
+          undefined,
+          call.entryTimeNs,
+        );
+        if (registration.filter !== undefined && !registration.filter(hit)) continue;
+        if (registration.handler !== undefined) this.#run(registration.handler, hit);
+        else pending.push(hit);
+        if (hit.retval !== undefined) regs.set('rax', hit.retval);
+      }
     }
     this.#stop({
       probes: this,
@@ -1862,7 +1964,7 @@ export class ProcessProbes {
     this.#adoptInlineReturns(parent, probes);
     for (const { vaddr, bytes } of this.#inline?.originals() ?? []) {
       probes.tracee.write(vaddr, bytes);
-      for (const registration of this.#registrations.values()) {
+      for (const registration of this.#registrations.at(vaddr)) {
         if (registration.where !== vaddr || registration.returnSites !== undefined) continue;
         if (registration.event === 'return') probes.#armTrampoline(vaddr);
         else if (registration.event !== 'breakpoint') continue;
@@ -1952,7 +2054,7 @@ export class ProcessProbes {
    */
   #setAggregate(vaddr: bigint, placing: Registration): void {
     let all = placing.inline?.aggregate === true;
-    for (const registration of this.#registrations.values()) {
+    for (const registration of this.#registrations.at(vaddr)) {
       if (registration.where === vaddr && registration.inline?.aggregate !== true) all = false;
     }
     this.#inline?.setAggregate(vaddr, all, placing.inline?.value);
@@ -2011,6 +2113,16 @@ export class ProcessProbes {
       this.#stopAll();
       inline.stopped([...this.tracee.threads]);
     }
+    this.#drainInline(inline);
+    if (mode === 'drop') this.#inlinePending.length = 0;
+    return all ? undefined : this.#inlinePending.shift();
+  }
+
+  /**
+   * Read the records the inline hooks made so far (their hits go to their handlers, or wait
+   * for poll()), with what they lost and could not track.
+   */
+  #drainInline(inline: InlineHooks): void {
     const ended = this.#endedThreads.splice(0);
     if (inline.drain((hit) => this.#inlineHit(hit))) {
       for (const tid of ended) this.#inlineCalls.delete(tid);
@@ -2030,8 +2142,6 @@ export class ProcessProbes {
       });
     }
     this.#untracked += untracked;
-    if (mode === 'drop') this.#inlinePending.length = 0;
-    return all ? undefined : this.#inlinePending.shift();
   }
 
   #inlineHit(hit: InlineHit): void {
@@ -2039,12 +2149,19 @@ export class ProcessProbes {
       this.#inlineReturn(hit);
       return;
     }
+    const sp = hit.regs.rsp;
+    let calls = this.#inlineCalls.get(hit.tid);
+    // A tail call (a jmp) from a call whose return the hook swapped: its return address is
+    // the return trampoline's, which it leaves, and that call's entry has this very stack
+    // pointer. The one return ends both calls, this one first (as kernel uretprobes chain
+    // them).
+    const chained = !hit.returns && calls !== undefined && calls.at(-1)?.sp === sp;
     let declined: Set<string> | undefined;
-    for (const registration of this.#registrations.values()) {
+    for (const registration of this.#registrations.at(hit.vaddr)) {
       if (registration.where !== hit.vaddr) continue;
       if (registration.event === 'return') {
         if (
-          hit.returns &&
+          (hit.returns || chained) &&
           registration.returnSites === undefined &&
           registration.entryFilter !== undefined &&
           !registration.entryFilter(this.#inlineContext(registration, hit))
@@ -2057,8 +2174,12 @@ export class ProcessProbes {
       if (registration.event !== 'breakpoint') continue;
       this.#inlineDeliver(registration, this.#inlineContext(registration, hit));
     }
-    if (!hit.returns) return;
-    let calls = this.#inlineCalls.get(hit.tid);
+    if (!hit.returns) {
+      if (chained && calls !== undefined && this.#returnsAt(hit.vaddr)) {
+        calls.push({ vaddr: hit.vaddr, sp, entry: hit.regs, entryTimeNs: hit.timeNs, declined });
+      }
+      return;
+    }
     if (calls === undefined) {
       calls = [];
       this.#inlineCalls.set(hit.tid, calls);
@@ -2066,7 +2187,6 @@ export class ProcessProbes {
     // The calls the hook took for left by a longjmp or an unwind (at or below this stack
     // pointer, as many as it dropped from its shadow stack: not those a signal handler on a
     // stack of its own interrupted).
-    const sp = hit.regs.rsp;
     for (let n = hit.dropped; n > 0 && calls.length > 0 && calls.at(-1)!.sp <= sp; n--) {
       calls.pop();
     }
@@ -2081,19 +2201,26 @@ export class ProcessProbes {
     while (at >= 0 && calls[at]!.sp !== hit.entrySp) at--;
     // No entry read for it (hits dropped at a detach or an exec): nothing to pair with.
     if (at < 0) return;
-    const call = calls[at]!;
+    // The calls it tail-called (same stack pointer, above it) return with it, before it.
+    let first = at;
+    while (first > 0 && calls[first - 1]!.sp === hit.entrySp) first--;
+    const returned = calls.slice(first, at + 1).reverse();
     // The calls made after it and not returned from were left by a longjmp or an unwind.
-    calls.length = at;
-    for (const registration of this.#registrations.values()) {
-      if (registration.event !== 'return' || registration.where !== call.vaddr) continue;
-      if (registration.returnSites !== undefined || call.declined?.has(registration.id)) continue;
-      this.#inlineDeliver(registration, {
-        ...this.#inlineContext(registration, hit),
-        event: 'return',
-        retval: hit.regs.get('rax'),
-        entry: call.entry,
-        entryTimeNs: call.entryTimeNs,
-      });
+    calls.length = first;
+    for (const call of returned) {
+      for (const registration of this.#registrations.at(call.vaddr)) {
+        if (registration.event !== 'return' || registration.where !== call.vaddr) continue;
+        if (registration.returnSites !== undefined || call.declined?.has(registration.id)) {
+          continue;
+        }
+        this.#inlineDeliver(registration, {
+          ...this.#inlineContext(registration, hit),
+          event: 'return',
+          retval: hit.regs.get('rax'),
+          entry: call.entry,
+          entryTimeNs: call.entryTimeNs,
+        });
+      }
     }
   }
 
