@@ -325,6 +325,11 @@ interface InlineCall {
   readonly entryTimeNs: bigint;
   /** Return registrations whose entryFilter refused this call (ids). */
   readonly declined: ReadonlySet<string> | undefined;
+  /**
+   * A tail call from the call below it (same stack pointer), whose return it returns with;
+   * not a call of the same stack pointer an unwind or a longjmp left before this one began.
+   */
+  readonly chained?: true | undefined;
 }
 
 /** A stopped thread with the events it still has to deliver before it runs on. */
@@ -2176,7 +2181,14 @@ export class ProcessProbes {
     }
     if (!hit.returns) {
       if (chained && calls !== undefined && this.#returnsAt(hit.vaddr)) {
-        calls.push({ vaddr: hit.vaddr, sp, entry: hit.regs, entryTimeNs: hit.timeNs, declined });
+        calls.push({
+          vaddr: hit.vaddr,
+          sp,
+          entry: hit.regs,
+          entryTimeNs: hit.timeNs,
+          declined,
+          chained: true,
+        });
       }
       return;
     }
@@ -2201,9 +2213,9 @@ export class ProcessProbes {
     while (at >= 0 && calls[at]!.sp !== hit.entrySp) at--;
     // No entry read for it (hits dropped at a detach or an exec): nothing to pair with.
     if (at < 0) return;
-    // The calls it tail-called (same stack pointer, above it) return with it, before it.
+    // A tail call returns with the call it came from (below it, same stack pointer), first.
     let first = at;
-    while (first > 0 && calls[first - 1]!.sp === hit.entrySp) first--;
+    while (calls[first]!.chained && first > 0 && calls[first - 1]!.sp === hit.entrySp) first--;
     const returned = calls.slice(first, at + 1).reverse();
     // The calls made after it and not returned from were left by a longjmp or an unwind.
     calls.length = first;
