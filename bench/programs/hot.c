@@ -1,5 +1,7 @@
 // The benchmark target: hot_function() called N times in tight loops (N from argv[1]), split
-// over T threads (argv[2], 1 by default). The program times its loops and prints
+// over T threads (argv[2], 1 by default), as fast as they go, or at about R calls a second in
+// all (argv[3], 0 by default: unpaced), each thread checking the clock every 256 calls and
+// waiting while it is ahead. The program times its loops and prints
 // `calls=N ns_per_call=F` (F = loop wall time / N, so with T threads, events/s = 1e9 / F); a
 // probe's cost per hit is the difference between a probed run and a bare one. The line goes
 // to stderr, so that a tracer's stdout can go to /dev/null or a file without losing it.
@@ -20,11 +22,29 @@ __attribute__((noinline, noipa)) int hot_function(int x) {
 #define MAX_THREADS 64
 
 static long per_thread;
+static double ns_per_call_paced;  // per thread; 0: unpaced
 static int results[MAX_THREADS];
+
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
 
 static void *loop(void *arg) {
   int x = 0;
-  for (long i = 0; i < per_thread; i++) x = hot_function(x);
+  if (ns_per_call_paced > 0) {
+    double start = now_ns();
+    for (long i = 0; i < per_thread; i++) {
+      if ((i & 255) == 0) {
+        while (now_ns() - start < (double)i * ns_per_call_paced) {
+        }
+      }
+      x = hot_function(x);
+    }
+  } else {
+    for (long i = 0; i < per_thread; i++) x = hot_function(x);
+  }
   // x depends on every call, so none can be optimised away; storing it keeps it live.
   results[(long)arg] = x;
   return NULL;
@@ -37,7 +57,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hot: threads must be 1 to %d\n", MAX_THREADS);
     return 2;
   }
+  double rate = argc > 3 ? strtod(argv[3], NULL) : 0;
   per_thread = n / threads;
+  if (rate > 0) ns_per_call_paced = 1e9 / (rate / (double)threads);
   pthread_t ids[MAX_THREADS];
   struct timespec start, end;
   clock_gettime(CLOCK_MONOTONIC, &start);

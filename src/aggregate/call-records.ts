@@ -56,12 +56,25 @@ export function checkCallsHeader(bytes: Uint8Array): string | undefined {
 
 /** Write `record` at `offset` of `into` (which has CALL_RECORD_BYTES there). */
 export function encodeCallRecord(record: CallRecord, into: Uint8Array, offset: number): void {
-  const view = new DataView(into.buffer, into.byteOffset + offset, CALL_RECORD_BYTES);
-  view.setUint32(0, KIND_CODE[record.kind], true);
-  view.setUint32(4, record.tid, true);
-  view.setUint32(8, record.pid, true);
-  view.setUint32(12, record.fn, true);
-  view.setBigUint64(16, record.timeNs, true);
+  const view = new DataView(into.buffer, into.byteOffset, into.byteLength);
+  encodeCallFields(view, offset, record.kind, record.tid, record.pid, record.fn, record.timeNs);
+}
+
+/** A record given by its fields, written at `offset` of `view`. */
+export function encodeCallFields(
+  view: DataView,
+  offset: number,
+  kind: CallRecordKind,
+  tid: number,
+  pid: number,
+  fn: number,
+  timeNs: bigint,
+): void {
+  view.setUint32(offset, KIND_CODE[kind], true);
+  view.setUint32(offset + 4, tid, true);
+  view.setUint32(offset + 8, pid, true);
+  view.setUint32(offset + 12, fn, true);
+  view.setBigUint64(offset + 16, timeNs, true);
 }
 
 /**

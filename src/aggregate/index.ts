@@ -16,6 +16,7 @@ export {
   CallRecordDecoder,
   type CallRecordKind,
   checkCallsHeader,
+  encodeCallFields,
   encodeCallRecord,
   encodeCallsHeader,
 } from './call-records.js';

@@ -83,6 +83,19 @@ export interface ProcessRegistration {
   /** For a spec: leave out the functions whose name matches one of these globs. */
   readonly exclude?: readonly string[] | undefined;
   /**
+   * Takes the hits of inline hooks (the inject engine) instead of `handler`, by their kind,
+   * thread and time alone: read bare (no registers, memory or stack), several times faster
+   * (a recording of calls). Not with `filter`.
+   */
+  readonly bareHandler?:
+    | ((
+        event: 'breakpoint' | 'return',
+        tid: number,
+        timeNs: bigint,
+        site: ProbeSite | undefined,
+      ) => void)
+    | undefined;
+  /**
    * With inline hooks (the inject engine): the sites a hook serves are aggregated in the
    * process instead of delivered, their entries counted (a breakpoint) or their calls timed
    * (a return); inProcessAggregates() reads them. Sites an int3 serves deliver their hits.
@@ -477,6 +490,10 @@ export class ProcessTracer {
         guardable: site.nextIsJumpTarget === false,
         returnSites: registration.event === 'return' ? returnSitesIn(objects, site) : undefined,
         unwinds: registration.unwinds,
+        bareHandler:
+          registration.bareHandler === undefined
+            ? undefined
+            : (event, tid, timeNs) => registration.bareHandler!(event, tid, timeNs, site),
         semaphore: semaphoreAddress(site, address),
         reportAs: registration.id,
         filter: registration.filter,

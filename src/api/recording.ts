@@ -21,6 +21,7 @@ import {
   CallRecordDecoder,
   CallTreeBuilder,
   checkCallsHeader,
+  encodeCallFields,
   encodeCallRecord,
   encodeCallsHeader,
   type ThreadCalls,
@@ -73,6 +74,7 @@ export class RecordingWriter {
   readonly #dir: string;
   readonly #fd: number;
   readonly #buffer = new Uint8Array(WRITE_CHUNK);
+  readonly #view = new DataView(this.#buffer.buffer);
   #used = 0;
   #records = 0;
   readonly #threads = new Map<number, { tid: number; pid: number; comm: string }>();
@@ -140,6 +142,20 @@ export class RecordingWriter {
   write(record: CallRecord): void {
     if (this.#used + CALL_RECORD_BYTES > WRITE_CHUNK) this.#flush();
     encodeCallRecord(record, this.#buffer, this.#used);
+    this.#used += CALL_RECORD_BYTES;
+    this.#records++;
+  }
+
+  /** write() of a record given by its fields (no object made: a recording's hot path). */
+  writeFields(
+    kind: CallRecord['kind'],
+    tid: number,
+    pid: number,
+    fn: number,
+    timeNs: bigint,
+  ): void {
+    if (this.#used + CALL_RECORD_BYTES > WRITE_CHUNK) this.#flush();
+    encodeCallFields(this.#view, this.#used, kind, tid, pid, fn, timeNs);
     this.#used += CALL_RECORD_BYTES;
     this.#records++;
   }
@@ -597,19 +613,32 @@ async function recordInProcess(
     },
     {
       returns: (spec) => spec.startsWith('r:'),
+      bareHit: (event, tid, pid, timeNs, site, comm) => {
+        if (failure !== undefined || writer === undefined) return false;
+        const fn = fnOf(site);
+        if (fn === undefined) return true;
+        writer.thread(tid, pid, comm);
+        try {
+          writer.writeFields(event === 'return' ? 'return' : 'entry', tid, pid, fn, timeNs);
+        } catch (err) {
+          failure = err;
+          return false;
+        }
+        return true;
+      },
       hit: (hit, site, comm) => {
         if (failure !== undefined || writer === undefined) return false;
         const fn = fnOf(site);
         if (fn === undefined) return true;
         writer.thread(hit.tid, hit.pid, comm);
         try {
-          writer.write({
-            kind: hit.event !== 'return' ? 'entry' : hit.exit === 'unwind' ? 'unwind' : 'return',
-            tid: hit.tid,
-            pid: hit.pid,
+          writer.writeFields(
+            hit.event !== 'return' ? 'entry' : hit.exit === 'unwind' ? 'unwind' : 'return',
+            hit.tid,
+            hit.pid,
             fn,
-            timeNs: hit.timeNs,
-          });
+            hit.timeNs,
+          );
         } catch (err) {
           failure = err; // a full disk: the recording ends, and says why
           return false;

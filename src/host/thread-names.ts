@@ -13,9 +13,30 @@ const MAX_OPEN = 256;
 export class ThreadNames {
   readonly #fds = new Map<number, number>();
   readonly #last = new Map<number, string>();
+  /** With `cached`: the threads whose name was read since the last refresh(). */
+  readonly #fresh = new Set<number>();
   readonly #buffer = Buffer.alloc(64);
+  readonly #cached: boolean;
+
+  /**
+   * `cached`: a name read since the last refresh() is given again, not read (for hits read
+   * after the fact, as inline hooks' are, where the name now is not the name at the hit
+   * either, and a read per hit would cost more than the hit); else it is read each time.
+   */
+  constructor(options: { readonly cached?: boolean } = {}) {
+    this.#cached = options.cached === true;
+  }
+
+  /** With `cached`: names are read again when next asked for. */
+  refresh(): void {
+    this.#fresh.clear();
+  }
 
   name(tid: number): string {
+    if (this.#cached) {
+      if (this.#fresh.has(tid)) return this.#last.get(tid) ?? '';
+      this.#fresh.add(tid);
+    }
     for (let attempt = 0; attempt < 2; attempt++) {
       let fd = this.#fds.get(tid);
       if (fd === undefined) {
@@ -43,7 +64,10 @@ export class ThreadNames {
   /** Close every descriptor (names read so far are kept for threads that have gone). */
   close(): void {
     for (const tid of [...this.#fds.keys()]) this.#forget(tid);
-    if (this.#last.size >= MAX_OPEN * 16) this.#last.clear();
+    if (this.#last.size >= MAX_OPEN * 16) {
+      this.#last.clear();
+      this.#fresh.clear();
+    }
   }
 
   #forget(tid: number): void {

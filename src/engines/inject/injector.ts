@@ -72,6 +72,18 @@ const REGISTER_COPY: readonly number[] = [
   USER_REGS.eflags,
 ];
 
+/**
+ * Hits whose registers and stack words share one buffer (a hit kept, as an entry waiting for
+ * its return is, keeps its slab: small enough that this costs little), and the bytes of each.
+ */
+const SLAB_HITS = 32;
+/** Where a record holds %rsp. */
+const RECORD_RSP = RECORD.regs + 8 * RECORD_REGS.indexOf('rsp');
+/** A bare hit's registers (never written: nothing reads a bare hit's registers). */
+const BARE_REGS = new Registers();
+const NO_BYTES = new Uint8Array(0);
+const SLAB_HIT_BYTES = USER_REGS.sizeBytes + 8 * STACK_WORDS;
+
 /** A hooked function. */
 interface Hook {
   readonly vaddr: bigint;
@@ -164,6 +176,8 @@ export interface InjectorOptions {
 export class Injector implements InlineHooks {
   readonly #tracee: Tracee;
   readonly #capacity: number;
+  /** Per probe index: whether its hits are read bare (setBare()). */
+  readonly #bare = new Uint8Array(RING.maxProbes);
   readonly #timeUnitNs: number;
   readonly #valueScheme: BucketScheme;
   /** Probe indexes whose histogram holds values, and whether those are signed. */
@@ -357,6 +371,11 @@ export class Injector implements InlineHooks {
           : `the process runs under seccomp (mode ${mode}), which may forbid the process_vm_readv(2) its hook would copy memory with`;
     }
     return this.#readsRefused ?? undefined;
+  }
+
+  setBare(vaddr: bigint, on: boolean): void {
+    const hook = this.#hooks.get(vaddr);
+    if (hook !== undefined) this.#bare[hook.index] = on ? 1 : 0;
   }
 
   setReturns(vaddr: bigint, on: boolean): void {
@@ -555,6 +574,9 @@ export class Injector implements InlineHooks {
     const mask = this.#capacity - 1;
     let tail = ring.tail;
     let given = tail;
+    let slab = new ArrayBuffer(0);
+    let slabWords = new Uint32Array(slab);
+    let slabUsed = SLAB_HITS;
     // Only the records claimed before the drain began: threads that record as fast as they
     // are read would otherwise keep it going for ever (poll() comes back for the rest).
     const end = Number(Atomics.load(u64, RING.head / 8));
@@ -574,19 +596,8 @@ export class Injector implements InlineHooks {
           : kind === RECORD_KIND.return
             ? layouts.return
             : layouts.entry;
-      if (vaddr !== undefined) {
-        // Word by word (every field is 8-byte aligned in both): no view made per register.
-        const regs = new Registers();
-        const into = new Uint32Array(regs.bytes.buffer);
-        for (let i = 0; i < REGISTER_COPY.length; i += 2) {
-          const from = (at + REGISTER_COPY[i]!) >>> 2;
-          const to = REGISTER_COPY[i + 1]! >>> 2;
-          into[to] = u32[from]!;
-          into[to + 1] = u32[from + 1]!;
-        }
-        const returned = kind === RECORD_KIND.return;
-        // A return's first words: the address returned to, the call's entry stack pointer.
-        regs.rip = returned ? view.getBigUint64(at + RECORD.stack, true) : vaddr;
+      const returned = kind === RECORD_KIND.return;
+      if (vaddr !== undefined && this.#bare[index] === 1) {
         visit({
           kind: returned ? 'return' : 'entry',
           vaddr,
@@ -594,11 +605,47 @@ export class Injector implements InlineHooks {
           dropped: (word >>> RECORD_PROBE.droppedShift) & RECORD_PROBE.droppedMask,
           entrySp: returned ? view.getBigUint64(at + RECORD.stack + 8, true) : undefined,
           tid: view.getUint32(at + RECORD.tid, true),
+          sp: view.getBigUint64(at + RECORD_RSP, true),
+          timeNs: clock.toNs(view.getBigUint64(at + RECORD.tsc, true)),
+          regs: BARE_REGS,
+          stack: NO_BYTES,
+          memory: [],
+        });
+      } else if (vaddr !== undefined) {
+        // A hit's registers and stack words go to a slab shared by a few hits (a buffer of
+        // its own per hit cost more than the rest of its reading), word by word (every field
+        // is 8-byte aligned in both): no view made per register.
+        if (slabUsed === SLAB_HITS) {
+          slab = new ArrayBuffer(SLAB_HITS * SLAB_HIT_BYTES);
+          slabWords = new Uint32Array(slab);
+          slabUsed = 0;
+        }
+        const base = slabUsed++ * SLAB_HIT_BYTES;
+        const regs = new Registers(new Uint8Array(slab, base, USER_REGS.sizeBytes));
+        for (let i = 0; i < REGISTER_COPY.length; i += 2) {
+          const from = (at + REGISTER_COPY[i]!) >>> 2;
+          const to = (base + REGISTER_COPY[i + 1]!) >>> 2;
+          slabWords[to] = u32[from]!;
+          slabWords[to + 1] = u32[from + 1]!;
+        }
+        // A return's first words: the address returned to, the call's entry stack pointer.
+        regs.rip = returned ? view.getBigUint64(at + RECORD.stack, true) : vaddr;
+        const skip = returned ? 2 : 0;
+        const stackAt = base + USER_REGS.sizeBytes;
+        for (let i = 2 * skip; i < 2 * STACK_WORDS; i++) {
+          slabWords[(stackAt >>> 2) + i - 2 * skip] = u32[((at + RECORD.stack) >>> 2) + i]!;
+        }
+        visit({
+          kind: returned ? 'return' : 'entry',
+          vaddr,
+          returns: kind === RECORD_KIND.entryWithReturn,
+          dropped: (word >>> RECORD_PROBE.droppedShift) & RECORD_PROBE.droppedMask,
+          entrySp: returned ? view.getBigUint64(at + RECORD.stack + 8, true) : undefined,
+          tid: view.getUint32(at + RECORD.tid, true),
+          sp: view.getBigUint64(at + RECORD_RSP, true),
           timeNs: clock.toNs(view.getBigUint64(at + RECORD.tsc, true)),
           regs,
-          stack: returned
-            ? bytes.slice(at + RECORD.stack + 16, at + RECORD.stack + 8 * STACK_WORDS)
-            : bytes.slice(at + RECORD.stack, at + RECORD.stack + 8 * STACK_WORDS),
+          stack: new Uint8Array(slab, stackAt, 8 * (STACK_WORDS - skip)),
           memory: layout.slots === 0 ? [] : readMemory(view, at + RECORD.bytes, layout),
         });
       }
@@ -757,19 +804,24 @@ export class Injector implements InlineHooks {
   stopped(threads: readonly number[]): void {
     const ring = this.#ring;
     if (ring === undefined || this.#tidKnown) return;
-    this.#tidTries++;
-    if (!mapsGlibc(this.#tracee.pid)) return;
-    const tcbs: { tid: number; bytes: Uint8Array }[] = [];
+    const bases: { tid: number; fsBase: bigint }[] = [];
     for (const tid of threads) {
-      let fsBase: bigint;
       try {
-        fsBase = this.#tracee.regs(tid).get('fs_base');
+        bases.push({ tid, fsBase: this.#tracee.regs(tid).get('fs_base') });
       } catch (err) {
         if (err instanceof ProbeError) continue;
         throw err;
       }
-      // A thread without a TCB yet (the loader has not set one up): try again later.
-      if (fsBase === 0n) return;
+    }
+    // A thread without a TCB yet (a command held at its entry point, before its loader set
+    // one up, which it does once libc is mapped): not a try, try again later (every hook
+    // placed before the command ran had used up the tries, and each hit then made a
+    // gettid(2), 1 us here: 20 times the cost of the rest of the hit).
+    if (bases.some((b) => b.fsBase === 0n)) return;
+    this.#tidTries++;
+    if (!mapsGlibc(this.#tracee.pid)) return;
+    const tcbs: { tid: number; bytes: Uint8Array }[] = [];
+    for (const { tid, fsBase } of bases) {
       try {
         tcbs.push({ tid, bytes: this.#tracee.read(fsBase, TCB_SCAN_BYTES) });
       } catch (err) {

@@ -54,11 +54,13 @@ export interface InlineHit {
    */
   readonly entrySp: bigint | undefined;
   readonly tid: number;
+  /** The stack pointer at the entry, or just after the return. */
+  readonly sp: bigint;
   /** CLOCK_MONOTONIC when the thread ran the hook, in ns. */
   readonly timeNs: bigint;
   /**
    * The thread's registers at the function's entry (%rip is the entry), or just after its
-   * return (%rip is the address returned to).
+   * return (%rip is the address returned to); all zero where the hook is bare (setBare()).
    */
   readonly regs: Registers;
   /**
@@ -158,6 +160,12 @@ export interface InlineHooks {
    * recorded for it meanwhile. Calls in flight keep how they began.
    */
   setAggregate(vaddr: bigint, on: boolean, value?: InlineValue | undefined): void;
+  /**
+   * Whether the hits of the hook at `vaddr` are read bare: kind, thread, time and stack
+   * pointer, no registers, stack words or memory (what a recording of calls needs: reading
+   * the rest cost more than the hit).
+   */
+  setBare(vaddr: bigint, on: boolean): void;
   /** What the hooks aggregated in the process, by hooked address (only those with any). */
   aggregates(): Map<bigint, InlineAggregate>;
   /**
