@@ -46,6 +46,8 @@ export interface PtraceRunOptions {
   readonly onNotice?: ((text: string) => void) | undefined;
   /** Leave out the functions whose name matches one of these globs. */
   readonly exclude?: readonly string[] | undefined;
+  /** On `inject`: how many records its ring holds (a power of two; 65,536 by default). */
+  readonly ringRecords?: number | undefined;
   /** Fetches given apart from the specs, lowered at each site (ProbeSite.optionFetches). */
   readonly optionFetches?: readonly OptionFetch[] | undefined;
   /**
@@ -188,6 +190,7 @@ export class PtraceRun {
             inline: Injector.factory({
               timeUnitNs: options.inProcess?.timeUnitNs,
               valueScheme: options.inProcess?.valueScheme,
+              ringRecords: options.ringRecords,
             }),
             pin: false,
           }
