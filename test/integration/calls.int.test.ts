@@ -159,6 +159,43 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       assert.deepEqual(notReturned.sort(), ['_start open', ...Array(6).fill('deep unwind')]);
     });
 
+  for (const engine of ['ptrace', 'inject'] as const)
+    test(`trace --engine ${engine}: a tail call (a jmp) from one return-probed function to another returns both, the callee first, with its value`, (t) => {
+      const app = cTarget(t);
+      if (app === undefined) return;
+      const result = runCli([
+        'trace',
+        '--engine',
+        engine,
+        '--json',
+        '-c',
+        app,
+        `r:${app}:tail_caller v=retval:s64`,
+        `r:${app}:tail_callee v=retval:s64`,
+      ]);
+      // Before the fix, the ptrace engine failed at the return (no return address saved for
+      // it), and the program with it.
+      assert.equal(result.status, 0, result.stderr);
+      const events = result.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((e) => e['probe'] !== undefined);
+      // The command's own lines go to stderr beside --json output.
+      const counts = JSON.parse(
+        /^\{"pid".*"tail_caller".*$/m.exec(result.stderr)?.[0] ?? '{}',
+      ) as Record<string, number>;
+      assert.equal(counts['tail_caller'], 1);
+      // tail_caller(4) jumps to tail_callee(5), which returns 15 for both.
+      assert.deepEqual(
+        events.map((e) => [e['probe'], (e['fields'] as Record<string, string>)['v']]),
+        [
+          ['tail_callee', '15'],
+          ['tail_caller', '15'],
+        ],
+      );
+    });
+
   for (const engine of ENGINES)
     test(`${engine}: C: a callee that calls exit() leaves its callers without a return, said in the replay`, (t) => {
       const app = cTarget(t);

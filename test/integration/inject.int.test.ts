@@ -3,6 +3,7 @@
 // the target's own counters; after each run nothing may be left: no traced process, no
 // patched byte, no page of ours mapped in a process that runs on.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +25,8 @@ interface JsonEvent {
   tid: number;
   fields: Record<string, number | string>;
 }
+
+const UPSCOPE = new URL('../../bin/upscope.js', import.meta.url).pathname;
 
 const FETCHES =
   'a=arg0:s8 b=arg1:s16 c=arg2:s32 d=arg3:s64 e=arg4:u8 f=arg5:x64 g=arg6:s32 h=arg7:s64';
@@ -124,6 +127,44 @@ for (const [threads, flags] of [
     assert.deepEqual(tracedChildren(), []);
   });
 }
+
+test('trace --engine inject -c: the hooks find each thread id in its TCB, not by a gettid(2) per hit (counted by perf)', (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'perf'] })) return;
+  const app = target(['-O2']);
+  // Several hooks are placed before the command runs (each had used up a try to find the
+  // thread id's place, before the loader had made a TCB: every hit then made a gettid, 1 us).
+  const result = spawnSync(
+    'perf',
+    [
+      'stat',
+      '-x,',
+      '-e',
+      'syscalls:sys_enter_gettid',
+      '--',
+      process.execPath,
+      UPSCOPE,
+      'trace',
+      '--engine',
+      'inject',
+      '--command-output',
+      'inherit',
+      '-c',
+      `${app} 4 20000`,
+      `${app}:hooked`,
+      `${app}:looper`,
+      `${app}:tiny`,
+    ],
+    { encoding: 'utf8', maxBuffer: 256 << 20 },
+  );
+  assert.equal(result.status, 0, result.stderr);
+  const hits = totals(result.stdout);
+  const gettids = Number(/^(\d+),,syscalls:sys_enter_gettid/m.exec(result.stderr)?.[1]);
+  assert.ok(hits.hooked >= 80_000, `the target made its calls: ${hits.hooked}`);
+  // node's own, a few, and the hits before the TCB was read (a few ms on a loaded machine);
+  // not one a hit (all 100,000 hits made one before the fix).
+  assert.ok(gettids < hits.hooked / 4, `${gettids} gettid calls for ${hits.hooked} hits`);
+  assert.deepEqual(tracedChildren(), []);
+});
 
 test('count --engine inject -c: exact counts from 16 threads', (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;

@@ -801,9 +801,9 @@ export class Injector implements InlineHooks {
    * thread's id, for every thread (glibc's struct pthread; 0x2d0 tried first). Until then
    * (and for good in a program without glibc's TCB, such as Go's), trampolines call gettid.
    */
-  stopped(threads: readonly number[]): void {
+  stopped(threads: readonly number[]): boolean {
     const ring = this.#ring;
-    if (ring === undefined || this.#tidKnown) return;
+    if (ring === undefined || this.#tidKnown) return true;
     const bases: { tid: number; fsBase: bigint }[] = [];
     for (const tid of threads) {
       try {
@@ -817,19 +817,19 @@ export class Injector implements InlineHooks {
     // one up, which it does once libc is mapped): not a try, try again later (every hook
     // placed before the command ran had used up the tries, and each hit then made a
     // gettid(2), 1 us here: 20 times the cost of the rest of the hit).
-    if (bases.some((b) => b.fsBase === 0n)) return;
+    if (bases.some((b) => b.fsBase === 0n)) return false;
     this.#tidTries++;
-    if (!mapsGlibc(this.#tracee.pid)) return;
+    if (!mapsGlibc(this.#tracee.pid)) return true;
     const tcbs: { tid: number; bytes: Uint8Array }[] = [];
     for (const { tid, fsBase } of bases) {
       try {
         tcbs.push({ tid, bytes: this.#tracee.read(fsBase, TCB_SCAN_BYTES) });
       } catch (err) {
-        if (err instanceof ProbeError) return;
+        if (err instanceof ProbeError) return true;
         throw err;
       }
     }
-    if (tcbs.length === 0) return;
+    if (tcbs.length === 0) return true;
     const holds = (offset: number) =>
       tcbs.every(
         ({ tid, bytes }) =>
@@ -837,9 +837,10 @@ export class Injector implements InlineHooks {
       );
     let offset: number | undefined = holds(GLIBC_TID_OFFSET) ? GLIBC_TID_OFFSET : undefined;
     for (let o = 8; offset === undefined && o < TCB_SCAN_BYTES; o += 4) if (holds(o)) offset = o;
-    if (offset === undefined) return;
+    if (offset === undefined) return true;
     Atomics.store(ring.u64, RING.tidOffset / 8, BigInt(offset));
     this.#tidKnown = true;
+    return true;
   }
 
   release(tid: number): void {

@@ -196,8 +196,11 @@ export interface InlineHooks {
   takeLost(): Map<bigint, number>;
   /** Whether it asks to see every thread stopped once (see stopped()). */
   wantsStop(): boolean;
-  /** Every thread is stopped (their ids): what it wanted to learn from them. */
-  stopped(threads: readonly number[]): void;
+  /**
+   * Every thread is stopped (their ids): what it wanted to learn from them. False when it
+   * could not look yet (a command held before its loader ran): ask again soon.
+   */
+  stopped(threads: readonly number[]): boolean;
   /**
    * Every thread stopped (`tid` one of them): remove every hook, bring every thread out of
    * the trampolines (hits they were recording are recorded), put back every swapped return

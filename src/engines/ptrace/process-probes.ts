@@ -296,6 +296,8 @@ export interface ProbesOptions {
 const INLINE_SLICE_MS = 2;
 /** How often inline hooks get every thread stopped when they ask to (see InlineHooks.wantsStop). */
 const INLINE_STOP_EVERY_MS = 100;
+/** The same, when they could not look yet (a command before its loader ran). */
+const INLINE_STOP_SOON_MS = 2;
 
 /** A breakpoint: the original byte and how the displaced instruction runs. */
 interface Breakpoint {
@@ -2133,9 +2135,10 @@ export class ProcessProbes {
       performance.now() >= this.#inlineStopAt &&
       this.tracee.threads.size > 0
     ) {
-      this.#inlineStopAt = performance.now() + INLINE_STOP_EVERY_MS;
       this.#stopAll();
-      inline.stopped([...this.tracee.threads]);
+      const looked = inline.stopped([...this.tracee.threads]);
+      this.#inlineStopAt =
+        performance.now() + (looked ? INLINE_STOP_EVERY_MS : INLINE_STOP_SOON_MS);
     }
     this.#drainInline(inline);
     if (mode === 'drop') this.#inlinePending.length = 0;
