@@ -5,7 +5,9 @@
 //     (`@start[tid]` at entry, a sum of durations at return); each tracer's extra ns per call
 //     over its own bare run, and what upscope lost;
 //  2. at about 1 M calls/s on one thread (the bare loop's rate here is far above): the events
-//     upscope lost at its default buffer;
+//     upscope lost at its default buffer; and `record --engine inject` (no trap a call): its
+//     extra ns per call, and what it lost with the program paced at 250,000 to 1,000,000
+//     calls a second (hot.c's third argument);
 //  3. attach time to functions of /usr/bin/node on a running node, from a few hundred to all
 //     of them (tens of thousands): upscope record -p until its start line, against bpftrace's
 //     `uprobe:/usr/bin/node:PATTERN` until its BEGIN (run once every probe is attached).
@@ -288,10 +290,54 @@ async function attachNode() {
   }
 }
 
+/**
+ * `upscope record --engine inject` (hooks in the process, no trap): its extra ns per call on
+ * calls that fit its ring (100,000 calls, 200,000 records), and what it lost with hot.c paced
+ * at 250,000, 500,000 and 1,000,000 calls a second on one thread (1,000,000 calls each).
+ */
+export function injectRecord(dir) {
+  const plain = build(dir, 'hot-inject', []);
+  const recording = join(dir, 'rec-inject');
+  const recordRun = (args) => {
+    rmSync(recording, { recursive: true, force: true });
+    const result = run(process.execPath, [
+      UPSCOPE,
+      'record',
+      '--engine',
+      'inject',
+      '-c',
+      `${plain} ${args}`,
+      '-o',
+      recording,
+    ]);
+    const ns = measured(result, `upscope record --engine inject (${args})`);
+    const index = JSON.parse(readFileSync(join(recording, 'index.json'), 'utf8'));
+    return { ns, lost: index.lost, records: index.records };
+  };
+  const FIT = 100_000;
+  const bare = [];
+  const recorded = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    bare.push(measured(run(plain, [String(FIT)]), 'bare'));
+    recorded.push(recordRun(String(FIT)).ns);
+  }
+  console.log(
+    `\nupscope record --engine inject (hot.c, ${fmt(FIT, 0)} calls, median of ${ROUNDS}): ${fmt(median(recorded))} ns/call, ${fmt(median(recorded) - median(bare))} extra ns/call (bare ${fmt(median(bare))})`,
+  );
+  for (const rate of [250_000, 500_000, 1_000_000]) {
+    const runs = [];
+    for (let round = 0; round < ROUNDS; round++) runs.push(recordRun(`1000000 1 ${rate}`));
+    console.log(
+      `  at ${fmt(rate, 0)} calls/s offered (1,000,000 calls): lost ${runs.map((r) => r.lost).join(', ')} of ${runs.map((r) => r.records + r.lost).join(', ')} records; the program ran at ${runs.map((r) => fmt(1e3 / r.ns, 3)).join(', ')} M calls/s`,
+    );
+  }
+}
+
 export async function runCallsBench() {
   const dir = mkdtempSync(join(tmpdir(), 'upscope-bench-calls-'));
   try {
     perCall(dir);
+    injectRecord(dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -74,6 +74,8 @@ async function startTarget(threads = 1): Promise<Target> {
       if (command === 'spin') return undefined;
       if (command === 'quit') {
         const m = await waitFor(running, /^total (\d+)$/m, 'stdout');
+        // Reaped before it is looked for among the zombies (it was found one, once, under load).
+        await ended(running);
         return Number(m[1]);
       }
       const deadline = Date.now() + 60_000;

@@ -48,6 +48,8 @@ export const DEFAULT_RING_RECORDS = 1 << 16;
 
 const PROT_READ_WRITE = 3n;
 const MAP_SHARED = 1n;
+/** Its pages made at once: a hit is never the first to touch one (a fault in the process). */
+const MAP_POPULATE = 0x8000n;
 const MFD_CLOEXEC = 1n;
 /** Where glibc keeps a thread's id in its TCB (struct pthread's tid) on x86-64. */
 const GLIBC_TID_OFFSET = 0x2d0;
@@ -517,7 +519,7 @@ export class Injector implements InlineHooks {
           0n,
           BigInt(sizeBytes),
           PROT_READ_WRITE,
-          MAP_SHARED,
+          MAP_SHARED | MAP_POPULATE,
           fd,
           0n,
         ]),
