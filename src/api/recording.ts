@@ -26,6 +26,7 @@ import {
   encodeCallsHeader,
   type ThreadCalls,
 } from '../aggregate/index.js';
+import { RECORD } from '../arch/index.js';
 import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
 import type { Exit } from '../host/index.js';
@@ -136,8 +137,13 @@ export class RecordingWriter {
 
   /** Notes a thread's process and name (the first time it is seen). */
   thread(tid: number, pid: number, comm: string): void {
+    if (tid === this.#lastTid) return;
+    this.#lastTid = tid;
     if (!this.#threads.has(tid)) this.#threads.set(tid, { tid, pid, comm });
   }
+
+  /** The thread noted last: its records come in runs. */
+  #lastTid = -1;
 
   write(record: CallRecord): void {
     if (this.#used + CALL_RECORD_BYTES > WRITE_CHUNK) this.#flush();
@@ -578,8 +584,18 @@ export async function recordCalls(options: RecordOptions): Promise<CallRecorder>
   return { attachment, functions: functions.length, records: () => writer.records, done };
 }
 
-/** The records of the ring of a recording on the inject engine. */
+/** The records of the ring of a recording on the inject engine (48 MiB). */
 const RECORD_RING_RECORDS = 1 << 18;
+
+/**
+ * The records of an inject ring of `kb` KiB at most (a power of two, 1,024 at least), or the
+ * default for a recording.
+ */
+function ringRecordsOf(kb: number | undefined): number {
+  if (kb === undefined) return RECORD_RING_RECORDS;
+  const records = Math.floor((kb * 1024) / RECORD.bytes);
+  return Math.max(1024, 2 ** Math.floor(Math.log2(Math.max(records, 1))));
+}
 
 /**
  * recordCalls() on the ptrace engine (an int3 at each entry and return, served while the
@@ -615,7 +631,7 @@ async function recordInProcess(
       // Two records a call: a ring four times the default (48 MiB shared with the process)
       // takes what comes while upscope's reading warms up (at 500,000 calls a second on one
       // thread: 35,000 records lost with the default ring, none with this one).
-      ringRecords: options.engine === 'inject' ? RECORD_RING_RECORDS : undefined,
+      ringRecords: options.engine === 'inject' ? ringRecordsOf(options.bufferSizeKb) : undefined,
       onNotice: options.onNotice,
     },
     {

@@ -196,6 +196,44 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       );
     });
 
+  test('record --engine inject: a ring too small for the calls (--buffer-size) loses records and says how many, the index too; records + lost make every call', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const hot = compileProgram(new URL('../../bench/programs/hot.c', import.meta.url).pathname, {
+      flags: ['-O2'],
+      link: ['-lpthread'],
+    });
+    const dir = join(work, `rec-${readdirSync(work).length}`);
+    const calls = 300_000;
+    // 256 KiB: a ring of 1,024 records, for 600,000 made as fast as the program goes.
+    const result = runCli([
+      'record',
+      '--engine',
+      'inject',
+      '--buffer-size',
+      '256',
+      '-c',
+      `${hot} ${calls}`,
+      '-o',
+      dir,
+      `${hot}:hot_function`,
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stderr, new RegExp(`calls=${calls} `), 'the program ran to its end');
+    const index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8')) as {
+      records: number;
+      lost: number;
+    };
+    assert.ok(index.lost > 0, `records were lost: ${result.stderr}`);
+    assert.match(result.stderr, new RegExp(`, ${index.lost} lost\n`));
+    assert.match(result.stderr, /events lost: the ring buffer filled faster than it was read/);
+    // Each call's entry is recorded or lost (a lost entry's return is never swapped); a
+    // recorded entry's return may be lost too.
+    const recorded = callCounts(dir)['hot_function']!;
+    assert.ok(recorded < calls, `${recorded} calls recorded`);
+    assert.ok(recorded + index.lost >= calls, `${recorded} recorded + ${index.lost} lost`);
+    assert.ok(recorded + index.lost <= 2 * calls, `${recorded} recorded + ${index.lost} lost`);
+  });
+
   for (const engine of ENGINES)
     test(`${engine}: C: a callee that calls exit() leaves its callers without a return, said in the replay`, (t) => {
       const app = cTarget(t);

@@ -68,7 +68,7 @@ function recordOptions<T extends Command<[string[]]>>(command: T): T {
     )
     .option(
       '--buffer-size <KiB>',
-      'ring-buffer size per CPU (default 4096): more absorbs longer bursts of calls',
+      'ring-buffer size per CPU (default 4096); with --engine inject, of the ring in the process (default 49152, records of 192 bytes): more absorbs longer bursts of calls',
       positive('--buffer-size'),
     )
     .option(...debugDirOption)
@@ -256,10 +256,10 @@ async function record(
   io: Io,
 ): Promise<{ status: number }> {
   const inProcess = options.engine === 'ptrace' || options.engine === 'inject';
-  if (inProcess && options.bufferSize !== undefined) {
+  if (options.engine === 'ptrace' && options.bufferSize !== undefined) {
     throw new ProbeError(
       'ERR_USAGE',
-      `Cannot use --buffer-size with the ${options.engine} engine: ${options.engine === 'ptrace' ? 'it has no ring buffer' : 'its ring buffer is sized in records, not per CPU'}`,
+      'Cannot use --buffer-size with the ptrace engine: it has no ring buffer',
     );
   }
   // In the helper process, an ending signal (upscope's death) may have come already.
@@ -301,9 +301,7 @@ async function record(
   const losses = lossReporter(
     () => attachment.stats(),
     io,
-    inProcess
-      ? 'fewer functions, or --exclude of the hottest, lose fewer'
-      : 'a larger --buffer-size or fewer functions lose fewer',
+    'a larger --buffer-size or fewer functions lose fewer',
   );
   let index: Awaited<typeof recorder.done>;
   try {

@@ -2239,7 +2239,7 @@ export class ProcessProbes {
     // A tail call returns with the call it came from (below it, same stack pointer), first.
     let first = at;
     while (calls[first]!.chained && first > 0 && calls[first - 1]!.sp === hit.entrySp) first--;
-    const returned = calls.slice(first, at + 1).reverse();
+    const returned = first === at ? [calls[at]!] : calls.slice(first, at + 1).reverse();
     // The calls made after it and not returned from were left by a longjmp or an unwind.
     calls.length = first;
     for (const call of returned) {
