@@ -93,7 +93,8 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       .description(
         'Record each entry into and return from every function of the main executable of the ' +
           'command (-c) or process (-p), or of the TARGETs given, with kernel uprobes on the ' +
-          'unmodified binary (bpf engine: root, or CAP_BPF and CAP_PERFMON), into the directory ' +
+          'unmodified binary (bpf engine: root, or CAP_BPF and CAP_PERFMON), or hooks patched ' +
+          'into the process (--engine inject, no trap a call), into the directory ' +
           'DIR: calls.bin (binary records, written as they come) and index.json (functions, ' +
           'threads, losses). Threads and child processes are followed. Read it with upscope ' +
           'report, graph and replay. Events lost (ring buffer full) are said as they happen and ' +
