@@ -624,21 +624,25 @@ export class ProcessTracer {
   takeNotices(): string[] {
     // Sites an int3 serves for the same reason, more than a few at once (every function of a
     // program recorded), are said in one line.
+    // A reason's own instruction and addresses aside ("je 0x45f40e" in its first 5 bytes...).
+    const kindOf = (notice: ForeignBreakpointNotice) =>
+      `${notice.pid} ${(notice.reason ?? '').replace(/"[^"]*"/g, 'an instruction').replace(/0x[0-9a-f]+/g, 'an address')}`;
     const traps = new Map<string, ForeignBreakpointNotice[]>();
     const notices = this.#probes.takeNotices();
     for (const notice of notices) {
       if (notice.what !== 'trap') continue;
-      const key = `${notice.pid} ${notice.reason}`;
+      const key = kindOf(notice);
       traps.set(key, [...(traps.get(key) ?? []), notice]);
     }
     for (const notice of notices) {
-      const same = traps.get(`${notice.pid} ${notice.reason}`);
+      const key = kindOf(notice);
+      const same = traps.get(key);
       if (notice.what !== 'trap' || same === undefined || same.length <= GROUPED_TRAPS) {
         this.#notices.push(this.#describe(notice));
       } else if (same[0] === notice) {
         const names = same.slice(0, GROUPED_TRAPS).map((n) => this.#nameOf(n));
         this.#notices.push(
-          `${same.length} functions in process ${notice.pid} (${names.join(', ')}, ...): served by an int3 (a trap per hit) instead of an inline hook: ${notice.reason ?? 'no reason given'}`,
+          `${same.length} functions in process ${notice.pid} (${names.join(', ')}, ...): served by an int3 (a trap per hit) instead of an inline hook: ${key.slice(key.indexOf(' ') + 1) || 'no reason given'}`,
         );
       }
     }

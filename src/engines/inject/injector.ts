@@ -79,6 +79,14 @@ const REGISTER_COPY: readonly number[] = [
  * its return is, keeps its slab: small enough that this costs little), and the bytes of each.
  */
 const SLAB_HITS = 32;
+/**
+ * Code below this (a program not built as PIE, from 0x400000) has pages to map near it below
+ * itself (4 MiB: about a thousand) and little else within a jump's reach: each trampoline
+ * takes a page, and int3s served by the ptrace engine need some for their instructions'
+ * out-of-line copies (128 to a page). Hooks there stop at LOW_HOOKS.
+ */
+const LOW_CODE = 1n << 32n;
+const LOW_HOOKS = 768;
 /** Where a record holds %rsp. */
 const RECORD_RSP = RECORD.regs + 8 * RECORD_REGS.indexOf('rsp');
 /** A bare hit's registers (never written: nothing reads a bare hit's registers). */
@@ -246,6 +254,9 @@ export class Injector implements InlineHooks {
     if (this.#byIndex.length >= RING.maxProbes) {
       return `one process takes at most ${RING.maxProbes} inline hooks`;
     }
+    if (vaddr < LOW_CODE && this.#lowHooks() >= LOW_HOOKS) {
+      return `code below 4 GiB (a program not built as PIE) has room for about a thousand pages near it: ${LOW_HOOKS} hooks there at most (a page each), the rest kept for the out-of-line copies int3s need`;
+    }
     if (reads.entry.length > 0 || reads.return.length > 0) {
       const why = this.#whyNoReads();
       if (why !== undefined) return why;
@@ -290,7 +301,17 @@ export class Injector implements InlineHooks {
       code = tracee.read(vaddr, 16);
     }
     if (code[0] === 0xcc) return "its first byte is an int3 (another tracer's breakpoint)";
-    const trampoline = this.#xol.take(vaddr, tid);
+    let trampoline: bigint;
+    try {
+      trampoline = this.#xol.take(vaddr, tid);
+    } catch (err) {
+      // Every page a jump from it reaches is taken (a program not built as PIE, low in
+      // memory, with a thousand hooks already): the others stay, this one is an int3's.
+      if (err instanceof ProbeError && err.code === 'ERR_XOL_UNAVAILABLE') {
+        return `no page for its trampoline can be mapped within 2 GiB of it, where its jump reaches (${this.#hooks.size} hooks placed)`;
+      }
+      throw err;
+    }
     const relocatedAt = trampoline + BigInt(relocatedOffset(reads.entry, reads.return));
     const plan = planEntryPatch(code, vaddr, relocatedAt, jumpTargets);
     if (plan.kind === 'refuse') {
@@ -373,6 +394,13 @@ export class Injector implements InlineHooks {
           : `the process runs under seccomp (mode ${mode}), which may forbid the process_vm_readv(2) its hook would copy memory with`;
     }
     return this.#readsRefused ?? undefined;
+  }
+
+  /** Hooks placed on code below LOW_CODE. */
+  #lowHooks(): number {
+    let count = 0;
+    for (const at of this.#hooks.keys()) if (at < LOW_CODE) count++;
+    return count;
   }
 
   setBare(vaddr: bigint, on: boolean): void {
