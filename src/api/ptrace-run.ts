@@ -48,11 +48,6 @@ export interface PtraceRunOptions {
   readonly exclude?: readonly string[] | undefined;
   /** On `inject`: how many records its ring holds (a power of two; 65,536 by default). */
   readonly ringRecords?: number | undefined;
-  /**
-   * On `inject`: when the ring is found more than half full, the process is stopped while it
-   * is read (slowed rather than hits lost; see ProbesOptions.inlineThrottle).
-   */
-  readonly throttle?: boolean | undefined;
   /** Fetches given apart from the specs, lowered at each site (ProbeSite.optionFetches). */
   readonly optionFetches?: readonly OptionFetch[] | undefined;
   /**
@@ -197,7 +192,6 @@ export class PtraceRun {
               valueScheme: options.inProcess?.valueScheme,
               ringRecords: options.ringRecords,
             }),
-            inlineThrottle: options.throttle,
             pin: false,
           }
         : {};

@@ -403,12 +403,6 @@ export interface RecordOptions extends Omit<RecordCallsOptions, 'engine'> {
   /** The directory the recording goes to. */
   readonly dir: string;
   readonly engine?: RecordEngine | undefined;
-  /**
-   * inject: when upscope falls behind (its ring found half full), the process waits, every
-   * thread stopped while the ring is read, rather than calls being lost (a ring filled
-   * within the 2 ms between two looks still loses).
-   */
-  readonly throttle?: boolean | undefined;
   /** ptrace and inject, with `command`: how long it has to end after SIGTERM when the recording ends first. */
   readonly killAfterMs?: number | undefined;
 }
@@ -638,7 +632,6 @@ async function recordInProcess(
       // takes what comes while upscope's reading warms up (at 500,000 calls a second on one
       // thread: 35,000 records lost with the default ring, none with this one).
       ringRecords: options.engine === 'inject' ? ringRecordsOf(options.bufferSizeKb) : undefined,
-      throttle: options.engine === 'inject' && options.throttle === true,
       onNotice: options.onNotice,
     },
     {

@@ -54,7 +54,6 @@ interface RecordCliOptions {
   bufferSize?: number;
   debugDir?: string[];
   engine?: RecordEngine;
-  throttle?: true;
 }
 
 /** Adds the recording options (-c, -p, --exclude, --buffer-size, --debug-dir) to `command`. */
@@ -77,10 +76,6 @@ function recordOptions<T extends Command<[string[]]>>(command: T): T {
       '--engine <engine>',
       'bpf (default: a BPF handler per entry and return writing to a BPF ring buffer), tracefs (uprobe_events and the tracing ring buffer), inject (-c or -p: hooks patched into the process record each call into a ring shared with upscope, no trap: the fastest) or ptrace (-c or -p: an int3 per entry and return, no root needed)',
       parseRecordEngine,
-    )
-    .option(
-      '--throttle',
-      'with --engine inject: when upscope falls behind (its ring half full), the program waits, its threads stopped while the ring is read, rather than calls being lost (upscope looks every 2 ms: a ring filled faster still loses, and says so)',
     );
   return command;
 }
@@ -268,13 +263,6 @@ async function record(
       'Cannot use --buffer-size with the ptrace engine: it has no ring buffer',
     );
   }
-  if (options.throttle === true && options.engine !== 'inject') {
-    throw new ProbeError(
-      'ERR_USAGE',
-      `Cannot record --throttle with the ${options.engine ?? 'bpf'} engine: only the inject engine can make the program wait for upscope`,
-      { hints: ['Add --engine inject (one command or process: -c or -p)'] },
-    );
-  }
   // In the helper process, an ending signal (upscope's death) may have come already.
   if (inProcess && helperSignal() !== undefined) return { status: 130 };
   if (options.command === undefined && options.pid === undefined) {
@@ -295,7 +283,6 @@ async function record(
     bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
     debugDirs: options.debugDir,
     engine: options.engine,
-    throttle: options.throttle,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
     onProgress: planProgress(io),
   });

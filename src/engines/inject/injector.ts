@@ -592,8 +592,7 @@ export class Injector implements InlineHooks {
     }
   }
 
-  drain(visit: (hit: InlineHit) => void, behind?: () => void): boolean {
-    let told = behind === undefined;
+  drain(visit: (hit: InlineHit) => void): boolean {
     const ring = this.#ring;
     if (ring === undefined) return true;
     const clock = this.#clock!;
@@ -692,10 +691,6 @@ export class Injector implements InlineHooks {
       if (tail - given >= 1024) {
         given = tail;
         Atomics.store(u64, RING.tail / 8, BigInt(tail));
-        if (!told && Number(Atomics.load(u64, RING.head / 8)) - tail > this.#capacity / 2) {
-          told = true;
-          behind!();
-        }
       }
     }
     if (tail !== ring.tail) {
@@ -712,13 +707,6 @@ export class Injector implements InlineHooks {
     if (ring === undefined || clock === undefined) return;
     const scaled = BigInt(Math.round(clock.nsPerTick * 2 ** 32));
     Atomics.store(ring.u64, RING.tickToNs / 8, scaled);
-  }
-
-  fill(): number {
-    const ring = this.#ring;
-    if (ring === undefined) return 0;
-    const head = Number(Atomics.load(ring.u64, RING.head / 8));
-    return Math.max(0, head - ring.tail) / this.#capacity;
   }
 
   takeLost(): Map<bigint, number> {

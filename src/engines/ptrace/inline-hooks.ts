@@ -190,13 +190,10 @@ export interface InlineHooks {
   /**
    * Hand the hits recorded and not read yet to `visit`, oldest first: those recorded before
    * the call, up to one a thread is still writing. True when it read every one of those.
-   * `behind` is called (once) when, along the way, the ring is found more than half full.
    */
-  drain(visit: (hit: InlineHit) => void, behind?: () => void): boolean;
+  drain(visit: (hit: InlineHit) => void): boolean;
   /** Hits each hooked address could not record since the last call (its ring was full). */
   takeLost(): Map<bigint, number>;
-  /** How full its ring is: records written and not read yet, as a share of its capacity. */
-  fill(): number;
   /** Whether it asks to see every thread stopped once (see stopped()). */
   wantsStop(): boolean;
   /**

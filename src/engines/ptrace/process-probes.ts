@@ -288,12 +288,6 @@ export interface ProbesOptions {
    * engine. Sites they cannot serve get an int3, and a notice (`trap`) says why.
    */
   readonly inline?: InlineHooksFactory | undefined;
-  /**
-   * With `inline`: when its ring is found more than half full (at each read, every 2 ms or
-   * so, and along a long one), every thread is stopped until it is read down to a quarter:
-   * the program slowed rather than hits lost (a ring filled faster than that still loses).
-   */
-  readonly inlineThrottle?: boolean | undefined;
 }
 
 /** How long poll() waits for a stop at a time while inline hooks may have hits to read. */
@@ -386,8 +380,6 @@ interface Delivery {
    * by registration id.
    */
   readonly aggregated: Map<string, InlineAggregate>;
-  /** ProbesOptions.inlineThrottle, for every process followed. */
-  readonly throttle: boolean;
 }
 
 /** How long detach() waits for a report before it looks for threads stopped without one. */
@@ -471,7 +463,6 @@ export class ProcessProbes {
       newborns: new Map(),
       notices: [],
       aggregated: new Map(),
-      throttle: options.inlineThrottle === true,
     };
     this.#d.members.set(tracee.pid, this);
   }
@@ -2149,24 +2140,7 @@ export class ProcessProbes {
       this.#inlineStopAt =
         performance.now() + (looked ? INLINE_STOP_EVERY_MS : INLINE_STOP_SOON_MS);
     }
-    if (!all && this.#d.throttle && this.tracee.threads.size > 0) {
-      // The threads write faster than the ring is read: they wait, stopped (until the next
-      // turn of poll()), while it is read down to a quarter.
-      let stopped = inline.fill() > 0.5;
-      if (stopped) this.#stopAll();
-      this.#drainInline(inline, () => {
-        stopped = true;
-        this.#stopAll();
-      });
-      for (let fill = inline.fill(); stopped && fill > 0.25; ) {
-        this.#drainInline(inline);
-        const now = inline.fill();
-        if (now >= fill) break; // a record a stopped thread had not finished: read it later
-        fill = now;
-      }
-    } else {
-      this.#drainInline(inline);
-    }
+    this.#drainInline(inline);
     if (mode === 'drop') this.#inlinePending.length = 0;
     return all ? undefined : this.#inlinePending.shift();
   }
@@ -2175,9 +2149,9 @@ export class ProcessProbes {
    * Read the records the inline hooks made so far (their hits go to their handlers, or wait
    * for poll()), with what they lost and could not track.
    */
-  #drainInline(inline: InlineHooks, behind?: () => void): void {
+  #drainInline(inline: InlineHooks): void {
     const ended = this.#endedThreads.splice(0);
-    if (inline.drain((hit) => this.#inlineHit(hit), behind)) {
+    if (inline.drain((hit) => this.#inlineHit(hit))) {
       for (const tid of ended) this.#inlineCalls.delete(tid);
     } else {
       this.#endedThreads.unshift(...ended);
