@@ -483,6 +483,18 @@ interface Probed {
   readonly toRecord: (event: ProbeEvent) => CallRecord | undefined;
 }
 
+/** The functions probed at `sites`, once each by name, their ids (indexes) put in `ids`. */
+function functionsOf(sites: readonly ProbeSite[], ids: Map<string, number>): RecordedFunction[] {
+  const functions: RecordedFunction[] = [];
+  for (const site of sites) {
+    const name = probeName(site);
+    if (ids.has(name)) continue;
+    ids.set(name, functions.length);
+    functions.push({ name, object: site.target.path });
+  }
+  return functions;
+}
+
 /** A stripped object has only its exported functions: said, with how to get the others. */
 async function sayStripped(
   functions: readonly RecordedFunction[],
@@ -512,13 +524,7 @@ async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
     onProgress: options.onProgress,
   });
   const ids = new Map<string, number>();
-  const functions: RecordedFunction[] = [];
-  for (const site of attachment.sites) {
-    const name = probeName(site);
-    if (ids.has(name)) continue;
-    ids.set(name, functions.length);
-    functions.push({ name, object: site.target.path });
-  }
+  const functions = functionsOf(attachment.sites, ids);
   await sayStripped(functions, options);
   const toRecord = (event: ProbeEvent): CallRecord | undefined => {
     const fn = ids.get(event.probe);
@@ -617,7 +623,27 @@ async function recordInProcess(
   };
   let writer: RecordingWriter | undefined;
   let failure: unknown;
-  let stop = () => {};
+  /** One record of a hit; false ends the run (a full disk: the recording ends, and says why). */
+  const write = (
+    kind: CallRecord['kind'],
+    tid: number,
+    pid: number,
+    timeNs: bigint,
+    site: ProbeSite,
+    comm: string,
+  ): boolean => {
+    if (failure !== undefined || writer === undefined) return false;
+    const fn = fnOf(site);
+    if (fn === undefined) return true;
+    writer.thread(tid, pid, comm);
+    try {
+      writer.writeFields(kind, tid, pid, fn, timeNs);
+    } catch (err) {
+      failure = err;
+      return false;
+    }
+    return true;
+  };
   const run = await PtraceRun.start(
     recordSpecs(options),
     {
@@ -636,47 +662,20 @@ async function recordInProcess(
     },
     {
       returns: (spec) => spec.startsWith('r:'),
-      bareHit: (event, tid, pid, timeNs, site, comm) => {
-        if (failure !== undefined || writer === undefined) return false;
-        const fn = fnOf(site);
-        if (fn === undefined) return true;
-        writer.thread(tid, pid, comm);
-        try {
-          writer.writeFields(event === 'return' ? 'return' : 'entry', tid, pid, fn, timeNs);
-        } catch (err) {
-          failure = err;
-          return false;
-        }
-        return true;
-      },
-      hit: (hit, site, comm) => {
-        if (failure !== undefined || writer === undefined) return false;
-        const fn = fnOf(site);
-        if (fn === undefined) return true;
-        writer.thread(hit.tid, hit.pid, comm);
-        try {
-          writer.writeFields(
-            hit.event !== 'return' ? 'entry' : hit.exit === 'unwind' ? 'unwind' : 'return',
-            hit.tid,
-            hit.pid,
-            fn,
-            hit.timeNs,
-          );
-        } catch (err) {
-          failure = err; // a full disk: the recording ends, and says why
-          return false;
-        }
-        return true;
-      },
+      bareHit: (event, tid, pid, timeNs, site, comm) =>
+        write(event === 'return' ? 'return' : 'entry', tid, pid, timeNs, site, comm),
+      hit: (hit, site, comm) =>
+        write(
+          hit.event !== 'return' ? 'entry' : hit.exit === 'unwind' ? 'unwind' : 'return',
+          hit.tid,
+          hit.pid,
+          hit.timeNs,
+          site,
+          comm,
+        ),
     },
   );
-  const functions: RecordedFunction[] = [];
-  for (const site of run.sites) {
-    const name = probeName(site);
-    if (ids.has(name)) continue;
-    ids.set(name, functions.length);
-    functions.push({ name, object: site.target.path });
-  }
+  const functions = functionsOf(run.sites, ids);
   try {
     await sayStripped(functions, options);
     writer = RecordingWriter.create(options.dir, {
@@ -707,12 +706,11 @@ async function recordInProcess(
     },
     stats: () => ({ lost: run.lost }),
     close: async () => {
-      stop();
+      run.stop();
       await run.ended;
     },
-    closeSync: () => stop(),
+    closeSync: () => run.stop(),
   };
-  stop = () => run.stop();
   const running = run.run().catch((err: unknown) => {
     failure ??= err;
   });

@@ -92,6 +92,7 @@ const RECORD_RSP = RECORD.regs + 8 * RECORD_REGS.indexOf('rsp');
 /** A bare hit's registers (never written: nothing reads a bare hit's registers). */
 const BARE_REGS = new Registers();
 const NO_BYTES = new Uint8Array(0);
+const NO_MEMORY: readonly InlineMemory[] = [];
 const SLAB_HIT_BYTES = USER_REGS.sizeBytes + 8 * STACK_WORDS;
 
 /** A hooked function. */
@@ -627,43 +628,36 @@ export class Injector implements InlineHooks {
             ? layouts.return
             : layouts.entry;
       const returned = kind === RECORD_KIND.return;
-      if (vaddr !== undefined && this.#bare[index] === 1) {
-        visit({
-          kind: returned ? 'return' : 'entry',
-          vaddr,
-          returns: kind === RECORD_KIND.entryWithReturn,
-          dropped: (word >>> RECORD_PROBE.droppedShift) & RECORD_PROBE.droppedMask,
-          entrySp: returned ? view.getBigUint64(at + RECORD.stack + 8, true) : undefined,
-          tid: view.getUint32(at + RECORD.tid, true),
-          sp: view.getBigUint64(at + RECORD_RSP, true),
-          timeNs: clock.toNs(view.getBigUint64(at + RECORD.tsc, true)),
-          regs: BARE_REGS,
-          stack: NO_BYTES,
-          memory: [],
-        });
-      } else if (vaddr !== undefined) {
-        // A hit's registers and stack words go to a slab shared by a few hits (a buffer of
-        // its own per hit cost more than the rest of its reading), word by word (every field
-        // is 8-byte aligned in both): no view made per register.
-        if (slabUsed === SLAB_HITS) {
-          slab = new ArrayBuffer(SLAB_HITS * SLAB_HIT_BYTES);
-          slabWords = new Uint32Array(slab);
-          slabUsed = 0;
-        }
-        const base = slabUsed++ * SLAB_HIT_BYTES;
-        const regs = new Registers(new Uint8Array(slab, base, USER_REGS.sizeBytes));
-        for (let i = 0; i < REGISTER_COPY.length; i += 2) {
-          const from = (at + REGISTER_COPY[i]!) >>> 2;
-          const to = (base + REGISTER_COPY[i + 1]!) >>> 2;
-          slabWords[to] = u32[from]!;
-          slabWords[to + 1] = u32[from + 1]!;
-        }
-        // A return's first words: the address returned to, the call's entry stack pointer.
-        regs.rip = returned ? view.getBigUint64(at + RECORD.stack, true) : vaddr;
-        const skip = returned ? 2 : 0;
-        const stackAt = base + USER_REGS.sizeBytes;
-        for (let i = 2 * skip; i < 2 * STACK_WORDS; i++) {
-          slabWords[(stackAt >>> 2) + i - 2 * skip] = u32[((at + RECORD.stack) >>> 2) + i]!;
+      if (vaddr !== undefined) {
+        let regs = BARE_REGS;
+        let stack = NO_BYTES;
+        let memory: readonly InlineMemory[] = NO_MEMORY;
+        if (this.#bare[index] !== 1) {
+          // A hit's registers and stack words go to a slab shared by a few hits (a buffer of
+          // its own per hit cost more than the rest of its reading), word by word (every field
+          // is 8-byte aligned in both): no view made per register.
+          if (slabUsed === SLAB_HITS) {
+            slab = new ArrayBuffer(SLAB_HITS * SLAB_HIT_BYTES);
+            slabWords = new Uint32Array(slab);
+            slabUsed = 0;
+          }
+          const base = slabUsed++ * SLAB_HIT_BYTES;
+          regs = new Registers(new Uint8Array(slab, base, USER_REGS.sizeBytes));
+          for (let i = 0; i < REGISTER_COPY.length; i += 2) {
+            const from = (at + REGISTER_COPY[i]!) >>> 2;
+            const to = (base + REGISTER_COPY[i + 1]!) >>> 2;
+            slabWords[to] = u32[from]!;
+            slabWords[to + 1] = u32[from + 1]!;
+          }
+          // A return's first words: the address returned to, the call's entry stack pointer.
+          regs.rip = returned ? view.getBigUint64(at + RECORD.stack, true) : vaddr;
+          const skip = returned ? 2 : 0;
+          const stackAt = base + USER_REGS.sizeBytes;
+          for (let i = 2 * skip; i < 2 * STACK_WORDS; i++) {
+            slabWords[(stackAt >>> 2) + i - 2 * skip] = u32[((at + RECORD.stack) >>> 2) + i]!;
+          }
+          stack = new Uint8Array(slab, stackAt, 8 * (STACK_WORDS - skip));
+          if (layout.slots > 0) memory = readMemory(view, at + RECORD.bytes, layout);
         }
         visit({
           kind: returned ? 'return' : 'entry',
@@ -675,8 +669,8 @@ export class Injector implements InlineHooks {
           sp: view.getBigUint64(at + RECORD_RSP, true),
           timeNs: clock.toNs(view.getBigUint64(at + RECORD.tsc, true)),
           regs,
-          stack: new Uint8Array(slab, stackAt, 8 * (STACK_WORDS - skip)),
-          memory: layout.slots === 0 ? [] : readMemory(view, at + RECORD.bytes, layout),
+          stack,
+          memory,
         });
       }
       // The slots of its data, which the next lap may take for records: their seq words (in
