@@ -522,6 +522,7 @@ async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
     signal: options.signal,
     onNotice: options.onNotice,
     onProgress: options.onProgress,
+    lean: true,
   });
   const ids = new Map<string, number>();
   const functions = functionsOf(attachment.sites, ids);

@@ -103,6 +103,8 @@ export interface AttachOptions extends CoverageOptions {
    * leaves by, `trampoline` replaces its return address (see ReturnProbeMode).
    */
   readonly returnProbes?: ReturnProbeMode | undefined;
+  /** Plan lean sites where nothing is fetched (a recording): see ResolveOptions.lean. */
+  readonly lean?: boolean | undefined;
   /**
    * Leave out the functions whose name (as stored, or demangled) matches one of these globs,
    * e.g. `_*` (fails when that leaves nothing).
@@ -217,6 +219,7 @@ export class Tracer {
       strict: options.strict,
       onProgress: options.onProgress,
       returnProbes: options.returnProbes,
+      lean: options.lean,
       // The command's libraries are searched for as its dynamic linker will.
       ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });

@@ -4,6 +4,7 @@ import {
   checkInstructionBoundary,
   type DecodedInstruction,
   decodeInstructions,
+  type KernelHandling,
   planXol,
   sweepInstructions,
 } from '../arch/index.js';
@@ -145,6 +146,13 @@ export interface ResolveOptions {
   readonly returnProbes?: ReturnProbeMode | undefined;
   /** Plan the returns of function entries too (latency times each call to its return). */
   readonly returnsOfEntries?: boolean | undefined;
+  /**
+   * Sites of patterns that fetch nothing (a recording's entries and returns) are made lean:
+   * checked as any other, but keeping only what the kernel engines read (their first
+   * instruction, no aliases or instructions to show). Planning every function of a large
+   * program this way keeps a few hundred bytes a site, not several kilobytes.
+   */
+  readonly lean?: boolean | undefined;
   /**
    * Fetches given apart from the specs (`--by`, `--filter`, a histogram's value), lowered at
    * each site as a spec's own are (variables by name from DWARF) into `optionFetches`, in
@@ -775,6 +783,12 @@ function* resolveGlob(
   const unprobeable: SkippedSite[] = [];
   const coldParts: string[] = [];
   const progress = options.onProgress !== undefined;
+  const lean =
+    options.lean === true &&
+    options.engine !== 'ptrace' &&
+    spec.fetches.length === 0 &&
+    options.optionFetches === undefined &&
+    target.go() === undefined;
   let done = 0;
   for (const group of byAddress.values()) {
     if (progress && done % PROGRESS_EVERY === 0 && done > 0) {
@@ -791,7 +805,11 @@ function* resolveGlob(
       continue;
     }
     try {
-      sites.push(buildSite(spec, target, main, main.vaddr, location.span, options));
+      sites.push(
+        lean
+          ? leanSite(spec, target, main, location.span, options)
+          : buildSite(spec, target, main, main.vaddr, location.span, options),
+      );
     } catch (err) {
       // One function of many that cannot be probed is left out, not the whole pattern.
       const reason = skipReasonOf(err);
@@ -958,6 +976,81 @@ function siteAtAddress(
   return buildSite(spec, target, fn, vaddr, span, options, undefined, knownStart);
 }
 
+/** What a lean site has none of. */
+const NONE: readonly never[] = Object.freeze([]);
+
+/**
+ * buildSite() of a function's entry or return that fetches nothing, in a program not built by
+ * Go (see ResolveOptions.lean): the same checks, and only what a kernel engine reads kept.
+ */
+function leanSite(
+  spec: ProbeSpec,
+  target: OpenTarget,
+  fn: FunctionSymbol,
+  span: Span,
+  options: ResolveOptions,
+): ProbeSite {
+  const elf = target.elf;
+  const vaddr = fn.vaddr;
+  const segment = elf.loadSegmentOf(vaddr);
+  const fileOffset = elf.vaddrToFileOffset(vaddr);
+  if (segment === undefined || !segment.executable || fileOffset === undefined) {
+    // The same refusal, said the same way.
+    return buildSite(spec, target, fn, vaddr, span, options);
+  }
+  const end = segment.vaddr + segment.fileSize;
+  const available = end - vaddr < BigInt(MAX_INSTRUCTION_BYTES) ? end - vaddr : 15n;
+  const probed = decodeInstructions(elf.read(fileOffset, Number(available)), vaddr, {
+    maxCount: 1,
+  })[0];
+  if (probed === undefined || probed.invalid) {
+    return buildSite(spec, target, fn, vaddr, span, options);
+  }
+  const handling = kernelHandling(spec, span, target, vaddr, probed, options);
+  const kind: SiteKind = spec.kind === 'return' ? 'return' : 'entry';
+  const returns =
+    kind === 'return' || options.returnsOfEntries === true
+      ? planReturns(
+          fn,
+          vaddr,
+          {
+            elf,
+            symbols: target.symbols(),
+            displayPath: target.file.displayPath,
+            goProgram: false,
+            convention: callingConvention(undefined, fn),
+            unwinder: target.unwinder,
+            hasUnwindInfo: target.hasUnwindInfo,
+            mode: options.returnProbes ?? 'auto',
+            kernelEngine: true,
+            kernel: options.kernel ?? kernelVersion(),
+          },
+          { text: spec.text, span },
+        )
+      : undefined;
+  return {
+    spec: spec.text,
+    kind,
+    target: target.file,
+    symbol: functionDisplayName(fn, { demangle: false }),
+    demangled: options.demangle !== false ? fn.demangled : undefined,
+    aliases: NONE,
+    symbolFile: target.symbols().debugFile,
+    symbolOffset: 0n,
+    vaddr,
+    fileOffset,
+    usdt: undefined,
+    instructions: [probed],
+    handling,
+    fetches: NONE,
+    runtimeAddress:
+      target.resolved.mappedObject === undefined
+        ? undefined
+        : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
+    returns,
+  };
+}
+
 /** Validate a site (executable, instruction boundary) and describe it. */
 function buildSite(
   spec: ProbeSpec,
@@ -1011,33 +1104,7 @@ function buildSite(
   }
   const decoded = decodeSite(spec, target, fn, vaddr, span, options);
   const probed = decoded.first;
-  const handling = analyzeKernelHandling(probed, {
-    kernel: options.kernel ?? kernelVersion(),
-  });
-  if (
-    options.engine !== 'ptrace' &&
-    (handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true))
-  ) {
-    const hints = [
-      `Probe a neighbouring instruction instead; see them with: objdump -d --start-address=0x${vaddr.toString(16)} ${target.file.displayPath}`,
-    ];
-    // The ptrace engine runs the displaced instruction itself, out of line or emulated.
-    const bytes = probed.bytes;
-    if (planXol(bytes, vaddr, vaddr).kind !== 'refuse') {
-      hints.push(
-        'Or probe it with --engine ptrace (with -p PID or -c COMMAND), which runs the instruction itself',
-      );
-    }
-    throw new ProbeError(
-      'ERR_UNPROBEABLE_INSTRUCTION',
-      `Cannot place probe at ${hex} in ${where}: ${handling.strategy === 'refuse' ? 'the kernel refuses uprobes on' : 'the kernel mishandles a uprobe on'} "${probed.text}": ${handling.reason}`,
-      {
-        source: { text: spec.text, span },
-        hints,
-        details: { [SKIP_REASON]: handling.label },
-      },
-    );
-  }
+  const handling = kernelHandling(spec, span, target, vaddr, probed, options);
   if (options.engine === 'ptrace') {
     // What the ptrace engine will not run out of line is refused here, where a pattern can
     // skip it, rather than when the probe is placed.
@@ -1149,6 +1216,50 @@ function buildSite(
     returns,
   };
   return withShownInstructions(site, decoded);
+}
+
+/**
+ * How the kernel handles a uprobe on `probed` at `vaddr`; throws (a reason a pattern skips
+ * the site for) where a kernel engine cannot place one.
+ */
+function kernelHandling(
+  spec: ProbeSpec,
+  span: Span,
+  target: OpenTarget,
+  vaddr: bigint,
+  probed: DecodedInstruction,
+  options: ResolveOptions,
+): KernelHandling {
+  const where = quote(target.file.displayPath);
+  const hex = `0x${vaddr.toString(16)}`;
+  const handling = analyzeKernelHandling(probed, {
+    kernel: options.kernel ?? kernelVersion(),
+  });
+  if (
+    options.engine !== 'ptrace' &&
+    (handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true))
+  ) {
+    const hints = [
+      `Probe a neighbouring instruction instead; see them with: objdump -d --start-address=0x${vaddr.toString(16)} ${target.file.displayPath}`,
+    ];
+    // The ptrace engine runs the displaced instruction itself, out of line or emulated.
+    const bytes = probed.bytes;
+    if (planXol(bytes, vaddr, vaddr).kind !== 'refuse') {
+      hints.push(
+        'Or probe it with --engine ptrace (with -p PID or -c COMMAND), which runs the instruction itself',
+      );
+    }
+    throw new ProbeError(
+      'ERR_UNPROBEABLE_INSTRUCTION',
+      `Cannot place probe at ${hex} in ${where}: ${handling.strategy === 'refuse' ? 'the kernel refuses uprobes on' : 'the kernel mishandles a uprobe on'} "${probed.text}": ${handling.reason}`,
+      {
+        source: { text: spec.text, span },
+        hints,
+        details: { [SKIP_REASON]: handling.label },
+      },
+    );
+  }
+  return handling;
 }
 
 /** Where a site keeps its DecodedSite until its instructions are asked for. */
