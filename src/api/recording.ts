@@ -31,6 +31,7 @@ import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
 import type { Exit } from '../host/index.js';
 import type { ProbeSite, SkippedSite } from '../plan/index.js';
+import { openElf } from '../symbols/index.js';
 import { listFunctions } from './list.js';
 import { PtraceRun } from './ptrace-run.js';
 import { type Attachment, type AttachOptions, probeName, Tracer } from './tracer.js';
@@ -495,12 +496,28 @@ function functionsOf(sites: readonly ProbeSite[], ids: Map<string, number>): Rec
   return functions;
 }
 
+/** Whether the ELF file at `path` has a .symtab (false when it cannot be read). */
+function hasSymtab(path: string): boolean {
+  try {
+    const elf = openElf(path);
+    try {
+      return elf.hasSymtab;
+    } finally {
+      elf.close();
+    }
+  } catch {
+    return false;
+  }
+}
+
 /** A stripped object has only its exported functions: said, with how to get the others. */
 async function sayStripped(
   functions: readonly RecordedFunction[],
   options: Pick<RecordCallsOptions, 'debugDirs' | 'onNotice'>,
 ): Promise<void> {
   for (const object of new Set(functions.map((f) => f.object))) {
+    // A file with its own symbol table is not stripped: its symbols need not be read.
+    if (hasSymtab(object)) continue;
     const listing = await listFunctions(object, { demangle: false, debugDirs: options.debugDirs });
     if (!listing.stripped) continue;
     const count = functions.filter((f) => f.object === object).length;

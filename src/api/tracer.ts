@@ -103,7 +103,10 @@ export interface AttachOptions extends CoverageOptions {
    * leaves by, `trampoline` replaces its return address (see ReturnProbeMode).
    */
   readonly returnProbes?: ReturnProbeMode | undefined;
-  /** Plan lean sites where nothing is fetched (a recording): see ResolveOptions.lean. */
+  /**
+   * Plan lean sites where nothing is fetched (a recording): see ResolveOptions.lean; the bpf
+   * engine then counts lost events in all, not per probe.
+   */
   readonly lean?: boolean | undefined;
   /**
    * Leave out the functions whose name (as stored, or demangled) matches one of these globs,
@@ -250,6 +253,7 @@ export class Tracer {
               // the bpf engine (who, when, the thread's name) is about twice the size.
               bufferBytes: bufferSizeKb * 1024 * availableParallelism() * 2,
               mode: options.attachMode,
+              lostInAll: options.lean,
             })
           : TracefsStream.open(streamSites, {
               tracefs: tracefs!,
@@ -369,6 +373,8 @@ type StreamRole =
   | { readonly kind: 'probe' }
   | { readonly kind: 'return'; readonly function: string; readonly exit: 'ret' | 'tail-call' }
   | { readonly kind: 'frame-entry'; readonly function: string }
+  /** A probe's own entry that also opens its function's frames (one uprobe, not two). */
+  | { readonly kind: 'entry-frame'; readonly function: string }
   | { readonly kind: 'timing-entry' };
 
 /**
@@ -411,6 +417,8 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   const entries = new Set(sites.filter((s) => s.kind === 'entry').map(key));
   const streamSites: NamedSite[] = [];
   const hidden = new Set<string>();
+  /** The stream sites of plain entry probes, by file and offset: frames open there too. */
+  const entryAt = new Map<string, number>();
   for (const site of sites) {
     const probe = probeName(site);
     // One key and one role of each kind for all of a site's points (a function may have tens
@@ -422,6 +430,9 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     for (const point of attachPoints(site, { frameFields: true })) {
       const attach = point.attach;
       if (point.role === 'probe') {
+        if (site.kind === 'entry' && attach === 'uprobe') {
+          entryAt.set(`${site.target.path}:${point.fileOffset}`, streamSites.length);
+        }
         streamSites.push(
           namedSite(site, {
             kind: site.kind,
@@ -453,12 +464,22 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
           }),
         );
       } else {
+        functionKey ??= key(site);
+        // The function's entry is probed already (entry and return asked for, as a recording
+        // does): that probe opens the frames as well, with the frame's fields fetched there.
+        const at = entryAt.get(`${site.target.path}:${point.fileOffset}`);
+        const entry = at === undefined ? undefined : streamSites[at]!;
+        if (entry !== undefined && entry.role.kind === 'probe') {
+          streamSites[at!] = {
+            ...entry,
+            fetches: [...entry.fetches, ...point.fetches],
+            role: { kind: 'entry-frame', function: functionKey },
+          };
+          continue;
+        }
         const name = `${probe}${HIDDEN_SUFFIX}`;
         hidden.add(name);
-        if (frameRole === undefined) {
-          functionKey ??= key(site);
-          frameRole = { kind: 'frame-entry', function: functionKey };
-        }
+        frameRole ??= { kind: 'frame-entry', function: functionKey };
         streamSites.push(
           namedSite(site, {
             kind: 'entry',
@@ -499,7 +520,7 @@ function bpfSite(site: NamedSite): BpfStreamSite {
     offset: site.fileOffset,
     attach: site.attach === 'uretprobe' ? 'return' : 'entry',
     refCtrOffset: site.usdt?.semaphoreFileOffset,
-    fetches: [...site.fetches],
+    fetches: site.fetches.length === 0 ? [] : [...site.fetches],
     probe: site.probe,
     spec: site.spec,
     kind: site.kind,
@@ -545,6 +566,8 @@ export class Attachment {
     /** Returns caught at exits, by probe name: they close them. */
     return: new Map<string, FunctionFrames>(),
   };
+  /** Entry probes of the user's that open their function's frames too: delivered as well. */
+  readonly #opensAndDelivers = new Set<string>();
   readonly #launched: LaunchedCommand | undefined;
   readonly #killAfterMs: number;
   readonly #watchedPid: number | undefined;
@@ -583,7 +606,8 @@ export class Attachment {
     this.#hidden = hidden;
     for (const site of streamSites) {
       const role = site.role;
-      if (role?.kind !== 'return' && role?.kind !== 'frame-entry') continue;
+      if (role?.kind === 'entry-frame') this.#opensAndDelivers.add(site.probe);
+      else if (role?.kind !== 'return' && role?.kind !== 'frame-entry') continue;
       let frames = this.#frames.get(role.function);
       if (frames === undefined) {
         const goroutine = site.fetches.some((f) => f.name === FRAME_FIELDS.goroutine);
@@ -601,7 +625,8 @@ export class Attachment {
     }
     const byFunction = new Map<string, Map<number, bigint[]>>();
     for (const site of streamSites) {
-      if (site.role?.kind === 'frame-entry' || site.role?.kind === 'return') continue;
+      const kind = site.role?.kind;
+      if (kind === 'frame-entry' || kind === 'return' || kind === 'entry-frame') continue;
       const base = hidden.has(site.probe) ? site.probe.slice(0, -HIDDEN_SUFFIX.length) : site.probe;
       let calls = byFunction.get(base);
       if (calls === undefined) {
@@ -847,6 +872,21 @@ export class Attachment {
           timestampNs: event.timestampNs,
         };
         unwoundAt(frames.calls.enter(frame.owner, frame.depth, call));
+      }
+      if (this.#opensAndDelivers.has(event.probe)) {
+        deliver({
+          probe: event.probe,
+          spec: event.spec,
+          kind: event.kind,
+          pid: event.pid,
+          tid: event.tid,
+          cpu: event.cpu,
+          timestampNs: event.timestampNs,
+          comm: event.comm,
+          fields,
+          latencyNs: undefined,
+          exit: event.exit,
+        });
       }
       return;
     }

@@ -126,7 +126,8 @@ export interface ProbeSite {
 export function siteName(site: ProbeSite): string {
   if (site.usdt !== undefined) return `${site.usdt.provider}:${site.usdt.name}`;
   if (site.symbol === undefined) return `0x${site.vaddr.toString(16)}`;
-  const name = site.demangled ?? site.symbol.replace(/@.*$/, '');
+  const name =
+    site.demangled ?? (site.symbol.includes('@') ? site.symbol.replace(/@.*$/, '') : site.symbol);
   return site.symbolOffset === 0n ? name : `${name}+0x${site.symbolOffset.toString(16)}`;
 }
 
@@ -136,38 +137,42 @@ export function siteName(site: ProbeSite): string {
  * otherwise. Two sites at the same place (one function named by two specs) keep one name.
  */
 export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
-  const groups = new Map<string, T[]>();
-  for (const site of sites) {
-    const key = `${site.kind === 'return' ? 'r:' : ''}${siteName(site)}`;
-    const group = groups.get(key);
-    if (group === undefined) groups.set(key, [site]);
-    else group.push(site);
-  }
-  const qualifier = new Map<T, string>();
-  for (const group of groups.values()) {
-    const places = new Set(group.map((s) => `${s.target.path}:${s.vaddr}`));
-    if (places.size < 2) continue;
-    const files = new Set(group.map((s) => s.target.path)).size;
-    const addresses = new Set(group.map((s) => s.vaddr)).size;
-    for (const site of group) {
-      const address = `0x${site.vaddr.toString(16)}`;
-      qualifier.set(
-        site,
-        files === 1
-          ? address
-          : addresses === 1
-            ? site.target.displayPath
-            : `${site.target.displayPath} ${address}`,
-      );
+  // Entries and returns apart, by index; a name's one site kept as is (an array per site,
+  // and a lookup by object, were a part of planning every function of a large program).
+  const groups = [new Map<string, number | number[]>(), new Map<string, number | number[]>()];
+  sites.forEach((site, index) => {
+    const named = groups[site.kind === 'return' ? 1 : 0]!;
+    const name = siteName(site);
+    const had = named.get(name);
+    if (had === undefined) named.set(name, index);
+    else if (Array.isArray(had)) had.push(index);
+    else named.set(name, [had, index]);
+  });
+  const out = [...sites];
+  for (const named of groups) {
+    for (const group of named.values()) {
+      if (!Array.isArray(group)) continue;
+      const members = group.map((index) => sites[index]!);
+      const places = new Set(members.map((s) => `${s.target.path}:${s.vaddr}`));
+      if (places.size < 2) continue;
+      const files = new Set(members.map((s) => s.target.path)).size;
+      const addresses = new Set(members.map((s) => s.vaddr)).size;
+      for (const index of group) {
+        const site = sites[index]!;
+        const address = `0x${site.vaddr.toString(16)}`;
+        const nameQualifier =
+          files === 1
+            ? address
+            : addresses === 1
+              ? site.target.displayPath
+              : `${site.target.displayPath} ${address}`;
+        // Its properties as they are (a spread would run a lazy getter such as `instructions`).
+        const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(site)) as T;
+        out[index] = Object.assign(copy, { nameQualifier });
+      }
     }
   }
-  return sites.map((site) => {
-    const nameQualifier = qualifier.get(site);
-    if (nameQualifier === undefined) return site;
-    // Its properties as they are (a spread would run a lazy getter such as `instructions`).
-    const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(site)) as T;
-    return Object.assign(copy, { nameQualifier });
-  });
+  return out;
 }
 
 /** The sites whose function no `exclude` glob matches; throws when none is left. */

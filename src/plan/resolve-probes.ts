@@ -49,6 +49,7 @@ import {
 } from './calling-convention.js';
 import { closeDebugInfo, missingDebugSymbolsHints, targetSymbols } from './debug-info.js';
 import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
+import { loadPlan, planKey, savePlan } from './plan-cache.js';
 import {
   type ProbeSite,
   qualifyNames,
@@ -750,6 +751,49 @@ function* resolveGlob(
   options: ResolveOptions,
   plan: ProbePlan,
 ): Steps<ProbeSite[]> {
+  const lean =
+    options.lean === true &&
+    options.engine !== 'ptrace' &&
+    spec.fetches.length === 0 &&
+    options.optionFetches === undefined &&
+    target.go() === undefined;
+  // A lean plan of a file with its own symbols is kept, and taken again while nothing it
+  // depends on changed (see plan-cache.ts).
+  const key =
+    lean && options.strict !== true && target.elf.hasSymtab
+      ? planKey({
+          path: target.resolved.path,
+          buildId: target.file.buildId,
+          spec: spec.text,
+          options: {
+            kind: spec.kind,
+            returnProbes: options.returnProbes ?? 'auto',
+            kernel: options.kernel ?? kernelVersion(),
+            demangle: options.demangle !== false,
+            unsafe: options.unsafe === true,
+            unwinder: target.unwinder() ?? null,
+          },
+        })
+      : undefined;
+  const kept =
+    key === undefined
+      ? undefined
+      : loadPlan(key, {
+          spec: spec.text,
+          file: target.file,
+          path: target.resolved.path,
+          runtimeAddress: (fileOffset) =>
+            target.resolved.mappedObject === undefined
+              ? undefined
+              : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
+        });
+  if (kept !== undefined) {
+    plan.skipped.push(...kept.skipped);
+    plan.warnings.push(...kept.warnings);
+    return kept.sites;
+  }
+  const skippedBefore = plan.skipped.length;
+  const warningsBefore = plan.warnings.length;
   const pattern = globToRegExp(location.pattern);
   const index = target.symbols();
   // Demangling every name is a large part of planning a pattern over a big C++ program.
@@ -783,12 +827,6 @@ function* resolveGlob(
   const unprobeable: SkippedSite[] = [];
   const coldParts: string[] = [];
   const progress = options.onProgress !== undefined;
-  const lean =
-    options.lean === true &&
-    options.engine !== 'ptrace' &&
-    spec.fetches.length === 0 &&
-    options.optionFetches === undefined &&
-    target.go() === undefined;
   let done = 0;
   for (const group of byAddress.values()) {
     if (progress && done % PROGRESS_EVERY === 0 && done > 0) {
@@ -851,6 +889,13 @@ function* resolveGlob(
         ['An IFUNC resolver runs once at load; probe its implementations instead'],
       ),
     );
+  }
+  if (key !== undefined) {
+    savePlan(key, spec.kind === 'return' ? 'return' : 'entry', {
+      sites,
+      skipped: plan.skipped.slice(skippedBefore),
+      warnings: plan.warnings.slice(warningsBefore),
+    });
   }
   return sites;
 }

@@ -234,6 +234,36 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.ok(recorded + index.lost <= 2 * calls, `${recorded} recorded + ${index.lost} lost`);
   });
 
+  test('record (bpf): a buffer too small for the calls loses events and says how many, counted in all; records + lost make every entry and return', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const hot = compileProgram(new URL('../../bench/programs/hot.c', import.meta.url).pathname, {
+      flags: ['-O2'],
+      link: ['-lpthread'],
+    });
+    const dir = join(work, `rec-${readdirSync(work).length}`);
+    const calls = 100_000;
+    // 1 KiB per CPU: one page of ring buffer, for 200,000 events.
+    const result = runCli([
+      'record',
+      '--buffer-size',
+      '1',
+      '-c',
+      `${hot} ${calls}`,
+      '-o',
+      dir,
+      `${hot}:hot_function`,
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stderr, new RegExp(`calls=${calls} `), 'the program ran to its end');
+    const index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8')) as {
+      records: number;
+      lost: number;
+    };
+    assert.ok(index.lost > 0, `events were lost: ${result.stderr}`);
+    assert.match(result.stderr, new RegExp(`, ${index.lost} lost\n`));
+    assert.equal(index.records + index.lost, 2 * calls, 'each entry and return recorded or lost');
+  });
+
   for (const engine of ENGINES)
     test(`${engine}: C: a callee that calls exit() leaves its callers without a return, said in the replay`, (t) => {
       const app = cTarget(t);

@@ -90,8 +90,12 @@ export function recordLayout(fetches: readonly FetchArg[]): RecordLayout {
 /** Maps a streaming handler uses, by file descriptor. */
 export interface StreamMaps {
   readonly ring: number;
-  /** Per probe: hits lost because the ring buffer was full (per-CPU array). */
+  /**
+   * Hits lost because the ring buffer was full (per-CPU array): per probe, in the probe's
+   * slot, or all in slot 0 with `lostInAll`.
+   */
   readonly lost: number;
+  readonly lostInAll?: boolean | undefined;
   /** Processes followed (a hash keyed by process id), when the stream is for some only. */
   readonly followed?: number | undefined;
 }
@@ -116,8 +120,9 @@ export function streamProgram(
     emitRecord(a, maps, layout, out);
   });
   a.label('lost');
-  // Lost hits are counted per probe, in the probe's slot of the `lost` array.
-  a.emit(stx('W', 10, SCRATCH, 8), ldMapFd(1, maps.lost), mov64Reg(2, 10));
+  // Lost hits are counted per probe, in the probe's slot of the `lost` array (or in all).
+  a.emit(maps.lostInAll === true ? st('W', 10, SCRATCH, 0) : stx('W', 10, SCRATCH, 8));
+  a.emit(ldMapFd(1, maps.lost), mov64Reg(2, 10));
   a.emit(alu64Imm('ADD', 2, SCRATCH), call(BPF_FUNC.map_lookup_elem));
   a.jmpImm('JEQ', 0, 0, out);
   a.emit(ldx('DW', 1, 0, 0), alu64Imm('ADD', 1, 1), stx('DW', 0, 0, 1));

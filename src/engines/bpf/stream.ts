@@ -44,6 +44,12 @@ export interface BpfStreamOptions {
   readonly bufferBytes: number;
   readonly filters?: Omit<Filters, 'pid'> | undefined;
   readonly mode?: AttachMode | undefined;
+  /**
+   * Count lost hits in all, not per probe (stats() then gives each probe none lost): for
+   * streams of a great many probes whose losses matter in all (a recording), whose per-probe
+   * counters took a tenth of a second to make and tens of system calls to read.
+   */
+  readonly lostInAll?: boolean | undefined;
 }
 
 interface Route {
@@ -89,15 +95,17 @@ export class BpfStream {
   #lastComm = { a: -1, b: -1, c: -1, d: -1, text: '' };
   #delivered = 0;
   #attach: AttachReport | undefined;
+  readonly #lostInAll: boolean;
 
   private constructor(sites: readonly BpfStreamSite[], options: BpfStreamOptions) {
     this.#ring = RingBuffer.create('upscope_events', options.bufferBytes);
+    this.#lostInAll = options.lostInAll === true;
     this.#lost = this.#session.map({
       kind: 'percpu-array',
       name: 'lost',
       keyBytes: 4,
       valueBytes: 8,
-      maxEntries: Math.max(sites.length, 1),
+      maxEntries: options.lostInAll === true ? 1 : Math.max(sites.length, 1),
     });
     const layouts = new Map<
       string,
@@ -134,7 +142,12 @@ export class BpfStream {
       options.follow === undefined ? undefined : this.#session.follow(options.follow);
     const program = () =>
       streamProgram(
-        { ring: this.#ring.map.fd, lost: this.#lost.fd, followed: followed?.fd },
+        {
+          ring: this.#ring.map.fd,
+          lost: this.#lost.fd,
+          lostInAll: this.#lostInAll,
+          followed: followed?.fd,
+        },
         this.#layouts,
         options.filters ?? {},
       );
@@ -215,7 +228,7 @@ export class BpfStream {
   stats(): StreamStats {
     // Every probe's count in a few system calls (a lookup per probe was seconds at the end
     // of a recording of every function of a large program).
-    const lostOf = new Float64Array(this.#routes.length);
+    const lostOf = new Float64Array(this.#lostInAll ? 1 : this.#routes.length);
     const map = this.#lost;
     map.lookupBatch((keys, values, count) => {
       const view = new DataView(keys.buffer, keys.byteOffset, keys.byteLength);
@@ -224,21 +237,14 @@ export class BpfStream {
         lostOf[view.getUint32(i * 4, true)] = Number(sumSlots(value, map.cpus, 8));
       }
     });
-    const perProbe = this.#routes.map((route, index) => ({
-      probe: route.site.probe,
-      delivered: route.delivered,
-      lost: lostOf[index]!,
-    }));
-    return {
-      delivered: this.#delivered,
-      lost: perProbe.reduce((sum, p) => sum + p.lost, 0),
-      missed: undefined,
-      perProbe: perProbe.map((p) => ({
-        probe: p.probe,
-        delivered: p.delivered,
-        hits: p.delivered + p.lost,
-      })),
-    };
+    const all = this.#lostInAll;
+    let lost = all ? lostOf[0]! : 0;
+    const perProbe = this.#routes.map((route, index) => {
+      const mine = all ? 0 : lostOf[index]!;
+      lost += mine;
+      return { probe: route.site.probe, delivered: route.delivered, hits: route.delivered + mine };
+    });
+    return { delivered: this.#delivered, lost, missed: undefined, perProbe };
   }
 
   close(): void {

@@ -2427,14 +2427,18 @@ function pendingSignals(tid: number): bigint {
 
 /**
  * Run what the tracer does to a stopped thread; when ptrace says ESRCH because the thread has
- * left its stop for good (a SIGKILL takes it out at once, and it is dying or gone), do nothing
- * more: its end is reported by a later wait, as for any thread that exits.
+ * left its stop for good (a SIGKILL takes it out at once, and it is dying or gone), or its
+ * memory can no longer be written (a dying process's goes early), do nothing more: its end is
+ * reported by a later wait, as for any thread that exits.
  */
 function killedMeanwhile(action: () => void, tid: number): void {
   try {
     action();
   } catch (err) {
-    if (!(err instanceof ProbeError) || err.code !== 'ERR_TARGET_GONE' || !dying(tid)) throw err;
+    const gone =
+      err instanceof ProbeError &&
+      (err.code === 'ERR_TARGET_GONE' || err.code === 'ERR_TARGET_MEMORY');
+    if (!gone || !dying(tid)) throw err;
   }
 }
 

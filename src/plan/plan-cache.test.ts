@@ -1,0 +1,162 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { loadPlan, planCacheDir, planKey, savePlan } from './plan-cache.js';
+import type { ProbeSite, TargetFile } from './probe-site.js';
+
+const work = mkdtempSync(join(tmpdir(), 'upscope-plan-cache-unit-'));
+const saved = process.env.UPSCOPE_CACHE_DIR;
+before(() => {
+  process.env.UPSCOPE_CACHE_DIR = join(work, 'cache');
+});
+after(() => {
+  if (saved === undefined) delete process.env.UPSCOPE_CACHE_DIR;
+  else process.env.UPSCOPE_CACHE_DIR = saved;
+  rmSync(work, { recursive: true, force: true });
+});
+
+const file: TargetFile = {
+  path: '/bin/app',
+  displayPath: '/bin/app',
+  dev: 1n,
+  inode: 2n,
+  buildId: 'ab12',
+  elfType: 'dyn',
+};
+
+function site(kind: 'entry' | 'return', vaddr: bigint): ProbeSite {
+  const handling = { strategy: 'emulate', what: 'push' } as const;
+  return {
+    spec: 'r:/bin/app:*',
+    kind,
+    target: file,
+    symbol: `_Z1fi${vaddr}`,
+    demangled: `f(int) ${vaddr}`,
+    aliases: [],
+    symbolOffset: 0n,
+    vaddr,
+    fileOffset: vaddr - 0x1000n,
+    usdt: undefined,
+    instructions: [],
+    handling,
+    fetches: [],
+    runtimeAddress: undefined,
+    returns:
+      kind === 'entry'
+        ? undefined
+        : {
+            mode: 'sites',
+            why: 'an unwinder can pass through it',
+            frames: 'thread',
+            entry: { vaddr, fileOffset: vaddr - 0x1000n },
+            sites: [
+              {
+                vaddr: vaddr + 9n,
+                fileOffset: vaddr + 9n - 0x1000n,
+                kind: 'ret',
+                text: 'ret',
+                handling,
+              },
+              {
+                vaddr: vaddr + 20n,
+                fileOffset: vaddr + 20n - 0x1000n,
+                kind: 'tail-call',
+                text: 'jmp',
+                handling,
+              },
+            ],
+          },
+  };
+}
+
+describe('plan cache', () => {
+  test('the cache directory: $UPSCOPE_CACHE_DIR, none when it is empty', () => {
+    assert.equal(planCacheDir(), join(work, 'cache', 'plans'));
+    process.env.UPSCOPE_CACHE_DIR = '';
+    try {
+      assert.equal(planCacheDir(), undefined);
+    } finally {
+      process.env.UPSCOPE_CACHE_DIR = join(work, 'cache');
+    }
+  });
+
+  test('a key changes with the file (its modification time) and with what the plan depends on', () => {
+    const path = join(work, 'app');
+    writeFileSync(path, 'elf');
+    const parts = { path, buildId: 'ab', spec: 'r:app:*', options: { mode: 'auto' } };
+    const first = planKey(parts);
+    assert.ok(first !== undefined);
+    assert.equal(planKey(parts), first);
+    assert.notEqual(planKey({ ...parts, spec: 'app:*' }), first);
+    assert.notEqual(planKey({ ...parts, options: { mode: 'sites' } }), first);
+    assert.notEqual(planKey({ ...parts, buildId: 'cd' }), first);
+    utimesSync(path, new Date(1000), new Date(2000));
+    assert.notEqual(planKey(parts), first);
+    assert.equal(planKey({ ...parts, path: join(work, 'missing') }), undefined);
+  });
+
+  test('a plan kept is given back as it was made: sites, returns, skipped sites, warnings', () => {
+    const sites = [site('return', 0x1100n), site('return', 0x1200n)];
+    const error = (message: string) =>
+      Object.assign(new Error(message), { code: 'ERR_RETURNS_NOT_FOUND', hints: ['Probe it'] });
+    savePlan('k.json', 'return', {
+      sites,
+      skipped: [
+        {
+          spec: 'r:/bin/app:*',
+          target: '/bin/app',
+          symbol: 'g',
+          vaddr: 0x1300n,
+          reason: 'returns not found',
+          error: error('Cannot place a return probe on g') as never,
+        },
+      ],
+      warnings: [error('Skipped 1 IFUNC resolver') as never],
+    });
+    const back = loadPlan('k.json', {
+      spec: 'r:/bin/app:*',
+      file,
+      path: '/nonexistent',
+      runtimeAddress: (offset) => offset + 0x7f00_0000_0000n,
+    });
+    assert.ok(back !== undefined);
+    assert.equal(back.sites.length, 2);
+    const [one] = back.sites;
+    assert.equal(one!.symbol, '_Z1fi4352');
+    assert.equal(one!.demangled, 'f(int) 4352');
+    assert.equal(one!.vaddr, 0x1100n);
+    assert.equal(one!.fileOffset, 0x100n);
+    assert.equal(one!.runtimeAddress, 0x7f00_0000_0100n);
+    assert.deepEqual(one!.handling, { strategy: 'emulate', what: 'push' });
+    const returns = one!.returns!;
+    assert.equal(returns.mode, 'sites');
+    assert.equal(returns.why, 'an unwinder can pass through it');
+    assert.deepEqual(returns.entry, { vaddr: 0x1100n, fileOffset: 0x100n });
+    assert.deepEqual(
+      returns.sites.map((s) => [s.vaddr, s.fileOffset, s.kind]),
+      [
+        [0x1109n, 0x109n, 'ret'],
+        [0x1114n, 0x114n, 'tail-call'],
+      ],
+    );
+    assert.equal(back.skipped[0]!.symbol, 'g');
+    assert.equal(back.skipped[0]!.reason, 'returns not found');
+    assert.equal(back.skipped[0]!.error.code, 'ERR_RETURNS_NOT_FOUND');
+    assert.deepEqual(back.skipped[0]!.error.hints, ['Probe it']);
+    assert.equal(back.warnings[0]!.message, 'Skipped 1 IFUNC resolver');
+  });
+
+  test('no plan, or one that is damaged or of another format, is none', () => {
+    const place = { spec: 's', file, path: '/x', runtimeAddress: () => undefined };
+    assert.equal(loadPlan('none.json', place), undefined);
+    const dir = planCacheDir()!;
+    savePlan('ok.json', 'entry', { sites: [site('entry', 0x1100n)], skipped: [], warnings: [] });
+    writeFileSync(join(dir, 'bad.json'), '{"format": 1, "vaddrs": [');
+    assert.equal(loadPlan('bad.json', place), undefined);
+    writeFileSync(join(dir, 'old.json'), '{"format": 0, "vaddrs": []}');
+    assert.equal(loadPlan('old.json', place), undefined);
+    assert.equal(loadPlan('ok.json', place)?.sites.length, 1);
+  });
+});
