@@ -3,8 +3,8 @@
 # fresh machine runs every test with none skipped. Runs as root (CI, and `npm test` as root);
 # as another user it installs nothing and prints the one command that would.
 #
-# Each line of NEEDS is "CHECK PACKAGE... # why": CHECK is a command that succeeds when the
-# tool is there (most often `command -v NAME`).
+# Each line of NEEDS is "CHECK|PACKAGE": CHECK is a command that succeeds when the tool is
+# there (most often `command -v NAME`), PACKAGE what installs it (after the last '|').
 #   gcc, g++, binutils: the C and C++ targets, and readelf/nm/objdump, the truth for offsets
 #   gdb: the truth for breakpoints on source lines and for stacks (bt)
 #   strace: which files upscope writes
@@ -42,8 +42,9 @@ NEEDS=(
 
 missing=()
 for need in "${NEEDS[@]}"; do
-  check=${need%%|*}
-  package=${need#*|}
+  # The package is after the last '|' (a check may hold pipes of its own).
+  check=${need%|*}
+  package=${need##*|}
   if ! bash -c "$check" >/dev/null 2>&1; then
     missing+=("$package")
   fi
