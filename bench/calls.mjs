@@ -9,8 +9,13 @@
 //     it lost with the program paced at 250,000 to 2,000,000 calls a second (hot.c's third
 //     argument), and the rate the program kept;
 //  3. attach time to functions of /usr/bin/node on a running node, from a few hundred to all
-//     of them (tens of thousands): upscope record -p until its start line, against bpftrace's
-//     `uprobe:/usr/bin/node:PATTERN` until its BEGIN (run once every probe is attached).
+//     of them (tens of thousands): upscope record -p until its start line, planned and with
+//     the plans kept, against bpftrace's `uprobe:/usr/bin/node:PATTERN` until its BEGIN (run
+//     once every probe is attached). A bpftrace that does not attach within
+//     BENCH_ATTACH_LIMIT_S (300) takes many minutes to let go of its probes (each perf event
+//     waits out an RCU grace period; everything on the machine is slower meanwhile, so the
+//     next row waits for it) and is not run on larger patterns; BENCH_ATTACH_BPFTRACE=0 runs
+//     none of it.
 // Installs uftrace and bpftrace from Debian when missing; a peer that cannot be had is said.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -226,7 +231,7 @@ const ATTACH_PATTERNS = (
   process.env.BENCH_ATTACH_PATTERNS ?? 'uv_*,_ZN2v88internal8compiler*,_ZN*,*'
 ).split(',');
 
-async function attachNode() {
+export async function attachNode() {
   const node = spawn('/usr/bin/node', ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
   const dir = mkdtempSync(join(tmpdir(), 'upscope-bench-attach-'));
   const bpftraceMissing = ensure('bpftrace', 'bpftrace', ['--version']);
@@ -239,6 +244,7 @@ async function attachNode() {
     console.log(
       '  pattern                 upscope record -p (entry+return): planned / plan kept     bpftrace (entry only)',
     );
+    let bpftraceGaveUp;
     for (const pattern of ATTACH_PATTERNS) {
       // The first run plans every function (an empty plan cache), the second takes the plans
       // the first kept (see README: plans are kept by file, spec and options).
@@ -264,28 +270,37 @@ async function attachNode() {
       const ours = await recordOnce();
       const kept = ours.ms === undefined ? ours : await recordOnce();
       const count = /Recording (\d+) function/.exec(ours.text)?.[1];
+      // bpftrace takes many minutes to let go of probes it could not finish attaching (each
+      // of its perf events waits out an RCU grace period): once it failed, no more of it.
       const theirs =
-        bpftraceMissing === undefined
-          ? await timeUntil(
-              'bpftrace',
-              [
-                '-p',
-                String(node.pid),
-                '-e',
-                `BEGIN { printf("ready\\n"); } uprobe:/usr/bin/node:${pattern} { @n = count(); }`,
-              ],
-              /ready/,
-              ATTACH_LIMIT_S,
-              // Its default limit is 512 probes.
-              { BPFTRACE_MAX_PROBES: '1000000' },
-            )
-          : { why: bpftraceMissing };
+        process.env.BENCH_ATTACH_BPFTRACE === '0'
+          ? { why: 'not run (BENCH_ATTACH_BPFTRACE=0)' }
+          : bpftraceGaveUp !== undefined
+            ? { why: `not run: it did not attach ${bpftraceGaveUp}` }
+            : bpftraceMissing === undefined
+              ? await timeUntil(
+                  'bpftrace',
+                  [
+                    '-p',
+                    String(node.pid),
+                    '-e',
+                    `BEGIN { printf("ready\\n"); } uprobe:/usr/bin/node:${pattern} { @n = count(); }`,
+                  ],
+                  /ready/,
+                  ATTACH_LIMIT_S,
+                  // Its default limit is 512 probes.
+                  { BPFTRACE_MAX_PROBES: '1000000' },
+                )
+              : { why: bpftraceMissing };
       if (theirs.pid !== undefined) removeLeftUprobes(`_bcc_${theirs.pid}`);
+      if (theirs.ms === undefined && theirs.pid !== undefined) {
+        bpftraceGaveUp = `${pattern} (${count} functions) within ${ATTACH_LIMIT_S} s`;
+      }
       const probes = /Attaching (\d+) probes/.exec(theirs.text ?? '')?.[1];
       const said = (r) =>
         (r.why ?? '')
           .split('\n')
-          .filter((l) => /ERROR|error|ended/.test(l))
+          .filter((l) => /ERROR|error|ended|not run/.test(l))
           .join(' ')
           .slice(0, 90);
       const ourText =
@@ -293,7 +308,7 @@ async function attachNode() {
           ? `failed: ${said(ours.ms === undefined ? ours : kept)}`
           : `${fmt(ours.ms, 0)} ms / ${fmt(kept.ms, 0)} ms, ${count} functions`;
       console.log(
-        `  ${pattern.padEnd(22)}  ${ourText.padEnd(52)}   ${theirs.ms === undefined ? `failed: ${said(theirs)}` : `${fmt(theirs.ms, 0)} ms, ${probes} probes`}`,
+        `  ${pattern.padEnd(22)}  ${ourText.padEnd(52)}   ${theirs.ms !== undefined ? `${fmt(theirs.ms, 0)} ms, ${probes} probes` : theirs.why?.startsWith('not run') ? theirs.why : `failed: ${said(theirs)}`}`,
       );
     }
   } finally {
