@@ -210,7 +210,7 @@ export class RecordingWriter {
   #writeIndex(): void {
     const path = join(this.#dir, INDEX_FILE);
     try {
-      writeFileSync(`${path}.tmp`, `${JSON.stringify(this.#index, null, 1)}\n`);
+      writeFileSync(`${path}.tmp`, `${JSON.stringify(this.#index)}\n`);
       renameSync(`${path}.tmp`, path);
     } catch (err) {
       throw writeError(this.#dir, err);

@@ -41,6 +41,15 @@ function field(name: string, expr: FetchExpr): FetchArg {
 
 /** The hidden fetches that identify a call's frame at its entry and at its exits. */
 export function frameFetches(frames: 'thread' | 'goroutine'): FetchArg[] {
+  return [...(frames === 'thread' ? THREAD_FRAME : GOROUTINE_FRAME)];
+}
+
+/** frameFetches() made once each (a site's points share them; nothing changes them). */
+function sharedFrameFetches(frames: 'thread' | 'goroutine'): readonly FetchArg[] {
+  return frames === 'thread' ? THREAD_FRAME : GOROUTINE_FRAME;
+}
+
+function makeFrameFetches(frames: 'thread' | 'goroutine'): FetchArg[] {
   const sp = field(FRAME_FIELDS.sp, { kind: 'sp', span: NO_SPAN });
   if (frames === 'thread') return [sp];
   const g: FetchExpr = { kind: 'register', name: 'r14', span: NO_SPAN };
@@ -50,6 +59,10 @@ export function frameFetches(frames: 'thread' | 'goroutine'): FetchArg[] {
     field(FRAME_FIELDS.stackTop, { kind: 'deref', offset: 8n, inner: g, span: NO_SPAN }),
   ];
 }
+
+const THREAD_FRAME: readonly FetchArg[] = Object.freeze(makeFrameFetches('thread'));
+const GOROUTINE_FRAME: readonly FetchArg[] = Object.freeze(makeFrameFetches('goroutine'));
+const NO_FETCHES: readonly FetchArg[] = Object.freeze([]);
 
 export interface AttachPointOptions {
   /** Add the frame's fields to frame entries and exits (for pairing in user space). */
@@ -76,19 +89,23 @@ export function attachPoints(site: ProbeSite, options: AttachPointOptions = {}):
       },
     ];
   }
-  const frame = options.frameFields === true ? frameFetches(returns.frames) : [];
+  const frame = options.frameFields === true ? sharedFrameFetches(returns.frames) : NO_FETCHES;
   const points: AttachPoint[] = returns.sites.map((exit) => ({
     vaddr: exit.vaddr,
     fileOffset: exit.fileOffset,
     attach: 'uprobe',
     role: 'return',
     exit: exit.kind,
-    fetches: [
-      ...(exit.kind === 'tail-call'
-        ? site.fetches.filter((f) => !readsResult(f.expr))
-        : site.fetches.map(resultFromRegister)),
-      ...frame,
-    ],
+    // The frame's fields alone, shared, where the site fetches nothing (a recording).
+    fetches:
+      site.fetches.length === 0
+        ? frame
+        : [
+            ...(exit.kind === 'tail-call'
+              ? site.fetches.filter((f) => !readsResult(f.expr))
+              : site.fetches.map(resultFromRegister)),
+            ...frame,
+          ],
   }));
   points.push({
     vaddr: returns.entry.vaddr,
