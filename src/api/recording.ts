@@ -527,7 +527,16 @@ async function sayStripped(
   }
 }
 
-async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
+/**
+ * The probes of a recording, attached; `prepare` is given the functions while the probes are
+ * attached (a recording's writer is made then), and its failure is the attach's.
+ */
+async function attachFunctions(
+  options: RecordCallsOptions,
+  prepare?: (functions: RecordedFunction[]) => void,
+): Promise<Probed> {
+  const ids = new Map<string, number>();
+  let functions: RecordedFunction[] = [];
   const attachment = await new Tracer().attach(recordSpecs(options), {
     command: options.command,
     pid: options.pid,
@@ -540,10 +549,12 @@ async function attachFunctions(options: RecordCallsOptions): Promise<Probed> {
     onNotice: options.onNotice,
     onProgress: options.onProgress,
     lean: true,
+    whileAttaching: async (made) => {
+      functions = functionsOf(made.sites, ids);
+      await sayStripped(functions, options);
+      prepare?.(functions);
+    },
   });
-  const ids = new Map<string, number>();
-  const functions = functionsOf(attachment.sites, ids);
-  await sayStripped(functions, options);
   const toRecord = (event: ProbeEvent): CallRecord | undefined => {
     const fn = ids.get(event.probe);
     if (fn === undefined || (event.kind !== 'entry' && event.kind !== 'return')) return undefined;
@@ -566,25 +577,22 @@ export async function recordCalls(options: RecordOptions): Promise<CallRecorder>
   if (options.engine === 'ptrace' || options.engine === 'inject') {
     return recordInProcess({ ...options, engine: options.engine });
   }
-  const { attachment, functions, toRecord } = await attachFunctions({
-    ...options,
-    engine: options.engine,
-  });
-  let writer: RecordingWriter;
-  try {
-    writer = RecordingWriter.create(options.dir, {
-      command: options.command,
-      pid: options.pid,
-      engine: options.engine ?? 'bpf',
-      startedAt: new Date().toISOString(),
-      functions,
-      objects: [...new Set(functions.map((f) => f.object))],
-      lost: 0,
-    });
-  } catch (err) {
-    await attachment.close();
-    throw err;
-  }
+  let made: RecordingWriter | undefined;
+  const { attachment, functions, toRecord } = await attachFunctions(
+    { ...options, engine: options.engine },
+    (functions) => {
+      made = RecordingWriter.create(options.dir, {
+        command: options.command,
+        pid: options.pid,
+        engine: options.engine ?? 'bpf',
+        startedAt: new Date().toISOString(),
+        functions,
+        objects: [...new Set(functions.map((f) => f.object))],
+        lost: 0,
+      });
+    },
+  );
+  const writer = made!;
   let failure: unknown;
   attachment.on('*', (event) => {
     if (failure !== undefined) return;

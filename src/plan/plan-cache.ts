@@ -255,7 +255,10 @@ export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined 
       handling: plan.handlings[plan.handling[i]!]!,
       fetches: none,
       runtimeAddress: place.runtimeAddress(fileOffset),
-      returns: row === null || row === undefined ? undefined : returnsOf(row, plan, place.path),
+      returns:
+        row === null || row === undefined
+          ? undefined
+          : returnsOf(row, plan, place.path, vaddr, fileOffset),
     });
   }
   return {
@@ -287,7 +290,13 @@ class KeptExit implements ReturnSitePlan {
   }
 }
 
-function returnsOf(row: readonly number[], plan: StoredPlan, path: string): ReturnPlan {
+function returnsOf(
+  row: readonly number[],
+  plan: StoredPlan,
+  path: string,
+  vaddr: bigint,
+  fileOffset: bigint,
+): ReturnPlan {
   const sites: ReturnSitePlan[] = [];
   for (let at = 5; at + 3 < row.length; at += 4) {
     sites.push(
@@ -304,7 +313,11 @@ function returnsOf(row: readonly number[], plan: StoredPlan, path: string): Retu
     mode: row[0] === 0 ? 'trampoline' : 'sites',
     why: plan.whys[row[1]!]!,
     frames: row[2] === 0 ? 'thread' : 'goroutine',
-    entry: { vaddr: BigInt(row[3]!), fileOffset: BigInt(row[4]!) },
+    // The site's own numbers where the call begins at the function's start (no bigint more).
+    entry: {
+      vaddr: row[3] === Number(vaddr) ? vaddr : BigInt(row[3]!),
+      fileOffset: row[4] === Number(fileOffset) ? fileOffset : BigInt(row[4]!),
+    },
     sites,
   };
 }

@@ -736,7 +736,8 @@ export function linkPerfEvent(programFd: number, perfFd: number, cookie: bigint)
 export interface MultiLinkSpec {
   readonly path: string;
   readonly offsets: readonly bigint[];
-  readonly cookies: readonly bigint[];
+  /** Each probe's cookie (a number below 2^53, or a bigint). */
+  readonly cookies: readonly (bigint | number)[];
   /** Semaphore file offsets (0 for none), or undefined when no probe has one. */
   readonly refCtrOffsets?: readonly bigint[] | undefined;
   readonly retprobe: boolean;
@@ -748,6 +749,41 @@ export interface MultiLinkSpec {
  * 6.6+). Returns the link's fd, or the negative errno (the caller decides on a fallback).
  */
 export function linkUprobeMulti(programFd: number, spec: MultiLinkSpec): number {
+  const request = multiLinkRequest(programFd, spec);
+  try {
+    return request.native.syscall(...request.args);
+  } finally {
+    request.free();
+  }
+}
+
+/**
+ * linkUprobeMulti() made on another thread (the kernel takes a few microseconds a probe: a
+ * third of a second for 140,000), this one going on meanwhile. The link's fd, or -1 when it
+ * failed (linkUprobeMulti() says why).
+ */
+export async function linkUprobeMultiAsync(
+  programFd: number,
+  spec: MultiLinkSpec,
+): Promise<number> {
+  const request = multiLinkRequest(programFd, spec);
+  try {
+    const fd = await request.native.syscallAsync(...request.args);
+    return fd < 0 ? -1 : fd;
+  } finally {
+    request.free();
+  }
+}
+
+/** The BPF_LINK_CREATE call of a uprobe_multi link, its memory freed by free(). */
+function multiLinkRequest(
+  programFd: number,
+  spec: MultiLinkSpec,
+): {
+  readonly native: ReturnType<typeof loadNative>;
+  readonly args: [number, bigint, bigint, bigint, bigint, bigint];
+  free(): void;
+} {
   const native = loadNative();
   const count = spec.offsets.length;
   const attr = bpfAttr(native);
@@ -755,6 +791,13 @@ export function linkUprobeMulti(programFd: number, spec: MultiLinkSpec): number 
   const offsets = native.alloc(count * 8);
   const cookies = native.alloc(count * 8);
   const refs = spec.refCtrOffsets === undefined ? undefined : native.alloc(count * 8);
+  const free = () => {
+    attr.free();
+    path.free();
+    offsets.free();
+    cookies.free();
+    refs?.free();
+  };
   try {
     path.bytes.set(new TextEncoder().encode(spec.path));
     const offsetView = new DataView(offsets.bytes.buffer, offsets.bytes.byteOffset);
@@ -762,7 +805,13 @@ export function linkUprobeMulti(programFd: number, spec: MultiLinkSpec): number 
     const refView = refs && new DataView(refs.bytes.buffer, refs.bytes.byteOffset);
     for (let i = 0; i < count; i++) {
       offsetView.setBigUint64(i * 8, spec.offsets[i]!, true);
-      cookieView.setBigUint64(i * 8, spec.cookies[i]!, true);
+      const cookie = spec.cookies[i]!;
+      if (typeof cookie === 'bigint') cookieView.setBigUint64(i * 8, cookie, true);
+      else {
+        // No bigint made per probe: the two halves as numbers.
+        cookieView.setUint32(i * 8, cookie % 2 ** 32, true);
+        cookieView.setUint32(i * 8 + 4, Math.floor(cookie / 2 ** 32), true);
+      }
       refView?.setBigUint64(i * 8, spec.refCtrOffsets![i]!, true);
     }
     const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
@@ -779,21 +828,22 @@ export function linkUprobeMulti(programFd: number, spec: MultiLinkSpec): number 
       true,
     );
     view.setUint32(UPROBE_MULTI.pid, spec.pid ?? 0, true);
-    return native.syscall(
+  } catch (err) {
+    free();
+    throw err;
+  }
+  return {
+    native,
+    args: [
       SYSCALL.bpf,
       BigInt(BPF_CMD.BPF_LINK_CREATE),
       attr.address,
       BigInt(BPF_ATTR_BYTES),
       0n,
       0n,
-    );
-  } finally {
-    attr.free();
-    path.free();
-    offsets.free();
-    cookies.free();
-    refs?.free();
-  }
+    ],
+    free,
+  };
 }
 
 /** Throw the error a refused uprobe_multi link means. */
