@@ -104,9 +104,9 @@ export interface AttachOptions extends CoverageOptions {
    */
   readonly returnProbes?: ReturnProbeMode | undefined;
   /**
-   * Work to do once the attachment is made and while its probes are attached (the bpf
-   * engine's links take a third of a second for 140,000 probes): attach() resolves when both
-   * are done; if this fails, the attachment is closed and attach() fails with it.
+   * Work to do once the attachment is made, before a command is let run and attach()
+   * resolves (a recording's writer is made then); if it fails, the attachment is closed and
+   * attach() fails with it.
    */
   readonly whileAttaching?: ((attachment: Attachment) => Promise<void> | void) | undefined;
   /**
@@ -248,10 +248,9 @@ export class Tracer {
       const covered = coverage(options, launched?.pid);
       const { streamSites, hidden } = streamSitesFor(sites);
       const bufferSizeKb = options.bufferSizeKb ?? 4096;
-      // The bpf engine's links are made on other threads while the attachment is made.
-      const opening =
+      const opened =
         options.engine === 'bpf'
-          ? BpfStream.opening(streamSites.map(bpfSite), {
+          ? BpfStream.open(streamSites.map(bpfSite), {
               follow: following
                 ? { pids: covered.pids ?? [], startAtExecOf: covered.startAtExecOf, tracefs }
                 : undefined,
@@ -264,7 +263,7 @@ export class Tracer {
             })
           : undefined;
       const stream: EventStream =
-        opening?.stream ??
+        opened ??
         TracefsStream.open(streamSites, {
           tracefs: tracefs!,
           // The kernel filters by thread: every thread of the processes, and with -c the
@@ -303,14 +302,11 @@ export class Tracer {
           debugDirs: options.debugDirs,
         }),
       );
-      const [linked, prepared] = await Promise.allSettled([
-        opening?.attached,
-        options.whileAttaching?.(attachment),
-      ]);
-      for (const settled of [linked, prepared]) {
-        if (settled.status === 'fulfilled') continue;
+      try {
+        await options.whileAttaching?.(attachment);
+      } catch (err) {
         await attachment.close();
-        throw settled.reason;
+        throw err;
       }
       launched?.resume();
       return attachment;

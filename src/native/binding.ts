@@ -66,19 +66,6 @@ export interface NativeBinding {
    */
   syscall(number: number, a1: bigint, a2: bigint, a3: bigint, a4: bigint, a5: bigint): number;
   /**
-   * syscall() made on a thread of libuv's pool, for a long one (a uprobe_multi link of
-   * thousands of probes) while this thread goes on. Its result as is: -1 on failure, the errno
-   * lost with the thread (make the call again with syscall() to learn it).
-   */
-  syscallAsync(
-    number: number,
-    a1: bigint,
-    a2: bigint,
-    a3: bigint,
-    a4: bigint,
-    a5: bigint,
-  ): Promise<number>;
-  /**
    * `bytes` of zeroed memory outside the JavaScript heap, at an address that does not move
    * (for pointers inside syscall arguments). Its `bytes` view must not be used after free().
    */

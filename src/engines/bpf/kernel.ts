@@ -749,41 +749,6 @@ export interface MultiLinkSpec {
  * 6.6+). Returns the link's fd, or the negative errno (the caller decides on a fallback).
  */
 export function linkUprobeMulti(programFd: number, spec: MultiLinkSpec): number {
-  const request = multiLinkRequest(programFd, spec);
-  try {
-    return request.native.syscall(...request.args);
-  } finally {
-    request.free();
-  }
-}
-
-/**
- * linkUprobeMulti() made on another thread (the kernel takes a few microseconds a probe: a
- * third of a second for 140,000), this one going on meanwhile. The link's fd, or -1 when it
- * failed (linkUprobeMulti() says why).
- */
-export async function linkUprobeMultiAsync(
-  programFd: number,
-  spec: MultiLinkSpec,
-): Promise<number> {
-  const request = multiLinkRequest(programFd, spec);
-  try {
-    const fd = await request.native.syscallAsync(...request.args);
-    return fd < 0 ? -1 : fd;
-  } finally {
-    request.free();
-  }
-}
-
-/** The BPF_LINK_CREATE call of a uprobe_multi link, its memory freed by free(). */
-function multiLinkRequest(
-  programFd: number,
-  spec: MultiLinkSpec,
-): {
-  readonly native: ReturnType<typeof loadNative>;
-  readonly args: [number, bigint, bigint, bigint, bigint, bigint];
-  free(): void;
-} {
   const native = loadNative();
   const count = spec.offsets.length;
   const attr = bpfAttr(native);
@@ -791,13 +756,6 @@ function multiLinkRequest(
   const offsets = native.alloc(count * 8);
   const cookies = native.alloc(count * 8);
   const refs = spec.refCtrOffsets === undefined ? undefined : native.alloc(count * 8);
-  const free = () => {
-    attr.free();
-    path.free();
-    offsets.free();
-    cookies.free();
-    refs?.free();
-  };
   try {
     path.bytes.set(new TextEncoder().encode(spec.path));
     const offsetView = new DataView(offsets.bytes.buffer, offsets.bytes.byteOffset);
@@ -828,22 +786,21 @@ function multiLinkRequest(
       true,
     );
     view.setUint32(UPROBE_MULTI.pid, spec.pid ?? 0, true);
-  } catch (err) {
-    free();
-    throw err;
-  }
-  return {
-    native,
-    args: [
+    return native.syscall(
       SYSCALL.bpf,
       BigInt(BPF_CMD.BPF_LINK_CREATE),
       attr.address,
       BigInt(BPF_ATTR_BYTES),
       0n,
       0n,
-    ],
-    free,
-  };
+    );
+  } finally {
+    attr.free();
+    path.free();
+    offsets.free();
+    cookies.free();
+    refs?.free();
+  }
 }
 
 /** Throw the error a refused uprobe_multi link means. */

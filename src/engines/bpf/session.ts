@@ -8,10 +8,8 @@ import {
   closeFd,
   linkPerfEvent,
   linkUprobeMulti,
-  linkUprobeMultiAsync,
   loadProgram,
   type MapSpec,
-  type MultiLinkSpec,
   multiLinkError,
   openTracepointEvent,
   openUprobeEvent,
@@ -147,68 +145,10 @@ export class BpfSession {
    * of their first probe), with the handler for its direction.
    */
   attach(probes: readonly BpfProbe[], programs: Programs, options: AttachOptions): AttachReport {
-    return this.#attachWith(probes, programs, options, undefined);
-  }
-
-  /**
-   * attach(), its uprobe_multi links made on other threads first: their kernel work (a third
-   * of a second for 140,000 probes) goes on while this thread does other work, until the
-   * promise is awaited. What they could not link is linked, or refused with the reason, as
-   * attach() does.
-   */
-  async attachAsync(
-    probes: readonly BpfProbe[],
-    programs: Programs,
-    options: AttachOptions,
-  ): Promise<AttachReport> {
-    const premade = new Map<string, number>();
-    if ((options.mode ?? 'auto') !== 'perf') {
-      const tasks: Promise<void>[] = [];
-      for (const group of groupsOf(probes)) {
-        let program: number;
-        try {
-          program = this.#program(group[0]!.kind, true, programs, options.purpose);
-        } catch {
-          break; // attach() says why, or falls back
-        }
-        for (const pid of this.#pidsOf(group, options)) {
-          tasks.push(
-            linkUprobeMultiAsync(program, multiSpec(group, pid)).then(
-              (fd) => {
-                if (fd >= 0) premade.set(premadeKey(group, pid), fd);
-              },
-              () => {}, // linked again by attach(), which says why it cannot be
-            ),
-          );
-        }
-      }
-      await Promise.all(tasks);
-    }
-    try {
-      return this.#attachWith(probes, programs, options, premade);
-    } finally {
-      // Links of groups attach() did not get to (it failed before them).
-      for (const fd of premade.values()) closeFd(fd);
-    }
-  }
-
-  #attachWith(
-    probes: readonly BpfProbe[],
-    programs: Programs,
-    options: AttachOptions,
-    premade: Map<string, number> | undefined,
-  ): AttachReport {
     this.#originals.push({ probes, programs, options });
-    const report = this.#attach(probes, programs, options, premade);
+    const report = this.#attach(probes, programs, options);
     this.#scope?.start(this);
     return report;
-  }
-
-  /** The processes a group is linked for: each followed one for a scoped file, else all. */
-  #pidsOf(group: readonly BpfProbe[], options: AttachOptions): (number | undefined)[] {
-    const scope = options.pid === undefined ? this.#scope : undefined;
-    if (scope === undefined || !scope.scoped(group[0]!.path)) return [options.pid];
-    return [...scope.pids()];
   }
 
   /**
@@ -257,28 +197,39 @@ export class BpfSession {
     return attached;
   }
 
-  #attach(
-    probes: readonly BpfProbe[],
-    programs: Programs,
-    options: AttachOptions,
-    premade?: Map<string, number>,
-  ): AttachReport {
+  #attach(probes: readonly BpfProbe[], programs: Programs, options: AttachOptions): AttachReport {
     const began = performance.now();
+    const groups = new Map<string, BpfProbe[]>();
+    // Probes come in runs of one file and direction: a key made per run, not per probe.
+    let last: BpfProbe | undefined;
+    let run: BpfProbe[] | undefined;
+    for (const probe of probes) {
+      if (last === undefined || probe.kind !== last.kind || probe.path !== last.path) {
+        const key = `${probe.kind}\u0000${probe.path}`;
+        run = groups.get(key);
+        if (run === undefined) {
+          run = [];
+          groups.set(key, run);
+        }
+      }
+      run!.push(probe);
+      last = probe;
+    }
     const state: LinkState = {
       multi: 0,
       perf: 0,
       fallbackReason: undefined,
       multiWorks: (options.mode ?? 'auto') !== 'perf',
     };
-    for (const group of groupsOf(probes)) {
+    for (const group of groups.values()) {
       const scope = options.pid === undefined ? this.#scope : undefined;
       if (scope === undefined || !scope.scoped(group[0]!.path)) {
-        this.#link(group, programs, options, options.pid, state, this.#links, premade);
+        this.#link(group, programs, options, options.pid, state, this.#links);
         continue;
       }
       this.#scopedGroups.push({ group, programs, options });
       for (const pid of scope.pids()) {
-        this.#link(group, programs, options, pid, state, this.#linksOf(pid), premade);
+        this.#link(group, programs, options, pid, state, this.#linksOf(pid));
       }
     }
     return {
@@ -310,7 +261,6 @@ export class BpfSession {
     pid: number | undefined,
     state: LinkState,
     into: number[],
-    premade?: Map<string, number>,
   ): boolean {
     const mode = options.mode ?? 'auto';
     const { kind, path } = group[0]!;
@@ -326,11 +276,15 @@ export class BpfSession {
         state.fallbackReason = `the kernel does not load uprobe_multi programs (${err.message})`;
       }
       if (program !== undefined) {
-        // Linked already on another thread (attachAsync()), or now.
-        const key = premadeKey(group, pid);
-        let link = premade?.get(key);
-        if (link !== undefined) premade!.delete(key);
-        else link = linkUprobeMulti(program, multiSpec(group, pid));
+        const semaphores = group.some((p) => p.refCtrOffset !== undefined);
+        const link = linkUprobeMulti(program, {
+          path,
+          offsets: group.map((p) => p.offset),
+          cookies: group.map((p) => p.cookie),
+          refCtrOffsets: semaphores ? group.map((p) => p.refCtrOffset ?? 0n) : undefined,
+          retprobe: kind === 'return',
+          pid,
+        });
         if (link >= 0) {
           into.push(link);
           state.multi += group.length;
@@ -430,42 +384,4 @@ export class BpfSession {
     for (const map of this.#maps.splice(0)) map.close();
     this.#scope?.close();
   }
-}
-
-/** Probes by file and direction, in the order of their first probe. */
-function groupsOf(probes: readonly BpfProbe[]): BpfProbe[][] {
-  const groups = new Map<string, BpfProbe[]>();
-  // Probes come in runs of one file and direction: a key made per run, not per probe.
-  let last: BpfProbe | undefined;
-  let group: BpfProbe[] | undefined;
-  for (const probe of probes) {
-    if (last === undefined || probe.kind !== last.kind || probe.path !== last.path) {
-      const key = `${probe.kind}\u0000${probe.path}`;
-      group = groups.get(key);
-      if (group === undefined) {
-        group = [];
-        groups.set(key, group);
-      }
-    }
-    group!.push(probe);
-    last = probe;
-  }
-  return [...groups.values()];
-}
-
-function premadeKey(group: readonly BpfProbe[], pid: number | undefined): string {
-  return `${group[0]!.kind}\u0000${group[0]!.path}\u0000${pid ?? ''}`;
-}
-
-/** The uprobe_multi link of one group, for process `pid` (every process: undefined). */
-function multiSpec(group: readonly BpfProbe[], pid: number | undefined): MultiLinkSpec {
-  const semaphores = group.some((p) => p.refCtrOffset !== undefined);
-  return {
-    path: group[0]!.path,
-    offsets: group.map((p) => p.offset),
-    cookies: group.map((p) => p.cookie),
-    refCtrOffsets: semaphores ? group.map((p) => p.refCtrOffset ?? 0n) : undefined,
-    retprobe: group[0]!.kind === 'return',
-    pid,
-  };
 }

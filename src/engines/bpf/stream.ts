@@ -137,33 +137,7 @@ export class BpfStream {
     }
   }
 
-  /**
-   * open(), its links made while the caller goes on (see BpfSession.attachAsync()): the
-   * stream at once, and `attached` once every probe is live (if that fails, `attached` says
-   * why, and the caller closes the stream).
-   */
-  static opening(
-    sites: readonly BpfStreamSite[],
-    options: BpfStreamOptions,
-  ): { readonly stream: BpfStream; readonly attached: Promise<void> } {
-    const stream = new BpfStream(sites, options);
-    let started: Promise<void>;
-    try {
-      started = stream.#start(sites, options, true);
-    } catch (err) {
-      stream.close();
-      throw err;
-    }
-    return { stream, attached: started };
-  }
-
-  #start(sites: readonly BpfStreamSite[], options: BpfStreamOptions): void;
-  #start(sites: readonly BpfStreamSite[], options: BpfStreamOptions, later: true): Promise<void>;
-  #start(
-    sites: readonly BpfStreamSite[],
-    options: BpfStreamOptions,
-    later = false,
-  ): void | Promise<void> {
+  #start(sites: readonly BpfStreamSite[], options: BpfStreamOptions): void {
     const followed =
       options.follow === undefined ? undefined : this.#session.follow(options.follow);
     const program = () =>
@@ -177,22 +151,17 @@ export class BpfStream {
         this.#layouts,
         options.filters ?? {},
       );
-    const probes = sites.map((site, index) => ({
-      path: site.path,
-      offset: site.offset,
-      kind: site.attach,
-      refCtrOffset: site.refCtrOffset,
-      cookie: this.#layoutOf[index]! * 2 ** 32 + index,
-    }));
-    const programs = { entry: program, return: program };
-    const how = { mode: options.mode, purpose: `the stream of ${sites.length} probes` };
-    if (!later) {
-      this.#attach = this.#session.attach(probes, programs, how);
-      return;
-    }
-    return this.#session.attachAsync(probes, programs, how).then((report) => {
-      this.#attach = report;
-    });
+    this.#attach = this.#session.attach(
+      sites.map((site, index) => ({
+        path: site.path,
+        offset: site.offset,
+        kind: site.attach,
+        refCtrOffset: site.refCtrOffset,
+        cookie: this.#layoutOf[index]! * 2 ** 32 + index,
+      })),
+      { entry: program, return: program },
+      { mode: options.mode, purpose: `the stream of ${sites.length} probes` },
+    );
   }
 
   get attachReport(): AttachReport | undefined {

@@ -2428,18 +2428,31 @@ function pendingSignals(tid: number): bigint {
 /**
  * Run what the tracer does to a stopped thread; when ptrace says ESRCH because the thread has
  * left its stop for good (a SIGKILL takes it out at once, and it is dying or gone), or its
- * memory can no longer be written (a dying process's goes early), do nothing more: its end is
- * reported by a later wait, as for any thread that exits.
+ * memory can no longer be written because it is being killed (a dying process's memory goes
+ * early), do nothing more: its end is reported by a later wait, as for any thread that exits.
  */
 function killedMeanwhile(action: () => void, tid: number): void {
   try {
     action();
   } catch (err) {
-    const gone =
-      err instanceof ProbeError &&
-      (err.code === 'ERR_TARGET_GONE' || err.code === 'ERR_TARGET_MEMORY');
-    if (!gone || !dying(tid)) throw err;
+    if (!(err instanceof ProbeError) || !dying(tid)) throw err;
+    if (err.code === 'ERR_TARGET_GONE') return;
+    // Memory that cannot be written is an end only for a thread being killed (or gone).
+    if (err.code === 'ERR_TARGET_MEMORY' && killed(tid)) return;
+    throw err;
   }
+}
+
+/** Whether a thread is gone, a zombie, or has SIGKILL pending (its end under way). */
+function killed(tid: number): boolean {
+  let state: string | undefined;
+  try {
+    state = procState(tid);
+  } catch {
+    return false;
+  }
+  if (state === undefined || state === 'Z' || state === 'X') return true;
+  return (pendingSignals(tid) & (1n << 8n)) !== 0n;
 }
 
 /**
