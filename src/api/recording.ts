@@ -528,15 +528,17 @@ async function sayStripped(
 }
 
 /**
- * The probes of a recording, attached; `prepare` is given the functions while the probes are
- * attached (a recording's writer is made then), and its failure is the attach's.
+ * The probes of a recording, attached; `prepare` is given the functions before a command is
+ * let run (a recording's writer is made then): what it made, and its failure, are the
+ * attach's.
  */
-async function attachFunctions(
+async function attachFunctions<T>(
   options: RecordCallsOptions,
-  prepare?: (functions: RecordedFunction[]) => void,
-): Promise<Probed> {
+  prepare: (functions: RecordedFunction[]) => T,
+): Promise<Probed & { readonly prepared: T }> {
   const ids = new Map<string, number>();
   let functions: RecordedFunction[] = [];
+  let prepared: T | undefined;
   const attachment = await new Tracer().attach(recordSpecs(options), {
     command: options.command,
     pid: options.pid,
@@ -552,7 +554,7 @@ async function attachFunctions(
     whileAttaching: async (made) => {
       functions = functionsOf(made.sites, ids);
       await sayStripped(functions, options);
-      prepare?.(functions);
+      prepared = prepare(functions);
     },
   });
   const toRecord = (event: ProbeEvent): CallRecord | undefined => {
@@ -566,7 +568,8 @@ async function attachFunctions(
       timeNs: event.timestampNs,
     };
   };
-  return { attachment, functions, toRecord };
+  // whileAttaching ran (attach() resolves only after it), so `prepared` is set.
+  return { attachment, functions, toRecord, prepared: prepared as T };
 }
 
 /**
@@ -577,22 +580,22 @@ export async function recordCalls(options: RecordOptions): Promise<CallRecorder>
   if (options.engine === 'ptrace' || options.engine === 'inject') {
     return recordInProcess({ ...options, engine: options.engine });
   }
-  let made: RecordingWriter | undefined;
-  const { attachment, functions, toRecord } = await attachFunctions(
-    { ...options, engine: options.engine },
-    (functions) => {
-      made = RecordingWriter.create(options.dir, {
-        command: options.command,
-        pid: options.pid,
-        engine: options.engine ?? 'bpf',
-        startedAt: new Date().toISOString(),
-        functions,
-        objects: [...new Set(functions.map((f) => f.object))],
-        lost: 0,
-      });
-    },
+  const {
+    attachment,
+    functions,
+    toRecord,
+    prepared: writer,
+  } = await attachFunctions({ ...options, engine: options.engine }, (functions) =>
+    RecordingWriter.create(options.dir, {
+      command: options.command,
+      pid: options.pid,
+      engine: options.engine ?? 'bpf',
+      startedAt: new Date().toISOString(),
+      functions,
+      objects: [...new Set(functions.map((f) => f.object))],
+      lost: 0,
+    }),
   );
-  const writer = made!;
   let failure: unknown;
   attachment.on('*', (event) => {
     if (failure !== undefined) return;
@@ -809,5 +812,5 @@ export class CallRecords implements AsyncIterable<CallRecord> {
  * ```
  */
 export async function record(options: RecordCallsOptions): Promise<CallRecords> {
-  return new CallRecords(await attachFunctions(options));
+  return new CallRecords(await attachFunctions(options, () => undefined));
 }

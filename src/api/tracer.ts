@@ -535,7 +535,7 @@ function bpfSite(site: NamedSite): BpfStreamSite {
     offset: site.fileOffset,
     attach: site.attach === 'uretprobe' ? 'return' : 'entry',
     refCtrOffset: site.usdt?.semaphoreFileOffset,
-    fetches: site.fetches.length === 0 ? [] : [...site.fetches],
+    fetches: site.fetches,
     probe: site.probe,
     spec: site.spec,
     kind: site.kind,
@@ -888,21 +888,7 @@ export class Attachment {
         };
         unwoundAt(frames.calls.enter(frame.owner, frame.depth, call));
       }
-      if (this.#opensAndDelivers.has(event.probe)) {
-        deliver({
-          probe: event.probe,
-          spec: event.spec,
-          kind: event.kind,
-          pid: event.pid,
-          tid: event.tid,
-          cpu: event.cpu,
-          timestampNs: event.timestampNs,
-          comm: event.comm,
-          fields,
-          latencyNs: undefined,
-          exit: event.exit,
-        });
-      }
+      if (this.#opensAndDelivers.has(event.probe)) deliver(withTiming(event, fields, undefined));
       return;
     }
     const { call, unwound } =
@@ -910,19 +896,13 @@ export class Attachment {
         ? { call: undefined, unwound: [] }
         : frames.calls.leave(frame.owner, frame.depth);
     unwoundAt(unwound);
-    deliver({
-      probe: event.probe,
-      spec: event.spec,
-      kind: event.kind,
-      pid: event.pid,
-      tid: event.tid,
-      cpu: event.cpu,
-      timestampNs: event.timestampNs,
-      comm: event.comm,
-      fields,
-      latencyNs: call === undefined ? undefined : event.timestampNs - call.timestampNs,
-      exit: event.exit,
-    });
+    deliver(
+      withTiming(
+        event,
+        fields,
+        call === undefined ? undefined : event.timestampNs - call.timestampNs,
+      ),
+    );
   }
 
   /** The open calls of threads (or processes, for goroutines) that have ended: unwound. */
@@ -955,21 +935,30 @@ export class Attachment {
     }
     const entry = timing.calls.get(event.tid)?.pop();
     if (entry === undefined) return event;
-    // Written out rather than spread: a spread with one more property gives V8 a slow object.
-    return {
-      probe: event.probe,
-      spec: event.spec,
-      kind: event.kind,
-      pid: event.pid,
-      tid: event.tid,
-      cpu: event.cpu,
-      timestampNs: event.timestampNs,
-      comm: event.comm,
-      fields: event.fields,
-      latencyNs: event.timestampNs - entry,
-      exit: event.exit,
-    };
+    return withTiming(event, event.fields, event.timestampNs - entry);
   }
+}
+
+/** `event` with these fields and latency. */
+function withTiming(
+  event: ProbeEvent,
+  fields: ProbeEvent['fields'],
+  latencyNs: bigint | undefined,
+): ProbeEvent {
+  // Written out rather than spread: a spread with one more property gives V8 a slow object.
+  return {
+    probe: event.probe,
+    spec: event.spec,
+    kind: event.kind,
+    pid: event.pid,
+    tid: event.tid,
+    cpu: event.cpu,
+    timestampNs: event.timestampNs,
+    comm: event.comm,
+    fields,
+    latencyNs,
+    exit: event.exit,
+  };
 }
 
 /** Who owns a call's frame and how deep it is, from an event's frame fields. */

@@ -39,30 +39,23 @@ function field(name: string, expr: FetchExpr): FetchArg {
   return { name, nameExplicit: true, expr, type: 'x64', span: NO_SPAN };
 }
 
-/** The hidden fetches that identify a call's frame at its entry and at its exits. */
-export function frameFetches(frames: 'thread' | 'goroutine'): FetchArg[] {
-  return [...(frames === 'thread' ? THREAD_FRAME : GOROUTINE_FRAME)];
-}
-
-/** frameFetches() made once each (a site's points share them; nothing changes them). */
-function sharedFrameFetches(frames: 'thread' | 'goroutine'): readonly FetchArg[] {
-  return frames === 'thread' ? THREAD_FRAME : GOROUTINE_FRAME;
-}
-
-function makeFrameFetches(frames: 'thread' | 'goroutine'): FetchArg[] {
-  const sp = field(FRAME_FIELDS.sp, { kind: 'sp', span: NO_SPAN });
-  if (frames === 'thread') return [sp];
-  const g: FetchExpr = { kind: 'register', name: 'r14', span: NO_SPAN };
-  return [
-    sp,
-    field(FRAME_FIELDS.goroutine, g),
-    field(FRAME_FIELDS.stackTop, { kind: 'deref', offset: 8n, inner: g, span: NO_SPAN }),
-  ];
-}
-
-const THREAD_FRAME: readonly FetchArg[] = Object.freeze(makeFrameFetches('thread'));
-const GOROUTINE_FRAME: readonly FetchArg[] = Object.freeze(makeFrameFetches('goroutine'));
+const SP_FIELD = field(FRAME_FIELDS.sp, { kind: 'sp', span: NO_SPAN });
+const G_REGISTER: FetchExpr = { kind: 'register', name: 'r14', span: NO_SPAN };
+/** The frame fields of each kind, made once: every point shares them (nothing changes them). */
+const FRAME: Readonly<Record<'thread' | 'goroutine', readonly FetchArg[]>> = {
+  thread: Object.freeze([SP_FIELD]),
+  goroutine: Object.freeze([
+    SP_FIELD,
+    field(FRAME_FIELDS.goroutine, G_REGISTER),
+    field(FRAME_FIELDS.stackTop, { kind: 'deref', offset: 8n, inner: G_REGISTER, span: NO_SPAN }),
+  ]),
+};
 const NO_FETCHES: readonly FetchArg[] = Object.freeze([]);
+
+/** The hidden fetches that identify a call's frame at its entry and at its exits. */
+export function frameFetches(frames: 'thread' | 'goroutine'): readonly FetchArg[] {
+  return FRAME[frames];
+}
 
 export interface AttachPointOptions {
   /** Add the frame's fields to frame entries and exits (for pairing in user space). */
@@ -89,7 +82,7 @@ export function attachPoints(site: ProbeSite, options: AttachPointOptions = {}):
       },
     ];
   }
-  const frame = options.frameFields === true ? sharedFrameFetches(returns.frames) : NO_FETCHES;
+  const frame = options.frameFields === true ? frameFetches(returns.frames) : NO_FETCHES;
   const points: AttachPoint[] = returns.sites.map((exit) => ({
     vaddr: exit.vaddr,
     fileOffset: exit.fileOffset,

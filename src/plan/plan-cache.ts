@@ -131,46 +131,25 @@ function loadError(stored: StoredError, spec: string): ProbeError {
 export function savePlan(key: string, kind: SiteKind, glob: CachedGlob): void {
   const dir = planCacheDir();
   if (dir === undefined) return;
-  const handlings: KernelHandling[] = [];
-  const handlingIds = new Map<string, number>();
-  const handlingOf = (handling: KernelHandling): number => {
-    const text = JSON.stringify(handling);
-    let id = handlingIds.get(text);
-    if (id === undefined) {
-      id = handlings.length;
-      handlings.push(handling);
-      handlingIds.set(text, id);
-    }
-    return id;
-  };
-  const whys: string[] = [];
-  const whyIds = new Map<string, number>();
-  const whyOf = (why: string): number => {
-    let id = whyIds.get(why);
-    if (id === undefined) {
-      id = whys.length;
-      whys.push(why);
-      whyIds.set(why, id);
-    }
-    return id;
-  };
+  const handlings = interned<KernelHandling>((handling) => JSON.stringify(handling));
+  const whys = interned<string>((why) => why);
   const plan: StoredPlan = {
     format: FORMAT,
     kind,
     symbolFile: glob.sites[0]?.symbolFile,
-    handlings,
-    whys,
+    handlings: handlings.values,
+    whys: whys.values,
     symbols: glob.sites.map((s) => s.symbol ?? ''),
     demangled: glob.sites.map((s) => s.demangled ?? null),
     vaddrs: glob.sites.map((s) => Number(s.vaddr)),
     fileOffsets: glob.sites.map((s) => Number(s.fileOffset)),
-    handling: glob.sites.map((s) => handlingOf(s.handling)),
+    handling: glob.sites.map((s) => handlings.id(s.handling)),
     returns: glob.sites.map((s) => {
       const r = s.returns;
       if (r === undefined) return null;
       const row = [
         r.mode === 'trampoline' ? 0 : 1,
-        whyOf(r.why),
+        whys.id(r.why),
         r.frames === 'thread' ? 0 : 1,
         Number(r.entry.vaddr),
         Number(r.entry.fileOffset),
@@ -180,7 +159,7 @@ export function savePlan(key: string, kind: SiteKind, glob: CachedGlob): void {
           Number(exit.vaddr),
           Number(exit.fileOffset),
           exit.kind === 'ret' ? 0 : 1,
-          handlingOf(exit.handling),
+          handlings.id(exit.handling),
         );
       }
       return row;
@@ -202,6 +181,25 @@ export function savePlan(key: string, kind: SiteKind, glob: CachedGlob): void {
   } catch {
     // A read-only or full cache directory: the plan is made again next time.
   }
+}
+
+/** Each distinct value once (`values`), by what `key` makes of it; id() its index there. */
+function interned<T>(key: (value: T) => string): { values: T[]; id(value: T): number } {
+  const values: T[] = [];
+  const ids = new Map<string, number>();
+  return {
+    values,
+    id(value) {
+      const k = key(value);
+      let id = ids.get(k);
+      if (id === undefined) {
+        id = values.length;
+        values.push(value);
+        ids.set(k, id);
+      }
+      return id;
+    },
+  };
 }
 
 /** Leaves the KEPT newest plans. */

@@ -782,10 +782,7 @@ function* resolveGlob(
           spec: spec.text,
           file: target.file,
           path: target.resolved.path,
-          runtimeAddress: (fileOffset) =>
-            target.resolved.mappedObject === undefined
-              ? undefined
-              : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
+          runtimeAddress: (fileOffset) => runtimeAddressOf(target, fileOffset),
         });
   if (kept !== undefined) {
     plan.skipped.push(...kept.skipped);
@@ -1021,6 +1018,12 @@ function siteAtAddress(
   return buildSite(spec, target, fn, vaddr, span, options, undefined, knownStart);
 }
 
+/** Where a file offset of the target is in the process planned for (with `pid`), if mapped. */
+function runtimeAddressOf(target: OpenTarget, fileOffset: bigint): bigint | undefined {
+  const mapped = target.resolved.mappedObject;
+  return mapped === undefined ? undefined : fileOffsetToRuntime(mapped, fileOffset);
+}
+
 /** What a lean site has none of. */
 const NONE: readonly never[] = Object.freeze([]);
 
@@ -1043,11 +1046,11 @@ function leanSite(
     // The same refusal, said the same way.
     return buildSite(spec, target, fn, vaddr, span, options);
   }
-  const end = segment.vaddr + segment.fileSize;
-  const available = end - vaddr < BigInt(MAX_INSTRUCTION_BYTES) ? end - vaddr : 15n;
-  const probed = decodeInstructions(elf.read(fileOffset, Number(available)), vaddr, {
-    maxCount: 1,
-  })[0];
+  const available = Math.min(
+    Number(segment.vaddr + segment.fileSize - vaddr),
+    MAX_INSTRUCTION_BYTES,
+  );
+  const probed = decodeInstructions(elf.read(fileOffset, available), vaddr, { maxCount: 1 })[0];
   if (probed === undefined || probed.invalid) {
     return buildSite(spec, target, fn, vaddr, span, options);
   }
@@ -1088,10 +1091,7 @@ function leanSite(
     instructions: [probed],
     handling,
     fetches: NONE,
-    runtimeAddress:
-      target.resolved.mappedObject === undefined
-        ? undefined
-        : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
+    runtimeAddress: runtimeAddressOf(target, fileOffset),
     returns,
   };
 }
@@ -1246,10 +1246,7 @@ function buildSite(
         span,
       },
     ),
-    runtimeAddress:
-      target.resolved.mappedObject === undefined
-        ? undefined
-        : fileOffsetToRuntime(target.resolved.mappedObject, fileOffset),
+    runtimeAddress: runtimeAddressOf(target, fileOffset),
     ...(options.engine === 'ptrace'
       ? {
           nextIsJumpTarget: nextIsJumpTarget(target.elf, fn, vaddr, probed),

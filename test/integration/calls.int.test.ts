@@ -196,21 +196,24 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       );
     });
 
-  test('record --engine inject: a ring too small for the calls (--buffer-size) loses records and says how many, the index too; records + lost make every call', (t) => {
-    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+  /**
+   * `upscope record` of hot.c's `calls` calls of hot_function with these options (a buffer too
+   * small for them): its stderr and index.
+   */
+  function recordTooFast(
+    t: Parameters<typeof requireHost>[0],
+    calls: number,
+    options: string[],
+  ): { dir: string; stderr: string; index: { records: number; lost: number } } | undefined {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return undefined;
     const hot = compileProgram(new URL('../../bench/programs/hot.c', import.meta.url).pathname, {
       flags: ['-O2'],
       link: ['-lpthread'],
     });
     const dir = join(work, `rec-${readdirSync(work).length}`);
-    const calls = 300_000;
-    // 256 KiB: a ring of 1,024 records, for 600,000 made as fast as the program goes.
     const result = runCli([
       'record',
-      '--engine',
-      'inject',
-      '--buffer-size',
-      '256',
+      ...options,
       '-c',
       `${hot} ${calls}`,
       '-o',
@@ -225,7 +228,16 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     };
     assert.ok(index.lost > 0, `records were lost: ${result.stderr}`);
     assert.match(result.stderr, new RegExp(`, ${index.lost} lost\n`));
-    assert.match(result.stderr, /events lost: the ring buffer filled faster than it was read/);
+    return { dir, stderr: result.stderr, index };
+  }
+
+  test('record --engine inject: a ring too small for the calls (--buffer-size) loses records and says how many, the index too; records + lost make every call', (t) => {
+    const calls = 300_000;
+    // 256 KiB: a ring of 1,024 records, for 600,000 made as fast as the program goes.
+    const made = recordTooFast(t, calls, ['--engine', 'inject', '--buffer-size', '256']);
+    if (made === undefined) return;
+    const { dir, stderr, index } = made;
+    assert.match(stderr, /events lost: the ring buffer filled faster than it was read/);
     // Each call's entry is recorded or lost (a lost entry's return is never swapped); a
     // recorded entry's return may be lost too.
     const recorded = callCounts(dir)['hot_function']!;
@@ -235,32 +247,11 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
   });
 
   test('record (bpf): a buffer too small for the calls loses events and says how many, counted in all; records + lost make every entry and return', (t) => {
-    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
-    const hot = compileProgram(new URL('../../bench/programs/hot.c', import.meta.url).pathname, {
-      flags: ['-O2'],
-      link: ['-lpthread'],
-    });
-    const dir = join(work, `rec-${readdirSync(work).length}`);
     const calls = 100_000;
     // 1 KiB per CPU: one page of ring buffer, for 200,000 events.
-    const result = runCli([
-      'record',
-      '--buffer-size',
-      '1',
-      '-c',
-      `${hot} ${calls}`,
-      '-o',
-      dir,
-      `${hot}:hot_function`,
-    ]);
-    assert.equal(result.status, 0, result.stderr);
-    assert.match(result.stderr, new RegExp(`calls=${calls} `), 'the program ran to its end');
-    const index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8')) as {
-      records: number;
-      lost: number;
-    };
-    assert.ok(index.lost > 0, `events were lost: ${result.stderr}`);
-    assert.match(result.stderr, new RegExp(`, ${index.lost} lost\n`));
+    const made = recordTooFast(t, calls, ['--buffer-size', '1']);
+    if (made === undefined) return;
+    const { index } = made;
     assert.equal(index.records + index.lost, 2 * calls, 'each entry and return recorded or lost');
   });
 

@@ -98,7 +98,10 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
           'DIR: calls.bin (binary records, written as they come) and index.json (functions, ' +
           'threads, losses). Threads and child processes are followed. Read it with upscope ' +
           'report, graph and replay. Events lost (ring buffer full) are said as they happen and ' +
-          'in the index. Ctrl-C ends the recording (with -p the process runs on).',
+          'in the index. Ctrl-C ends the recording (with -p the process runs on). With ' +
+          'kernel uprobes, the plan of each pattern (which functions, where each returns) is ' +
+          'kept in ~/.cache/upscope/plans ($UPSCOPE_CACHE_DIR; empty: none) and taken again ' +
+          'while the file and options are the same.',
       )
       .argument('[target...]', TARGETS_HELP)
       .requiredOption('-o, --output <dir>', 'the recording directory (made if missing)'),

@@ -26,7 +26,7 @@ export interface BpfStreamSite {
   readonly offset: bigint;
   readonly attach: 'entry' | 'return';
   readonly refCtrOffset?: bigint | undefined;
-  readonly fetches: FieldSlot['fetch'][];
+  readonly fetches: readonly FieldSlot['fetch'][];
   readonly probe: string;
   readonly spec: string;
   readonly kind: ProbeEvent['kind'];

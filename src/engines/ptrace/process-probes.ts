@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { goroutineDepth, PendingCalls, threadDepth } from '../../aggregate/index.js';
 import {
   decodeInstructions,
@@ -2452,7 +2453,7 @@ function killed(tid: number): boolean {
     return false;
   }
   if (state === undefined || state === 'Z' || state === 'X') return true;
-  return (pendingSignals(tid) & (1n << 8n)) !== 0n;
+  return (pendingSignals(tid) & (1n << BigInt(constants.signals.SIGKILL - 1))) !== 0n;
 }
 
 /**
