@@ -122,34 +122,107 @@ const seconds = {};
 const started = Date.now();
 console.log('TAP version 13');
 
+// A test that hangs must fail the run with its name, not hold it until CI's own limit ends it
+// with nothing said: a file still running FILE_LIMIT_S after it began (the longest take about
+// 3 minutes) is killed with every process it started (its process group: the upscopes and
+// targets of its tests), and fails naming the tests it had begun and not ended and the
+// processes it left. (node:test's --test-timeout applies only under --test, to whole files.)
+const FILE_LIMIT_S = Number(process.env.UPSCOPE_TEST_FILE_LIMIT_S ?? 900) || 900;
+
+/**
+ * What a file killed at its limit was doing: its tests begun and not ended (from
+ * running-reporter.mjs) and the processes of its group.
+ */
+function running(startedFile, pgid) {
+  const open = [];
+  const text = existsSync(startedFile) ? readFileSync(startedFile, 'utf8') : '';
+  for (const line of text.split('\n')) {
+    const m = /^(\s*)([+-]) (.*)$/.exec(line);
+    if (m === null) continue;
+    const entry = `${m[1]}${m[3]}`;
+    if (m[2] === '+') open.push(entry);
+    else open.splice(open.lastIndexOf(entry), 1);
+  }
+  const ps = spawnSync('ps', ['-eo', 'pid=,pgid=,stat=,etimes=,args='], { encoding: 'utf8' });
+  const processes = (ps.stdout ?? '')
+    .split('\n')
+    .filter((line) => line.trim().split(/\s+/)[1] === String(pgid));
+  return [
+    'these tests still running:',
+    ...(open.length > 0 ? open.map((t) => `  ${t}`) : ['  none (they had ended; it did not exit)']),
+    'and these processes (pid, group, state, seconds, command):',
+    ...processes.map((p) => `  ${p.trim()}`),
+  ];
+}
+
 /** Run one file (`node --test-reporter=tap FILE`, no runner process of its own). */
 function runFile(file) {
   const begin = Date.now();
+  const started = join(tmp, `${file.replaceAll('/', '_')}.running`);
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', '--test-reporter=tap', join(root, file)],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TMPDIR: tmp } },
+    [
+      '--import',
+      'tsx',
+      '--test-reporter=tap',
+      '--test-reporter-destination=stdout',
+      `--test-reporter=${join(root, 'scripts/running-reporter.mjs')}`,
+      `--test-reporter-destination=${started}`,
+      join(root, file),
+    ],
+    {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, TMPDIR: tmp },
+      detached: true, // a process group of its own, to be killed whole at FILE_LIMIT_S
+    },
   );
   const out = [];
   const err = [];
   child.stdout.on('data', (chunk) => out.push(chunk));
   child.stderr.on('data', (chunk) => err.push(chunk));
+  // The pipes' last data arrives after `exit`; a descendant may hold them open for good.
+  const drained = Promise.all(
+    [child.stdout, child.stderr].map((pipe) => new Promise((done) => pipe.on('close', done))),
+  );
+  let overdue = false;
+  let stillRunning = [];
+  const killGroup = () => {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // the group is gone already
+    }
+  };
+  const limit = setTimeout(() => {
+    overdue = true;
+    stillRunning = running(started, child.pid);
+    killGroup();
+  }, FILE_LIMIT_S * 1000);
   return new Promise((resolve) => {
-    child.on('close', (code, signal) => {
-      resolve({
-        file,
-        code,
-        signal,
-        stdout: Buffer.concat(out).toString(),
-        stderr: Buffer.concat(err).toString(),
-        seconds: (Date.now() - begin) / 1000,
+    // `exit`, not `close`: a process of the file's that is left holding its pipes must not
+    // hold the run. What the group still runs when the file ends is killed with it.
+    child.on('exit', (code, signal) => {
+      clearTimeout(limit);
+      killGroup();
+      void Promise.race([drained, new Promise((done) => setTimeout(done, 2000))]).then(() => {
+        resolve({
+          file,
+          code,
+          signal,
+          overdue,
+          stdout: Buffer.concat(out).toString(),
+          stillRunning,
+          stderr: Buffer.concat(err).toString(),
+          seconds: (Date.now() - begin) / 1000,
+        });
       });
     });
   });
 }
 
 /** Print a file's TAP as part of the run's: top-level tests renumbered, its summary summed. */
-function report({ file, code, signal, stdout, stderr, seconds: took }) {
+function report({ file, code, signal, overdue, stillRunning, stdout, stderr, seconds: took }) {
   seconds[file] = Math.round(took * 10) / 10;
   const lines = [`# ${file}: ${took.toFixed(1)} s`];
   const counts = {};
@@ -198,20 +271,22 @@ function report({ file, code, signal, stdout, stderr, seconds: took }) {
     lines.push(`ok ${++numbered} - ${file}`);
     counts.tests = 1;
     counts.pass = 1;
-  } else if (counts.tests === undefined || (code !== 0 && !(counts.fail > 0))) {
+  } else if (overdue || counts.tests === undefined || (code !== 0 && !(counts.fail > 0))) {
     // The file ended before node:test could say how its tests went (it did not load, or it
     // was killed): one failure in its name.
+    const why = overdue
+      ? `was killed after ${FILE_LIMIT_S} s, its tests still running`
+      : `ended with ${signal ?? `exit code ${code}`} before its tests had ended`;
     lines.push(
       `not ok ${++numbered} - ${file}`,
       '  ---',
-      `  error: 'its test process ended with ${signal ?? `exit code ${code}`} before its tests had ended'`,
+      `  error: 'its test process ${why}'`,
+      ...stillRunning.map((line) => `  # ${line}`),
       '  ...',
     );
     counts.tests = (counts.tests ?? 0) + 1;
     counts.fail = (counts.fail ?? 0) + 1;
-    failures.push([
-      `${file}: ended with ${signal ?? `exit code ${code}`} before its tests had ended`,
-    ]);
+    failures.push([`${file}: ${why}`, ...stillRunning]);
   }
   for (const key of Object.keys(totals)) totals[key] += counts[key] ?? 0;
   process.stdout.write(`${lines.join('\n')}\n`);
