@@ -10,11 +10,14 @@
 //	chan N    N goroutines park in wait() on a channel until all are parked, then wait 20 ms
 //	          more; a sender on a thread of its own wakes them: most resume on a thread other
 //	          than the one they parked on (the program counts how many)
+//	spawn N   run(k) runs /bin/true N times with os/exec (a clone with CLONE_VFORK: the
+//	          calling thread waits in the kernel until the child has execed)
 package main
 
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"sync"
@@ -161,9 +164,29 @@ func runChan(n int) {
 	fmt.Fprintf(os.Stderr, "moved=%d\n", moved)
 }
 
+var ranCalls int64
+
+//go:noinline
+func run(k int) int {
+	atomic.AddInt64(&ranCalls, 1)
+	if err := exec.Command("/bin/true").Run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	return k
+}
+
+func runSpawn(n int) {
+	sum := 0
+	for k := 0; k < n; k++ {
+		sum += run(k)
+	}
+	fmt.Printf("spawn calls=%d sum=%d\n", ranCalls, sum)
+}
+
 func main() {
 	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: go-returns deep|paths|panic|chan N")
+		fmt.Fprintln(os.Stderr, "usage: go-returns deep|paths|panic|chan|spawn N")
 		os.Exit(2)
 	}
 	n, err := strconv.Atoi(os.Args[2])
@@ -180,6 +203,8 @@ func main() {
 		runPanic(n)
 	case "chan":
 		runChan(n)
+	case "spawn":
+		runSpawn(n)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
 		os.Exit(2)

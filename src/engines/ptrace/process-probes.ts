@@ -26,7 +26,14 @@ import {
 } from './inline-hooks.js';
 import { readCopied, readCopiedString } from './inline-reads.js';
 import { Registers } from './registers.js';
-import { cannotReport, SIGTRAP, type SpawnOptions, type StopReport, Tracee } from './tracee.js';
+import {
+  cannotReport,
+  SIGTRAP,
+  type SpawnOptions,
+  type StopReport,
+  syscallPc,
+  Tracee,
+} from './tracee.js';
 import { XolArea } from './xol-area.js';
 
 const INT3 = 0xcc;
@@ -419,6 +426,13 @@ export class ProcessProbes {
   #exitCode: number | undefined;
   /** The thread whose handler runs now. */
   #handling: number | undefined;
+  /**
+   * Threads that vforked (posix_spawn, system()) and wait in the kernel, uninterruptibly, for
+   * their child to exec or exit: thread -> child. Such a thread runs nothing of the program
+   * until then, and stops at PTRACE_EVENT_VFORK_DONE before it does; an interrupt would not
+   * stop it sooner, so no one waits for it to stop (a held child would wait for ever).
+   */
+  readonly #inVfork = new Map<number, number>();
   /** USDT semaphores raised in this process: address -> by how much. */
   #semaphores = new Map<bigint, number>();
   /**
@@ -1238,8 +1252,12 @@ export class ProcessProbes {
       this.#d.queue.push(report);
     const stopped = this.#d.queue.find((r) => r.kind === 'stopped' && tracee.threads.has(r.tid));
     if (stopped !== undefined) return stopped.tid;
-    const target = tracee.threads.has(this.pid) ? this.pid : [...tracee.threads][0];
+    const running = [...tracee.threads].filter((tid) => !this.#inVfork.has(tid));
+    const target = running.includes(this.pid) ? this.pid : (running[0] ?? [...tracee.threads][0]);
     if (target === undefined) throw ended(this.pid);
+    // Every thread waits for a vfork child: the children held go on, to their exec or exit,
+    // after which their parent stops (at VFORK_DONE, which serves as well as the interrupt).
+    if (running.length === 0) this.#releaseVforkChildren();
     tracee.interrupt(target);
     for (;;) {
       const report = tracee.wait(true);
@@ -1259,6 +1277,16 @@ export class ProcessProbes {
     }
   }
 
+  /** Let the vfork children held (see #adopt) run on: their parents wait for them. */
+  #releaseVforkChildren(): void {
+    for (const child of this.#inVfork.values()) {
+      const at = this.#d.held.indexOf(child);
+      if (at < 0) continue;
+      this.#d.held.splice(at, 1);
+      killedMeanwhile(() => this.tracee.cont(child), child);
+    }
+  }
+
   /**
    * Stop every thread of the process that may be running, for a change no running thread may
    * see half made. Each is interrupted and held until the next poll; what a thread reports
@@ -1275,7 +1303,8 @@ export class ProcessProbes {
     for (const report of this.#d.queue) if (report.kind === 'stopped') stopped.add(report.tid);
     const waiting = new Set<number>();
     for (const tid of tracee.threads) {
-      if (stopped.has(tid)) continue;
+      // One waiting for its vfork child runs nothing before its VFORK_DONE stop.
+      if (stopped.has(tid) || this.#inVfork.has(tid)) continue;
       tracee.interrupt(tid);
       waiting.add(tid);
     }
@@ -1347,6 +1376,7 @@ export class ProcessProbes {
     const tracee = this.tracee;
     if (report.kind === 'exited' || report.kind === 'killed') {
       this.#returns.delete(report.tid);
+      this.#inVfork.delete(report.tid);
       if (this.#inline !== undefined && report.tid !== this.pid) {
         this.#inline.threadEnded(report.tid);
         this.#endedThreads.push(report.tid);
@@ -1384,6 +1414,7 @@ export class ProcessProbes {
       case PTRACE_EVENT.PTRACE_EVENT_FORK:
       case PTRACE_EVENT.PTRACE_EVENT_VFORK: {
         const child = Number(tracee.eventMessage(tid));
+        if (event === PTRACE_EVENT.PTRACE_EVENT_VFORK) this.#inVfork.set(tid, child);
         if (event !== PTRACE_EVENT.PTRACE_EVENT_CLONE) {
           if (this.#followForks) {
             this.#adopt(tid, child, event === PTRACE_EVENT.PTRACE_EVENT_VFORK);
@@ -1393,6 +1424,10 @@ export class ProcessProbes {
         this.#deliverProcessEvent(kind, tid, undefined, child, () => tracee.cont(tid));
         return;
       }
+      case PTRACE_EVENT.PTRACE_EVENT_VFORK_DONE:
+        this.#inVfork.delete(tid);
+        tracee.cont(tid);
+        return;
       case PTRACE_EVENT.PTRACE_EVENT_EXEC:
         // Hits its inline hooks recorded are read before they go with the old image.
         if (this.#inline !== undefined) {
@@ -1406,6 +1441,7 @@ export class ProcessProbes {
           if (registration.where !== undefined) this.#registrations.delete(id);
         }
         this.#breakpoints.clear();
+        this.#inVfork.clear();
         this.#removed.clear();
         this.#leftInt3.clear();
         this.#foreign.clear();
@@ -2055,7 +2091,9 @@ export class ProcessProbes {
     const pcs: bigint[] = [];
     for (const thread of threads) {
       try {
-        pcs.push(this.tracee.regs(thread).rip);
+        // One waiting for its vfork child is not stopped: the kernel says where it waits.
+        const pc = this.#inVfork.has(thread) ? syscallPc(thread) : this.tracee.regs(thread).rip;
+        if (pc !== undefined) pcs.push(pc);
       } catch (err) {
         if (!(err instanceof ProbeError)) throw err;
       }

@@ -70,11 +70,15 @@ export interface SpawnOptions {
   readonly newSession?: boolean | undefined;
 }
 
-/** Options every traced thread gets: follow clones, forks and execs. */
+/**
+ * Options every traced thread gets: follow clones, forks and execs, and see a vfork's end (a
+ * thread that vforked waits for its child uninterruptibly, and stops there before it runs on).
+ */
 const TRACE_OPTIONS =
   PTRACE_O.PTRACE_O_TRACECLONE |
   PTRACE_O.PTRACE_O_TRACEFORK |
   PTRACE_O.PTRACE_O_TRACEVFORK |
+  PTRACE_O.PTRACE_O_TRACEVFORKDONE |
   PTRACE_O.PTRACE_O_TRACEEXEC;
 
 /** Sleeps without burning CPU and without an event loop (usable in any thread). */
@@ -990,6 +994,22 @@ export function cannotReport(tid: number): boolean {
     return true;
   }
   return state === undefined || state === 't' || state === 'Z' || state === 'X';
+}
+
+/**
+ * Where a thread blocked in a system call will go on (its user pc, the last field of
+ * /proc/TID/syscall), for a thread that cannot be stopped to read its registers; undefined
+ * when it is not in one or is gone.
+ */
+export function syscallPc(tid: number): bigint | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${tid}/syscall`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const fields = text.trim().split(' ');
+  return fields.length === 9 ? BigInt(fields[8]!) : undefined;
 }
 
 /** The executable mappings of a process, from /proc/PID/maps. */
