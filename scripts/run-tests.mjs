@@ -22,6 +22,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join, relative } from 'node:path';
+import { MARK } from './running-reporter.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
 const setup = join(root, 'scripts/setup-host.sh');
@@ -130,16 +131,16 @@ console.log('TAP version 13');
 const FILE_LIMIT_S = Number(process.env.UPSCOPE_TEST_FILE_LIMIT_S ?? 900) || 900;
 
 /**
- * What a file killed at its limit was doing: its tests begun and not ended (from
- * running-reporter.mjs) and the processes of its group.
+ * What a file killed at its limit was doing: its tests begun and not ended (the lines
+ * running-reporter.mjs wrote among its stderr) and the processes of its group.
  */
-function running(startedFile, pgid) {
+function running(stderr, pgid) {
   const open = [];
-  const text = existsSync(startedFile) ? readFileSync(startedFile, 'utf8') : '';
-  for (const line of text.split('\n')) {
-    const m = /^(\s*)([+-]) (.*)$/.exec(line);
+  for (const line of stderr.split('\n')) {
+    if (!line.startsWith(MARK)) continue;
+    const m = /^(\d+) ([+-]) (.*)$/.exec(line.slice(MARK.length));
     if (m === null) continue;
-    const entry = `${m[1]}${m[3]}`;
+    const entry = `${'  '.repeat(Number(m[1]))}${m[3]}`;
     if (m[2] === '+') open.push(entry);
     else open.splice(open.lastIndexOf(entry), 1);
   }
@@ -158,7 +159,6 @@ function running(startedFile, pgid) {
 /** Run one file (`node --test-reporter=tap FILE`, no runner process of its own). */
 function runFile(file) {
   const begin = Date.now();
-  const started = join(tmp, `${file.replaceAll('/', '_')}.running`);
   const child = spawn(
     process.execPath,
     [
@@ -167,7 +167,7 @@ function runFile(file) {
       '--test-reporter=tap',
       '--test-reporter-destination=stdout',
       `--test-reporter=${join(root, 'scripts/running-reporter.mjs')}`,
-      `--test-reporter-destination=${started}`,
+      '--test-reporter-destination=stderr',
       join(root, file),
     ],
     {
@@ -196,7 +196,7 @@ function runFile(file) {
   };
   const limit = setTimeout(() => {
     overdue = true;
-    stillRunning = running(started, child.pid);
+    stillRunning = running(Buffer.concat(err).toString(), child.pid);
     killGroup();
   }, FILE_LIMIT_S * 1000);
   return new Promise((resolve) => {
@@ -213,7 +213,11 @@ function runFile(file) {
           overdue,
           stdout: Buffer.concat(out).toString(),
           stillRunning,
-          stderr: Buffer.concat(err).toString(),
+          stderr: Buffer.concat(err)
+            .toString()
+            .split('\n')
+            .filter((line) => !line.startsWith(MARK))
+            .join('\n'),
           seconds: (Date.now() - begin) / 1000,
         });
       });
