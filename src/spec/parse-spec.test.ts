@@ -410,16 +410,28 @@ describe('parseSpec() on the examples of DESIGN.md', () => {
     ]);
   });
 
-  test('names unnamed fetches arg1, arg2, ... by position', () => {
-    const spec = parsed('libc:f arg0 x=arg1 %rdx:u32');
-    assert.deepEqual(
-      spec.fetches.map((f) => [f.name, f.nameExplicit]),
-      [
-        ['arg1', false],
-        ['x', true],
-        ['arg3', false],
-      ],
-    );
+  test('names an unnamed fetch by its word (arg0, retval, a variable), any other by its position from 1', () => {
+    const names = (text: string) => parsed(text).fetches.map((f) => [f.name, f.nameExplicit]);
+    assert.deepEqual(names('libc:f arg0 x=arg1 %rdx:u32 +8(arg0) req'), [
+      ['arg0', false],
+      ['x', true],
+      ['arg3', false],
+      ['arg4', false],
+      ['req', false],
+    ]);
+    // A word taken already (by a name given, an earlier fetch, another's position) yields.
+    assert.deepEqual(names('r:libc:f retval:u8 retval:bool'), [
+      ['retval', false],
+      ['arg2', false],
+    ]);
+    assert.deepEqual(names('libc:f arg0=arg1 arg0'), [
+      ['arg0', true],
+      ['arg2', false],
+    ]);
+    assert.deepEqual(names('libc:f +0(sp) arg1'), [
+      ['arg1', false],
+      ['arg2', false],
+    ]);
   });
 
   test('accepts every TYPE of the grammar', () => {
@@ -641,7 +653,7 @@ const MALFORMED: readonly Malformed[] = [
     span: [19, 20],
   },
   {
-    spec: 'libc:malloc arg2=arg0 arg1',
+    spec: 'libc:malloc arg2=arg0 %rsi',
     code: 'ERR_SPEC_INVALID',
     message: 'Cannot name fetch 2 "arg2" by its position: another fetch has that name',
     span: [22, 26],

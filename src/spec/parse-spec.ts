@@ -1,6 +1,7 @@
 import { InternalError, ProbeError, quote, type Span } from '../errors/index.js';
 import { closest as closestNames } from '../internal/index.js';
 import { readGlobClass } from './glob.js';
+import { impliedFetchNames, positionalName } from './print-spec.js';
 import { REGISTER_NAMES, registerInfo } from './registers.js';
 import {
   type Diagnostic,
@@ -116,6 +117,8 @@ function hex(value: bigint): string {
 interface ParsedFetch {
   readonly arg: FetchArg;
   readonly nameSpan: Span | undefined;
+  /** Its place among the fetches, from 0. */
+  readonly position: number;
 }
 
 /**
@@ -278,7 +281,8 @@ class SpecParser {
     if (location.type === 'usdt' && !this.kindExplicit) this.kind = 'usdt';
     this.checkKind(location, target.text, specStart);
     this.checkTarget(target, location);
-    this.checkFetches(fetches, location);
+    const named = nameFetches(fetches);
+    this.checkFetches(named, location);
     if (this.diagnostics.some((d) => d.severity === 'error')) return undefined;
     return {
       text,
@@ -286,7 +290,7 @@ class SpecParser {
       kindExplicit: this.kindExplicit,
       target,
       location,
-      fetches: fetches.map((f) => f.arg),
+      fetches: named.map((f) => f.arg),
     };
   }
 
@@ -715,7 +719,7 @@ class SpecParser {
   private parseFetchArg(start: number, end: number, position: number): ParsedFetch | undefined {
     const { text } = this;
     this.fetchStart = start;
-    let name = `arg${position + 1}`;
+    let name = positionalName(position);
     let nameExplicit = false;
     let nameSpan: Span | undefined;
     let exprStart = start;
@@ -792,7 +796,7 @@ class SpecParser {
       return this.syntax(`unexpected ${quote(c)} after ${quote(follows)}`, j, j + 1, hints);
     }
     const arg: FetchArg = { name, nameExplicit, expr, type, span: { start, end } };
-    return { arg, nameSpan };
+    return { arg, nameSpan, position };
   }
 
   private parseFetch(
@@ -1068,8 +1072,13 @@ class SpecParser {
   }
 
   private checkFetches(fetches: readonly ParsedFetch[], location: Location): void {
-    const seen = new Set<string>();
-    fetches.forEach(({ arg, nameSpan }, index) => {
+    // A name from a position yields to the others (see nameFetches()): it is the one said.
+    const positional = ({ arg, position }: ParsedFetch) =>
+      !arg.nameExplicit && arg.name === positionalName(position);
+    const written = new Set(fetches.filter((f) => !positional(f)).map((f) => f.arg.name));
+    const own = new Set<string>();
+    fetches.forEach((fetch, index) => {
+      const { arg, nameSpan } = fetch;
       if (RESERVED_NAME.test(arg.name) && nameSpan !== undefined) {
         this.invalid(
           `Cannot name a fetch ${quote(arg.name)}: names starting with "common_" or "__probe_" are reserved`,
@@ -1077,7 +1086,8 @@ class SpecParser {
           ['Choose another name'],
         );
       }
-      if (seen.has(arg.name)) {
+      const taken = positional(fetch) ? written.has(arg.name) : own.has(arg.name);
+      if (taken) {
         if (nameSpan !== undefined) {
           this.invalid(
             `Cannot name two fetches ${quote(arg.name)}: each fetch needs its own name`,
@@ -1092,7 +1102,7 @@ class SpecParser {
           );
         }
       }
-      seen.add(arg.name);
+      if (!positional(fetch)) own.add(arg.name);
       if (this.kind !== 'return') this.checkRetval(arg.expr, location);
     });
     if (fetches.length > MAX_FETCHES) {
@@ -1183,4 +1193,14 @@ export function parseSpecOrThrow(text: string): ProbeSpec {
   if (spec === undefined)
     throw new InternalError('parseSpec() returned neither a spec nor an error');
   return spec;
+}
+
+/** The fetches with their names (see impliedFetchNames()). */
+function nameFetches(fetches: readonly ParsedFetch[]): ParsedFetch[] {
+  const implied = impliedFetchNames(fetches.map((f) => f.arg));
+  return fetches.map((fetch, i) =>
+    fetch.arg.nameExplicit || fetch.arg.name === implied[i]
+      ? fetch
+      : { ...fetch, arg: { ...fetch.arg, name: implied[i]! } },
+  );
 }

@@ -87,8 +87,59 @@ export function printFetchExpr(expr: FetchExpr): string {
   }
 }
 
-function printFetch(fetch: FetchArg, position: number): string {
-  const named = fetch.nameExplicit || fetch.name !== `arg${position + 1}`;
+/**
+ * What each fetch is called when it is not named: one written as a word (arg0, retval, comm, a
+ * variable) by that word, as a user reads it back; any other by its position from 1 (arg1,
+ * arg2, ...), as perf probe names them, as is a word that a name given (`NAME=FETCH`), another
+ * fetch's position or an earlier fetch took (`retval:u8 retval:bool`: retval and arg2).
+ */
+export function impliedFetchNames(
+  fetches: readonly Pick<FetchArg, 'expr' | 'name' | 'nameExplicit'>[],
+): string[] {
+  const given = new Set(fetches.filter((f) => f.nameExplicit).map((f) => f.name));
+  // A word for each fetch that may be called by it: the first of its kind, not given.
+  const seen = new Set<string>();
+  const words = fetches.map((fetch) => {
+    const text = printFetchExpr(fetch.expr);
+    if (
+      fetch.nameExplicit ||
+      !/^[A-Za-z_]\w*$/.test(text) ||
+      /^(common_|__probe_)/.test(text) || // the kernel's own fields' names
+      given.has(text) ||
+      seen.has(text)
+    ) {
+      return undefined;
+    }
+    seen.add(text);
+    return text;
+  });
+  // A word that is another fetch's position name yields too, and its own position name may
+  // then be another's word: until none is.
+  for (let changed = true; changed; ) {
+    changed = false;
+    const positions = new Set(
+      fetches.flatMap((f, i) =>
+        f.nameExplicit || words[i] !== undefined ? [] : [positionalName(i)],
+      ),
+    );
+    words.forEach((word, i) => {
+      if (word !== undefined && positions.has(word)) {
+        words[i] = undefined;
+        changed = true;
+      }
+    });
+  }
+  return fetches.map((_, i) => words[i] ?? positionalName(i));
+}
+
+/** The name of an unnamed fetch by its position: `arg` and its place from 1. */
+export function positionalName(position: number): string {
+  return `arg${position + 1}`;
+}
+
+function printFetch(fetch: FetchArg, implied: string): string {
+  // The name is left out where parsing gives it again.
+  const named = fetch.nameExplicit || fetch.name !== implied;
   const type = fetch.type === undefined ? '' : `:${fetch.type}`;
   return `${named ? `${fetch.name}=` : ''}${printFetchExpr(fetch.expr)}${type}`;
 }
@@ -108,5 +159,6 @@ export function printSpec(spec: ProbeSpec): string {
     KIND_NAMES.has(target);
   const prefix = needsKind ? `${KIND_LETTERS[spec.kind]}:` : '';
   const head = `${prefix}${target}:${printLocation(spec.location)}`;
-  return [head, ...spec.fetches.map(printFetch)].join(' ');
+  const implied = impliedFetchNames(spec.fetches);
+  return [head, ...spec.fetches.map((fetch, i) => printFetch(fetch, implied[i]!))].join(' ');
 }

@@ -418,6 +418,33 @@ describe('upscope trace', () => {
     });
   }
 
+  for (const engine of ['tracefs', 'bpf', 'ptrace'] as const) {
+    test(`${engine}: fetches given no name are shown as written (arg0=, arg1=), any other by its position`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const { app } = compileTraceTarget();
+      // 4 threads call f_ints 3 times each, the fork 10 times, its exec 5 times.
+      const result = runCli([
+        'trace',
+        '--engine',
+        engine,
+        '-c',
+        `${app} 3`,
+        `${app}:f_ints arg0:s8 arg1:u16 +0(sp):x64`,
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      const lines = result.stdout.split('\n').filter((l) => / f_ints /.test(l));
+      assert.equal(lines.length, 27, result.stdout);
+      for (const line of lines) {
+        const m = / f_ints arg0=(-?\d+) arg1=(\d+) arg3=0x[0-9a-f]+$/.exec(line);
+        assert.ok(m, line);
+        // The target passes a = (int8_t)(i - 100) and b = (uint16_t)(i * 7) for its call i.
+        const [a, b] = [Number(m[1]), Number(m[2])];
+        assert.equal(((((a + 100) * 7 - b) % 256) + 256) % 256, 0, line);
+      }
+      assert.deepEqual(leftovers(), []);
+    });
+  }
+
   test('bad input gets one clear line', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
     const { app } = compileTraceTarget();

@@ -186,7 +186,7 @@ describe('USDT probes', () => {
       `u:${app}:usdt:wide arg5 arg3`,
     ]);
     assert.equal(some.status, 0, some.stderr);
-    assert.match(some.stdout, /usdt:wide arg1=-5 arg2=42\n/);
+    assert.match(some.stdout, /usdt:wide arg5=-5 arg3=42\n/);
   });
 
   test('argN beyond the note is a clear error pointing at it', (t) => {
