@@ -100,7 +100,7 @@ describe('usdtFetches()', () => {
     const fetches = lower(ARGS, 'arg3 x=arg0:x32 p=+0(arg3):u8');
     assert.deepEqual(
       fetches.map((f) => `${f.name}=${printFetchExpr(f.expr)}:${f.type}`),
-      ['arg1=-16(%rbp):s64', 'x=%rdi:x32', 'p=+0(-16(%rbp)):u8'],
+      ['arg3=-16(%rbp):s64', 'x=%rdi:x32', 'p=+0(-16(%rbp)):u8'],
     );
   });
 
