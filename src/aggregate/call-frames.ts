@@ -9,8 +9,14 @@
  * copy of the stack to a larger one keeps.
  */
 export class PendingCalls<T> {
-  readonly #owners = new Map<string, { depth: bigint; value: T }[]>();
+  // Made at the first call: a recording has one of these per function, most never called.
+  #ownersMap: Map<string, { depth: bigint; value: T }[]> | undefined;
   readonly #limit: number;
+
+  get #owners(): Map<string, { depth: bigint; value: T }[]> {
+    this.#ownersMap ??= new Map();
+    return this.#ownersMap;
+  }
 
   /** At most `limit` calls are kept per owner (deeper ones are not paired). */
   constructor(limit = 1024) {
@@ -20,7 +26,7 @@ export class PendingCalls<T> {
   /** How many calls are pending, in all. */
   get size(): number {
     let size = 0;
-    for (const stack of this.#owners.values()) size += stack.length;
+    for (const stack of this.#ownersMap?.values() ?? []) size += stack.length;
     return size;
   }
 
@@ -56,7 +62,7 @@ export class PendingCalls<T> {
   /** Remove and return the pending calls of the owners `gone` says have ended. */
   drop(gone: (owner: string) => boolean): T[] {
     const dropped: T[] = [];
-    for (const [owner, stack] of this.#owners) {
+    for (const [owner, stack] of this.#ownersMap ?? []) {
       if (!gone(owner)) continue;
       dropped.push(...stack.reverse().map((frame) => frame.value));
       this.#owners.delete(owner);
