@@ -482,7 +482,8 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         functionKey ??= key(site);
         // The function's entry is probed already (entry and return asked for, as a recording
         // does): that probe opens the frames as well, with the frame's fields fetched there.
-        const at = entryAt.get(`${site.target.path}:${point.fileOffset}`);
+        const at =
+          entryAt.size === 0 ? undefined : entryAt.get(`${site.target.path}:${point.fileOffset}`);
         const entry = at === undefined ? undefined : streamSites[at]!;
         if (entry !== undefined && entry.role.kind === 'probe') {
           streamSites[at!] = {
