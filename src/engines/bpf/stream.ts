@@ -111,13 +111,23 @@ export class BpfStream {
       string,
       { index: number; layout: RecordLayout; decode: Route['decode'] }
     >();
+    // Sites share their fetches' array where they fetch the same (a recording's frame fields,
+    // none): its layout is worked out once per array, not once per site.
+    const ofArray = new Map<
+      BpfStreamSite['fetches'],
+      { index: number; layout: RecordLayout; decode: Route['decode'] }
+    >();
     this.#layoutOf = [];
     this.#routes = sites.map((site) => {
-      const layout = recordLayout(site.fetches);
-      let known = layouts.get(layout.key);
+      let known = ofArray.get(site.fetches);
       if (known === undefined) {
-        known = { index: layouts.size, layout, decode: decoder(layout) };
-        layouts.set(layout.key, known);
+        const layout = recordLayout(site.fetches);
+        known = layouts.get(layout.key);
+        if (known === undefined) {
+          known = { index: layouts.size, layout, decode: decoder(layout) };
+          layouts.set(layout.key, known);
+        }
+        ofArray.set(site.fetches, known);
       }
       this.#layoutOf.push(known.index);
       // Sites with one layout share its decoder (a recording of every function has one).
