@@ -391,6 +391,14 @@ export interface RecordCallsOptions {
   readonly onNotice?: ((text: string) => void) | undefined;
   /** Progress of planning the functions (seconds for every function of a large program). */
   readonly onProgress?: AttachOptions['onProgress'];
+  /**
+   * On the kernel engines, called once every probe is live, before the recording's writer is
+   * made and a command let run: how many functions are recorded, and the sites left out. What
+   * runs from then on is recorded (kept in the kernel's buffer until read).
+   */
+  readonly onLive?:
+    | ((recording: { functions: number; skipped: readonly SkippedSite[] }) => void)
+    | undefined;
 }
 
 /**
@@ -551,8 +559,13 @@ async function attachFunctions<T>(
     onNotice: options.onNotice,
     onProgress: options.onProgress,
     lean: true,
+    onLive: ({ sites, skipped }) => {
+      functions = functionsOf(sites, ids);
+      options.onLive?.({ functions: functions.length, skipped });
+    },
     whileAttaching: async (made) => {
-      functions = functionsOf(made.sites, ids);
+      // Named when the probes went live (the same sites), on the engines that say so.
+      if (ids.size === 0) functions = functionsOf(made.sites, ids);
       await sayStripped(functions, options);
       prepared = prepare(functions);
     },

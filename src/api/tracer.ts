@@ -110,6 +110,15 @@ export interface AttachOptions extends CoverageOptions {
    */
   readonly whileAttaching?: ((attachment: Attachment) => Promise<void> | void) | undefined;
   /**
+   * Called once the probes are live (the kernel has every link or event made), with what was
+   * planned, before the attachment's own set-up, whileAttaching and a command let run: what
+   * is hit from then on is kept in the kernel's buffer until it is read (a recording says it
+   * is recording then). Not called if attaching fails before.
+   */
+  readonly onLive?:
+    | ((planned: { sites: readonly ProbeSite[]; skipped: readonly SkippedSite[] }) => void)
+    | undefined;
+  /**
    * Plan lean sites where nothing is fetched (a recording): see ResolveOptions.lean; the bpf
    * engine then counts lost events in all, not per probe.
    */
@@ -282,6 +291,7 @@ export class Tracer {
               : (done, total) =>
                   options.onProgress?.({ done, total, target: 'tracefs', attaching: true }),
         });
+      options.onLive?.({ sites, skipped });
       const attachment = new Attachment(
         stream,
         { sites, skipped },

@@ -27,6 +27,7 @@ import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
+import { ended, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const work = mkdtempSync(join(tmpdir(), 'upscope-calls-test-'));
@@ -501,6 +502,50 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     );
     assert.doesNotMatch(notOne.stderr, /\n\s+at /);
   });
+
+  for (const engine of ['bpf', 'tracefs'] as const) {
+    test(`record -p (${engine}): a call made the moment "Recording" is said is recorded (the line comes once the probes are live)`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = compileProgram('mark-on-signal', { flags: ['-O2'] });
+      const target = spawnCollected(app, []);
+      await waitFor(target, /^ready$/m, 'stdout');
+      const dir = join(work, `live-${engine}`);
+      const run = spawnUpscope([
+        'record',
+        '--engine',
+        engine,
+        '-p',
+        String(target.pid),
+        '-o',
+        dir,
+        `${app}:marker`,
+      ]);
+      try {
+        await waitFor(run, /^Recording 1 function /m);
+        // At once, then as soon as the target has made that call: each is recorded.
+        target.child.kill('SIGUSR1');
+        await waitFor(target, /^marked 1$/m, 'stdout');
+        target.child.kill('SIGUSR1');
+        await waitFor(target, /^marked 2$/m, 'stdout');
+        await new Promise((r) => setTimeout(r, 200));
+        run.child.kill('SIGINT');
+        const { code } = await ended(run);
+        assert.equal(code, 0, run.stderr);
+      } finally {
+        target.child.kill('SIGTERM');
+        await ended(target);
+      }
+      const report = runCli(['report', dir, '--json']);
+      assert.equal(report.status, 0, report.stderr);
+      const rows = JSON.parse(report.stdout) as { function: string; calls: number }[];
+      assert.deepEqual(
+        rows.map((r) => [r.function, r.calls]),
+        [['marker', 2]],
+        'both calls, as the target counted them',
+      );
+      assert.deepEqual(leftovers(), []);
+    });
+  }
 
   test('record -p onto a full disk: one line, probes removed, the process runs on, the part written is read', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'mount', 'umount'] })) return;
