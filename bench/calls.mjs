@@ -223,13 +223,13 @@ function removeLeftUprobes(mark) {
 }
 
 /**
- * Patterns of /usr/bin/node's functions attached to: a few hundred, thousands, the nearest to
- * the goal's 50,000 (`_ZN[1-9]*`, functions of named namespaces: 47,390 in node 20), every
+ * Patterns of /usr/bin/node's functions attached to: a few hundred, thousands, the goal's
+ * 50,000 (`_ZN[1-9S]*`, functions of named namespaces and of std: 49,981 in node 20), every
  * one (BENCH_ATTACH_PATTERNS='uv_*,*' picks others). upscope's links are scoped to the recorded
  * process (node is the file upscope itself runs on), so no other node process traps.
  */
 const ATTACH_PATTERNS = (
-  process.env.BENCH_ATTACH_PATTERNS ?? 'uv_*,_ZN2v88internal8compiler*,_ZN[1-9]*,_ZN*,*'
+  process.env.BENCH_ATTACH_PATTERNS ?? 'uv_*,_ZN2v88internal8compiler*,_ZN[1-9S]*,_ZN*,*'
 ).split(',');
 
 export async function attachNode() {
@@ -243,7 +243,7 @@ export async function attachNode() {
       `\nAttach to functions of /usr/bin/node (${functions} text symbols in all), on a running node; time until the probes are live, start-up and symbol reading included:`,
     );
     console.log(
-      '  pattern                 upscope record -p (entry+return): planned / plan kept     bpftrace (entry only)',
+      '  pattern                 upscope record -p (entry+return): planned / plan kept (median of 3)   bpftrace (entry only)',
     );
     let bpftraceGaveUp;
     for (const pattern of ATTACH_PATTERNS) {
@@ -269,7 +269,14 @@ export async function attachNode() {
         );
       };
       const ours = await recordOnce();
-      const kept = ours.ms === undefined ? ours : await recordOnce();
+      // With the plan kept, the median of 3 (one run varies by a tenth of a second here).
+      let kept = ours;
+      if (ours.ms !== undefined) {
+        const runs = [];
+        for (let i = 0; i < 3; i++) runs.push(await recordOnce());
+        const failed = runs.find((r) => r.ms === undefined);
+        kept = failed ?? runs.sort((a, b) => a.ms - b.ms)[1];
+      }
       const count = /Recording (\d+) function/.exec(ours.text)?.[1];
       // bpftrace takes many minutes to let go of probes it could not finish attaching (each
       // of its perf events waits out an RCU grace period): once it failed, no more of it.
