@@ -93,25 +93,32 @@ export class RecordingWriter {
    * Starts a recording in `dir`: made if missing; one that holds an older recording is
    * overwritten; any other directory with files in it is refused.
    */
+  /**
+   * Throws ERR_USAGE when `dir` cannot take a recording (a file, or a directory of other
+   * files): checked before anything is attached, and again when the writer is made.
+   */
+  static check(dir: string): void {
+    if (!existsSync(dir)) return;
+    if (!statSync(dir).isDirectory()) {
+      throw new ProbeError('ERR_USAGE', `Cannot record into "${dir}": it is not a directory`, {
+        hints: ['Give -o a new directory name'],
+      });
+    }
+    const files = readdirSync(dir);
+    if (files.length > 0 && !files.includes(INDEX_FILE)) {
+      throw new ProbeError(
+        'ERR_USAGE',
+        `Cannot record into "${dir}": it holds other files, not an upscope recording`,
+        { hints: ['Give -o a new or empty directory'] },
+      );
+    }
+  }
+
   static create(
     dir: string,
     index: Omit<RecordingIndex, 'format' | 'version' | 'complete' | 'records' | 'threads'>,
   ): RecordingWriter {
-    if (existsSync(dir)) {
-      if (!statSync(dir).isDirectory()) {
-        throw new ProbeError('ERR_USAGE', `Cannot record into "${dir}": it is not a directory`, {
-          hints: ['Give -o a new directory name'],
-        });
-      }
-      const files = readdirSync(dir);
-      if (files.length > 0 && !files.includes(INDEX_FILE)) {
-        throw new ProbeError(
-          'ERR_USAGE',
-          `Cannot record into "${dir}": it holds other files, not an upscope recording`,
-          { hints: ['Give -o a new or empty directory'] },
-        );
-      }
-    }
+    RecordingWriter.check(dir);
     try {
       mkdirSync(dir, { recursive: true });
       const fd = openSync(join(dir, CALLS_FILE), 'w');
@@ -392,9 +399,10 @@ export interface RecordCallsOptions {
   /** Progress of planning the functions (seconds for every function of a large program). */
   readonly onProgress?: AttachOptions['onProgress'];
   /**
-   * On the kernel engines, called once every probe is live, before the recording's writer is
-   * made and a command let run: how many functions are recorded, and the sites left out. What
-   * runs from then on is recorded (kept in the kernel's buffer until read).
+   * Called once every probe is live, before a command is let run: how many functions are
+   * recorded, and the sites left out. What runs from then on is recorded (on the kernel
+   * engines this comes before the recording's writer is made: their hits wait in the kernel's
+   * buffer).
    */
   readonly onLive?:
     | ((recording: { functions: number; skipped: readonly SkippedSite[] }) => void)
@@ -563,9 +571,8 @@ async function attachFunctions<T>(
       functions = functionsOf(sites, ids);
       options.onLive?.({ functions: functions.length, skipped });
     },
-    whileAttaching: async (made) => {
-      // Named when the probes went live (the same sites), on the engines that say so.
-      if (ids.size === 0) functions = functionsOf(made.sites, ids);
+    // The kernel engines say when the probes are live, before whileAttaching.
+    whileAttaching: async () => {
       await sayStripped(functions, options);
       prepared = prepare(functions);
     },
@@ -590,6 +597,8 @@ async function attachFunctions<T>(
  * `options.dir`, until it ends (or the attachment is closed).
  */
 export async function recordCalls(options: RecordOptions): Promise<CallRecorder> {
+  // A bad -o is said before the probes go live (and the recording says it has begun).
+  RecordingWriter.check(options.dir);
   if (options.engine === 'ptrace' || options.engine === 'inject') {
     return recordInProcess({ ...options, engine: options.engine });
   }
@@ -734,6 +743,7 @@ async function recordInProcess(
     await run.ended;
     throw err;
   }
+  options.onLive?.({ functions: functions.length, skipped: run.skipped });
   const created = writer;
   const probes: RecordingProbes = {
     sites: run.sites,

@@ -10,6 +10,7 @@ import {
   readFileSync,
   rmSync,
   truncateSync,
+  writeFileSync,
   writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -355,6 +356,27 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.notEqual(none.status, 0);
     assert.match(none.stderr, /^error\[ERR_NO_MATCH\]: .*nomatch/m);
     assert.doesNotMatch(none.stderr, /\n\s+at /, 'no stack trace');
+
+    // -o a file, or a directory of other files: said before anything is attached (no
+    // "Recording" line first), the command not run.
+    const file = join(work, 'a-file');
+    writeFileSync(file, 'not a recording\n');
+    const others = mkdtempSync(join(work, 'others-'));
+    writeFileSync(join(others, 'notes.txt'), 'mine\n');
+    for (const [out, why] of [
+      [file, 'it is not a directory'],
+      [others, 'it holds other files, not an upscope recording'],
+    ] as const) {
+      const bad = runCli(['record', '-c', `${app} all`, '-o', out]);
+      assert.equal(bad.status, 2, bad.stderr);
+      assert.equal(bad.stdout, '', 'the command did not run');
+      assert.equal(
+        bad.stderr.split('\n')[0],
+        `error[ERR_USAGE]: Cannot record into "${out}": ${why}`,
+      );
+      assert.deepEqual(leftovers(), []);
+    }
+    assert.deepEqual(readdirSync(others), ['notes.txt']);
 
     const start = runCli(['trace', '--engine', 'bpf', '-c', `${app} exit`, `r:${app}:_start`]);
     assert.equal(start.status, 3);

@@ -9,7 +9,6 @@ import {
   type Recording,
   type RecordingProgress,
   recordCalls,
-  type SkippedSite,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import {
@@ -279,20 +278,6 @@ async function record(
     );
   }
   const engine = options.engine ?? 'bpf';
-  const sayRecording = (functions: number, skipped: readonly SkippedSite[]) =>
-    io.err(
-      startLine(
-        'Recording',
-        functions,
-        'function',
-        `entry and return, ${engine}, to ${dir}`,
-        skipped,
-        engine === 'inject' ? 'ptrace' : engine,
-      ),
-    );
-  // Said as soon as the probes are live where the engine tells (what runs from then on is
-  // recorded), else once the recording is set up.
-  let said = false;
   const recorder = await recordCalls({
     command: options.command,
     pid: options.pid,
@@ -304,14 +289,21 @@ async function record(
     engine: options.engine,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
     onProgress: planProgress(io),
-    onLive: ({ functions, skipped }) => {
-      said = true;
-      sayRecording(functions, skipped);
-    },
+    // Said as soon as the probes are live: what runs from then on is recorded.
+    onLive: ({ functions, skipped }) =>
+      io.err(
+        startLine(
+          'Recording',
+          functions,
+          'function',
+          `entry and return, ${engine}, to ${dir}`,
+          skipped,
+          engine === 'inject' ? 'ptrace' : engine,
+        ),
+      ),
   });
   const { attachment } = recorder;
   const endedBy = installLifecycle(attachment);
-  if (!said) sayRecording(recorder.functions, attachment.skipped);
   const losses = lossReporter(
     () => attachment.stats(),
     io,
