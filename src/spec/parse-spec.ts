@@ -117,8 +117,6 @@ function hex(value: bigint): string {
 interface ParsedFetch {
   readonly arg: FetchArg;
   readonly nameSpan: Span | undefined;
-  /** Its place among the fetches, from 0. */
-  readonly position: number;
 }
 
 /**
@@ -796,7 +794,7 @@ class SpecParser {
       return this.syntax(`unexpected ${quote(c)} after ${quote(follows)}`, j, j + 1, hints);
     }
     const arg: FetchArg = { name, nameExplicit, expr, type, span: { start, end } };
-    return { arg, nameSpan, position };
+    return { arg, nameSpan };
   }
 
   private parseFetch(
@@ -1072,13 +1070,10 @@ class SpecParser {
   }
 
   private checkFetches(fetches: readonly ParsedFetch[], location: Location): void {
-    // A name from a position yields to the others (see nameFetches()): it is the one said.
-    const positional = ({ arg, position }: ParsedFetch) =>
-      !arg.nameExplicit && arg.name === positionalName(position);
-    const written = new Set(fetches.filter((f) => !positional(f)).map((f) => f.arg.name));
-    const own = new Set<string>();
-    fetches.forEach((fetch, index) => {
-      const { arg, nameSpan } = fetch;
+    // Names implied never meet (see impliedFetchNames()): a name given meets another, or the
+    // name of a position.
+    const seen = new Set<string>();
+    fetches.forEach(({ arg, nameSpan }, index) => {
       if (RESERVED_NAME.test(arg.name) && nameSpan !== undefined) {
         this.invalid(
           `Cannot name a fetch ${quote(arg.name)}: names starting with "common_" or "__probe_" are reserved`,
@@ -1086,8 +1081,7 @@ class SpecParser {
           ['Choose another name'],
         );
       }
-      const taken = positional(fetch) ? written.has(arg.name) : own.has(arg.name);
-      if (taken) {
+      if (seen.has(arg.name)) {
         if (nameSpan !== undefined) {
           this.invalid(
             `Cannot name two fetches ${quote(arg.name)}: each fetch needs its own name`,
@@ -1102,7 +1096,7 @@ class SpecParser {
           );
         }
       }
-      if (!positional(fetch)) own.add(arg.name);
+      seen.add(arg.name);
       if (this.kind !== 'return') this.checkRetval(arg.expr, location);
     });
     if (fetches.length > MAX_FETCHES) {
