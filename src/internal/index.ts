@@ -1,1 +1,2 @@
+export { interned } from './interned.js';
 export { closest, didYouMean, levenshtein } from './suggest.js';

@@ -24,6 +24,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { decodeInstructions, type KernelHandling } from '../arch/index.js';
 import { ProbeError } from '../errors/index.js';
+import { interned } from '../internal/index.js';
 import type { ProbeSite, SiteKind, TargetFile } from './probe-site.js';
 import type { ReturnPlan, ReturnSitePlan } from './return-plan.js';
 import type { SkippedSite } from './skipped-sites.js';
@@ -181,25 +182,6 @@ export function savePlan(key: string, kind: SiteKind, glob: CachedGlob): void {
   } catch {
     // A read-only or full cache directory: the plan is made again next time.
   }
-}
-
-/** Each distinct value once (`values`), by what `key` makes of it; id() its index there. */
-function interned<T>(key: (value: T) => string): { values: T[]; id(value: T): number } {
-  const values: T[] = [];
-  const ids = new Map<string, number>();
-  return {
-    values,
-    id(value) {
-      const k = key(value);
-      let id = ids.get(k);
-      if (id === undefined) {
-        id = values.length;
-        values.push(value);
-        ids.set(k, id);
-      }
-      return id;
-    },
-  };
 }
 
 /** Leaves the KEPT newest plans. */

@@ -11,6 +11,8 @@
  * and a stack that ends there ends with a marked frame that says why.
  */
 
+import { interned } from '../../internal/index.js';
+
 /** How the CFA (the caller's stack pointer, above the return address) is computed. */
 export const CFA_KIND = {
   /** No call frame information covers the address. */
@@ -275,18 +277,9 @@ export function compileUnwindTable(
   rows: Iterable<CfiRowInput>,
   toFileOffset: (vaddr: bigint) => bigint | undefined,
 ): UnwindTable {
-  const ruleSet: UnwindRule[] = [NONE];
-  const ruleIndex = new Map<string, number>([[ruleKey(NONE), 0]]);
-  const indexOf = (rule: UnwindRule) => {
-    const key = ruleKey(rule);
-    let index = ruleIndex.get(key);
-    if (index === undefined) {
-      index = ruleSet.length;
-      ruleSet.push(rule);
-      ruleIndex.set(key, index);
-    }
-    return index;
-  };
+  const ruleSet = interned(ruleKey);
+  ruleSet.id(NONE); // rule 0
+  const indexOf = (rule: UnwindRule) => ruleSet.id(rule);
   const ranges: { low: number; high: number; rule: number; order: number }[] = [];
   let order = 0;
   for (const row of rows) {
@@ -327,7 +320,11 @@ export function compileUnwindTable(
     covered = range.high;
   }
   if (starts.length > 0) push(covered, 0);
-  return { starts: Uint32Array.from(starts), rules: Uint32Array.from(rules), ruleSet };
+  return {
+    starts: Uint32Array.from(starts),
+    rules: Uint32Array.from(rules),
+    ruleSet: ruleSet.values,
+  };
 }
 
 /** The rule for `fileOffset`, or `none` when the table does not cover it. */
