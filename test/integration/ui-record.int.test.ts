@@ -176,6 +176,7 @@ test('upscope ui: record a process’s calls from the page; tree, functions and 
     await until('the command’s recording is read', async () => (await stateOf(ran)) === 'ready');
     assert.match((await ran.locator('[data-test="summary"]').textContent()) ?? '', /exit 0/);
     assert.deepEqual(probesHeldBy(ui.spawned.pid), [], 'nothing held once the command ended');
+    await ran.locator('[data-test="call-tree"]').waitFor();
     assert.equal(await rootCalls(ran, 'is_even'), '1');
     // The outermost calls are open: is_odd below is_even; deeper paths open with a click.
     const odd = ran.locator('[data-test="call-row"][data-depth="1"][data-name="is_odd"]');
