@@ -439,11 +439,19 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   hidden: Set<string>;
 } {
   const key = (site: ProbeSite) => `${site.target.path}:${site.fileOffset}`;
-  const entries = new Set(sites.filter((s) => s.kind === 'entry').map(key));
   const streamSites: NamedSite[] = [];
   const hidden = new Set<string>();
-  /** The stream sites of plain entry probes, by file and offset: frames open there too. */
-  const entryAt = new Map<string, number>();
+  /**
+   * The stream sites of plain entry probes, by file and offset: frames open there too. By
+   * file, then by offset as a number (a string key per function was a part of attaching
+   * every function of a large program).
+   */
+  const entryAt = new Map<string, Map<number, number>>();
+  const entryIn = (path: string) => {
+    let at = entryAt.get(path);
+    if (at === undefined) entryAt.set(path, (at = new Map()));
+    return at;
+  };
   for (const site of sites) {
     const probe = probeName(site);
     // One key and one role of each kind for all of a site's points (a function may have tens
@@ -456,7 +464,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
       const attach = point.attach;
       if (point.role === 'probe') {
         if (site.kind === 'entry' && attach === 'uprobe') {
-          entryAt.set(`${site.target.path}:${point.fileOffset}`, streamSites.length);
+          entryIn(site.target.path).set(Number(point.fileOffset), streamSites.length);
         }
         streamSites.push(
           namedSite(site, {
@@ -492,13 +500,15 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         functionKey ??= key(site);
         // The function's entry is probed already (entry and return asked for, as a recording
         // does): that probe opens the frames as well, with the frame's fields fetched there.
-        const at =
-          entryAt.size === 0 ? undefined : entryAt.get(`${site.target.path}:${point.fileOffset}`);
+        const at = entryAt.get(site.target.path)?.get(Number(point.fileOffset));
         const entry = at === undefined ? undefined : streamSites[at]!;
         if (entry !== undefined && entry.role.kind === 'probe') {
           streamSites[at!] = {
             ...entry,
-            fetches: [...entry.fetches, ...point.fetches],
+            // The frame's fields alone, shared, where the entry fetches nothing (a recording):
+            // the stream works out a record's layout once per array.
+            fetches:
+              entry.fetches.length === 0 ? point.fetches : [...entry.fetches, ...point.fetches],
             role: { kind: 'entry-frame', function: functionKey },
           };
           continue;
@@ -520,10 +530,13 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
       }
     }
   }
+  /** A return probe through the trampoline is timed from its entry, probed or hidden. */
+  const timed = (site: ProbeSite) => site.kind === 'return' && site.returns?.mode !== 'sites';
+  const entries = sites.some(timed)
+    ? new Set(sites.filter((s) => s.kind === 'entry').map(key))
+    : new Set<string>();
   for (const site of sites) {
-    if (site.kind !== 'return' || site.returns?.mode === 'sites' || entries.has(key(site))) {
-      continue;
-    }
+    if (!timed(site) || entries.has(key(site))) continue;
     entries.add(key(site));
     const probe = `${probeName(site)}${HIDDEN_SUFFIX}`;
     hidden.add(probe);

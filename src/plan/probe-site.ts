@@ -166,13 +166,24 @@ export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
             : addresses === 1
               ? site.target.displayPath
               : `${site.target.displayPath} ${address}`;
-        // Its properties as they are (a spread would run a lazy getter such as `instructions`).
-        const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(site)) as T;
-        out[index] = Object.assign(copy, { nameQualifier });
+        out[index] = withQualifier(site, nameQualifier);
       }
     }
   }
   return out;
+}
+
+/**
+ * A copy of `site` with `nameQualifier`: a spread, unless its instructions are decoded when
+ * first read (a spread would decode them); then its properties as they are, which is slower
+ * (thousands of a large C++ program's functions share a name with another).
+ */
+function withQualifier<T extends ProbeSite>(site: T, nameQualifier: string): T {
+  if (Object.getOwnPropertyDescriptor(site, 'instructions')?.get === undefined) {
+    return { ...site, nameQualifier };
+  }
+  const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(site)) as T;
+  return Object.assign(copy, { nameQualifier });
 }
 
 /** The sites whose function no `exclude` glob matches; throws when none is left. */
