@@ -448,8 +448,8 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
    */
   const entryAt = new Map<string, Map<number, number>>();
   const entryIn = (path: string) => {
-    let at = entryAt.get(path);
-    if (at === undefined) entryAt.set(path, (at = new Map()));
+    const at = entryAt.get(path) ?? new Map<number, number>();
+    entryAt.set(path, at);
     return at;
   };
   for (const site of sites) {
