@@ -1,5 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -101,7 +109,7 @@ describe('plan cache', () => {
     const sites = [site('return', 0x1100n), site('return', 0x1200n)];
     const error = (message: string) =>
       Object.assign(new Error(message), { code: 'ERR_RETURNS_NOT_FOUND', hints: ['Probe it'] });
-    savePlan('k.json', 'return', {
+    savePlan('k.plan', 'return', {
       sites,
       skipped: [
         {
@@ -115,7 +123,7 @@ describe('plan cache', () => {
       ],
       warnings: [error('Skipped 1 IFUNC resolver') as never],
     });
-    const back = loadPlan('k.json', {
+    const back = loadPlan('k.plan', {
       spec: 'r:/bin/app:*',
       file,
       path: '/nonexistent',
@@ -148,15 +156,49 @@ describe('plan cache', () => {
     assert.equal(back.warnings[0]!.message, 'Skipped 1 IFUNC resolver');
   });
 
-  test('no plan, or one that is damaged or of another format, is none', () => {
+  test('no plan, or one that is damaged or of another format, is none; plans of the JSON format are removed', () => {
     const place = { spec: 's', file, path: '/x', runtimeAddress: () => undefined };
-    assert.equal(loadPlan('none.json', place), undefined);
+    assert.equal(loadPlan('none.plan', place), undefined);
     const dir = planCacheDir()!;
-    savePlan('ok.json', 'entry', { sites: [site('entry', 0x1100n)], skipped: [], warnings: [] });
-    writeFileSync(join(dir, 'bad.json'), '{"format": 1, "vaddrs": [');
-    assert.equal(loadPlan('bad.json', place), undefined);
-    writeFileSync(join(dir, 'old.json'), '{"format": 0, "vaddrs": []}');
-    assert.equal(loadPlan('old.json', place), undefined);
-    assert.equal(loadPlan('ok.json', place)?.sites.length, 1);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'older.json'), '{"format": 1, "vaddrs": []}');
+    savePlan('ok.plan', 'entry', { sites: [site('entry', 0x1100n)], skipped: [], warnings: [] });
+    assert.equal(existsSync(join(dir, 'older.json')), false, 'a JSON plan is removed');
+    const whole = readFileSync(join(dir, 'ok.plan'));
+    // Cut anywhere: in the header, in the columns, in the names.
+    for (const at of [2, 20, whole.length - 30, whole.length - 1]) {
+      writeFileSync(join(dir, 'bad.plan'), whole.subarray(0, at));
+      assert.equal(loadPlan('bad.plan', place), undefined, `cut at ${at}`);
+    }
+    const header = whole.readUInt32LE(0);
+    const other = Buffer.from(whole);
+    other.write(
+      whole.toString('utf8', 4, 4 + header).replace('"format":2', '"format":9'),
+      4,
+      'utf8',
+    );
+    writeFileSync(join(dir, 'other.plan'), other);
+    assert.equal(loadPlan('other.plan', place), undefined);
+    assert.equal(loadPlan('ok.plan', place)?.sites.length, 1);
+  });
+
+  test('a plan of no sites, and names of any characters, are kept', () => {
+    const place = { spec: 's', file, path: '/x', runtimeAddress: () => undefined };
+    savePlan('empty.plan', 'entry', { sites: [], skipped: [], warnings: [] });
+    assert.deepEqual(loadPlan('empty.plan', place)?.sites, []);
+    const named = { ...site('entry', 0x1100n), symbol: 'caf\u00e9\u{1f600}', demangled: undefined };
+    savePlan('named.plan', 'entry', {
+      sites: [named, site('entry', 0x1200n)],
+      skipped: [],
+      warnings: [],
+    });
+    const back = loadPlan('named.plan', place)!.sites;
+    assert.deepEqual(
+      back.map((s) => [s.symbol, s.demangled]),
+      [
+        ['caf\u00e9\u{1f600}', undefined],
+        ['_Z1fi4608', 'f(int) 4608'],
+      ],
+    );
   });
 });

@@ -30,7 +30,9 @@ import type { ReturnPlan, ReturnSitePlan } from './return-plan.js';
 import type { SkippedSite } from './skipped-sites.js';
 
 /** Bumped whenever what a plan holds, or how it is made, changes. */
-const FORMAT = 1;
+const FORMAT = 2;
+/** A kept plan's file name ends so (a `.json` one is of an earlier format: removed). */
+const PLAN_SUFFIX = '.plan';
 /** Plans kept at most (the least recently made go first). */
 const KEPT = 24;
 
@@ -72,7 +74,7 @@ export function planKey(parts: PlanKeyParts): string | undefined {
     parts.spec,
     parts.options,
   ]);
-  return `${createHash('sha256').update(text).digest('hex').slice(0, 32)}.json`;
+  return `${createHash('sha256').update(text).digest('hex').slice(0, 32)}${PLAN_SUFFIX}`;
 }
 
 /** What a glob resolved to: the sites, those it skipped, and its warnings. */
@@ -88,26 +90,28 @@ interface StoredError {
   readonly hints: readonly string[];
 }
 
-/** A plan as stored: columns, addresses as numbers (code addresses are far below 2^53). */
-interface StoredPlan {
+/**
+ * A plan as stored: a little-endian u32 giving the length of a JSON header (what is few:
+ * handlings, reasons, skipped sites, warnings, and the columns' lengths), the header, then
+ * the columns, each a typed array (addresses as f64: code addresses are far below 2^53,
+ * aligned to 8 bytes from the file's start), then the names (UTF-8, each ended by a NUL,
+ * which no ELF name holds). Read, it is a few copies and one split, not a parse of every
+ * number (JSON was a third of the time to attach every function of a large program).
+ */
+interface PlanHeader {
   readonly format: number;
   readonly kind: SiteKind;
   readonly symbolFile: string | undefined;
-  /** Each distinct KernelHandling once; sites give an index. */
+  /** Each distinct KernelHandling once; sites and exits give an index. */
   readonly handlings: KernelHandling[];
   /** Each distinct return plan `why` once. */
   readonly whys: string[];
-  readonly symbols: string[];
-  readonly demangled: (string | null)[];
-  readonly vaddrs: number[];
-  readonly fileOffsets: number[];
-  readonly handling: number[];
-  /**
-   * Per site, its returns or null: [mode (0 trampoline, 1 sites), why, frames (0 thread, 1
-   * goroutine), entry vaddr, entry file offset, then per exit vaddr, file offset, kind (0
-   * ret, 1 tail-call), handling].
-   */
-  readonly returns: (number[] | null)[];
+  /** Sites, and exits of them all. */
+  readonly sites: number;
+  readonly exits: number;
+  /** The bytes of the symbols' names, then of the demangled names (`` where none). */
+  readonly symbolBytes: number;
+  readonly demangledBytes: number;
   readonly skipped: {
     readonly symbol: string | undefined;
     readonly vaddr: number;
@@ -115,6 +119,47 @@ interface StoredPlan {
     readonly error: StoredError;
   }[];
   readonly warnings: StoredError[];
+}
+
+/** The columns of a stored plan, in the order stored (f64 ones first). */
+interface PlanColumns {
+  readonly vaddr: Float64Array;
+  readonly fileOffset: Float64Array;
+  /** Per site, where its calls begin (its returns' entry); 0 without returns. */
+  readonly entryVaddr: Float64Array;
+  readonly entryOffset: Float64Array;
+  readonly exitVaddr: Float64Array;
+  readonly exitOffset: Float64Array;
+  readonly handling: Int32Array;
+  /** Per site: -1 no returns, 0 trampoline, 1 sites. */
+  readonly returnMode: Int32Array;
+  readonly why: Int32Array;
+  /** 0 thread, 1 goroutine. */
+  readonly frames: Int32Array;
+  /** Per site, its first exit; one more at the end (the number of exits). */
+  readonly exitStart: Int32Array;
+  /** 0 ret, 1 tail-call. */
+  readonly exitKind: Int32Array;
+  readonly exitHandling: Int32Array;
+}
+
+/** The columns' element types and lengths, for `sites` sites and `exits` exits. */
+function columnShapes(sites: number, exits: number): [keyof PlanColumns, 'f64' | 'i32', number][] {
+  return [
+    ['vaddr', 'f64', sites],
+    ['fileOffset', 'f64', sites],
+    ['entryVaddr', 'f64', sites],
+    ['entryOffset', 'f64', sites],
+    ['exitVaddr', 'f64', exits],
+    ['exitOffset', 'f64', exits],
+    ['handling', 'i32', sites],
+    ['returnMode', 'i32', sites],
+    ['why', 'i32', sites],
+    ['frames', 'i32', sites],
+    ['exitStart', 'i32', sites + 1],
+    ['exitKind', 'i32', exits],
+    ['exitHandling', 'i32', exits],
+  ];
 }
 
 function storeError(error: ProbeError): StoredError {
@@ -132,39 +177,67 @@ function loadError(stored: StoredError, spec: string): ProbeError {
 export function savePlan(key: string, kind: SiteKind, glob: CachedGlob): void {
   const dir = planCacheDir();
   if (dir === undefined) return;
+  try {
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, key);
+    writeFileSync(`${path}.${process.pid}.tmp`, encodePlan(kind, glob));
+    renameSync(`${path}.${process.pid}.tmp`, path);
+    prune(dir);
+  } catch {
+    // A read-only or full cache directory: the plan is made again next time.
+  }
+}
+
+/** `glob`'s plan as stored (see PlanHeader). */
+function encodePlan(kind: SiteKind, glob: CachedGlob): Buffer {
+  const sites = glob.sites;
   const handlings = interned<KernelHandling>((handling) => JSON.stringify(handling));
   const whys = interned<string>((why) => why);
-  const plan: StoredPlan = {
+  const exits = sites.reduce((n, s) => n + (s.returns?.sites.length ?? 0), 0);
+  const shapes = columnShapes(sites.length, exits);
+  const columns = Object.fromEntries(
+    shapes.map(([name, type, length]) => [
+      name,
+      type === 'f64' ? new Float64Array(length) : new Int32Array(length),
+    ]),
+  ) as unknown as PlanColumns;
+  let exit = 0;
+  sites.forEach((site, i) => {
+    columns.vaddr[i] = Number(site.vaddr);
+    columns.fileOffset[i] = Number(site.fileOffset);
+    columns.handling[i] = handlings.id(site.handling);
+    columns.exitStart[i] = exit;
+    const r = site.returns;
+    if (r === undefined) {
+      columns.returnMode[i] = -1;
+      return;
+    }
+    columns.returnMode[i] = r.mode === 'trampoline' ? 0 : 1;
+    columns.why[i] = whys.id(r.why);
+    columns.frames[i] = r.frames === 'thread' ? 0 : 1;
+    columns.entryVaddr[i] = Number(r.entry.vaddr);
+    columns.entryOffset[i] = Number(r.entry.fileOffset);
+    for (const e of r.sites) {
+      columns.exitVaddr[exit] = Number(e.vaddr);
+      columns.exitOffset[exit] = Number(e.fileOffset);
+      columns.exitKind[exit] = e.kind === 'ret' ? 0 : 1;
+      columns.exitHandling[exit] = handlings.id(e.handling);
+      exit++;
+    }
+  });
+  columns.exitStart[sites.length] = exit;
+  const symbols = Buffer.from(sites.map((s) => `${s.symbol ?? ''}\0`).join(''));
+  const demangled = Buffer.from(sites.map((s) => `${s.demangled ?? ''}\0`).join(''));
+  const header: PlanHeader = {
     format: FORMAT,
     kind,
-    symbolFile: glob.sites[0]?.symbolFile,
+    symbolFile: sites[0]?.symbolFile,
     handlings: handlings.values,
     whys: whys.values,
-    symbols: glob.sites.map((s) => s.symbol ?? ''),
-    demangled: glob.sites.map((s) => s.demangled ?? null),
-    vaddrs: glob.sites.map((s) => Number(s.vaddr)),
-    fileOffsets: glob.sites.map((s) => Number(s.fileOffset)),
-    handling: glob.sites.map((s) => handlings.id(s.handling)),
-    returns: glob.sites.map((s) => {
-      const r = s.returns;
-      if (r === undefined) return null;
-      const row = [
-        r.mode === 'trampoline' ? 0 : 1,
-        whys.id(r.why),
-        r.frames === 'thread' ? 0 : 1,
-        Number(r.entry.vaddr),
-        Number(r.entry.fileOffset),
-      ];
-      for (const exit of r.sites) {
-        row.push(
-          Number(exit.vaddr),
-          Number(exit.fileOffset),
-          exit.kind === 'ret' ? 0 : 1,
-          handlings.id(exit.handling),
-        );
-      }
-      return row;
-    }),
+    sites: sites.length,
+    exits,
+    symbolBytes: symbols.length,
+    demangledBytes: demangled.length,
     skipped: glob.skipped.map((s) => ({
       symbol: s.symbol,
       vaddr: Number(s.vaddr),
@@ -173,21 +246,77 @@ export function savePlan(key: string, kind: SiteKind, glob: CachedGlob): void {
     })),
     warnings: glob.warnings.map(storeError),
   };
-  try {
-    mkdirSync(dir, { recursive: true });
-    const path = join(dir, key);
-    writeFileSync(`${path}.${process.pid}.tmp`, JSON.stringify(plan));
-    renameSync(`${path}.${process.pid}.tmp`, path);
-    prune(dir);
-  } catch {
-    // A read-only or full cache directory: the plan is made again next time.
+  const json = Buffer.from(JSON.stringify(header));
+  const length: Buffer = Buffer.alloc(4);
+  length.writeUInt32LE(json.length);
+  const parts: Buffer[] = [length, json, Buffer.alloc(align8(4 + json.length) - 4 - json.length)];
+  for (const [name] of shapes) {
+    const column = columns[name];
+    parts.push(Buffer.from(column.buffer, column.byteOffset, column.byteLength));
   }
+  parts.push(symbols, demangled);
+  return Buffer.concat(parts);
+}
+
+function align8(n: number): number {
+  return Math.ceil(n / 8) * 8;
+}
+
+/** A stored plan's header and columns, or undefined where it is not one of this format. */
+function decodePlan(
+  bytes: Buffer,
+):
+  | { header: PlanHeader; columns: PlanColumns; symbols: string[]; demangled: string[] }
+  | undefined {
+  if (bytes.length < 4) return undefined;
+  const headerBytes = bytes.readUInt32LE(0);
+  if (4 + headerBytes > bytes.length) return undefined;
+  const header = JSON.parse(bytes.toString('utf8', 4, 4 + headerBytes)) as PlanHeader;
+  if (header.format !== FORMAT) return undefined;
+  // A copy of the columns, aligned for typed arrays whatever the file's buffer is.
+  let at = align8(4 + headerBytes);
+  const shapes = columnShapes(header.sites, header.exits);
+  const columnBytes = shapes.reduce(
+    (n, [, type, length]) => n + length * (type === 'f64' ? 8 : 4),
+    0,
+  );
+  if (at + columnBytes + header.symbolBytes + header.demangledBytes !== bytes.length) {
+    return undefined;
+  }
+  const data = new ArrayBuffer(columnBytes);
+  new Uint8Array(data).set(bytes.subarray(at, at + columnBytes));
+  let offset = 0;
+  const columns = Object.fromEntries(
+    shapes.map(([name, type, length]) => {
+      const column =
+        type === 'f64'
+          ? new Float64Array(data, offset, length)
+          : new Int32Array(data, offset, length);
+      offset += column.byteLength;
+      return [name, column];
+    }),
+  ) as unknown as PlanColumns;
+  at += columnBytes;
+  /** The next `length` bytes' names (the last one's NUL left out before the split). */
+  const names = (length: number) => {
+    const text = length === 0 ? [] : bytes.toString('utf8', at, at + length - 1).split('\0');
+    at += length;
+    return text;
+  };
+  const symbols = names(header.symbolBytes);
+  const demangled = names(header.demangledBytes);
+  if (symbols.length !== header.sites || demangled.length !== header.sites) return undefined;
+  return { header, columns, symbols, demangled };
 }
 
 /** Leaves the KEPT newest plans. */
 function prune(dir: string): void {
-  const plans = readdirSync(dir)
-    .filter((name) => name.endsWith('.json'))
+  const names = readdirSync(dir);
+  for (const name of names.filter((n) => n.endsWith('.json'))) {
+    rmSync(join(dir, name), { force: true });
+  }
+  const plans = names
+    .filter((name) => name.endsWith(PLAN_SUFFIX))
     .map((name) => ({ name, at: statSync(join(dir, name)).mtimeMs }))
     .sort((a, b) => b.at - a.at);
   for (const old of plans.slice(KEPT)) rmSync(join(dir, old.name), { force: true });
@@ -206,44 +335,44 @@ export interface PlanPlace {
 export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined {
   const dir = planCacheDir();
   if (dir === undefined) return undefined;
-  let plan: StoredPlan;
+  let plan: ReturnType<typeof decodePlan>;
   try {
-    plan = JSON.parse(readFileSync(join(dir, key), 'utf8')) as StoredPlan;
+    plan = decodePlan(readFileSync(join(dir, key)));
   } catch {
     return undefined;
   }
-  if (plan.format !== FORMAT || !Array.isArray(plan.vaddrs)) return undefined;
+  if (plan === undefined) return undefined;
+  const { header, columns, symbols, demangled } = plan;
   const none: readonly never[] = Object.freeze([]);
   const sites: ProbeSite[] = [];
-  for (let i = 0; i < plan.vaddrs.length; i++) {
-    const vaddr = BigInt(plan.vaddrs[i]!);
-    const fileOffset = BigInt(plan.fileOffsets[i]!);
-    const row = plan.returns[i];
+  for (let i = 0; i < header.sites; i++) {
+    const vaddr = BigInt(columns.vaddr[i]!);
+    const fileOffset = BigInt(columns.fileOffset[i]!);
     sites.push({
       spec: place.spec,
-      kind: plan.kind,
+      kind: header.kind,
       target: place.file,
-      symbol: plan.symbols[i],
-      demangled: plan.demangled[i] ?? undefined,
+      symbol: symbols[i],
+      demangled: demangled[i] || undefined,
       aliases: none,
-      symbolFile: plan.symbolFile,
+      symbolFile: header.symbolFile,
       symbolOffset: 0n,
       vaddr,
       fileOffset,
       usdt: undefined,
       instructions: none,
-      handling: plan.handlings[plan.handling[i]!]!,
+      handling: header.handlings[columns.handling[i]!]!,
       fetches: none,
       runtimeAddress: place.runtimeAddress(fileOffset),
       returns:
-        row === null || row === undefined
+        columns.returnMode[i] === -1
           ? undefined
-          : returnsOf(row, plan, place.path, vaddr, fileOffset),
+          : returnsOf(i, header, columns, place.path, vaddr, fileOffset),
     });
   }
   return {
     sites,
-    skipped: plan.skipped.map((s) => ({
+    skipped: header.skipped.map((s) => ({
       spec: place.spec,
       target: place.file.displayPath,
       symbol: s.symbol,
@@ -251,7 +380,7 @@ export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined 
       reason: s.reason,
       error: loadError(s.error, place.spec),
     })),
-    warnings: plan.warnings.map((w) => loadError(w, place.spec)),
+    warnings: header.warnings.map((w) => loadError(w, place.spec)),
   };
 }
 
@@ -271,32 +400,35 @@ class KeptExit implements ReturnSitePlan {
 }
 
 function returnsOf(
-  row: readonly number[],
-  plan: StoredPlan,
+  i: number,
+  header: PlanHeader,
+  columns: PlanColumns,
   path: string,
   vaddr: bigint,
   fileOffset: bigint,
 ): ReturnPlan {
   const sites: ReturnSitePlan[] = [];
-  for (let at = 5; at + 3 < row.length; at += 4) {
+  for (let e = columns.exitStart[i]!; e < columns.exitStart[i + 1]!; e++) {
     sites.push(
       new KeptExit(
-        BigInt(row[at]!),
-        BigInt(row[at + 1]!),
-        row[at + 2] === 0 ? 'ret' : 'tail-call',
-        plan.handlings[row[at + 3]!]!,
+        BigInt(columns.exitVaddr[e]!),
+        BigInt(columns.exitOffset[e]!),
+        columns.exitKind[e] === 0 ? 'ret' : 'tail-call',
+        header.handlings[columns.exitHandling[e]!]!,
         path,
       ),
     );
   }
+  const entryVaddr = columns.entryVaddr[i]!;
+  const entryOffset = columns.entryOffset[i]!;
   return {
-    mode: row[0] === 0 ? 'trampoline' : 'sites',
-    why: plan.whys[row[1]!]!,
-    frames: row[2] === 0 ? 'thread' : 'goroutine',
+    mode: columns.returnMode[i] === 0 ? 'trampoline' : 'sites',
+    why: header.whys[columns.why[i]!]!,
+    frames: columns.frames[i] === 0 ? 'thread' : 'goroutine',
     // The site's own numbers where the call begins at the function's start (no bigint more).
     entry: {
-      vaddr: row[3] === Number(vaddr) ? vaddr : BigInt(row[3]!),
-      fileOffset: row[4] === Number(fileOffset) ? fileOffset : BigInt(row[4]!),
+      vaddr: entryVaddr === Number(vaddr) ? vaddr : BigInt(entryVaddr),
+      fileOffset: entryOffset === Number(fileOffset) ? fileOffset : BigInt(entryOffset),
     },
     sites,
   };
