@@ -888,11 +888,14 @@ function* resolveGlob(
     );
   }
   if (key !== undefined) {
-    savePlan(key, spec.kind === 'return' ? 'return' : 'entry', {
+    const glob = {
       sites,
       skipped: plan.skipped.slice(skippedBefore),
       warnings: plan.warnings.slice(warningsBefore),
-    });
+    };
+    // Written once the caller lets the event loop turn (a command, once its probes are
+    // live): not on the way to attaching them.
+    setImmediate(() => savePlan(key, spec.kind === 'return' ? 'return' : 'entry', glob));
   }
   return sites;
 }
@@ -1272,8 +1275,6 @@ function kernelHandling(
   probed: DecodedInstruction,
   options: ResolveOptions,
 ): KernelHandling {
-  const where = quote(target.file.displayPath);
-  const hex = `0x${vaddr.toString(16)}`;
   const handling = analyzeKernelHandling(probed, {
     kernel: options.kernel ?? kernelVersion(),
   });
@@ -1281,6 +1282,8 @@ function kernelHandling(
     options.engine !== 'ptrace' &&
     (handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true))
   ) {
+    const where = quote(target.file.displayPath);
+    const hex = `0x${vaddr.toString(16)}`;
     const hints = [
       `Probe a neighbouring instruction instead; see them with: objdump -d --start-address=0x${vaddr.toString(16)} ${target.file.displayPath}`,
     ];

@@ -41,6 +41,18 @@ afterEach(() => {
   assert.deepEqual(tracedChildren(), [], 'no process is left traced');
 });
 
+/**
+ * hot.c built for this file alone (a define it does not read makes it a file of its own):
+ * calls.int records the same program on the inject engine meanwhile, and this file's kernel
+ * uprobes on a shared file would be in its process as another tracer's breakpoints.
+ */
+function ownHot(): string {
+  return compileProgram(new URL('../../bench/programs/hot.c', import.meta.url).pathname, {
+    flags: ['-O2', '-DUPSCOPE_PLAN_CACHE_TEST'],
+    link: ['-lpthread'],
+  });
+}
+
 /** The kept plans: name and modification time. */
 function keptPlans(): Map<string, number> {
   let names: string[] = [];
@@ -97,10 +109,7 @@ function twice(
 describe('upscope record: plans kept of the functions of a program', () => {
   test('C: a recording with the kept plan counts every call as the program does', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
-    const hot = compileProgram(new URL('../../bench/programs/hot.c', import.meta.url).pathname, {
-      flags: ['-O2'],
-      link: ['-lpthread'],
-    });
+    const hot = ownHot();
     twice(`${hot} 20000`, [`${hot}:hot_*`], (run) => {
       const own = Number(/calls=(\d+)/.exec(run.stderr)?.[1]);
       assert.equal(own, 20000, run.stderr);
@@ -182,10 +191,7 @@ int main(void) {
 
   test('damaged kept plans are planned again and rewritten; a cache directory that cannot be made is no failure', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
-    const hot = compileProgram(new URL('../../bench/programs/hot.c', import.meta.url).pathname, {
-      flags: ['-O2'],
-      link: ['-lpthread'],
-    });
+    const hot = ownHot();
     const target = [`${hot}:hot_func*`];
     const before = keptPlans();
     recordCounts(`${hot} 1000`, target);
