@@ -4,7 +4,6 @@ import { goroutineDepth, PendingCalls, threadDepth } from '../aggregate/index.js
 import {
   type AttachMode,
   BpfStream,
-  type BpfStreamSite,
   cleanStaleGroups,
   type MovedProbe,
   type StreamSite,
@@ -259,7 +258,7 @@ export class Tracer {
       const bufferSizeKb = options.bufferSizeKb ?? 4096;
       const opened =
         options.engine === 'bpf'
-          ? BpfStream.open(streamSites.map(bpfSite), {
+          ? BpfStream.open(streamSites, {
               follow: following
                 ? { pids: covered.pids ?? [], startAtExecOf: covered.startAtExecOf, tracefs }
                 : undefined,
@@ -551,20 +550,6 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     );
   }
   return { streamSites, hidden };
-}
-
-function bpfSite(site: NamedSite): BpfStreamSite {
-  return {
-    path: site.target.path,
-    offset: site.fileOffset,
-    attach: site.attach === 'uretprobe' ? 'return' : 'entry',
-    refCtrOffset: site.usdt?.semaphoreFileOffset,
-    fetches: site.fetches,
-    probe: site.probe,
-    spec: site.spec,
-    kind: site.kind,
-    exit: site.exit,
-  };
 }
 
 /**

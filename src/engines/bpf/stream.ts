@@ -21,11 +21,21 @@ import {
 } from './stream-programs.js';
 
 /** A probe to stream: where, which way, what it fetches, and what its events are called. */
+/**
+ * A probe of the stream: its place and fetches, and what its events say. Shaped as the
+ * tracer's sites are, so that they are given as they are (a copy of each was a part of
+ * attaching every function of a large program).
+ */
 export interface BpfStreamSite {
-  readonly path: string;
-  readonly offset: bigint;
-  readonly attach: 'entry' | 'return';
-  readonly refCtrOffset?: bigint | undefined;
+  readonly target: { readonly path: string };
+  readonly fileOffset: bigint;
+  /**
+   * `uprobe` (or none): fires at the instruction; `uretprobe`: when the function starting
+   * there returns.
+   */
+  readonly attach?: 'uprobe' | 'uretprobe' | undefined;
+  /** A USDT probe's semaphore, which the kernel counts up while the probe is attached. */
+  readonly usdt?: { readonly semaphoreFileOffset?: bigint | undefined } | undefined;
   readonly fetches: readonly FieldSlot['fetch'][];
   readonly probe: string;
   readonly spec: string;
@@ -163,10 +173,10 @@ export class BpfStream {
       );
     this.#attach = this.#session.attach(
       sites.map((site, index) => ({
-        path: site.path,
-        offset: site.offset,
-        kind: site.attach,
-        refCtrOffset: site.refCtrOffset,
+        path: site.target.path,
+        offset: site.fileOffset,
+        kind: site.attach === 'uretprobe' ? 'return' : 'entry',
+        refCtrOffset: site.usdt?.semaphoreFileOffset,
         cookie: this.#layoutOf[index]! * 2 ** 32 + index,
       })),
       { entry: program, return: program },
