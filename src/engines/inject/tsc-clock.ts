@@ -6,59 +6,135 @@ interface Pair {
   readonly ns: bigint;
 }
 
+/** The two clocks the TscClock reads (the process's own, or a test's). */
+interface ClockSources {
+  readonly readTsc: NativeBinding['readTsc'];
+  /** CLOCK_MONOTONIC in ns (process.hrtime.bigint()). */
+  readonly monotonicNs: () => bigint;
+}
+
 /** How long the first calibration waits between its two readings. */
 const FIRST_SPAN_MS = 10;
+/**
+ * Readings taken for one pair: the one whose TSC readings lie closest around the clock's is
+ * kept (a thread preempted between them, on a loaded machine, made a pair milliseconds off).
+ */
+const TRIES = 5;
+/** A pair this close (in TSC ticks, about a microsecond) is taken at once. */
+const TIGHT_TICKS = 4096n;
+/**
+ * How fast the conversion is steered back to the clock after an update: it closes the gap
+ * it finds over about this span, changing its rate by at most MAX_SLEW.
+ */
+const CATCH_UP_NS = 1e9;
+const MAX_SLEW = 1e-3;
+
+/**
+ * Segments kept: a record older than the oldest (many polls behind) takes the oldest's; the
+ * oldest's reading is where the rate is measured from.
+ */
+const SEGMENTS = 64;
+
+/**
+ * From `tsc` on (until the next segment), `ns` plus `slope` ns per tick; `read` is the
+ * reading of both clocks taken there.
+ */
+interface Segment {
+  readonly tsc: bigint;
+  readonly ns: bigint;
+  readonly slope: number;
+  readonly read: Pair;
+}
 
 /**
  * Turns TSC values (what the inject engine's trampolines record: rdtsc costs no system
  * call) into CLOCK_MONOTONIC nanoseconds, the clock of every other event. The rate comes
- * from two readings of both clocks taken in this process, the first when the clock is made
- * and the latest at each update(): the longer the span, the closer the rate. Needs a TSC
- * that runs at one rate on every CPU (constant_tsc, nonstop_tsc), as every x86-64 processor
- * of the last fifteen years has.
+ * from two readings of both clocks taken in this process, the oldest kept and the latest
+ * (at each update()): the longer the span, the closer the rate. The conversion
+ * is a line per update, each going on from where the last one was at that moment (steered
+ * toward the clock by a slightly faster or slower rate): what a TSC value converts to never
+ * changes once its time has passed, and a later value is never given an earlier time (a
+ * call's return is never before its entry, however their records fall between updates).
+ * Needs a TSC that runs at one rate on every CPU (constant_tsc, nonstop_tsc), as every x86-64
+ * processor of the last fifteen years has.
  */
 export class TscClock {
-  readonly #native: NativeBinding;
-  readonly #first: Pair;
-  #last: Pair;
+  readonly #sources: ClockSources;
+  /** The lines of the conversion, oldest first. */
+  readonly #segments: Segment[];
+  /** The rate as measured over the longest span so far. */
   #nsPerTick: number;
 
-  constructor(native: NativeBinding) {
-    this.#native = native;
-    this.#first = this.#read();
+  constructor(
+    native: Pick<NativeBinding, 'readTsc'>,
+    monotonicNs: () => bigint = () => process.hrtime.bigint(),
+  ) {
+    this.#sources = { readTsc: () => native.readTsc(), monotonicNs };
+    const first = this.#read();
     const until = performance.now() + FIRST_SPAN_MS;
     const nap = new Int32Array(new SharedArrayBuffer(4));
     while (performance.now() < until) Atomics.wait(nap, 0, 0, 1);
-    this.#last = this.#read();
-    this.#nsPerTick = this.#rate();
+    this.#nsPerTick = rate(first, this.#read());
+    this.#segments = [{ ...first, slope: this.#nsPerTick, read: first }];
   }
 
-  /** A reading of both clocks: the TSC read on both sides of the clock, halfway between. */
+  /**
+   * A reading of both clocks: the TSC read on both sides of the clock, halfway between, from
+   * the closest of a few tries.
+   */
   #read(): Pair {
-    const before = this.#native.readTsc();
-    const ns = process.hrtime.bigint();
-    const after = this.#native.readTsc();
-    return { tsc: before + (after - before) / 2n, ns };
+    let best: { pair: Pair; gap: bigint } | undefined;
+    for (let i = 0; i < TRIES; i++) {
+      const before = this.#sources.readTsc();
+      const ns = this.#sources.monotonicNs();
+      const after = this.#sources.readTsc();
+      const gap = after - before;
+      if (best === undefined || gap < best.gap) {
+        best = { pair: { tsc: before + gap / 2n, ns }, gap };
+      }
+      if (gap <= TIGHT_TICKS) break;
+    }
+    return best!.pair;
   }
 
-  #rate(): number {
-    const ticks = Number(this.#last.tsc - this.#first.tsc);
-    return ticks > 0 ? Number(this.#last.ns - this.#first.ns) / ticks : 1;
-  }
-
-  /** Take a new reading: later conversions count from it, at a rate over a longer span. */
+  /**
+   * Take a new reading: from now on the conversion counts at the rate measured over the
+   * longer span, from where it is, closing the distance to the clock over about a second.
+   */
   update(): void {
-    this.#last = this.#read();
-    this.#nsPerTick = this.#rate();
+    const now = this.#read();
+    const last = this.#segments[this.#segments.length - 1]!;
+    if (now.tsc <= last.tsc) return;
+    this.#nsPerTick = rate(this.#segments[0]!.read, now);
+    const given = this.toNs(now.tsc);
+    const behind = Number(now.ns - given);
+    const slew = Math.max(-MAX_SLEW, Math.min(MAX_SLEW, behind / CATCH_UP_NS));
+    this.#segments.push({
+      tsc: now.tsc,
+      ns: given,
+      slope: this.#nsPerTick * (1 + slew),
+      read: now,
+    });
+    if (this.#segments.length > SEGMENTS) this.#segments.shift();
   }
 
-  /** Nanoseconds per TSC tick, as far as known now. */
+  /** Nanoseconds per TSC tick, as far as known now (for durations). */
   get nsPerTick(): number {
     return this.#nsPerTick;
   }
 
   /** CLOCK_MONOTONIC, in ns, when the TSC read `tsc`. */
   toNs(tsc: bigint): bigint {
-    return this.#last.ns + BigInt(Math.round(Number(tsc - this.#last.tsc) * this.#nsPerTick));
+    const segments = this.#segments;
+    let i = segments.length - 1;
+    while (i > 0 && segments[i]!.tsc > tsc) i--;
+    const line = segments[i]!;
+    return line.ns + BigInt(Math.round(Number(tsc - line.tsc) * line.slope));
   }
+}
+
+/** Nanoseconds per tick between two readings (1 where the TSC did not move on). */
+function rate(from: Pair, to: Pair): number {
+  const ticks = Number(to.tsc - from.tsc);
+  return ticks > 0 ? Number(to.ns - from.ns) / ticks : 1;
 }
