@@ -13,7 +13,8 @@ export interface Exit {
 /**
  * A command started stopped: its pid exists, none of its code has run yet. It leads a session
  * and process group of its own (its pid), which holds the processes it starts, so that it
- * can be ended as a whole; a terminal's Ctrl-C reaches upscope alone, which ends it.
+ * can be ended as a whole; a terminal's Ctrl-C reaches upscope alone, which ends it (while
+ * it is held, as upscope ends).
  */
 export interface LaunchedCommand {
   readonly pid: number;
@@ -64,14 +65,61 @@ export async function launchStopped(
     );
   }
   await waitStopped(pid, exited);
+  const guard = endWithThisProcess(pid);
+  void exited.then(guard.release);
   return {
     pid,
     resume: () => {
+      guard.resumed();
       process.kill(pid, 'SIGCONT');
     },
     exited,
-    terminate: (graceMs) => endProcessGroup(pid, { graceMs }),
-    kill: () => killProcessGroup(pid),
+    terminate: (graceMs) => {
+      guard.release();
+      return endProcessGroup(pid, { graceMs });
+    },
+    kill: () => {
+      guard.release();
+      killProcessGroup(pid);
+    },
+  };
+}
+
+/** The signals that end upscope (a terminal's Ctrl-C, a service manager, a closed terminal). */
+const ENDING_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+/**
+ * While the command is held stopped (its probes being placed), a signal that ends this
+ * process ends the command's process group first: else it would stay stopped for ever, a
+ * child of nobody. The signal then ends this process as it would have, unless something else
+ * here listens for it (a server that ends in its own way). Once the command runs, what this
+ * process does at the signal (a command-line tool ends the command) is left to its own
+ * handlers, and where there are none, the signal ends this process as before; a signal that
+ * came while it was held but is handled only now (Node runs handlers between tasks, and
+ * placing probes is one long task) is handled so too, not lost. The handlers go when the
+ * command ends or is ended.
+ */
+function endWithThisProcess(pgid: number): { resumed(): void; release(): void } {
+  // What listened before (a server's own ending): it still runs, so the signal is its.
+  const heard = new Set(ENDING_SIGNALS.filter((signal) => process.listenerCount(signal) > 0));
+  let held = true;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (held) killProcessGroup(pgid);
+    else if (process.listenerCount(signal) > 1) return;
+    release();
+    if (!heard.has(signal) && process.listenerCount(signal) === 0) {
+      process.kill(process.pid, signal);
+    }
+  };
+  const release = () => {
+    for (const signal of ENDING_SIGNALS) process.off(signal, onSignal);
+  };
+  for (const signal of ENDING_SIGNALS) process.on(signal, onSignal);
+  return {
+    resumed: () => {
+      held = false;
+    },
+    release,
   };
 }
 

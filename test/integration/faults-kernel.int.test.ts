@@ -104,6 +104,32 @@ async function bpfStillThere(ids: readonly string[]): Promise<string[]> {
   return left;
 }
 
+/** The children of `pid` and their states (/proc/PID/stat). */
+function childrenOf(pid: number): { pid: number; state: string }[] {
+  const found: { pid: number; state: string }[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // ended meanwhile
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(fields[1]) === pid) found.push({ pid: Number(name), state: fields[0]! });
+  }
+  return found;
+}
+
+/** Whether process `pid` exists (and is no zombie). */
+function exists(pid: number): boolean {
+  try {
+    return !/^Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1] ?? '');
+  } catch {
+    return false;
+  }
+}
+
 /** What a dead upscope (pid) left in tracefs: its group's events and its instances. */
 function tracefsOf(pid: number): string[] {
   const events = readFileSync(`${TRACEFS}/uprobe_events`, 'utf8')
@@ -299,6 +325,59 @@ for (const engine of ENGINES) {
           assert.equal(eventsOf(next.stdout, 2), 25, `${fault}: next run ${next.stdout}`);
           assert.deepEqual(leftoversOn(path), [], `${fault}: left after the next run`);
         }
+      }
+    } finally {
+      host.done();
+    }
+  });
+
+  test(`${engine}: Ctrl-C or SIGTERM while a command is held for its probes to be placed ends the command too (none left stopped); the next run is clean`, async (t) => {
+    const host = setup(t);
+    if (host === undefined) return;
+    try {
+      for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+        const run = spawnUpscope(
+          ['trace', '--engine', engine, '-c', 'sleep 37', `${host.app}:kf_tick p=arg0`],
+          { UPSCOPE_PAUSE_AT: 'attaching' },
+        );
+        await waitFor(run, /^upscope: paused at attaching/m);
+        const held = childrenOf(run.pid);
+        assert.equal(held.length, 1, `${signal}: the command is launched`);
+        assert.equal(held[0]!.state, 'T', `${signal}: the command is held stopped`);
+        // The signal comes while upscope is placing probes (here: stopped there).
+        run.child.kill(signal);
+        process.kill(run.pid, 'SIGCONT');
+        // Its exit, not the end of its output: a command left stopped would hold that open.
+        const exit = await new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+          run.child.once('exit', (code, by) => resolve({ code, signal: by })),
+        );
+        let left = [held[0]!.pid].filter(exists);
+        for (let i = 0; i < 50 && left.length > 0; i++) {
+          await sleep(20);
+          left = left.filter(exists);
+        }
+        for (const pid of left) process.kill(pid, 'SIGKILL');
+        await ended(run);
+        assert.deepEqual(left, [], `${signal}: the held command is ended`);
+        // Handled while the command was held, the signal ends upscope; handled once it runs,
+        // upscope ends it as at any Ctrl-C, and ends.
+        assert.ok(exit.signal === signal || exit.code === 0, `${signal}: ${JSON.stringify(exit)}`);
+        const next = runCli([
+          'trace',
+          '--engine',
+          engine,
+          '-c',
+          `${host.app} plain 25 0 /`,
+          `${host.app}:kf_tick p=arg0`,
+        ]);
+        assert.equal(next.status, 0, next.stderr);
+        assert.equal(eventsOf(next.stdout, 2), 25, `${signal}: the next run: ${next.stdout}`);
+        assert.deepEqual(
+          tracefsOf(run.pid),
+          [],
+          `${signal}: the dead upscope's group and instance`,
+        );
+        assert.deepEqual(leftoversOn(host.app), [], `${signal}: left after the next run`);
       }
     } finally {
       host.done();
