@@ -18,7 +18,7 @@ import {
   renameSync,
   rmSync,
   statSync,
-  writeFileSync,
+  writevSync,
 } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -177,19 +177,33 @@ function loadError(stored: StoredError, spec: string): ProbeError {
 export function savePlan(key: string, kind: SiteKind, glob: CachedGlob): void {
   const dir = planCacheDir();
   if (dir === undefined) return;
+  const path = join(dir, key);
+  const temporary = `${path}.${process.pid}.tmp`;
   try {
     mkdirSync(dir, { recursive: true });
-    const path = join(dir, key);
-    writeFileSync(`${path}.${process.pid}.tmp`, encodePlan(kind, glob));
-    renameSync(`${path}.${process.pid}.tmp`, path);
+    // The parts as they are, not joined into one buffer first (a copy of megabytes).
+    const parts = encodePlan(kind, glob);
+    const fd = openSync(temporary, 'w');
+    try {
+      const written = writevSync(fd, parts);
+      if (written !== parts.reduce((n, part) => n + part.length, 0)) throw new Error('short');
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temporary, path);
     prune(dir);
   } catch {
     // A read-only or full cache directory: the plan is made again next time.
+    try {
+      rmSync(temporary, { force: true });
+    } catch {
+      // nothing was written there
+    }
   }
 }
 
-/** `glob`'s plan as stored (see PlanHeader). */
-function encodePlan(kind: SiteKind, glob: CachedGlob): Buffer {
+/** `glob`'s plan as stored (see PlanHeader), in parts. */
+function encodePlan(kind: SiteKind, glob: CachedGlob): Buffer[] {
   const sites = glob.sites;
   // Most sites are emulated: their key is what is emulated (JSON for each was 75 ms of
   // keeping the plan of 50,000 functions).
@@ -259,7 +273,7 @@ function encodePlan(kind: SiteKind, glob: CachedGlob): Buffer {
     parts.push(Buffer.from(column.buffer, column.byteOffset, column.byteLength));
   }
   parts.push(symbols, demangled);
-  return Buffer.concat(parts);
+  return parts;
 }
 
 function align8(n: number): number {

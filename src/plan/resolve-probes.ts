@@ -888,14 +888,13 @@ function* resolveGlob(
     );
   }
   if (key !== undefined) {
-    const glob = {
+    // Written now, on the way to attaching (not once the probes are live: a command
+    // interrupted soon after, by a Ctrl-C or a benchmark's end, would not have kept it).
+    savePlan(key, spec.kind === 'return' ? 'return' : 'entry', {
       sites,
       skipped: plan.skipped.slice(skippedBefore),
       warnings: plan.warnings.slice(warningsBefore),
-    };
-    // Written once the caller lets the event loop turn (a command, once its probes are
-    // live): not on the way to attaching them.
-    setImmediate(() => savePlan(key, spec.kind === 'return' ? 'return' : 'entry', glob));
+    });
   }
   return sites;
 }

@@ -21,6 +21,7 @@ import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
+import { ended, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const work = mkdtempSync(join(tmpdir(), 'upscope-plan-cache-test-'));
@@ -187,6 +188,31 @@ int main(void) {
     const second = recordCounts(app, []);
     assert.deepEqual(second.counts['one'], [50, 0]);
     assert.deepEqual(second.counts['two'], [7, 0]);
+  });
+
+  test('a recording killed as soon as it says its probes are live has kept its plans', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const hot = ownHot();
+    // 100 calls a second: it runs on until the test ends it.
+    const target = spawnCollected(hot, ['100000000', '1', '100']);
+    const own = join(work, 'own-cache');
+    try {
+      const run = spawnUpscope(
+        ['record', '-p', String(target.pid), `${hot}:hot_*`, '-o', join(work, 'killed')],
+        { UPSCOPE_CACHE_DIR: own },
+      );
+      await waitFor(run, /^Recording \d+ functions? /m);
+      run.child.kill('SIGKILL');
+      await ended(run);
+      assert.equal(
+        readdirSync(join(own, 'plans')).filter((name) => name.endsWith('.plan')).length,
+        2,
+        'the plans of the entries and of the returns',
+      );
+    } finally {
+      target.child.kill('SIGKILL');
+      await ended(target);
+    }
   });
 
   test('damaged kept plans are planned again and rewritten; a cache directory that cannot be made is no failure', (t) => {
