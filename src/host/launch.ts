@@ -111,9 +111,15 @@ function endWithThisProcess(pgid: number): { resumed(): void; release(): void } 
       process.kill(process.pid, signal);
     }
   };
+  let listening = true;
   const release = () => {
+    if (!listening) return;
+    listening = false;
     for (const signal of ENDING_SIGNALS) process.off(signal, onSignal);
+    moreListeners(-1);
   };
+  // A listener of each more is allowed (a server may hold many commands: no leak warning).
+  moreListeners(1);
   for (const signal of ENDING_SIGNALS) process.on(signal, onSignal);
   return {
     resumed: () => {
@@ -121,6 +127,12 @@ function endWithThisProcess(pgid: number): { resumed(): void; release(): void } 
     },
     release,
   };
+}
+
+/** Allow `n` more listeners of each event on `process` (0 stays: no limit). */
+function moreListeners(n: number): void {
+  const limit = process.getMaxListeners();
+  if (limit !== 0) process.setMaxListeners(Math.max(1, limit + n));
 }
 
 /**
