@@ -437,6 +437,8 @@ export interface RecordingProbes {
   readonly ended: Promise<void>;
   /** How the command ended (with `command`), once it has. */
   readonly exit: Exit | undefined;
+  /** Whether the process (`pid`) ended, which ended the recording. */
+  readonly targetExited: boolean;
   /** Why the recording failed, if it did. */
   readonly error: unknown;
   /** Events lost so far (a ring buffer full). */
@@ -752,6 +754,9 @@ async function recordInProcess(
     ended: run.ended,
     get exit() {
       return run.exit;
+    },
+    get targetExited() {
+      return options.pid !== undefined && run.processEnded;
     },
     get error() {
       return failure;

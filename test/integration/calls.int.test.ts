@@ -569,6 +569,54 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     });
   }
 
+  for (const engine of ['bpf', 'inject'] as const) {
+    test(`record (${engine}): the process exiting ends the recording, which says so, as trace and count do; with -c, how the command ended is said`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = compileProgram('mark-on-signal', { flags: ['-O2'] });
+      const target = spawnCollected(app, []);
+      await waitFor(target, /^ready$/m, 'stdout');
+      const run = spawnUpscope([
+        'record',
+        '--engine',
+        engine,
+        '-p',
+        String(target.pid),
+        '-o',
+        join(work, `exits-${engine}`),
+        `${app}:marker`,
+      ]);
+      try {
+        await waitFor(run, /^Recording 1 function /m);
+        target.child.kill('SIGUSR1');
+        await waitFor(target, /^marked 1$/m, 'stdout');
+      } finally {
+        target.child.kill('SIGTERM');
+        await ended(target);
+      }
+      assert.equal((await ended(run)).code, 0, run.stderr);
+      assert.match(
+        run.stderr,
+        new RegExp(`^upscope: process ${target.pid} exited, ending the recording$`, 'm'),
+      );
+      const calls = compileProgram('calls-target', { flags: ['-O2', '-g'], link: ['-lpthread'] });
+      const command = runCli([
+        'record',
+        '--engine',
+        engine,
+        '-c',
+        `${calls} exit`,
+        '-o',
+        join(work, `exits-${engine}-c`),
+        `${calls}:ender`,
+      ]);
+      assert.equal(command.status, 0, command.stderr);
+      assert.match(command.stderr, /^upscope: the command exited with status 0$/m);
+      assert.doesNotMatch(command.stderr, /process \d+ exited/);
+      assert.deepEqual(leftovers(), []);
+      assert.deepEqual(tracedChildren(), []);
+    });
+  }
+
   test('record -p onto a full disk: one line, probes removed, the process runs on, the part written is read', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'mount', 'umount'] })) return;
     const app = compileProgram('busy-counter', { flags: ['-O2'] });

@@ -28,6 +28,7 @@ import { type Io, planProgress, progressLine, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
   collect,
+  commandEnd,
   debugDirOption,
   lossReporter,
   outputOption,
@@ -317,10 +318,15 @@ async function record(
   }
   if (attachment.error !== undefined) throw attachment.error;
   losses.say();
+  // As trace and count say it: why the recording ended by itself.
+  if (attachment.targetExited && options.pid !== undefined) {
+    io.err(`upscope: process ${options.pid} exited, ending the recording\n`);
+  }
   io.err(
     `upscope: recorded ${index.records} calls and returns of ${index.threads.length} thread${index.threads.length === 1 ? '' : 's'}, ${index.lost} lost\n`,
   );
   const exit = attachment.exit;
+  if (exit !== undefined) io.err(`upscope: ${commandEnd(exit)}\n`);
   if (exit !== undefined)
     return { status: exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0) };
   if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
