@@ -34,6 +34,8 @@ const MAX_SLEW = 1e-3;
  * oldest's reading is where the rate is measured from.
  */
 const SEGMENTS = 64;
+/** Updates closer than this to the last one are not taken. */
+const UPDATE_EVERY_NS = 20_000_000n;
 
 /**
  * From `tsc` on (until the next segment), `ns` plus `slope` ns per tick; `read` is the
@@ -104,7 +106,9 @@ export class TscClock {
   update(): void {
     const now = this.#read();
     const last = this.#segments[this.#segments.length - 1]!;
-    if (now.tsc <= last.tsc) return;
+    // Polls can come far more often than that (a busy ring): the segments kept then still
+    // span a second or so, which the rate is measured over.
+    if (now.tsc <= last.tsc || now.ns - last.read.ns < UPDATE_EVERY_NS) return;
     this.#nsPerTick = rate(this.#segments[0]!.read, now);
     const given = this.toNs(now.tsc);
     const behind = Number(now.ns - given);
