@@ -90,10 +90,6 @@ export class RecordingWriter {
   }
 
   /**
-   * Starts a recording in `dir`: made if missing; one that holds an older recording is
-   * overwritten; any other directory with files in it is refused.
-   */
-  /**
    * Throws ERR_USAGE when `dir` cannot take a recording (a file, or a directory of other
    * files): checked before anything is attached, and again when the writer is made.
    */
@@ -114,6 +110,10 @@ export class RecordingWriter {
     }
   }
 
+  /**
+   * Starts a recording in `dir`: made if missing; one that holds an older recording is
+   * overwritten; any other directory with files in it is refused.
+   */
   static create(
     dir: string,
     index: Omit<RecordingIndex, 'format' | 'version' | 'complete' | 'records' | 'threads'>,

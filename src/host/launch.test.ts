@@ -2,25 +2,15 @@
 // becomes of them when upscope is told to end meanwhile, and of upscope's signal handling.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { launchStopped } from './launch.js';
+import { launchStopped, processEnded, procState } from './launch.js';
 
-/** The state letter of process `pid` (undefined when it is gone or a zombie). */
-function stateOf(pid: number): string | undefined {
-  try {
-    const state = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0];
-    return state === 'Z' ? undefined : state;
-  } catch {
-    return undefined;
-  }
-}
-
+/** Whether `pid` ends within two seconds. */
 async function gone(pid: number): Promise<boolean> {
-  for (let i = 0; i < 100 && stateOf(pid) !== undefined; i++) {
+  for (let i = 0; i < 100 && !processEnded(pid); i++) {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  return stateOf(pid) === undefined;
+  return processEnded(pid);
 }
 
 test('a SIGTERM or SIGINT to a process holding a launched command ends the command too, then the process by that signal', async () => {
@@ -46,7 +36,7 @@ test('a SIGTERM or SIGINT to a process holding a launched command ends the comma
     assert.equal(run.signal, signal, `${signal}: ${run.stderr}`);
     const pid = Number(run.stdout.trim());
     assert.ok(pid > 0, run.stdout);
-    assert.ok(await gone(pid), `${signal}: the held command ${pid} is ended (${stateOf(pid)})`);
+    assert.ok(await gone(pid), `${signal}: the held command ${pid} is ended (${procState(pid)})`);
   }
 });
 
@@ -58,7 +48,7 @@ test('many commands held at once: no listener-leak warning, and no listener left
   const held = [];
   try {
     for (let i = 0; i < 14; i++) held.push(await launchStopped('sleep 37'));
-    for (const command of held) assert.equal(stateOf(command.pid), 'T', 'held stopped');
+    for (const command of held) assert.equal(procState(command.pid), 'T', 'held stopped');
     assert.equal(process.listenerCount('SIGINT'), before + 14);
   } finally {
     for (const command of held) command.kill();

@@ -525,23 +525,29 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.doesNotMatch(notOne.stderr, /\n\s+at /);
   });
 
+  /** mark-on-signal started (it calls marker() at each SIGUSR1), and `record -p` of it to `dir`. */
+  async function recordMarker(engine: string, dir: string) {
+    const app = compileProgram('mark-on-signal', { flags: ['-O2'] });
+    const target = spawnCollected(app, []);
+    await waitFor(target, /^ready$/m, 'stdout');
+    const run = spawnUpscope([
+      'record',
+      '--engine',
+      engine,
+      '-p',
+      String(target.pid),
+      '-o',
+      dir,
+      `${app}:marker`,
+    ]);
+    return { target, run };
+  }
+
   for (const engine of ['bpf', 'tracefs'] as const) {
     test(`record -p (${engine}): a call made the moment "Recording" is said is recorded (the line comes once the probes are live)`, async (t) => {
       if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
-      const app = compileProgram('mark-on-signal', { flags: ['-O2'] });
-      const target = spawnCollected(app, []);
-      await waitFor(target, /^ready$/m, 'stdout');
       const dir = join(work, `live-${engine}`);
-      const run = spawnUpscope([
-        'record',
-        '--engine',
-        engine,
-        '-p',
-        String(target.pid),
-        '-o',
-        dir,
-        `${app}:marker`,
-      ]);
+      const { target, run } = await recordMarker(engine, dir);
       try {
         await waitFor(run, /^Recording 1 function /m);
         // At once, then as soon as the target has made that call: each is recorded.
@@ -572,19 +578,7 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
   for (const engine of ['bpf', 'inject'] as const) {
     test(`record (${engine}): the process exiting ends the recording, which says so, as trace and count do; with -c, how the command ended is said`, async (t) => {
       if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
-      const app = compileProgram('mark-on-signal', { flags: ['-O2'] });
-      const target = spawnCollected(app, []);
-      await waitFor(target, /^ready$/m, 'stdout');
-      const run = spawnUpscope([
-        'record',
-        '--engine',
-        engine,
-        '-p',
-        String(target.pid),
-        '-o',
-        join(work, `exits-${engine}`),
-        `${app}:marker`,
-      ]);
+      const { target, run } = await recordMarker(engine, join(work, `exits-${engine}`));
       try {
         await waitFor(run, /^Recording 1 function /m);
         target.child.kill('SIGUSR1');

@@ -21,6 +21,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
+import { descendantsOf, processEnded, procState } from '../../src/host/index.js';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
@@ -102,32 +103,6 @@ async function bpfStillThere(ids: readonly string[]): Promise<string[]> {
     if (left.length > 0) await sleep(100);
   }
   return left;
-}
-
-/** The children of `pid` and their states (/proc/PID/stat). */
-function childrenOf(pid: number): { pid: number; state: string }[] {
-  const found: { pid: number; state: string }[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-    } catch {
-      continue; // ended meanwhile
-    }
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (Number(fields[1]) === pid) found.push({ pid: Number(name), state: fields[0]! });
-  }
-  return found;
-}
-
-/** Whether process `pid` exists (and is no zombie). */
-function exists(pid: number): boolean {
-  try {
-    return !/^Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1] ?? '');
-  } catch {
-    return false;
-  }
 }
 
 /** What a dead upscope (pid) left in tracefs: its group's events and its instances. */
@@ -341,9 +316,9 @@ for (const engine of ENGINES) {
           { UPSCOPE_PAUSE_AT: 'attaching' },
         );
         await waitFor(run, /^upscope: paused at attaching/m);
-        const held = childrenOf(run.pid);
+        const held = descendantsOf(run.pid);
         assert.equal(held.length, 1, `${signal}: the command is launched`);
-        assert.equal(held[0]!.state, 'T', `${signal}: the command is held stopped`);
+        assert.equal(procState(held[0]!), 'T', `${signal}: the command is held stopped`);
         // The signal comes while upscope is placing probes (here: stopped there).
         run.child.kill(signal);
         process.kill(run.pid, 'SIGCONT');
@@ -351,10 +326,11 @@ for (const engine of ENGINES) {
         const exit = await new Promise<{ code: number | null; signal: string | null }>((resolve) =>
           run.child.once('exit', (code, by) => resolve({ code, signal: by })),
         );
-        let left = [held[0]!.pid].filter(exists);
+        const running = (pid: number) => !processEnded(pid);
+        let left = held.filter(running);
         for (let i = 0; i < 50 && left.length > 0; i++) {
           await sleep(20);
-          left = left.filter(exists);
+          left = left.filter(running);
         }
         for (const pid of left) process.kill(pid, 'SIGKILL');
         await ended(run);

@@ -326,9 +326,10 @@ async function record(
     `upscope: recorded ${index.records} calls and returns of ${index.threads.length} thread${index.threads.length === 1 ? '' : 's'}, ${index.lost} lost\n`,
   );
   const exit = attachment.exit;
-  if (exit !== undefined) io.err(`upscope: ${commandEnd(exit)}\n`);
-  if (exit !== undefined)
+  if (exit !== undefined) {
+    io.err(`upscope: ${commandEnd(exit)}\n`);
     return { status: exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0) };
+  }
   if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
     return { status: 128 + constants.signals[endedBy.signal] };
   }

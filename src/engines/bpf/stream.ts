@@ -20,7 +20,6 @@ import {
   streamProgram,
 } from './stream-programs.js';
 
-/** A probe to stream: where, which way, what it fetches, and what its events are called. */
 /**
  * A probe of the stream: its place and fetches, and what its events say. Shaped as the
  * tracer's sites are, so that they are given as they are (a copy of each was a part of
