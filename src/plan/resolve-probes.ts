@@ -209,6 +209,15 @@ interface OpenTarget {
   unwinder(): string | undefined;
   /** Whether .eh_frame (what unwinders read) covers an address. */
   hasUnwindInfo(vaddr: bigint): boolean;
+  /**
+   * What the specs on this file share of a pattern's planning (a recording's entries and
+   * returns are two specs of one pattern): the functions each pattern matched, grouped by
+   * address, and each lean site's first instruction and how the kernel runs a probe on it.
+   */
+  readonly shared: {
+    readonly matches: Map<string, FunctionSymbol[][]>;
+    readonly entries: Map<bigint, { probed: DecodedInstruction; handling: KernelHandling }>;
+  };
 }
 
 /**
@@ -421,6 +430,7 @@ function openTarget(
       }
       return frames.covers(vaddr);
     },
+    shared: { matches: new Map(), entries: new Map() },
   };
   cache.set(resolved.path, target);
   return target;
@@ -741,6 +751,9 @@ function ifuncError(
   );
 }
 
+/** Matches of a pattern from which every name of the file is demangled at once. */
+const DEMANGLE_ALL_MATCHES = 2000;
+
 /** Functions planned between two progress calls. */
 const PROGRESS_EVERY = 1000;
 
@@ -791,23 +804,12 @@ function* resolveGlob(
   }
   const skippedBefore = plan.skipped.length;
   const warningsBefore = plan.warnings.length;
-  const pattern = globToRegExp(location.pattern);
-  const index = target.symbols();
-  // Demangling every name is a large part of planning a pattern over a big C++ program.
-  const stored = mangledOnly(location.pattern);
-  if (!stored) index.demangleAll();
-  const openEnd = location.pattern.endsWith('*');
-  const byAddress = new Map<bigint, FunctionSymbol[]>();
-  for (let k = 0; k < index.length; k++) {
-    if (!(stored ? index.matchesStoredAt(k, pattern, openEnd) : index.matchesAt(k, pattern))) {
-      continue;
-    }
-    const fn = index.function(k);
-    const group = byAddress.get(fn.vaddr);
-    if (group === undefined) byAddress.set(fn.vaddr, [fn]);
-    else group.push(fn);
+  let groups = target.shared.matches.get(location.pattern);
+  if (groups === undefined) {
+    groups = matchGlob(target.symbols(), location.pattern);
+    target.shared.matches.set(location.pattern, groups);
   }
-  if (byAddress.size === 0) {
+  if (groups.length === 0) {
     const hints: string[] = [];
     if (target.symbols().stripped) hints.push(...strippedHints(target, options));
     hints.push(`List the functions with: upscope list ${spec.target.text}`);
@@ -825,9 +827,9 @@ function* resolveGlob(
   const coldParts: string[] = [];
   const progress = options.onProgress !== undefined;
   let done = 0;
-  for (const group of byAddress.values()) {
+  for (const group of groups) {
     if (progress && done % PROGRESS_EVERY === 0 && done > 0) {
-      yield { done, total: byAddress.size, target: target.file.displayPath };
+      yield { done, total: groups.length, target: target.file.displayPath };
     }
     done++;
     const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
@@ -859,7 +861,7 @@ function* resolveGlob(
       });
     }
   }
-  if (progress) yield { done, total: byAddress.size, target: target.file.displayPath };
+  if (progress) yield { done, total: groups.length, target: target.file.displayPath };
   if (unprobeable.length > 0) {
     checkSkips(spec, location, target, options, sites.length, unprobeable);
     plan.skipped.push(...unprobeable);
@@ -897,6 +899,31 @@ function* resolveGlob(
     });
   }
   return sites;
+}
+
+/** The functions a glob matches, grouped by address (aliases together), in address order. */
+function matchGlob(index: SymbolIndex, glob: string): FunctionSymbol[][] {
+  const pattern = globToRegExp(glob);
+  // Demangling every name is a large part of planning a pattern over a big C++ program.
+  const stored = mangledOnly(glob);
+  if (!stored) index.demangleAll();
+  const openEnd = glob.endsWith('*');
+  const matched: number[] = [];
+  for (let k = 0; k < index.length; k++) {
+    if (stored ? index.matchesStoredAt(k, pattern, openEnd) : index.matchesAt(k, pattern)) {
+      matched.push(k);
+    }
+  }
+  // Every name at once, when many are to be named (one by one, a name costs twice as much).
+  if (matched.length >= DEMANGLE_ALL_MATCHES) index.demangleAll();
+  const byAddress = new Map<bigint, FunctionSymbol[]>();
+  for (const k of matched) {
+    const fn = index.function(k);
+    const group = byAddress.get(fn.vaddr);
+    if (group === undefined) byAddress.set(fn.vaddr, [fn]);
+    else group.push(fn);
+  }
+  return [...byAddress.values()];
 }
 
 /** Details key of a site's error that a pattern may skip the site for: its reason, short. */
@@ -1048,15 +1075,22 @@ function leanSite(
     // The same refusal, said the same way.
     return buildSite(spec, target, fn, vaddr, span, options);
   }
-  const available = Math.min(
-    Number(segment.vaddr + segment.fileSize - vaddr),
-    MAX_INSTRUCTION_BYTES,
-  );
-  const probed = decodeInstructions(elf.read(fileOffset, available), vaddr, { maxCount: 1 })[0];
-  if (probed === undefined || probed.invalid) {
-    return buildSite(spec, target, fn, vaddr, span, options);
+  let entry = target.shared.entries.get(vaddr);
+  if (entry === undefined) {
+    const available = Math.min(
+      Number(segment.vaddr + segment.fileSize - vaddr),
+      MAX_INSTRUCTION_BYTES,
+    );
+    const probed = decodeInstructions(elf.read(fileOffset, available), vaddr, {
+      maxCount: 1,
+    })[0];
+    if (probed === undefined || probed.invalid) {
+      return buildSite(spec, target, fn, vaddr, span, options);
+    }
+    entry = { probed, handling: kernelHandling(spec, span, target, vaddr, probed, options) };
+    target.shared.entries.set(vaddr, entry);
   }
-  const handling = kernelHandling(spec, span, target, vaddr, probed, options);
+  const { probed, handling } = entry;
   const kind: SiteKind = spec.kind === 'return' ? 'return' : 'entry';
   const returns =
     kind === 'return' || options.returnsOfEntries === true

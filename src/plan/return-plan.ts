@@ -94,8 +94,8 @@ export function planReturns(
   context: ReturnPlanContext,
   spec: SpecRef,
 ): ReturnPlan {
-  const name = functionDisplayName(fn);
-  const where = `${quote(name)} in ${quote(context.displayPath)}`;
+  // Spelled only for an error (a demangled name may not be made yet: see demangleAllSoon()).
+  const where = () => `${quote(functionDisplayName(fn))} in ${quote(context.displayPath)}`;
   const entry = { vaddr: entryVaddr, fileOffset: context.elf.vaddrToFileOffset(entryVaddr)! };
   const frames =
     context.goProgram && context.convention.kind === 'go-register' ? 'goroutine' : 'thread';
@@ -111,7 +111,7 @@ export function planReturns(
   if (context.elf.entry !== 0n && fn.vaddr === context.elf.entry) {
     throw new ProbeError(
       'ERR_RETURN_ADDRESS_UNSAFE',
-      `Cannot place a return probe on ${where}: it is the program's entry point, entered with no return address (argc is where one would be), and it never returns`,
+      `Cannot place a return probe on ${where()}: it is the program's entry point, entered with no return address (argc is where one would be), and it never returns`,
       {
         source: { text: spec.text, span: spec.span },
         hints: ['Probe its entry, or the return of main'],
@@ -124,7 +124,7 @@ export function planReturns(
     if (context.mode === 'trampoline') {
       throw new ProbeError(
         'ERR_RETURN_ADDRESS_UNSAFE',
-        `Cannot place a return trampoline in ${where}: it is a Go program, whose runtime walks and copies goroutine stacks and aborts on a replaced return address`,
+        `Cannot place a return trampoline in ${where()}: it is a Go program, whose runtime walks and copies goroutine stacks and aborts on a replaced return address`,
         {
           source: { text: spec.text, span: spec.span },
           hints: ['Leave out --return-probes=trampoline: its returns are probed in place'],
@@ -158,21 +158,25 @@ export function planReturns(
 function findSites(
   fn: FunctionSymbol,
   context: ReturnPlanContext,
-  where: string,
+  where: () => string,
   spec: SpecRef,
 ): ReturnSitePlan[] {
   // A pattern leaves such a function out (said with the others skipped), not the whole pattern.
   const refuse = (reason: string, hints: string[] = [], skipReason = 'returns not found') =>
-    new ProbeError('ERR_RETURNS_NOT_FOUND', `Cannot place a return probe on ${where}: ${reason}`, {
-      source: { text: spec.text, span: spec.span },
-      details: { skipReason },
-      hints: [
-        ...hints,
-        context.goProgram
-          ? 'Probe its callers after the call instead (FUNCTION+OFFSET), or its entry'
-          : 'Probe its entry, or its callers after the call; --return-probes=trampoline replaces return addresses instead (a throw through it then ends the program)',
-      ],
-    });
+    new ProbeError(
+      'ERR_RETURNS_NOT_FOUND',
+      `Cannot place a return probe on ${where()}: ${reason}`,
+      {
+        source: { text: spec.text, span: spec.span },
+        details: { skipReason },
+        hints: [
+          ...hints,
+          context.goProgram
+            ? 'Probe its callers after the call instead (FUNCTION+OFFSET), or its entry'
+            : 'Probe its entry, or its callers after the call; --return-probes=trampoline replaces return addresses instead (a throw through it then ends the program)',
+        ],
+      },
+    );
   if (fn.sizeBytes === 0n) {
     throw refuse('its symbol has no size, so where its code ends is not known');
   }

@@ -110,6 +110,8 @@ test('A pattern that starts as a mangled name matches, without demangling, what 
       '_Z2*',
       '_Z2*part*',
       '_Z2*E',
+      '_ZN[1-9S]*',
+      '_Z*',
     ];
     for (const glob of patterns) {
       assert.ok(mangledOnly(glob), glob);
@@ -127,7 +129,7 @@ test('A pattern that starts as a mangled name matches, without demangling, what 
   } finally {
     elf.close();
   }
-  for (const glob of ['*', 'v8::*', '_start', '_Zfoo', 'main', '_*', '_Z*', '*_ZN2v8*']) {
+  for (const glob of ['*', 'v8::*', '_start', 'main', '_*', '*_ZN2v8*', '?ZN2v8*', '[_]Z*']) {
     assert.ok(!mangledOnly(glob), `${glob} may match a demangled name`);
   }
 });

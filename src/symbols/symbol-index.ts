@@ -68,6 +68,17 @@ export interface SymbolIndexOptions {
 
 /** The suffix of the part of a function GCC moved its rarely run code to. */
 const COLD_SUFFIX = '.cold';
+const COLD_BYTES = new TextEncoder().encode(COLD_SUFFIX);
+const NO_POSITIONS: readonly number[] = [];
+
+/** True when bytes [start, end) of `bytes` end with `suffix`. */
+function endsWithBytes(bytes: Uint8Array, start: number, end: number, suffix: Uint8Array): boolean {
+  if (end - start < suffix.length) return false;
+  for (let i = 1; i <= suffix.length; i++) {
+    if (bytes[end - i] !== suffix[suffix.length - i]) return false;
+  }
+  return true;
+}
 
 /**
  * The functions of one ELF file, from .symtab when present (with versions taken from the
@@ -98,8 +109,8 @@ export class SymbolIndex {
   #objects: (FunctionSymbol | undefined)[] | undefined;
   #all: readonly FunctionSymbol[] | undefined;
   #byName: Map<string, number[]> | undefined;
-  /** The stored names that have a `.cold` part (coldPartsOf()). */
-  #coldBases: Set<string> | undefined;
+  /** Positions of the `.cold` parts by the stored name they are parts of (coldPartsOf()). */
+  #coldParts: Map<string, number[]> | undefined;
   /** Positions of GCC clones by the stored name they are clones of. */
   #byCloneBase: Map<string, number[]> | undefined;
   /** Demangled names by position: a string, `null` when not mangled, undefined until asked. */
@@ -393,14 +404,21 @@ export class SymbolIndex {
    * the others cost no lookup.
    */
   coldPartsOf(name: string): readonly FunctionSymbol[] {
-    if (this.#coldBases === undefined) {
-      this.#coldBases = new Set();
+    if (this.#coldParts === undefined) {
+      // By the bytes of each name: a string for each of a large program's names, and a map of
+      // them all by name, cost more than the rest of finding a function's returns.
+      this.#coldParts = new Map();
+      const c = this.#columns;
       for (let k = 0; k < this.length; k++) {
-        const stored = this.#nameOf(this.#order[k]!);
-        if (stored.endsWith(COLD_SUFFIX)) this.#coldBases.add(stored.slice(0, -COLD_SUFFIX.length));
+        const row = this.#order[k]!;
+        if (!endsWithBytes(c.strings, c.nameStart[row]!, c.nameEnd[row]!, COLD_BYTES)) continue;
+        const base = this.#nameOf(row).slice(0, -COLD_SUFFIX.length);
+        const list = this.#coldParts.get(base);
+        if (list === undefined) this.#coldParts.set(base, [k]);
+        else list.push(k);
       }
     }
-    return this.#coldBases.has(name) ? this.named(`${name}${COLD_SUFFIX}`) : [];
+    return (this.#coldParts.get(name) ?? NO_POSITIONS).map((k) => this.function(k));
   }
 
   /** All functions at one address (aliases such as malloc and __libc_malloc). */
@@ -606,11 +624,12 @@ function sortUnique(c: FunctionColumns): Uint32Array {
 }
 
 /**
- * Whether a glob can match only stored names, never a demangled one: it starts as an Itanium
- * C++ mangled function name does (`_Z`, then a length or `N`, `L`), which no demangled name
- * does (C++ reserves the names that begin with `_` and a capital letter). Such a pattern,
- * `_ZN2v88internal8compiler*`, needs no name demangled to be matched.
+ * Whether a glob can match only stored names, never a demangled one: it starts with `_Z`, as
+ * an Itanium C++ mangled name does (and Rust's legacy names), which no demangled name does
+ * (C and C++ reserve the names that begin with `_` and a capital letter: no declared function,
+ * class or namespace has one). Such a pattern, `_ZN2v88internal8compiler*` or `_ZN[1-9S]*`,
+ * needs no name demangled to be matched.
  */
 export function mangledOnly(glob: string): boolean {
-  return /^_Z(?:N[rVKRO]*|L)?[0-9]/.test(glob);
+  return glob.startsWith('_Z');
 }

@@ -4,8 +4,9 @@
  * indirect jmp; nothing else. It is a fast path for sweeping whole functions (finding every
  * return of tens of thousands of functions decoded each instruction through iced's
  * WebAssembly, several calls per instruction): anything it is not sure of (an opcode outside
- * its list, a prefix or operand form some of whose encodings are invalid, VEX/EVEX, lock,
- * a truncated instruction) it answers 0, and the caller decodes the function with iced.
+ * its list, a prefix or operand form some of whose encodings are invalid, VEX/EVEX, a lock
+ * on what may not take one, a truncated instruction) it answers 0, and the caller decodes the
+ * function with iced.
  * Tests check it against iced on every function of large real binaries.
  */
 
@@ -94,12 +95,14 @@ export function quickLength(bytes: Uint8Array, start: number, end: number): numb
   let operand16 = false;
   let address32 = false;
   let rep = 0;
+  let lock = false;
   for (;;) {
     if (i >= end) return 0;
     const byte = bytes[i]!;
     if (!isLegacyPrefix(byte)) break;
-    if (byte === 0xf0) return 0; // lock: valid on few instructions, with memory only
-    if (byte === 0x66) operand16 = true;
+    // lock: valid on few instructions, with a memory destination (checked below)
+    if (byte === 0xf0) lock = true;
+    else if (byte === 0x66) operand16 = true;
     else if (byte === 0x67) address32 = true;
     else if (byte === 0xf2 || byte === 0xf3) rep = byte;
     i++;
@@ -122,7 +125,9 @@ export function quickLength(bytes: Uint8Array, start: number, end: number): numb
   let regs = 0xff;
   /** 1: register form only; 2: memory form only. */
   let form = 0;
-  if (op === 0x0f) return twoByte(bytes, start, i, end, operand16, rep);
+  // A lock with rep (xacquire, xrelease) is left to iced.
+  if (lock && (rep !== 0 || (op !== 0x0f && LOCKABLE_REGS[op] === 0))) return 0;
+  if (op === 0x0f) return twoByte(bytes, start, i, end, operand16, rep, lock);
   if (op < 0x40) {
     const low = op & 7;
     if (low <= 3) modrm = true;
@@ -250,8 +255,41 @@ export function quickLength(bytes: Uint8Array, start: number, end: number): numb
   } else {
     return 0;
   }
+  if (lock) {
+    regs &= LOCKABLE_REGS[op]!;
+    form = 2;
+  }
   return finish(bytes, start, i, end, modrm, regs, form, immediate, operand16, rel);
 }
+
+/**
+ * The one-byte opcodes a lock prefix is valid on (with a memory destination), as the ModRM
+ * reg values allowed (a bit per value): add, or, adc, sbb, and, sub, xor (r/m, reg), the
+ * immediate group 1 but cmp, xchg, not and neg, inc and dec.
+ */
+const LOCKABLE_REGS = (() => {
+  const regs = new Uint8Array(256);
+  for (const op of [0x00, 0x01, 0x08, 0x09, 0x10, 0x11, 0x18, 0x19]) regs[op] = 0xff;
+  for (const op of [0x20, 0x21, 0x28, 0x29, 0x30, 0x31, 0x86, 0x87]) regs[op] = 0xff;
+  for (const op of [0x80, 0x81, 0x83]) regs[op] = 0x7f;
+  regs[0xf6] = 0x0c;
+  regs[0xf7] = 0x0c;
+  regs[0xfe] = 0x03;
+  regs[0xff] = 0x03;
+  return regs;
+})();
+
+/**
+ * The 0F-map opcodes a lock prefix is valid on (with a memory destination), as LOCKABLE_REGS:
+ * cmpxchg, xadd, bts, btr, btc, and the bit-test group's bts, btr, btc (cmpxchg8b/16b is
+ * left to iced).
+ */
+const LOCKABLE_TWO_BYTE_REGS = (() => {
+  const regs = new Uint8Array(256);
+  for (const op of [0xb0, 0xb1, 0xc0, 0xc1, 0xab, 0xb3, 0xbb]) regs[op] = 0xff;
+  regs[0xba] = 0xe0;
+  return regs;
+})();
 
 /** The rest of an instruction from its ModRM (if any) on: its length, or 0. */
 function finish(
@@ -297,10 +335,13 @@ function twoByte(
   end: number,
   operand16: boolean,
   rep: number,
+  lock: boolean,
 ): number {
   if (at >= end) return 0;
   const op = bytes[at]!;
   const i = at + 1;
+  const lockable = lock ? LOCKABLE_TWO_BYTE_REGS[op]! : 0xff;
+  if (lockable === 0) return 0;
   const plain = rep === 0 && !operand16;
   const sse = rep === 0; // none or 66
   let immediate = NO_IMMEDIATE;
@@ -418,6 +459,10 @@ function twoByte(
     if (!sse) return 0;
   } else {
     return 0;
+  }
+  if (lock) {
+    regs &= lockable;
+    form = 2;
   }
   return finish(bytes, start, i, end, true, regs, form, immediate, false, 0);
 }

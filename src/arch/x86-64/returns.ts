@@ -64,11 +64,7 @@ export function sweptReturnInstructions(parts: readonly CodePart[]): ReturnScan 
       }
       const kind = exitKind(instruction, recent, inside);
       if (kind === 'conditional') {
-        failure = {
-          ok: false,
-          reason: `it leaves by a conditional jump to another function ("${instruction.text}" at 0x${instruction.vaddr.toString(16)}), which a probe cannot tell taken from not taken`,
-          at: instruction.vaddr,
-        };
+        failure = conditionalExit(instruction);
         return false;
       }
       if (kind !== undefined) exits.push({ instruction, kind });
@@ -78,20 +74,13 @@ export function sweptReturnInstructions(parts: readonly CodePart[]): ReturnScan 
     });
     if (failure !== undefined) return failure;
   }
-  if (exits.length === 0) {
-    return {
-      ok: false,
-      reason: 'no ret or jump out of it was found (a function that never returns?)',
-      at: undefined,
-    };
-  }
-  return { ok: true, exits };
+  return exits.length === 0 ? NO_EXIT : { ok: true, exits };
 }
 
 /**
  * findReturnInstructions() through the quick length decoder, iced decoding only the exits
  * (and what an indirect jmp needs); undefined when the quick decoder does not know an
- * instruction of the code or the scan fails (iced then does it all, and says why it failed).
+ * instruction of the code (iced then does it all, and says why if it fails).
  */
 function quickReturnInstructions(parts: readonly CodePart[]): ReturnScan | undefined {
   const starts = parts.map((part) => Number(part.vaddr));
@@ -130,7 +119,10 @@ function quickReturnInstructions(parts: readonly CodePart[]): ReturnScan | undef
           if (flow === QUICK_FLOW.call || inside(target)) kind = undefined;
           else kind = flow === QUICK_FLOW.jmp ? 'tail-call' : 'conditional';
         }
-        if (kind === 'conditional') return undefined;
+        if (kind === 'conditional') {
+          instruction ??= decodeOne(part, at, length);
+          return instruction === undefined ? undefined : conditionalExit(instruction);
+        }
         if (kind !== undefined) {
           instruction ??= new QuickExit(part, at, length, flow === QUICK_FLOW.ret ? 'ret' : 'jmp');
           exits.push({ instruction, kind });
@@ -141,7 +133,23 @@ function quickReturnInstructions(parts: readonly CodePart[]): ReturnScan | undef
       at += length;
     }
   }
-  return exits.length === 0 ? undefined : { ok: true, exits };
+  return exits.length === 0 ? NO_EXIT : { ok: true, exits };
+}
+
+/** The scan of a function that has no way out. */
+const NO_EXIT: ReturnScan = {
+  ok: false,
+  reason: 'no ret or jump out of it was found (a function that never returns?)',
+  at: undefined,
+};
+
+/** The scan of a function that leaves by a conditional jump to another. */
+function conditionalExit(instruction: DecodedInstruction): ReturnScan {
+  return {
+    ok: false,
+    reason: `it leaves by a conditional jump to another function ("${instruction.text}" at 0x${instruction.vaddr.toString(16)}), which a probe cannot tell taken from not taken`,
+    at: instruction.vaddr,
+  };
 }
 
 /**
