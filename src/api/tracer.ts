@@ -229,7 +229,14 @@ export class Tracer {
     options: AttachOptions = {},
   ): Promise<Attachment> {
     checkTargetOptions(options, 'trace');
+    // The bpf engine keeps the plans while the kernel attaches the probes (written before
+    // they are live all the same).
+    const planWrites: (() => void)[] = [];
+    const writePlans = () => {
+      for (const write of planWrites.splice(0)) write();
+    };
     const planned = await planProbes(typeof specs === 'string' ? [specs] : specs, {
+      planWrites: options.engine === 'bpf' ? planWrites : undefined,
       pid: options.pid,
       unsafe: options.unsafe,
       debugDirs: options.debugDirs,
@@ -248,27 +255,37 @@ export class Tracer {
     const following = options.pid !== undefined || options.command !== undefined;
     const tracefs = options.engine !== 'bpf' || following ? ensureTracefs() : undefined;
     if (options.engine !== 'bpf') cleanStaleGroups(tracefs!);
-    const launched =
-      options.command === undefined
-        ? undefined
-        : await launchStopped(options.command, { stdout: options.commandStdout });
+    let launched: Awaited<ReturnType<typeof launchStopped>> | undefined;
+    try {
+      launched =
+        options.command === undefined
+          ? undefined
+          : await launchStopped(options.command, { stdout: options.commandStdout });
+    } catch (err) {
+      writePlans();
+      throw err;
+    }
     try {
       const covered = coverage(options, launched?.pid);
       const { streamSites, hidden } = streamSitesFor(sites);
       const bufferSizeKb = options.bufferSizeKb ?? 4096;
       const opened =
         options.engine === 'bpf'
-          ? BpfStream.open(streamSites, {
-              follow: following
-                ? { pids: covered.pids ?? [], startAtExecOf: covered.startAtExecOf, tracefs }
-                : undefined,
-              filters: { exclude: covered.exclude },
-              // One buffer for all CPUs, twice tracefs's per-CPU ones together: a record of
-              // the bpf engine (who, when, the thread's name) is about twice the size.
-              bufferBytes: bufferSizeKb * 1024 * availableParallelism() * 2,
-              mode: options.attachMode,
-              lostInAll: options.lean,
-            })
+          ? await BpfStream.openAsync(
+              streamSites,
+              {
+                follow: following
+                  ? { pids: covered.pids ?? [], startAtExecOf: covered.startAtExecOf, tracefs }
+                  : undefined,
+                filters: { exclude: covered.exclude },
+                // One buffer for all CPUs, twice tracefs's per-CPU ones together: a record of
+                // the bpf engine (who, when, the thread's name) is about twice the size.
+                bufferBytes: bufferSizeKb * 1024 * availableParallelism() * 2,
+                mode: options.attachMode,
+                lostInAll: options.lean,
+              },
+              writePlans,
+            )
           : undefined;
       const stream: EventStream =
         opened ??
@@ -322,6 +339,8 @@ export class Tracer {
     } catch (err) {
       launched?.kill();
       throw err;
+    } finally {
+      writePlans();
     }
   }
 }

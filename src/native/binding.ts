@@ -66,6 +66,20 @@ export interface NativeBinding {
    */
   syscall(number: number, a1: bigint, a2: bigint, a3: bigint, a4: bigint, a5: bigint): number;
   /**
+   * syscall() on a thread of libuv's pool, for a call that keeps the kernel busy for a while
+   * (a link of tens of thousands of uprobes): this thread runs on meanwhile. The memory its
+   * arguments point at must live until the promise settles. A failure is made again here, in
+   * this thread, for its errno (which the pool's thread does not hand back).
+   */
+  syscallAsync(
+    number: number,
+    a1: bigint,
+    a2: bigint,
+    a3: bigint,
+    a4: bigint,
+    a5: bigint,
+  ): Promise<number>;
+  /**
    * `bytes` of zeroed memory outside the JavaScript heap, at an address that does not move
    * (for pointers inside syscall arguments). Its `bytes` view must not be used after free().
    */

@@ -201,6 +201,14 @@ function bind(koffi: Koffi, library: string): NativeBinding {
     tgkill: (tgid, tid, signal) => result(syscall4(SYSCALL.tgkill, tgid, tid, BigInt(signal), 0n)),
     getErrno: () => koffi.errno(),
     syscall: (number, a1, a2, a3, a4, a5) => result(syscall6(number, a1, a2, a3, a4, a5)),
+    syscallAsync: (number, a1, a2, a3, a4, a5) =>
+      new Promise<number>((resolve, reject) => {
+        syscall6.async(number, a1, a2, a3, a4, a5, (err: unknown, value: unknown) => {
+          if (err !== null && err !== undefined) reject(err);
+          else if (Number(value) >= 0) resolve(Number(value));
+          else resolve(result(syscall6(number, a1, a2, a3, a4, a5)));
+        });
+      }),
     alloc: (bytes) => {
       const pointer = koffi.alloc('uint8_t', Math.max(bytes, 1));
       const block = memory(pointer, bytes, () => koffi.free(pointer));

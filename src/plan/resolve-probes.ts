@@ -155,6 +155,11 @@ export interface ResolveOptions {
    */
   readonly lean?: boolean | undefined;
   /**
+   * Where the writes of the plans to keep go, for the caller to run before the probes are
+   * live (while the kernel attaches them), instead of at once.
+   */
+  readonly planWrites?: (() => void)[] | undefined;
+  /**
    * Fetches given apart from the specs (`--by`, `--filter`, a histogram's value), lowered at
    * each site as a spec's own are (variables by name from DWARF) into `optionFetches`, in
    * this order: a name that cannot be fetched there fails the spec as it would in it.
@@ -890,13 +895,17 @@ function* resolveGlob(
     );
   }
   if (key !== undefined) {
-    // Written now, on the way to attaching (not once the probes are live: a command
-    // interrupted soon after, by a Ctrl-C or a benchmark's end, would not have kept it).
-    savePlan(key, spec.kind === 'return' ? 'return' : 'entry', {
+    // Written on the way to attaching, before the probes are live (a command interrupted
+    // soon after, by a Ctrl-C or a benchmark's end, would not have kept it otherwise): now,
+    // or by the caller while the kernel attaches (planWrites).
+    const kept = {
       sites,
       skipped: plan.skipped.slice(skippedBefore),
       warnings: plan.warnings.slice(warningsBefore),
-    });
+    };
+    const write = () => savePlan(key, spec.kind === 'return' ? 'return' : 'entry', kept);
+    if (options.planWrites !== undefined) options.planWrites.push(write);
+    else write();
   }
   return sites;
 }

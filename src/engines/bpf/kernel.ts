@@ -750,42 +750,8 @@ export interface MultiLinkSpec {
  */
 export function linkUprobeMulti(programFd: number, spec: MultiLinkSpec): number {
   const native = loadNative();
-  const count = spec.offsets.length;
-  const attr = bpfAttr(native);
-  const path = native.alloc(Buffer.byteLength(spec.path) + 1);
-  const offsets = native.alloc(count * 8);
-  const cookies = native.alloc(count * 8);
-  const refs = spec.refCtrOffsets === undefined ? undefined : native.alloc(count * 8);
+  const attr = multiLinkAttr(native, programFd, spec);
   try {
-    path.bytes.set(new TextEncoder().encode(spec.path));
-    const offsetView = new DataView(offsets.bytes.buffer, offsets.bytes.byteOffset);
-    const cookieView = new DataView(cookies.bytes.buffer, cookies.bytes.byteOffset);
-    const refView = refs && new DataView(refs.bytes.buffer, refs.bytes.byteOffset);
-    for (let i = 0; i < count; i++) {
-      offsetView.setBigUint64(i * 8, spec.offsets[i]!, true);
-      const cookie = spec.cookies[i]!;
-      if (typeof cookie === 'bigint') cookieView.setBigUint64(i * 8, cookie, true);
-      else {
-        // No bigint made per probe: the two halves as numbers.
-        cookieView.setUint32(i * 8, cookie % 2 ** 32, true);
-        cookieView.setUint32(i * 8 + 4, Math.floor(cookie / 2 ** 32), true);
-      }
-      refView?.setBigUint64(i * 8, spec.refCtrOffsets![i]!, true);
-    }
-    const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
-    view.setUint32(BPF_LINK_CREATE_ATTR.prog_fd, programFd, true);
-    view.setUint32(BPF_LINK_CREATE_ATTR.attach_type, UPROBE_MULTI.BPF_TRACE_UPROBE_MULTI, true);
-    view.setBigUint64(UPROBE_MULTI.path, path.address, true);
-    view.setBigUint64(UPROBE_MULTI.offsets, offsets.address, true);
-    if (refs !== undefined) view.setBigUint64(UPROBE_MULTI.ref_ctr_offsets, refs.address, true);
-    view.setBigUint64(UPROBE_MULTI.cookies, cookies.address, true);
-    view.setUint32(UPROBE_MULTI.cnt, count, true);
-    view.setUint32(
-      UPROBE_MULTI.flags,
-      spec.retprobe ? UPROBE_MULTI.BPF_F_UPROBE_MULTI_RETURN : 0,
-      true,
-    );
-    view.setUint32(UPROBE_MULTI.pid, spec.pid ?? 0, true);
     return native.syscall(
       SYSCALL.bpf,
       BigInt(BPF_CMD.BPF_LINK_CREATE),
@@ -796,11 +762,84 @@ export function linkUprobeMulti(programFd: number, spec: MultiLinkSpec): number 
     );
   } finally {
     attr.free();
-    path.free();
-    offsets.free();
-    cookies.free();
-    refs?.free();
   }
+}
+
+/**
+ * linkUprobeMulti() on another thread: the kernel places tens of thousands of uprobes in a
+ * few hundred milliseconds, which this thread spends on other work meanwhile.
+ */
+export async function linkUprobeMultiAsync(
+  programFd: number,
+  spec: MultiLinkSpec,
+): Promise<number> {
+  const native = loadNative();
+  const attr = multiLinkAttr(native, programFd, spec);
+  try {
+    return await native.syscallAsync(
+      SYSCALL.bpf,
+      BigInt(BPF_CMD.BPF_LINK_CREATE),
+      attr.address,
+      BigInt(BPF_ATTR_BYTES),
+      0n,
+      0n,
+    );
+  } finally {
+    attr.free();
+  }
+}
+
+/** The attributes of a uprobe_multi link, in memory of their own: free() them after the call. */
+function multiLinkAttr(
+  native: NativeBinding,
+  programFd: number,
+  spec: MultiLinkSpec,
+): { readonly address: bigint; free(): void } {
+  const count = spec.offsets.length;
+  const attr = bpfAttr(native);
+  const path = native.alloc(Buffer.byteLength(spec.path) + 1);
+  const offsets = native.alloc(count * 8);
+  const cookies = native.alloc(count * 8);
+  const refs = spec.refCtrOffsets === undefined ? undefined : native.alloc(count * 8);
+  path.bytes.set(new TextEncoder().encode(spec.path));
+  const offsetView = new DataView(offsets.bytes.buffer, offsets.bytes.byteOffset);
+  const cookieView = new DataView(cookies.bytes.buffer, cookies.bytes.byteOffset);
+  const refView = refs && new DataView(refs.bytes.buffer, refs.bytes.byteOffset);
+  for (let i = 0; i < count; i++) {
+    offsetView.setBigUint64(i * 8, spec.offsets[i]!, true);
+    const cookie = spec.cookies[i]!;
+    if (typeof cookie === 'bigint') cookieView.setBigUint64(i * 8, cookie, true);
+    else {
+      // No bigint made per probe: the two halves as numbers.
+      cookieView.setUint32(i * 8, cookie % 2 ** 32, true);
+      cookieView.setUint32(i * 8 + 4, Math.floor(cookie / 2 ** 32), true);
+    }
+    refView?.setBigUint64(i * 8, spec.refCtrOffsets![i]!, true);
+  }
+  const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
+  view.setUint32(BPF_LINK_CREATE_ATTR.prog_fd, programFd, true);
+  view.setUint32(BPF_LINK_CREATE_ATTR.attach_type, UPROBE_MULTI.BPF_TRACE_UPROBE_MULTI, true);
+  view.setBigUint64(UPROBE_MULTI.path, path.address, true);
+  view.setBigUint64(UPROBE_MULTI.offsets, offsets.address, true);
+  if (refs !== undefined) view.setBigUint64(UPROBE_MULTI.ref_ctr_offsets, refs.address, true);
+  view.setBigUint64(UPROBE_MULTI.cookies, cookies.address, true);
+  view.setUint32(UPROBE_MULTI.cnt, count, true);
+  view.setUint32(
+    UPROBE_MULTI.flags,
+    spec.retprobe ? UPROBE_MULTI.BPF_F_UPROBE_MULTI_RETURN : 0,
+    true,
+  );
+  view.setUint32(UPROBE_MULTI.pid, spec.pid ?? 0, true);
+  return {
+    address: attr.address,
+    free: () => {
+      attr.free();
+      path.free();
+      offsets.free();
+      cookies.free();
+      refs?.free();
+    },
+  };
 }
 
 /** Throw the error a refused uprobe_multi link means. */

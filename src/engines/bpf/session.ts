@@ -8,8 +8,10 @@ import {
   closeFd,
   linkPerfEvent,
   linkUprobeMulti,
+  linkUprobeMultiAsync,
   loadProgram,
   type MapSpec,
+  type MultiLinkSpec,
   multiLinkError,
   openTracepointEvent,
   openUprobeEvent,
@@ -58,7 +60,7 @@ export type BuiltProgram =
   | Insn[]
   | { readonly insns: Insn[]; readonly subprograms: readonly Subprogram[] };
 
-type Programs = Readonly<Record<'entry' | 'return', (() => BuiltProgram) | undefined>>;
+export type Programs = Readonly<Record<'entry' | 'return', (() => BuiltProgram) | undefined>>;
 
 /** Where the copy of a probe goes in the file now at its file's path (replaced on disk). */
 export interface MovedProbe {
@@ -83,6 +85,38 @@ interface LinkState {
   perf: number;
   fallbackReason: string | undefined;
   multiWorks: boolean;
+}
+
+function linkState(options: AttachOptions): LinkState {
+  return {
+    multi: 0,
+    perf: 0,
+    fallbackReason: undefined,
+    multiWorks: (options.mode ?? 'auto') !== 'perf',
+  };
+}
+
+function attachReport(probes: number, state: LinkState, began: number): AttachReport {
+  return {
+    probes,
+    multi: state.multi,
+    perf: state.perf,
+    fallbackReason: state.fallbackReason,
+    milliseconds: performance.now() - began,
+  };
+}
+
+/** The uprobe_multi link of a group (one file and direction) for process `pid`. */
+function multiLinkSpec(group: readonly BpfProbe[], pid: number | undefined): MultiLinkSpec {
+  const semaphores = group.some((p) => p.refCtrOffset !== undefined);
+  return {
+    path: group[0]!.path,
+    offsets: group.map((p) => p.offset),
+    cookies: group.map((p) => p.cookie),
+    refCtrOffsets: semaphores ? group.map((p) => p.refCtrOffset ?? 0n) : undefined,
+    retprobe: group[0]!.kind === 'return',
+    pid,
+  };
 }
 
 /**
@@ -152,6 +186,34 @@ export class BpfSession {
   }
 
   /**
+   * attach(), with the kernel's uprobe_multi links made on another thread: `whileLinking` runs
+   * here while the kernel places the first link's probes (tens of thousands take it a few
+   * hundred milliseconds), or once everything is attached when no link is made that way. It
+   * runs once, even when attaching fails.
+   */
+  async attachAsync(
+    probes: readonly BpfProbe[],
+    programs: Programs,
+    options: AttachOptions,
+    whileLinking: () => void,
+  ): Promise<AttachReport> {
+    this.#originals.push({ probes, programs, options });
+    let ran = false;
+    const meanwhile = () => {
+      if (ran) return;
+      ran = true;
+      whileLinking();
+    };
+    try {
+      const report = await this.#attachGroups(probes, programs, options, meanwhile);
+      this.#scope?.start(this);
+      return report;
+    } finally {
+      meanwhile();
+    }
+  }
+
+  /**
    * Follow the processes of `spec` (before attach()): the map of followed processes that the
    * handlers look up, kept in the kernel by the sched tracepoints' handlers, and the links of
    * files other processes map too made for each followed process alone (see FollowedScope).
@@ -199,6 +261,38 @@ export class BpfSession {
 
   #attach(probes: readonly BpfProbe[], programs: Programs, options: AttachOptions): AttachReport {
     const began = performance.now();
+    const state = linkState(options);
+    for (const { group, pid, into } of this.#groups(probes, programs, options)) {
+      this.#link(group, programs, options, pid, state, into);
+    }
+    return attachReport(probes.length, state, began);
+  }
+
+  /** #attach() with each uprobe_multi link made on another thread (see attachAsync()). */
+  async #attachGroups(
+    probes: readonly BpfProbe[],
+    programs: Programs,
+    options: AttachOptions,
+    whileLinking: () => void,
+  ): Promise<AttachReport> {
+    const began = performance.now();
+    const state = linkState(options);
+    for (const { group, pid, into } of this.#groups(probes, programs, options)) {
+      await this.#linkAsync(group, programs, options, pid, state, into, whileLinking);
+    }
+    return attachReport(probes.length, state, began);
+  }
+
+  /**
+   * The groups to link (a group is one file and direction, in the order of their first
+   * probe), each with the process it is scoped to and where its links go: the links of a
+   * file other processes map too are made for each followed process alone.
+   */
+  #groups(
+    probes: readonly BpfProbe[],
+    programs: Programs,
+    options: AttachOptions,
+  ): { group: BpfProbe[]; pid: number | undefined; into: number[] }[] {
     const groups = new Map<string, BpfProbe[]>();
     // Probes come in runs of one file and direction: a key made per run, not per probe.
     let last: BpfProbe | undefined;
@@ -215,30 +309,17 @@ export class BpfSession {
       run!.push(probe);
       last = probe;
     }
-    const state: LinkState = {
-      multi: 0,
-      perf: 0,
-      fallbackReason: undefined,
-      multiWorks: (options.mode ?? 'auto') !== 'perf',
-    };
+    const links: { group: BpfProbe[]; pid: number | undefined; into: number[] }[] = [];
     for (const group of groups.values()) {
       const scope = options.pid === undefined ? this.#scope : undefined;
       if (scope === undefined || !scope.scoped(group[0]!.path)) {
-        this.#link(group, programs, options, options.pid, state, this.#links);
+        links.push({ group, pid: options.pid, into: this.#links });
         continue;
       }
       this.#scopedGroups.push({ group, programs, options });
-      for (const pid of scope.pids()) {
-        this.#link(group, programs, options, pid, state, this.#linksOf(pid));
-      }
+      for (const pid of scope.pids()) links.push({ group, pid, into: this.#linksOf(pid) });
     }
-    return {
-      probes: probes.length,
-      multi: state.multi,
-      perf: state.perf,
-      fallbackReason: state.fallbackReason,
-      milliseconds: performance.now() - began,
-    };
+    return links;
   }
 
   #linksOf(pid: number): number[] {
@@ -262,47 +343,106 @@ export class BpfSession {
     state: LinkState,
     into: number[],
   ): boolean {
-    const mode = options.mode ?? 'auto';
-    const { kind, path } = group[0]!;
-    if (state.multiWorks) {
-      let program: number | undefined;
-      try {
-        program = this.#program(kind, true, programs, options.purpose);
-      } catch (err) {
-        if (mode === 'multi' || !(err instanceof ProbeError) || err.code === 'ERR_PRIVILEGES') {
-          throw err;
-        }
-        state.multiWorks = false;
-        state.fallbackReason = `the kernel does not load uprobe_multi programs (${err.message})`;
-      }
-      if (program !== undefined) {
-        const semaphores = group.some((p) => p.refCtrOffset !== undefined);
-        const link = linkUprobeMulti(program, {
-          path,
-          offsets: group.map((p) => p.offset),
-          cookies: group.map((p) => p.cookie),
-          refCtrOffsets: semaphores ? group.map((p) => p.refCtrOffset ?? 0n) : undefined,
-          retprobe: kind === 'return',
-          pid,
-        });
-        if (link >= 0) {
-          into.push(link);
-          state.multi += group.length;
-          // Fault tests stop here: programs loaded, the first link attached.
-          pausePoint('attaching');
-          return true;
-        }
-        if (-link === ESRCH && pid !== undefined && this.#processLinks.has(pid)) return false;
-        if (-link === EPERM || -link === EACCES) {
-          throw privilegeError(`attach uprobes to ${path}`, -link);
-        }
-        if (mode === 'multi') throw multiLinkError(path, link);
-        // One probe the kernel refuses (or no uprobe_multi at all): the perf path names it.
-        state.fallbackReason = multiLinkError(path, link).message;
-      }
+    const program = this.#multiProgram(group, programs, options, state);
+    if (program !== undefined) {
+      const linked = this.#multiLinked(
+        linkUprobeMulti(program, multiLinkSpec(group, pid)),
+        group,
+        options,
+        pid,
+        state,
+        into,
+      );
+      if (linked !== undefined) return linked;
     }
+    return this.#perfLink(group, programs, options, pid, state, into);
+  }
+
+  /** #link() with the uprobe_multi link made on another thread, `whileLinking` run meanwhile. */
+  async #linkAsync(
+    group: readonly BpfProbe[],
+    programs: Programs,
+    options: AttachOptions,
+    pid: number | undefined,
+    state: LinkState,
+    into: number[],
+    whileLinking: () => void,
+  ): Promise<boolean> {
+    const program = this.#multiProgram(group, programs, options, state);
+    if (program !== undefined) {
+      const linking = linkUprobeMultiAsync(program, multiLinkSpec(group, pid));
+      whileLinking();
+      const linked = this.#multiLinked(await linking, group, options, pid, state, into);
+      if (linked !== undefined) return linked;
+    }
+    return this.#perfLink(group, programs, options, pid, state, into);
+  }
+
+  /** The uprobe_multi program of the group's direction, or undefined to attach perf events. */
+  #multiProgram(
+    group: readonly BpfProbe[],
+    programs: Programs,
+    options: AttachOptions,
+    state: LinkState,
+  ): number | undefined {
+    if (!state.multiWorks) return undefined;
+    try {
+      return this.#program(group[0]!.kind, true, programs, options.purpose);
+    } catch (err) {
+      if (
+        (options.mode ?? 'auto') === 'multi' ||
+        !(err instanceof ProbeError) ||
+        err.code === 'ERR_PRIVILEGES'
+      ) {
+        throw err;
+      }
+      state.multiWorks = false;
+      state.fallbackReason = `the kernel does not load uprobe_multi programs (${err.message})`;
+      return undefined;
+    }
+  }
+
+  /**
+   * What a uprobe_multi link's result means: true once attached, false when the process has
+   * ended, undefined to attach perf events instead; throws what cannot be fallen back from.
+   */
+  #multiLinked(
+    link: number,
+    group: readonly BpfProbe[],
+    options: AttachOptions,
+    pid: number | undefined,
+    state: LinkState,
+    into: number[],
+  ): boolean | undefined {
+    const { path } = group[0]!;
+    if (link >= 0) {
+      into.push(link);
+      state.multi += group.length;
+      // Fault tests stop here: programs loaded, the first link attached.
+      pausePoint('attaching');
+      return true;
+    }
+    if (-link === ESRCH && pid !== undefined && this.#processLinks.has(pid)) return false;
+    if (-link === EPERM || -link === EACCES) {
+      throw privilegeError(`attach uprobes to ${path}`, -link);
+    }
+    if ((options.mode ?? 'auto') === 'multi') throw multiLinkError(path, link);
+    // One probe the kernel refuses (or no uprobe_multi at all): the perf path names it.
+    state.fallbackReason = multiLinkError(path, link).message;
+    return undefined;
+  }
+
+  /** A perf event and a link of it for each probe of the group. */
+  #perfLink(
+    group: readonly BpfProbe[],
+    programs: Programs,
+    options: AttachOptions,
+    pid: number | undefined,
+    state: LinkState,
+    into: number[],
+  ): boolean {
     this.#pmu ??= uprobePmu();
-    const program = this.#program(kind, false, programs, options.purpose);
+    const program = this.#program(group[0]!.kind, false, programs, options.purpose);
     for (const probe of group) {
       const event = openUprobeEvent(this.#pmu, {
         path: probe.path,

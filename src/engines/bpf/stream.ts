@@ -11,7 +11,15 @@ import type { FollowSpec } from './follow.js';
 import { type BpfMap, sumSlots } from './kernel.js';
 import { type Filters, fetchType, isSigned } from './programs.js';
 import { RingBuffer } from './ring-buffer.js';
-import { type AttachMode, type AttachReport, BpfSession, type MoveProbe } from './session.js';
+import {
+  type AttachMode,
+  type AttachOptions,
+  type AttachReport,
+  type BpfProbe,
+  BpfSession,
+  type MoveProbe,
+  type Programs,
+} from './session.js';
 import {
   type FieldSlot,
   RECORD_HEADER,
@@ -156,7 +164,42 @@ export class BpfStream {
     }
   }
 
+  /**
+   * open(), with the kernel's links made on another thread: `whileLinking` runs here
+   * meanwhile (see BpfSession.attachAsync()), once, even when opening fails.
+   */
+  static async openAsync(
+    sites: readonly BpfStreamSite[],
+    options: BpfStreamOptions,
+    whileLinking: () => void,
+  ): Promise<BpfStream> {
+    let stream: BpfStream | undefined;
+    let linking = false;
+    try {
+      stream = new BpfStream(sites, options);
+      const { probes, programs, attach } = stream.#attachment(sites, options);
+      linking = true;
+      stream.#attach = await stream.#session.attachAsync(probes, programs, attach, whileLinking);
+      return stream;
+    } catch (err) {
+      stream?.close();
+      throw err;
+    } finally {
+      // When the stream failed before its links (attachAsync() runs it otherwise).
+      if (!linking) whileLinking();
+    }
+  }
+
   #start(sites: readonly BpfStreamSite[], options: BpfStreamOptions): void {
+    const { probes, programs, attach } = this.#attachment(sites, options);
+    this.#attach = this.#session.attach(probes, programs, attach);
+  }
+
+  /** What the session attaches: a probe per site, the handler, how (following processes). */
+  #attachment(
+    sites: readonly BpfStreamSite[],
+    options: BpfStreamOptions,
+  ): { probes: BpfProbe[]; programs: Programs; attach: AttachOptions } {
     const followed =
       options.follow === undefined ? undefined : this.#session.follow(options.follow);
     const program = () =>
@@ -170,17 +213,17 @@ export class BpfStream {
         this.#layouts,
         options.filters ?? {},
       );
-    this.#attach = this.#session.attach(
-      sites.map((site, index) => ({
+    return {
+      probes: sites.map((site, index) => ({
         path: site.target.path,
         offset: site.fileOffset,
         kind: site.attach === 'uretprobe' ? 'return' : 'entry',
         refCtrOffset: site.usdt?.semaphoreFileOffset,
         cookie: this.#layoutOf[index]! * 2 ** 32 + index,
       })),
-      { entry: program, return: program },
-      { mode: options.mode, purpose: `the stream of ${sites.length} probes` },
-    );
+      programs: { entry: program, return: program },
+      attach: { mode: options.mode, purpose: `the stream of ${sites.length} probes` },
+    };
   }
 
   get attachReport(): AttachReport | undefined {
