@@ -1,11 +1,13 @@
 import { statSync } from 'node:fs';
 import {
   analyzeKernelHandling,
+  atAddress,
   checkInstructionBoundary,
   type DecodedInstruction,
   decodeInstructions,
   type KernelHandling,
   planXol,
+  recurringKey,
   sweepInstructions,
 } from '../arch/index.js';
 import { InternalError, ProbeError, quote, type Span } from '../errors/index.js';
@@ -222,6 +224,14 @@ interface OpenTarget {
   readonly shared: {
     readonly matches: Map<string, FunctionSymbol[][]>;
     readonly entries: Map<bigint, { probed: DecodedInstruction; handling: KernelHandling }>;
+    /**
+     * The first instructions met, decoded once each by their bytes (see recurringKey()): null
+     * for one with a %rip-relative operand, decoded where it is.
+     */
+    readonly recurring: Map<
+      number | string,
+      { probed: DecodedInstruction; handling: KernelHandling } | null
+    >;
   };
 }
 
@@ -435,7 +445,7 @@ function openTarget(
       }
       return frames.covers(vaddr);
     },
-    shared: { matches: new Map(), entries: new Map() },
+    shared: { matches: new Map(), entries: new Map(), recurring: new Map() },
   };
   cache.set(resolved.path, target);
   return target;
@@ -1090,13 +1100,21 @@ function leanSite(
       Number(segment.vaddr + segment.fileSize - vaddr),
       MAX_INSTRUCTION_BYTES,
     );
-    const probed = decodeInstructions(elf.read(fileOffset, available), vaddr, {
-      maxCount: 1,
-    })[0];
-    if (probed === undefined || probed.invalid) {
-      return buildSite(spec, target, fn, vaddr, span, options);
+    const bytes = elf.read(fileOffset, available);
+    const key = recurringKey(bytes);
+    const known = key === undefined ? undefined : target.shared.recurring.get(key);
+    if (known !== undefined && known !== null) {
+      entry = { probed: atAddress(known.probed, vaddr), handling: known.handling };
+    } else {
+      const probed = decodeInstructions(bytes, vaddr, { maxCount: 1 })[0];
+      if (probed === undefined || probed.invalid) {
+        return buildSite(spec, target, fn, vaddr, span, options);
+      }
+      entry = { probed, handling: kernelHandling(spec, span, target, vaddr, probed, options) };
+      if (key !== undefined && known === undefined) {
+        target.shared.recurring.set(key, probed.ripRelative ? null : entry);
+      }
     }
-    entry = { probed, handling: kernelHandling(spec, span, target, vaddr, probed, options) };
     target.shared.entries.set(vaddr, entry);
   }
   const { probed, handling } = entry;

@@ -1,5 +1,6 @@
 import { ProbeError } from '../../errors/index.js';
 import { type Iced, type IcedFormatter, loadIced } from './iced.js';
+import { QUICK_FLOW, quick, quickLength } from './quick-length.js';
 
 /** One x86-64 instruction as decoded from bytes at a virtual address. */
 export interface DecodedInstruction {
@@ -249,6 +250,62 @@ export function sweepInstructions(
   } finally {
     if (shared !== undefined) shared.busy = false;
     for (const object of owned.reverse()) object.free();
+  }
+}
+
+/**
+ * The key of an instruction that means the same wherever it is, by its bytes (the first
+ * instruction of most functions is one of a few: push %rbp, push %r15, endbr64, sub
+ * $0x18,%rsp), for a caller that decodes it once (atAddress()); undefined for one the quick
+ * decoder does not know, a branch, and a 5-byte instruction (the kernel takes a 5-byte nop by
+ * where it is). One with a %rip-relative operand has a key too: the caller sees ripRelative
+ * once decoded.
+ */
+export function recurringKey(bytes: Uint8Array): number | string | undefined {
+  const length = quickLength(bytes, 0, bytes.length);
+  if (length === 0 || length === 5 || quick.flow !== QUICK_FLOW.none) return undefined;
+  if (length <= 6) {
+    let key = length;
+    for (let i = 0; i < length; i++) key = key * 256 + bytes[i]!;
+    return key;
+  }
+  return Buffer.from(bytes.buffer, bytes.byteOffset, length).toString('latin1');
+}
+
+/**
+ * `template` (an instruction recurringKey() gave a key, with no %rip-relative operand) at
+ * another address: the same bytes and text.
+ */
+export function atAddress(template: DecodedInstruction, vaddr: bigint): DecodedInstruction {
+  return new MovedInstruction(template, vaddr);
+}
+
+class MovedInstruction implements DecodedInstruction {
+  readonly length: number;
+  readonly mnemonic: string;
+  readonly invalid = false;
+  readonly ripRelative = false;
+  readonly ripTarget = undefined;
+  readonly branchTarget = undefined;
+  readonly #template: DecodedInstruction;
+  #bytes: Uint8Array | undefined;
+
+  constructor(
+    template: DecodedInstruction,
+    readonly vaddr: bigint,
+  ) {
+    this.#template = template;
+    this.length = template.length;
+    this.mnemonic = template.mnemonic;
+  }
+
+  get bytes(): Uint8Array {
+    this.#bytes ??= this.#template.bytes.slice();
+    return this.#bytes;
+  }
+
+  get text(): string {
+    return this.#template.text;
   }
 }
 

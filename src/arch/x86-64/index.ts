@@ -1,9 +1,11 @@
 export { type BoundaryCheck, checkInstructionBoundary } from './boundary.js';
 export {
+  atAddress,
   type DecodedInstruction,
   type DecodeOptions,
   decodeInstructions,
   MAX_INSTRUCTION_LENGTH,
+  recurringKey,
   ripRelativeTargets,
   sweepInstructions,
 } from './decode.js';
