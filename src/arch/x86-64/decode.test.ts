@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runFreshProcess } from '../../../test/helpers/fresh-process.js';
 import { ProbeError } from '../../errors/index.js';
-import { decodeInstructions, ripRelativeTargets } from './decode.js';
+import { atAddress, decodeInstructions, recurringKey, ripRelativeTargets } from './decode.js';
 
 const BASE = 0x1000n;
 
@@ -162,4 +162,40 @@ test('ripRelativeTargets() lists the addresses %rip-relative operands refer to',
   // lea 0x100(%rip),%rax at 0x1000 (-> 0x1107); nop; lea -0x10(%rip),%rdx at 0x1008 (-> 0x0fff)
   const code = hex('48 8d 05 00 01 00 00  90  48 8d 15 f0 ff ff ff');
   assert.deepEqual(ripRelativeTargets(code, BASE), [0x1107n, 0x0fffn]);
+});
+
+test('recurringKey() keys an instruction by its bytes alone, and none that means something else elsewhere', () => {
+  // The same instruction followed by different bytes: one key; another instruction: another.
+  assert.equal(recurringKey(hex('41 57 41 56')), recurringKey(hex('41 57 55')));
+  assert.notEqual(recurringKey(hex('41 57')), recurringKey(hex('41 56')));
+  assert.notEqual(recurringKey(hex('55')), undefined);
+  assert.notEqual(recurringKey(hex('48 81 ec 18 01 00 00')), undefined); // sub $0x118,%rsp
+  assert.equal(recurringKey(hex('e8 00 00 00 00')), undefined); // call: a branch
+  assert.equal(recurringKey(hex('eb fe')), undefined); // jmp: a branch
+  assert.equal(recurringKey(hex('0f 1f 44 00 00')), undefined); // 5 bytes: the kernel's nop rule
+  assert.equal(recurringKey(hex('c4 e2 79 18 05 00 00 00 00')), undefined); // VEX: not quick's
+});
+
+test('atAddress() is the instruction decoded there, for one with a key and no %rip-relative operand', () => {
+  for (const bytes of ['55', 'f3 0f 1e fa', '48 83 ec 18', '41 57', '48 81 ec 18 01 00 00']) {
+    const [template] = decodeInstructions(hex(bytes), BASE);
+    const there = 0x7f00_1234n;
+    const [decoded] = decodeInstructions(hex(bytes), there);
+    const moved = atAddress(template!, there);
+    assert.deepEqual(
+      { ...moved, vaddr: moved.vaddr, text: moved.text, bytes: moved.bytes },
+      {
+        vaddr: decoded!.vaddr,
+        length: decoded!.length,
+        mnemonic: decoded!.mnemonic,
+        invalid: false,
+        ripRelative: false,
+        ripTarget: undefined,
+        branchTarget: undefined,
+        text: decoded!.text,
+        bytes: decoded!.bytes,
+      },
+      bytes,
+    );
+  }
 });
