@@ -60,7 +60,13 @@ import {
   type UsdtSite,
 } from './probe-site.js';
 import { resolveLineAddresses } from './resolve-line.js';
-import { afterGoStackCheck, planReturns, type ReturnProbeMode } from './return-plan.js';
+import {
+  afterGoStackCheck,
+  planReturns,
+  type ReturnPlan,
+  type ReturnPlanContext,
+  type ReturnProbeMode,
+} from './return-plan.js';
 import { type SkippedSite, skipCounts } from './skipped-sites.js';
 import {
   openMappedObject,
@@ -223,7 +229,7 @@ interface OpenTarget {
    */
   readonly shared: {
     readonly matches: Map<string, FunctionSymbol[][]>;
-    readonly entries: Map<bigint, { probed: DecodedInstruction; handling: KernelHandling }>;
+    readonly entries: Map<bigint, LeanEntry>;
     /**
      * The first instructions met, decoded once each by their bytes (see recurringKey()): null
      * for one with a %rip-relative operand, decoded where it is.
@@ -232,7 +238,18 @@ interface OpenTarget {
       number | string,
       { probed: DecodedInstruction; handling: KernelHandling } | null
     >;
+    /** What planning the returns of lean sites reads, the same for every function. */
+    returns?: ReturnPlanContext;
   };
+}
+
+/** What the lean sites of a function share: its first instruction, how the kernel runs it. */
+interface LeanEntry {
+  readonly probed: DecodedInstruction;
+  readonly instructions: readonly DecodedInstruction[];
+  readonly handling: KernelHandling;
+  readonly fileOffset: bigint;
+  readonly runtimeAddress: bigint | undefined;
 }
 
 /**
@@ -1103,42 +1120,48 @@ function leanSite(
     const bytes = elf.read(fileOffset, available);
     const key = recurringKey(bytes);
     const known = key === undefined ? undefined : target.shared.recurring.get(key);
+    let probed: DecodedInstruction;
+    let handling: KernelHandling;
     if (known !== undefined && known !== null) {
-      entry = { probed: atAddress(known.probed, vaddr), handling: known.handling };
+      probed = atAddress(known.probed, vaddr);
+      handling = known.handling;
     } else {
-      const probed = decodeInstructions(bytes, vaddr, { maxCount: 1 })[0];
-      if (probed === undefined || probed.invalid) {
+      const decoded = decodeInstructions(bytes, vaddr, { maxCount: 1 })[0];
+      if (decoded === undefined || decoded.invalid) {
         return buildSite(spec, target, fn, vaddr, span, options);
       }
-      entry = { probed, handling: kernelHandling(spec, span, target, vaddr, probed, options) };
+      probed = decoded;
+      handling = kernelHandling(spec, span, target, vaddr, probed, options);
       if (key !== undefined && known === undefined) {
-        target.shared.recurring.set(key, probed.ripRelative ? null : entry);
+        target.shared.recurring.set(key, probed.ripRelative ? null : { probed, handling });
       }
     }
+    entry = {
+      probed,
+      instructions: [probed],
+      handling,
+      fileOffset,
+      runtimeAddress: runtimeAddressOf(target, fileOffset),
+    };
     target.shared.entries.set(vaddr, entry);
   }
-  const { probed, handling } = entry;
   const kind: SiteKind = spec.kind === 'return' ? 'return' : 'entry';
-  const returns =
-    kind === 'return' || options.returnsOfEntries === true
-      ? planReturns(
-          fn,
-          vaddr,
-          {
-            elf,
-            symbols: target.symbols(),
-            displayPath: target.file.displayPath,
-            goProgram: false,
-            convention: callingConvention(undefined, fn),
-            unwinder: target.unwinder,
-            hasUnwindInfo: target.hasUnwindInfo,
-            mode: options.returnProbes ?? 'auto',
-            kernelEngine: true,
-            kernel: options.kernel ?? kernelVersion(),
-          },
-          { text: spec.text, span },
-        )
-      : undefined;
+  let returns: ReturnPlan | undefined;
+  if (kind === 'return' || options.returnsOfEntries === true) {
+    target.shared.returns ??= {
+      elf,
+      symbols: target.symbols(),
+      displayPath: target.file.displayPath,
+      goProgram: false,
+      convention: callingConvention(undefined, fn),
+      unwinder: target.unwinder,
+      hasUnwindInfo: target.hasUnwindInfo,
+      mode: options.returnProbes ?? 'auto',
+      kernelEngine: true,
+      kernel: options.kernel ?? kernelVersion(),
+    };
+    returns = planReturns(fn, vaddr, target.shared.returns, { text: spec.text, span });
+  }
   return {
     spec: spec.text,
     kind,
@@ -1149,12 +1172,12 @@ function leanSite(
     symbolFile: target.symbols().debugFile,
     symbolOffset: 0n,
     vaddr,
-    fileOffset,
+    fileOffset: entry.fileOffset,
     usdt: undefined,
-    instructions: [probed],
-    handling,
+    instructions: entry.instructions,
+    handling: entry.handling,
     fetches: NONE,
-    runtimeAddress: runtimeAddressOf(target, fileOffset),
+    runtimeAddress: entry.runtimeAddress,
     returns,
   };
 }

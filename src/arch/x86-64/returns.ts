@@ -158,11 +158,16 @@ function conditionalExit(instruction: DecodedInstruction): ReturnScan {
  */
 class QuickExit implements DecodedInstruction {
   readonly vaddr: bigint;
-  readonly bytes: Uint8Array;
   readonly invalid = false;
   readonly ripRelative = false;
   readonly ripTarget = undefined;
   readonly branchTarget: bigint | undefined;
+  /**
+   * The bytes, packed into a number when there are at most 6 (a ret, a jmp): an array for
+   * each of the exits of every function of a large program was a tenth of what planning them
+   * kept.
+   */
+  readonly #packed: number | Uint8Array;
   #text: string | undefined;
 
   constructor(
@@ -172,9 +177,26 @@ class QuickExit implements DecodedInstruction {
     readonly mnemonic: 'ret' | 'jmp',
   ) {
     this.vaddr = part.vaddr + BigInt(at);
-    this.bytes = new Uint8Array(part.bytes.subarray(at, at + length));
+    if (length <= 6) {
+      let packed = 0;
+      for (let i = length - 1; i >= 0; i--) packed = packed * 256 + part.bytes[at + i]!;
+      this.#packed = packed;
+    } else {
+      this.#packed = new Uint8Array(part.bytes.subarray(at, at + length));
+    }
     this.branchTarget =
       mnemonic === 'jmp' ? this.vaddr + BigInt(length + quick.displacement) : undefined;
+  }
+
+  /** A copy of the instruction's bytes. */
+  get bytes(): Uint8Array {
+    const packed = this.#packed;
+    if (typeof packed !== 'number') return packed.slice();
+    const bytes = new Uint8Array(this.length);
+    for (let i = 0, rest = packed; i < this.length; i++, rest = Math.floor(rest / 256)) {
+      bytes[i] = rest % 256;
+    }
+    return bytes;
   }
 
   get text(): string {
