@@ -1,3 +1,4 @@
+export { hostCxxDemangler } from './demangler.js';
 export {
   type BpfFeatureResults,
   type DoctorCheck,

@@ -91,6 +91,12 @@ export interface NativeBinding {
    * engine's trampolines record, turned into CLOCK_MONOTONIC by pairing it with the clock.
    */
   readTsc(): bigint;
+  /**
+   * libstdc++'s `__cxa_demangle` (libiberty's demangler: what c++filt, gdb and perf show) of
+   * the NUL-terminated name at the start of `mangled`; undefined when it is not a C++ name it
+   * demangles, or there is no libstdc++ to load.
+   */
+  cxaDemangle(mangled: Uint8Array): string | undefined;
 }
 
 /** Memory at a fixed address, seen from JavaScript without copies. */

@@ -221,6 +221,40 @@ function bind(koffi: Koffi, library: string): NativeBinding {
       return memory(pointer, length, () => munmap(pointer, length));
     },
     readTsc: tsc,
+    cxaDemangle: (mangled) => {
+      demangler ??= cxaDemangler(koffi, lib);
+      return demangler === null ? undefined : demangler(mangled);
+    },
+  };
+}
+
+/** libstdc++'s demangler, loaded on first use; null where there is no libstdc++. */
+let demangler: ((mangled: Uint8Array) => string | undefined) | null | undefined;
+
+function cxaDemangler(
+  koffi: Koffi,
+  libc: KoffiModule.LibraryHandle,
+): ((mangled: Uint8Array) => string | undefined) | null {
+  let cxa: ReturnType<KoffiModule.LibraryHandle['func']>;
+  try {
+    cxa = koffi
+      .load('libstdc++.so.6')
+      .func(
+        'void *__cxa_demangle(const uint8_t *mangled, void *buffer, void *length, _Out_ int *status)',
+      );
+  } catch {
+    return null;
+  }
+  const free = libc.func('void free(void *pointer)');
+  const status = [0];
+  return (mangled) => {
+    const out = cxa(mangled, null, null, status);
+    if (out === null || status[0] !== 0) return undefined;
+    try {
+      return koffi.decode(out, 'char', -1) as string;
+    } finally {
+      free(out);
+    }
   };
 }
 

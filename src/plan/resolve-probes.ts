@@ -783,8 +783,8 @@ function ifuncError(
   );
 }
 
-/** Matches of a pattern from which every name of the file is demangled at once. */
-const DEMANGLE_ALL_MATCHES = 2000;
+/** Matches of a pattern from which their names are demangled at once. */
+const DEMANGLE_AT_ONCE_MATCHES = 2000;
 
 /** Functions planned between two progress calls. */
 const PROGRESS_EVERY = 1000;
@@ -950,8 +950,9 @@ function matchGlob(index: SymbolIndex, glob: string): FunctionSymbol[][] {
       matched.push(k);
     }
   }
-  // Every name at once, when many are to be named (one by one, a name costs twice as much).
-  if (matched.length >= DEMANGLE_ALL_MATCHES) index.demangleAll();
+  // The names matched at once, when many are to be named (one by one, a name costs twice as
+  // much).
+  if (matched.length >= DEMANGLE_AT_ONCE_MATCHES) index.demangleSome(matched);
   const byAddress = new Map<bigint, FunctionSymbol[]>();
   for (const k of matched) {
     const fn = index.function(k);

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { requireHost } from '../../test/helpers/require-host.js';
-import { cloneName, demangle, demangleNames, withoutParameters } from './index.js';
+import {
+  cloneName,
+  demangle,
+  demangleNames,
+  withoutParameters,
+  withoutReturnType,
+} from './index.js';
 
 /** c++filt's answer for each name (binutils demangles C++ and both Rust manglings). */
 function cxxfilt(names: readonly string[]): string[] {
@@ -170,5 +176,38 @@ describe('withoutParameters()', () => {
       ['{vtable(ns::Class)}', undefined],
     ];
     for (const [name, expected] of cases) assert.equal(withoutParameters(name), expected, name);
+  });
+});
+
+describe('withoutReturnType()', () => {
+  test("drops the return type libiberty writes before a function template's name, and nothing else", () => {
+    const cases: [string, string][] = [
+      ['void ns::apply<int>(int)', 'ns::apply<int>(int)'],
+      ['unsigned long ns::size<char>(char const*) const', 'ns::size<char>(char const*) const'],
+      [
+        'std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > node::SPrintF<unsigned long>(char const*, unsigned long&&)',
+        'node::SPrintF<unsigned long>(char const*, unsigned long&&)',
+      ],
+      ['void (anonymous namespace)::run<2>(long)', '(anonymous namespace)::run<2>(long)'],
+      [
+        'bool ns::operator< <int>(ns::V<int> const&, ns::V<int> const&)',
+        'ns::operator< <int>(ns::V<int> const&, ns::V<int> const&)',
+      ],
+      ['void ns::X::operator()<int>(int)', 'ns::X::operator()<int>(int)'],
+      ['char const* ns::name<1>() [clone .isra.0]', 'ns::name<1>() [clone .isra.0]'],
+      ['decltype ({parm#1}.size()) ns::length<V>(V const&)', 'ns::length<V>(V const&)'],
+      // No return type: not a function template, or a constructor or conversion of one.
+      ['ns::Class::method(int)', 'ns::Class::method(int)'],
+      ['ns::Box<int>::get() const', 'ns::Box<int>::get() const'],
+      ['ns::Box<int>::Box<long>(long)', 'ns::Box<int>::Box<long>(long)'],
+      [
+        'ns::X::operator std::vector<int, std::allocator<int> >()',
+        'ns::X::operator std::vector<int, std::allocator<int> >()',
+      ],
+      ['operator new(unsigned long)', 'operator new(unsigned long)'],
+      ['ns::X::operator unsigned long() const', 'ns::X::operator unsigned long() const'],
+      ['rust_names::shapes::inner::probed', 'rust_names::shapes::inner::probed'],
+    ];
+    for (const [name, expected] of cases) assert.equal(withoutReturnType(name), expected, name);
   });
 });

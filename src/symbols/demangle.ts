@@ -101,6 +101,104 @@ export function looksMangled(name: string): boolean {
 }
 
 /**
+ * A demangler of C++ names as libiberty writes them (what c++filt, gdb and perf show): the
+ * NUL-terminated name at the start of `mangled` demangled, or undefined when it cannot be.
+ */
+export type CxxDemangler = (mangled: Uint8Array) => string | undefined;
+
+let cxxProvider: (() => CxxDemangler | undefined) | undefined;
+let cxxKnown: CxxDemangler | null | undefined;
+
+/**
+ * Demangle C++ names with what `provider` gives (the host's libstdc++: see src/host), asked
+ * for on the first C++ name: libiberty's demangler, about three times as fast as the
+ * WebAssembly one and right where it is wrong (it loses or changes parameters of some
+ * variadic templates: `node::SPrintF<unsigned long>(char const*, unsigned long)` for
+ * `(char const*, unsigned long&&)`). Without one, or where it fails, and for Rust names, the
+ * WebAssembly demangler names them.
+ */
+export function useCxxDemangler(provider: () => CxxDemangler | undefined): void {
+  cxxProvider = provider;
+  cxxKnown = undefined;
+}
+
+function cxxDemangler(): CxxDemangler | undefined {
+  if (cxxKnown === undefined) {
+    let found: CxxDemangler | undefined;
+    try {
+      found = cxxProvider?.();
+    } catch {
+      found = undefined;
+    }
+    cxxKnown = found ?? null;
+  }
+  return cxxKnown ?? undefined;
+}
+
+/**
+ * A Rust legacy name ends as `17h` and a 16-digit hash, then `E` (and maybe a clone's
+ * suffix): it is left to rustc-demangle, which leaves the hash out.
+ */
+const RUST_LEGACY_HASH = /17h[0-9a-f]{16}E(?:\.[A-Za-z_]+(?:\.\d+)?)*$/;
+
+/** An Itanium C++ name (`_Z`), not a Rust legacy one. */
+function isCxxName(name: string): boolean {
+  return name.charCodeAt(1) === 0x5a && !RUST_LEGACY_HASH.test(name);
+}
+
+function isCxxNameBytes(strings: Uint8Array, from: number, to: number): boolean {
+  if (strings[from + 1] !== 0x5a) return false;
+  // A hash ends the name, or comes before a clone's suffix (with a dot): look at the bytes
+  // first, and make a string of the end only where there may be one.
+  let dot = false;
+  for (let i = Math.max(from, to - 24); i < to; i++) {
+    if (strings[i] === 0x2e) dot = true;
+  }
+  if (!dot) {
+    const at = to - 20;
+    if (strings[to - 1] !== 0x45 || at < from) return true;
+    if (strings[at] !== 0x31 || strings[at + 1] !== 0x37 || strings[at + 2] !== 0x68) return true;
+  }
+  const tail = Buffer.from(strings.buffer, strings.byteOffset + from, to - from);
+  return !RUST_LEGACY_HASH.test(tail.toString('latin1'));
+}
+
+/**
+ * A libiberty name in the form upscope shows, as the WebAssembly demangler writes it: without
+ * the return type libiberty writes first for a function template's specialization (`void
+ * ns::apply<int>(int)` is shown `ns::apply<int>(int)`). It is there only when template
+ * arguments end the name, right before the parameter list; it ends at the last space outside
+ * brackets before the name (a space after `operator` belongs to the name). A name this cannot
+ * read with certainty is left whole.
+ */
+export function withoutReturnType(demangled: string): string {
+  // Most names have no template arguments right before a parameter list.
+  if (!demangled.includes('>(')) return demangled;
+  const clone = demangled.indexOf(' [clone ');
+  const named = clone < 0 ? demangled : demangled.slice(0, clone);
+  const parameters = parameterListStart(named);
+  if (parameters === undefined || named[parameters - 1] !== '>') return demangled;
+  let depth = 0;
+  for (let i = parameters - 1; i >= 0; i--) {
+    const c = named[i]!;
+    if (c === '>' || c === ')' || c === ']' || c === '}') depth++;
+    else if (c === '<' || c === '(' || c === '[' || c === '{') {
+      depth--;
+      if (depth < 0) return demangled;
+    } else if (c === ' ' && depth === 0) {
+      // `ns::operator< <int>`, `ns::X::operator new`: the operator's name, go on before it.
+      const operator = /\boperator\S*$/.exec(named.slice(0, i));
+      if (operator !== null) {
+        i = operator.index;
+        continue;
+      }
+      return demangled.slice(i + 1);
+    }
+  }
+  return demangled;
+}
+
+/**
  * The demangled form of a C++ (Itanium ABI) or Rust (legacy or v0) symbol name, as
  * `ns::Class::method(int) const`, `mycrate::module::function` (Rust hashes and crate
  * disambiguators left out), or undefined when `name` is not a mangled name. A suffix GCC adds
@@ -110,6 +208,11 @@ export function looksMangled(name: string): boolean {
 export function demangle(name: string): string | undefined {
   if (typeof name !== 'string' || !looksMangled(name)) return undefined;
   if (name.length > MAX_NAME_LENGTH || !MANGLED_CHARS.test(name)) return undefined;
+  const cxx = cxxDemangler();
+  if (cxx !== undefined && isCxxName(name)) {
+    const named = cxx(encoder.encode(`${name}\0`));
+    if (named !== undefined) return withoutReturnType(named);
+  }
   instance ??= instantiate();
   const wasm = instance;
   const input = encoder.encode(name);
@@ -177,10 +280,39 @@ export function demangleNames(
   let used = 0;
   // One view of the demangler's memory, made again only when the memory grows.
   let memory: Uint8Array | undefined;
+  const cxx = cxxDemangler();
+  /** A name with the NUL after it, where the table has a version there instead. */
+  let terminated = new Uint8Array(256);
   for (let k = 0; k < count; k++) {
     const from = starts[k]!;
     const to = ends[k]!;
     if (!looksMangledBytes(strings, from, to)) continue;
+    if (cxx !== undefined && isCxxNameBytes(strings, from, to)) {
+      let name: Uint8Array;
+      if (strings[to] === 0) {
+        name = strings.subarray(from, to + 1);
+      } else {
+        if (terminated.length <= to - from) terminated = new Uint8Array(2 * (to - from + 1));
+        terminated.set(strings.subarray(from, to));
+        terminated[to - from] = 0;
+        name = terminated;
+      }
+      const named = cxx(name);
+      if (named !== undefined) {
+        const text = withoutReturnType(named);
+        const length = Buffer.byteLength(text);
+        if (used + length > bytes.length) {
+          const grown = Buffer.allocUnsafe(Math.max(bytes.length * 2, used + length));
+          bytes.copy(grown, 0, 0, used);
+          bytes = grown;
+        }
+        bytes.write(text, used, 'utf8');
+        start[k] = used;
+        used += length;
+        end[k] = used;
+        continue;
+      }
+    }
     instance ??= instantiate();
     const wasm = instance;
     const length = to - from;
@@ -274,6 +406,12 @@ export function cloneName(name: string): CloneName | undefined {
  */
 export function withoutParameters(demangled: string): string | undefined {
   if (demangled.includes(' [clone ')) return undefined;
+  const start = parameterListStart(demangled);
+  return start === undefined || start === 0 ? undefined : demangled.slice(0, start);
+}
+
+/** Where the parameter list of a demangled function name opens, if it has one. */
+function parameterListStart(demangled: string): number | undefined {
   let end = demangled.length;
   // Qualifiers after the parameters: const, volatile, &, && (in any order).
   for (;;) {
@@ -289,7 +427,7 @@ export function withoutParameters(demangled: string): string | undefined {
     if (c === ')') depth++;
     else if (c === '(') {
       depth--;
-      if (depth === 0) return i === 0 ? undefined : demangled.slice(0, i);
+      if (depth === 0) return i;
     }
   }
   return undefined;

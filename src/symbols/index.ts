@@ -6,12 +6,15 @@ export {
 } from './debug-files.js';
 export {
   type CloneName,
+  type CxxDemangler,
   cloneName,
   type DemangledNames,
   demangle,
   demangleNames,
   looksMangled,
+  useCxxDemangler,
   withoutParameters,
+  withoutReturnType,
 } from './demangle.js';
 export * from './dwarf/index.js';
 export * from './elf/index.js';

@@ -4,6 +4,7 @@ import { compileProgram } from '../../test/helpers/compile.js';
 import { requireHost } from '../../test/helpers/require-host.js';
 import { tool } from '../../test/helpers/tools.js';
 import { globToRegExp } from '../spec/glob.js';
+import { demangle } from './demangle.js';
 import { openElf } from './elf/index.js';
 import { functionDisplayName, mangledOnly, SymbolIndex } from './symbol-index.js';
 
@@ -157,6 +158,29 @@ test('coldPartsOf() finds the .cold part of every function nm lists one for, and
       );
     }
     assert.ok(withCold > 0, 'node has functions with a .cold part');
+  } finally {
+    elf.close();
+  }
+});
+
+test('demangleSome() names the functions asked for as demangle() does one by one, and leaves the others to be named when read', (t) => {
+  if (!requireHost(t, { commands: ['nm'] })) return;
+  const elf = openElf(process.execPath);
+  try {
+    const index = new SymbolIndex(elf);
+    // Every 97th function, and the first ones (C names, not mangled).
+    const asked = [0, 1, 2, ...Array.from({ length: 800 }, (_, i) => i * 97)].filter(
+      (k) => k < index.length,
+    );
+    index.demangleSome(asked);
+    for (const k of asked) {
+      const fn = index.function(k);
+      assert.equal(fn.demangled, demangle(fn.name), fn.name);
+    }
+    assert.ok(asked.filter((k) => index.function(k).demangled !== undefined).length > 400);
+    // One not asked for is demangled when read, the same as a fresh index does it.
+    const other = asked[asked.length - 1]! - 1;
+    assert.equal(index.demangledAt(other), new SymbolIndex(elf).demangledAt(other));
   } finally {
     elf.close();
   }

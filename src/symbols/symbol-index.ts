@@ -245,26 +245,51 @@ export class SymbolIndex {
    */
   demangleAll(): void {
     if (this.#demangledBytes !== undefined) return;
+    const { starts, ends } = this.#nameRanges(this.length, (k) => k);
+    this.#demangledBytes = demangleNames(this.#columns.strings, starts, ends);
+  }
+
+  /**
+   * Demangle the names at these positions at once (as demangleAll() does, about twice as
+   * fast as one by one), for a caller about to read those (the functions a pattern matched).
+   */
+  demangleSome(positions: readonly number[]): void {
+    if (this.#demangledBytes !== undefined) return;
+    this.#demangled ??= new Array(this.length);
+    const wanted = positions.filter((k) => this.#demangled![k] === undefined);
+    const { starts, ends } = this.#nameRanges(wanted.length, (i) => wanted[i]!);
+    const some = demangleNames(this.#columns.strings, starts, ends);
+    wanted.forEach((k, i) => {
+      const start = some.start[i]!;
+      this.#demangled![k] = start < 0 ? null : utf8(some.bytes, start, some.end[i]!);
+    });
+  }
+
+  /** Where in the string table the names to demangle are: `count` of them, the i-th at `at(i)`. */
+  #nameRanges(
+    count: number,
+    at: (i: number) => number,
+  ): { starts: Uint32Array; ends: Uint32Array } {
     const c = this.#columns;
-    const starts = new Uint32Array(this.length);
-    const ends = new Uint32Array(this.length);
-    for (let k = 0; k < this.length; k++) {
-      const row = this.#order[k]!;
+    const starts = new Uint32Array(count);
+    const ends = new Uint32Array(count);
+    for (let i = 0; i < count; i++) {
+      const row = this.#order[at(i)]!;
       const start = c.nameStart[row]!;
       let end = c.nameEnd[row]!;
       // .symtab may write a version into the name (`_ZSt4cout@GLIBCXX_3.4`): not demangled.
       if (!this.stripped && c.strings[start] === 0x5f) {
-        for (let i = start; i < end; i++) {
-          if (c.strings[i] === 0x40) {
-            end = i;
+        for (let j = start; j < end; j++) {
+          if (c.strings[j] === 0x40) {
+            end = j;
             break;
           }
         }
       }
-      starts[k] = start;
-      ends[k] = end;
+      starts[i] = start;
+      ends[i] = end;
     }
-    this.#demangledBytes = demangleNames(c.strings, starts, ends);
+    return { starts, ends };
   }
 
   /** The length in UTF-8 bytes of the k-th demangled name, or -1 when it is not mangled. */
