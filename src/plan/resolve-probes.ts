@@ -1118,7 +1118,7 @@ function leanSite(
       Number(segment.vaddr + segment.fileSize - vaddr),
       MAX_INSTRUCTION_BYTES,
     );
-    const bytes = elf.read(fileOffset, available);
+    const bytes = elf.view(fileOffset, available);
     const key = recurringKey(bytes);
     const known = key === undefined ? undefined : target.shared.recurring.get(key);
     let probed: DecodedInstruction;
@@ -1160,6 +1160,7 @@ function leanSite(
       mode: options.returnProbes ?? 'auto',
       kernelEngine: true,
       kernel: options.kernel ?? kernelVersion(),
+      retHandlings: new Map(),
     };
     returns = planReturns(fn, vaddr, target.shared.returns, { text: spec.text, span });
   }

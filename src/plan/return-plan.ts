@@ -5,6 +5,7 @@ import {
   decodeInstructions,
   findReturnInstructions,
   type KernelHandling,
+  type ReturnInstruction,
 } from '../arch/index.js';
 import { ProbeError, quote } from '../errors/index.js';
 import {
@@ -73,6 +74,11 @@ export interface ReturnPlanContext {
   /** The sites are for a kernel engine (whose refusals apply), not ptrace. */
   readonly kernelEngine: boolean;
   readonly kernel: { readonly major: number; readonly minor: number } | undefined;
+  /**
+   * How the kernel runs a probe on each kind of `ret` met (`ret`, `repz ret`, `ret $8`), kept
+   * by its bytes across the functions of a file.
+   */
+  readonly retHandlings?: Map<number, KernelHandling> | undefined;
 }
 
 /** The ways a spec names, to point errors at: its text and the span of its location. */
@@ -185,7 +191,7 @@ function findSites(
   if (!scan.ok) throw refuse(`its returns cannot be found safely: ${scan.reason}`);
   const sites: ReturnSitePlan[] = [];
   for (const exit of scan.exits) {
-    const handling = analyzeKernelHandling(exit.instruction, { kernel: context.kernel });
+    const handling = exitHandling(exit, context);
     if (
       context.kernelEngine &&
       (handling.strategy === 'refuse' || handling.strategy === 'unsafe')
@@ -207,6 +213,24 @@ function findSites(
     );
   }
   return sites;
+}
+
+/** How the kernel runs a probe on an exit: worked out once per kind of `ret`. */
+function exitHandling(exit: ReturnInstruction, context: ReturnPlanContext): KernelHandling {
+  const kept = context.retHandlings;
+  const { instruction } = exit;
+  if (kept === undefined || exit.kind !== 'ret' || instruction.length > 3) {
+    return analyzeKernelHandling(instruction, { kernel: context.kernel });
+  }
+  const bytes = instruction.bytes;
+  let key = bytes.length;
+  for (const byte of bytes) key = key * 256 + byte;
+  let handling = kept.get(key);
+  if (handling === undefined) {
+    handling = analyzeKernelHandling(instruction, { kernel: context.kernel });
+    kept.set(key, handling);
+  }
+  return handling;
 }
 
 /**
@@ -239,7 +263,7 @@ function codeParts(fn: FunctionSymbol, context: ReturnPlanContext): CodePart[] {
   const read = (vaddr: bigint, size: bigint): CodePart => {
     const fileOffset = context.elf.vaddrToFileOffset(vaddr);
     if (fileOffset === undefined) return { vaddr, bytes: new Uint8Array(0) };
-    return { vaddr, bytes: context.elf.read(fileOffset, Number(size)) };
+    return { vaddr, bytes: context.elf.view(fileOffset, Number(size)) };
   };
   const parts = [read(fn.vaddr, fn.sizeBytes)];
   for (const cold of context.symbols.coldPartsOf(fn.name)) {

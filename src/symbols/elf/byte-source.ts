@@ -15,6 +15,8 @@ export interface ByteSource {
   readonly size: number;
   /** Exactly `length` bytes at `offset`; the caller has checked the range is inside the file. */
   read(offset: number, length: number): Buffer;
+  /** read() without a copy where it can: bytes the caller reads and never changes. */
+  view(offset: number, length: number): Buffer;
   close(): void;
 }
 
@@ -29,6 +31,10 @@ export class BufferSource implements ByteSource {
 
   read(offset: number, length: number): Buffer {
     return this.#bytes.subarray(offset, offset + length);
+  }
+
+  view(offset: number, length: number): Buffer {
+    return this.read(offset, length);
   }
 
   close(): void {}
@@ -82,25 +88,39 @@ export class FileSource implements ByteSource {
   }
 
   read(offset: number, length: number): Buffer {
-    const fd = this.#fd;
-    if (fd === undefined) {
-      throw new InternalError(`Cannot read ELF file ${quote(this.#path)}: it was already closed`);
-    }
+    const block = this.#inBlock(offset, length);
+    if (block === undefined) return this.#readAt(this.#openFd(), offset, length);
+    // A copy: the caller may keep or change it.
+    const copy = Buffer.allocUnsafe(length);
+    copy.set(block);
+    return copy;
+  }
+
+  view(offset: number, length: number): Buffer {
+    return this.#inBlock(offset, length) ?? this.#readAt(this.#openFd(), offset, length);
+  }
+
+  /** The bytes in a kept block, for a small read inside one; undefined for the others. */
+  #inBlock(offset: number, length: number): Buffer | undefined {
+    const fd = this.#openFd();
     if (length > MAX_LENGTH) {
       throw unsupportedElf(this.#path, `reading ${length} bytes at once`);
     }
     const first = Math.floor(offset / BLOCK_BYTES);
-    if (length <= SMALL_READ_BYTES && first === Math.floor((offset + length - 1) / BLOCK_BYTES)) {
-      const block = this.#block(fd, first);
-      const at = offset - first * BLOCK_BYTES;
-      if (at + length <= block.length) {
-        // A copy: the caller may keep or change it.
-        const copy = Buffer.allocUnsafe(length);
-        copy.set(block.subarray(at, at + length));
-        return copy;
-      }
+    if (length > SMALL_READ_BYTES || first !== Math.floor((offset + length - 1) / BLOCK_BYTES)) {
+      return undefined;
     }
-    return this.#readAt(fd, offset, length);
+    const block = this.#block(fd, first);
+    const at = offset - first * BLOCK_BYTES;
+    return at + length <= block.length ? block.subarray(at, at + length) : undefined;
+  }
+
+  #openFd(): number {
+    const fd = this.#fd;
+    if (fd === undefined) {
+      throw new InternalError(`Cannot read ELF file ${quote(this.#path)}: it was already closed`);
+    }
+    return fd;
   }
 
   #block(fd: number, index: number): Buffer {

@@ -133,6 +133,11 @@ export interface ElfFile {
    * taken from the file itself is passed as the bigint it was read as.
    */
   read(fileOffset: bigint, length: number | bigint): Uint8Array;
+  /**
+   * read() without a copy where it can, for bytes read and let go at once, never changed
+   * (each function's code, swept for its returns).
+   */
+  view(fileOffset: bigint, length: number | bigint): Uint8Array;
   /** True when the file has a .symtab (false for a stripped file). */
   readonly hasSymtab: boolean;
   /** The symbols of one table, without the null symbol at index 0; read once and cached. */
