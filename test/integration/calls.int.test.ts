@@ -611,6 +611,68 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     });
   }
 
+  for (const engine of ['bpf', 'inject'] as const) {
+    test(`record --duration (${engine}): -p ends after the time given, the process running on; -c ends the command too`, async (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = compileProgram('busy-counter', { flags: ['-O2'] });
+      const log = join(work, `busy-duration-${engine}.log`);
+      const target = spawn(app, [], { stdio: ['ignore', openSync(log, 'w'), 'inherit'] });
+      const lastCount = () => Number(/n=(\d+)\n$/.exec(readFileSync(log, 'utf8'))?.[1] ?? 0);
+      try {
+        while (lastCount() < 1000) await new Promise((r) => setTimeout(r, 20));
+        const dir = join(work, `duration-p-${engine}`);
+        const began = Date.now();
+        const run = runCli([
+          'record',
+          '--engine',
+          engine,
+          '--duration',
+          '1',
+          '-p',
+          String(target.pid),
+          '-o',
+          dir,
+          `${app}:busy_tick`,
+        ]);
+        const tookMs = Date.now() - began;
+        assert.equal(run.status, 0, run.stderr);
+        assert.match(run.stderr, /--duration 1 s reached, ending the recording/);
+        assert.ok(tookMs < 15_000, `ended after ${tookMs} ms`);
+        // The calls of about a second were recorded, and the target counts on.
+        const calls = callCounts(dir)['busy_tick'] ?? 0;
+        assert.ok(calls > 100, `${calls} calls recorded`);
+        const before = lastCount();
+        await new Promise((r) => setTimeout(r, 300));
+        assert.ok(lastCount() > before, 'the target keeps counting');
+        assert.equal(target.exitCode, null);
+      } finally {
+        target.kill('SIGKILL');
+        await new Promise((r) => target.once('exit', r));
+      }
+      // -c: the command, which would run for ever, is ended with the recording.
+      const dir = join(work, `duration-c-${engine}`);
+      const run = runCli([
+        'record',
+        '--engine',
+        engine,
+        '--duration',
+        '1',
+        '-c',
+        app,
+        '-o',
+        dir,
+        `${app}:busy_tick`,
+      ]);
+      assert.equal(run.status, 0, run.stderr);
+      assert.ok((callCounts(dir)['busy_tick'] ?? 0) > 100);
+      assert.equal(
+        execFileSync('sh', ['-c', `pgrep -f '^${app}$' || true`], { encoding: 'utf8' }),
+        '',
+        'the command is gone',
+      );
+    });
+  }
+
   test('record -p onto a full disk: one line, probes removed, the process runs on, the part written is read', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'mount', 'umount'] })) return;
     const app = compileProgram('busy-counter', { flags: ['-O2'] });

@@ -55,9 +55,13 @@ interface RecordCliOptions {
   bufferSize?: number;
   debugDir?: string[];
   engine?: RecordEngine;
+  duration?: number;
 }
 
-/** Adds the recording options (-c, -p, --exclude, --buffer-size, --debug-dir) to `command`. */
+/**
+ * Adds the recording options (-c, -p, --exclude, --buffer-size, --debug-dir, --duration,
+ * --engine) to `command`.
+ */
 function recordOptions<T extends Command<[string[]]>>(command: T): T {
   command
     .option('-c, --command <command>', "start this command and record it, e.g. -c './app 5'")
@@ -73,6 +77,11 @@ function recordOptions<T extends Command<[string[]]>>(command: T): T {
       positive('--buffer-size'),
     )
     .option(...debugDirOption)
+    .option(
+      '--duration <seconds>',
+      'end the recording after this many seconds (with -c, the command is ended too)',
+      positive('--duration'),
+    )
     .option(
       '--engine <engine>',
       'bpf (default: a BPF handler per entry and return writing to a BPF ring buffer), tracefs (uprobe_events and the tracing ring buffer), inject (-c or -p: hooks patched into the process record each call into a ring shared with upscope, no trap: the fastest) or ptrace (-c or -p: an int3 per entry and return, no root needed)',
@@ -310,10 +319,19 @@ async function record(
     io,
     'a larger --buffer-size or fewer functions lose fewer',
   );
+  let timedOut = false;
+  const timer =
+    options.duration === undefined
+      ? undefined
+      : setTimeout(() => {
+          timedOut = true;
+          void attachment.close();
+        }, options.duration * 1000);
   let index: Awaited<typeof recorder.done>;
   try {
     index = await recorder.done;
   } finally {
+    clearTimeout(timer);
     losses.stop();
   }
   if (attachment.error !== undefined) throw attachment.error;
@@ -328,8 +346,11 @@ async function record(
   const exit = attachment.exit;
   if (exit !== undefined) {
     io.err(`upscope: ${commandEnd(exit)}\n`);
+    // Ended as asked (--duration): the command's end is said, not taken.
+    if (timedOut) return { status: 0 };
     return { status: exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0) };
   }
+  if (timedOut) io.err(`upscope: --duration ${options.duration} s reached, ending the recording\n`);
   if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
     return { status: 128 + constants.signals[endedBy.signal] };
   }
