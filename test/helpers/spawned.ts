@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after } from 'node:test';
+import { procState } from '../../src/host/index.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
 
@@ -94,6 +95,30 @@ export async function waitFor(
     }
     await sleep(10);
   }
+}
+
+/**
+ * Wait for upscope (or its helper) to stop at a fault test's pause point (`upscope: paused at
+ * PHASE (pid N)`, then its SIGSTOP): its pid, once it is stopped. The line comes before the
+ * stop, so a SIGCONT sent on the line alone may come first and be lost, leaving it stopped.
+ */
+export async function pausedAt(running: Spawned, phase: string, ms = 30_000): Promise<number> {
+  const pid = Number(
+    (
+      await waitFor(
+        running,
+        new RegExp(`^upscope: paused at ${phase} \\(pid (\\d+)\\)$`, 'm'),
+        'stderr',
+        ms,
+      )
+    )[1],
+  );
+  const deadline = Date.now() + ms;
+  while (procState(pid) !== 'T') {
+    if (Date.now() > deadline) throw new Error(`process ${pid} did not stop at ${phase}`);
+    await sleep(5);
+  }
+  return pid;
 }
 
 /** Wait for the process to end; SIGKILL it (and fail on its status) after `ms`. */

@@ -26,7 +26,14 @@ import { compileProgram } from '../helpers/compile.js';
 import { leftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
-import { ended, type Spawned, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
+import {
+  ended,
+  pausedAt,
+  type Spawned,
+  spawnCollected,
+  spawnUpscope,
+  waitFor,
+} from '../helpers/spawned.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
 const ROUNDS = Math.max(1, Number(process.env['UPSCOPE_FAULT_ROUNDS'] ?? 1) || 1);
@@ -315,7 +322,7 @@ for (const engine of ENGINES) {
           ['trace', '--engine', engine, '-c', 'sleep 37', `${host.app}:kf_tick p=arg0`],
           { UPSCOPE_PAUSE_AT: 'attaching' },
         );
-        await waitFor(run, /^upscope: paused at attaching/m);
+        await pausedAt(run, 'attaching');
         const held = descendantsOf(run.pid);
         assert.equal(held.length, 1, `${signal}: the command is launched`);
         assert.equal(procState(held[0]!), 'T', `${signal}: the command is held stopped`);

@@ -25,7 +25,7 @@ import { test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
-import { spawnCollected, spawnUpscope } from '../helpers/spawned.js';
+import { pausedAt, spawnCollected, spawnUpscope } from '../helpers/spawned.js';
 import { readelfFileOffset, tool } from '../helpers/tools.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
@@ -378,8 +378,7 @@ for (const phase of ['resolving', 'attaching', 'tracing', 'detaching'] as const)
         ['trace', '--engine', 'ptrace', '-p', String(victim.pid), ...extra, ...SPECS(app)],
         { UPSCOPE_PAUSE_AT: phase },
       );
-      await until(`the pause at ${phase}`, () => /paused at \w+ \(pid \d+\)/.test(run.stderr));
-      const helper = Number(/paused at \w+ \(pid (\d+)\)/.exec(run.stderr)![1]);
+      const helper = await pausedAt(run, phase);
       assert.notEqual(helper, run.child.pid, 'the tracer is a helper process');
       await sleep(jitter(round));
       run.child.kill('SIGKILL');
@@ -410,8 +409,7 @@ test('ptrace: upscope SIGKILLed while paused tracing a command (-c): the helper 
         UPSCOPE_PAUSE_AT: 'tracing',
       },
     );
-    await until('the pause', () => /paused at tracing \(pid \d+\)/.test(run.stderr));
-    const helper = Number(/paused at tracing \(pid (\d+)\)/.exec(run.stderr)![1]);
+    const helper = await pausedAt(run, 'tracing');
     const [pid] = childrenOf(helper);
     assert.ok(pid !== undefined, 'the helper started the command');
     run.child.kill('SIGKILL');

@@ -24,7 +24,7 @@ import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
-import { type Spawned, spawnUpscope, waitFor } from '../helpers/spawned.js';
+import { pausedAt, type Spawned, spawnUpscope } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
@@ -284,7 +284,7 @@ describe('upscope leaks', () => {
         ],
         { [PAUSE_VARIABLE]: 'tracing' },
       );
-      const upscope = Number((await waitFor(run, /^upscope: paused at tracing \(pid (\d+)\)/m))[1]);
+      const upscope = await pausedAt(run, 'tracing');
       // The command: upscope's child, once it runs the program (held), or its end (not held).
       const deadline = Date.now() + 60_000;
       for (; held === undefined && !existsSync(truthFile); ) {
