@@ -84,6 +84,19 @@ function shape(lines: readonly ReplayLine[]): string[] {
   return lines.map((l) => `${l.depth} ${l.function}${l.end === 'return' ? '' : ` ${l.end}`}`);
 }
 
+/**
+ * busy-counter (busy_tick about 20,000 times a second, for ever) started, its own count of
+ * calls written to `log` in the work directory, once it has counted 1,000.
+ */
+async function busyCounter(log: string) {
+  const app = compileProgram('busy-counter', { flags: ['-O2'] });
+  const path = join(work, log);
+  const target = spawn(app, [], { stdio: ['ignore', openSync(path, 'w'), 'inherit'] });
+  const lastCount = () => Number(/n=(\d+)\n$/.exec(readFileSync(path, 'utf8'))?.[1] ?? 0);
+  while (lastCount() < 1000) await new Promise((r) => setTimeout(r, 20));
+  return { app, target, lastCount };
+}
+
 function cTarget(t: Parameters<typeof requireHost>[0]): string | undefined {
   if (!requireHost(t, { root: true, commands: ['gcc'] })) return undefined;
   // -O2: tail_caller reaches tail_callee by a jump (checked below with objdump).
@@ -614,26 +627,24 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
   for (const engine of ['bpf', 'inject'] as const) {
     test(`record --duration (${engine}): -p ends after the time given, the process running on; -c ends the command too`, async (t) => {
       if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
-      const app = compileProgram('busy-counter', { flags: ['-O2'] });
-      const log = join(work, `busy-duration-${engine}.log`);
-      const target = spawn(app, [], { stdio: ['ignore', openSync(log, 'w'), 'inherit'] });
-      const lastCount = () => Number(/n=(\d+)\n$/.exec(readFileSync(log, 'utf8'))?.[1] ?? 0);
-      try {
-        while (lastCount() < 1000) await new Promise((r) => setTimeout(r, 20));
-        const dir = join(work, `duration-p-${engine}`);
-        const began = Date.now();
-        const run = runCli([
+      const { app, target, lastCount } = await busyCounter(`busy-duration-${engine}.log`);
+      /** A recording of busy_tick for a second, into a new directory. */
+      const recordSecond = (dir: string, ...what: string[]) =>
+        runCli([
           'record',
           '--engine',
           engine,
           '--duration',
           '1',
-          '-p',
-          String(target.pid),
+          ...what,
           '-o',
           dir,
           `${app}:busy_tick`,
         ]);
+      try {
+        const dir = join(work, `duration-p-${engine}`);
+        const began = Date.now();
+        const run = recordSecond(dir, '-p', String(target.pid));
         const tookMs = Date.now() - began;
         assert.equal(run.status, 0, run.stderr);
         assert.match(run.stderr, /--duration 1 s reached, ending the recording/);
@@ -651,18 +662,7 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       }
       // -c: the command, which would run for ever, is ended with the recording.
       const dir = join(work, `duration-c-${engine}`);
-      const run = runCli([
-        'record',
-        '--engine',
-        engine,
-        '--duration',
-        '1',
-        '-c',
-        app,
-        '-o',
-        dir,
-        `${app}:busy_tick`,
-      ]);
+      const run = recordSecond(dir, '-c', app);
       assert.equal(run.status, 0, run.stderr);
       assert.ok((callCounts(dir)['busy_tick'] ?? 0) > 100);
       assert.equal(
@@ -675,14 +675,10 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
 
   test('record -p onto a full disk: one line, probes removed, the process runs on, the part written is read', async (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'mount', 'umount'] })) return;
-    const app = compileProgram('busy-counter', { flags: ['-O2'] });
     const disk = mkdtempSync(join(work, 'disk-'));
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', disk]);
-    const log = join(work, 'busy.log');
-    const target = spawn(app, [], { stdio: ['ignore', openSync(log, 'w'), 'inherit'] });
-    const lastCount = () => Number(/n=(\d+)\n$/.exec(readFileSync(log, 'utf8'))?.[1] ?? 0);
+    const { app, target, lastCount } = await busyCounter('busy.log');
     try {
-      while (lastCount() < 1000) await new Promise((r) => setTimeout(r, 20));
       const run = runCli([
         'record',
         '-p',

@@ -752,14 +752,7 @@ export function linkUprobeMulti(programFd: number, spec: MultiLinkSpec): number 
   const native = loadNative();
   const attr = multiLinkAttr(native, programFd, spec);
   try {
-    return native.syscall(
-      SYSCALL.bpf,
-      BigInt(BPF_CMD.BPF_LINK_CREATE),
-      attr.address,
-      BigInt(BPF_ATTR_BYTES),
-      0n,
-      0n,
-    );
+    return native.syscall(...linkCreate(attr.address));
   } finally {
     attr.free();
   }
@@ -776,17 +769,15 @@ export async function linkUprobeMultiAsync(
   const native = loadNative();
   const attr = multiLinkAttr(native, programFd, spec);
   try {
-    return await native.syscallAsync(
-      SYSCALL.bpf,
-      BigInt(BPF_CMD.BPF_LINK_CREATE),
-      attr.address,
-      BigInt(BPF_ATTR_BYTES),
-      0n,
-      0n,
-    );
+    return await native.syscallAsync(...linkCreate(attr.address));
   } finally {
     attr.free();
   }
+}
+
+/** The arguments of bpf(BPF_LINK_CREATE) with the attributes at `attr`. */
+function linkCreate(attr: bigint): [number, bigint, bigint, bigint, bigint, bigint] {
+  return [SYSCALL.bpf, BigInt(BPF_CMD.BPF_LINK_CREATE), attr, BigInt(BPF_ATTR_BYTES), 0n, 0n];
 }
 
 /** The attributes of a uprobe_multi link, in memory of their own: free() them after the call. */
