@@ -26,6 +26,7 @@ import {
 import {
   CallFrames,
   cloneName,
+  cxxDemanglerName,
   type DwarfReader,
   type DwarfSections,
   dwarfSections,
@@ -815,6 +816,8 @@ function* resolveGlob(
             returnProbes: options.returnProbes ?? 'auto',
             kernel: options.kernel ?? kernelVersion(),
             demangle: options.demangle !== false,
+            // The names a plan keeps are the demangler's.
+            demangler: options.demangle !== false ? cxxDemanglerName() : null,
             unsafe: options.unsafe === true,
             unwinder: target.unwinder() ?? null,
           },

@@ -4,8 +4,10 @@ import { describe, test } from 'node:test';
 import { requireHost } from '../../test/helpers/require-host.js';
 import {
   cloneName,
+  cxxDemanglerName,
   demangle,
   demangleNames,
+  useCxxDemangler,
   withoutParameters,
   withoutReturnType,
 } from './index.js';
@@ -209,5 +211,30 @@ describe('withoutReturnType()', () => {
       ['rust_names::shapes::inner::probed', 'rust_names::shapes::inner::probed'],
     ];
     for (const [name, expected] of cases) assert.equal(withoutReturnType(name), expected, name);
+  });
+});
+
+describe('useCxxDemangler()', () => {
+  test('names C++ symbols by the demangler given, falls back where it fails, and says which one names them', () => {
+    assert.equal(cxxDemanglerName(), 'cpp_demangle');
+    const asked: string[] = [];
+    useCxxDemangler(() => (bytes) => {
+      const name = Buffer.from(bytes.subarray(0, bytes.indexOf(0))).toString('latin1');
+      asked.push(name);
+      return name === '_ZN2ns1fEv' ? 'void ns::f<int>(int)' : undefined;
+    });
+    try {
+      assert.equal(cxxDemanglerName(), 'libiberty');
+      // Its answer, without the return type of a function template.
+      assert.equal(demangle('_ZN2ns1fEv'), 'ns::f<int>(int)');
+      // Where it fails, the WebAssembly demangler's.
+      assert.equal(demangle('_ZN2ns5Class6methodEi'), 'ns::Class::method(int)');
+      // Rust names never go to it.
+      assert.equal(demangle('_ZN10rust_names6probed17h0123456789abcdefE'), 'rust_names::probed');
+      assert.deepEqual(asked, ['_ZN2ns1fEv', '_ZN2ns5Class6methodEi']);
+    } finally {
+      useCxxDemangler(() => undefined);
+    }
+    assert.equal(cxxDemanglerName(), 'cpp_demangle');
   });
 });

@@ -122,6 +122,14 @@ export function useCxxDemangler(provider: () => CxxDemangler | undefined): void 
   cxxKnown = undefined;
 }
 
+/**
+ * Which demangler names C++ names here: `libiberty` (the host's, see useCxxDemangler()) or
+ * `cpp_demangle` (the WebAssembly one). What names a kept plan holds depends on it.
+ */
+export function cxxDemanglerName(): 'libiberty' | 'cpp_demangle' {
+  return cxxDemangler() === undefined ? 'cpp_demangle' : 'libiberty';
+}
+
 function cxxDemangler(): CxxDemangler | undefined {
   if (cxxKnown === undefined) {
     let found: CxxDemangler | undefined;

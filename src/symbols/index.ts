@@ -8,6 +8,7 @@ export {
   type CloneName,
   type CxxDemangler,
   cloneName,
+  cxxDemanglerName,
   type DemangledNames,
   demangle,
   demangleNames,
