@@ -35,6 +35,7 @@ export type {
   LeakCounters,
 } from '../engines/index.js';
 export {
+  alarmEvery,
   alarmIn,
   bpfAllowed,
   evaluateFetch,

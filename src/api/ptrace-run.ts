@@ -6,7 +6,7 @@
 import { constants } from 'node:os';
 import type { BucketScheme } from '../aggregate/index.js';
 import {
-  alarmIn,
+  alarmEvery,
   type HitContext,
   Injector,
   type InlineAggregate,
@@ -388,10 +388,11 @@ export class PtraceRun {
     try {
       // poll() blocks in waitpid: these signals end it, and their listeners then run.
       interruptWaitsOn(WAKING);
+      // A signal that came after the last turn of the event loop but before poll() blocked
+      // interrupted nothing: a SIGALRM each second ends the wait so that its handler runs
+      // (and the tracer looks at its breakpoints, see ProcessProbes.poll()).
+      alarmEvery(1);
       while (!this.#stopAsked && !this.#tracer.ended && this.#more) {
-        // A signal that came after the last turn of the event loop but before poll() blocked
-        // interrupted nothing: a SIGALRM each second ends the wait so that its handler runs.
-        alarmIn(1);
         this.#yieldAt = performance.now() + 100;
         this.#names.refresh();
         this.#tracer.poll(this.#pollMs);
@@ -414,7 +415,7 @@ export class PtraceRun {
       }
     } finally {
       this.#running = false;
-      alarmIn(0);
+      alarmEvery(0);
       process.off('SIGALRM', onAlarm);
       try {
         await this.#letGo();

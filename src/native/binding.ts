@@ -55,6 +55,8 @@ export interface NativeBinding {
   threadId(): number;
   /** alarm(2): SIGALRM to this process in `seconds` (0 cancels). */
   alarm(seconds: number): number;
+  /** setitimer(2) ITIMER_REAL: SIGALRM to this process every `seconds` from now (0 stops it). */
+  alarmEvery(seconds: number): number;
   /** tgkill(2): a signal to one thread. */
   tgkill(tgid: number, tid: number, signal: number): number;
   /** The calling thread's errno as the C library left it after the last native call. */

@@ -62,6 +62,7 @@ function bind(koffi: Koffi, library: string): NativeBinding {
   const getCpu = lib.func('int sched_getcpu(void)');
   const sigaction = lib.func('int sigaction(int signum, void *act, void *oldact)');
   const alarm = lib.func('unsigned int alarm(unsigned int seconds)');
+  const setitimer = lib.func('int setitimer(int which, void *value, void *old)');
   const prctl = lib.func(
     'int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)',
   );
@@ -198,6 +199,15 @@ function bind(koffi: Koffi, library: string): NativeBinding {
     prctl: (option, arg) => result(prctl(option, arg, 0, 0, 0)),
     threadId: () => result(syscall4(SYSCALL.gettid, 0, 0, 0n, 0n)),
     alarm: (seconds) => Number(alarm(seconds)),
+    alarmEvery: (seconds) => {
+      // struct itimerval: it_interval then it_value, each a timeval (tv_sec, tv_usec).
+      const whole = BigInt(Math.floor(seconds));
+      const micros = BigInt(Math.round((seconds % 1) * 1e6));
+      const ITIMER_REAL = 0;
+      return result(
+        setitimer(ITIMER_REAL, new BigInt64Array([whole, micros, whole, micros]), null),
+      );
+    },
     tgkill: (tgid, tid, signal) => result(syscall4(SYSCALL.tgkill, tgid, tid, BigInt(signal), 0n)),
     getErrno: () => koffi.errno(),
     syscall: (number, a1, a2, a3, a4, a5) => result(syscall6(number, a1, a2, a3, a4, a5)),

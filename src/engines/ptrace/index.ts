@@ -22,5 +22,5 @@ export {
   type ReturnSites,
 } from './process-probes.js';
 export { type RegisterName, Registers } from './registers.js';
-export { alarmIn, interruptWaitsOn, signalOnParentDeath } from './signals.js';
+export { alarmEvery, alarmIn, interruptWaitsOn, signalOnParentDeath } from './signals.js';
 export type { SpawnOptions } from './tracee.js';

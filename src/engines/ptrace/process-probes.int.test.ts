@@ -550,6 +550,35 @@ test('a wait for a stop that cannot come gives up at the next signal, and the pr
   assert.equal(report.ended, 0);
 });
 
+test('a SIGALRM that comes before a wait blocks is followed by the next one, which ends the wait (alarmEvery)', (t) => {
+  if (!requireHost(t, { commands: ['sleep'] })) return;
+  const dist = new URL('../../../dist/', import.meta.url).pathname;
+  // As a loaded machine can: the first alarm comes while this process is busy, not yet in
+  // its wait (with a one-shot alarm the wait would then last until the tracee stops again,
+  // here never). The wait is interruptible (a tracer's poll()): it returns at the next one.
+  const script = `
+    import { Tracee } from ${JSON.stringify(`${dist}engines/ptrace/tracee.js`)};
+    import { alarmEvery, interruptWaitsOn } from ${JSON.stringify(`${dist}engines/ptrace/signals.js`)};
+    const tracee = Tracee.spawn(['sleep', '30']);
+    let alarms = 0;
+    process.on('SIGALRM', () => { alarms++; });
+    interruptWaitsOn(['SIGALRM']);
+    alarmEvery(1);
+    const busyUntil = performance.now() + 1500;
+    while (performance.now() < busyUntil) {}
+    const started = performance.now();
+    const report = tracee.wait(true, true);
+    const ms = Math.round(performance.now() - started);
+    alarmEvery(0);
+    tracee.kill();
+    console.log(JSON.stringify({ report: report === undefined ? 'none' : report.kind, ms }));
+  `;
+  const result = runNode(['--input-type=module', '-e', script], { timeoutMs: 20_000 });
+  assert.equal(result.status, 0, `the wait ended: ${result.stderr}`);
+  const report = JSON.parse(result.stdout) as { report: string; ms: number };
+  assert.equal(report.report, 'none', 'the wait was ended by the signal, not by a stop');
+  assert.ok(report.ms < 1500, `ended at the next alarm: ${report.ms} ms`);
+});
 test('a signal that stops a thread just before detach() is delivered by the detach, not dropped', (t) => {
   if (!requireHost(t, { commands: ['gcc', 'nm'] })) return;
   const app = compileProgram('fault-target', { flags: ['-O1', '-no-pie'] });

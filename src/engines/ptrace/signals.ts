@@ -6,12 +6,23 @@ import { loadNative, PRCTL } from '../../native/index.js';
  * process.on) no longer restart an interrupted waitpid, so the wait returns and the event loop
  * can run them. A signal sent to the process goes to its main thread first, where a tracer
  * polling there is waiting. One that comes after the event loop's last turn but before poll()
- * blocks interrupts nothing: bound the wait too (`upscope trace` sets alarmIn(1) before each
- * poll, and SIGALRM is one of its signals).
+ * blocks interrupts nothing: bound the wait too (`upscope trace` has a SIGALRM come every
+ * second while it polls, alarmEvery(1), and SIGALRM is one of its signals: one that came
+ * before a wait began is followed by the next).
  */
 export function interruptWaitsOn(signals: readonly NodeJS.Signals[]): void {
   const native = loadNative();
   for (const name of signals) native.interruptOnSignal(constants.signals[name]);
+}
+
+/**
+ * SIGALRM to this process every `seconds` from now on (0 stops them; replaces alarmIn()'s). A
+ * one-shot alarm set before a wait is lost when it comes before the wait blocks (a loaded
+ * machine can keep this process off the CPU for that long): the wait then lasts until the
+ * tracee's next stop. A repeating one is not.
+ */
+export function alarmEvery(seconds: number): void {
+  loadNative().alarmEvery(seconds);
 }
 
 /** SIGALRM to this process in `seconds` (whole seconds, rounded up; 0 cancels). */
