@@ -308,7 +308,7 @@ export async function attachNode() {
       const said = (r) =>
         (r.why ?? '')
           .split('\n')
-          .filter((l) => /ERROR|error|ended|not run/.test(l))
+          .filter((l) => /ERROR|error|ended|not run|not attached/.test(l))
           .join(' ')
           .slice(0, 90);
       const ourText =
