@@ -807,24 +807,23 @@ function* resolveGlob(
   // file says it is none, without its string table searched for Go's runtime (node's
   // took 25 ms of the 0.9 s to take a kept plan of its 49,981 _ZN[1-9S]* functions).
   const wouldKeep = leanAsked && options.strict !== true && target.elf.hasSymtab;
-  let key =
-    wouldKeep
-      ? planKey({
-          path: target.resolved.path,
-          buildId: target.file.buildId,
-          spec: spec.text,
-          options: {
-            kind: spec.kind,
-            returnProbes: options.returnProbes ?? 'auto',
-            kernel: options.kernel ?? kernelVersion(),
-            demangle: options.demangle !== false,
-            // The names a plan keeps are the demangler's.
-            demangler: options.demangle !== false ? cxxDemanglerName() : null,
-            unsafe: options.unsafe === true,
-            unwinder: target.unwinder() ?? null,
-          },
-        })
-      : undefined;
+  let key = wouldKeep
+    ? planKey({
+        path: target.resolved.path,
+        buildId: target.file.buildId,
+        spec: spec.text,
+        options: {
+          kind: spec.kind,
+          returnProbes: options.returnProbes ?? 'auto',
+          kernel: options.kernel ?? kernelVersion(),
+          demangle: options.demangle !== false,
+          // The names a plan keeps are the demangler's.
+          demangler: options.demangle !== false ? cxxDemanglerName() : null,
+          unsafe: options.unsafe === true,
+          unwinder: target.unwinder() ?? null,
+        },
+      })
+    : undefined;
   const kept =
     key === undefined
       ? undefined
