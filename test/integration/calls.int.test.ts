@@ -2,13 +2,16 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import {
+  chmodSync,
   closeSync,
+  copyFileSync,
   existsSync,
   mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   truncateSync,
   writeFileSync,
   writeSync,
@@ -353,6 +356,60 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       .find((l) => /^\S+ \S+\s/.test(l) && /rec$|leaf$/.test(l));
     assert.match(first ?? '', /\s51\s.*rec$/, 'rec (51 calls) sorts first by calls');
     assert.deepEqual(readdirSync(tmp), [], 'the temporary recording is removed');
+  });
+
+  test('no probe fired because the command runs another program (a copy, a version manager shim on PATH): record and trace say so', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    // Another copy of the program (another inode), and a shim named as the program in a
+    // directory first on PATH that runs the copy, as pyenv's shims run the python it picks.
+    const copy = join(work, 'another-calls-target');
+    copyFileSync(app, copy);
+    chmodSync(copy, 0o755);
+    assert.notEqual(statSync(copy).ino, statSync(app).ino);
+    const bin = mkdtempSync(join(work, 'shims-'));
+    const shim = join(bin, 'calls-target');
+    writeFileSync(shim, `#!/bin/sh\n# made by pyenv, as its shims are\nexec ${copy} "$@"\n`);
+    chmodSync(shim, 0o755);
+    const note = (program: string) =>
+      new RegExp(
+        `^upscope: no probe fired: the command runs ${program}, not ${app}, where the probes are; probe the program that runs, or name the probed one in -c$`,
+        'm',
+      );
+
+    const recorded = runCli([
+      'record',
+      '-c',
+      `${copy} all`,
+      '-o',
+      join(work, 'rec-copy'),
+      `${app}:rec`,
+    ]);
+    assert.equal(recorded.status, 0, recorded.stderr);
+    assert.match(recorded.stderr, /^upscope: recorded 0 calls and returns/m);
+    assert.match(recorded.stderr, note(copy));
+
+    const saved = process.env['PATH'];
+    process.env['PATH'] = `${bin}:${saved ?? ''}`;
+    let traced: ReturnType<typeof runCli>;
+    try {
+      traced = runCli(['trace', '-c', 'calls-target all', `${app}:rec`]);
+    } finally {
+      process.env['PATH'] = saved;
+    }
+    assert.equal(traced.status, 0, traced.stderr);
+    assert.match(traced.stderr, /^upscope: 0 events delivered/m);
+    assert.match(
+      traced.stderr,
+      note(
+        `${shim} \\(a pyenv shim, which starts the calls-target pyenv picks: "pyenv which calls-target" names it\\)`,
+      ),
+    );
+
+    // The program probed, run: its calls, and nothing said.
+    const own = runCli(['trace', '-c', `${app} all`, `${app}:rec`, '--max-events', '5']);
+    assert.equal(own.status, 0, own.stderr);
+    assert.doesNotMatch(own.stderr, /no probe fired/);
   });
 
   test('bad input gets one clear line: a pattern matching nothing, not a recording, a truncated one', (t) => {

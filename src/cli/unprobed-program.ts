@@ -1,0 +1,58 @@
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { basename } from 'node:path';
+import { commandProgram } from '../host/index.js';
+import type { TargetFile } from '../plan/index.js';
+import { readScriptHeader } from '../symbols/index.js';
+
+/** A shared object's name (`libc.so.6`, `libssl.so`): a program may map it without naming it. */
+const SHARED_OBJECT = /\.so(\.|$)/;
+
+/**
+ * What to say when a -c command ran and no probe fired because its program is not the file
+ * probed: `python3` found first on PATH as pyenv's shim while the probes are in
+ * /usr/bin/python3.11, `./app` a wrapper script of the binary probed. Undefined when that is
+ * not so, or cannot be told: the line is not simple enough to name its program, the program
+ * is a probed file, or a probed file is a shared object (which any program may map).
+ */
+export function unprobedProgramNote(
+  command: string | undefined,
+  targets: readonly TargetFile[],
+): string | undefined {
+  if (command === undefined || targets.length === 0) return undefined;
+  const program = commandProgram(command);
+  if (program === undefined) return undefined;
+  let stat: { dev: bigint; ino: bigint };
+  try {
+    stat = statSync(program, { bigint: true });
+  } catch {
+    return undefined;
+  }
+  const files = new Map<string, TargetFile>();
+  for (const target of targets) files.set(`${target.dev}:${target.inode}`, target);
+  if (files.has(`${stat.dev}:${stat.ino}`)) return undefined;
+  const probed = [...files.values()];
+  if (probed.some((t) => SHARED_OBJECT.test(basename(t.displayPath)))) return undefined;
+  const named = probed.length === 1 ? probed[0]!.displayPath : `${probed.length} files`;
+  const header = readScriptHeader(head(program));
+  const what =
+    header === undefined
+      ? ''
+      : header.manager !== undefined
+        ? ` (a ${header.manager} shim, which starts the ${basename(program)} ${header.manager} picks: "${header.manager} which ${basename(program)}" names it)`
+        : ` (a script run by ${basename(header.interpreter) || 'its interpreter'})`;
+  return `no probe fired: the command runs ${program}${what}, not ${named}, where the probes are; probe the program that runs, or name the probed one in -c`;
+}
+
+/** The first 4 KiB of a file (a script's header), or none when it cannot be read. */
+function head(path: string): Uint8Array {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, 'r');
+    const bytes = Buffer.alloc(4096);
+    return bytes.subarray(0, readSync(fd, bytes, 0, bytes.length, 0));
+  } catch {
+    return new Uint8Array(0);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
