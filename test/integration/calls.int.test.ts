@@ -358,7 +358,7 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.deepEqual(readdirSync(tmp), [], 'the temporary recording is removed');
   });
 
-  test('no probe fired because the command runs another program (a copy, a version manager shim on PATH): record and trace say so', (t) => {
+  test('no probe fired because the command runs another program (a copy, a version manager shim on PATH): record, trace, count and latency say so', (t) => {
     const app = cTarget(t);
     if (app === undefined) return;
     // Another copy of the program (another inode), and a shim named as the program in a
@@ -405,6 +405,12 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
         `${shim} \\(a pyenv shim, which starts the calls-target pyenv picks: "pyenv which calls-target" names it\\)`,
       ),
     );
+
+    for (const command of ['count', 'latency'] as const) {
+      const aggregated = runCli([command, '-c', `${copy} all`, `${app}:rec`]);
+      assert.equal(aggregated.status, 0, aggregated.stderr);
+      assert.match(aggregated.stderr, note(copy), command);
+    }
 
     // The program probed, run: its calls, and nothing said.
     const own = runCli(['trace', '-c', `${app} all`, `${app}:rec`, '--max-events', '5']);

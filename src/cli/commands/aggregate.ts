@@ -41,6 +41,7 @@ import {
   withAggregateOutput,
 } from '../outputs.js';
 import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
+import { unprobedProgramNote } from '../unprobed-program.js';
 
 /** What onEngine() reads of a command's options (and sets: commandStdout). */
 export interface EngineOptions<E extends 'bpf' | 'ptrace' | 'inject' = 'bpf' | 'ptrace'> {
@@ -211,6 +212,8 @@ async function run<R>(
   io: Io,
   result: CommandResult,
   print: Printer<R>,
+  /** The hits a reading holds, in all (none: the run may say why, unprobedProgramNote()). */
+  hits: (reading: R) => bigint,
 ): Promise<void> {
   // count shows the calls unwinds took away as rows of their own; the others say how many.
   const countsUnwinds = what === 'Counting';
@@ -305,7 +308,16 @@ async function run<R>(
     if (failure !== undefined) throw failure;
     if (aggregate.error !== undefined) throw aggregate.error;
     if (aggregate.targetExited) io.err(`upscope: process ${options.pid} exited\n`);
-    print(aggregate.read(), true);
+    const reading = aggregate.read();
+    print(reading, true);
+    const unprobed =
+      hits(reading) === 0n
+        ? unprobedProgramNote(
+            options.command,
+            aggregate.sites.map((s) => s.target),
+          )
+        : undefined;
+    if (unprobed !== undefined) io.err(`upscope: ${unprobed}\n`);
     const errors = aggregate.errors();
     const notes: string[] = [];
     if (errors.dropped > 0n) {
@@ -425,7 +437,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
               by: options.by,
               inlines: options.inlines,
             });
-            await run(aggregate, options, 'Counting', 'probe', io, result, print);
+            await run(aggregate, options, 'Counting', 'probe', io, result, print, hitsOfCounts);
           }),
         );
       }),
@@ -464,7 +476,16 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
                 ...aggregateOptions(options, io, engine),
                 linear: options.linear,
               });
-              await run(aggregate, options, 'Histogram of', 'probe', io, result, print);
+              await run(
+                aggregate,
+                options,
+                'Histogram of',
+                'probe',
+                io,
+                result,
+                print,
+                hitsOfHistograms,
+              );
             }),
         );
       }),
@@ -500,9 +521,28 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
                 unit,
                 onCall: print.call,
               });
-              await run(aggregate, options, 'Timing', 'function', io, result, print);
+              await run(
+                aggregate,
+                options,
+                'Timing',
+                'function',
+                io,
+                result,
+                print,
+                hitsOfHistograms,
+              );
             }),
         );
       }),
     );
+}
+
+/** The hits of a count, every probe and key. */
+function hitsOfCounts(rows: readonly ProbeCount[]): bigint {
+  return rows.reduce((sum, row) => sum + row.count, 0n);
+}
+
+/** The hits of histograms (hist, latency), every probe. */
+function hitsOfHistograms(rows: readonly ProbeHistogram[]): bigint {
+  return rows.reduce((sum, row) => sum + row.histogram.count, 0n);
 }
