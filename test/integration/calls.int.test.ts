@@ -358,7 +358,7 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.deepEqual(readdirSync(tmp), [], 'the temporary recording is removed');
   });
 
-  test('no probe fired because the command runs another program (a copy, a version manager shim on PATH): record, trace, count and latency say so', (t) => {
+  test('no probe fired because the command runs another program (a copy, a version manager shim on PATH): record, trace (kernel and ptrace), count and latency say so', (t) => {
     const app = cTarget(t);
     if (app === undefined) return;
     // Another copy of the program (another inode), and a shim named as the program in a
@@ -406,10 +406,10 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       ),
     );
 
-    for (const command of ['count', 'latency'] as const) {
-      const aggregated = runCli([command, '-c', `${copy} all`, `${app}:rec`]);
-      assert.equal(aggregated.status, 0, aggregated.stderr);
-      assert.match(aggregated.stderr, note(copy), command);
+    for (const command of [['count'], ['latency'], ['trace', '--engine', 'ptrace']]) {
+      const run = runCli([...command, '-c', `${copy} all`, `${app}:rec`]);
+      assert.equal(run.status, 0, run.stderr);
+      assert.match(run.stderr, note(copy), command.join(' '));
     }
 
     // The program probed, run: its calls, and nothing said.

@@ -16,6 +16,7 @@ import type { Sink } from '../../output/index.js';
 import type { Io } from '../io.js';
 import { startLine } from '../options.js';
 import { helperSignal } from '../ptrace-helper.js';
+import { unprobedProgramNote } from '../unprobed-program.js';
 import { summaryLine } from './trace-summary.js';
 
 export interface PtraceTraceOptions {
@@ -141,6 +142,14 @@ export async function tracePtrace(
     io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   }
   io.err(`upscope: ${summaryLine(count, max, { delivered: count, lost: run.lost, missed: 0 })}\n`);
+  const unprobed =
+    count === 0
+      ? unprobedProgramNote(
+          options.command,
+          run.sites.map((s) => s.target),
+        )
+      : undefined;
+  if (unprobed !== undefined) io.err(`upscope: ${unprobed}\n`);
   return { pid: run.pid, exit: run.exit, processEnded: run.processEnded };
 }
 
