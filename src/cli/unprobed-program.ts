@@ -10,9 +10,11 @@ const SHARED_OBJECT = /\.so(\.|$)/;
 /**
  * What to say when a -c command ran and no probe fired because its program is not the file
  * probed: `python3` found first on PATH as pyenv's shim while the probes are in
- * /usr/bin/python3.11, `./app` a wrapper script of the binary probed. Undefined when that is
- * not so, or cannot be told: the line is not simple enough to name its program, the program
- * is a probed file, or a probed file is a shared object (which any program may map).
+ * /usr/bin/python3, or another copy of the program of that name. Undefined when that is not
+ * so, or cannot be told: the line is not simple enough to name its program, the program is a
+ * probed file, a probed file is a shared object (which any program may map), or the program
+ * is neither a version manager's shim nor named as a probed file (`sh -c './app'` runs the
+ * probed ./app: no hit there says nothing of the program).
  */
 export function unprobedProgramNote(
   command: string | undefined,
@@ -34,6 +36,8 @@ export function unprobedProgramNote(
   if (probed.some((t) => SHARED_OBJECT.test(basename(t.displayPath)))) return undefined;
   const named = probed.length === 1 ? probed[0]!.displayPath : `${probed.length} files`;
   const header = readScriptHeader(head(program));
+  const names = new Set(probed.flatMap((t) => [basename(t.displayPath), basename(t.path)]));
+  if (header?.manager === undefined && !names.has(basename(program))) return undefined;
   const what =
     header === undefined
       ? ''

@@ -17,7 +17,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
 import {
   type CallRecord,
@@ -361,9 +361,9 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
   test('no probe fired because the command runs another program (a copy, a version manager shim on PATH): record, trace (kernel and ptrace), count and latency say so', (t) => {
     const app = cTarget(t);
     if (app === undefined) return;
-    // Another copy of the program (another inode), and a shim named as the program in a
-    // directory first on PATH that runs the copy, as pyenv's shims run the python it picks.
-    const copy = join(work, 'another-calls-target');
+    // Another copy of the program of its name (another inode), and a shim of another name in
+    // a directory first on PATH that runs the copy, as pyenv's shims run the python it picks.
+    const copy = join(mkdtempSync(join(work, 'copies-')), basename(app));
     copyFileSync(app, copy);
     chmodSync(copy, 0o755);
     assert.notEqual(statSync(copy).ino, statSync(app).ino);
@@ -371,6 +371,7 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     const shim = join(bin, 'calls-target');
     writeFileSync(shim, `#!/bin/sh\n# made by pyenv, as its shims are\nexec ${copy} "$@"\n`);
     chmodSync(shim, 0o755);
+    assert.notEqual(basename(shim), basename(app));
     const note = (program: string) =>
       new RegExp(
         `^upscope: no probe fired: the command runs ${program}, not ${app}, where the probes are; probe the program that runs, or name the probed one in -c$`,
@@ -411,6 +412,12 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       assert.equal(run.status, 0, run.stderr);
       assert.match(run.stderr, note(copy), command.join(' '));
     }
+
+    // A command of another name that runs none of them (a wrapper that might run the probed
+    // program but for no hit did not call it): nothing said of it.
+    const other = runCli(['count', '-c', 'true', `${app}:rec`]);
+    assert.equal(other.status, 0, other.stderr);
+    assert.doesNotMatch(other.stderr, /no probe fired/);
 
     // The program probed, run: its calls, and nothing said.
     const own = runCli(['trace', '-c', `${app} all`, `${app}:rec`, '--max-events', '5']);
