@@ -3,9 +3,28 @@ import { basename } from 'node:path';
 import { commandProgram } from '../host/index.js';
 import type { TargetFile } from '../plan/index.js';
 import { readScriptHeader } from '../symbols/index.js';
+import type { Io } from './io.js';
 
 /** A shared object's name (`libc.so.6`, `libssl.so`): a program may map it without naming it. */
 const SHARED_OBJECT = /\.so(\.|$)/;
+
+/**
+ * After a run with `hits` hits, in all: where there were none, says on stderr why, when the
+ * -c command's program is not the file probed (see unprobedProgramNote()).
+ */
+export function sayUnprobedProgram(
+  io: Io,
+  hits: number | bigint,
+  command: string | undefined,
+  sites: readonly { readonly target: TargetFile }[],
+): void {
+  if (Number(hits) !== 0) return;
+  const note = unprobedProgramNote(
+    command,
+    sites.map((site) => site.target),
+  );
+  if (note !== undefined) io.err(`upscope: ${note}\n`);
+}
 
 /**
  * What to say when a -c command ran and no probe fired because its program is not the file
@@ -16,7 +35,7 @@ const SHARED_OBJECT = /\.so(\.|$)/;
  * is neither a version manager's shim nor named as a probed file (`sh -c './app'` runs the
  * probed ./app: no hit there says nothing of the program).
  */
-export function unprobedProgramNote(
+function unprobedProgramNote(
   command: string | undefined,
   targets: readonly TargetFile[],
 ): string | undefined {

@@ -804,26 +804,26 @@ function* resolveGlob(
     options.optionFetches === undefined;
   // A lean plan of a file with its own symbols is kept, and taken again while nothing it
   // depends on changed (see plan-cache.ts). No Go program's plan is kept: one kept for this
-  // file says it is none, without its string table searched for Go's runtime (node's
+  // file says it is none, without its string tables searched for Go's runtime (node's
   // took 25 ms of the 0.9 s to take a kept plan of its 49,981 _ZN[1-9S]* functions).
-  const wouldKeep = leanAsked && options.strict !== true && target.elf.hasSymtab;
-  let key = wouldKeep
-    ? planKey({
-        path: target.resolved.path,
-        buildId: target.file.buildId,
-        spec: spec.text,
-        options: {
-          kind: spec.kind,
-          returnProbes: options.returnProbes ?? 'auto',
-          kernel: options.kernel ?? kernelVersion(),
-          demangle: options.demangle !== false,
-          // The names a plan keeps are the demangler's.
-          demangler: options.demangle !== false ? cxxDemanglerName() : null,
-          unsafe: options.unsafe === true,
-          unwinder: target.unwinder() ?? null,
-        },
-      })
-    : undefined;
+  let key =
+    leanAsked && options.strict !== true && target.elf.hasSymtab
+      ? planKey({
+          path: target.resolved.path,
+          buildId: target.file.buildId,
+          spec: spec.text,
+          options: {
+            kind: spec.kind,
+            returnProbes: options.returnProbes ?? 'auto',
+            kernel: options.kernel ?? kernelVersion(),
+            demangle: options.demangle !== false,
+            // The names a plan keeps are the demangler's.
+            demangler: options.demangle !== false ? cxxDemanglerName() : null,
+            unsafe: options.unsafe === true,
+            unwinder: target.unwinder() ?? null,
+          },
+        })
+      : undefined;
   const kept =
     key === undefined
       ? undefined

@@ -41,7 +41,7 @@ import {
   withAggregateOutput,
 } from '../outputs.js';
 import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
-import { unprobedProgramNote } from '../unprobed-program.js';
+import { sayUnprobedProgram } from '../unprobed-program.js';
 
 /** What onEngine() reads of a command's options (and sets: commandStdout). */
 export interface EngineOptions<E extends 'bpf' | 'ptrace' | 'inject' = 'bpf' | 'ptrace'> {
@@ -212,7 +212,7 @@ async function run<R>(
   io: Io,
   result: CommandResult,
   print: Printer<R>,
-  /** The hits a reading holds, in all (none: the run may say why, unprobedProgramNote()). */
+  /** The hits a reading holds, in all (none: the run may say why, sayUnprobedProgram()). */
   hits: (reading: R) => bigint,
 ): Promise<void> {
   // count shows the calls unwinds took away as rows of their own; the others say how many.
@@ -310,14 +310,7 @@ async function run<R>(
     if (aggregate.targetExited) io.err(`upscope: process ${options.pid} exited\n`);
     const reading = aggregate.read();
     print(reading, true);
-    const unprobed =
-      hits(reading) === 0n
-        ? unprobedProgramNote(
-            options.command,
-            aggregate.sites.map((s) => s.target),
-          )
-        : undefined;
-    if (unprobed !== undefined) io.err(`upscope: ${unprobed}\n`);
+    sayUnprobedProgram(io, hits(reading), options.command, aggregate.sites);
     const errors = aggregate.errors();
     const notes: string[] = [];
     if (errors.dropped > 0n) {

@@ -45,7 +45,7 @@ import {
   renderGraphStacks,
   writeReplayTrace,
 } from '../recording-documents.js';
-import { unprobedProgramNote } from '../unprobed-program.js';
+import { sayUnprobedProgram } from '../unprobed-program.js';
 import { installLifecycle } from './trace.js';
 
 /** Options of the commands that record. */
@@ -344,14 +344,7 @@ async function record(
   io.err(
     `upscope: recorded ${index.records} calls and returns of ${index.threads.length} thread${index.threads.length === 1 ? '' : 's'}, ${index.lost} lost\n`,
   );
-  const unprobed =
-    index.records === 0
-      ? unprobedProgramNote(
-          options.command,
-          attachment.sites.map((s) => s.target),
-        )
-      : undefined;
-  if (unprobed !== undefined) io.err(`upscope: ${unprobed}\n`);
+  sayUnprobedProgram(io, index.records, options.command, attachment.sites);
   const exit = attachment.exit;
   if (exit !== undefined) {
     io.err(`upscope: ${commandEnd(exit)}\n`);

@@ -16,7 +16,7 @@ import type { Sink } from '../../output/index.js';
 import type { Io } from '../io.js';
 import { startLine } from '../options.js';
 import { helperSignal } from '../ptrace-helper.js';
-import { unprobedProgramNote } from '../unprobed-program.js';
+import { sayUnprobedProgram } from '../unprobed-program.js';
 import { summaryLine } from './trace-summary.js';
 
 export interface PtraceTraceOptions {
@@ -142,14 +142,7 @@ export async function tracePtrace(
     io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   }
   io.err(`upscope: ${summaryLine(count, max, { delivered: count, lost: run.lost, missed: 0 })}\n`);
-  const unprobed =
-    count === 0
-      ? unprobedProgramNote(
-          options.command,
-          run.sites.map((s) => s.target),
-        )
-      : undefined;
-  if (unprobed !== undefined) io.err(`upscope: ${unprobed}\n`);
+  sayUnprobedProgram(io, count, options.command, run.sites);
   return { pid: run.pid, exit: run.exit, processEnded: run.processEnded };
 }
 

@@ -38,7 +38,7 @@ import {
   traceOutput,
 } from '../outputs.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
-import { unprobedProgramNote } from '../unprobed-program.js';
+import { sayUnprobedProgram } from '../unprobed-program.js';
 import { tracePtrace } from './trace-ptrace.js';
 import { summaryLine } from './trace-summary.js';
 
@@ -276,14 +276,7 @@ async function trace(
   if (attachment.targetExited) io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   const stats = attachment.stats();
   io.err(`upscope: ${summaryLine(count, max, stats)}\n`);
-  const unprobed =
-    stats.delivered === 0
-      ? unprobedProgramNote(
-          options.command,
-          attachment.sites.map((s) => s.target),
-        )
-      : undefined;
-  if (unprobed !== undefined) io.err(`upscope: ${unprobed}\n`);
+  sayUnprobedProgram(io, stats.delivered, options.command, attachment.sites);
   // Ended as asked (the command's or the process's end, --duration, --max-events, a signal,
   // the reader gone): status 0; the command's own status is said, not taken.
   if (attachment.exit !== undefined) {
