@@ -9,8 +9,9 @@
 //     it lost with the program paced at 250,000 to 2,000,000 calls a second (hot.c's third
 //     argument), and the rate the program kept;
 //  3. attach time to functions of /usr/bin/node on a running node, from a few hundred to all
-//     of them (tens of thousands): upscope record -p until its start line, planned and with
-//     the plans kept, against bpftrace's `uprobe:/usr/bin/node:PATTERN` until its BEGIN (run
+//     of them (tens of thousands): upscope record -p (entries and returns) and upscope
+//     count -p (entries alone, as bpftrace) until their start lines, planned and with the
+//     plans kept, against bpftrace's `uprobe:/usr/bin/node:PATTERN` until its BEGIN (run
 //     once every probe is attached). A bpftrace that does not attach within
 //     BENCH_ATTACH_LIMIT_S (300) takes many minutes to let go of its probes (each perf event
 //     waits out an RCU grace period; everything on the machine is slower meanwhile, so the
@@ -243,13 +244,22 @@ export async function attachNode() {
       `\nAttach to functions of /usr/bin/node (${functions} text symbols in all), on a running node; time until the probes are live, start-up and symbol reading included:`,
     );
     console.log(
-      '  pattern                 upscope record -p (entry+return): planned / plan kept (median of 3)   bpftrace (entry only)',
+      '  pattern                 upscope record -p (entry+return): planned / plan kept (median of 3)   upscope count -p (entry only): planned / kept   bpftrace (entry only)',
     );
     let bpftraceGaveUp;
     for (const pattern of ATTACH_PATTERNS) {
       // The first run plans every function (an empty plan cache), the second takes the plans
       // the first kept (see README: plans are kept by file, spec and options).
       const cache = join(dir, `cache-${ATTACH_PATTERNS.indexOf(pattern)}`);
+      /** The first run (planned), then the median of 3 with the plan kept. */
+      const plannedAndKept = async (once) => {
+        const planned = await once();
+        if (planned.ms === undefined) return { planned, kept: planned };
+        const runs = [];
+        for (let i = 0; i < 3; i++) runs.push(await once());
+        const failed = runs.find((r) => r.ms === undefined);
+        return { planned, kept: failed ?? runs.sort((a, b) => a.ms - b.ms)[1] };
+      };
       const recordOnce = () => {
         rmSync(join(dir, 'rec'), { recursive: true, force: true });
         return timeUntil(
@@ -268,15 +278,20 @@ export async function attachNode() {
           { UPSCOPE_CACHE_DIR: cache },
         );
       };
-      const ours = await recordOnce();
       // With the plan kept, the median of 3 (one run varies by a tenth of a second here).
-      let kept = ours;
-      if (ours.ms !== undefined) {
-        const runs = [];
-        for (let i = 0; i < 3; i++) runs.push(await recordOnce());
-        const failed = runs.find((r) => r.ms === undefined);
-        kept = failed ?? runs.sort((a, b) => a.ms - b.ms)[1];
-      }
+      const { planned: ours, kept } = await plannedAndKept(recordOnce);
+      // Entries alone, counted in the kernel: what bpftrace's wildcard attach does. Its own
+      // cache: count's plan of the entries is not record's (see plan-cache.ts).
+      const countCache = `${cache}-count`;
+      const counted = await plannedAndKept(() =>
+        timeUntil(
+          process.execPath,
+          [UPSCOPE, 'count', '-p', String(node.pid), `/usr/bin/node:${pattern}`],
+          /Counting \d+ probes?/,
+          ATTACH_LIMIT_S,
+          { UPSCOPE_CACHE_DIR: countCache },
+        ),
+      );
       const count = /Recording (\d+) function/.exec(ours.text)?.[1];
       // bpftrace takes many minutes to let go of probes it could not finish attaching (each
       // of its perf events waits out an RCU grace period): once it failed, no more of it.
@@ -315,8 +330,12 @@ export async function attachNode() {
         ours.ms === undefined || kept.ms === undefined
           ? `failed: ${said(ours.ms === undefined ? ours : kept)}`
           : `${fmt(ours.ms, 0)} ms / ${fmt(kept.ms, 0)} ms, ${count} functions`;
+      const countText =
+        counted.planned.ms === undefined || counted.kept.ms === undefined
+          ? `failed: ${said(counted.planned.ms === undefined ? counted.planned : counted.kept)}`
+          : `${fmt(counted.planned.ms, 0)} ms / ${fmt(counted.kept.ms, 0)} ms`;
       console.log(
-        `  ${pattern.padEnd(22)}  ${ourText.padEnd(52)}   ${theirs.ms !== undefined ? `${fmt(theirs.ms, 0)} ms, ${probes} probes` : theirs.why?.startsWith('not run') ? theirs.why : `failed: ${said(theirs)}`}`,
+        `  ${pattern.padEnd(22)}  ${ourText.padEnd(52)}   ${countText.padEnd(26)}   ${theirs.ms !== undefined ? `${fmt(theirs.ms, 0)} ms, ${probes} probes` : theirs.why?.startsWith('not run') ? theirs.why : `failed: ${said(theirs)}`}`,
       );
     }
   } finally {

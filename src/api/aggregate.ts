@@ -517,7 +517,15 @@ export async function startAggregate<R>(
   fetches: readonly OptionFetch[] = [],
 ): Promise<Aggregate<R>> {
   checkTargetOptions(options, 'aggregate');
+  // A pattern that fetches nothing is planned lean, and its plan kept (see ResolveOptions.lean):
+  // written once the probes are live, not before (the kernel links them on this thread).
+  const planWrites: (() => void)[] = [];
+  const writePlans = () => {
+    for (const write of planWrites.splice(0)) write();
+  };
   const { sites, skipped } = await planProbes(typeof specs === 'string' ? [specs] : specs, {
+    lean: true,
+    planWrites,
     pid: options.pid,
     unsafe: options.unsafe,
     debugDirs: options.debugDirs,
@@ -529,11 +537,22 @@ export async function startAggregate<R>(
     // The command's libraries are searched for as its dynamic linker will.
     ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
   });
-  check?.(sites);
-  const launched =
-    options.command === undefined
-      ? undefined
-      : await launchStopped(options.command, { stdout: options.commandStdout });
+  try {
+    check?.(sites);
+  } catch (err) {
+    writePlans();
+    throw err;
+  }
+  let launched: Awaited<ReturnType<typeof launchStopped>> | undefined;
+  try {
+    launched =
+      options.command === undefined
+        ? undefined
+        : await launchStopped(options.command, { stdout: options.commandStdout });
+  } catch (err) {
+    writePlans();
+    throw err;
+  }
   try {
     const names = probeNames(sites);
     const pid = launched?.pid ?? options.pid;
@@ -556,6 +575,7 @@ export async function startAggregate<R>(
       {
         ...opened,
         stopped: () => {
+          writePlans();
           replaced.close();
           stopped?.();
         },
@@ -567,8 +587,11 @@ export async function startAggregate<R>(
     launched?.resume();
     // Fault tests stop here: probes live, the kernel counting.
     pausePoint('tracing');
+    // After the caller has said the probes are live; at the latest when they stop.
+    setImmediate(writePlans);
     return aggregate;
   } catch (err) {
+    writePlans();
     launched?.kill();
     throw err;
   }

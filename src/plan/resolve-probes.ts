@@ -801,7 +801,7 @@ function* resolveGlob(
     options.lean === true &&
     options.engine !== 'ptrace' &&
     spec.fetches.length === 0 &&
-    options.optionFetches === undefined;
+    (options.optionFetches === undefined || options.optionFetches.length === 0);
   // A lean plan of a file with its own symbols is kept, and taken again while nothing it
   // depends on changed (see plan-cache.ts). No Go program's plan is kept: one kept for this
   // file says it is none, without its string tables searched for Go's runtime (node's
@@ -815,6 +815,8 @@ function* resolveGlob(
           options: {
             kind: spec.kind,
             returnProbes: options.returnProbes ?? 'auto',
+            // An entry's plan with its returns (latency) is not one without (count).
+            returnsOfEntries: options.returnsOfEntries === true,
             kernel: options.kernel ?? kernelVersion(),
             demangle: options.demangle !== false,
             // The names a plan keeps are the demangler's.

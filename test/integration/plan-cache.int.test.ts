@@ -1,6 +1,6 @@
-// The plans `upscope record` keeps of a program's functions (see src/plan/plan-cache.ts): a
-// recording made with a kept plan records what one made without it does, a rebuilt program is
-// planned again, and a damaged or unusable cache is no failure.
+// The plans `upscope record` keeps of a program's functions (count, hist and latency too; see
+// src/plan/plan-cache.ts): a recording made with a kept plan records what one made without it
+// does, a rebuilt program is planned again, and a damaged or unusable cache is no failure.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
@@ -54,15 +54,15 @@ function ownHot(): string {
   });
 }
 
-/** The kept plans: name and modification time. */
-function keptPlans(): Map<string, number> {
+/** The kept plans (in the test's cache, or `dir`): name and modification time. */
+function keptPlans(dir = plans): Map<string, number> {
   let names: string[] = [];
   try {
-    names = readdirSync(plans).filter((n) => n.endsWith('.plan'));
+    names = readdirSync(dir).filter((n) => n.endsWith('.plan'));
   } catch {
     // none yet
   }
-  return new Map(names.map((n) => [n, statSync(join(plans, n)).mtimeMs]));
+  return new Map(names.map((n) => [n, statSync(join(dir, n)).mtimeMs]));
 }
 
 /** `upscope record` (bpf) of `command`: per function, its calls and unwound calls. */
@@ -212,6 +212,46 @@ int main(void) {
     } finally {
       target.child.kill('SIGKILL');
       await ended(target);
+    }
+  });
+
+  test('count and latency keep plans of a pattern too, each its own: a second run takes it and counts every call', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const hot = ownHot();
+    // A cache of its own: a recording's plan of the same entries is count's (the same plan).
+    const own = join(work, 'aggregate-cache');
+    const ownPlans = join(own, 'plans');
+    const aggregate = (command: 'count' | 'latency') => {
+      process.env.UPSCOPE_CACHE_DIR = own;
+      let result: ReturnType<typeof runCli>;
+      try {
+        result = runCli([command, '--json', '-c', `${hot} 20000`, `${hot}:hot_*`]);
+      } finally {
+        process.env.UPSCOPE_CACHE_DIR = cache;
+      }
+      assert.equal(result.status, 0, result.stderr);
+      const calls = Number(/calls=(\d+)/.exec(result.stderr)?.[1]);
+      assert.equal(calls, 20000, result.stderr);
+      const rows = JSON.parse(result.stdout) as { probe: string; count: number; p50Ns?: number }[];
+      return { calls, row: rows.find((r) => r.probe === 'hot_function') };
+    };
+    for (const command of ['count', 'latency'] as const) {
+      const before = keptPlans(ownPlans);
+      const first = aggregate(command);
+      assert.equal(first.row?.count, first.calls, `${command} counts every call`);
+      const made = keptPlans(ownPlans);
+      const added = [...made.keys()].filter((name) => !before.has(name));
+      // latency's plan has each function's returns, count's has not: not taken for the other.
+      assert.equal(added.length, 1, `${command} keeps a plan of its own`);
+      const second = aggregate(command);
+      assert.equal(second.row?.count, second.calls, `${command} with the kept plan`);
+      if (command === 'latency')
+        assert.ok(second.row!.p50Ns! > 0, 'calls are timed to their returns');
+      assert.equal(
+        keptPlans(ownPlans).get(added[0]!),
+        made.get(added[0]!),
+        'the kept plan was taken',
+      );
     }
   });
 
