@@ -396,7 +396,9 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
           'Needs root or CAP_BPF and CAP_PERFMON; without them, -p and -c run on the ptrace ' +
           "engine (which counts beside another tracer's kernel uprobe on the same function). " +
           'A probed file replaced on disk (a rebuild, an upgrade) is probed again when a ' +
-          'process loads it again, and said.',
+          'process loads it again, and said. The plan of a pattern that fetches nothing (which ' +
+          'functions, each checked) is kept in ~/.cache/upscope/plans ($UPSCOPE_CACHE_DIR; ' +
+          'empty: none) and taken again while the file and options are the same.',
       )
       .argument('<spec...>', "probe specs, e.g. 'libc:malloc' 'r:./app:parse_*'"),
   )
