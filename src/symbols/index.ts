@@ -5,6 +5,8 @@ export {
   debugFileLocations,
 } from './debug-files.js';
 export {
+  type BackgroundDemangler,
+  type BackgroundDemangling,
   type CloneName,
   type CxxDemangler,
   cloneName,
@@ -13,6 +15,7 @@ export {
   demangle,
   demangleNames,
   looksMangled,
+  useBackgroundDemangler,
   useCxxDemangler,
   withoutParameters,
   withoutReturnType,

@@ -125,6 +125,37 @@ describe('probes by demangled C++ names', () => {
   }
 });
 
+describe('a pattern over thousands of C++ functions (names demangled on another thread while planning)', () => {
+  test('count: 2,500 functions, each keyed by the name c++filt gives its symbol, counted as often as the target calls it', (t) => {
+    if (!requireHost(t, { root: true, commands: ['g++', 'nm', 'c++filt'] })) return;
+    const app = compileProgram('cxx-many', { flags: ['-O2'] });
+    const mangled = execFileSync('nm', [app], { encoding: 'utf8' })
+      .split('\n')
+      .map((line) => line.split(' ')[2] ?? '')
+      .filter((name) => name.startsWith('_ZN4many') && /^_ZN4many\d+f\d+El$/.test(name));
+    assert.equal(mangled.length, 2500, 'nm lists the 2,500 functions');
+    const filtered = execFileSync('c++filt', mangled, { encoding: 'utf8' }).trim().split('\n');
+    // Planned each time (no plan kept): the names are made in this run.
+    const saved = process.env.UPSCOPE_CACHE_DIR;
+    process.env.UPSCOPE_CACHE_DIR = '';
+    let result: ReturnType<typeof runCli>;
+    try {
+      result = runCli(['count', '--json', '-c', `${app} 3`, `${app}:_ZN4many*`]);
+    } finally {
+      if (saved === undefined) delete process.env.UPSCOPE_CACHE_DIR;
+      else process.env.UPSCOPE_CACHE_DIR = saved;
+    }
+    assert.equal(result.status, 0, result.stderr);
+    // 3 rounds of 1 to 5 calls each: 3 * 500 * (1 + 2 + 3 + 4 + 5).
+    assert.match(result.stderr, /functions=2500 calls=22500 /);
+    const rows: { probe: string; count: number }[] = JSON.parse(result.stdout);
+    const counted = Object.fromEntries(rows.map((row) => [row.probe, row.count]));
+    // many::f(1000 + i) is called i % 5 + 1 times a round.
+    const calls = (name: string) => 3 * (((Number(/f(\d+)\(/.exec(name)?.[1]) - 1000) % 5) + 1);
+    assert.deepEqual(counted, Object.fromEntries(filtered.map((name) => [name, calls(name)])));
+  });
+});
+
 describe('probes by demangled Rust paths', () => {
   const rustc = findRustc();
   for (const mangling of ['legacy', 'v0']) {
