@@ -40,20 +40,6 @@ run('esbuild/bin/esbuild', [
   "--banner:js=import { createRequire as upscopeCreateRequire } from 'node:module'; const require = upscopeCreateRequire(import.meta.url);",
   '--log-level=warning',
 ]);
-// The thread that demangles a pattern's names while planning goes on (src/host/
-// demangle-worker.ts), beside the bundle that starts it: one file, loaded in a few ms.
-run('esbuild/bin/esbuild', [
-  `${root}src/host/demangle-worker.ts`,
-  `--outfile=${root}dist/demangle-worker.mjs`,
-  '--bundle',
-  '--platform=node',
-  '--format=esm',
-  '--target=node20',
-  '--external:iced-x86',
-  '--external:koffi',
-  "--banner:js=import { createRequire as upscopeCreateRequire } from 'node:module'; const require = upscopeCreateRequire(import.meta.url);",
-  '--log-level=warning',
-]);
 // The page of `upscope ui` (src/ui-page: preact, uPlot), served by upscope from dist/page/:
 // one script and one style sheet, minified, nothing fetched from elsewhere.
 run('esbuild/bin/esbuild', [

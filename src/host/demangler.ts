@@ -1,6 +1,5 @@
 import { loadNative } from '../native/index.js';
-import { type CxxDemangler, useBackgroundDemangler, useCxxDemangler } from '../symbols/index.js';
-import { backgroundDemangler } from './background-demangler.js';
+import { type CxxDemangler, useCxxDemangler } from '../symbols/index.js';
 
 /**
  * This host's C++ demangler: libstdc++'s (libiberty's, what c++filt, gdb and perf show),
@@ -18,5 +17,3 @@ export function hostCxxDemangler(): CxxDemangler | undefined {
 // Every planning, listing and naming of upscope's reaches the host layer: its C++ names are
 // demangled by the host's demangler from the start.
 useCxxDemangler(hostCxxDemangler);
-// Many names at once (a pattern's 50,000 matches) are demangled on another thread meanwhile.
-useBackgroundDemangler(backgroundDemangler);

@@ -846,8 +846,7 @@ function* resolveGlob(
   const warningsBefore = plan.warnings.length;
   let groups = target.shared.matches.get(location.pattern);
   if (groups === undefined) {
-    // Lean sites read no name while they are planned: many are demangled meanwhile.
-    groups = matchGlob(target.symbols(), location.pattern, lean && options.demangle !== false);
+    groups = matchGlob(target.symbols(), location.pattern);
     target.shared.matches.set(location.pattern, groups);
   }
   if (groups.length === 0) {
@@ -863,9 +862,6 @@ function* resolveGlob(
     );
   }
   const sites: ProbeSite[] = [];
-  // The functions of lean sites whose names another thread is demangling, by site.
-  const named: FunctionSymbol[] | undefined =
-    lean && target.symbols().demangling && options.demangle !== false ? [] : undefined;
   const skipped: string[] = [];
   const unprobeable: SkippedSite[] = [];
   const coldParts: string[] = [];
@@ -888,10 +884,9 @@ function* resolveGlob(
     try {
       sites.push(
         lean
-          ? leanSite(spec, target, main, location.span, options, named !== undefined)
+          ? leanSite(spec, target, main, location.span, options)
           : buildSite(spec, target, main, main.vaddr, location.span, options),
       );
-      named?.push(main);
     } catch (err) {
       // One function of many that cannot be probed is left out, not the whole pattern.
       const reason = skipReasonOf(err);
@@ -907,13 +902,6 @@ function* resolveGlob(
     }
   }
   if (progress) yield { done, total: groups.length, target: target.file.displayPath };
-  // Every site's name is read from here on (names made unique, probes named).
-  target.symbols().settleDemangling();
-  if (named !== undefined) {
-    sites.forEach((site, i) => {
-      (site as { demangled: string | undefined }).demangled = named[i]!.demangled;
-    });
-  }
   if (unprobeable.length > 0) {
     checkSkips(spec, location, target, options, sites.length, unprobeable);
     plan.skipped.push(...unprobeable);
@@ -957,12 +945,8 @@ function* resolveGlob(
   return sites;
 }
 
-/**
- * The functions a glob matches, grouped by address (aliases together), in address order; with
- * `soon`, their names are demangled on another thread while the caller plans them (see
- * SymbolIndex.demangleSoon()).
- */
-function matchGlob(index: SymbolIndex, glob: string, soon: boolean): FunctionSymbol[][] {
+/** The functions a glob matches, grouped by address (aliases together), in address order. */
+function matchGlob(index: SymbolIndex, glob: string): FunctionSymbol[][] {
   const pattern = globToRegExp(glob);
   // Demangling every name is a large part of planning a pattern over a big C++ program.
   const stored = mangledOnly(glob);
@@ -976,10 +960,7 @@ function matchGlob(index: SymbolIndex, glob: string, soon: boolean): FunctionSym
   }
   // The names matched at once, when many are to be named (one by one, a name costs twice as
   // much).
-  if (matched.length >= DEMANGLE_AT_ONCE_MATCHES) {
-    if (soon) index.demangleSoon(matched);
-    else index.demangleSome(matched);
-  }
+  if (matched.length >= DEMANGLE_AT_ONCE_MATCHES) index.demangleSome(matched);
   const byAddress = new Map<bigint, FunctionSymbol[]>();
   for (const k of matched) {
     const fn = index.function(k);
@@ -1130,8 +1111,6 @@ function leanSite(
   fn: FunctionSymbol,
   span: Span,
   options: ResolveOptions,
-  /** The demangled name is left out, for the caller to give the site once it is made. */
-  nameLater = false,
 ): ProbeSite {
   const elf = target.elf;
   const vaddr = fn.vaddr;
@@ -1198,8 +1177,7 @@ function leanSite(
     kind,
     target: target.file,
     symbol: functionDisplayName(fn, { demangle: false }),
-    // Given by the caller once made, when another thread is making it (see matchGlob()).
-    demangled: nameLater || options.demangle === false ? undefined : fn.demangled,
+    demangled: options.demangle !== false ? fn.demangled : undefined,
     aliases: NONE,
     symbolFile: target.symbols().debugFile,
     symbolOffset: 0n,

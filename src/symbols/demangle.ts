@@ -120,50 +120,6 @@ let cxxKnown: CxxDemangler | null | undefined;
 export function useCxxDemangler(provider: () => CxxDemangler | undefined): void {
   cxxProvider = provider;
   cxxKnown = undefined;
-  // Another thread's demangler is the host's: it names them as this one would no longer.
-  backgroundDemangler = undefined;
-}
-
-/** Names being demangled on another thread (see useBackgroundDemangler()). */
-export interface BackgroundDemangling {
-  /** The names once demangled, without waiting: undefined while they are not yet. */
-  poll(): DemangledNames | undefined;
-  /** The names, waited for: undefined when the other thread could not make them. */
-  wait(): DemangledNames | undefined;
-}
-
-/**
- * Starts demangleNames() of these names on another thread, with the same demanglers (the
- * answers are those demangleNames() gives here), or gives undefined when it cannot.
- */
-export type BackgroundDemangler = (
-  strings: Uint8Array,
-  starts: Uint32Array,
-  ends: Uint32Array,
-) => BackgroundDemangling | undefined;
-
-let backgroundDemangler: BackgroundDemangler | undefined;
-
-/**
- * Demangle many names on another thread (the host's: see src/host) while this one plans: the
- * 50,000 names a pattern matches in a large C++ program take 0.15-0.2 s to demangle, a sixth
- * of planning their entries. Set after useCxxDemangler(): setting that again stops it.
- */
-export function useBackgroundDemangler(demangler: BackgroundDemangler | undefined): void {
-  backgroundDemangler = demangler;
-}
-
-/** demangleNames() started on another thread, or undefined where none is set or can start. */
-export function demangleInBackground(
-  strings: Uint8Array,
-  starts: Uint32Array,
-  ends: Uint32Array,
-): BackgroundDemangling | undefined {
-  try {
-    return backgroundDemangler?.(strings, starts, ends);
-  } catch {
-    return undefined;
-  }
 }
 
 /**

@@ -5,8 +5,6 @@ export {
   debugFileLocations,
 } from './debug-files.js';
 export {
-  type BackgroundDemangler,
-  type BackgroundDemangling,
   type CloneName,
   type CxxDemangler,
   cloneName,
@@ -15,7 +13,6 @@ export {
   demangle,
   demangleNames,
   looksMangled,
-  useBackgroundDemangler,
   useCxxDemangler,
   withoutParameters,
   withoutReturnType,

@@ -4,7 +4,7 @@ import { compileProgram } from '../../test/helpers/compile.js';
 import { requireHost } from '../../test/helpers/require-host.js';
 import { tool } from '../../test/helpers/tools.js';
 import { globToRegExp } from '../spec/glob.js';
-import { demangle, demangleNames, useBackgroundDemangler } from './demangle.js';
+import { demangle } from './demangle.js';
 import { openElf } from './elf/index.js';
 import { functionDisplayName, mangledOnly, SymbolIndex } from './symbol-index.js';
 
@@ -182,44 +182,6 @@ test('demangleSome() names the functions asked for as demangle() does one by one
     const other = asked[asked.length - 1]! - 1;
     assert.equal(index.demangledAt(other), new SymbolIndex(elf).demangledAt(other));
   } finally {
-    elf.close();
-  }
-});
-
-test('demangleSoon(): names made on another thread are those demangle() gives; one read before they come is named here; a thread that fails leaves them to this one', (t) => {
-  if (!requireHost(t, { commands: ['nm'] })) return;
-  const elf = openElf(process.execPath);
-  /** A stand-in for the other thread: it answers with demangleNames() when asked. */
-  let calls = 0;
-  let answers = true;
-  let finished = false;
-  useBackgroundDemangler((strings, starts, ends) => {
-    calls++;
-    const done = answers ? demangleNames(strings, starts, ends) : undefined;
-    return { poll: () => (finished ? done : undefined), wait: () => done };
-  });
-  try {
-    const asked = Array.from({ length: 3000 }, (_, i) => i * 7);
-    for (const fails of [false, true]) {
-      answers = !fails;
-      finished = false;
-      const index = new SymbolIndex(elf);
-      const wanted = asked.filter((k) => k < index.length);
-      index.demangleSoon(wanted);
-      assert.equal(index.demangling, true);
-      const fns = wanted.map((k) => index.function(k));
-      // Read before the other thread is done: named here, at once.
-      const early = fns[10]!;
-      assert.equal(early.demangled, demangle(early.name));
-      finished = true;
-      index.settleDemangling();
-      assert.equal(index.demangling, false);
-      for (const fn of fns) assert.equal(fn.demangled, demangle(fn.name), fn.name);
-      assert.ok(fns.filter((fn) => fn.demangled !== undefined).length > 1000, 'C++ names');
-    }
-    assert.equal(calls, 2, 'one job each');
-  } finally {
-    useBackgroundDemangler(undefined);
     elf.close();
   }
 });

@@ -1,9 +1,7 @@
 import {
-  type BackgroundDemangling,
   cloneName,
   type DemangledNames,
   demangle,
-  demangleInBackground,
   demangleNames,
   looksMangled,
   withoutParameters,
@@ -119,10 +117,6 @@ export class SymbolIndex {
   #demangled: (string | null | undefined)[] | undefined;
   /** Every demangled name as bytes, by position, once demangleAll() ran. */
   #demangledBytes: DemangledNames | undefined;
-  /** Names being demangled on another thread (demangleSoon()): their positions, marked. */
-  #soon: { readonly positions: readonly number[]; readonly job: BackgroundDemangling } | undefined;
-  /** 1 at each position whose name the other thread is demangling. */
-  #soonAt: Uint8Array | undefined;
   /** Positions by demangled name and by demangled name without parameters, compacted. */
   #byDemangled: Map<string, number[]> | undefined;
 
@@ -166,23 +160,10 @@ export class SymbolIndex {
     this.#objects ??= new Array(this.length);
     let fn = this.#objects[k];
     if (fn === undefined) {
-      fn =
-        this.#soonAt?.[k] === 1
-          ? this.#materializeSoon(k)
-          : this.#materialize(this.#order[k]!, this.demangledAt(k));
+      fn = this.#materialize(this.#order[k]!, this.demangledAt(k));
       this.#objects[k] = fn;
     }
     return fn;
-  }
-
-  /** #materialize() of a function whose name another thread demangles: asked when read. */
-  #materializeSoon(k: number): FunctionSymbol {
-    return new SoonFunction(this.#materialize(this.#order[k]!, undefined), this, k);
-  }
-
-  /** Whether names are being demangled on another thread (demangleSoon()), not yet taken. */
-  get demangling(): boolean {
-    return this.#soon !== undefined;
   }
 
   // Per-row accessors, for renderers that write bytes without building objects.
@@ -236,12 +217,6 @@ export class SymbolIndex {
    */
   demangledAt(k: number): string | undefined {
     this.#demangled ??= new Array(this.length);
-    if (this.#soonAt?.[k] === 1) {
-      // Taken from the other thread when it is done; else this one name here, at once.
-      const done = this.#soon!.job.poll();
-      if (done !== undefined) this.#takeSoon(done);
-      else this.#soonAt[k] = 0;
-    }
     let known = this.#demangled[k];
     if (known === undefined) {
       const all = this.#demangledBytes;
@@ -287,57 +262,6 @@ export class SymbolIndex {
     wanted.forEach((k, i) => {
       const start = some.start[i]!;
       this.#demangled![k] = start < 0 ? null : utf8(some.bytes, start, some.end[i]!);
-    });
-  }
-
-  /**
-   * demangleSome() on another thread, while this one goes on: a function of these made
-   * meanwhile has its demangled name asked for when read (the other thread's answer once it
-   * is done, else demangled at once here). settleDemangling() waits for them all.
-   */
-  demangleSoon(positions: readonly number[]): void {
-    if (this.#demangledBytes !== undefined || this.#soon !== undefined) {
-      this.demangleSome(positions);
-      return;
-    }
-    this.#demangled ??= new Array(this.length);
-    const wanted = positions.filter((k) => this.#demangled![k] === undefined);
-    const { starts, ends } = this.#nameRanges(wanted.length, (i) => wanted[i]!);
-    const job = demangleInBackground(this.#columns.strings, starts, ends);
-    if (job === undefined) {
-      this.demangleSome(wanted);
-      return;
-    }
-    this.#soon = { positions: wanted, job };
-    this.#soonAt = new Uint8Array(this.length);
-    for (const k of wanted) this.#soonAt[k] = 1;
-  }
-
-  /** Wait for the names demangleSoon() gave another thread (demangled here if it fails). */
-  settleDemangling(): void {
-    const soon = this.#soon;
-    if (soon === undefined) return;
-    const done = soon.job.wait();
-    if (done !== undefined) {
-      this.#takeSoon(done);
-      return;
-    }
-    this.#soon = undefined;
-    const left = soon.positions.filter((k) => this.#soonAt![k] === 1);
-    for (const k of left) this.#soonAt![k] = 0;
-    this.demangleSome(left);
-  }
-
-  /** The other thread's names, each kept where none was made here meanwhile. */
-  #takeSoon(done: DemangledNames): void {
-    const { positions } = this.#soon!;
-    const at = this.#soonAt!;
-    this.#soon = undefined;
-    positions.forEach((k, i) => {
-      if (at[k] !== 1) return;
-      at[k] = 0;
-      const start = done.start[i]!;
-      this.#demangled![k] = start < 0 ? null : utf8(done.bytes, start, done.end[i]!);
     });
   }
 
@@ -614,41 +538,6 @@ export class SymbolIndex {
       else hi = mid;
     }
     return lo;
-  }
-}
-
-/**
- * A function whose demangled name another thread is making (SymbolIndex.demangleSoon()): the
- * name is asked of the index when read. A class, not an object with a getter of its own:
- * making 50,000 of those took longer than demangling their names.
- */
-class SoonFunction implements FunctionSymbol {
-  readonly name: string;
-  readonly version: string | undefined;
-  readonly versionHidden: boolean;
-  readonly vaddr: bigint;
-  readonly fileOffset: bigint | undefined;
-  readonly sizeBytes: bigint;
-  readonly type: 'func' | 'ifunc';
-  readonly binding: SymbolBinding;
-  readonly #index: SymbolIndex;
-  readonly #k: number;
-
-  constructor(made: FunctionSymbol, index: SymbolIndex, k: number) {
-    this.name = made.name;
-    this.version = made.version;
-    this.versionHidden = made.versionHidden;
-    this.vaddr = made.vaddr;
-    this.fileOffset = made.fileOffset;
-    this.sizeBytes = made.sizeBytes;
-    this.type = made.type;
-    this.binding = made.binding;
-    this.#index = index;
-    this.#k = k;
-  }
-
-  get demangled(): string | undefined {
-    return this.#index.demangledAt(this.#k);
   }
 }
 

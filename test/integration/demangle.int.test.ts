@@ -125,7 +125,7 @@ describe('probes by demangled C++ names', () => {
   }
 });
 
-describe('a pattern over thousands of C++ functions (names demangled on another thread while planning)', () => {
+describe('a pattern over thousands of C++ functions (planned lean, their names demangled at once)', () => {
   test('count: 2,500 functions, each keyed by the name c++filt gives its symbol, counted as often as the target calls it', (t) => {
     if (!requireHost(t, { root: true, commands: ['g++', 'nm', 'c++filt'] })) return;
     const app = compileProgram('cxx-many', { flags: ['-O2'] });
