@@ -250,14 +250,16 @@ function cxaDemangler(
     cxa = koffi
       .load('libstdc++.so.6')
       .func(
-        'void *__cxa_demangle(const uint8_t *mangled, void *buffer, void *length, _Out_ int *status)',
+        'void *__cxa_demangle(const uint8_t *mangled, void *buffer, void *length, int *status)',
       );
   } catch {
     return null;
   }
   const free = libc.func('void free(void *pointer)');
-  const status = [0];
+  // Written in place by the demangler (an array given as _Out_ was copied back each call).
+  const status = new Int32Array(1);
   return (mangled) => {
+    status[0] = -1;
     const out = cxa(mangled, null, null, status);
     if (out === null || status[0] !== 0) return undefined;
     try {

@@ -6,6 +6,7 @@ import {
   cloneName,
   cxxDemanglerName,
   demangle,
+  demangleNameStrings,
   demangleNames,
   useCxxDemangler,
   withoutParameters,
@@ -118,6 +119,7 @@ describe('demangleNames()', () => {
       at += name.length + 1;
     }
     const out = demangleNames(table, starts, ends);
+    const strings = demangleNameStrings(table, starts, ends);
     names.forEach((name, k) => {
       const want = demangle(name);
       const got =
@@ -125,6 +127,8 @@ describe('demangleNames()', () => {
           ? undefined
           : Buffer.from(out.bytes.subarray(out.start[k], out.end[k])).toString('utf8');
       assert.equal(got, want, name.slice(0, 40));
+      // The same names as strings (C++ by libiberty, Rust by the WebAssembly demangler).
+      assert.equal(strings[k], want ?? null, `as a string: ${name.slice(0, 40)}`);
     });
   });
 });

@@ -286,6 +286,72 @@ export function demangleNames(
   }
   let bytes = Buffer.allocUnsafe(Math.max(1 << 12, Math.ceil(input * 1.6)));
   let used = 0;
+  const room = (length: number) => {
+    if (used + length <= bytes.length) return;
+    const grown = Buffer.allocUnsafe(Math.max(bytes.length * 2, used + length));
+    bytes.copy(grown, 0, 0, used);
+    bytes = grown;
+  };
+  demangleEach(
+    strings,
+    starts,
+    ends,
+    (k, text) => {
+      const length = Buffer.byteLength(text);
+      room(length);
+      bytes.write(text, used, 'utf8');
+      start[k] = used;
+      used += length;
+      end[k] = used;
+    },
+    (k, memory, at, length) => {
+      room(length);
+      for (let i = 0; i < length; i++) bytes[used + i] = memory[at + i]!;
+      start[k] = used;
+      used += length;
+      end[k] = used;
+    },
+  );
+  return { bytes: bytes.subarray(0, used), start, end };
+}
+
+/**
+ * demangleNames() as strings: name k demangled, or null when it is not a mangled name. For a
+ * caller that makes a string of each (a pattern's matches): no buffer in between.
+ */
+export function demangleNameStrings(
+  strings: Uint8Array,
+  starts: ArrayLike<number>,
+  ends: ArrayLike<number>,
+): (string | null)[] {
+  const names: (string | null)[] = new Array(starts.length).fill(null);
+  demangleEach(
+    strings,
+    starts,
+    ends,
+    (k, text) => {
+      names[k] = text;
+    },
+    (k, memory, at, length) => {
+      names[k] = Buffer.from(memory.buffer, memory.byteOffset + at, length).toString('utf8');
+    },
+  );
+  return names;
+}
+
+/**
+ * The demangling of demangleNames(): each mangled name k, demangled, given to `text` (by the
+ * C++ demangler) or `utf8` (the WebAssembly one's answer, in its memory, valid until the next
+ * name); a name that is not mangled is given to neither.
+ */
+function demangleEach(
+  strings: Uint8Array,
+  starts: ArrayLike<number>,
+  ends: ArrayLike<number>,
+  text: (k: number, name: string) => void,
+  utf8: (k: number, memory: Uint8Array, at: number, length: number) => void,
+): void {
+  const count = starts.length;
   // One view of the demangler's memory, made again only when the memory grows.
   let memory: Uint8Array | undefined;
   const cxx = cxxDemangler();
@@ -307,17 +373,7 @@ export function demangleNames(
       }
       const named = cxx(name);
       if (named !== undefined) {
-        const text = withoutReturnType(named);
-        const length = Buffer.byteLength(text);
-        if (used + length > bytes.length) {
-          const grown = Buffer.allocUnsafe(Math.max(bytes.length * 2, used + length));
-          bytes.copy(grown, 0, 0, used);
-          bytes = grown;
-        }
-        bytes.write(text, used, 'utf8');
-        start[k] = used;
-        used += length;
-        end[k] = used;
+        text(k, withoutReturnType(named));
         continue;
       }
     }
@@ -335,15 +391,7 @@ export function demangleNames(
       const outLength = result[1] >>> 0;
       // The input back, or less its first character, or nothing: not a mangled name.
       if (outLength === 0 || unchanged(memory, outStart, outLength, strings, from, to)) continue;
-      if (used + outLength > bytes.length) {
-        const grown = Buffer.allocUnsafe(Math.max(bytes.length * 2, used + outLength));
-        bytes.copy(grown, 0, 0, used);
-        bytes = grown;
-      }
-      for (let i = 0; i < outLength; i++) bytes[used + i] = memory[outStart + i]!;
-      start[k] = used;
-      used += outLength;
-      end[k] = used;
+      utf8(k, memory, outStart, outLength);
     } catch {
       // A trap leaves the demangler's memory in an unknown state: start afresh.
       instance = undefined;
@@ -353,7 +401,6 @@ export function demangleNames(
       if (result !== undefined) wasm.__wbindgen_free(result[0], result[1], 1);
     }
   }
-  return { bytes: bytes.subarray(0, used), start, end };
 }
 
 /** True when `memory[at, at + length)` is the name at [from, to) of `strings`, or it less its first character. */

@@ -11,6 +11,7 @@ export {
   cxxDemanglerName,
   type DemangledNames,
   demangle,
+  demangleNameStrings,
   demangleNames,
   looksMangled,
   useCxxDemangler,

@@ -2,6 +2,7 @@ import {
   cloneName,
   type DemangledNames,
   demangle,
+  demangleNameStrings,
   demangleNames,
   looksMangled,
   withoutParameters,
@@ -258,10 +259,9 @@ export class SymbolIndex {
     this.#demangled ??= new Array(this.length);
     const wanted = positions.filter((k) => this.#demangled![k] === undefined);
     const { starts, ends } = this.#nameRanges(wanted.length, (i) => wanted[i]!);
-    const some = demangleNames(this.#columns.strings, starts, ends);
+    const some = demangleNameStrings(this.#columns.strings, starts, ends);
     wanted.forEach((k, i) => {
-      const start = some.start[i]!;
-      this.#demangled![k] = start < 0 ? null : utf8(some.bytes, start, some.end[i]!);
+      this.#demangled![k] = some[i]!;
     });
   }
 
