@@ -60,6 +60,7 @@ export interface CallFrameOptions {
 export class CallFrames {
   private fdes: Fde[] | undefined;
   private index: FdeIndex | undefined;
+  private ranges: RangeIndex | undefined;
 
   constructor(
     private readonly sections: DwarfSections,
@@ -73,9 +74,26 @@ export class CallFrames {
     return runCfa(fde, pc);
   }
 
-  /** Whether an FDE covers `pc` (without running its program). */
+  /**
+   * Whether an FDE covers `pc` (without running its program): from the FDEs' ranges alone,
+   * read without making an FDE of each (asked once per function of a pattern over a large
+   * program: node's 75,922 FDEs made took 75 ms, their ranges 10).
+   */
   covers(pc: bigint): boolean {
-    return this.fdeAt(pc) !== undefined;
+    this.ranges ??= rangeIndex(this.sections, this.options);
+    const { lows, highs, reach } = this.ranges;
+    const at = Number(pc);
+    let lo = 0;
+    let hi = lows.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (lows[mid]! <= at) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let i = lo - 1; i >= 0 && reach[i]! > at; i--) {
+      if (highs[i]! > at) return true;
+    }
+    return false;
   }
 
   /**
@@ -168,16 +186,119 @@ function indexFdes(fdes: readonly Fde[]): FdeIndex {
   return { order, lows, reach };
 }
 
-function readFrames(
+/** DW_EH_PE_pcrel | DW_EH_PE_sdata4. */
+const PCREL_SDATA4 = 0x1b;
+
+/** The FDEs' ranges as numbers, sorted by start, with the furthest end so far. */
+interface RangeIndex {
+  readonly lows: Float64Array;
+  readonly highs: Float64Array;
+  readonly reach: Float64Array;
+}
+
+function rangeIndex(sections: DwarfSections, options: CallFrameOptions): RangeIndex {
+  const lows: number[] = [];
+  const highs: number[] = [];
+  if (sections.ehFrame.length > 0) {
+    readRanges(sections.ehFrame, 'eh', sections.ehFrameVaddr, options, lows, highs);
+  }
+  if (sections.frame.length > 0) readRanges(sections.frame, 'debug', 0n, options, lows, highs);
+  // Plain loops: TypedArray.from() with a function, over 76,000 FDEs, took 20 ms.
+  const count = lows.length;
+  const order = new Uint32Array(count);
+  let sorted = true;
+  for (let i = 0; i < count; i++) {
+    order[i] = i;
+    if (i > 0 && lows[i]! < lows[i - 1]!) sorted = false;
+  }
+  // A linker writes them in address order, mostly: sorted only when they are not.
+  if (!sorted) order.sort((a, b) => lows[a]! - lows[b]! || a - b);
+  const index: RangeIndex = {
+    lows: new Float64Array(count),
+    highs: new Float64Array(count),
+    reach: new Float64Array(count),
+  };
+  let furthest = 0;
+  for (let k = 0; k < count; k++) {
+    const i = order[k]!;
+    index.lows[k] = lows[i]!;
+    index.highs[k] = highs[i]!;
+    if (highs[i]! > furthest) furthest = highs[i]!;
+    index.reach[k] = furthest;
+  }
+  return index;
+}
+
+/** Each FDE's [low, high) in a call frame section, as numbers, into `lows` and `highs`. */
+function readRanges(
   bytes: Uint8Array,
   kind: 'eh' | 'debug',
   sectionVaddr: bigint,
   options: CallFrameOptions,
-  out: Fde[],
+  lows: number[],
+  highs: number[],
 ): void {
+  const reader = frameReader(bytes, kind, sectionVaddr, options);
+  const c = new Cursor(bytes, reader.name);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  const base = Number(sectionVaddr);
+  while (!c.atEnd) {
+    const start = c.offset;
+    // The usual entry (.eh_frame, a 4-byte length) read as numbers; any other as DWARF says.
+    const short = kind === 'eh' && start + 8 <= bytes.length ? view.getUint32(start, true) : 0;
+    if (short > 0 && short < 0xffff_fff0 && start + 4 + short <= bytes.length) {
+      const id = view.getUint32(start + 4, true);
+      if (id !== 0) {
+        const cie = reader.parseCie(start + 4 - id, start + 4);
+        if (cie.fdeEncoding === PCREL_SDATA4 && short >= 12) {
+          const low = base + start + 8 + view.getInt32(start + 8, true);
+          lows.push(low);
+          highs.push(low + view.getInt32(start + 12, true));
+          c.offset = start + 4 + short;
+          continue;
+        }
+      }
+    }
+    const { length, offsetSize } = c.initialLength();
+    const next = c.offset + length;
+    if (length === 0) continue;
+    if (next > bytes.length) c.fail(start, 'an entry runs past the end');
+    const idAt = c.offset;
+    const id = offsetSize === 4 ? BigInt(c.u32()) : c.u64();
+    if (!reader.isCie(id, offsetSize)) {
+      const cie = reader.parseCie(kind === 'eh' ? idAt - Number(id) : Number(id), idAt);
+      if (cie.fdeEncoding === PCREL_SDATA4 && c.offset + 8 <= next) {
+        // What gcc and clang write: the start relative to where it is kept, 4 bytes each.
+        const low = base + c.offset + view.getInt32(c.offset, true);
+        lows.push(low);
+        highs.push(low + view.getInt32(c.offset + 4, true));
+      } else {
+        const low = reader.readPointer(c, cie.fdeEncoding, cie.addressSize);
+        const range = reader.readPointer(c, cie.fdeEncoding & 0x0f, cie.addressSize);
+        lows.push(Number(low));
+        highs.push(Number(low + range));
+      }
+    }
+    c.offset = next;
+  }
+}
+
+/** What reading a call frame section's entries needs: its CIEs (read once) and pointers. */
+function frameReader(
+  bytes: Uint8Array,
+  kind: 'eh' | 'debug',
+  sectionVaddr: bigint,
+  options: CallFrameOptions,
+): {
+  readonly name: string;
+  readonly isCie: (id: bigint, offsetSize: number) => boolean;
+  readonly parseCie: (offset: number, from: number) => Cie;
+  readonly readPointer: (cur: Cursor, encoding: number, addressSize: number) => bigint;
+} {
   const name = kind === 'eh' ? '.eh_frame' : '.debug_frame';
   const cies = new Map<number, Cie>();
-  const c = new Cursor(bytes, name);
+  const isCie = (id: bigint, offsetSize: number) =>
+    kind === 'eh' ? id === 0n : id === (offsetSize === 4 ? 0xffff_ffffn : 2n ** 64n - 1n);
   const readPointer = (cur: Cursor, encoding: number, addressSize: number): bigint => {
     if (encoding === DW_EH_PE.omit) return 0n;
     const fieldVaddr = sectionVaddr + BigInt(cur.offset);
@@ -230,18 +351,17 @@ function readFrames(
     }
     return BigInt.asUintN(64, value);
   };
-  const parseCie = (offset: number): Cie => {
+  const parseCie = (offset: number, from: number): Cie => {
     const known = cies.get(offset);
     if (known !== undefined) return known;
     const cur = new Cursor(bytes, name);
+    if (offset < 0) cur.fail(from, 'CIE pointer before the section');
     if (offset >= bytes.length) cur.fail(offset, 'CIE pointer past the end');
     cur.offset = offset;
     const { length, offsetSize } = cur.initialLength();
     const body = cur.sub(length);
     const id = offsetSize === 4 ? BigInt(body.u32()) : body.u64();
-    const isCie =
-      kind === 'eh' ? id === 0n : id === (offsetSize === 4 ? 0xffff_ffffn : 2n ** 64n - 1n);
-    if (!isCie) body.fail(offset, 'an FDE points at something that is not a CIE');
+    if (!isCie(id, offsetSize)) body.fail(offset, 'an FDE points at something that is not a CIE');
     const version = body.u8();
     if (version !== 1 && version !== 3 && version !== 4)
       body.fail(offset, `CIE version ${version}`);
@@ -283,6 +403,18 @@ function readFrames(
     cies.set(offset, cie);
     return cie;
   };
+  return { name, isCie, parseCie, readPointer };
+}
+
+function readFrames(
+  bytes: Uint8Array,
+  kind: 'eh' | 'debug',
+  sectionVaddr: bigint,
+  options: CallFrameOptions,
+  out: Fde[],
+): void {
+  const { name, isCie, parseCie, readPointer } = frameReader(bytes, kind, sectionVaddr, options);
+  const c = new Cursor(bytes, name);
   while (!c.atEnd) {
     const start = c.offset;
     const { length, offsetSize } = c.initialLength();
@@ -290,15 +422,11 @@ function readFrames(
     const body = c.sub(length);
     const idAt = body.offset;
     const id = offsetSize === 4 ? BigInt(body.u32()) : body.u64();
-    const isCie =
-      kind === 'eh' ? id === 0n : id === (offsetSize === 4 ? 0xffff_ffffn : 2n ** 64n - 1n);
-    if (isCie) {
-      parseCie(start);
+    if (isCie(id, offsetSize)) {
+      parseCie(start, start);
       continue;
     }
-    const cieOffset = kind === 'eh' ? idAt - Number(id) : Number(id);
-    if (cieOffset < 0) body.fail(idAt, 'CIE pointer before the section');
-    const cie = parseCie(cieOffset);
+    const cie = parseCie(kind === 'eh' ? idAt - Number(id) : Number(id), idAt);
     const low = readPointer(body, cie.fdeEncoding, cie.addressSize);
     const range = readPointer(body, cie.fdeEncoding & 0x0f, cie.addressSize);
     if (cie.hasAugmentationData) body.skip(body.ulebNumber());
