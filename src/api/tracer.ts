@@ -521,12 +521,24 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         const at = entryAt.get(site.target.path)?.get(Number(point.fileOffset));
         const entry = at === undefined ? undefined : streamSites[at]!;
         if (entry !== undefined && entry.role.kind === 'probe') {
+          // The entry's own fields, written out (a spread of each was a part of attaching
+          // every function of a large program).
           streamSites[at!] = {
-            ...entry,
+            kind: entry.kind,
+            target: entry.target,
+            fileOffset: entry.fileOffset,
+            vaddr: entry.vaddr,
+            usdt: entry.usdt,
             // The frame's fields alone, shared, where the entry fetches nothing (a recording):
             // the stream works out a record's layout once per array.
             fetches:
               entry.fetches.length === 0 ? point.fetches : [...entry.fetches, ...point.fetches],
+            attach: entry.attach,
+            symbol: entry.symbol,
+            symbolOffset: entry.symbolOffset,
+            spec: entry.spec,
+            probe: entry.probe,
+            exit: entry.exit,
             role: { kind: 'entry-frame', function: functionKey },
           };
           continue;
