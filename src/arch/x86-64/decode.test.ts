@@ -173,11 +173,27 @@ test('recurringKey() keys an instruction by its bytes alone, and none that means
   assert.equal(recurringKey(hex('e8 00 00 00 00')), undefined); // call: a branch
   assert.equal(recurringKey(hex('eb fe')), undefined); // jmp: a branch
   assert.equal(recurringKey(hex('0f 1f 44 00 00')), undefined); // 5 bytes: the kernel's nop rule
+  assert.equal(recurringKey(hex('48 8d 44 00 00')), undefined); // lea 0x0(%rax,%rax,1),%rax
   assert.equal(recurringKey(hex('c4 e2 79 18 05 00 00 00 00')), undefined); // VEX: not quick's
+  // A function that only returns (4,444 of node's), and mov $imm32 into a register (never a
+  // nop), keyed: the same wherever they are.
+  assert.notEqual(recurringKey(hex('c3')), undefined);
+  assert.notEqual(recurringKey(hex('c2 08 00')), recurringKey(hex('c3')));
+  assert.notEqual(recurringKey(hex('b8 01 00 00 00')), undefined);
+  assert.notEqual(recurringKey(hex('b8 01 00 00 00')), recurringKey(hex('b8 02 00 00 00')));
 });
 
 test('atAddress() is the instruction decoded there, for one with a key and no %rip-relative operand', () => {
-  for (const bytes of ['55', 'f3 0f 1e fa', '48 83 ec 18', '41 57', '48 81 ec 18 01 00 00']) {
+  for (const bytes of [
+    '55',
+    'f3 0f 1e fa',
+    '48 83 ec 18',
+    '41 57',
+    '48 81 ec 18 01 00 00',
+    'c3',
+    'c2 08 00',
+    'b8 01 00 00 00',
+  ]) {
     const [template] = decodeInstructions(hex(bytes), BASE);
     const there = 0x7f00_1234n;
     const [decoded] = decodeInstructions(hex(bytes), there);

@@ -256,14 +256,16 @@ export function sweepInstructions(
 /**
  * The key of an instruction that means the same wherever it is, by its bytes (the first
  * instruction of most functions is one of a few: push %rbp, push %r15, endbr64, sub
- * $0x18,%rsp), for a caller that decodes it once (atAddress()); undefined for one the quick
- * decoder does not know, a branch, and a 5-byte instruction (the kernel takes a 5-byte nop by
- * where it is). One with a %rip-relative operand has a key too: the caller sees ripRelative
- * once decoded.
+ * $0x18,%rsp, and ret), for a caller that decodes it once (atAddress()); undefined for one the
+ * quick decoder does not know, a branch, and a 5-byte instruction (the kernel takes a 5-byte
+ * nop by where it is) but `mov $imm32,%reg` (b8+r), which no kernel takes for a nop. One with
+ * a %rip-relative operand has a key too: the caller sees ripRelative once decoded.
  */
 export function recurringKey(bytes: Uint8Array): number | string | undefined {
   const length = quickLength(bytes, 0, bytes.length);
-  if (length === 0 || length === 5 || quick.flow !== QUICK_FLOW.none) return undefined;
+  if (length === 0) return undefined;
+  if (quick.flow !== QUICK_FLOW.none && quick.flow !== QUICK_FLOW.ret) return undefined;
+  if (length === 5 && (bytes[0]! & 0xf8) !== 0xb8) return undefined;
   if (length <= 6) {
     let key = length;
     for (let i = 0; i < length; i++) key = key * 256 + bytes[i]!;
