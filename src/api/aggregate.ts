@@ -537,23 +537,13 @@ export async function startAggregate<R>(
     // The command's libraries are searched for as its dynamic linker will.
     ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
   });
-  try {
-    check?.(sites);
-  } catch (err) {
-    writePlans();
-    throw err;
-  }
   let launched: Awaited<ReturnType<typeof launchStopped>> | undefined;
   try {
+    check?.(sites);
     launched =
       options.command === undefined
         ? undefined
         : await launchStopped(options.command, { stdout: options.commandStdout });
-  } catch (err) {
-    writePlans();
-    throw err;
-  }
-  try {
     const names = probeNames(sites);
     const pid = launched?.pid ?? options.pid;
     const covered = coverage(options, launched?.pid);

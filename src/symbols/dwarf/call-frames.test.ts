@@ -94,6 +94,33 @@ describe('CallFrames.rows() against readelf --debug-dump=frames-interp', () => {
 });
 
 describe('CallFrames.covers() and cfaAt() over a library of thousands of FDEs', () => {
+  test("a program built without .eh_frame for its own code: covered where readelf's .debug_frame FDEs say", (t) => {
+    if (!requireHost(t, { commands: ['readelf', 'gcc'] })) return;
+    const path = compileProgram('elf-basic', {
+      flags: ['-O1', '-fno-asynchronous-unwind-tables', '-fno-unwind-tables'],
+    });
+    const ranges: { low: bigint; high: bigint }[] = [];
+    for (const line of tool('readelf', ['--debug-dump=frames', path]).split('\n')) {
+      const m = / FDE cie=[0-9a-f]+ pc=([0-9a-f]+)\.\.([0-9a-f]+)$/.exec(line);
+      if (m !== null) ranges.push({ low: BigInt(`0x${m[1]}`), high: BigInt(`0x${m[2]}`) });
+    }
+    const elf = openElf(path);
+    try {
+      const sections = dwarfSections(elf);
+      assert.ok(sections.frame.length > 0, 'it has .debug_frame');
+      assert.ok(ranges.length >= 3, `readelf lists ${ranges.length} FDEs`);
+      const inside = (pc: bigint) => ranges.some((r) => pc >= r.low && pc < r.high);
+      const frames = new CallFrames(sections, { dataRelBase: elf.section('.got')?.addr });
+      for (const { low, high } of ranges) {
+        for (const pc of [low - 1n, low, high - 1n, high]) {
+          assert.equal(frames.covers(pc), inside(pc), `0x${pc.toString(16)}`);
+        }
+      }
+    } finally {
+      elf.close();
+    }
+  });
+
   test("an address is covered exactly when readelf's FDE ranges hold it", (t) => {
     if (!requireHost(t, { commands: ['readelf', 'g++'] })) return;
     // libstdc++ (a dependency of every C++ test): thousands of FDEs, some of them overlapping.

@@ -77,7 +77,7 @@ export class CallFrames {
   /**
    * Whether an FDE covers `pc` (without running its program): from the FDEs' ranges alone,
    * read without making an FDE of each (asked once per function of a pattern over a large
-   * program: node's 75,922 FDEs made took 75 ms, their ranges 10).
+   * program: node's 75,922 FDEs made and sorted took 75 ms, their ranges 21).
    */
   covers(pc: bigint): boolean {
     this.ranges ??= rangeIndex(this.sections, this.options);
@@ -244,7 +244,9 @@ function readRanges(
   const base = Number(sectionVaddr);
   while (!c.atEnd) {
     const start = c.offset;
-    // The usual entry (.eh_frame, a 4-byte length) read as numbers; any other as DWARF says.
+    // The usual FDE (.eh_frame, a 4-byte length, its start relative to where it is kept and
+    // its size 4 bytes each, as gcc and clang write them) read as numbers; any other entry
+    // as DWARF says.
     const short = kind === 'eh' && start + 8 <= bytes.length ? view.getUint32(start, true) : 0;
     if (short > 0 && short < 0xffff_fff0 && start + 4 + short <= bytes.length) {
       const id = view.getUint32(start + 4, true);
@@ -267,17 +269,10 @@ function readRanges(
     const id = offsetSize === 4 ? BigInt(c.u32()) : c.u64();
     if (!reader.isCie(id, offsetSize)) {
       const cie = reader.parseCie(kind === 'eh' ? idAt - Number(id) : Number(id), idAt);
-      if (cie.fdeEncoding === PCREL_SDATA4 && c.offset + 8 <= next) {
-        // What gcc and clang write: the start relative to where it is kept, 4 bytes each.
-        const low = base + c.offset + view.getInt32(c.offset, true);
-        lows.push(low);
-        highs.push(low + view.getInt32(c.offset + 4, true));
-      } else {
-        const low = reader.readPointer(c, cie.fdeEncoding, cie.addressSize);
-        const range = reader.readPointer(c, cie.fdeEncoding & 0x0f, cie.addressSize);
-        lows.push(Number(low));
-        highs.push(Number(low + range));
-      }
+      const low = reader.readPointer(c, cie.fdeEncoding, cie.addressSize);
+      const range = reader.readPointer(c, cie.fdeEncoding & 0x0f, cie.addressSize);
+      lows.push(Number(low));
+      highs.push(Number(low + range));
     }
     c.offset = next;
   }
