@@ -1,6 +1,7 @@
-// The plans `upscope record` keeps of a program's functions (count, hist and latency too; see
-// src/plan/plan-cache.ts): a recording made with a kept plan records what one made without it
-// does, a rebuilt program is planned again, and a damaged or unusable cache is no failure.
+// The plans `upscope record` keeps of a program's functions (trace, count, hist and latency
+// too; see src/plan/plan-cache.ts): a recording made with a kept plan records what one made
+// without it does, a rebuilt program is planned again, and a damaged or unusable cache is no
+// failure.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
@@ -253,6 +254,32 @@ int main(void) {
         'the kept plan was taken',
       );
     }
+  });
+
+  test('trace keeps the plans of its patterns: a second run takes them and shows every call and return', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const hot = ownHot();
+    const own = join(work, 'trace-cache');
+    const ownPlans = join(own, 'plans');
+    const trace = () => {
+      process.env.UPSCOPE_CACHE_DIR = own;
+      let result: ReturnType<typeof runCli>;
+      try {
+        result = runCli(['trace', '-c', `${hot} 2000`, `${hot}:hot_*`, `r:${hot}:hot_*`]);
+      } finally {
+        process.env.UPSCOPE_CACHE_DIR = cache;
+      }
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(result.stderr, /calls=2000 /);
+      const lines = result.stdout.split('\n');
+      assert.equal(lines.filter((l) => / hot_function$/.test(l)).length, 2000, 'every call');
+      assert.equal(lines.filter((l) => / r:hot_function \(/.test(l)).length, 2000, 'every return');
+    };
+    trace();
+    const made = keptPlans(ownPlans);
+    assert.equal(made.size, 2, 'a plan kept for the entries and one for the returns');
+    trace();
+    assert.deepEqual(keptPlans(ownPlans), made, 'the kept plans were taken, not made again');
   });
 
   test('damaged kept plans are planned again and rewritten; a cache directory that cannot be made is no failure', (t) => {

@@ -65,7 +65,10 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
         "own processes; it counts beside another tracer's kernel uprobe on the same function, " +
         'and a process another ptrace tracer holds is refused naming it). A probed file ' +
         'replaced on disk (a rebuild, an upgrade) is probed again when a process loads it ' +
-        'again, and said.',
+        'again, and said. On the kernel engines, the plan of a pattern that fetches nothing ' +
+        '(which functions, each checked) is kept in ~/.cache/upscope/plans ' +
+        '($UPSCOPE_CACHE_DIR; empty: none) and taken again while the file and options are ' +
+        'the same.',
     )
     .argument('<spec...>', "probe specs, e.g. 'libc:malloc size=arg0:u64' 'r:./app:parse_request'")
     .option(
@@ -214,6 +217,9 @@ async function trace(
     returnProbes: options.returnProbes,
     bufferSizeKb: options.bufferSize === undefined ? undefined : Math.ceil(options.bufferSize),
     engine,
+    // A pattern that fetches nothing is planned lean and its plan kept, as record's (lost
+    // events are then counted in all, which is all a trace says of them).
+    lean: true,
     onNotice: (text) => io.err(`upscope: ${text}\n`),
   });
   installLifecycle(attachment);
