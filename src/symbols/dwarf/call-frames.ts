@@ -59,7 +59,6 @@ export interface CallFrameOptions {
  */
 export class CallFrames {
   private fdes: Fde[] | undefined;
-  private index: FdeIndex | undefined;
   private ranges: RangeIndex | undefined;
 
   constructor(
@@ -69,20 +68,30 @@ export class CallFrames {
 
   /** The CFA rule at `pc`, or undefined when no FDE covers it. */
   cfaAt(pc: bigint): CfaRule | undefined {
-    const fde = this.fdeAt(pc);
-    if (fde === undefined) return undefined;
-    return runCfa(fde, pc);
+    const at = this.covering(pc);
+    if (at === undefined) return undefined;
+    return runCfa(this.all()[at]!, pc);
   }
 
   /**
    * Whether an FDE covers `pc` (without running its program): from the FDEs' ranges alone,
-   * read without making an FDE of each (asked once per function of a pattern over a large
-   * program: node's 75,922 FDEs made and sorted took 75 ms, their ranges 21).
+   * without making an FDE of each (asked once per function of a pattern over a large program:
+   * node's 75,922 FDEs made and sorted took 75 ms, their ranges 21).
    */
   covers(pc: bigint): boolean {
+    return this.covering(pc) !== undefined;
+  }
+
+  /**
+   * Where in section order the first FDE that covers `pc` is: a binary search over the FDEs'
+   * ranges sorted by start, built once (a file has tens of thousands; callers ask once per
+   * function).
+   */
+  private covering(pc: bigint): number | undefined {
     this.ranges ??= rangeIndex(this.sections, this.options);
-    const { lows, highs, reach } = this.ranges;
+    const { order, lows, highs, reach } = this.ranges;
     const at = Number(pc);
+    // The last FDE (by start) that starts at or before pc.
     let lo = 0;
     let hi = lows.length;
     while (lo < hi) {
@@ -90,35 +99,12 @@ export class CallFrames {
       if (lows[mid]! <= at) lo = mid + 1;
       else hi = mid;
     }
-    for (let i = lo - 1; i >= 0 && reach[i]! > at; i--) {
-      if (highs[i]! > at) return true;
-    }
-    return false;
-  }
-
-  /**
-   * The first FDE in section order that covers `pc`: a binary search over the FDEs sorted by
-   * start, built once (a file has tens of thousands; callers ask once per function).
-   */
-  private fdeAt(pc: bigint): Fde | undefined {
-    const fdes = this.all();
-    this.index ??= indexFdes(fdes);
-    const { order, lows, reach } = this.index;
-    // The last FDE (by start) that starts at or before pc.
-    let lo = 0;
-    let hi = order.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (lows[mid]! <= pc) lo = mid + 1;
-      else hi = mid;
-    }
     // Walk back while an FDE that starts earlier may still reach past pc (overlaps are rare).
     let best: number | undefined;
-    for (let i = lo - 1; i >= 0 && reach[i]! > pc; i--) {
-      const at = order[i]!;
-      if (pc < fdes[at]!.high && (best === undefined || at < best)) best = at;
+    for (let i = lo - 1; i >= 0 && reach[i]! > at; i--) {
+      if (at < highs[i]! && (best === undefined || order[i]! < best)) best = order[i]!;
     }
-    return best === undefined ? undefined : fdes[best];
+    return best;
   }
 
   /**
@@ -162,35 +148,15 @@ export class CallFrames {
   }
 }
 
-/** FDEs sorted by start: their indexes in section order, starts, and the furthest end so far. */
-interface FdeIndex {
-  readonly order: number[];
-  readonly lows: bigint[];
-  readonly reach: bigint[];
-}
-
-function indexFdes(fdes: readonly Fde[]): FdeIndex {
-  const order = fdes.map((_, i) => i);
-  order.sort((a, b) => {
-    const x = fdes[a]!.low;
-    const y = fdes[b]!.low;
-    return x < y ? -1 : x > y ? 1 : a - b;
-  });
-  const lows = order.map((i) => fdes[i]!.low);
-  const reach: bigint[] = [];
-  let furthest = 0n;
-  for (const i of order) {
-    if (fdes[i]!.high > furthest) furthest = fdes[i]!.high;
-    reach.push(furthest);
-  }
-  return { order, lows, reach };
-}
-
 /** DW_EH_PE_pcrel | DW_EH_PE_sdata4. */
 const PCREL_SDATA4 = 0x1b;
 
-/** The FDEs' ranges as numbers, sorted by start, with the furthest end so far. */
+/**
+ * The FDEs' ranges as numbers, sorted by start: each one's place in section order (that of
+ * CallFrames.all()), start, end, and the furthest end so far.
+ */
 interface RangeIndex {
+  readonly order: Uint32Array;
   readonly lows: Float64Array;
   readonly highs: Float64Array;
   readonly reach: Float64Array;
@@ -214,6 +180,7 @@ function rangeIndex(sections: DwarfSections, options: CallFrameOptions): RangeIn
   // A linker writes them in address order, mostly: sorted only when they are not.
   if (!sorted) order.sort((a, b) => lows[a]! - lows[b]! || a - b);
   const index: RangeIndex = {
+    order,
     lows: new Float64Array(count),
     highs: new Float64Array(count),
     reach: new Float64Array(count),
