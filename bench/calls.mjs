@@ -247,19 +247,22 @@ export async function attachNode() {
       '  pattern                 upscope record -p (entry+return): planned / plan kept (median of 3)   upscope count -p (entry only): planned / kept   bpftrace (entry only)',
     );
     let bpftraceGaveUp;
+    /**
+     * The first run (planned), then the median of 3 with the plan kept (one run varies by a
+     * tenth of a second here).
+     */
+    const plannedAndKept = async (once) => {
+      const planned = await once();
+      if (planned.ms === undefined) return { planned, kept: planned };
+      const runs = [];
+      for (let i = 0; i < 3; i++) runs.push(await once());
+      const failed = runs.find((r) => r.ms === undefined);
+      return { planned, kept: failed ?? runs.sort((a, b) => a.ms - b.ms)[1] };
+    };
     for (const pattern of ATTACH_PATTERNS) {
       // The first run plans every function (an empty plan cache), the second takes the plans
       // the first kept (see README: plans are kept by file, spec and options).
       const cache = join(dir, `cache-${ATTACH_PATTERNS.indexOf(pattern)}`);
-      /** The first run (planned), then the median of 3 with the plan kept. */
-      const plannedAndKept = async (once) => {
-        const planned = await once();
-        if (planned.ms === undefined) return { planned, kept: planned };
-        const runs = [];
-        for (let i = 0; i < 3; i++) runs.push(await once());
-        const failed = runs.find((r) => r.ms === undefined);
-        return { planned, kept: failed ?? runs.sort((a, b) => a.ms - b.ms)[1] };
-      };
       const recordOnce = () => {
         rmSync(join(dir, 'rec'), { recursive: true, force: true });
         return timeUntil(
@@ -278,10 +281,10 @@ export async function attachNode() {
           { UPSCOPE_CACHE_DIR: cache },
         );
       };
-      // With the plan kept, the median of 3 (one run varies by a tenth of a second here).
-      const { planned: ours, kept } = await plannedAndKept(recordOnce);
-      // Entries alone, counted in the kernel: what bpftrace's wildcard attach does. Its own
-      // cache: count's plan of the entries is not record's (see plan-cache.ts).
+      const recorded = await plannedAndKept(recordOnce);
+      const ours = recorded.planned;
+      // Entries alone, counted in the kernel: what bpftrace's wildcard attach does. A cache of
+      // its own: count's plan of the entries is record's, which its first run would take.
       const countCache = `${cache}-count`;
       const counted = await plannedAndKept(() =>
         timeUntil(
@@ -326,14 +329,12 @@ export async function attachNode() {
           .filter((l) => /ERROR|error|ended|not run|not attached/.test(l))
           .join(' ')
           .slice(0, 90);
-      const ourText =
-        ours.ms === undefined || kept.ms === undefined
-          ? `failed: ${said(ours.ms === undefined ? ours : kept)}`
-          : `${fmt(ours.ms, 0)} ms / ${fmt(kept.ms, 0)} ms, ${count} functions`;
-      const countText =
-        counted.planned.ms === undefined || counted.kept.ms === undefined
-          ? `failed: ${said(counted.planned.ms === undefined ? counted.planned : counted.kept)}`
-          : `${fmt(counted.planned.ms, 0)} ms / ${fmt(counted.kept.ms, 0)} ms`;
+      const times = ({ planned, kept }) =>
+        planned.ms === undefined || kept.ms === undefined
+          ? `failed: ${said(planned.ms === undefined ? planned : kept)}`
+          : `${fmt(planned.ms, 0)} ms / ${fmt(kept.ms, 0)} ms`;
+      const ourText = `${times(recorded)}${ours.ms === undefined ? '' : `, ${count} functions`}`;
+      const countText = times(counted);
       console.log(
         `  ${pattern.padEnd(22)}  ${ourText.padEnd(52)}   ${countText.padEnd(26)}   ${theirs.ms !== undefined ? `${fmt(theirs.ms, 0)} ms, ${probes} probes` : theirs.why?.startsWith('not run') ? theirs.why : `failed: ${said(theirs)}`}`,
       );
