@@ -132,7 +132,7 @@ describe('a pattern over thousands of C++ functions (planned lean, their names d
     const mangled = execFileSync('nm', [app], { encoding: 'utf8' })
       .split('\n')
       .map((line) => line.split(' ')[2] ?? '')
-      .filter((name) => name.startsWith('_ZN4many') && /^_ZN4many\d+f\d+El$/.test(name));
+      .filter((name) => /^_ZN4many\d+f\d+El$/.test(name));
     assert.equal(mangled.length, 2500, 'nm lists the 2,500 functions');
     const filtered = execFileSync('c++filt', mangled, { encoding: 'utf8' }).trim().split('\n');
     // Planned each time (no plan kept): the names are made in this run.

@@ -66,6 +66,16 @@ function keptPlans(dir = plans): Map<string, number> {
   return new Map(names.map((n) => [n, statSync(join(dir, n)).mtimeMs]));
 }
 
+/** runCli() with the plans kept in `dir`, not in the test's cache. */
+function runCached(dir: string, args: readonly string[]): ReturnType<typeof runCli> {
+  process.env.UPSCOPE_CACHE_DIR = dir;
+  try {
+    return runCli(args);
+  } finally {
+    process.env.UPSCOPE_CACHE_DIR = cache;
+  }
+}
+
 /** `upscope record` (bpf) of `command`: per function, its calls and unwound calls. */
 function recordCounts(
   command: string,
@@ -223,13 +233,7 @@ int main(void) {
     const own = join(work, 'aggregate-cache');
     const ownPlans = join(own, 'plans');
     const aggregate = (command: 'count' | 'latency') => {
-      process.env.UPSCOPE_CACHE_DIR = own;
-      let result: ReturnType<typeof runCli>;
-      try {
-        result = runCli([command, '--json', '-c', `${hot} 20000`, `${hot}:hot_*`]);
-      } finally {
-        process.env.UPSCOPE_CACHE_DIR = cache;
-      }
+      const result = runCached(own, [command, '--json', '-c', `${hot} 20000`, `${hot}:hot_*`]);
       assert.equal(result.status, 0, result.stderr);
       const calls = Number(/calls=(\d+)/.exec(result.stderr)?.[1]);
       assert.equal(calls, 20000, result.stderr);
@@ -262,13 +266,13 @@ int main(void) {
     const own = join(work, 'trace-cache');
     const ownPlans = join(own, 'plans');
     const trace = () => {
-      process.env.UPSCOPE_CACHE_DIR = own;
-      let result: ReturnType<typeof runCli>;
-      try {
-        result = runCli(['trace', '-c', `${hot} 2000`, `${hot}:hot_*`, `r:${hot}:hot_*`]);
-      } finally {
-        process.env.UPSCOPE_CACHE_DIR = cache;
-      }
+      const result = runCached(own, [
+        'trace',
+        '-c',
+        `${hot} 2000`,
+        `${hot}:hot_*`,
+        `r:${hot}:hot_*`,
+      ]);
       assert.equal(result.status, 0, result.stderr);
       assert.match(result.stderr, /calls=2000 /);
       const lines = result.stdout.split('\n');
