@@ -5,7 +5,9 @@ import {
   type AttachMode,
   BpfStream,
   cleanStaleGroups,
+  MAX_STREAM_FETCHES,
   type MovedProbe,
+  probeBpfFeatures,
   type StreamSite,
   TracefsStream,
 } from '../engines/index.js';
@@ -81,10 +83,12 @@ export interface AttachOptions extends CoverageOptions {
   /** Directories searched for separate debug files (FILE:LINE specs), before /usr/lib/debug. */
   readonly debugDirs?: readonly string[] | undefined;
   /**
-   * `tracefs` (uprobe_events and the tracing ring buffer; the default) or `bpf` (a BPF
-   * handler per hit writing to a BPF ring buffer; root, or CAP_BPF and CAP_PERFMON).
+   * `tracefs` (uprobe_events and the tracing ring buffer; the default), `bpf` (a BPF handler
+   * per hit writing to a BPF ring buffer; root, or CAP_BPF and CAP_PERFMON), or `auto`:
+   * tracefs, or bpf past TRACEFS_AUTO_MAX_EVENTS probes when it can run here (see
+   * chooseEngine). `Attachment.engine` says which.
    */
-  readonly engine?: 'tracefs' | 'bpf' | undefined;
+  readonly engine?: 'tracefs' | 'bpf' | 'auto' | undefined;
   /** With the bpf engine: how probes are attached (uprobe_multi links, perf events, or auto). */
   readonly attachMode?: AttachMode | undefined;
   /**
@@ -236,7 +240,7 @@ export class Tracer {
       for (const write of planWrites.splice(0)) write();
     };
     const planned = await planProbes(typeof specs === 'string' ? [specs] : specs, {
-      planWrites: options.engine === 'bpf' ? planWrites : undefined,
+      planWrites: options.engine === 'bpf' || options.engine === 'auto' ? planWrites : undefined,
       pid: options.pid,
       unsafe: options.unsafe,
       debugDirs: options.debugDirs,
@@ -249,12 +253,14 @@ export class Tracer {
     });
     const { skipped } = planned;
     const sites = excludeSites(planned.sites, options.exclude);
+    const { streamSites, hidden } = streamSitesFor(sites);
+    const engine = chooseEngine(options.engine, streamSites, options.onNotice);
     // The tracefs engine defines its probes in tracefs (and first removes what a killed
     // upscope left there); the bpf engine defines nothing there, and reads it only to follow a
     // process (the sched tracepoints), so CAP_BPF and CAP_PERFMON are enough without -p or -c.
     const following = options.pid !== undefined || options.command !== undefined;
-    const tracefs = options.engine !== 'bpf' || following ? ensureTracefs() : undefined;
-    if (options.engine !== 'bpf') cleanStaleGroups(tracefs!);
+    const tracefs = engine === 'tracefs' || following ? ensureTracefs() : undefined;
+    if (engine === 'tracefs') cleanStaleGroups(tracefs!);
     let launched: Awaited<ReturnType<typeof launchStopped>> | undefined;
     try {
       launched =
@@ -267,10 +273,9 @@ export class Tracer {
     }
     try {
       const covered = coverage(options, launched?.pid);
-      const { streamSites, hidden } = streamSitesFor(sites);
       const bufferSizeKb = options.bufferSizeKb ?? 4096;
       const opened =
-        options.engine === 'bpf'
+        engine === 'bpf'
           ? await BpfStream.openAsync(
               streamSites,
               {
@@ -310,6 +315,7 @@ export class Tracer {
       options.onLive?.({ sites, skipped });
       const attachment = new Attachment(
         stream,
+        engine,
         { sites, skipped },
         streamSites,
         hidden,
@@ -343,6 +349,59 @@ export class Tracer {
       writePlans();
     }
   }
+}
+
+/**
+ * How many probes the `auto` engine leaves to tracefs. tracefs enables and disables each
+ * event apart, and the kernel waits out a grace period for each one it disables (the
+ * unregistering of its uprobe: about 50 ms on a 2-CPU machine): 100 probes take 5 s to
+ * remove, 50,000 about 40 minutes. The bpf engine puts a file's probes in one uprobe_multi
+ * link, removed with one wait.
+ */
+export const TRACEFS_AUTO_MAX_EVENTS = 100;
+
+/**
+ * The engine to run `streamSites` on: the one asked for, or with `auto` tracefs unless there
+ * are more than TRACEFS_AUTO_MAX_EVENTS of them and the bpf engine can take them all here
+ * (a handler loads, a ring buffer and a uprobe_multi link can be made: without uprobe_multi
+ * each probe is a perf event, removed apart as well; at most MAX_STREAM_FETCHES fetches a
+ * probe). Either way, what tracefs will cost to remove is said when it is over the limit.
+ */
+function chooseEngine(
+  asked: AttachOptions['engine'],
+  streamSites: readonly StreamSite[],
+  notice: ((text: string) => void) | undefined,
+): 'tracefs' | 'bpf' {
+  if (asked === 'bpf') return 'bpf';
+  const events = streamSites.length;
+  if (events <= TRACEFS_AUTO_MAX_EVENTS) return 'tracefs';
+  const removal = `tracefs removes each of ${events.toLocaleString('en-US')} probes apart, about ${removalTime(events)} at the end`;
+  if (asked !== 'auto') {
+    notice?.(`${removal}; the bpf engine (--engine bpf) removes them at once`);
+    return 'tracefs';
+  }
+  const features = probeBpfFeatures();
+  if (features.program !== 0 || features.ringBuffer !== 0 || features.uprobeMulti !== 0) {
+    notice?.(
+      `${removal}; the bpf engine would remove them at once, but cannot run here (upscope doctor says why)`,
+    );
+    return 'tracefs';
+  }
+  const many = streamSites.find((site) => site.fetches.length > MAX_STREAM_FETCHES);
+  if (many !== undefined) {
+    notice?.(
+      `${removal}; the bpf engine would remove them at once, but streams at most ${MAX_STREAM_FETCHES} fetches a probe (${many.probe} has ${many.fetches.length})`,
+    );
+    return 'tracefs';
+  }
+  notice?.(`using the bpf engine: ${removal}; --engine tracefs to use it anyway`);
+  return 'bpf';
+}
+
+/** What removing `events` tracefs probes takes, at 50 ms each (see TRACEFS_AUTO_MAX_EVENTS). */
+function removalTime(events: number): string {
+  const seconds = Math.round(events * 0.05);
+  return seconds < 120 ? `${seconds} s` : `${Math.round(seconds / 60)} minutes`;
 }
 
 /**
@@ -599,6 +658,8 @@ export function probeName(site: ProbeSite): string {
  * the abort signal, or when the traced command or process exits.
  */
 export class Attachment {
+  /** The engine the probes run on (`auto` chose one). */
+  readonly engine: 'tracefs' | 'bpf';
   readonly sites: readonly ProbeSite[];
   /** Sites patterns matched that cannot be probed, left out (see `strict`). */
   readonly skipped: readonly SkippedSite[];
@@ -646,6 +707,7 @@ export class Attachment {
 
   constructor(
     stream: EventStream,
+    engine: 'tracefs' | 'bpf',
     { sites, skipped }: PlannedProbes,
     streamSites: readonly (StreamSite & { readonly role?: StreamRole })[],
     hidden: Set<string>,
@@ -654,6 +716,7 @@ export class Attachment {
     notes: readonly string[] = [],
   ) {
     this.#stream = stream;
+    this.engine = engine;
     this.notes = notes;
     this.#killAfterMs = options.killAfterMs ?? DEFAULT_KILL_AFTER_MS;
     this.sites = sites;

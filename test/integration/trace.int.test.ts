@@ -7,6 +7,7 @@ import { compileProgram, compileTraceTarget } from '../helpers/compile.js';
 import { leftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
+import { tracedChildren } from '../helpers/tracees.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
 const CALLS = 50;
@@ -474,5 +475,67 @@ describe('upscope trace', () => {
     assert.match(unprivileged.stderr, /^error\[ERR_PRIVILEGES\]: Cannot .*permission denied/);
     assert.match(unprivileged.stderr, /--engine ptrace/);
     assert.doesNotMatch(unprivileged.stderr, /\n\s+at /);
+  });
+
+  // tracefs removes its probes one at a time, the kernel waiting out a grace period for each
+  // (about 50 ms): a trace of thousands of functions took minutes to end, and of 48,000 about
+  // 40 minutes. As root, trace runs past 100 probes on the bpf engine unless told otherwise.
+  describe('the engine for many probes', () => {
+    const events = (stdout: string) =>
+      stdout.split('\n').filter((l) => l.startsWith('{') && !l.startsWith('{"command"'));
+    // many::f(1000 + i) is called i % 5 + 1 times a round.
+    const callsOf = (i: number) => (i % 5) + 1;
+
+    test('2,500 functions without --engine: bpf, said, every call seen', (t) => {
+      if (!requireHost(t, { root: true, commands: ['g++'] })) return;
+      const app = compileProgram('cxx-many', { flags: ['-O2'] });
+      const result = runCli(['trace', '--json', '-c', `${app} 2`, `${app}:many::f*`]);
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(
+        result.stderr,
+        /^upscope: using the bpf engine: tracefs removes each of 2,500 probes apart, about 2 minutes at the end; --engine tracefs to use it anyway$/m,
+      );
+      assert.match(result.stderr, /^Tracing 2500 probes \(bpf\)\./m);
+      // The target's own count of its calls.
+      const own = /functions=2500 calls=(\d+) /.exec(result.stderr);
+      assert.ok(own, result.stderr);
+      assert.equal(events(result.stdout).length, Number(own[1]));
+      assert.deepEqual(tracedChildren(), []);
+    });
+
+    test('101 functions with --engine tracefs: tracefs, and what its end costs said', (t) => {
+      if (!requireHost(t, { root: true, commands: ['g++'] })) return;
+      const app = compileProgram('cxx-many', { flags: ['-O2'] });
+      const result = runCli([
+        'trace',
+        '--engine',
+        'tracefs',
+        '--json',
+        '-c',
+        `${app} 1`,
+        `${app}:many::f10*`,
+        `${app}:many::f3499`,
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(
+        result.stderr,
+        /^upscope: tracefs removes each of 101 probes apart, about 5 s at the end; the bpf engine \(--engine bpf\) removes them at once$/m,
+      );
+      assert.match(result.stderr, /^Tracing 101 probes \(tracefs\)\./m);
+      // f1000 to f1099 (i = 0 to 99) and f3499 (i = 2499).
+      let calls = callsOf(2499);
+      for (let i = 0; i < 100; i++) calls += callsOf(i);
+      assert.equal(events(result.stdout).length, calls);
+      assert.deepEqual(tracedChildren(), []);
+    });
+
+    test('100 functions without --engine stay on tracefs, nothing said', (t) => {
+      if (!requireHost(t, { root: true, commands: ['g++'] })) return;
+      const app = compileProgram('cxx-many', { flags: ['-O2'] });
+      const result = runCli(['trace', '--json', '-c', `${app} 1`, `${app}:many::f10*`]);
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(result.stderr, /^Tracing 100 probes \(tracefs\)\./m);
+      assert.doesNotMatch(result.stderr, /removes each/);
+    });
   });
 });

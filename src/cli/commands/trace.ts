@@ -105,7 +105,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option(...returnProbesOption)
     .option(
       '--engine <engine>',
-      'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root), ptrace (one process, no root) or inject (one process, no root: function entries hooked inside the process, no trap per hit, memory and strings copied there, a string cut at 256 bytes; other probes as ptrace); by default tracefs as root, else ptrace',
+      'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root), ptrace (one process, no root) or inject (one process, no root: function entries hooked inside the process, no trap per hit, memory and strings copied there, a string cut at 256 bytes; other probes as ptrace); by default as root tracefs, or bpf past 100 probes (tracefs removes its probes one at a time, about 50 ms each; said when chosen), else ptrace',
       parseTraceEngine,
     )
     .action(async (specs, options) => {
@@ -162,7 +162,7 @@ async function trace(
     ? options.engine === 'inject'
       ? 'inject'
       : 'ptrace'
-    : (options.engine ?? (process.getuid?.() === 0 ? 'tracefs' : 'ptrace'));
+    : (options.engine ?? (process.getuid?.() === 0 ? 'auto' : 'ptrace'));
   if (engine === 'ptrace' || engine === 'inject') {
     if (options.bufferSize !== undefined) {
       throw new ProbeError(
@@ -230,7 +230,14 @@ async function trace(
   }
   for (const note of attachment.notes) io.err(`upscope: ${note}\n`);
   io.err(
-    startLine('Tracing', attachment.sites.length, 'probe', engine, attachment.skipped, engine),
+    startLine(
+      'Tracing',
+      attachment.sites.length,
+      'probe',
+      attachment.engine,
+      attachment.skipped,
+      attachment.engine,
+    ),
   );
   const timer =
     options.duration === undefined

@@ -123,7 +123,8 @@ export class Measurement {
         if (engines.trace === null) throw noEngine('trace');
         const attachment = await new Tracer().attach(this.specs, {
           ...common,
-          engine: engines.trace,
+          // As trace's: past 100 probes tracefs would take minutes to remove them.
+          engine: engines.trace === 'tracefs' ? 'auto' : engines.trace,
         });
         this.#attachment = attachment;
         const options = sinkOptions(attachment.sites, this.#traceStartNs);
@@ -135,7 +136,7 @@ export class Measurement {
           if (this.#events.length < KEPT_EVENTS) this.#events.push(event);
         });
         this.#attached(attachment.sites.length, attachment.skipped.length, attachment.notes);
-        this.#progress = `tracing ${attachment.sites.length} probes (${engines.trace})`;
+        this.#progress = `tracing ${attachment.sites.length} probes (${attachment.engine})`;
         void attachment.ended.then(() => this.#ended(attachment.error));
       } else {
         if (engines.aggregate === null) throw noEngine(this.kind);
