@@ -360,6 +360,9 @@ export class Tracer {
  */
 export const TRACEFS_AUTO_MAX_EVENTS = 100;
 
+/** From how many tracefs probes their removal (2 s and more) is said as it starts. */
+const TRACEFS_SAY_REMOVAL_FROM = 40;
+
 /**
  * The engine to run `streamSites` on: the one asked for, or with `auto` tracefs unless there
  * are more than TRACEFS_AUTO_MAX_EVENTS of them and the bpf engine can take them all here
@@ -704,6 +707,8 @@ export class Attachment {
   #targetExited = false;
   #replaced: ReplacedFiles | undefined;
   #resolveEnded!: () => void;
+  /** Says what removing the probes will take, when it is long enough to be noticed. */
+  readonly #removal: (() => void) | undefined;
 
   constructor(
     stream: EventStream,
@@ -717,6 +722,13 @@ export class Attachment {
   ) {
     this.#stream = stream;
     this.engine = engine;
+    this.#removal =
+      engine === 'tracefs' && streamSites.length >= TRACEFS_SAY_REMOVAL_FROM
+        ? () =>
+            options.onNotice?.(
+              `removing ${streamSites.length.toLocaleString('en-US')} probes: tracefs removes each apart, about ${removalTime(streamSites.length)}`,
+            )
+        : undefined;
     this.notes = notes;
     this.#killAfterMs = options.killAfterMs ?? DEFAULT_KILL_AFTER_MS;
     this.sites = sites;
@@ -865,6 +877,7 @@ export class Attachment {
     clearInterval(this.#timer);
     this.#replaced?.close();
     try {
+      this.#removal?.();
       this.#stream.stop();
       this.#drain(true);
       this.#finalStats = this.#stream.stats();
