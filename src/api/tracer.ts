@@ -189,8 +189,9 @@ interface FunctionFrames {
 const MAX_PENDING_CALLS = 1024;
 
 /**
- * Traces probe specs. Today's engine is tracefs (kernel uprobes through uprobe_events and the
- * ring buffer); it needs root or write access to tracefs.
+ * Traces probe specs: on tracefs by default (kernel uprobes through uprobe_events and the
+ * ring buffer; root or write access to tracefs), on bpf with `engine: 'bpf'`, or on whichever
+ * suits the number of probes with `engine: 'auto'` (what the CLI does as root).
  *
  * ```ts
  * const tracer = new Tracer();
