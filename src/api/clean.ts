@@ -7,8 +7,9 @@ import { ensureTracefs } from '../host/index.js';
  * Remove every upscope event group and tracefs instance whose owner process is gone (left by
  * an upscope killed with SIGKILL). Never touches another tool's events or a live session's.
  * Needs root, or write access to tracefs; mounts tracefs when root and it is missing.
+ * `notice` is told of a removal that takes seconds (many probes left enabled).
  */
-export function cleanStale(): CleanResult {
+export function cleanStale(options: { notice?: (text: string) => void } = {}): CleanResult {
   const tracefs = ensureTracefs();
   try {
     accessSync(`${tracefs}/uprobe_events`, constants.W_OK);
@@ -19,5 +20,5 @@ export function cleanStale(): CleanResult {
       { cause, hints: ['Run as root (sudo upscope clean)'] },
     );
   }
-  return cleanStaleGroups(tracefs);
+  return cleanStaleGroups(tracefs, { notice: options.notice });
 }

@@ -8,6 +8,8 @@ import {
   MAX_STREAM_FETCHES,
   type MovedProbe,
   probeBpfFeatures,
+  removalTime,
+  SAY_REMOVAL_FROM,
   type StreamSite,
   TracefsStream,
 } from '../engines/index.js';
@@ -261,7 +263,7 @@ export class Tracer {
     // process (the sched tracepoints), so CAP_BPF and CAP_PERFMON are enough without -p or -c.
     const following = options.pid !== undefined || options.command !== undefined;
     const tracefs = engine === 'tracefs' || following ? ensureTracefs() : undefined;
-    if (engine === 'tracefs') cleanStaleGroups(tracefs!);
+    if (engine === 'tracefs') cleanStaleGroups(tracefs!, { notice: options.onNotice });
     let launched: Awaited<ReturnType<typeof launchStopped>> | undefined;
     try {
       launched =
@@ -353,16 +355,11 @@ export class Tracer {
 }
 
 /**
- * How many probes the `auto` engine leaves to tracefs. tracefs enables and disables each
- * event apart, and the kernel waits out a grace period for each one it disables (the
- * unregistering of its uprobe: about 50 ms on a 2-CPU machine): 100 probes take 5 s to
- * remove, 50,000 about 40 minutes. The bpf engine puts a file's probes in one uprobe_multi
- * link, removed with one wait.
+ * How many probes the `auto` engine leaves to tracefs, which removes them one at a time (5 s
+ * for 100: see removalTime). The bpf engine puts a file's probes in one uprobe_multi link,
+ * removed with one wait.
  */
 export const TRACEFS_AUTO_MAX_EVENTS = 100;
-
-/** From how many tracefs probes their removal (2 s and more) is said as it starts. */
-const TRACEFS_SAY_REMOVAL_FROM = 40;
 
 /**
  * The engine to run `streamSites` on: the one asked for, or with `auto` tracefs unless there
@@ -400,12 +397,6 @@ function chooseEngine(
   }
   notice?.(`using the bpf engine: ${removal}; --engine tracefs to use it anyway`);
   return 'bpf';
-}
-
-/** What removing `events` tracefs probes takes, at 50 ms each (see TRACEFS_AUTO_MAX_EVENTS). */
-function removalTime(events: number): string {
-  const seconds = Math.round(events * 0.05);
-  return seconds < 120 ? `${seconds} s` : `${Math.round(seconds / 60)} minutes`;
 }
 
 /**
@@ -724,7 +715,7 @@ export class Attachment {
     this.#stream = stream;
     this.engine = engine;
     this.#removal =
-      engine === 'tracefs' && streamSites.length >= TRACEFS_SAY_REMOVAL_FROM
+      engine === 'tracefs' && streamSites.length >= SAY_REMOVAL_FROM
         ? () =>
             options.onNotice?.(
               `removing ${streamSites.length.toLocaleString('en-US')} probes: tracefs removes each apart, about ${removalTime(streamSites.length)}`,

@@ -15,7 +15,7 @@ export function registerClean(program: Command, io: Io, result: CommandResult): 
     )
     .option('--json', 'print JSON instead of text')
     .action((options) => {
-      const cleaned = cleanStale();
+      const cleaned = cleanStale({ notice: (text) => io.err(`upscope: ${text}\n`) });
       if (options.json === true) {
         io.out(`${renderJson(cleaned)}\n`);
       } else {

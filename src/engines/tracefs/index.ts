@@ -28,6 +28,7 @@ export {
   UPSCOPE_PREFIX,
 } from './names.js';
 export { type DecodedPage, decodePage, type PageRecord } from './page-decoder.js';
+export { removalTime, SAY_REMOVAL_FROM } from './removal.js';
 export {
   type CleanOptions,
   type CleanResult,

@@ -1,5 +1,6 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { groupOwnerPid, instanceOwnerPid, parseUprobeEvents } from './names.js';
+import { removalTime, SAY_REMOVAL_FROM } from './removal.js';
 import { errnoOf, readControl, removeEvent, removeInstanceDir } from './tracefs-session.js';
 
 export interface CleanOptions {
@@ -8,6 +9,11 @@ export interface CleanOptions {
    * Tests and callers in another pid namespace can pass their own.
    */
   readonly isAlive?: (pid: number) => boolean;
+  /**
+   * Told, before an instance is removed, of the probes it has enabled when there are enough
+   * for it to take seconds (tracefs disables them one at a time: see removalTime).
+   */
+  readonly notice?: ((text: string) => void) | undefined;
 }
 
 export interface CleanResult {
@@ -55,6 +61,12 @@ export function cleanStaleGroups(tracefs: string, options: CleanOptions = {}): C
   for (const name of instances.sort()) {
     const owner = instanceOwnerPid(name);
     if (owner === undefined || isAlive(owner)) continue;
+    const enabled = enabledEvents(`${tracefs}/instances/${name}`);
+    if (enabled >= SAY_REMOVAL_FROM) {
+      options.notice?.(
+        `removing ${enabled.toLocaleString('en-US')} probes an upscope killed before its end (pid ${owner}) left enabled: tracefs removes each apart, about ${removalTime(enabled)}`,
+      );
+    }
     try {
       if (removeInstanceDir(`${tracefs}/instances/${name}`)) result.removedInstances.push(name);
     } catch (err) {
@@ -84,4 +96,17 @@ export function cleanStaleGroups(tracefs: string, options: CleanOptions = {}): C
     if (all) result.removedGroups.push(group);
   }
   return result;
+}
+
+/** How many events an instance has enabled (the lines of its set_event; 0 when unreadable). */
+function enabledEvents(instanceDir: string): number {
+  let text: string;
+  try {
+    text = readControl(`${instanceDir}/set_event`) ?? '';
+  } catch {
+    return 0; // removed as it would be, unannounced
+  }
+  let count = 0;
+  for (const line of text.split('\n')) if (line !== '') count++;
+  return count;
 }
