@@ -206,6 +206,8 @@ export class Aggregate<R> {
   readonly sites: readonly ProbeSite[];
   /** Sites patterns matched that cannot be probed, left out (see `strict`). */
   readonly skipped: readonly SkippedSite[];
+  /** What the user should know of the plan (see PlannedProbes.warnings). */
+  readonly warnings: readonly ProbeError[];
   /** Each probe's name, by probe index. */
   readonly probes: readonly string[];
   readonly commandPid: number | undefined;
@@ -238,7 +240,7 @@ export class Aggregate<R> {
 
   /** @internal */
   constructor(
-    { sites, skipped }: PlannedProbes,
+    { sites, skipped, warnings }: PlannedProbes,
     probes: readonly string[],
     opened: Opened<R>,
     options: AggregateOptions,
@@ -247,6 +249,7 @@ export class Aggregate<R> {
   ) {
     this.sites = sites;
     this.skipped = skipped;
+    this.warnings = warnings;
     this.probes = probes;
     this.#engine = opened.engine;
     this.engine = opened.name ?? 'bpf';
@@ -523,20 +526,23 @@ export async function startAggregate<R>(
   const writePlans = () => {
     for (const write of planWrites.splice(0)) write();
   };
-  const { sites, skipped } = await planProbes(typeof specs === 'string' ? [specs] : specs, {
-    lean: true,
-    planWrites,
-    pid: options.pid,
-    unsafe: options.unsafe,
-    debugDirs: options.debugDirs,
-    strict: options.strict,
-    onProgress: options.onProgress,
-    returnProbes: options.returnProbes,
-    returnsOfEntries: timesCalls,
-    optionFetches: fetches,
-    // The command's libraries are searched for as its dynamic linker will.
-    ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
-  });
+  const { sites, skipped, warnings } = await planProbes(
+    typeof specs === 'string' ? [specs] : specs,
+    {
+      lean: true,
+      planWrites,
+      pid: options.pid,
+      unsafe: options.unsafe,
+      debugDirs: options.debugDirs,
+      strict: options.strict,
+      onProgress: options.onProgress,
+      returnProbes: options.returnProbes,
+      returnsOfEntries: timesCalls,
+      optionFetches: fetches,
+      // The command's libraries are searched for as its dynamic linker will.
+      ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
+    },
+  );
   let launched: Awaited<ReturnType<typeof launchStopped>> | undefined;
   try {
     check?.(sites);
@@ -560,7 +566,7 @@ export async function startAggregate<R>(
     });
     const stopped = opened.stopped;
     const aggregate = new Aggregate(
-      { sites, skipped },
+      { sites, skipped, warnings },
       names,
       {
         ...opened,

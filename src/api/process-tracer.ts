@@ -183,6 +183,7 @@ export class ProcessTracer {
   readonly #specs = new Map<string, ProcessRegistration>();
   readonly #sites = new Map<string, readonly ProbeSite[]>();
   readonly #skipped = new Map<string, readonly SkippedSite[]>();
+  readonly #warnings = new Map<string, readonly ProbeError[]>();
   readonly #followExec: boolean;
   /** The traced process's loader rendezvous, once hooked (null: it has none). */
   #rendezvous: LoaderRendezvous | null | undefined;
@@ -340,6 +341,7 @@ export class ProcessTracer {
     this.#ids.set(registration.id, this.#ids.get(registration.id) ?? []);
     this.#sites.set(registration.id, sites);
     this.#skipped.set(registration.id, skipped);
+    this.#warnings.set(registration.id, planned.warnings);
     this.#specSites.push(...added);
     for (const pid of this.#probes.followed()) this.#sync(pid, added);
     return sites;
@@ -355,6 +357,11 @@ export class ProcessTracer {
     return this.#skipped.get(id) ?? [];
   }
 
+  /** What a spec registration's plan said the user should know (PlannedProbes.warnings). */
+  warningsOf(id: string): readonly ProbeError[] {
+    return this.#warnings.get(id) ?? [];
+  }
+
   /** Unregister one registration (all its sites), or all. */
   unregister(id: string | 'all'): void {
     const ids = id === 'all' ? [...this.#ids.keys()] : [id];
@@ -364,6 +371,7 @@ export class ProcessTracer {
       this.#specs.delete(one);
       this.#sites.delete(one);
       this.#skipped.delete(one);
+      this.#warnings.delete(one);
       this.#specSites = this.#specSites.filter((s) => s.registration.id !== one);
       for (const placed of this.#placements.values()) {
         for (const [key, placement] of placed) {
@@ -821,6 +829,7 @@ export class ProcessTracer {
     }
     this.#sites.clear();
     this.#skipped.clear();
+    this.#warnings.clear();
     if (!this.#followExec) {
       this.#specs.clear();
       return;

@@ -394,7 +394,7 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
   };
   const launched = run.launched(options);
   const aggregate = new Aggregate(
-    { sites: [...sites], skipped: [...run.skipped] },
+    { sites: [...sites], skipped: [...run.skipped], warnings: [...run.warnings] },
     probes,
     {
       engine,

@@ -214,7 +214,7 @@ export async function ptraceLeaks(
   };
   const launched = run.launched(options);
   const aggregate = new Aggregate(
-    { sites: [...sites], skipped: [...run.skipped] },
+    { sites: [...sites], skipped: [...run.skipped], warnings: [...run.warnings] },
     probeNames(sites),
     {
       engine,

@@ -23,7 +23,13 @@ import {
   type LaunchedCommand,
   ThreadNames,
 } from '../host/index.js';
-import { type OptionFetch, type ProbeSite, qualifyNames, type SkippedSite } from '../plan/index.js';
+import {
+  type OptionFetch,
+  type PlannedProbes,
+  type ProbeSite,
+  qualifyNames,
+  type SkippedSite,
+} from '../plan/index.js';
 import { uncoveredNote } from './coverage.js';
 import { type ProcessRegistration, ProcessTracer } from './process-tracer.js';
 
@@ -116,6 +122,8 @@ export class PtraceRun {
   /** The sites placed, their names told apart where specs share one (qualifyNames). */
   readonly sites: readonly ProbeSite[];
   readonly skipped: readonly SkippedSite[];
+  /** What the user should know of the plan (see PlannedProbes.warnings). */
+  readonly warnings: readonly ProbeError[];
   /** The process traced (the command's, with `command`). */
   readonly pid: number;
   /** How long resolving and placing the probes took. */
@@ -142,7 +150,7 @@ export class PtraceRun {
 
   private constructor(
     tracer: ProcessTracer,
-    planned: { sites: ProbeSite[]; skipped: SkippedSite[]; milliseconds: number },
+    planned: PlannedProbes & { milliseconds: number },
     names: ThreadNames,
     consumer: PtraceConsumer,
     options: PtraceRunOptions,
@@ -156,6 +164,7 @@ export class PtraceRun {
     this.#pollMs = options.engine === 'inject' ? 100 : undefined;
     this.sites = planned.sites;
     this.skipped = planned.skipped;
+    this.warnings = planned.warnings;
     this.milliseconds = planned.milliseconds;
     this.pid = tracer.pid;
     this.ended = new Promise((resolve) => {
@@ -228,6 +237,7 @@ export class PtraceRun {
       const entryFilter = consumer.entryFilter;
       const sites: ProbeSite[] = [];
       const skipped: SkippedSite[] = [];
+      const warnings: ProbeError[] = [];
       for (const [i, spec] of specs.entries()) {
         const returns = consumer.returns(spec);
         sites.push(
@@ -258,6 +268,7 @@ export class PtraceRun {
           })),
         );
         skipped.push(...tracer.skippedOf(`spec${i}`));
+        warnings.push(...tracer.warningsOf(`spec${i}`));
       }
       if (options.pid !== undefined) {
         // Children forked before the run that the probes do not cover are said.
@@ -268,7 +279,7 @@ export class PtraceRun {
       const named = qualifyNames(sites);
       const run = new PtraceRun(
         tracer,
-        { sites: named, skipped, milliseconds: performance.now() - began },
+        { sites: named, skipped, warnings, milliseconds: performance.now() - began },
         names,
         consumer,
         options,

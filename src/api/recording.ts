@@ -400,12 +400,16 @@ export interface RecordCallsOptions {
   readonly onProgress?: AttachOptions['onProgress'];
   /**
    * Called once every probe is live, before a command is let run: how many functions are
-   * recorded, and the sites left out. What runs from then on is recorded (on the kernel
+   * recorded, the sites left out and what the plan warns of. What runs from then on is recorded (on the kernel
    * engines this comes before the recording's writer is made: their hits wait in the kernel's
    * buffer).
    */
   readonly onLive?:
-    | ((recording: { functions: number; skipped: readonly SkippedSite[] }) => void)
+    | ((recording: {
+        functions: number;
+        skipped: readonly SkippedSite[];
+        warnings: readonly ProbeError[];
+      }) => void)
     | undefined;
 }
 
@@ -569,9 +573,9 @@ async function attachFunctions<T>(
     onNotice: options.onNotice,
     onProgress: options.onProgress,
     lean: true,
-    onLive: ({ sites, skipped }) => {
+    onLive: ({ sites, skipped, warnings }) => {
       functions = functionsOf(sites, ids);
-      options.onLive?.({ functions: functions.length, skipped });
+      options.onLive?.({ functions: functions.length, skipped, warnings });
     },
     // The kernel engines say when the probes are live, before whileAttaching.
     whileAttaching: async () => {
@@ -745,7 +749,7 @@ async function recordInProcess(
     await run.ended;
     throw err;
   }
-  options.onLive?.({ functions: functions.length, skipped: run.skipped });
+  options.onLive?.({ functions: functions.length, skipped: run.skipped, warnings: run.warnings });
   const created = writer;
   const probes: RecordingProbes = {
     sites: run.sites,

@@ -120,9 +120,7 @@ export interface AttachOptions extends CoverageOptions {
    * is hit from then on is kept in the kernel's buffer until it is read (a recording says it
    * is recording then). Not called if attaching fails before.
    */
-  readonly onLive?:
-    | ((planned: { sites: readonly ProbeSite[]; skipped: readonly SkippedSite[] }) => void)
-    | undefined;
+  readonly onLive?: ((planned: Readonly<PlannedProbes>) => void) | undefined;
   /**
    * Plan lean sites where nothing is fetched (a recording): see ResolveOptions.lean; the bpf
    * engine then counts lost events in all, not per probe.
@@ -254,7 +252,7 @@ export class Tracer {
       // The command's libraries are searched for as its dynamic linker will.
       ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });
-    const { skipped } = planned;
+    const { skipped, warnings } = planned;
     const sites = excludeSites(planned.sites, options.exclude);
     const { streamSites, hidden } = streamSitesFor(sites);
     const engine = chooseEngine(options.engine, streamSites, options.onNotice);
@@ -315,11 +313,11 @@ export class Tracer {
               : (done, total) =>
                   options.onProgress?.({ done, total, target: 'tracefs', attaching: true }),
         });
-      options.onLive?.({ sites, skipped });
+      options.onLive?.({ sites, skipped, warnings });
       const attachment = new Attachment(
         stream,
         engine,
-        { sites, skipped },
+        { sites, skipped, warnings },
         streamSites,
         hidden,
         options,
@@ -658,6 +656,8 @@ export class Attachment {
   readonly sites: readonly ProbeSite[];
   /** Sites patterns matched that cannot be probed, left out (see `strict`). */
   readonly skipped: readonly SkippedSite[];
+  /** What the user should know of the plan (see PlannedProbes.warnings). */
+  readonly warnings: readonly ProbeError[];
   /** The traced command's pid, with `-c`. */
   readonly commandPid: number | undefined;
   /** Resolves when the attachment has ended and everything is removed. */
@@ -705,7 +705,7 @@ export class Attachment {
   constructor(
     stream: EventStream,
     engine: 'tracefs' | 'bpf',
-    { sites, skipped }: PlannedProbes,
+    { sites, skipped, warnings }: PlannedProbes,
     streamSites: readonly (StreamSite & { readonly role?: StreamRole })[],
     hidden: Set<string>,
     options: AttachOptions,
@@ -725,6 +725,7 @@ export class Attachment {
     this.#killAfterMs = options.killAfterMs ?? DEFAULT_KILL_AFTER_MS;
     this.sites = sites;
     this.skipped = skipped;
+    this.warnings = warnings;
     this.#hidden = hidden;
     for (const site of streamSites) {
       const role = site.role;

@@ -2,6 +2,7 @@ import { closeSync, openSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import { InvalidArgumentError } from '@commander-js/extra-typings';
 import { ProbeError, type SkippedSite, skipSummary, splitDev } from '../api/index.js';
+import { renderWarning } from '../errors/index.js';
 
 /** A device number as `major:minor`, the way /proc/PID/maps and ls show it. */
 export function formatDev(dev: bigint): string {
@@ -104,7 +105,9 @@ export const strictOption = [
  * The line every command that runs probes starts with, the same on every engine:
  * `Tracing 3 probes (tracefs). Ctrl-C to end.`, `Counting 1 probe (ptrace, process 42, ...)`:
  * the verb, the number of sites probed, what the engine says of itself, and the count of
- * sites patterns skipped, if any; ended by a newline.
+ * sites patterns skipped, if any; ended by a newline. What the plan warns of (IFUNC resolvers
+ * a pattern left out, the overloads a name placed probes on) comes before it, as resolve
+ * says it.
  */
 export function startLine(
   verb: string,
@@ -113,10 +116,12 @@ export function startLine(
   engineText: string,
   skipped: readonly SkippedSite[],
   engine: 'tracefs' | 'bpf' | 'ptrace',
+  warnings: readonly ProbeError[],
 ): string {
   const summary = skipSummary(skipped, sites, engine);
   const line = `${verb} ${sites} ${noun}${sites === 1 ? '' : 's'} (${engineText}). Ctrl-C to end.`;
-  return `${line}${summary === undefined ? '' : ` ${summary}`}\n`;
+  const warned = warnings.map((warning) => `${renderWarning(warning)}\n`).join('');
+  return `${warned}${line}${summary === undefined ? '' : ` ${summary}`}\n`;
 }
 
 /** How a -c command ended, as upscope says it on stderr: `command 42 exited with status 3`. */

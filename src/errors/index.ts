@@ -14,4 +14,4 @@ export {
   quote,
   type Span,
 } from './probe-error.js';
-export { exitStatusOf, renderCaret, renderError } from './render.js';
+export { exitStatusOf, renderCaret, renderError, renderWarning } from './render.js';

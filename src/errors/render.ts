@@ -12,6 +12,14 @@ export function renderError(err: ProbeError): string {
   return lines.join('\n');
 }
 
+/**
+ * Render a warning (a ProbeError that did not stop anything: a pattern's skipped IFUNC
+ * resolvers, the overloads a name placed probes on) as renderError() does, as `warning[CODE]`.
+ */
+export function renderWarning(err: ProbeError): string {
+  return renderError(err).replace(/^error\[/, 'warning[');
+}
+
 export function renderCaret(text: string, span: Span): string[] {
   const start = Math.max(0, Math.min(span.start, text.length));
   const width = Math.max(1, Math.min(span.end, text.length) - start);

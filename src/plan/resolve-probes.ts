@@ -199,6 +199,11 @@ export interface ProbePlan {
 export interface PlannedProbes {
   readonly sites: ProbeSite[];
   readonly skipped: SkippedSite[];
+  /**
+   * What the user should know of the plan, though nothing failed: the IFUNC resolvers a
+   * pattern left out, the overloads a name placed probes on.
+   */
+  readonly warnings: ProbeError[];
 }
 
 /** How many instructions `resolve` shows at each site. */
@@ -364,7 +369,10 @@ export function planProbesSync(
 
 function planned(plan: ProbePlan): PlannedProbes {
   if (plan.errors.length > 0) throw plan.errors[0];
-  return { sites: plan.sites, skipped: plan.skipped };
+  // A .cold part left out loses nothing (its function is probed, and the part is not called):
+  // resolve says it; a run does not.
+  const warnings = plan.warnings.filter((warning) => warning.code !== 'ERR_COLD_PART');
+  return { sites: plan.sites, skipped: plan.skipped, warnings };
 }
 
 function specError(
@@ -784,6 +792,26 @@ function ifuncError(
   );
 }
 
+/**
+ * What to do about the IFUNC resolvers a pattern left out: probe the implementations, named
+ * for the first of them when its resolver shows them.
+ */
+function ifuncPatternHints(spec: ProbeSpec, target: OpenTarget, first: FunctionSymbol): string[] {
+  const hints = [
+    'An IFUNC resolver runs once, when the library is loaded, and picks the implementation the calls go to: probe the implementations instead',
+  ];
+  const named = findIfuncImplementations(target.elf, target.symbols(), first).flatMap((impl) =>
+    impl.name === undefined ? [] : [impl.name],
+  );
+  const resolve = shellWord(`${spec.target.text}:${first.name}`);
+  hints.push(
+    named.length > 0
+      ? `${first.name}'s are ${named.join(', ')}; upscope resolve ${resolve} lists them`
+      : `upscope resolve ${resolve} lists ${first.name}'s`,
+  );
+  return hints;
+}
+
 /** Matches of a pattern from which their names are demangled at once. */
 const DEMANGLE_AT_ONCE_MATCHES = 2000;
 
@@ -862,7 +890,7 @@ function* resolveGlob(
     );
   }
   const sites: ProbeSite[] = [];
-  const skipped: string[] = [];
+  const skipped: FunctionSymbol[] = [];
   const unprobeable: SkippedSite[] = [];
   const coldParts: string[] = [];
   const progress = options.onProgress !== undefined;
@@ -874,7 +902,7 @@ function* resolveGlob(
     done++;
     const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
     if (main.type === 'ifunc') {
-      skipped.push(main.name);
+      skipped.push(main);
       continue;
     }
     if (isColdPart(main)) {
@@ -919,13 +947,14 @@ function* resolveGlob(
     plan.warnings.push(specError(spec, location.span, 'ERR_COLD_PART', `Left out ${left}`, [why]));
   }
   if (skipped.length > 0) {
+    const names = skipped.map((fn) => fn.name);
     plan.warnings.push(
       specError(
         spec,
         location.span,
         'ERR_IFUNC',
-        `Skipped ${skipped.length} IFUNC resolver${skipped.length === 1 ? '' : 's'} matched by ${quote(location.pattern)}: ${skipped.slice(0, 5).join(', ')}${skipped.length > 5 ? ', ...' : ''}`,
-        ['An IFUNC resolver runs once at load; probe its implementations instead'],
+        `Skipped ${skipped.length} IFUNC resolver${skipped.length === 1 ? '' : 's'} matched by ${quote(location.pattern)}: ${names.slice(0, 5).join(', ')}${skipped.length > 5 ? ', ...' : ''}`,
+        ifuncPatternHints(spec, target, skipped[0]!),
       ),
     );
   }

@@ -6,6 +6,9 @@
 // a plain `mov`.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
@@ -14,6 +17,10 @@ import { runCli } from '../helpers/run-cli.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const CALLS = 200;
+
+function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), 'upscope-warn-'));
+}
 
 function app(): string {
   return compileProgram('lock-insns', { flags: ['-O2'], link: ['-lpthread'] });
@@ -173,4 +180,95 @@ describe('patterns skip what cannot be probed', () => {
       );
     });
   }
+});
+
+// What a plan warns of was only said by resolve: a pattern over libc's str* functions counted
+// no strlen, strcmp or strchr (IFUNC resolvers, left out) and said nothing of it.
+describe('what a plan warns of is said before the start line', () => {
+  afterEach(() => {
+    assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+    assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+  });
+
+  /** The C library `true` runs with, as ldd says. */
+  function libc(): string {
+    const line = execFileSync('ldd', ['/usr/bin/true'], { encoding: 'utf8' })
+      .split('\n')
+      .find((l) => l.includes('libc.so'));
+    return /=> (\S+)/.exec(line ?? '')![1]!;
+  }
+
+  /** nm's IFUNC symbols of the file whose names start with `prefix`, one per address. */
+  function ifuncsNamed(path: string, prefix: string): number {
+    const lines = execFileSync('nm', ['-D', '--defined-only', path], { encoding: 'utf8' });
+    const addresses = new Set<string>();
+    for (const line of lines.split('\n')) {
+      const [address, type, name] = line.split(' ');
+      if (type === 'i' && name?.startsWith(prefix)) addresses.add(address!);
+    }
+    return addresses.size;
+  }
+
+  for (const args of [
+    ['trace', '--engine', 'bpf'],
+    ['count'],
+    ['count', '--engine', 'ptrace'],
+    ['record', '-o', ''],
+  ]) {
+    test(`${args.join(' ')}: the IFUNC resolvers a pattern left out, and what to probe instead`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['nm', 'ldd'] })) return;
+      const path = libc();
+      const ifuncs = ifuncsNamed(path, 'str');
+      assert.ok(ifuncs > 0, `${path} has str* IFUNCs`);
+      const dir = args[0] === 'record' ? tempDir() : undefined;
+      const command = dir === undefined ? args : [...args.slice(0, -1), `${dir}/rec`];
+      const result = runCli([...command, '-c', '/usr/bin/true', `${path}:str*`]);
+      if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+      assert.equal(result.status, 0, result.stderr);
+      const lines = result.stderr.split('\n');
+      const warning = lines.findIndex((l) => l.startsWith('warning[ERR_IFUNC]'));
+      assert.match(
+        lines[warning] ?? '',
+        new RegExp(
+          `^warning\\[ERR_IFUNC\\]: Skipped ${ifuncs} IFUNC resolvers matched by "str\\*": `,
+        ),
+        result.stderr,
+      );
+      // The implementations to probe, named, and where the start line is.
+      assert.match(result.stderr, /^ {2}hint: \w+'s are __\w+/m);
+      const start = lines.findIndex((l) => /^(Tracing|Counting|Recording) /.test(l));
+      assert.ok(warning < start, 'said before the start line');
+      assert.doesNotMatch(result.stderr, /ERR_COLD_PART/, 'a .cold part left out loses nothing');
+    });
+  }
+
+  test('trace: the overloads a C++ name placed probes on (c++filt the truth)', (t) => {
+    if (!requireHost(t, { root: true, commands: ['g++', 'nm', 'c++filt'] })) return;
+    const target = compileProgram('cxx-names', { flags: ['-O2'] });
+    const demangled = execFileSync('nm', ['-C', '--defined-only', target], { encoding: 'utf8' });
+    const overloads = new Set(
+      demangled
+        .split('\n')
+        .map((line) => line.split(' ').slice(2).join(' '))
+        .filter((name) => name.startsWith('shapes::Counter::method(')),
+    );
+    assert.ok(overloads.size > 1, 'the target overloads shapes::Counter::method');
+    const result = runCli([
+      'trace',
+      '--engine',
+      'bpf',
+      '-c',
+      `${target} 1`,
+      `${target}:shapes::Counter::method`,
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(
+      result.stderr,
+      new RegExp(
+        `^warning\\[ERR_OVERLOADED\\]: Placed probes on ${overloads.size} overloads of "shapes::Counter::method"`,
+        'm',
+      ),
+    );
+    assert.match(result.stderr, /^ {2}hint: Probe one by its parameters, e\.g\. /m);
+  });
 });

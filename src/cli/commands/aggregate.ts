@@ -250,6 +250,7 @@ async function run<R>(
       `${aggregate.engine}, ${how}, attached in ${report.milliseconds.toFixed(1)} ms`,
       aggregate.skipped,
       aggregate.engine === 'inject' ? 'ptrace' : aggregate.engine,
+      aggregate.warnings,
     ),
   );
   // In the ptrace helper, an ending signal (upscope's death) may have come already.

@@ -301,7 +301,7 @@ async function record(
     onNotice: (text) => io.err(`upscope: ${text}\n`),
     onProgress: planProgress(io),
     // Said as soon as the probes are live: what runs from then on is recorded.
-    onLive: ({ functions, skipped }) =>
+    onLive: ({ functions, skipped, warnings }) =>
       io.err(
         startLine(
           'Recording',
@@ -310,6 +310,7 @@ async function record(
           `entry and return, ${engine}, to ${dir}`,
           skipped,
           engine === 'inject' ? 'ptrace' : engine,
+          warnings,
         ),
       ),
   });

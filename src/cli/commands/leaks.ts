@@ -235,6 +235,7 @@ async function runLeaks(
       `${engine}, ${how}, attached in ${report.milliseconds.toFixed(1)} ms`,
       aggregate.skipped,
       engine,
+      aggregate.warnings,
     ),
   );
   let signal: NodeJS.Signals | undefined;

@@ -13,7 +13,7 @@ import {
   symbolizeAddress,
 } from '../../api/index.js';
 import { eventName, uprobeEventLine } from '../../engines/index.js';
-import { exitStatusOf, ProbeError, renderError } from '../../errors/index.js';
+import { exitStatusOf, ProbeError, renderError, renderWarning } from '../../errors/index.js';
 import { hex, renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
@@ -117,8 +117,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
           );
         }
         for (const note of notes) io.err(`upscope: ${note}\n`);
-        for (const warning of plan.warnings)
-          io.err(`${renderError(warning).replace(/^error/, 'warning')}\n`);
+        for (const warning of plan.warnings) io.err(`${renderWarning(warning)}\n`);
         for (const error of plan.errors) io.err(`${renderError(error)}\n`);
       }
       // Every spec failed: the first error's status, as trace and list give for it; some: 1.

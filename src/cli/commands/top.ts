@@ -9,7 +9,7 @@ import {
   parseSpec,
   percentile,
 } from '../../api/index.js';
-import { ProbeError } from '../../errors/index.js';
+import { ProbeError, renderWarning } from '../../errors/index.js';
 import { formatDuration } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
@@ -153,6 +153,10 @@ async function top(specs: string[], options: TopOptions, io: Io): Promise<void> 
   } catch (err) {
     for (const a of aggregates) a.close();
     throw err;
+  }
+  // What the plans warn of (IFUNC resolvers a pattern left out, overloads), before the table.
+  for (const warning of aggregates.flatMap((a) => a.warnings)) {
+    io.err(`${renderWarning(warning)}\n`);
   }
   const probes = aggregates.reduce((n, a) => n + a.sites.length, 0);
   const previous = new Map<string, { count: bigint; atMs: number }>();

@@ -118,6 +118,7 @@ export async function tracePtrace(
       `${options.engine ?? 'ptrace'}, process ${run.pid}`,
       run.skipped,
       'ptrace',
+      run.warnings,
     ),
   );
   const stop = () => run.stop();

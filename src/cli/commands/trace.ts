@@ -237,6 +237,7 @@ async function trace(
       attachment.engine,
       attachment.skipped,
       attachment.engine,
+      attachment.warnings,
     ),
   );
   const timer =

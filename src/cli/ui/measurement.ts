@@ -46,6 +46,11 @@ export function uiEngines(): { aggregate: 'bpf' | null; trace: 'tracefs' | 'bpf'
   };
 }
 
+/** The page's note of each thing a plan warns of: its message and hints, on one line. */
+function warningNotes(warnings: readonly ProbeError[]): string[] {
+  return warnings.map((warning) => [warning.message, ...warning.hints].join('. '));
+}
+
 /** An error as the command line prints it. */
 export function errorText(err: unknown): string {
   const error = isProbeError(err)
@@ -135,7 +140,10 @@ export class Measurement {
           this.#eventsTotal++;
           if (this.#events.length < KEPT_EVENTS) this.#events.push(event);
         });
-        this.#attached(attachment.sites.length, attachment.skipped.length, attachment.notes);
+        this.#attached(attachment.sites.length, attachment.skipped.length, [
+          ...warningNotes(attachment.warnings),
+          ...attachment.notes,
+        ]);
         this.#progress = `tracing ${attachment.sites.length} probes (${attachment.engine})`;
         void attachment.ended.then(() => this.#ended(attachment.error));
       } else {
@@ -149,7 +157,10 @@ export class Measurement {
                 by: this.kind === 'stacks' ? 'ustack' : undefined,
               });
         this.#aggregate = aggregate;
-        this.#attached(aggregate.sites.length, aggregate.skipped.length, aggregate.notes);
+        this.#attached(aggregate.sites.length, aggregate.skipped.length, [
+          ...warningNotes(aggregate.warnings),
+          ...aggregate.notes,
+        ]);
         const report = aggregate.attachReport;
         this.#progress = `${aggregate.sites.length} probes attached in ${report.milliseconds.toFixed(1)} ms (bpf)`;
         void aggregate.ended.then(() => this.#ended(aggregate.error));
