@@ -374,7 +374,7 @@ function chooseEngine(
   if (asked === 'bpf') return 'bpf';
   const events = streamSites.length;
   if (events <= TRACEFS_AUTO_MAX_EVENTS) return 'tracefs';
-  const removal = `tracefs removes each of ${events.toLocaleString('en-US')} probes apart, about ${removalTime(events)} at the end`;
+  const removal = `tracefs removes these ${events.toLocaleString('en-US')} probes one at a time, about ${removalTime(events)} at the end`;
   if (asked !== 'auto') {
     notice?.(`${removal}; the bpf engine (--engine bpf) removes them at once`);
     return 'tracefs';
@@ -718,7 +718,7 @@ export class Attachment {
       engine === 'tracefs' && streamSites.length >= SAY_REMOVAL_FROM
         ? () =>
             options.onNotice?.(
-              `removing ${streamSites.length.toLocaleString('en-US')} probes: tracefs removes each apart, about ${removalTime(streamSites.length)}`,
+              `removing ${streamSites.length.toLocaleString('en-US')} probes: tracefs removes them one at a time, about ${removalTime(streamSites.length)}`,
             )
         : undefined;
     this.notes = notes;

@@ -73,7 +73,7 @@ test('the next start says that removing what a killed trace left takes seconds',
   assert.match(
     next.stderr,
     new RegExp(
-      `^upscope: removing 40 probes an upscope killed before its end \\(pid ${child.pid}\\) left enabled: tracefs removes each apart, about 2 s$`,
+      `^upscope: removing 40 probes an upscope killed before its end \\(pid ${child.pid}\\) left enabled: tracefs removes them one at a time, about 2 s$`,
       'm',
     ),
   );

@@ -493,7 +493,7 @@ describe('upscope trace', () => {
       assert.equal(result.status, 0, result.stderr);
       assert.match(
         result.stderr,
-        /^upscope: using the bpf engine: tracefs removes each of 2,500 probes apart, about 2 minutes at the end; --engine tracefs to use it anyway$/m,
+        /^upscope: using the bpf engine: tracefs removes these 2,500 probes one at a time, about 2 minutes at the end; --engine tracefs to use it anyway$/m,
       );
       assert.match(result.stderr, /^Tracing 2500 probes \(bpf\)\./m);
       // The target's own count of its calls.
@@ -519,13 +519,13 @@ describe('upscope trace', () => {
       assert.equal(result.status, 0, result.stderr);
       assert.match(
         result.stderr,
-        /^upscope: tracefs removes each of 101 probes apart, about 5 s at the end; the bpf engine \(--engine bpf\) removes them at once$/m,
+        /^upscope: tracefs removes these 101 probes one at a time, about 5 s at the end; the bpf engine \(--engine bpf\) removes them at once$/m,
       );
       assert.match(result.stderr, /^Tracing 101 probes \(tracefs\)\./m);
       // Said again as the removal starts (the trace seems to hang otherwise).
       assert.match(
         result.stderr,
-        /^upscope: removing 101 probes: tracefs removes each apart, about 5 s$/m,
+        /^upscope: removing 101 probes: tracefs removes them one at a time, about 5 s$/m,
       );
       // f1000 to f1099 (i = 0 to 99) and f3499 (i = 2499).
       let calls = callsOf(2499);
@@ -543,7 +543,7 @@ describe('upscope trace', () => {
       assert.doesNotMatch(result.stderr, /bpf engine/);
       assert.match(
         result.stderr,
-        /^upscope: removing 100 probes: tracefs removes each apart, about 5 s$/m,
+        /^upscope: removing 100 probes: tracefs removes them one at a time, about 5 s$/m,
       );
     });
   });

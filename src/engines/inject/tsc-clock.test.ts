@@ -1,5 +1,5 @@
 // The TSC clock against a simulated machine: a TSC that runs at 3 ticks per ns of true time,
-// and a CLOCK_MONOTONIC that reads true time, except where a test makes a reading late (the
+// and a CLOCK_MONOTONIC that reads true time (simulated too: see machine()), except where a test makes a reading late (the
 // thread preempted between the clocks) or off by a few microseconds (the jitter of reading
 // two clocks one after the other on a loaded machine).
 import assert from 'node:assert/strict';
@@ -8,15 +8,23 @@ import { TscClock } from './tsc-clock.js';
 
 const TICKS_PER_NS = 3n;
 
-/** True time follows the real one, plus what the test moves it on by. */
+/**
+ * True time moves on 10 ns at each reading of a clock, and by what the test moves it on by:
+ * never by the real time the test takes (on a loaded machine, with its code not compiled yet,
+ * the first test's readings were microseconds apart, and its result 1.3 µs off: CI failed).
+ */
 function machine() {
   let extra = 0n;
+  let read = 1_000_000_000n;
   const state = {
     /** Time lost between the next TSC read and the clock read after it (once). */
     preemptNs: 0n,
     /** The error of every clock reading from now on. */
     jitterNs: 0n,
-    now: () => BigInt(Math.round(performance.now() * 1e6)) + extra,
+    now: () => {
+      read += 10n;
+      return read + extra;
+    },
     advance: (ns: bigint) => {
       extra += ns;
     },

@@ -64,7 +64,7 @@ export function cleanStaleGroups(tracefs: string, options: CleanOptions = {}): C
     const enabled = enabledEvents(`${tracefs}/instances/${name}`);
     if (enabled >= SAY_REMOVAL_FROM) {
       options.notice?.(
-        `removing ${enabled.toLocaleString('en-US')} probes an upscope killed before its end (pid ${owner}) left enabled: tracefs removes each apart, about ${removalTime(enabled)}`,
+        `removing ${enabled.toLocaleString('en-US')} probes an upscope killed before its end (pid ${owner}) left enabled: tracefs removes them one at a time, about ${removalTime(enabled)}`,
       );
     }
     try {
