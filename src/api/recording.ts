@@ -30,7 +30,7 @@ import { RECORD } from '../arch/index.js';
 import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
 import type { Exit } from '../host/index.js';
-import type { ProbeSite, SkippedSite } from '../plan/index.js';
+import { notLoadedNotes, type ProbeSite, type SkippedSite } from '../plan/index.js';
 import { openElf } from '../symbols/index.js';
 import { listFunctions } from './list.js';
 import { PtraceRun } from './ptrace-run.js';
@@ -379,10 +379,17 @@ function* readSteps(dir: string): Generator<RecordingProgress, Recording, undefi
 export interface RecordCallsOptions {
   /** Start this command (a shell command line) and record it. Exclusive with `pid`. */
   readonly command?: string | undefined;
-  /** Record this running process (its threads and children). */
+  /** Record this running process (its threads, and the children it forks meanwhile). */
   readonly pid?: number | undefined;
+  /** With `pid`: also the processes it has started already (a server's workers). */
+  readonly children?: boolean | undefined;
   /** With `command`: a file descriptor for its stdout (this process's stdout by default). */
   readonly commandStdout?: number | undefined;
+  /**
+   * With `command`: how long it has to end after SIGTERM when the recording ends first
+   * (default 5000 ms), before SIGKILL.
+   */
+  readonly killAfterMs?: number | undefined;
   /**
    * What to record: `TARGET` (every function of it) or `TARGET:PATTERN` (`libc:mem*`,
    * `./app:parse_*`); by default every function of the command's or process's executable.
@@ -409,6 +416,11 @@ export interface RecordCallsOptions {
         functions: number;
         skipped: readonly SkippedSite[];
         warnings: readonly ProbeError[];
+        /**
+         * What the user should know of what is covered: children of `pid` started before
+         * and not taken (no `children`), probed files it has not loaded yet.
+         */
+        notes: readonly string[];
       }) => void)
     | undefined;
 }
@@ -424,8 +436,6 @@ export interface RecordOptions extends Omit<RecordCallsOptions, 'engine'> {
   /** The directory the recording goes to. */
   readonly dir: string;
   readonly engine?: RecordEngine | undefined;
-  /** ptrace and inject, with `command`: how long it has to end after SIGTERM when the recording ends first. */
-  readonly killAfterMs?: number | undefined;
 }
 
 /**
@@ -564,6 +574,8 @@ async function attachFunctions<T>(
   const attachment = await new Tracer().attach(recordSpecs(options), {
     command: options.command,
     pid: options.pid,
+    children: options.children,
+    killAfterMs: options.killAfterMs,
     commandStdout: options.commandStdout,
     engine: options.engine ?? 'bpf',
     bufferSizeKb: options.bufferSizeKb,
@@ -573,9 +585,15 @@ async function attachFunctions<T>(
     onNotice: options.onNotice,
     onProgress: options.onProgress,
     lean: true,
-    onLive: ({ sites, skipped, warnings }) => {
+    onLive: ({ sites, skipped, warnings, notes }) => {
       functions = functionsOf(sites, ids);
-      options.onLive?.({ functions: functions.length, skipped, warnings });
+      const unloaded = options.pid === undefined ? [] : notLoadedNotes(sites, options.pid);
+      options.onLive?.({
+        functions: functions.length,
+        skipped,
+        warnings,
+        notes: [...notes, ...unloaded],
+      });
     },
     // The kernel engines say when the probes are live, before whileAttaching.
     whileAttaching: async () => {
@@ -706,6 +724,7 @@ async function recordInProcess(
     {
       command: options.command,
       pid: options.pid,
+      children: options.children,
       commandStdout: options.commandStdout,
       killAfterMs: options.killAfterMs,
       debugDirs: options.debugDirs,
@@ -749,7 +768,13 @@ async function recordInProcess(
     await run.ended;
     throw err;
   }
-  options.onLive?.({ functions: functions.length, skipped: run.skipped, warnings: run.warnings });
+  // Children left out are said by the run itself (onNotice).
+  options.onLive?.({
+    functions: functions.length,
+    skipped: run.skipped,
+    warnings: run.warnings,
+    notes: options.pid === undefined ? [] : notLoadedNotes(run.sites, options.pid),
+  });
   const created = writer;
   const probes: RecordingProbes = {
     sites: run.sites,

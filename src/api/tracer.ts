@@ -120,7 +120,9 @@ export interface AttachOptions extends CoverageOptions {
    * is hit from then on is kept in the kernel's buffer until it is read (a recording says it
    * is recording then). Not called if attaching fails before.
    */
-  readonly onLive?: ((planned: Readonly<PlannedProbes>) => void) | undefined;
+  readonly onLive?:
+    | ((planned: Readonly<PlannedProbes> & { readonly notes: readonly string[] }) => void)
+    | undefined;
   /**
    * Plan lean sites where nothing is fetched (a recording): see ResolveOptions.lean; the bpf
    * engine then counts lost events in all, not per probe.
@@ -313,7 +315,7 @@ export class Tracer {
               : (done, total) =>
                   options.onProgress?.({ done, total, target: 'tracefs', attaching: true }),
         });
-      options.onLive?.({ sites, skipped, warnings });
+      options.onLive?.({ sites, skipped, warnings, notes: covered.notes });
       const attachment = new Attachment(
         stream,
         engine,

@@ -9,12 +9,13 @@ import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { groupMembers } from '../../src/host/index.js';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
 import { ended, type Spawned, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
@@ -149,7 +150,10 @@ http {
   };
 }
 
-type Command = 'count' | 'latency' | 'hist' | 'trace';
+type Command = 'count' | 'latency' | 'hist' | 'trace' | 'record';
+
+/** The recording the last `record` of COMMANDS made (read, then removed, by its seen()). */
+let recording: string | undefined;
 
 /** What each command is run with, and how many hits its output says it saw. */
 const COMMANDS: Record<
@@ -172,6 +176,21 @@ const COMMANDS: Record<
     args: (probe) => ['trace', '--json', probe],
     seen: (out) => out.split('\n').filter((line) => line.startsWith('{"timeNs"')).length,
   },
+  // The calls of the probed function in the recording, as report says them.
+  record: {
+    args: (probe) => {
+      recording = join(mkdtempSync(join(tmpdir(), 'upscope-servers-rec-')), 'rec');
+      return ['record', '-o', recording, probe];
+    },
+    seen: () => {
+      const dir = recording!;
+      const report = runCli(['report', '--json', dir]);
+      rmSync(dirname(dir), { recursive: true, force: true });
+      assert.equal(report.status, 0, report.stderr);
+      const rows = JSON.parse(report.stdout) as { calls: number }[];
+      return rows.reduce((n, row) => n + row.calls, 0);
+    },
+  },
 };
 
 function jsonRows(stdout: string): { count: number }[] {
@@ -182,7 +201,7 @@ function jsonRows(stdout: string): { count: number }[] {
   return line === undefined ? [] : (JSON.parse(line) as { count: number }[]);
 }
 
-const STARTED = /^(Counting|Timing|Histogram of|Tracing) \d+ /m;
+const STARTED = /^(Counting|Timing|Histogram of|Tracing|Recording) \d+ /m;
 
 /** Run upscope until its probes are in, send the requests, end it (Ctrl-C or --duration). */
 async function measure(
@@ -241,6 +260,7 @@ const ENGINES: Record<Command, readonly string[]> = {
   latency: ['bpf', 'ptrace'],
   hist: ['bpf', 'ptrace'],
   trace: ['tracefs', 'bpf', 'ptrace'],
+  record: ['bpf', 'ptrace'],
 };
 
 for (const make of [forkServer, nginx]) {
@@ -279,6 +299,7 @@ for (const make of [forkServer, nginx]) {
               engine,
             })),
             ...['bpf', 'ptrace'].map((engine) => ({ command: 'count' as const, engine })),
+            ...['bpf', 'ptrace'].map((engine) => ({ command: 'record' as const, engine })),
           ];
           for (const { command, engine } of runs) {
             const run = await measure(

@@ -27,9 +27,11 @@ import {
 import { type Io, planProgress, progressLine, withOutput } from '../io.js';
 import type { CommandResult } from '../main.js';
 import {
+  childrenOption,
   collect,
   commandEnd,
   debugDirOption,
+  killAfterOption,
   lossReporter,
   outputOption,
   parsePid,
@@ -52,6 +54,8 @@ import { installLifecycle } from './trace.js';
 interface RecordCliOptions {
   command?: string;
   pid?: number;
+  children?: true;
+  killAfter?: number;
   exclude?: string[];
   bufferSize?: number;
   debugDir?: string[];
@@ -60,13 +64,19 @@ interface RecordCliOptions {
 }
 
 /**
- * Adds the recording options (-c, -p, --exclude, --buffer-size, --debug-dir, --duration,
- * --engine) to `command`.
+ * Adds the recording options (-c, -p, --children, --kill-after, --exclude, --buffer-size,
+ * --debug-dir, --duration, --engine) to `command`.
  */
 function recordOptions<T extends Command<[string[]]>>(command: T): T {
   command
     .option('-c, --command <command>', "start this command and record it, e.g. -c './app 5'")
-    .option('-p, --pid <pid>', 'record this running process (its threads and children)', parsePid)
+    .option(
+      '-p, --pid <pid>',
+      'record this running process (its threads, and the children it forks from now on)',
+      parsePid,
+    )
+    .option(...childrenOption)
+    .option(...killAfterOption)
     .option(
       '--exclude <glob>',
       'leave out the functions whose name matches GLOB (e.g. "_*"); repeatable',
@@ -107,7 +117,8 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
           'unmodified binary (bpf engine: root, or CAP_BPF and CAP_PERFMON), or hooks patched ' +
           'into the process (--engine inject, no trap a call), into the directory ' +
           'DIR: calls.bin (binary records, written as they come) and index.json (functions, ' +
-          'threads, losses). Threads and child processes are followed. Read it with upscope ' +
+          'threads, losses). Threads and the child processes forked while it records are ' +
+          'followed (with -p --children, those started before too). Read it with upscope ' +
           'report, graph and replay. Events lost (ring buffer full) are said as they happen and ' +
           'in the index. Ctrl-C ends the recording (with -p the process runs on). With ' +
           'kernel uprobes, the plan of each pattern (which functions, where each returns) is ' +
@@ -292,6 +303,8 @@ async function record(
   const recorder = await recordCalls({
     command: options.command,
     pid: options.pid,
+    children: options.children,
+    killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
     targets,
     exclude: options.exclude,
     dir,
@@ -301,17 +314,18 @@ async function record(
     onNotice: (text) => io.err(`upscope: ${text}\n`),
     onProgress: planProgress(io),
     // Said as soon as the probes are live: what runs from then on is recorded.
-    onLive: ({ functions, skipped, warnings }) =>
+    onLive: ({ functions, skipped, warnings, notes }) =>
       io.err(
-        startLine(
-          'Recording',
-          functions,
-          'function',
-          `entry and return, ${engine}, to ${dir}`,
-          skipped,
-          engine === 'inject' ? 'ptrace' : engine,
-          warnings,
-        ),
+        notes.map((note) => `upscope: ${note}\n`).join('') +
+          startLine(
+            'Recording',
+            functions,
+            'function',
+            `entry and return, ${engine}, to ${dir}`,
+            skipped,
+            engine === 'inject' ? 'ptrace' : engine,
+            warnings,
+          ),
       ),
   });
   const { attachment } = recorder;

@@ -4,6 +4,7 @@ import {
   bpfAllowed,
   countHits,
   latencyOf,
+  notLoadedNotes,
   type ProbeCount,
   type ProbeHistogram,
   parseSpec,
@@ -13,7 +14,7 @@ import { ProbeError, renderWarning } from '../../errors/index.js';
 import { formatDuration } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { parsePid, positive } from '../options.js';
+import { childrenOption, parsePid, positive } from '../options.js';
 
 /** One probe's line of the table. */
 export interface TopRow {
@@ -79,6 +80,7 @@ function timeable(text: string): boolean {
 
 interface TopOptions {
   pid: number;
+  children?: true;
   duration?: number;
   sort?: SortKey;
 }
@@ -103,7 +105,12 @@ export function registerTop(program: Command, io: Io, result: CommandResult): vo
         'Ctrl-C, --duration or the end of the process. Needs root, or CAP_BPF and CAP_PERFMON.',
     )
     .argument('<spec...>', "probe specs, e.g. './app:parse_*' 'libc:malloc'")
-    .requiredOption('-p, --pid <pid>', 'the process (all its threads)', parsePid)
+    .requiredOption(
+      '-p, --pid <pid>',
+      'the process (all its threads, and the children it forks from now on)',
+      parsePid,
+    )
+    .option(...childrenOption)
     .option('--duration <seconds>', 'stop after this many seconds', positive('--duration'))
     .option(
       '--sort <key>',
@@ -134,6 +141,7 @@ async function top(specs: string[], options: TopOptions, io: Io): Promise<void> 
   const common = {
     engine: 'bpf' as const,
     pid: options.pid,
+    children: options.children,
     onNotice: (text: string) => io.err(`upscope: ${text}\n`),
   };
   const aggregates: (Aggregate<ProbeHistogram[]> | Aggregate<ProbeCount[]>)[] = [];
@@ -154,10 +162,15 @@ async function top(specs: string[], options: TopOptions, io: Io): Promise<void> 
     for (const a of aggregates) a.close();
     throw err;
   }
-  // What the plans warn of (IFUNC resolvers a pattern left out, overloads), before the table.
+  // What the plans warn of (IFUNC resolvers a pattern left out, overloads), and what the run
+  // does not cover (children started before it, files not loaded yet), before the table.
   for (const warning of aggregates.flatMap((a) => a.warnings)) {
     io.err(`${renderWarning(warning)}\n`);
   }
+  const notes = new Set(aggregates.flatMap((a) => a.notes));
+  for (const a of aggregates)
+    for (const note of notLoadedNotes(a.sites, options.pid)) notes.add(note);
+  for (const note of notes) io.err(`upscope: ${note}\n`);
   const probes = aggregates.reduce((n, a) => n + a.sites.length, 0);
   const previous = new Map<string, { count: bigint; atMs: number }>();
   const read = (): TopRow[] => {
