@@ -30,7 +30,12 @@ import { RECORD } from '../arch/index.js';
 import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
 import type { Exit } from '../host/index.js';
-import { notLoadedNotes, type ProbeSite, type SkippedSite } from '../plan/index.js';
+import {
+  notLoadedNotes,
+  type ProbeSite,
+  type ReturnProbeMode,
+  type SkippedSite,
+} from '../plan/index.js';
 import { openElf } from '../symbols/index.js';
 import { listFunctions } from './list.js';
 import { PtraceRun } from './ptrace-run.js';
@@ -397,6 +402,10 @@ export interface RecordCallsOptions {
   readonly targets?: readonly string[] | undefined;
   /** Leave out functions whose name matches one of these globs. */
   readonly exclude?: readonly string[] | undefined;
+  /** How returns are caught (default `auto`): see AttachOptions.returnProbes. */
+  readonly returnProbes?: ReturnProbeMode | undefined;
+  /** Fail when a pattern matches a function that cannot be probed, instead of skipping it. */
+  readonly strict?: boolean | undefined;
   readonly engine?: 'bpf' | 'tracefs' | undefined;
   readonly bufferSizeKb?: number | undefined;
   readonly debugDirs?: readonly string[] | undefined;
@@ -576,6 +585,8 @@ async function attachFunctions<T>(
     pid: options.pid,
     children: options.children,
     killAfterMs: options.killAfterMs,
+    returnProbes: options.returnProbes,
+    strict: options.strict,
     commandStdout: options.commandStdout,
     engine: options.engine ?? 'bpf',
     bufferSizeKb: options.bufferSizeKb,
@@ -725,6 +736,8 @@ async function recordInProcess(
       command: options.command,
       pid: options.pid,
       children: options.children,
+      returnProbes: options.returnProbes,
+      strict: options.strict,
       commandStdout: options.commandStdout,
       killAfterMs: options.killAfterMs,
       debugDirs: options.debugDirs,

@@ -289,6 +289,57 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       assert.match(text.stdout, /ender \[no return: thread ended\]/);
     });
 
+  // --return-probes, as trace and count take it: at a tail call (a jmp, objdump the truth), a
+  // return caught at the function's exits closes the caller as it jumps (the callee its
+  // sibling); one caught by the trampoline when the callee returns for it (the callee nested).
+  for (const engine of ['bpf', 'ptrace'] as const)
+    test(`record --return-probes (${engine}): sites close a tail caller at its jump, the trampoline when its callee returns`, (t) => {
+      const app = cTarget(t);
+      if (app === undefined) return;
+      const disassembly = execFileSync('objdump', ['-d', app], { encoding: 'utf8' });
+      const tailCaller = /<tail_caller>:\n([\s\S]*?)\n\n/.exec(disassembly)?.[1] ?? '';
+      assert.match(tailCaller, /jmp\s+\w+ <tail_callee>/, 'tail_caller ends in a jump');
+      const depths = (mode: string) => {
+        const dir = join(work, `rec-${readdirSync(work).length}`);
+        const result = runCli([
+          'record',
+          '--engine',
+          engine,
+          '--return-probes',
+          mode,
+          '-c',
+          app,
+          '-o',
+          dir,
+          `${app}:tail_c*`,
+        ]);
+        assert.equal(result.status, 0, result.stderr);
+        return shape(replay(dir));
+      };
+      assert.deepEqual(depths('sites'), ['0 tail_caller', '0 tail_callee']);
+      assert.deepEqual(depths('trampoline'), ['0 tail_caller', '1 tail_callee']);
+    });
+
+  test('record --return-probes trampoline on Go code is refused in one line, before anything runs', (t) => {
+    const go = findGo();
+    if (!requireHost(t, { root: true, commands: go === undefined ? ['go'] : [] })) return;
+    const app = compileGo(go!, 'go-returns');
+    const dir = join(work, `rec-${readdirSync(work).length}`);
+    const result = runCli([
+      'record',
+      '--return-probes',
+      'trampoline',
+      '-c',
+      `${app} panic 3`,
+      '-o',
+      dir,
+      `${app}:main.mayPanic`,
+    ]);
+    assert.notEqual(result.status, 0);
+    assert.match(result.stderr, /^error\[ERR_RETURN_ADDRESS_UNSAFE\]: .*it is a Go program/m);
+    assert.doesNotMatch(result.stderr, /Recording|\n\s+at /);
+  });
+
   for (const engine of ENGINES)
     test(`${engine}: C++: an exception thrown through 3 frames closes them as unwound, the rest returned`, (t) => {
       if (!requireHost(t, { root: true, commands: ['g++'] })) return;

@@ -36,7 +36,9 @@ import {
   outputOption,
   parsePid,
   positive,
+  returnProbesOption,
   startLine,
+  strictOption,
 } from '../options.js';
 import { checkTerminal, chooseFormat, formatOption } from '../outputs.js';
 import { helperSignal, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
@@ -56,6 +58,8 @@ interface RecordCliOptions {
   pid?: number;
   children?: true;
   killAfter?: number;
+  returnProbes?: 'auto' | 'sites' | 'trampoline';
+  strict?: true;
   exclude?: string[];
   bufferSize?: number;
   debugDir?: string[];
@@ -65,7 +69,7 @@ interface RecordCliOptions {
 
 /**
  * Adds the recording options (-c, -p, --children, --kill-after, --exclude, --buffer-size,
- * --debug-dir, --duration, --engine) to `command`.
+ * --debug-dir, --return-probes, --strict, --duration, --engine) to `command`.
  */
 function recordOptions<T extends Command<[string[]]>>(command: T): T {
   command
@@ -88,6 +92,8 @@ function recordOptions<T extends Command<[string[]]>>(command: T): T {
       positive('--buffer-size'),
     )
     .option(...debugDirOption)
+    .option(...returnProbesOption)
+    .option(...strictOption)
     .option(
       '--duration <seconds>',
       'end the recording after this many seconds (with -c, the command is ended too)',
@@ -305,6 +311,8 @@ async function record(
     pid: options.pid,
     children: options.children,
     killAfterMs: options.killAfter === undefined ? undefined : options.killAfter * 1000,
+    returnProbes: options.returnProbes,
+    strict: options.strict,
     targets,
     exclude: options.exclude,
     dir,
