@@ -4,7 +4,7 @@
 // process is gone, nothing is left in tracefs) and leaves the last table on the terminal.
 // Without a terminal, the same table is printed plain every second.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -132,6 +132,45 @@ test('upscope top without a terminal prints the table plain every second', async
   } finally {
     target.child.kill('SIGKILL');
     await ended(target);
+  }
+  assert.deepEqual(leftovers(), []);
+});
+
+// top -p on a process with children started before it: said to be left out, as trace and
+// count say it; --children takes them (and says nothing); the children are /proc's.
+test('upscope top: children started before are said to be left out; --children takes them', async (t) => {
+  if (!requireHost(t, { root: true })) return;
+  const parent = spawnCollected('sh', ['-c', 'sleep 60 & sleep 60 & echo started; wait']);
+  try {
+    await waitFor(parent, /started/, 'stdout');
+    const children = execFileSync('cat', [`/proc/${parent.pid}/task/${parent.pid}/children`], {
+      encoding: 'utf8',
+    })
+      .trim()
+      .split(/\s+/);
+    assert.equal(children.length, 2, 'sh has started its 2 sleeps');
+    // top's stderr, its status 0.
+    const run = (...extra: string[]) => {
+      const result = spawnSync(
+        process.execPath,
+        [BIN, 'top', '--duration', '1', ...extra, '-p', String(parent.pid), 'libc:malloc'],
+        { encoding: 'utf8' },
+      );
+      assert.equal(result.status, 0, result.stderr);
+      return result.stderr;
+    };
+    assert.match(
+      run(),
+      new RegExp(
+        `^upscope: process ${parent.pid} has 2 child processes started before this run \\(${children.join(', ')}\\), not covered: add --children to take them too$`,
+        'm',
+      ),
+    );
+    assert.doesNotMatch(run('--children'), /not covered/);
+  } finally {
+    spawnSync('pkill', ['-KILL', '-P', String(parent.pid)]);
+    parent.child.kill('SIGKILL');
+    await ended(parent);
   }
   assert.deepEqual(leftovers(), []);
 });

@@ -14,7 +14,14 @@ import { ProbeError, renderWarning } from '../../errors/index.js';
 import { formatDuration } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
-import { childrenOption, parsePid, positive } from '../options.js';
+import {
+  childrenOption,
+  debugDirOption,
+  parsePid,
+  positive,
+  returnProbesOption,
+  strictOption,
+} from '../options.js';
 
 /** One probe's line of the table. */
 export interface TopRow {
@@ -81,6 +88,10 @@ function timeable(text: string): boolean {
 interface TopOptions {
   pid: number;
   children?: true;
+  unsafe?: true;
+  strict?: true;
+  debugDir?: string[];
+  returnProbes?: 'auto' | 'sites' | 'trampoline';
   duration?: number;
   sort?: SortKey;
 }
@@ -111,6 +122,10 @@ export function registerTop(program: Command, io: Io, result: CommandResult): vo
       parsePid,
     )
     .option(...childrenOption)
+    .option('--unsafe', 'allow raw addresses no symbol covers')
+    .option(...strictOption)
+    .option(...debugDirOption)
+    .option(...returnProbesOption)
     .option('--duration <seconds>', 'stop after this many seconds', positive('--duration'))
     .option(
       '--sort <key>',
@@ -142,6 +157,10 @@ async function top(specs: string[], options: TopOptions, io: Io): Promise<void> 
     engine: 'bpf' as const,
     pid: options.pid,
     children: options.children,
+    unsafe: options.unsafe,
+    strict: options.strict,
+    debugDirs: options.debugDir,
+    returnProbes: options.returnProbes,
     onNotice: (text: string) => io.err(`upscope: ${text}\n`),
   };
   const aggregates: (Aggregate<ProbeHistogram[]> | Aggregate<ProbeCount[]>)[] = [];
