@@ -454,6 +454,8 @@ export interface RecordOptions extends Omit<RecordCallsOptions, 'engine'> {
 export interface RecordingProbes {
   readonly sites: readonly ProbeSite[];
   readonly skipped: readonly SkippedSite[];
+  /** What the user should know of the plan (see PlannedProbes.warnings). */
+  readonly warnings: readonly ProbeError[];
   /** What the user should know about which processes are covered. */
   readonly notes: readonly string[];
   /** Resolves when the probes are gone (the program ended, or close()). */
@@ -792,6 +794,7 @@ async function recordInProcess(
   const probes: RecordingProbes = {
     sites: run.sites,
     skipped: run.skipped,
+    warnings: run.warnings,
     notes: [],
     ended: run.ended,
     get exit() {

@@ -47,7 +47,7 @@ export function uiEngines(): { aggregate: 'bpf' | null; trace: 'tracefs' | 'bpf'
 }
 
 /** The page's note of each thing a plan warns of: its message and hints, on one line. */
-function warningNotes(warnings: readonly ProbeError[]): string[] {
+export function warningNotes(warnings: readonly ProbeError[]): string[] {
   return warnings.map((warning) => [warning.message, ...warning.hints].join('. '));
 }
 

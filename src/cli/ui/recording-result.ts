@@ -20,7 +20,7 @@ import {
 } from '../../output/index.js';
 import { planProgressText } from '../io.js';
 import { graphOf, namer, renderGraphStacks, writeReplayTrace } from '../recording-documents.js';
-import { type ExportFile, errorText, uiEngines } from './measurement.js';
+import { type ExportFile, errorText, uiEngines, warningNotes } from './measurement.js';
 
 /** Paths of the call tree sent to the page at most (the heaviest; the rest are summed up). */
 const MAX_PATHS = 20_000;
@@ -134,7 +134,7 @@ export class RecordingResult {
       this.#recorder = recorder;
       this.#functions = recorder.functions;
       const ms = performance.now() - attachStarted;
-      this.#notes.push(...recorder.attachment.notes);
+      this.#notes.push(...warningNotes(recorder.attachment.warnings), ...recorder.attachment.notes);
       const skipped = recorder.attachment.skipped.length;
       this.#progress = `${recorder.functions} functions (${recorder.attachment.sites.length} probes) attached in ${(ms / 1000).toFixed(1)} s (${engine})${skipped > 0 ? `, ${skipped} sites skipped` : ''}`;
       this.#state = 'recording';
