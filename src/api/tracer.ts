@@ -87,7 +87,7 @@ export interface AttachOptions extends CoverageOptions {
   /**
    * `tracefs` (uprobe_events and the tracing ring buffer; the default), `bpf` (a BPF handler
    * per hit writing to a BPF ring buffer; root, or CAP_BPF and CAP_PERFMON), or `auto`:
-   * tracefs, or bpf past TRACEFS_AUTO_MAX_EVENTS probes when it can run here (see
+   * tracefs, or bpf from SAY_REMOVAL_FROM (40) probes when it can run here (see
    * chooseEngine). `Attachment.engine` says which.
    */
   readonly engine?: 'tracefs' | 'bpf' | 'auto' | undefined;
@@ -355,15 +355,10 @@ export class Tracer {
 }
 
 /**
- * How many probes the `auto` engine leaves to tracefs, which removes them one at a time (5 s
- * for 100: see removalTime). The bpf engine puts a file's probes in one uprobe_multi link,
- * removed with one wait.
- */
-export const TRACEFS_AUTO_MAX_EVENTS = 100;
-
-/**
  * The engine to run `streamSites` on: the one asked for, or with `auto` tracefs unless there
- * are more than TRACEFS_AUTO_MAX_EVENTS of them and the bpf engine can take them all here
+ * are SAY_REMOVAL_FROM of them or more (tracefs removes them one at a time: 2 s and more, see
+ * removalTime; the bpf engine puts a file's probes in one uprobe_multi link, removed with one
+ * wait) and the bpf engine can take them all here
  * (a handler loads, a ring buffer and a uprobe_multi link can be made: without uprobe_multi
  * each probe is a perf event, removed apart as well; at most MAX_STREAM_FETCHES fetches a
  * probe). Either way, what tracefs will cost to remove is said when it is over the limit.
@@ -375,7 +370,7 @@ function chooseEngine(
 ): 'tracefs' | 'bpf' {
   if (asked === 'bpf') return 'bpf';
   const events = streamSites.length;
-  if (events <= TRACEFS_AUTO_MAX_EVENTS) return 'tracefs';
+  if (events < SAY_REMOVAL_FROM) return 'tracefs';
   const removal = `tracefs removes these ${events.toLocaleString('en-US')} probes one at a time, about ${removalTime(events)} at the end`;
   if (asked !== 'auto') {
     notice?.(`${removal}; the bpf engine (--engine bpf) removes them at once`);

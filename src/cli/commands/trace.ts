@@ -105,7 +105,7 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .option(...returnProbesOption)
     .option(
       '--engine <engine>',
-      'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root), ptrace (one process, no root) or inject (one process, no root: function entries hooked inside the process, no trap per hit, memory and strings copied there, a string cut at 256 bytes; other probes as ptrace); by default as root tracefs, or bpf past 100 probes (tracefs removes its probes one at a time, about 50 ms each; said when chosen), else ptrace',
+      'tracefs (kernel uprobes, root), bpf (kernel uprobes, BPF ring buffer, root), ptrace (one process, no root) or inject (one process, no root: function entries hooked inside the process, no trap per hit, memory and strings copied there, a string cut at 256 bytes; other probes as ptrace); by default as root tracefs, or bpf from 40 probes (tracefs removes its probes one at a time, about 50 ms each; said when chosen), else ptrace',
       parseTraceEngine,
     )
     .action(async (specs, options) => {

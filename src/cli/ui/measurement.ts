@@ -128,7 +128,7 @@ export class Measurement {
         if (engines.trace === null) throw noEngine('trace');
         const attachment = await new Tracer().attach(this.specs, {
           ...common,
-          // As trace's: past 100 probes tracefs would take minutes to remove them.
+          // As trace's: from 40 probes, tracefs would take seconds to minutes to remove them.
           engine: engines.trace === 'tracefs' ? 'auto' : engines.trace,
         });
         this.#attachment = attachment;
