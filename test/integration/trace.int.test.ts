@@ -479,7 +479,8 @@ describe('upscope trace', () => {
 
   // tracefs removes its probes one at a time, the kernel waiting out a grace period for each
   // (about 50 ms): a trace of thousands of functions took minutes to end, and of 48,000 about
-  // 40 minutes. As root, trace runs 40 probes and more (2 s to remove) on the bpf engine unless told otherwise.
+  // 40 minutes. As root, trace runs 40 probes and more (2 s to remove) on the bpf engine,
+  // unless told otherwise.
   describe('the engine for many probes', () => {
     const events = (stdout: string) =>
       stdout.split('\n').filter((l) => l.startsWith('{') && !l.startsWith('{"command"'));
