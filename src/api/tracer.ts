@@ -358,10 +358,10 @@ export class Tracer {
  * The engine to run `streamSites` on: the one asked for, or with `auto` tracefs unless there
  * are SAY_REMOVAL_FROM of them or more (tracefs removes them one at a time: 2 s and more, see
  * removalTime; the bpf engine puts a file's probes in one uprobe_multi link, removed with one
- * wait) and the bpf engine can take them all here
- * (a handler loads, a ring buffer and a uprobe_multi link can be made: without uprobe_multi
- * each probe is a perf event, removed apart as well; at most MAX_STREAM_FETCHES fetches a
- * probe). Either way, what tracefs will cost to remove is said when it is over the limit.
+ * wait) and the bpf engine can take them all here (a handler loads, a ring buffer and a
+ * uprobe_multi link can be made: without uprobe_multi each probe is a perf event, removed one
+ * at a time as well; at most MAX_STREAM_FETCHES fetches a probe). Either way, what tracefs
+ * will cost to remove is said when it is over the limit.
  */
 function chooseEngine(
   asked: AttachOptions['engine'],

@@ -1,7 +1,7 @@
-// The TSC clock against a simulated machine: a TSC that runs at 3 ticks per ns of true time,
-// and a CLOCK_MONOTONIC that reads true time (simulated too: see machine()), except where a test makes a reading late (the
-// thread preempted between the clocks) or off by a few microseconds (the jitter of reading
-// two clocks one after the other on a loaded machine).
+// The TSC clock against a simulated machine: a TSC that runs at 3 ticks per ns of true time
+// (simulated too: see machine()), and a CLOCK_MONOTONIC that reads true time, except where a
+// test makes a reading late (the thread preempted between the clocks) or off by a few
+// microseconds (the jitter of reading two clocks one after the other on a loaded machine).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { TscClock } from './tsc-clock.js';
