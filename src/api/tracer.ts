@@ -10,6 +10,7 @@ import {
   probeBpfFeatures,
   removalTime,
   SAY_REMOVAL_FROM,
+  STREAM_STRING_BYTES,
   type StreamSite,
   TracefsStream,
 } from '../engines/index.js';
@@ -390,7 +391,13 @@ function chooseEngine(
     );
     return 'tracefs';
   }
-  notice?.(`using the bpf engine: ${removal}; --engine tracefs to use it anyway`);
+  // A string is cut shorter there: said, as what the choice costs.
+  const strings = streamSites.some((site) =>
+    site.fetches.some((fetch) => fetch.type === 'string' || fetch.type === 'ustring'),
+  )
+    ? ` (strings are cut at ${STREAM_STRING_BYTES - 1} bytes there; tracefs reads up to 4,095)`
+    : '';
+  notice?.(`using the bpf engine${strings}: ${removal}; --engine tracefs to use it anyway`);
   return 'bpf';
 }
 

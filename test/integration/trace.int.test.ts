@@ -557,6 +557,19 @@ describe('upscope trace', () => {
         more.stderr,
         /^upscope: using the bpf engine: tracefs removes these 40 probes one at a time, about 2 s at the end; --engine tracefs to use it anyway$/m,
       );
+      // Strings are cut shorter on bpf: a trace that fetches one is told.
+      const strings = runCli([
+        'trace',
+        '--json',
+        '-c',
+        `${app} 1`,
+        `${app}:many::f10[0-3]* top=+0(%sp):string`,
+      ]);
+      assert.equal(strings.status, 0, strings.stderr);
+      assert.match(
+        strings.stderr,
+        /^upscope: using the bpf engine \(strings are cut at 255 bytes there; tracefs reads up to 4,095\): /m,
+      );
     });
   });
 });

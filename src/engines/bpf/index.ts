@@ -29,5 +29,5 @@ export {
 export type { CountKey, Filters } from './programs.js';
 export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';
 export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';
-export { MAX_STREAM_FETCHES } from './stream-programs.js';
+export { MAX_STREAM_FETCHES, STREAM_STRING_BYTES } from './stream-programs.js';
 export type { ProcessMapping, UnwindCapacity, UnwindMaps } from './unwind-maps.js';
