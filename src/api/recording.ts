@@ -39,7 +39,13 @@ import {
 import { openElf } from '../symbols/index.js';
 import { listFunctions } from './list.js';
 import { PtraceRun } from './ptrace-run.js';
-import { type Attachment, type AttachOptions, probeName, Tracer } from './tracer.js';
+import {
+  type Attachment,
+  type AttachOptions,
+  checkTargetOptions,
+  probeName,
+  Tracer,
+} from './tracer.js';
 
 /** The files of a recording directory. */
 export const CALLS_FILE = 'calls.bin';
@@ -700,6 +706,8 @@ function ringRecordsOf(kb: number | undefined): number {
 async function recordInProcess(
   options: RecordOptions & { readonly engine: 'ptrace' | 'inject' },
 ): Promise<CallRecorder> {
+  // As Tracer.attach() checks them for the kernel engines (--children without -p, ...).
+  checkTargetOptions(options, 'record');
   const ids = new Map<string, number>();
   // A hit's site is one of a few objects: its function's id found once for each.
   const idOf = new Map<ProbeSite, number | undefined>();

@@ -5,6 +5,7 @@ import {
   type AttachMode,
   BpfStream,
   cleanStaleGroups,
+  isStringType,
   MAX_STREAM_FETCHES,
   type MovedProbe,
   probeBpfFeatures,
@@ -392,9 +393,7 @@ function chooseEngine(
     return 'tracefs';
   }
   // A string is cut shorter there: said, as what the choice costs.
-  const strings = streamSites.some((site) =>
-    site.fetches.some((fetch) => fetch.type === 'string' || fetch.type === 'ustring'),
-  )
+  const strings = streamSites.some((site) => site.fetches.some(isStringType))
     ? ` (strings are cut at ${STREAM_STRING_BYTES - 1} bytes there; tracefs reads up to 4,095)`
     : '';
   notice?.(`using the bpf engine${strings}: ${removal}; --engine tracefs to use it anyway`);

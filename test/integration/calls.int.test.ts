@@ -491,6 +491,17 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.match(none.stderr, /^error\[ERR_NO_MATCH\]: .*nomatch/m);
     assert.doesNotMatch(none.stderr, /\n\s+at /, 'no stack trace');
 
+    // --children without -p: one line on every engine, before anything is planned.
+    for (const engine of ENGINES) {
+      const args = ['record', '--engine', engine, '--children', '-c', `${app} exit`];
+      const bad = runCli([...args, '-o', join(work, `children-${engine}`), `${app}:nomatch*`]);
+      assert.equal(bad.status, 2, `${engine}: ${bad.stderr}`);
+      assert.match(
+        bad.stderr,
+        /^error\[ERR_USAGE\]: Cannot take the children of a process without one/,
+      );
+    }
+
     // -o a file, or a directory of other files: said before anything is attached (no
     // "Recording" line first), the command not run.
     const file = join(work, 'a-file');

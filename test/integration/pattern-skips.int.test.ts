@@ -213,7 +213,7 @@ describe('what a plan warns of is said before the start line', () => {
     ['trace', '--engine', 'bpf'],
     ['count'],
     ['count', '--engine', 'ptrace'],
-    ['record', '-o', ''],
+    ['record'],
   ]) {
     test(`${args.join(' ')}: the IFUNC resolvers a pattern left out, and what to probe instead`, (t) => {
       if (!requireHost(t, { root: true, commands: ['nm', 'ldd'] })) return;
@@ -221,7 +221,7 @@ describe('what a plan warns of is said before the start line', () => {
       const ifuncs = ifuncsNamed(path, 'str');
       assert.ok(ifuncs > 0, `${path} has str* IFUNCs`);
       const dir = args[0] === 'record' ? tempDir() : undefined;
-      const command = dir === undefined ? args : [...args.slice(0, -1), `${dir}/rec`];
+      const command = dir === undefined ? args : [...args, '-o', join(dir, 'rec')];
       const result = runCli([...command, '-c', '/usr/bin/true', `${path}:str*`]);
       if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
       assert.equal(result.status, 0, result.stderr);

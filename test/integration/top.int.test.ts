@@ -5,7 +5,7 @@
 // Without a terminal, the same table is printed plain every second.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -143,9 +143,7 @@ test('upscope top: children started before are said to be left out; --children t
   const parent = spawnCollected('sh', ['-c', 'sleep 60 & sleep 60 & echo started; wait']);
   try {
     await waitFor(parent, /started/, 'stdout');
-    const children = execFileSync('cat', [`/proc/${parent.pid}/task/${parent.pid}/children`], {
-      encoding: 'utf8',
-    })
+    const children = readFileSync(`/proc/${parent.pid}/task/${parent.pid}/children`, 'utf8')
       .trim()
       .split(/\s+/);
     assert.equal(children.length, 2, 'sh has started its 2 sleeps');

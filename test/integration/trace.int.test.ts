@@ -486,12 +486,17 @@ describe('upscope trace', () => {
       stdout.split('\n').filter((l) => l.startsWith('{') && !l.startsWith('{"command"'));
     // many::f(1000 + i) is called i % 5 + 1 times a round.
     const callsOf = (i: number) => (i % 5) + 1;
+    /** `trace --json` of `cxx-many ROUNDS` with the options and specs given: its stderr and events. */
+    const traceMany = (app: string, rounds: number, ...args: string[]) => {
+      const result = runCli(['trace', '--json', '-c', `${app} ${rounds}`, ...args]);
+      assert.equal(result.status, 0, result.stderr);
+      return { stderr: result.stderr, events: events(result.stdout).length };
+    };
 
     test('2,500 functions without --engine: bpf, said, every call seen', (t) => {
       if (!requireHost(t, { root: true, commands: ['g++'] })) return;
       const app = compileProgram('cxx-many', { flags: ['-O2'] });
-      const result = runCli(['trace', '--json', '-c', `${app} 2`, `${app}:many::f*`]);
-      assert.equal(result.status, 0, result.stderr);
+      const result = traceMany(app, 2, `${app}:many::f*`);
       assert.match(
         result.stderr,
         /^upscope: using the bpf engine: tracefs removes these 2,500 probes one at a time, about 2 minutes at the end; --engine tracefs to use it anyway$/m,
@@ -500,24 +505,21 @@ describe('upscope trace', () => {
       // The target's own count of its calls.
       const own = /functions=2500 calls=(\d+) /.exec(result.stderr);
       assert.ok(own, result.stderr);
-      assert.equal(events(result.stdout).length, Number(own[1]));
+      assert.equal(result.events, Number(own[1]));
       assert.deepEqual(tracedChildren(), []);
     });
 
     test('101 functions with --engine tracefs: tracefs, and what its end costs said', (t) => {
       if (!requireHost(t, { root: true, commands: ['g++'] })) return;
       const app = compileProgram('cxx-many', { flags: ['-O2'] });
-      const result = runCli([
-        'trace',
+      const result = traceMany(
+        app,
+        1,
         '--engine',
         'tracefs',
-        '--json',
-        '-c',
-        `${app} 1`,
         `${app}:many::f10*`,
         `${app}:many::f3499`,
-      ]);
-      assert.equal(result.status, 0, result.stderr);
+      );
       assert.match(
         result.stderr,
         /^upscope: tracefs removes these 101 probes one at a time, about 5 s at the end; the bpf engine \(--engine bpf\) removes them at once$/m,
@@ -531,7 +533,7 @@ describe('upscope trace', () => {
       // f1000 to f1099 (i = 0 to 99) and f3499 (i = 2499).
       let calls = callsOf(2499);
       for (let i = 0; i < 100; i++) calls += callsOf(i);
-      assert.equal(events(result.stdout).length, calls);
+      assert.equal(result.events, calls);
       assert.deepEqual(tracedChildren(), []);
     });
 
@@ -539,33 +541,17 @@ describe('upscope trace', () => {
       if (!requireHost(t, { root: true, commands: ['g++'] })) return;
       const app = compileProgram('cxx-many', { flags: ['-O2'] });
       // many::f1000 to many::f1038, then to many::f1039.
-      const few = runCli([
-        'trace',
-        '--json',
-        '-c',
-        `${app} 1`,
-        `${app}:many::f10[0-2]*`,
-        `${app}:many::f103[0-8]`,
-      ]);
-      assert.equal(few.status, 0, few.stderr);
+      const few = traceMany(app, 1, `${app}:many::f10[0-2]*`, `${app}:many::f103[0-8]`);
       assert.match(few.stderr, /^Tracing 39 probes \(tracefs\)\./m);
       assert.doesNotMatch(few.stderr, /bpf engine|removing/);
-      const more = runCli(['trace', '--json', '-c', `${app} 1`, `${app}:many::f10[0-3]*`]);
-      assert.equal(more.status, 0, more.stderr);
+      const more = traceMany(app, 1, `${app}:many::f10[0-3]*`);
       assert.match(more.stderr, /^Tracing 40 probes \(bpf\)\./m);
       assert.match(
         more.stderr,
         /^upscope: using the bpf engine: tracefs removes these 40 probes one at a time, about 2 s at the end; --engine tracefs to use it anyway$/m,
       );
       // Strings are cut shorter on bpf: a trace that fetches one is told.
-      const strings = runCli([
-        'trace',
-        '--json',
-        '-c',
-        `${app} 1`,
-        `${app}:many::f10[0-3]* top=+0(%sp):string`,
-      ]);
-      assert.equal(strings.status, 0, strings.stderr);
+      const strings = traceMany(app, 1, `${app}:many::f10[0-3]* top=+0(%sp):string`);
       assert.match(
         strings.stderr,
         /^upscope: using the bpf engine \(strings are cut at 255 bytes there; tracefs reads up to 4,095\): /m,

@@ -26,7 +26,7 @@ export {
   type LeakCounters,
   type LeakOptions,
 } from './leaks.js';
-export type { CountKey, Filters } from './programs.js';
+export { type CountKey, type Filters, isStringType } from './programs.js';
 export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';
 export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';
 export { MAX_STREAM_FETCHES, STREAM_STRING_BYTES } from './stream-programs.js';
