@@ -5,6 +5,8 @@ export interface IfuncImplementation {
   readonly vaddr: bigint;
   /** The implementation's symbol name when .symtab (or a debug file) has one. */
   readonly name: string | undefined;
+  /** Its function, when a symbol names it. */
+  readonly fn: FunctionSymbol | undefined;
 }
 
 /** Resolvers are small; never decode more than this much of one. */
@@ -34,7 +36,7 @@ export function findIfuncImplementations(
     if (target >= resolver.vaddr && target < resolver.vaddr + size) continue;
     if (found.has(target) || elf.loadSegmentOf(target)?.executable !== true) continue;
     const named = symbols.at(target).find((fn) => fn.type === 'func');
-    found.set(target, { vaddr: target, name: named?.name });
+    found.set(target, { vaddr: target, name: named?.name, fn: named });
   }
   return [...found.values()].sort((a, b) => (a.vaddr < b.vaddr ? -1 : 1));
 }

@@ -51,7 +51,11 @@ import {
   registerArguments,
 } from './calling-convention.js';
 import { closeDebugInfo, missingDebugSymbolsHints, targetSymbols } from './debug-info.js';
-import { allIfuncImplementations, findIfuncImplementations } from './ifunc.js';
+import {
+  allIfuncImplementations,
+  findIfuncImplementations,
+  type IfuncImplementation,
+} from './ifunc.js';
 import { loadPlan, planKey, savePlan } from './plan-cache.js';
 import {
   type ProbeSite,
@@ -582,7 +586,36 @@ function* resolveSymbol(
     );
   }
   const ifunc = matches.find((fn) => fn.type === 'ifunc');
-  if (ifunc !== undefined) throw ifuncError(spec, location.span, ifunc, target);
+  if (ifunc !== undefined) {
+    // The calls go to an implementation the resolver picked: probed there (all of them: the
+    // one this CPU runs gets the calls). An offset is one into the resolver's own code.
+    const implementations = findIfuncImplementations(target.elf, target.symbols(), ifunc);
+    if (location.offset !== 0n || implementations.length === 0) {
+      throw ifuncError(spec, location.span, ifunc, target);
+    }
+    const planned = implementationSites(
+      spec,
+      target,
+      implementations,
+      ifunc,
+      location.span,
+      options,
+    );
+    if (planned.sites.length === 0) throw planned.skipped[0]!.error;
+    plan.skipped.push(...planned.skipped);
+    plan.warnings.push(
+      specError(
+        spec,
+        location.span,
+        'ERR_IFUNC',
+        `Probed ${quote(ifunc.name)} at the ${implementations.length} implementations its IFUNC resolver can pick: ${implementationNames(implementations)}`,
+        [
+          `An IFUNC's resolver runs once, when the library is loaded, and picks the implementation ${ifunc.name} calls go to for this CPU: that one gets them`,
+        ],
+      ),
+    );
+    return planned.sites;
+  }
   const coldReturn = matches.find((fn) => isColdPart(fn));
   if (coldReturn !== undefined && spec.kind === 'return') {
     throw specError(
@@ -793,23 +826,68 @@ function ifuncError(
 }
 
 /**
- * What to do about the IFUNC resolvers a pattern left out: probe the implementations, named
- * for the first of them when its resolver shows them.
+ * What the warning of a pattern's IFUNC resolvers says: why their implementations are probed,
+ * and the first one's, named.
  */
 function ifuncPatternHints(spec: ProbeSpec, target: OpenTarget, first: FunctionSymbol): string[] {
-  const hints = [
-    'An IFUNC resolver runs once, when the library is loaded, and picks the implementation the calls go to: probe the implementations instead',
-  ];
-  const named = findIfuncImplementations(target.elf, target.symbols(), first).flatMap((impl) =>
-    impl.name === undefined ? [] : [impl.name],
-  );
+  const implementations = findIfuncImplementations(target.elf, target.symbols(), first);
   const resolve = shellWord(`${spec.target.text}:${first.name}`);
-  hints.push(
-    named.length > 0
-      ? `${first.name}'s are ${named.join(', ')}; upscope resolve ${resolve} lists them`
-      : `upscope resolve ${resolve} lists ${first.name}'s`,
-  );
-  return hints;
+  return [
+    'An IFUNC resolver runs once, when the library is loaded, and picks the implementation the calls go to for this CPU: the implementations are probed instead',
+    implementations.length > 0
+      ? `${first.name}'s are ${implementationNames(implementations)}; upscope resolve ${resolve} shows them`
+      : `upscope resolve ${resolve} shows ${first.name}'s`,
+  ];
+}
+
+/** Implementations as they are named: their symbols, else their addresses. */
+function implementationNames(implementations: readonly IfuncImplementation[]): string {
+  return implementations.map((impl) => impl.name ?? `0x${impl.vaddr.toString(16)}`).join(', ');
+}
+
+/**
+ * The sites of an IFUNC's implementations, and those that cannot be probed (left out, as a
+ * pattern leaves out a function). One no symbol names is probed at its address, named for
+ * its resolver (a stripped library's implementations are local functions, named only in its
+ * debug file).
+ */
+function implementationSites(
+  spec: ProbeSpec,
+  target: OpenTarget,
+  implementations: readonly IfuncImplementation[],
+  resolver: FunctionSymbol,
+  span: Span,
+  options: ResolveOptions,
+  lean = false,
+): { sites: ProbeSite[]; skipped: SkippedSite[] } {
+  const sites: ProbeSite[] = [];
+  const skipped: SkippedSite[] = [];
+  for (const impl of implementations) {
+    try {
+      if (impl.fn !== undefined) {
+        sites.push(
+          lean
+            ? leanSite(spec, target, impl.fn, span, options)
+            : buildSite(spec, target, impl.fn, impl.vaddr, span, options),
+        );
+      } else {
+        const site = buildSite(spec, target, undefined, impl.vaddr, span, options, undefined, true);
+        sites.push({ ...site, nameQualifier: `an implementation of ${resolver.name}` });
+      }
+    } catch (err) {
+      const reason = skipReasonOf(err);
+      if (reason === undefined) throw err;
+      skipped.push({
+        spec: spec.text,
+        target: target.file.displayPath,
+        symbol: impl.name,
+        vaddr: impl.vaddr,
+        reason,
+        error: err as ProbeError,
+      });
+    }
+  }
+  return { sites, skipped };
 }
 
 /** Matches of a pattern from which their names are demangled at once. */
@@ -889,8 +967,9 @@ function* resolveGlob(
       hints,
     );
   }
-  const sites: ProbeSite[] = [];
-  const skipped: FunctionSymbol[] = [];
+  let sites: ProbeSite[] = [];
+  /** The IFUNC resolvers matched: probed at their implementations, after the loop. */
+  const resolvers: FunctionSymbol[] = [];
   const unprobeable: SkippedSite[] = [];
   const coldParts: string[] = [];
   const progress = options.onProgress !== undefined;
@@ -902,7 +981,7 @@ function* resolveGlob(
     done++;
     const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
     if (main.type === 'ifunc') {
-      skipped.push(main);
+      resolvers.push(main);
       continue;
     }
     if (isColdPart(main)) {
@@ -930,6 +1009,45 @@ function* resolveGlob(
     }
   }
   if (progress) yield { done, total: groups.length, target: target.file.displayPath };
+  if (resolvers.length > 0) {
+    // Each implementation once, and none the pattern matched itself; in address order.
+    const matched = new Set(groups.map((group) => group[0]!.vaddr));
+    let added = 0;
+    for (const resolver of resolvers) {
+      const implementations = findIfuncImplementations(
+        target.elf,
+        target.symbols(),
+        resolver,
+      ).filter((impl) => !matched.has(impl.vaddr));
+      for (const impl of implementations) matched.add(impl.vaddr);
+      const more = implementationSites(
+        spec,
+        target,
+        implementations,
+        resolver,
+        location.span,
+        options,
+        lean,
+      );
+      sites.push(...more.sites);
+      unprobeable.push(...more.skipped);
+      added += more.sites.length;
+    }
+    if (added > 0)
+      sites = sites.sort((a, b) => (a.vaddr < b.vaddr ? -1 : a.vaddr > b.vaddr ? 1 : 0));
+    plan.warnings.push(
+      specError(
+        spec,
+        location.span,
+        'ERR_IFUNC',
+        `Probed ${resolvers.length} IFUNC resolver${resolvers.length === 1 ? '' : 's'} matched by ${quote(location.pattern)} at their implementations (${added} more functions): ${resolvers
+          .map((fn) => fn.name)
+          .slice(0, 5)
+          .join(', ')}${resolvers.length > 5 ? ', ...' : ''}`,
+        ifuncPatternHints(spec, target, resolvers[0]!),
+      ),
+    );
+  }
   if (unprobeable.length > 0) {
     checkSkips(spec, location, target, options, sites.length, unprobeable);
     plan.skipped.push(...unprobeable);
@@ -938,25 +1056,13 @@ function* resolveGlob(
     const left = `${coldParts.length} .cold part${coldParts.length === 1 ? '' : 's'} matched by ${quote(location.pattern)}: ${coldParts.slice(0, 5).join(', ')}${coldParts.length > 5 ? ', ...' : ''}`;
     const why =
       "A .cold part holds a function's rarely run code, jumped to from it, not called: it has no entry to probe";
-    if (sites.length === 0 && skipped.length === 0) {
+    if (sites.length === 0 && resolvers.length === 0) {
       throw specError(spec, location.span, 'ERR_COLD_PART', `Cannot probe ${left}`, [
         why,
         'Probe one by its own name if you mean its first instruction',
       ]);
     }
     plan.warnings.push(specError(spec, location.span, 'ERR_COLD_PART', `Left out ${left}`, [why]));
-  }
-  if (skipped.length > 0) {
-    const names = skipped.map((fn) => fn.name);
-    plan.warnings.push(
-      specError(
-        spec,
-        location.span,
-        'ERR_IFUNC',
-        `Skipped ${skipped.length} IFUNC resolver${skipped.length === 1 ? '' : 's'} matched by ${quote(location.pattern)}: ${names.slice(0, 5).join(', ')}${skipped.length > 5 ? ', ...' : ''}`,
-        ifuncPatternHints(spec, target, skipped[0]!),
-      ),
-    );
   }
   if (key !== undefined) {
     // Written on the way to attaching, before the probes are live (a command interrupted

@@ -38,7 +38,8 @@ test("count 'libc:*' on a terminal says how far the planning of libc's functions
   const total = Number(said[2]!.replace(/,/g, ''));
   assert.ok(total >= exported, `${total} functions planned, libc exports ${exported}`);
   // Cleared (carriage return and erase to the end of the line) before the start line and
-  // what the plan warns of (libc's IFUNC resolvers left out), which come before it.
+  // what the plan warns of (libc's IFUNC resolvers, probed at their implementations),
+  // which come before it.
   assert.match(onTerminal, clearedBefore('Counting'), JSON.stringify(onTerminal.slice(-400)));
   const inPipe = runCli(['count', '-c', '/bin/true', 'libc:*']);
   assert.equal(inPipe.status, 0, inPipe.stderr);

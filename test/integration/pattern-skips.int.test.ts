@@ -183,7 +183,8 @@ describe('patterns skip what cannot be probed', () => {
 });
 
 // What a plan warns of was only said by resolve: a pattern over libc's str* functions counted
-// no strlen, strcmp or strchr (IFUNC resolvers, left out) and said nothing of it.
+// no strlen, strcmp or strchr (IFUNC resolvers, left out) and said nothing of it. They are
+// probed at their implementations now (ifunc.int.test.ts), and that is said.
 describe('what a plan warns of is said before the start line', () => {
   afterEach(() => {
     assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
@@ -215,7 +216,7 @@ describe('what a plan warns of is said before the start line', () => {
     ['count', '--engine', 'ptrace'],
     ['record'],
   ]) {
-    test(`${args.join(' ')}: the IFUNC resolvers a pattern left out, and what to probe instead`, (t) => {
+    test(`${args.join(' ')}: the IFUNC resolvers a pattern probed at their implementations`, (t) => {
       if (!requireHost(t, { root: true, commands: ['nm', 'ldd'] })) return;
       const path = libc();
       const ifuncs = ifuncsNamed(path, 'str');
@@ -230,11 +231,11 @@ describe('what a plan warns of is said before the start line', () => {
       assert.match(
         lines[warning] ?? '',
         new RegExp(
-          `^warning\\[ERR_IFUNC\\]: Skipped ${ifuncs} IFUNC resolvers matched by "str\\*": `,
+          `^warning\\[ERR_IFUNC\\]: Probed ${ifuncs} IFUNC resolvers matched by "str\\*" at their implementations \\(\\d+ more functions\\): `,
         ),
         result.stderr,
       );
-      // The implementations to probe, named, and where the start line is.
+      // The first one's implementations, named, and where the start line is.
       assert.match(result.stderr, /^ {2}hint: \w+'s are __\w+/m);
       const start = lines.findIndex((l) => /^(Tracing|Counting|Recording) /.test(l));
       assert.ok(warning < start, 'said before the start line');

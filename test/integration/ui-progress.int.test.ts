@@ -80,11 +80,12 @@ test('upscope ui: counting libc:* shows the planning of its functions as it goes
       'the planning shows before the count',
     );
     assert.ok(probesHeldBy(ui.spawned.pid).length > 0, 'the server holds its probes');
-    // What the plan warns of is a note of the card: libc's IFUNC resolvers, left out.
+    // What the plan warns of is a note of the card: libc's IFUNC resolvers, probed at their
+    // implementations.
     const notes = await card.locator('.note').allTextContents();
     assert.ok(
       notes.some((note) =>
-        /^Skipped \d+ IFUNC resolvers matched by "\*": .*probe the implementations instead/.test(
+        /^Probed \d+ IFUNC resolvers matched by "\*" at their implementations .*the implementations are probed instead/.test(
           note,
         ),
       ),

@@ -1,0 +1,231 @@
+// A probe on an IFUNC (libc's strlen, strchr, memcpy, ...): its resolver runs once, when libc
+// is loaded, and picks the implementation the calls go to for this CPU. `libc:strlen` was
+// refused (probe one of __strlen_sse2, __strlen_avx2, ... by hand, knowing which this CPU
+// runs), and a pattern over libc:str* left strlen, strcmp and strchr out: neither counted a
+// call of them. Both now probe the implementations the resolver can pick (objdump's leas in
+// the resolver the truth), and every call a program makes is counted, from C, C++ that
+// throws, Rust and Go (cgo), on each engine: the programs say how many calls they made.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { afterEach, describe, test } from 'node:test';
+import { compileProgram } from '../helpers/compile.js';
+import { compileGo, findGo } from '../helpers/go.js';
+import { leftovers } from '../helpers/leftovers.js';
+import { requireHost, STRICT } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { compileRust, findRustc } from '../helpers/rustc.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
+
+/** Calls of strlen each program makes, on a string of LENGTH bytes. */
+const CALLS = 600;
+/** Longer than any path or argument the programs' runtimes measure as they start. */
+const LENGTH = 4321;
+
+/** The C library `true` runs with, as ldd says. */
+function libc(): string {
+  const line = execFileSync('ldd', ['/usr/bin/true'], { encoding: 'utf8' })
+    .split('\n')
+    .find((l) => l.includes('libc.so'));
+  return /=> (\S+)/.exec(line ?? '')![1]!;
+}
+
+/** The addresses of a file's IFUNC symbols named `name`, as nm -D lists them. */
+function ifuncAddress(path: string, name: string): bigint {
+  const lines = execFileSync('nm', ['-D', '--defined-only', path], { encoding: 'utf8' });
+  for (const line of lines.split('\n')) {
+    const [address, type, symbol] = line.split(' ');
+    if (type === 'i' && symbol?.replace(/@.*$/, '') === name) return BigInt(`0x${address}`);
+  }
+  throw new Error(`nm finds no IFUNC ${name} in ${path}`);
+}
+
+/** The addresses the resolver at `start` loads with %rip-relative leas, as objdump reads them. */
+function leaTargets(path: string, start: bigint): Set<bigint> {
+  const out = execFileSync(
+    'objdump',
+    [
+      '-d',
+      `--start-address=0x${start.toString(16)}`,
+      `--stop-address=0x${(start + 512n).toString(16)}`,
+      path,
+    ],
+    { encoding: 'utf8', maxBuffer: 16 << 20 },
+  );
+  return new Set(
+    [...out.matchAll(/\slea\s.*\(%rip\).*#\s*([0-9a-f]+)/g)].map((m) => BigInt(`0x${m[1]}`)),
+  );
+}
+
+interface Target {
+  readonly language: string;
+  readonly command: string;
+  /** What the program prints of its calls. */
+  readonly says: RegExp;
+}
+
+/** The programs of test/programs/ifunc-calls.*, built; Rust and Go where their compilers are. */
+function targets(): Target[] {
+  const says = new RegExp(`^calls=${CALLS} .*total=${CALLS * LENGTH}$`, 'm');
+  const found: Target[] = [
+    {
+      language: 'C',
+      command: `${compileProgram(`${PROGRAMS}ifunc-calls.c`, { flags: ['-O2', '-fno-builtin'] })} ${CALLS} ${LENGTH}`,
+      says,
+    },
+    {
+      language: 'C++',
+      command: `${compileProgram(`${PROGRAMS}ifunc-calls.cpp`, { flags: ['-O2'] })} ${CALLS} ${LENGTH}`,
+      says: new RegExp(`^calls=${CALLS} caught=${CALLS / 3} total=${CALLS * LENGTH}$`, 'm'),
+    },
+  ];
+  const rustc = findRustc();
+  const go = findGo();
+  for (const [name, tool] of [
+    ['Rust', rustc],
+    ['Go', go],
+  ] as const) {
+    if (tool !== undefined) continue;
+    const reason = `${name === 'Rust' ? 'rustc' : 'go'} is not installed`;
+    if (STRICT) throw new Error(`Cannot run test under CI: ${reason}`);
+    console.log(`# the IFUNC tests leave out ${name}: ${reason}`);
+  }
+  if (rustc !== undefined) {
+    const path = compileRust(rustc, 'ifunc-calls', ['-C', 'opt-level=2']);
+    found.push({ language: 'Rust', command: `${path} ${CALLS} ${LENGTH}`, says });
+  }
+  if (go !== undefined) {
+    const path = compileGo(go, 'ifunc-calls', { cgo: true });
+    found.push({ language: 'Go', command: `${path} ${CALLS} ${LENGTH}`, says });
+  }
+  return found;
+}
+
+interface Counted {
+  readonly probe: string;
+  readonly count: number;
+}
+
+function countJson(args: readonly string[]): { counted: Counted[]; stderr: string } {
+  const result = runCli(['count', '--json', ...args]);
+  assert.equal(result.status, 0, result.stderr);
+  return { counted: JSON.parse(result.stdout) as Counted[], stderr: result.stderr };
+}
+
+describe('probes on an IFUNC are placed on the implementations its resolver can pick', () => {
+  afterEach(() => {
+    assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+    assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+  });
+
+  test("resolve libc:strlen: a site at each address the resolver loads (objdump's leas)", (t) => {
+    if (!requireHost(t, { commands: ['nm', 'objdump', 'ldd'] })) return;
+    const path = libc();
+    const resolver = ifuncAddress(path, 'strlen');
+    const loads = leaTargets(path, resolver);
+    const result = runCli(['resolve', '--json', `${path}:strlen`]);
+    assert.equal(result.status, 0, result.stderr);
+    const { sites, warnings } = JSON.parse(result.stdout) as {
+      sites: { vaddr: string; kind: string }[];
+      warnings: { code: string; message: string }[];
+    };
+    assert.ok(sites.length >= 2, result.stdout);
+    for (const site of sites) {
+      assert.ok(loads.has(BigInt(site.vaddr)), `${site.vaddr} is loaded by strlen's resolver`);
+      assert.equal(site.kind, 'entry');
+    }
+    assert.ok(!sites.some((site) => BigInt(site.vaddr) === resolver), 'not the resolver itself');
+    assert.equal(warnings[0]?.code, 'ERR_IFUNC');
+    assert.match(
+      warnings[0]!.message,
+      new RegExp(
+        `^Probed "strlen" at the ${sites.length} implementations its IFUNC resolver can pick: `,
+      ),
+    );
+    // An offset is one into the resolver's code: refused, as before.
+    const offset = runCli(['resolve', `${path}:strlen+4`]);
+    assert.notEqual(offset.status, 0, offset.stderr);
+    assert.match(offset.stderr, /^error\[ERR_IFUNC\]: Cannot probe "strlen"/);
+  });
+
+  for (const engine of ['bpf', 'ptrace', 'inject']) {
+    test(`count --engine ${engine} libc:strlen and r:libc:strlen: every call the program makes`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc', 'g++', 'ldd'] })) return;
+      for (const target of targets()) {
+        const what = `${target.language} on ${engine}`;
+        const entries = countJson(['--engine', engine, '-c', target.command, 'libc:strlen']);
+        assert.match(entries.stderr, target.says, `${what}: the program ran as it does`);
+        // One implementation runs here: it has every call (libc's own calls of strlen are
+        // counted too: at least the program's).
+        const hit = entries.counted.filter((c) => c.count > 0);
+        assert.equal(hit.length, 1, `${what}: ${JSON.stringify(entries.counted)}`);
+        assert.ok(hit[0]!.count >= CALLS, `${what}: ${JSON.stringify(entries.counted)}`);
+        assert.match(hit[0]!.probe, /^__strlen_\w+$/, what);
+        // The returns of a 73-byte string: exactly the program's calls.
+        const returns = countJson([
+          '--engine',
+          engine,
+          '--filter',
+          `retval == ${LENGTH}`,
+          '-c',
+          target.command,
+          'r:libc:strlen',
+        ]);
+        assert.match(returns.stderr, target.says, `${what}: the program ran as it does`);
+        const total = returns.counted.reduce((n, c) => n + c.count, 0);
+        assert.equal(total, CALLS, `${what}: ${JSON.stringify(returns.counted)}`);
+        assert.equal(
+          returns.counted.find((c) => c.count > 0)?.probe,
+          `r:${hit[0]!.probe}`,
+          `${what}: the same implementation`,
+        );
+      }
+    });
+  }
+
+  test('trace --engine tracefs r:libc:strlen: every return of the program, with its value', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'g++', 'ldd'] })) return;
+    for (const target of targets()) {
+      const result = runCli([
+        'trace',
+        '--engine',
+        'tracefs',
+        '-c',
+        target.command,
+        'r:libc:strlen length=retval',
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(result.stdout + result.stderr, target.says, target.language);
+      const returns = result.stdout.split('\n').filter((l) => l.includes(` length=${LENGTH}`));
+      assert.equal(returns.length, CALLS, `${target.language}: ${result.stderr}`);
+      assert.match(returns[0]!, / r:__strlen_\w+ /, target.language);
+    }
+  });
+
+  test("count libc:str*: the pattern's IFUNC resolvers are probed at their implementations", (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'ldd'] })) return;
+    const path = libc();
+    const lines = execFileSync('nm', ['-D', '--defined-only', path], { encoding: 'utf8' });
+    const resolvers = new Set(
+      lines
+        .split('\n')
+        .map((line) => line.split(' '))
+        .filter(([, type, name]) => type === 'i' && name?.startsWith('str'))
+        .map(([address]) => address),
+    );
+    const c = targets()[0]!;
+    const { counted, stderr } = countJson(['-c', c.command, `${path}:str*`]);
+    assert.match(stderr, c.says);
+    assert.match(
+      stderr,
+      new RegExp(
+        `^warning\\[ERR_IFUNC\\]: Probed ${resolvers.size} IFUNC resolvers matched by "str\\*" at their implementations \\(\\d+ more functions\\): `,
+        'm',
+      ),
+    );
+    const strlens = counted.filter((x) => x.probe.startsWith('__strlen_') && x.count > 0);
+    assert.equal(strlens.length, 1, JSON.stringify(strlens));
+    assert.ok(strlens[0]!.count >= CALLS, JSON.stringify(strlens));
+  });
+});
