@@ -7,6 +7,9 @@
 // throws, Rust and Go (cgo), on each engine: the programs say how many calls they made.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { compileGo, findGo } from '../helpers/go.js';
@@ -200,6 +203,43 @@ describe('probes on an IFUNC are placed on the implementations its resolver can 
       const returns = result.stdout.split('\n').filter((l) => l.includes(` length=${LENGTH}`));
       assert.equal(returns.length, CALLS, `${target.language}: ${result.stderr}`);
       assert.match(returns[0]!, / r:__strlen_\w+ /, target.language);
+    }
+  });
+
+  test('a libc without debug symbols: the implementations, unnamed, are probed at their addresses', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'objcopy', 'nm', 'objdump', 'ldd'] })) {
+      return;
+    }
+    // A copy with no build-id and no debug link: its debug file cannot be found.
+    const dir = mkdtempSync(join(tmpdir(), 'upscope-ifunc-'));
+    try {
+      const copy = join(dir, 'libc.so.6');
+      execFileSync('objcopy', [
+        '--remove-section',
+        '.note.gnu.build-id',
+        '--remove-section',
+        '.gnu_debuglink',
+        libc(),
+        copy,
+      ]);
+      const loads = leaTargets(copy, ifuncAddress(copy, 'strlen'));
+      const c = targets()[0]!;
+      const { counted, stderr } = countJson([
+        '-c',
+        `env LD_LIBRARY_PATH=${dir} ${c.command}`,
+        `${copy}:strlen`,
+      ]);
+      assert.match(stderr, c.says);
+      for (const { probe } of counted) {
+        const m = /^0x([0-9a-f]+) \(an implementation of strlen\)$/.exec(probe);
+        assert.ok(m, probe);
+        assert.ok(loads.has(BigInt(`0x${m[1]}`)), `${probe} is loaded by the resolver`);
+      }
+      const hit = counted.filter((x) => x.count > 0);
+      assert.equal(hit.length, 1, JSON.stringify(counted));
+      assert.ok(hit[0]!.count >= CALLS, JSON.stringify(counted));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
