@@ -196,6 +196,54 @@ test('stats() sums per-CPU ring-buffer counters and reads hits in uprobe_events 
   ]);
 });
 
+// Tests side by side define and remove events all the time: between the reads of the two
+// files another tool's events came and went, and the stats matched as a whole failed a run.
+test("stats() matches events by name: another tool's events that came or went between the reads do not matter", () => {
+  writeFileSync(join(dir, 'uprobe_events'), '');
+  const session = new TracefsSession({ tracefs: dir, ownerPid: 42 });
+  session.define([site('tfs_add', 0x1139n), site('tfs_sub', 0x1200n)]);
+  const line = (path: string, event: string, hits: number) =>
+    `  ${path} ${event}${' '.repeat(40)}${String(hits).padStart(15)}`;
+  writeFileSync(
+    join(dir, 'uprobe_events'),
+    [
+      'p:othertool/gone /bin/other:0x0000000000001000',
+      'p:othertool/tfs_add /bin/other:0x0000000000001000',
+      'p:upscope_42/tfs_add /bin/app:0x0000000000001139',
+      'p:upscope_42/tfs_sub /bin/app:0x0000000000001200',
+      '',
+    ].join('\n'),
+  );
+  // `gone` was removed and `new` added before uprobe_profile was read.
+  writeFileSync(
+    join(dir, 'uprobe_profile'),
+    [
+      line('/bin/other', 'tfs_add', 7),
+      line('/bin/app', 'tfs_add', 75),
+      line('/bin/app', 'tfs_sub', 3),
+      line('/bin/other', 'new', 1),
+      '',
+    ].join('\n'),
+  );
+  assert.deepEqual(session.stats().events, [
+    { event: 'tfs_add', hits: 75, misses: undefined },
+    { event: 'tfs_sub', hits: 3, misses: undefined },
+  ]);
+  // An event of one of this session's names came between the reads every time: which is
+  // which cannot be told, and the hits are unknown (none), not another's, and not a failure.
+  writeFileSync(
+    join(dir, 'uprobe_profile'),
+    [
+      line('/bin/other', 'tfs_add', 7),
+      line('/bin/app', 'tfs_add', 75),
+      line('/bin/app', 'tfs_sub', 3),
+      line('/bin/third', 'tfs_add', 1),
+      '',
+    ].join('\n'),
+  );
+  assert.deepEqual(session.stats().events, []);
+});
+
 test('filterPids() writes the pid list and event-fork, and rejects what is not a pid', () => {
   writeFileSync(join(dir, 'uprobe_events'), '');
   const session = new TracefsSession({ tracefs: dir, ownerPid: 42 });

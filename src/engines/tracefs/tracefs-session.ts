@@ -249,6 +249,8 @@ function parseProfile(text: string): { event: string; hits: number; misses?: num
 }
 
 const MAX_INSTANCES_PER_PROCESS = 64;
+/** Reads of uprobe_events and uprobe_profile that may find them changed in between. */
+const HITS_READS = 5;
 
 /**
  * upscope's control of tracefs for one session: its uprobe events in the group
@@ -496,7 +498,7 @@ export class TracefsSession {
       overrun: sum('overrun'),
       dropped: sum('dropped'),
       read: sum('read'),
-      events: this.#hits(),
+      events: this.#hitsIfRead(),
     };
   }
 
@@ -638,25 +640,53 @@ export class TracefsSession {
     }
   }
 
-  /** Hits per event of this session: uprobe_profile lists events in uprobe_events' order. */
+  /**
+   * #hits(), or none (hits and misses unknown) when the two files kept changing: the end of a
+   * run is not failed for counts it only reports.
+   */
+  #hitsIfRead(): EventHits[] {
+    try {
+      return this.#hits();
+    } catch (err) {
+      if (err instanceof ProbeError) return [];
+      throw err;
+    }
+  }
+
+  /**
+   * Hits per event of this session. uprobe_profile names an event without its group, in
+   * uprobe_events' order: the events of one name (this session's and another's of the same
+   * name) are in the same order in both. Matched name by name, the events other tools add or
+   * remove between the two reads do not matter unless they share a name with one of ours
+   * (tests running side by side, each defining and removing events all the time, changed
+   * one file or the other between the reads: matched as a whole, the reads failed).
+   */
   #hits(): EventHits[] {
     const ours = new Set(this.#events.map((e) => e.event));
-    for (let attempt = 0; attempt < 3; attempt++) {
+    for (let attempt = 0; attempt < HITS_READS; attempt++) {
       const listed = parseUprobeEvents(readControl(`${this.#root}/uprobe_events`) ?? '');
       const profile = parseProfile(readControl(`${this.#root}/uprobe_profile`) ?? '');
-      // Another tool may add or remove an event between the two reads: check and read again.
-      if (
-        listed.length !== profile.length ||
-        listed.some((e, i) => e.event !== profile[i]!.event)
-      ) {
-        continue;
+      const named = new Map<string, { hits: number; misses?: number }[]>();
+      for (const row of profile) {
+        if (!ours.has(row.event)) continue;
+        const rows = named.get(row.event);
+        if (rows === undefined) named.set(row.event, [row]);
+        else rows.push(row);
       }
+      const taken = new Map<string, number>();
       const rows: EventHits[] = [];
-      listed.forEach((e, i) => {
-        if (e.group !== this.group || !ours.has(e.event)) return;
-        rows.push({ event: e.event, hits: profile[i]!.hits, misses: profile[i]!.misses });
-      });
-      return rows;
+      for (const e of listed) {
+        if (!ours.has(e.event)) continue;
+        const at = taken.get(e.event) ?? 0;
+        taken.set(e.event, at + 1);
+        const row = named.get(e.event)?.[at];
+        if (row !== undefined && e.group === this.group) {
+          rows.push({ event: e.event, hits: row.hits, misses: row.misses });
+        }
+      }
+      // An event of one of these names came or went between the reads: read again.
+      const same = [...named].every(([event, rows]) => taken.get(event) === rows.length);
+      if (same && taken.size === named.size) return rows;
     }
     throw new ProbeError(
       'ERR_TRACEFS_WRITE',
