@@ -180,6 +180,7 @@ export {
   record,
   recordCalls,
   recordSpecs,
+  type SteppedProbes,
 } from './recording.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
 export {

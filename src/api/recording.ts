@@ -55,7 +55,17 @@ export const INDEX_FILE = 'index.json';
 export interface RecordedFunction {
   readonly name: string;
   readonly object: string;
+  /**
+   * Which of its probes the kernel single-steps (runs out of line after a trap, not
+   * emulated: a first instruction such as `cmp` or `mov`, and a `ret` probed in place), on
+   * the kernel engines: each call costs those traps more, and its times include them. Absent
+   * when the kernel emulates them all (or on the ptrace and inject engines).
+   */
+  readonly stepped?: SteppedProbes | undefined;
 }
+
+/** A function's probes the kernel single-steps: at its entry, at a return, or both. */
+export type SteppedProbes = 'entry' | 'return' | 'entry and return';
 
 /** The JSON index of a recording: what its records' ids mean, and how the recording went. */
 export interface RecordingIndex {
@@ -533,16 +543,37 @@ interface Probed {
   readonly toRecord: (event: ProbeEvent) => CallRecord | undefined;
 }
 
-/** The functions probed at `sites`, once each by name, their ids (indexes) put in `ids`. */
-function functionsOf(sites: readonly ProbeSite[], ids: Map<string, number>): RecordedFunction[] {
+/**
+ * The functions probed at `sites`, once each by name, their ids (indexes) put in `ids`; with
+ * `kernel` (the sites are the kernel's uprobes), which of their probes it single-steps.
+ */
+function functionsOf(
+  sites: readonly ProbeSite[],
+  ids: Map<string, number>,
+  kernel: boolean,
+): RecordedFunction[] {
   const functions: RecordedFunction[] = [];
+  /** Per function: 1 its entry is single-stepped, 2 one of its returns is. */
+  const stepped: number[] = [];
   for (const site of sites) {
     const name = probeName(site);
-    if (ids.has(name)) continue;
-    ids.set(name, functions.length);
-    functions.push({ name, object: site.target.path });
+    let id = ids.get(name);
+    if (id === undefined) {
+      id = functions.length;
+      ids.set(name, id);
+      functions.push({ name, object: site.target.path });
+      stepped.push(0);
+    }
+    if (!kernel) continue;
+    if (site.handling.strategy === 'single-step') stepped[id]! |= 1;
+    const exits = site.returns?.mode === 'sites' ? site.returns.sites : [];
+    if (exits.some((exit) => exit.handling.strategy === 'single-step')) stepped[id]! |= 2;
   }
-  return functions;
+  return functions.map((fn, id) => {
+    const bits = stepped[id]!;
+    if (bits === 0) return fn;
+    return { ...fn, stepped: bits === 1 ? 'entry' : bits === 2 ? 'return' : 'entry and return' };
+  });
 }
 
 /** Whether the ELF file at `path` has a .symtab (false when it cannot be read). */
@@ -605,7 +636,7 @@ async function attachFunctions<T>(
     onProgress: options.onProgress,
     lean: true,
     onLive: ({ sites, skipped, warnings, notes }) => {
-      functions = functionsOf(sites, ids);
+      functions = functionsOf(sites, ids, true);
       const unloaded = options.pid === undefined ? [] : notLoadedNotes(sites, options.pid);
       options.onLive?.({
         functions: functions.length,
@@ -774,7 +805,7 @@ async function recordInProcess(
         ),
     },
   );
-  const functions = functionsOf(run.sites, ids);
+  const functions = functionsOf(run.sites, ids, false);
   try {
     await sayStripped(functions, options);
     writer = RecordingWriter.create(options.dir, {

@@ -26,6 +26,11 @@ export function namer(recording: Recording): (fn: number) => string {
   return (fn) => recording.index.functions[fn]?.name ?? `#${fn}`;
 }
 
+/** Which of a recorded function's probes the kernel single-steps, if any. */
+export function steppedOf(recording: Recording): (fn: number) => string | undefined {
+  return (fn) => recording.index.functions[fn]?.stepped;
+}
+
 /** The ids of the functions `func` (a name or glob) names; throws when none. */
 export function functionIds(recording: Recording, func: string): Set<number> {
   const names = recording.index.functions.map((f) => f.name);

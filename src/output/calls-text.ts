@@ -12,6 +12,15 @@ import type { StackCount } from './stacks.js';
 
 /** A function id's name, as the recording's index gives it. */
 export type FunctionName = (fn: number) => string;
+/**
+ * Which of a function's probes the kernel single-steps ('entry', 'return', 'entry and
+ * return'; see RecordedFunction.stepped), or undefined.
+ */
+export type FunctionStepped = (fn: number) => string | undefined;
+
+/** The note of a report on the functions whose probes the kernel single-steps. */
+const STEPPED_NOTE =
+  "kernel-stepped: the kernel runs that probe's instruction out of line after a trap, where it cannot emulate it (a first instruction such as cmp or mov, or a ret probed in place): each call costs the trap more, and the times include it (record --return-probes trampoline probes no ret)";
 
 export type ReportSort = 'total' | 'self' | 'calls' | 'avg' | 'max' | 'name';
 export const REPORT_SORTS: readonly ReportSort[] = ['total', 'self', 'calls', 'avg', 'max', 'name'];
@@ -52,6 +61,7 @@ function endNote(end: CallEnd): string {
 export function renderFunctionReportText(
   rows: readonly FunctionStats[],
   name: FunctionName,
+  stepped: FunctionStepped = () => undefined,
 ): string {
   const perThread = rows.some((r) => r.tid !== undefined);
   const header = [
@@ -65,9 +75,11 @@ export function renderFunctionReportText(
     'FUNCTION',
   ];
   const body = rows.map((r) => {
+    const steps = stepped(r.fn);
     const notes = [
       r.unwound > 0 ? `${r.unwound} unwound` : '',
       r.open > 0 ? `${r.open} not returned` : '',
+      steps === undefined ? '' : `kernel-stepped ${steps}`,
     ].filter((n) => n !== '');
     return [
       ...(perThread ? [String(r.tid)] : []),
@@ -80,19 +92,25 @@ export function renderFunctionReportText(
       `${name(r.fn)}${notes.length === 0 ? '' : ` (${notes.join(', ')})`}`,
     ];
   });
-  return `${renderTable(header, body)}\n`;
+  const note = rows.some((r) => stepped(r.fn) !== undefined) ? `\n${STEPPED_NOTE}\n` : '';
+  return `${renderTable(header, body)}\n${note}`;
 }
 
 /** `upscope report --json`: one object per row, times in ns. */
 export function renderFunctionReportJson(
   rows: readonly FunctionStats[],
   name: FunctionName,
+  stepped: FunctionStepped = () => undefined,
 ): string {
-  return `${JSON.stringify(functionReportRows(rows, name), null, 1)}\n`;
+  return `${JSON.stringify(functionReportRows(rows, name, stepped), null, 1)}\n`;
 }
 
 /** The rows of `upscope report --json` (times in ns). */
-export function functionReportRows(rows: readonly FunctionStats[], name: FunctionName) {
+export function functionReportRows(
+  rows: readonly FunctionStats[],
+  name: FunctionName,
+  stepped: FunctionStepped = () => undefined,
+) {
   return rows.map((r) => ({
     function: name(r.fn),
     ...(r.tid === undefined ? {} : { tid: r.tid }),
@@ -104,6 +122,7 @@ export function functionReportRows(rows: readonly FunctionStats[], name: Functio
     maxNs: Number(r.maxNs),
     unwound: r.unwound,
     notReturned: r.open,
+    ...(stepped(r.fn) === undefined ? {} : { kernelStepped: stepped(r.fn) }),
   }));
 }
 

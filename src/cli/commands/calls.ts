@@ -47,6 +47,7 @@ import {
   graphOf,
   namer,
   renderGraphStacks,
+  steppedOf,
   writeReplayTrace,
 } from '../recording-documents.js';
 import { sayUnprobedProgram } from '../unprobed-program.js';
@@ -149,7 +150,10 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       'One line per function of the recording in DIR (per thread and function with ' +
         '--threads): the time spent in it (a recursion counted once), its self time (less its ' +
         'callees), its calls and their min, average and max duration. Calls an unwind ' +
-        '(longjmp, exception) ended, or that never returned (exit() in a callee), are said.',
+        '(longjmp, exception) ended, or that never returned (exit() in a callee), are said, ' +
+        'and so are the functions whose probes the kernel single-stepped (kernel-stepped: a ' +
+        'first instruction it does not emulate, or a ret probed in place): a trap more each ' +
+        'call, which their times include.',
     )
     .argument('<dir>', 'a recording made by upscope record')
     .option('--sort <key>', `sort by ${REPORT_SORTS.join(', ')} (default total)`, parseSort)
@@ -394,7 +398,7 @@ function report(
     name,
   );
   const render = options.format === 'json' ? renderFunctionReportJson : renderFunctionReportText;
-  out.out(render(rows, name));
+  out.out(render(rows, name, steppedOf(recording)));
 }
 
 /** A recording at least this large says how far its reading got, on a terminal. */

@@ -19,7 +19,13 @@ import {
   sortFunctionStats,
 } from '../../output/index.js';
 import { planProgressText } from '../io.js';
-import { graphOf, namer, renderGraphStacks, writeReplayTrace } from '../recording-documents.js';
+import {
+  graphOf,
+  namer,
+  renderGraphStacks,
+  steppedOf,
+  writeReplayTrace,
+} from '../recording-documents.js';
 import { type ExportFile, errorText, uiEngines, warningNotes } from './measurement.js';
 
 /** Paths of the call tree sent to the page at most (the heaviest; the rest are summed up). */
@@ -289,6 +295,7 @@ export class RecordingResult {
     const report = functionReportRows(
       sortFunctionStats(functionStats(recording.threads), 'total', name),
       name,
+      steppedOf(recording),
     );
     this.#tree = {
       functions: recording.index.functions.map((f) => f.name),
@@ -352,6 +359,7 @@ export class RecordingResult {
           body: renderFunctionReportText(
             sortFunctionStats(functionStats(recording.threads), 'total', name),
             name,
+            steppedOf(recording),
           ),
         };
       case 'json':
