@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -420,6 +420,55 @@ describe('upscope latency (bpf engine)', () => {
       /^bpf_nap: count 9, avg \d+\.\d{3} ms, min \d\.\d{3} ms, p50 .*, max \d+\.\d{3} ms$/m,
     );
     assert.match(text.stdout, /^\[\d+K, \d+K\) +\d \|@+ *\|$/m);
+  });
+});
+
+// A function whose first instruction the kernel single-steps is timed from before that trap
+// (13 us and more in a VM): latency says which, objdump's first instructions the truth (the
+// kernel emulates a push and a jmp; a mov or a lea it runs out of line).
+describe('upscope latency says which functions the kernel single-steps at entry', () => {
+  test('bpf_key (mov) and bpf_hit (lea) are named, bpf_nap (jmp) and bpf_recurse (push) not', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'objdump'] })) return;
+    const app = target();
+    const text = execFileSync('objdump', ['-d', '--no-show-raw-insn', app], { encoding: 'utf8' });
+    const first = new Map(
+      [...text.matchAll(/^[0-9a-f]+ <(bpf_\w+)>:\n\s+[0-9a-f]+:\s+(\S+)/gm)].map((m) => [
+        m[1]!,
+        m[2]!,
+      ]),
+    );
+    const functions = ['bpf_nap', 'bpf_recurse', 'bpf_key', 'bpf_hit'];
+    const stepped = functions.filter((fn) => !/^(push|jmp|call|nop)/.test(first.get(fn)!));
+    assert.deepEqual(
+      functions.map((fn) => first.get(fn)),
+      ['jmp', 'push', 'mov', 'lea'],
+      'what gcc made of them',
+    );
+    const result = runCli([
+      'latency',
+      '-c',
+      `${app} nap 0`,
+      ...functions.map((f) => `${app}:${f}`),
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    const note = result.stderr.split('\n').find((l) => l.includes('single-steps')) ?? '';
+    assert.match(
+      note,
+      new RegExp(
+        `^upscope: the kernel single-steps the first instruction of ${stepped.length} of the 4 functions timed \\(`,
+      ),
+    );
+    for (const fn of functions) {
+      assert.equal(
+        note.includes(`${fn}: ${first.get(fn)}`),
+        stepped.includes(fn),
+        `${fn}: ${note}`,
+      );
+    }
+    // Only emulated ones: nothing said.
+    const quiet = runCli(['latency', '-c', `${app} nap 0`, `${app}:bpf_nap`, `${app}:bpf_recurse`]);
+    assert.equal(quiet.status, 0, quiet.stderr);
+    assert.doesNotMatch(quiet.stderr, /single-steps/);
   });
 });
 
