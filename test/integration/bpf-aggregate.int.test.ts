@@ -469,6 +469,23 @@ describe('upscope latency says which functions the kernel single-steps at entry'
     const quiet = runCli(['latency', '-c', `${app} nap 0`, `${app}:bpf_nap`, `${app}:bpf_recurse`]);
     assert.equal(quiet.status, 0, quiet.stderr);
     assert.doesNotMatch(quiet.stderr, /single-steps/);
+    // trace times a return from its function's entry: the same is said of its return probes
+    // (not of an entry probe, which times nothing).
+    const trace = runCli([
+      'trace',
+      '--engine',
+      'tracefs',
+      '-c',
+      `${app} nap 0`,
+      `r:${app}:bpf_nap`,
+      `r:${app}:bpf_key`,
+      `${app}:bpf_hit`,
+    ]);
+    assert.equal(trace.status, 0, trace.stderr);
+    assert.match(
+      trace.stderr,
+      /^upscope: the kernel single-steps the first instruction \("mov"\) of bpf_key: /m,
+    );
   });
 });
 

@@ -11,8 +11,6 @@ import {
   notLoadedNotes,
   type ProbeCount,
   type ProbeHistogram,
-  type ProbeSite,
-  probeName,
   UNIT_NS,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
@@ -43,6 +41,7 @@ import {
   withAggregateOutput,
 } from '../outputs.js';
 import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
+import { steppedEntriesNote } from '../stepped.js';
 import { sayUnprobedProgram } from '../unprobed-program.js';
 
 /** What onEngine() reads of a command's options (and sets: commandStdout). */
@@ -245,7 +244,7 @@ async function run<R>(
   }
   for (const note of aggregate.notes) io.err(`upscope: ${note}\n`);
   if (what === 'Timing' && aggregate.engine === 'bpf') {
-    const note = steppedEntriesNote(aggregate.sites);
+    const note = steppedEntriesNote(aggregate.sites, 'functions timed');
     if (note !== undefined) io.err(`upscope: ${note}\n`);
   }
   io.err(
@@ -539,27 +538,6 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
         );
       }),
     );
-}
-
-/**
- * What latency says of the functions whose first instruction the kernel single-steps (runs
- * out of line after a trap, where it emulates a push or a jmp): the time from their entry
- * probe includes that trap, 13 us and more in a virtual machine, against a call of a few ns.
- */
-function steppedEntriesNote(sites: readonly ProbeSite[]): string | undefined {
-  const stepped = sites.filter((site) => site.handling.strategy === 'single-step');
-  if (stepped.length === 0) return undefined;
-  const first = (site: ProbeSite) => (site.handling as { what: string }).what;
-  const how = '(upscope resolve shows how each probe is run)';
-  if (stepped.length === 1) {
-    return `the kernel single-steps the first instruction ("${first(stepped[0]!)}") of ${probeName(stepped[0]!)}: it runs it out of line after a trap, and the times include that trap ${how}`;
-  }
-  const count =
-    stepped.length === sites.length
-      ? `all ${sites.length}`
-      : `${stepped.length} of the ${sites.length}`;
-  const named = stepped.slice(0, 3).map((site) => `${probeName(site)}: ${first(site)}`);
-  return `the kernel single-steps the first instruction of ${count} functions timed (${named.join(', ')}${stepped.length > 3 ? ', ...' : ''}): it runs them out of line after a trap, and their times include that trap ${how}`;
 }
 
 /** The hits of a count, every probe and key. */

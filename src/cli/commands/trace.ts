@@ -38,6 +38,7 @@ import {
   traceOutput,
 } from '../outputs.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
+import { steppedEntriesNote } from '../stepped.js';
 import { sayUnprobedProgram } from '../unprobed-program.js';
 import { tracePtrace } from './trace-ptrace.js';
 import { summaryLine } from './trace-summary.js';
@@ -49,7 +50,9 @@ export function registerTrace(program: Command, io: Io, result: CommandResult): 
     .description(
       'Trace each SPEC and print one line per ' +
         'event: time, command, pid/tid, probe and fetched fields. Return probes show the return ' +
-        'value and the time since the matching call. With -p, only that process is traced (all ' +
+        'value and the time since the matching call (on the kernel engines, a function whose ' +
+        'first instruction the kernel single-steps has that trap in its time: said before the ' +
+        'start). With -p, only that process is traced (all ' +
         'its threads, the children it forks meanwhile, and with --children those it has ' +
         'started already), and probes on a library it has not loaded yet attach when it loads ' +
         'it; with -c, the command is started in a process group of its own, traced from its ' +
@@ -229,6 +232,10 @@ async function trace(
     for (const note of notLoadedNotes(attachment.sites, options.pid)) io.err(`upscope: ${note}\n`);
   }
   for (const note of attachment.notes) io.err(`upscope: ${note}\n`);
+  // A return's time is from its function's entry: the same caveat as latency's.
+  const returns = attachment.sites.filter((site) => site.kind === 'return');
+  const note = steppedEntriesNote(returns, 'functions whose returns are timed');
+  if (note !== undefined) io.err(`upscope: ${note}\n`);
   io.err(
     startLine(
       'Tracing',
