@@ -500,6 +500,19 @@ export interface CallRecorder {
   readonly done: Promise<RecordingIndex>;
 }
 /** The probe specs a recording's targets mean: entry and return of each function. */
+/**
+ * A recording's warnings, once a pattern: each is planned as an entry spec and a return spec
+ * (`r:`), which warn of the same things (its IFUNC resolvers, a name's overloads); the
+ * return spec's warning of a kind its entry spec gave is left out.
+ */
+function patternWarnings(warnings: readonly ProbeError[]): ProbeError[] {
+  const said = new Set(warnings.map((w) => `${w.code} ${w.source?.text}`));
+  return warnings.filter((w) => {
+    const text = w.source?.text;
+    return text === undefined || !text.startsWith('r:') || !said.has(`${w.code} ${text.slice(2)}`);
+  });
+}
+
 export function recordSpecs(options: Pick<RecordOptions, 'command' | 'pid' | 'targets'>): string[] {
   const targets =
     options.targets !== undefined && options.targets.length > 0
@@ -641,7 +654,7 @@ async function attachFunctions<T>(
       options.onLive?.({
         functions: functions.length,
         skipped,
-        warnings,
+        warnings: patternWarnings(warnings),
         notes: [...notes, ...unloaded],
       });
     },
@@ -826,14 +839,14 @@ async function recordInProcess(
   options.onLive?.({
     functions: functions.length,
     skipped: run.skipped,
-    warnings: run.warnings,
+    warnings: patternWarnings(run.warnings),
     notes: options.pid === undefined ? [] : notLoadedNotes(run.sites, options.pid),
   });
   const created = writer;
   const probes: RecordingProbes = {
     sites: run.sites,
     skipped: run.skipped,
-    warnings: run.warnings,
+    warnings: patternWarnings(run.warnings),
     notes: [],
     ended: run.ended,
     get exit() {
