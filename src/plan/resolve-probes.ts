@@ -1012,13 +1012,13 @@ function* resolveGlob(
   if (resolvers.length > 0) {
     // Each implementation once, and none the pattern matched itself; in address order.
     const matched = new Set(groups.map((group) => group[0]!.vaddr));
+    const probed: FunctionSymbol[] = [];
+    const unknown: FunctionSymbol[] = [];
     let added = 0;
     for (const resolver of resolvers) {
-      const implementations = findIfuncImplementations(
-        target.elf,
-        target.symbols(),
-        resolver,
-      ).filter((impl) => !matched.has(impl.vaddr));
+      const all = findIfuncImplementations(target.elf, target.symbols(), resolver);
+      (all.length > 0 ? probed : unknown).push(resolver);
+      const implementations = all.filter((impl) => !matched.has(impl.vaddr));
       for (const impl of implementations) matched.add(impl.vaddr);
       const more = implementationSites(
         spec,
@@ -1033,20 +1033,51 @@ function* resolveGlob(
       unprobeable.push(...more.skipped);
       added += more.sites.length;
     }
-    if (added > 0)
+    if (added > 0) {
       sites = sites.sort((a, b) => (a.vaddr < b.vaddr ? -1 : a.vaddr > b.vaddr ? 1 : 0));
-    plan.warnings.push(
-      specError(
-        spec,
-        location.span,
-        'ERR_IFUNC',
-        `Probed ${resolvers.length} IFUNC resolver${resolvers.length === 1 ? '' : 's'} matched by ${quote(location.pattern)} at their implementations (${added} more functions): ${resolvers
-          .map((fn) => fn.name)
-          .slice(0, 5)
-          .join(', ')}${resolvers.length > 5 ? ', ...' : ''}`,
-        ifuncPatternHints(spec, target, resolvers[0]!),
-      ),
-    );
+    }
+    const named = (fns: readonly FunctionSymbol[]) =>
+      `${fns
+        .map((fn) => fn.name)
+        .slice(0, 5)
+        .join(', ')}${fns.length > 5 ? ', ...' : ''}`;
+    const resolversOf = (n: number) => `${n} IFUNC resolver${n === 1 ? '' : 's'}`;
+    if (probed.length > 0) {
+      plan.warnings.push(
+        specError(
+          spec,
+          location.span,
+          'ERR_IFUNC',
+          `Probed ${resolversOf(probed.length)} matched by ${quote(location.pattern)} at their implementations (${added} more functions): ${named(probed)}`,
+          ifuncPatternHints(spec, target, probed[0]!),
+        ),
+      );
+    }
+    if (unknown.length > 0) {
+      // A resolver that does not load its implementations' addresses with a lea.
+      const hints = [
+        'An IFUNC resolver runs once, when the library is loaded, and picks the implementation the calls go to: a probe on it would fire once per process, not per call',
+        'Their implementations were not found in their code: probe them by name or address (upscope list shows the functions)',
+      ];
+      if (sites.length === 0 && unprobeable.length === 0) {
+        throw specError(
+          spec,
+          location.span,
+          'ERR_IFUNC',
+          `Cannot probe the ${resolversOf(unknown.length)} matched by ${quote(location.pattern)}: ${named(unknown)}`,
+          hints,
+        );
+      }
+      plan.warnings.push(
+        specError(
+          spec,
+          location.span,
+          'ERR_IFUNC',
+          `Skipped ${resolversOf(unknown.length)} matched by ${quote(location.pattern)}: ${named(unknown)}`,
+          hints,
+        ),
+      );
+    }
   }
   if (unprobeable.length > 0) {
     checkSkips(spec, location, target, options, sites.length, unprobeable);

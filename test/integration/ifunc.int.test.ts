@@ -34,9 +34,11 @@ function libc(): string {
   return /=> (\S+)/.exec(line ?? '')![1]!;
 }
 
-/** The addresses of a file's IFUNC symbols named `name`, as nm -D lists them. */
-function ifuncAddress(path: string, name: string): bigint {
-  const lines = execFileSync('nm', ['-D', '--defined-only', path], { encoding: 'utf8' });
+/** The address of a file's IFUNC symbol `name`, as nm lists it (-D: of .dynsym). */
+function ifuncAddress(path: string, name: string, dynamic = true): bigint {
+  const lines = execFileSync('nm', [...(dynamic ? ['-D'] : []), '--defined-only', path], {
+    encoding: 'utf8',
+  });
   for (const line of lines.split('\n')) {
     const [address, type, symbol] = line.split(' ');
     if (type === 'i' && symbol?.replace(/@.*$/, '') === name) return BigInt(`0x${address}`);
@@ -240,6 +242,40 @@ describe('probes on an IFUNC are placed on the implementations its resolver can 
       assert.ok(hit[0]!.count >= CALLS, JSON.stringify(counted));
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a program's own IFUNCs: one whose resolver loads its implementations' addresses is probed at them; one that loads a table's entry is said", (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'objdump'] })) return;
+    const app = compileProgram('ifunc-own', { flags: ['-O2'] });
+    const symbols = execFileSync('nm', [app], { encoding: 'utf8' });
+    assert.match(symbols, / i own_lea$/m);
+    assert.match(symbols, / i own_table$/m);
+    const loads = leaTargets(app, ifuncAddress(app, 'own_lea', false));
+    const address = (name: string) =>
+      BigInt(`0x${new RegExp(`^([0-9a-f]+) t ${name}$`, 'm').exec(symbols)![1]}`);
+    assert.ok(loads.has(address('impl_a')) && loads.has(address('impl_b')), 'the leas of own_lea');
+    const { counted, stderr } = countJson(['-c', `${app} ${CALLS}`, `${app}:own_*`]);
+    assert.match(stderr, new RegExp(`^calls=${CALLS} `, 'm'));
+    // Both resolvers picked impl_a: every call of either is one of it.
+    assert.deepEqual(
+      Object.fromEntries(counted.map((c) => [c.probe, c.count])),
+      { impl_a: 2 * CALLS, impl_b: 0 },
+      stderr,
+    );
+    assert.match(
+      stderr,
+      /^warning\[ERR_IFUNC\]: Probed 1 IFUNC resolver matched by "own_\*" at their implementations \(2 more functions\): own_lea$/m,
+    );
+    assert.match(
+      stderr,
+      /^warning\[ERR_IFUNC\]: Skipped 1 IFUNC resolver matched by "own_\*": own_table$/m,
+    );
+    // Named alone, or the only match of a pattern, it cannot be probed: one error each.
+    for (const spec of [`${app}:own_table`, `${app}:own_t*`]) {
+      const refused = runCli(['count', '-c', `${app} 1`, spec]);
+      assert.notEqual(refused.status, 0, spec);
+      assert.match(refused.stderr, /^error\[ERR_IFUNC\]: Cannot probe .*own_table/, spec);
     }
   });
 
