@@ -236,6 +236,11 @@ export interface FunctionReportView {
   /** Calls an unwind ended (exception, longjmp), calls that never returned. */
   readonly unwound: number;
   readonly notReturned: number;
+  /**
+   * Which of its probes the kernel single-stepped ('entry', 'return', 'entry and return'):
+   * a trap more each call, in its times (see RecordedFunction.stepped).
+   */
+  readonly kernelStepped?: string | undefined;
 }
 
 /** GET /api/recording?id=ID: a ready recording's call tree and report. */

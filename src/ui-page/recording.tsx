@@ -252,7 +252,19 @@ function Report({ tree }: { tree: RecordingTreeView }) {
         <tbody>
           {tree.report.map((r) => (
             <tr key={r.function} data-test="report-row" data-name={r.function}>
-              <td>{r.function}</td>
+              <td>
+                {r.function}
+                {r.kernelStepped === undefined ? null : (
+                  <span
+                    class="stepped"
+                    data-test="kernel-stepped"
+                    title={`The kernel single-steps this function's probe at its ${r.kernelStepped} (a trap more each call, which its times include)`}
+                  >
+                    {' '}
+                    kernel-stepped {r.kernelStepped}
+                  </span>
+                )}
+              </td>
               <td class="num" data-test="calls">
                 {r.calls}
               </td>

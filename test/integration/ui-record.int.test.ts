@@ -194,6 +194,30 @@ test('upscope ui: record a process’s calls from the page; tree, functions and 
       (await ran.textContent()) ?? '',
     )?.[1];
     assert.ok(dir !== undefined && existsSync(dir), `the temporary recording ${dir} exists`);
+    // The functions whose probes the kernel single-steps (is_even and is_odd start with an
+    // addq to their counter at -O2), marked as `upscope report` marks them.
+    const cliReport = runCli(['report', dir!, '--json']);
+    assert.equal(cliReport.status, 0, cliReport.stderr);
+    const marked = await ran.locator('[data-test="report-row"]').evaluateAll((rows) =>
+      rows.map((r) => {
+        const row = r as unknown as {
+          dataset: { name: string };
+          querySelector(s: string): { textContent: string | null } | null;
+        };
+        return [row.dataset.name, row.querySelector('[data-test="kernel-stepped"]')?.textContent];
+      }),
+    );
+    const stepped = (
+      JSON.parse(cliReport.stdout) as { function: string; kernelStepped?: string }[]
+    ).map((r) => [
+      r.function,
+      r.kernelStepped === undefined ? undefined : ` kernel-stepped ${r.kernelStepped}`,
+    ]);
+    assert.ok(
+      stepped.some(([, s]) => s !== undefined),
+      cliReport.stdout,
+    );
+    assert.deepEqual(marked, stepped);
     await ran.locator('[data-test="close"]').click();
     await until('Close removed the temporary recording', () => !existsSync(dir));
     assert.deepEqual(seen.errors, [], 'no console error');
