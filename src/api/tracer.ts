@@ -4,6 +4,7 @@ import { goroutineDepth, PendingCalls, threadDepth } from '../aggregate/index.js
 import {
   type AttachMode,
   BpfStream,
+  CUT_MARK,
   cleanStaleGroups,
   isStringType,
   MAX_STREAM_FETCHES,
@@ -394,7 +395,7 @@ function chooseEngine(
   }
   // A string is cut shorter there: said, as what the choice costs.
   const strings = streamSites.some((site) => site.fetches.some(isStringType))
-    ? ` (strings are cut at ${STREAM_STRING_BYTES - 1} bytes there; tracefs reads up to 4,095)`
+    ? ` (strings are cut at ${STREAM_STRING_BYTES - 1} bytes there, and end with "${CUT_MARK}"; tracefs reads up to 4,095)`
     : '';
   notice?.(`using the bpf engine${strings}: ${removal}; --engine tracefs to use it anyway`);
   return 'bpf';

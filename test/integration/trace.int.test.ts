@@ -554,8 +554,47 @@ describe('upscope trace', () => {
       const strings = traceMany(app, 1, `${app}:many::f10[0-3]* top=+0(%sp):string`);
       assert.match(
         strings.stderr,
-        /^upscope: using the bpf engine \(strings are cut at 255 bytes there; tracefs reads up to 4,095\): /m,
+        /^upscope: using the bpf engine \(strings are cut at 255 bytes there, and end with "\.\.\."; tracefs reads up to 4,095\): /m,
       );
+    });
+
+    // A string cut at 255 bytes on bpf read as a whole one: it now ends with "...", as
+    // bpftrace marks one; one that fits (255 bytes and its NUL) does not. The program's own
+    // string the truth: LENGTH x's, as tracefs reads it whole.
+    test('bpf: a string longer than 255 bytes ends with "..."; one of 255 is whole, as on tracefs', (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = compileProgram(new URL('../programs/ifunc-calls.c', import.meta.url).pathname, {
+        flags: ['-O2', '-fno-builtin'],
+      });
+      const fetched = (engine: string, length: number) => {
+        const result = runCli([
+          'trace',
+          '--engine',
+          engine,
+          '--json',
+          '-c',
+          `${app} 1 ${length}`,
+          `${app}:main`,
+          'libc:strlen s=arg0:string',
+        ]);
+        assert.equal(result.status, 0, result.stderr);
+        const events = result.stdout
+          .trim()
+          .split('\n')
+          .map((line) => JSON.parse(line) as { probe: string; fields: { s?: string } });
+        // The program's one call, after its main began (the C runtime's own come before).
+        const main = events.findIndex((e) => e.probe === 'main');
+        return events.slice(main).find((e) => e.fields.s !== undefined)?.fields.s;
+      };
+      for (const length of [254, 255, 256, 1000]) {
+        const whole = 'x'.repeat(length);
+        assert.equal(fetched('tracefs', length), whole, `tracefs, ${length} bytes`);
+        assert.equal(
+          fetched('bpf', length),
+          length <= 255 ? whole : `${'x'.repeat(255)}...`,
+          `bpf, ${length} bytes`,
+        );
+      }
     });
   });
 });

@@ -32,9 +32,12 @@ import {
   prologue,
 } from './programs.js';
 
-/** Bytes kept of a fetched string (longer ones are cut). */
+/** Bytes kept of a fetched string (longer ones are cut, and marked so: see `cuts`). */
 export const STREAM_STRING_BYTES = 256;
-/** A record's fixed part: probe, fault bits, time, tid, pid, cpu, pad, comm. */
+/**
+ * A record's fixed part: probe, fault bits, time, tid, pid, cpu, the bits of the strings cut
+ * (one per fetch, as the fault bits: the string went on past its slot), comm.
+ */
 export const RECORD_HEADER = {
   probe: 0,
   faults: 4,
@@ -42,6 +45,7 @@ export const RECORD_HEADER = {
   tid: 16,
   pid: 20,
   cpu: 24,
+  cuts: 28,
   comm: 32,
   bytes: 48,
 } as const;
@@ -156,7 +160,20 @@ function emitRecord(a: Asm, maps: StreamMaps, layout: RecordLayout, out: string)
       a.emit(mov64Reg(1, 9), alu64Imm('ADD', 1, slot.offset), mov64Imm(2, slot.bytes));
       a.emit(mov64Reg(3, 7), call(BPF_FUNC.probe_read_user_str));
       // 0 is a read that failed without an error: even an empty string counts its NUL.
-      a.jmpImm('JSGT', 0, 0, next);
+      a.jmpImm('JSLE', 0, 0, fault);
+      // A string that filled its slot (its last byte the NUL the helper wrote) may go on:
+      // it does when the byte of the source there is not a NUL. Then its cut bit is set.
+      a.jmpImm('JNE', 0, slot.bytes, next);
+      a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, SCRATCH), mov64Imm(2, 1));
+      a.emit(mov64Reg(3, 7), alu64Imm('ADD', 3, slot.bytes - 1));
+      a.emit(call(BPF_FUNC.probe_read_user));
+      a.jmpImm('JNE', 0, 0, next);
+      a.emit(ldx('B', 1, 10, SCRATCH));
+      a.jmpImm('JEQ', 1, 0, next);
+      a.emit(ldx('W', 1, 9, RECORD_HEADER.cuts));
+      a.emit(mov64Imm(2, 1), alu64Imm('LSH', 2, index), alu64Reg('OR', 1, 2));
+      a.emit(stx('W', 9, RECORD_HEADER.cuts, 1));
+      a.goto(next);
     } else {
       emitFetch(a, slot.fetch, fault);
       a.emit(stx('DW', 9, slot.offset, 7));

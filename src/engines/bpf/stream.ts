@@ -76,6 +76,7 @@ interface Route {
     bytes: Uint8Array,
     start: number,
     faults: number,
+    cuts: number,
   ) => Record<string, FieldValue>;
   delivered: number;
 }
@@ -89,12 +90,17 @@ function slotReader(slot: FieldSlot): Reader {
   return integerReader(at, fetchTypeBytes(type), isSigned(type))!;
 }
 
+/** What ends a string the kernel cut at STREAM_STRING_BYTES - 1 bytes (as bpftrace marks one). */
+export const CUT_MARK = '...';
+
 function decoder(layout: RecordLayout): Route['decode'] {
   const readers = layout.slots.map((slot) => ({ name: slot.fetch.name, read: slotReader(slot) }));
-  return (view, bytes, start, faults) => {
+  return (view, bytes, start, faults, cuts) => {
     const fields: Record<string, FieldValue> = {};
     readers.forEach(({ name, read }, index) => {
-      fields[name] = (faults >>> index) & 1 ? null : read(view, bytes, start, start);
+      if ((faults >>> index) & 1) fields[name] = null;
+      else if ((cuts >>> index) & 1) fields[name] = `${read(view, bytes, start, start)}${CUT_MARK}`;
+      else fields[name] = read(view, bytes, start, start);
     });
     return fields;
   };
@@ -251,7 +257,13 @@ export class BpfStream {
         cpu: view.getUint32(start + RECORD_HEADER.cpu, true),
         timestampNs: view.getBigUint64(start + RECORD_HEADER.timeNs, true),
         comm: this.#comm(view, start + RECORD_HEADER.comm),
-        fields: route.decode(view, this.#ring.data, start, faults),
+        fields: route.decode(
+          view,
+          this.#ring.data,
+          start,
+          faults,
+          view.getUint32(start + RECORD_HEADER.cuts, true),
+        ),
         latencyNs: undefined,
         exit: site.exit,
       });
