@@ -293,7 +293,13 @@ describe('upscope in scripts and services', () => {
       stderr
         .replace(/\((bpf|ptrace|tracefs)[^)]*\)/g, '(ENGINE)')
         .split('\n')
-        .filter((line) => !/^thread |account|times on the ptrace engine/.test(line))
+        // What each engine says of its own times: the ptrace engine's, the kernel's steps.
+        .filter(
+          (line) =>
+            !/^thread |account|times on the ptrace engine|^upscope: the kernel single-steps/.test(
+              line,
+            ),
+        )
         .join('\n');
     const table = [
       ['count', 'bpf'],
