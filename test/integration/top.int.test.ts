@@ -136,6 +136,41 @@ test('upscope top without a terminal prints the table plain every second', async
   assert.deepEqual(leftovers(), []);
 });
 
+// top's times are latency's: a function whose first instruction the kernel single-steps has
+// that trap in them, and top says so as latency does (objdump's first instruction the truth:
+// busy_tick's lea is stepped, export-target's work begins with a push, emulated).
+test('upscope top says which functions it times the kernel single-steps at entry', async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'objdump'] })) return;
+  const busy = compileProgram('busy-counter', { flags: ['-O2'] });
+  const plain = compileProgram('export-target');
+  const first = (app: string, fn: string) =>
+    new RegExp(`^[0-9a-f]+ <${fn}>:\\n\\s+[0-9a-f]+:\\s+(\\S+)`, 'm').exec(
+      execFileSync('objdump', ['-d', '--no-show-raw-insn', app], { encoding: 'utf8' }),
+    )?.[1];
+  assert.equal(first(busy, 'busy_tick'), 'lea');
+  assert.equal(first(plain, 'work'), 'push');
+  for (const [app, fn, args, stepped] of [
+    [busy, 'busy_tick', [], true],
+    [plain, 'work', ['5', '1'], false],
+  ] as const) {
+    const target = spawnCollected(app, [...args]);
+    try {
+      const result = spawnSync(
+        process.execPath,
+        [BIN, 'top', '--duration', '1', '-p', String(target.pid), `${app}:${fn}`],
+        { encoding: 'utf8' },
+      );
+      assert.equal(result.status, 0, result.stderr);
+      const note = `upscope: the kernel single-steps the first instruction ("${first(app, fn)}") of ${fn}: `;
+      assert.equal(result.stderr.includes(note), stepped, result.stderr);
+    } finally {
+      target.child.kill('SIGKILL');
+      await ended(target);
+    }
+  }
+  assert.deepEqual(leftovers(), []);
+});
+
 // top -p on a process with children started before it: said to be left out, as trace and
 // count say it; --children takes them (and says nothing); the children are /proc's.
 test('upscope top: children started before are said to be left out; --children takes them', async (t) => {

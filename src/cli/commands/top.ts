@@ -22,6 +22,7 @@ import {
   returnProbesOption,
   strictOption,
 } from '../options.js';
+import { steppedEntriesNote } from '../stepped.js';
 
 /** One probe's line of the table. */
 export interface TopRow {
@@ -108,7 +109,9 @@ export function registerTop(program: Command, io: Io, result: CommandResult): vo
     .description(
       'Show a table of the probes of process PID, refreshed every second: calls, calls per ' +
         'second, and for functions (entries by name or pattern) p50, p90, p99 and max of ' +
-        'their time from entry to return, measured in the kernel as latency does; other ' +
+        'their time from entry to return, measured in the kernel as latency does (the ' +
+        'functions whose first instruction the kernel single-steps, that trap in their times, ' +
+        'are said before the table); other ' +
         'probes (returns, offsets, lines, USDT) are counted as count does. On a terminal, ' +
         'keys: s sorts by the next column, r reverses the order, p (or space) pauses the ' +
         'display (the probes keep counting), q (or Ctrl-C) quits and removes the probes. When ' +
@@ -190,6 +193,10 @@ async function top(specs: string[], options: TopOptions, io: Io): Promise<void> 
   for (const a of aggregates)
     for (const note of notLoadedNotes(a.sites, options.pid)) notes.add(note);
   for (const note of notes) io.err(`upscope: ${note}\n`);
+  // Its times are latency's, with the same caveat.
+  const stepped =
+    latency === undefined ? undefined : steppedEntriesNote(latency.sites, 'functions timed');
+  if (stepped !== undefined) io.err(`upscope: ${stepped}\n`);
   const probes = aggregates.reduce((n, a) => n + a.sites.length, 0);
   const previous = new Map<string, { count: bigint; atMs: number }>();
   const read = (): TopRow[] => {
