@@ -13,6 +13,7 @@ import { type Browser, openBrowser } from '../helpers/browser.js';
 import { COEXIST_TARGETS } from '../helpers/coexist-targets.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
 import { findRustc } from '../helpers/rustc.js';
 import { ended, spawnCollected, waitFor } from '../helpers/spawned.js';
 import { pickProcess, snapshot, until, watchPage } from '../helpers/ui-page.js';
@@ -86,6 +87,20 @@ test('upscope ui on C++ (throwing), Rust and Go: the counts shown are the progra
         const text = (await latency.locator(`[data-test="${p}"]`).textContent()) ?? '';
         assert.match(text, /^[\d.]+(ns|µs|ms)$/, `${target.language}: ${p} is a duration`);
       }
+      // A first instruction the kernel single-steps (as resolve says it) is in the times: the
+      // latency card says so, as latency does.
+      const resolved = runCli(['resolve', `${app}:${target.fn}`]);
+      assert.equal(resolved.status, 0, resolved.stderr);
+      const steps = /kernel\s+single-steps "([^"]+)"/.exec(resolved.stdout)?.[1];
+      const said = (await latency.locator('.note').allTextContents()).find((n) =>
+        n.includes('single-steps'),
+      );
+      if (steps === undefined) assert.equal(said, undefined, target.language);
+      else
+        assert.ok(
+          said?.includes(`first instruction ("${steps}") of `),
+          `${target.language}: ${said}`,
+        );
       await snapshot(browser, page, `measure-${target.language.replaceAll('+', 'p')}`);
       assert.deepEqual(probesHeldBy(ui.spawned.pid), [], `${target.language}: no probe held`);
       // Closed: the next target's measurements are the only ones shown.
