@@ -423,6 +423,37 @@ describe('upscope latency (bpf engine)', () => {
   });
 });
 
+// A string key longer than the key (63 bytes and its NUL) was cut without a mark, and strings
+// that began alike were counted as one: a cut one now ends with "...", as trace marks one.
+describe('upscope count --by a string (bpf engine)', () => {
+  test('a key longer than 63 bytes ends with "..."; one of 63 is whole (the program\'s own string)', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = compileProgram(new URL('../programs/ifunc-calls.c', import.meta.url).pathname, {
+      flags: ['-O2', '-fno-builtin'],
+    });
+    for (const length of [62, 63, 64, 200]) {
+      const result = runCli([
+        'count',
+        '--json',
+        '--by',
+        'arg0:string',
+        '-c',
+        `${app} 3 ${length}`,
+        'libc:strlen',
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      const rows = JSON.parse(result.stdout) as { key?: string; count: number }[];
+      const ours = rows.filter((r) => typeof r.key === 'string' && r.key.startsWith('xx'));
+      const key = length <= 63 ? 'x'.repeat(length) : `${'x'.repeat(63)}...`;
+      assert.deepEqual(
+        ours.map((r) => [r.key, r.count]),
+        [[key, 3]],
+        `${length} bytes: ${result.stdout}`,
+      );
+    }
+  });
+});
+
 // A function whose first instruction the kernel single-steps is timed from before that trap
 // (13 us and more in a VM): latency says which, objdump's first instructions the truth (the
 // kernel emulates a push and a jmp; a mov or a lea it runs out of line).

@@ -19,6 +19,7 @@ import type { BpfMap } from './kernel.js';
 import {
   CALLS_VALUE_BYTES,
   type CountKey,
+  CUT_MARK,
   countKeyBytes,
   countProgram,
   ERROR_SLOT,
@@ -27,6 +28,7 @@ import {
   fetchType,
   isSigned,
   isStringType,
+  KEY_CUT,
   KEY_HEADER_BYTES,
   latencyEntryProgram,
   latencyReturnProgram,
@@ -539,6 +541,10 @@ export class BpfCounts extends BpfAggregation {
 function decodeKeyPart(own: Uint8Array, key: CountKey): bigint | string {
   if (key.kind === 'comm' || (key.kind === 'value' && isStringType(key.fetch))) {
     const end = own.indexOf(0);
+    if (key.kind === 'value' && end < 0 && own[own.length - 1] === KEY_CUT) {
+      // Cut at the key's size: marked as the bpf stream marks a cut string.
+      return `${new TextDecoder().decode(own.subarray(0, own.length - 1))}${CUT_MARK}`;
+    }
     return new TextDecoder().decode(own.subarray(0, end < 0 ? own.length : end));
   }
   const value = new DataView(own.buffer, own.byteOffset, 8).getBigUint64(0, true);

@@ -26,8 +26,8 @@ export {
   type LeakCounters,
   type LeakOptions,
 } from './leaks.js';
-export { type CountKey, type Filters, isStringType } from './programs.js';
+export { type CountKey, CUT_MARK, type Filters, isStringType } from './programs.js';
 export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';
-export { BpfStream, type BpfStreamOptions, type BpfStreamSite, CUT_MARK } from './stream.js';
+export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';
 export { MAX_STREAM_FETCHES, STREAM_STRING_BYTES } from './stream-programs.js';
 export type { ProcessMapping, UnwindCapacity, UnwindMaps } from './unwind-maps.js';

@@ -82,6 +82,13 @@ const BPF_NOEXIST = 1;
 export const KEY_HEADER_BYTES = 8;
 /** Longest string key kept (the rest is cut). */
 export const STRING_KEY_BYTES = 64;
+/**
+ * The last byte of a string key whose string went on past it (cut at STRING_KEY_BYTES - 1
+ * bytes): no text byte (UTF-8 never has 0xff), where a whole one has its NUL.
+ */
+export const KEY_CUT = 0xff;
+/** What ends a string cut at the size of its slot or key (as bpftrace marks one). */
+export const CUT_MARK = '...';
 
 /** Indexes in the per-CPU `errors` array. */
 export const ERROR_SLOT = {
@@ -586,6 +593,18 @@ function emitKeyPart(a: Asm, key: CountKey, into: number, fault: string): void {
         a.emit(mov64Reg(3, 7), call(BPF_FUNC.probe_read_user_str));
         // 0 is a read that failed without an error: even an empty string counts its NUL.
         a.jmpImm('JSLE', 0, 0, fault);
+        // One that filled the key may go on: when the source's byte there is not a NUL, the
+        // key's last byte (the NUL written) becomes KEY_CUT, apart from a whole one.
+        const whole = a.fresh('whole');
+        a.jmpImm('JNE', 0, STRING_KEY_BYTES, whole);
+        a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, into + STRING_KEY_BYTES - 1), mov64Imm(2, 1));
+        a.emit(mov64Reg(3, 7), alu64Imm('ADD', 3, STRING_KEY_BYTES - 1));
+        a.emit(call(BPF_FUNC.probe_read_user));
+        a.jmpImm('JNE', 0, 0, whole);
+        a.emit(ldx('B', 1, 10, into + STRING_KEY_BYTES - 1));
+        a.jmpImm('JEQ', 1, 0, whole);
+        a.emit(st('B', 10, into + STRING_KEY_BYTES - 1, KEY_CUT));
+        a.label(whole);
       } else {
         emitFetch(a, key.fetch, fault);
         a.emit(stx('DW', 10, into, 7));

@@ -9,7 +9,7 @@ import { fetchTypeBytes } from '../../spec/index.js';
 import { integerReader, type Reader, recordText } from '../tracefs/index.js';
 import type { FollowSpec } from './follow.js';
 import { type BpfMap, sumSlots } from './kernel.js';
-import { type Filters, fetchType, isSigned } from './programs.js';
+import { CUT_MARK, type Filters, fetchType, isSigned } from './programs.js';
 import { RingBuffer } from './ring-buffer.js';
 import {
   type AttachMode,
@@ -89,9 +89,6 @@ function slotReader(slot: FieldSlot): Reader {
   const type = fetchType(slot.fetch);
   return integerReader(at, fetchTypeBytes(type), isSigned(type))!;
 }
-
-/** What ends a string the kernel cut at STREAM_STRING_BYTES - 1 bytes (as bpftrace marks one). */
-export const CUT_MARK = '...';
 
 function decoder(layout: RecordLayout): Route['decode'] {
   const readers = layout.slots.map((slot) => ({ name: slot.fetch.name, read: slotReader(slot) }));
