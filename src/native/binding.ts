@@ -51,6 +51,12 @@ export interface NativeBinding {
    * constants.ts).
    */
   prctl(option: number, arg: number): number;
+  /**
+   * dlsym(RTLD_DEFAULT, name): where `name` is in this process, undefined when no loaded
+   * object defines it. For an IFUNC, the implementation its resolver picks here (dlsym runs
+   * it, as the dynamic linker does).
+   */
+  symbolAddress(name: string): bigint | undefined;
   /** gettid(2): the calling thread's id. */
   threadId(): number;
   /** alarm(2): SIGALRM to this process in `seconds` (0 cancels). */

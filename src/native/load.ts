@@ -197,6 +197,10 @@ function bind(koffi: Koffi, library: string): NativeBinding {
       return -Number(sigmask(SIG_UNBLOCK, set, null));
     },
     prctl: (option, arg) => result(prctl(option, arg, 0, 0, 0)),
+    symbolAddress: (name) => {
+      const found = dlsym(null, name);
+      return found === null ? undefined : BigInt(koffi.address(found));
+    },
     threadId: () => result(syscall4(SYSCALL.gettid, 0, 0, 0n, 0n)),
     alarm: (seconds) => Number(alarm(seconds)),
     alarmEvery: (seconds) => {

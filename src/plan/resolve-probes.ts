@@ -13,6 +13,7 @@ import {
 import { InternalError, ProbeError, quote, type Span } from '../errors/index.js';
 import { kernelVersion, pausePoint } from '../host/index.js';
 import { closest, didYouMean } from '../internal/index.js';
+import { loadNative } from '../native/index.js';
 import {
   type FetchArg,
   globToRegExp,
@@ -38,6 +39,7 @@ import {
   mangledOnly,
   openElf,
   preferName,
+  runtimeToFileOffset,
   type SymbolIndex,
   withoutParameters,
 } from '../symbols/index.js';
@@ -603,6 +605,7 @@ function* resolveSymbol(
     );
     if (planned.sites.length === 0) throw planned.skipped[0]!.error;
     plan.skipped.push(...planned.skipped);
+    const picked = pickedHere(target, ifunc, implementations);
     plan.warnings.push(
       specError(
         spec,
@@ -610,7 +613,8 @@ function* resolveSymbol(
         'ERR_IFUNC',
         `Probed ${quote(ifunc.name)} at the ${implementations.length} implementations its IFUNC resolver can pick: ${implementationNames(implementations)}`,
         [
-          `An IFUNC's resolver runs once, when the library is loaded, and picks the implementation ${ifunc.name} calls go to for this CPU: that one gets them`,
+          `An IFUNC's resolver runs once, when the library is loaded, and picks the implementation ${ifunc.name} calls go to for this CPU${picked === undefined ? '' : ` (here: ${implementationName(picked)})`}: that one gets them`,
+          ...unprobedPicks([[ifunc, picked]], planned.skipped, options),
         ],
       ),
     );
@@ -842,7 +846,64 @@ function ifuncPatternHints(spec: ProbeSpec, target: OpenTarget, first: FunctionS
 
 /** Implementations as they are named: their symbols, else their addresses. */
 function implementationNames(implementations: readonly IfuncImplementation[]): string {
-  return implementations.map((impl) => impl.name ?? `0x${impl.vaddr.toString(16)}`).join(', ');
+  return implementations.map(implementationName).join(', ');
+}
+
+function implementationName(impl: IfuncImplementation): string {
+  return impl.name ?? `0x${impl.vaddr.toString(16)}`;
+}
+
+/**
+ * The implementation of an IFUNC this CPU runs, where the file is mapped in this very process
+ * (libc, and the other libraries upscope itself loads): dlsym gives the resolver's pick, as
+ * the dynamic linker makes it for any process here. Undefined where it is not mapped here.
+ */
+function pickedHere(
+  target: OpenTarget,
+  resolver: FunctionSymbol,
+  implementations: readonly IfuncImplementation[],
+): IfuncImplementation | undefined {
+  try {
+    const object = processObjects(process.pid).find(
+      (o) => o.dev === target.file.dev && o.inode === target.file.inode,
+    );
+    if (object === undefined) return undefined;
+    const address = loadNative().symbolAddress(resolver.name.replace(/@.*$/, ''));
+    if (address === undefined) return undefined;
+    const at = runtimeToFileOffset(object.mappings, address);
+    if (at === undefined) return undefined;
+    const vaddr = target.elf.fileOffsetToVaddr(at.fileOffset);
+    return implementations.find((impl) => impl.vaddr === vaddr);
+  } catch {
+    return undefined; // no native layer here: the pick is not said
+  }
+}
+
+/**
+ * What to say of the implementations this CPU runs that could not be probed: their calls are
+ * not seen (the kernel refuses a VEX or EVEX first instruction that the ptrace engine runs).
+ */
+function unprobedPicks(
+  picks: readonly (readonly [FunctionSymbol, IfuncImplementation | undefined])[],
+  skipped: readonly SkippedSite[],
+  options: ResolveOptions,
+): string[] {
+  const lost = picks.flatMap(([resolver, picked]) => {
+    if (picked === undefined) return [];
+    const skip = skipped.find((s) => s.vaddr === picked.vaddr);
+    return skip === undefined
+      ? []
+      : [`${resolver.name}'s ${implementationName(picked)} (${skip.reason})`];
+  });
+  if (lost.length === 0) return [];
+  const ptrace =
+    options.engine === 'ptrace'
+      ? ''
+      : `; --engine ptrace probes ${lost.length === 1 ? 'it' : 'them'}`;
+  const one = lost.length === 1;
+  return [
+    `The implementation${one ? '' : 's'} this CPU runs could not be probed, and ${one ? 'its' : 'their'} calls are not seen: ${lost.slice(0, 5).join(', ')}${lost.length > 5 ? ', ...' : ''}${ptrace}`,
+  ];
 }
 
 /**
@@ -1014,10 +1075,12 @@ function* resolveGlob(
     const matched = new Set(groups.map((group) => group[0]!.vaddr));
     const probed: FunctionSymbol[] = [];
     const unknown: FunctionSymbol[] = [];
+    const picks: [FunctionSymbol, IfuncImplementation | undefined][] = [];
     let added = 0;
     for (const resolver of resolvers) {
       const all = findIfuncImplementations(target.elf, target.symbols(), resolver);
       (all.length > 0 ? probed : unknown).push(resolver);
+      if (all.length > 0) picks.push([resolver, pickedHere(target, resolver, all)]);
       const implementations = all.filter((impl) => !matched.has(impl.vaddr));
       for (const impl of implementations) matched.add(impl.vaddr);
       const more = implementationSites(
@@ -1049,7 +1112,10 @@ function* resolveGlob(
           location.span,
           'ERR_IFUNC',
           `Probed ${resolversOf(probed.length)} matched by ${quote(location.pattern)} at their implementations (${added} more functions): ${named(probed)}`,
-          ifuncPatternHints(spec, target, probed[0]!),
+          [
+            ...ifuncPatternHints(spec, target, probed[0]!),
+            ...unprobedPicks(picks, unprobeable, options),
+          ],
         ),
       );
     }

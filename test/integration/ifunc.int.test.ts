@@ -245,6 +245,48 @@ describe('probes on an IFUNC are placed on the implementations its resolver can 
     }
   });
 
+  test("the implementation this CPU runs is named (a program's own resolution the truth), and said when the kernel cannot probe it", (t) => {
+    if (!requireHost(t, { commands: ['gcc', 'ldd'] })) return;
+    const app = compileProgram(`${PROGRAMS}ifunc-pick.c`, {
+      flags: ['-O2', '-fno-builtin'],
+      link: ['-ldl'],
+    });
+    // Where the dynamic linker resolved them in a program: NAME 0xVADDR.
+    const picks = new Map(
+      execFileSync(app, { encoding: 'utf8' })
+        .trim()
+        .split('\n')
+        .map((line) => line.split(' '))
+        .map(([name, vaddr]) => [name!, BigInt(vaddr!)]),
+    );
+    assert.deepEqual([...picks.keys()], ['strlen', 'memset', 'memcpy']);
+    for (const [name, at] of picks) {
+      const result = runCli(['resolve', '--json', `${libc()}:${name}`]);
+      assert.equal(result.status, 0, result.stderr);
+      type Site = { symbol?: string; vaddr: string; reason?: string };
+      const plan = JSON.parse(result.stdout) as {
+        sites: Site[];
+        skipped: Site[];
+        warnings: { hints: string[] }[];
+      };
+      const named = (site: Site) => site.symbol ?? `0x${BigInt(site.vaddr).toString(16)}`;
+      const picked = [...plan.sites, ...plan.skipped].find((site) => BigInt(site.vaddr) === at);
+      assert.ok(picked, `${name}: 0x${at.toString(16)} is one of the implementations planned`);
+      const hints = plan.warnings[0]!.hints.join('\n');
+      assert.ok(hints.includes(`(here: ${named(picked)})`), `${name}: ${hints}`);
+      const refused = plan.skipped.find((site) => BigInt(site.vaddr) === at);
+      assert.equal(hints.includes('could not be probed'), refused !== undefined, hints);
+      if (refused !== undefined) {
+        assert.ok(
+          hints.includes(
+            `${name}'s ${named(refused)} (${refused.reason}); --engine ptrace probes it`,
+          ),
+          hints,
+        );
+      }
+    }
+  });
+
   test("a program's own IFUNCs: one whose resolver loads its implementations' addresses is probed at them; one that loads a table's entry is said", (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'nm', 'objdump'] })) return;
     const app = compileProgram('ifunc-own', { flags: ['-O2'] });
