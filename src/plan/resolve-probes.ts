@@ -881,7 +881,8 @@ function pickedHere(
 
 /**
  * What to say of the implementations this CPU runs that could not be probed: their calls are
- * not seen (the kernel refuses a VEX or EVEX first instruction that the ptrace engine runs).
+ * not seen (the kernel refuses a VEX first instruction and would mishandle an EVEX one; the
+ * ptrace engine runs both).
  */
 function unprobedPicks(
   picks: readonly (readonly [FunctionSymbol, IfuncImplementation | undefined])[],
