@@ -499,7 +499,7 @@ export interface CallRecorder {
   /** Resolves when the attachment ended and the recording is written. */
   readonly done: Promise<RecordingIndex>;
 }
-/** The probe specs a recording's targets mean: entry and return of each function. */
+
 /**
  * A recording's warnings, once a pattern: each is planned as an entry spec and a return spec
  * (`r:`), which warn of the same things (its IFUNC resolvers, a name's overloads); the
@@ -513,6 +513,7 @@ function patternWarnings(warnings: readonly ProbeError[]): ProbeError[] {
   });
 }
 
+/** The probe specs a recording's targets mean: entry and return of each function. */
 export function recordSpecs(options: Pick<RecordOptions, 'command' | 'pid' | 'targets'>): string[] {
   const targets =
     options.targets !== undefined && options.targets.length > 0
