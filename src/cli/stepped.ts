@@ -1,11 +1,11 @@
 import { type ProbeSite, probeName } from '../api/index.js';
 
 /**
- * What latency, top, trace (of return probes) and the page's cards say of the timed
- * functions whose first instruction the kernel
- * single-steps (runs out of line after a trap, where it emulates a push or a jmp): the time
- * from their entry probe includes that trap, 13 us and more in a virtual machine, against a
- * call of a few ns. `what` names the sites in the plural ("functions timed").
+ * What latency, top, trace (of return probes) and the page's cards say of the timed functions
+ * whose first instruction the kernel single-steps (runs out of line after a trap, where it
+ * emulates a push or a jmp): the time from their entry probe includes that trap, 13 us and
+ * more in a virtual machine, against a call of a few ns. `what` names the sites in the plural
+ * ("functions timed").
  */
 export function steppedEntriesNote(sites: readonly ProbeSite[], what: string): string | undefined {
   const stepped = sites.filter((site) => site.handling.strategy === 'single-step');
