@@ -25,7 +25,6 @@ import {
 } from '../host/index.js';
 import {
   attachPoints,
-  commandSearchOptions,
   fetchForSites,
   type OptionFetch,
   type PlannedProbes,
@@ -33,6 +32,7 @@ import {
   planProbes,
   type ResolveOptions,
   type ReturnProbeMode,
+  runPlanOptions,
   type SkippedSite,
 } from '../plan/index.js';
 import { type FetchArg, parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
@@ -529,18 +529,12 @@ export async function startAggregate<R>(
   const { sites, skipped, warnings } = await planProbes(
     typeof specs === 'string' ? [specs] : specs,
     {
+      ...runPlanOptions(options),
       lean: true,
       planWrites,
-      pid: options.pid,
-      unsafe: options.unsafe,
-      debugDirs: options.debugDirs,
-      strict: options.strict,
       onProgress: options.onProgress,
-      returnProbes: options.returnProbes,
       returnsOfEntries: timesCalls,
       optionFetches: fetches,
-      // The command's libraries are searched for as its dynamic linker will.
-      ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     },
   );
   let launched: Awaited<ReturnType<typeof launchStopped>> | undefined;

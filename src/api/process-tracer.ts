@@ -21,6 +21,7 @@ import {
   planProbesSync,
   processObjects,
   type ReturnProbeMode,
+  runPlanOptions,
   type SkippedSite,
 } from '../plan/index.js';
 import {
@@ -315,11 +316,7 @@ export class ProcessTracer {
   /** Resolve a spec in the process now and place its sites (pending: when mapped). */
   #resolve(registration: ProcessRegistration, spec: string): readonly ProbeSite[] {
     const planned = planProbesSync([spec], {
-      pid: this.pid,
-      unsafe: registration.unsafe,
-      debugDirs: registration.debugDirs,
-      strict: registration.strict,
-      returnProbes: registration.returnProbes,
+      ...runPlanOptions({ ...registration, pid: this.pid }),
       // A return registration on a function's entry (latency) catches its returns too.
       returnsOfEntries: registration.event === 'return',
       engine: 'ptrace',

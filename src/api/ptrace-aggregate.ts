@@ -19,11 +19,11 @@ import {
 } from '../engines/index.js';
 import type { FieldValue } from '../events/index.js';
 import {
-  commandSearchOptions,
   fetchAtSite,
   type OptionFetch,
   type ProbeSite,
   planProbes,
+  runPlanOptions,
 } from '../plan/index.js';
 import { type FetchArg, parseComparisonOrThrow } from '../spec/index.js';
 import {
@@ -90,15 +90,10 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
   if (fetches.length > 0 || latency) {
     // Every name is resolved, and latency's sites checked, before the process is touched.
     const { sites } = await planProbes(list, {
-      pid: options.pid,
-      unsafe: options.unsafe,
-      debugDirs: options.debugDirs,
-      strict: options.strict,
-      returnProbes: options.returnProbes,
+      ...runPlanOptions(options),
       returnsOfEntries: latency,
       engine: 'ptrace',
       optionFetches: fetches,
-      ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });
     if (latency) checkTimed(sites);
   }

@@ -30,7 +30,6 @@ import {
 } from '../host/index.js';
 import {
   attachPoints,
-  commandSearchOptions,
   excludeSites,
   FRAME_FIELDS,
   type PlannedProbes,
@@ -38,6 +37,7 @@ import {
   planProbes,
   type ResolveOptions,
   type ReturnProbeMode,
+  runPlanOptions,
   type SkippedSite,
   siteName,
 } from '../plan/index.js';
@@ -246,16 +246,10 @@ export class Tracer {
       for (const write of planWrites.splice(0)) write();
     };
     const planned = await planProbes(typeof specs === 'string' ? [specs] : specs, {
+      ...runPlanOptions(options),
       planWrites: options.engine === 'bpf' || options.engine === 'auto' ? planWrites : undefined,
-      pid: options.pid,
-      unsafe: options.unsafe,
-      debugDirs: options.debugDirs,
-      strict: options.strict,
       onProgress: options.onProgress,
-      returnProbes: options.returnProbes,
       lean: options.lean,
-      // The command's libraries are searched for as its dynamic linker will.
-      ...(options.command === undefined ? {} : commandSearchOptions(options.command)),
     });
     const { skipped, warnings } = planned;
     const sites = excludeSites(planned.sites, options.exclude);

@@ -43,8 +43,10 @@ export {
   planProbes,
   planProbesSync,
   type ResolveOptions,
+  type RunPlanChoices,
   resolveProbes,
   resolveProbesSync,
+  runPlanOptions,
 } from './resolve-probes.js';
 export type { ReturnPlan, ReturnProbeMode, ReturnSitePlan } from './return-plan.js';
 export { type SkippedSite, skipCounts, skipSummary } from './skipped-sites.js';

@@ -76,6 +76,7 @@ import {
 } from './return-plan.js';
 import { type SkippedSite, skipCounts } from './skipped-sites.js';
 import {
+  commandSearchOptions,
   openMappedObject,
   processObjects,
   type ResolvedTarget,
@@ -182,6 +183,31 @@ export interface ResolveOptions {
   readonly optionFetches?: readonly OptionFetch[] | undefined;
 }
 
+/** What a run asks of its plan, as its options name it (trace, count, latency, a tracer). */
+export interface RunPlanChoices {
+  readonly pid?: number | undefined;
+  readonly command?: string | undefined;
+  readonly unsafe?: boolean | undefined;
+  readonly debugDirs?: readonly string[] | undefined;
+  readonly strict?: boolean | undefined;
+  readonly returnProbes?: ReturnProbeMode | undefined;
+}
+
+/**
+ * The options every run plans with: its process, --unsafe, --debug-dir, --strict and
+ * --return-probes, and with a command, its libraries searched for as its dynamic linker will.
+ */
+export function runPlanOptions(run: RunPlanChoices): ResolveOptions {
+  return {
+    pid: run.pid,
+    unsafe: run.unsafe,
+    debugDirs: run.debugDirs,
+    strict: run.strict,
+    returnProbes: run.returnProbes,
+    ...(run.command === undefined ? {} : commandSearchOptions(run.command)),
+  };
+}
+
 /** A fetch given apart from the specs: its text (errors point into it) and its parse. */
 export interface OptionFetch {
   readonly text: string;
@@ -252,6 +278,8 @@ interface OpenTarget {
     >;
     /** What planning the returns of lean sites reads, the same for every function. */
     returns?: ReturnPlanContext;
+    /** The file as this very process maps it (null: it does not), for IFUNCs' picks. */
+    mappedHere?: MappedObject | null;
   };
 }
 
@@ -593,7 +621,7 @@ function* resolveSymbol(
     // one this CPU runs gets the calls). An offset is one into the resolver's own code.
     const implementations = findIfuncImplementations(target.elf, target.symbols(), ifunc);
     if (location.offset !== 0n || implementations.length === 0) {
-      throw ifuncError(spec, location.span, ifunc, target);
+      throw ifuncError(spec, location.span, ifunc, target, implementations);
     }
     const planned = implementationSites(
       spec,
@@ -800,20 +828,14 @@ function ifuncError(
   span: Span,
   fn: FunctionSymbol,
   target: OpenTarget,
+  implementations: readonly IfuncImplementation[],
 ): ProbeError {
-  const implementations = findIfuncImplementations(target.elf, target.symbols(), fn);
   const hints = [
     `An IFUNC's resolver runs once, when the library is loaded, and picks the implementation ${fn.name} calls go to; a probe on it would fire once per process, not per call`,
   ];
   if (implementations.length > 0) {
-    const named = implementations.map((impl) =>
-      impl.name === undefined ? `0x${impl.vaddr.toString(16)}` : impl.name,
-    );
-    hints.push(`Its implementations: ${named.join(', ')}`);
-    const example = implementations[0]!;
-    hints.push(
-      `Probe one, e.g. ${spec.target.text}:${example.name ?? `0x${example.vaddr.toString(16)}`}`,
-    );
+    hints.push(`Its implementations: ${implementationNames(implementations)}`);
+    hints.push(`Probe one, e.g. ${spec.target.text}:${implementationName(implementations[0]!)}`);
     if (implementations.some((impl) => impl.name === undefined)) {
       hints.push(
         "Their names are in the file's debug symbols (on Debian, its -dbg or -dbgsym package)",
@@ -833,8 +855,11 @@ function ifuncError(
  * What the warning of a pattern's IFUNC resolvers says: why their implementations are probed,
  * and the first one's, named.
  */
-function ifuncPatternHints(spec: ProbeSpec, target: OpenTarget, first: FunctionSymbol): string[] {
-  const implementations = findIfuncImplementations(target.elf, target.symbols(), first);
+function ifuncPatternHints(
+  spec: ProbeSpec,
+  first: FunctionSymbol,
+  implementations: readonly IfuncImplementation[],
+): string[] {
   const resolve = shellWord(`${spec.target.text}:${first.name}`);
   return [
     'An IFUNC resolver runs once, when the library is loaded, and picks the implementation the calls go to for this CPU: the implementations are probed instead',
@@ -864,10 +889,15 @@ function pickedHere(
   implementations: readonly IfuncImplementation[],
 ): IfuncImplementation | undefined {
   try {
-    const object = processObjects(process.pid).find(
-      (o) => o.dev === target.file.dev && o.inode === target.file.inode,
-    );
-    if (object === undefined) return undefined;
+    // This process's maps are read once per file.
+    if (target.shared.mappedHere === undefined) {
+      target.shared.mappedHere =
+        processObjects(process.pid).find(
+          (o) => o.dev === target.file.dev && o.inode === target.file.inode,
+        ) ?? null;
+    }
+    const object = target.shared.mappedHere;
+    if (object === null) return undefined;
     const address = loadNative().symbolAddress(resolver.name.replace(/@.*$/, ''));
     if (address === undefined) return undefined;
     const at = runtimeToFileOffset(object.mappings, address);
@@ -1029,7 +1059,7 @@ function* resolveGlob(
       hints,
     );
   }
-  let sites: ProbeSite[] = [];
+  const sites: ProbeSite[] = [];
   /** The IFUNC resolvers matched: probed at their implementations, after the loop. */
   const resolvers: FunctionSymbol[] = [];
   const unprobeable: SkippedSite[] = [];
@@ -1074,14 +1104,19 @@ function* resolveGlob(
   if (resolvers.length > 0) {
     // Each implementation once, and none the pattern matched itself; in address order.
     const matched = new Set(groups.map((group) => group[0]!.vaddr));
-    const probed: FunctionSymbol[] = [];
+    /** The resolvers whose implementations were found, with them; those with none found. */
+    const probed: [FunctionSymbol, IfuncImplementation[]][] = [];
     const unknown: FunctionSymbol[] = [];
     const picks: [FunctionSymbol, IfuncImplementation | undefined][] = [];
     let added = 0;
     for (const resolver of resolvers) {
       const all = findIfuncImplementations(target.elf, target.symbols(), resolver);
-      (all.length > 0 ? probed : unknown).push(resolver);
-      if (all.length > 0) picks.push([resolver, pickedHere(target, resolver, all)]);
+      if (all.length === 0) {
+        unknown.push(resolver);
+        continue;
+      }
+      probed.push([resolver, all]);
+      picks.push([resolver, pickedHere(target, resolver, all)]);
       const implementations = all.filter((impl) => !matched.has(impl.vaddr));
       for (const impl of implementations) matched.add(impl.vaddr);
       const more = implementationSites(
@@ -1097,9 +1132,7 @@ function* resolveGlob(
       unprobeable.push(...more.skipped);
       added += more.sites.length;
     }
-    if (added > 0) {
-      sites = sites.sort((a, b) => (a.vaddr < b.vaddr ? -1 : a.vaddr > b.vaddr ? 1 : 0));
-    }
+    if (added > 0) sites.sort((a, b) => (a.vaddr < b.vaddr ? -1 : a.vaddr > b.vaddr ? 1 : 0));
     const named = (fns: readonly FunctionSymbol[]) =>
       `${fns
         .map((fn) => fn.name)
@@ -1112,9 +1145,9 @@ function* resolveGlob(
           spec,
           location.span,
           'ERR_IFUNC',
-          `Probed ${resolversOf(probed.length)} matched by ${quote(location.pattern)} at their implementations (${added} more functions): ${named(probed)}`,
+          `Probed ${resolversOf(probed.length)} matched by ${quote(location.pattern)} at their implementations (${added} more functions): ${named(probed.map(([resolver]) => resolver))}`,
           [
-            ...ifuncPatternHints(spec, target, probed[0]!),
+            ...ifuncPatternHints(spec, ...probed[0]!),
             ...unprobedPicks(picks, unprobeable, options),
           ],
         ),
@@ -1321,7 +1354,10 @@ function siteAtAddress(
       ],
     );
   }
-  if (fn?.type === 'ifunc' && vaddr === fn.vaddr) throw ifuncError(spec, span, fn, target);
+  if (fn?.type === 'ifunc' && vaddr === fn.vaddr) {
+    const implementations = findIfuncImplementations(target.elf, target.symbols(), fn);
+    throw ifuncError(spec, span, fn, target, implementations);
+  }
   return buildSite(spec, target, fn, vaddr, span, options, undefined, knownStart);
 }
 

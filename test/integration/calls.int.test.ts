@@ -53,14 +53,28 @@ interface ReplayLine {
   end: 'return' | 'unwind' | 'open';
 }
 
-/** `upscope record` of `command` into a new directory of `work`: the directory and stdout. */
+/**
+ * `upscope record` of `command` into a new directory of `work` (with `options` such as
+ * --return-probes): the directory and stdout.
+ */
 function record(
   command: string,
   targets: string[] = [],
   engine: Engine = 'bpf',
+  options: string[] = [],
 ): { dir: string; stdout: string } {
   const dir = join(work, `rec-${readdirSync(work).length}`);
-  const result = runCli(['record', '--engine', engine, '-c', command, '-o', dir, ...targets]);
+  const result = runCli([
+    'record',
+    '--engine',
+    engine,
+    ...options,
+    '-c',
+    command,
+    '-o',
+    dir,
+    ...targets,
+  ]);
   assert.equal(result.status, 0, result.stderr);
   assert.match(result.stderr, /, 0 lost\n/);
   return { dir, stdout: result.stdout };
@@ -299,23 +313,8 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       const disassembly = execFileSync('objdump', ['-d', app], { encoding: 'utf8' });
       const tailCaller = /<tail_caller>:\n([\s\S]*?)\n\n/.exec(disassembly)?.[1] ?? '';
       assert.match(tailCaller, /jmp\s+\w+ <tail_callee>/, 'tail_caller ends in a jump');
-      const depths = (mode: string) => {
-        const dir = join(work, `rec-${readdirSync(work).length}`);
-        const result = runCli([
-          'record',
-          '--engine',
-          engine,
-          '--return-probes',
-          mode,
-          '-c',
-          app,
-          '-o',
-          dir,
-          `${app}:tail_c*`,
-        ]);
-        assert.equal(result.status, 0, result.stderr);
-        return shape(replay(dir));
-      };
+      const depths = (mode: string) =>
+        shape(replay(record(app, [`${app}:tail_c*`], engine, ['--return-probes', mode]).dir));
       assert.deepEqual(depths('sites'), ['0 tail_caller', '0 tail_callee']);
       assert.deepEqual(depths('trampoline'), ['0 tail_caller', '1 tail_callee']);
     });
@@ -331,19 +330,7 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     test(`report (${engine}, --return-probes ${returns}) marks the functions whose probes the kernel single-steps`, (t) => {
       const app = cTarget(t);
       if (app === undefined) return;
-      const dir = join(work, `rec-${readdirSync(work).length}`);
-      const result = runCli([
-        'record',
-        '--engine',
-        engine,
-        '--return-probes',
-        returns,
-        '-c',
-        `${app} 3`,
-        '-o',
-        dir,
-      ]);
-      assert.equal(result.status, 0, result.stderr);
+      const { dir } = record(`${app} 3`, [], engine, ['--return-probes', returns]);
       const text = execFileSync('objdump', ['-d', '--no-show-raw-insn', app], { encoding: 'utf8' });
       const code = new Map<string, { first: string; ret: boolean }>();
       for (const m of text.matchAll(/^[0-9a-f]+ <([\w.]+)>:\n((?:\s+[0-9a-f]+:.*\n)+)/gm)) {

@@ -41,7 +41,7 @@ import {
   withAggregateOutput,
 } from '../outputs.js';
 import { helperSignal, inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
-import { steppedEntriesNote } from '../stepped.js';
+import { stepsNote } from '../stepped.js';
 import { sayUnprobedProgram } from '../unprobed-program.js';
 
 /** What onEngine() reads of a command's options (and sets: commandStdout). */
@@ -244,7 +244,7 @@ async function run<R>(
   }
   for (const note of aggregate.notes) io.err(`upscope: ${note}\n`);
   if (what === 'Timing' && aggregate.engine === 'bpf') {
-    const note = steppedEntriesNote(aggregate.sites, 'functions timed');
+    const note = stepsNote(aggregate.sites, 'calls');
     if (note !== undefined) io.err(`upscope: ${note}\n`);
   }
   io.err(

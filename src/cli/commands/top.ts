@@ -22,7 +22,7 @@ import {
   returnProbesOption,
   strictOption,
 } from '../options.js';
-import { steppedEntriesNote } from '../stepped.js';
+import { stepsNote } from '../stepped.js';
 
 /** One probe's line of the table. */
 export interface TopRow {
@@ -194,8 +194,7 @@ async function top(specs: string[], options: TopOptions, io: Io): Promise<void> 
     for (const note of notLoadedNotes(a.sites, options.pid)) notes.add(note);
   for (const note of notes) io.err(`upscope: ${note}\n`);
   // Its times are latency's, with the same caveat.
-  const stepped =
-    latency === undefined ? undefined : steppedEntriesNote(latency.sites, 'functions timed');
+  const stepped = latency === undefined ? undefined : stepsNote(latency.sites, 'calls');
   if (stepped !== undefined) io.err(`upscope: ${stepped}\n`);
   const probes = aggregates.reduce((n, a) => n + a.sites.length, 0);
   const previous = new Map<string, { count: bigint; atMs: number }>();

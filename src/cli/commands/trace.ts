@@ -38,7 +38,7 @@ import {
   traceOutput,
 } from '../outputs.js';
 import { inPtraceHelper, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
-import { steppedEntriesNote } from '../stepped.js';
+import { stepsNote } from '../stepped.js';
 import { sayUnprobedProgram } from '../unprobed-program.js';
 import { tracePtrace } from './trace-ptrace.js';
 import { summaryLine } from './trace-summary.js';
@@ -233,8 +233,7 @@ async function trace(
   }
   for (const note of attachment.notes) io.err(`upscope: ${note}\n`);
   // A return's time is from its function's entry: the same caveat as latency's.
-  const returns = attachment.sites.filter((site) => site.kind === 'return');
-  const note = steppedEntriesNote(returns, 'functions whose returns are timed');
+  const note = stepsNote(attachment.sites, 'returns');
   if (note !== undefined) io.err(`upscope: ${note}\n`);
   io.err(
     startLine(

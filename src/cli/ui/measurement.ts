@@ -36,7 +36,7 @@ import {
 } from '../../output/index.js';
 import { sinkOptions } from '../commands/trace.js';
 import { type PlanStep, planProgressText } from '../io.js';
-import { steppedEntriesNote } from '../stepped.js';
+import { stepsNote } from '../stepped.js';
 
 /** The engines the page's measurements run on here (null: none is allowed). */
 export function uiEngines(): { aggregate: 'bpf' | null; trace: 'tracefs' | 'bpf' | null } {
@@ -47,12 +47,12 @@ export function uiEngines(): { aggregate: 'bpf' | null; trace: 'tracefs' | 'bpf'
   };
 }
 
-/** The page's note of each thing a plan warns of: its message and hints, on one line. */
 /** A note, as a list of none or one. */
 function noneOr(note: string | undefined): string[] {
   return note === undefined ? [] : [note];
 }
 
+/** The page's note of each thing a plan warns of: its message and hints, on one line. */
 export function warningNotes(warnings: readonly ProbeError[]): string[] {
   return warnings.map((warning) => [warning.message, ...warning.hints].join('. '));
 }
@@ -146,11 +146,10 @@ export class Measurement {
           this.#eventsTotal++;
           if (this.#events.length < KEPT_EVENTS) this.#events.push(event);
         });
-        const returns = attachment.sites.filter((site) => site.kind === 'return');
         this.#attached(attachment.sites.length, attachment.skipped.length, [
           ...warningNotes(attachment.warnings),
           ...attachment.notes,
-          ...noneOr(steppedEntriesNote(returns, 'functions whose returns are timed')),
+          ...noneOr(stepsNote(attachment.sites, 'returns')),
         ]);
         this.#progress = `tracing ${attachment.sites.length} probes (${attachment.engine})`;
         void attachment.ended.then(() => this.#ended(attachment.error));
@@ -168,9 +167,7 @@ export class Measurement {
         this.#attached(aggregate.sites.length, aggregate.skipped.length, [
           ...warningNotes(aggregate.warnings),
           ...aggregate.notes,
-          ...(this.kind === 'latency'
-            ? noneOr(steppedEntriesNote(aggregate.sites, 'functions timed'))
-            : []),
+          ...(this.kind === 'latency' ? noneOr(stepsNote(aggregate.sites, 'calls')) : []),
         ]);
         const report = aggregate.attachReport;
         this.#progress = `${aggregate.sites.length} probes attached in ${report.milliseconds.toFixed(1)} ms (bpf)`;

@@ -202,8 +202,18 @@ test("stats() matches events by name: another tool's events that came or went be
   writeFileSync(join(dir, 'uprobe_events'), '');
   const session = new TracefsSession({ tracefs: dir, ownerPid: 42 });
   session.define([site('tfs_add', 0x1139n), site('tfs_sub', 0x1200n)]);
-  const line = (path: string, event: string, hits: number) =>
-    `  ${path} ${event}${' '.repeat(40)}${String(hits).padStart(15)}`;
+  /** uprobe_profile as the kernel writes it: path, event, hits. */
+  const profile = (...rows: [string, string, number][]) =>
+    writeFileSync(
+      join(dir, 'uprobe_profile'),
+      [
+        ...rows.map(
+          ([path, event, hits]) =>
+            `  ${path} ${event}${' '.repeat(40)}${String(hits).padStart(15)}`,
+        ),
+        '',
+      ].join('\n'),
+    );
   writeFileSync(
     join(dir, 'uprobe_events'),
     [
@@ -215,15 +225,11 @@ test("stats() matches events by name: another tool's events that came or went be
     ].join('\n'),
   );
   // `gone` was removed and `new` added before uprobe_profile was read.
-  writeFileSync(
-    join(dir, 'uprobe_profile'),
-    [
-      line('/bin/other', 'tfs_add', 7),
-      line('/bin/app', 'tfs_add', 75),
-      line('/bin/app', 'tfs_sub', 3),
-      line('/bin/other', 'new', 1),
-      '',
-    ].join('\n'),
+  profile(
+    ['/bin/other', 'tfs_add', 7],
+    ['/bin/app', 'tfs_add', 75],
+    ['/bin/app', 'tfs_sub', 3],
+    ['/bin/other', 'new', 1],
   );
   assert.deepEqual(session.stats().events, [
     { event: 'tfs_add', hits: 75, misses: undefined },
@@ -231,15 +237,11 @@ test("stats() matches events by name: another tool's events that came or went be
   ]);
   // An event of one of this session's names came between the reads every time: which is
   // which cannot be told, and the hits are unknown (none), not another's, and not a failure.
-  writeFileSync(
-    join(dir, 'uprobe_profile'),
-    [
-      line('/bin/other', 'tfs_add', 7),
-      line('/bin/app', 'tfs_add', 75),
-      line('/bin/app', 'tfs_sub', 3),
-      line('/bin/third', 'tfs_add', 1),
-      '',
-    ].join('\n'),
+  profile(
+    ['/bin/other', 'tfs_add', 7],
+    ['/bin/app', 'tfs_add', 75],
+    ['/bin/app', 'tfs_sub', 3],
+    ['/bin/third', 'tfs_add', 1],
   );
   assert.deepEqual(session.stats().events, []);
 });
