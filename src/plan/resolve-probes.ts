@@ -621,7 +621,20 @@ function* resolveSymbol(
     // one this CPU runs gets the calls). An offset is one into the resolver's own code.
     const implementations = findIfuncImplementations(target.elf, target.symbols(), ifunc);
     if (location.offset !== 0n || implementations.length === 0) {
-      throw ifuncError(spec, location.span, ifunc, target, implementations);
+      const error = ifuncError(spec, location.span, ifunc, target, implementations);
+      if (location.offset === 0n) throw error;
+      // Said as such: the name alone is probed at the implementations.
+      throw new ProbeError(
+        'ERR_IFUNC',
+        `Cannot probe ${quote(`${ifunc.name}+0x${location.offset.toString(16)}`)} in ${quote(target.file.displayPath)}: ${quote(ifunc.name)} is an IFUNC (GNU indirect function) resolver, and the offset is one into its own code, which runs once, at load`,
+        {
+          source: { text: spec.text, span: location.offsetSpan ?? location.span },
+          hints: [
+            `Without the offset, ${shellWord(`${spec.target.text}:${ifunc.name}`)} probes the implementations the resolver can pick`,
+            ...error.hints.slice(1),
+          ],
+        },
+      );
     }
     const planned = implementationSites(
       spec,

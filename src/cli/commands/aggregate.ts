@@ -410,7 +410,7 @@ export function registerAggregate(program: Command, io: Io, result: CommandResul
   )
     .option(
       '--by <key[,key...]>',
-      "count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string, a variable by name; several keys joined by commas (--by comm,pid), or --by given again, count per their combination, as bpftrace's @[comm, pid] (ustack goes alone)",
+      "count per pid, tid, comm, ustack, or a value: arg0, retval, +0(arg1):string (kept to 63 bytes, a longer one ending with ...), a variable by name; several keys joined by commas (--by comm,pid), or --by given again, count per their combination, as bpftrace's @[comm, pid] (ustack goes alone)",
       (value: string, previous: string | undefined) =>
         previous === undefined ? value : `${previous},${value}`,
     )
