@@ -112,10 +112,27 @@ export interface ProbeSite {
    */
   readonly afterStackCheck?: bigint | undefined;
   /**
+   * For a function's entry (or the entry a return probe opens its calls at) on a kernel
+   * engine, when the kernel cannot take a probe on its first instruction (it refuses it, or
+   * would mishandle it) and that instruction changes nothing a probe reads: the probe sits on
+   * the second instruction, `offset` in (`symbolOffset` stays 0), past `instruction`, for
+   * `reason` (the kernel's). Undefined elsewhere.
+   */
+  readonly pastFirst?: EntryPastFirst | undefined;
+  /**
    * For a return probe (and, when asked for, a function entry timed to its return): how its
    * returns are caught, by a trampoline or at the instructions it leaves by.
    */
   readonly returns?: ReturnPlan | undefined;
+}
+
+/** Where an entry probe sits when it cannot sit on the first instruction (ProbeSite.pastFirst). */
+export interface EntryPastFirst {
+  readonly offset: bigint;
+  /** The first instruction, as objdump writes it. */
+  readonly instruction: string;
+  /** Why the kernel cannot take a probe there. */
+  readonly reason: string;
 }
 
 /**

@@ -2,6 +2,7 @@ import { statSync } from 'node:fs';
 import {
   analyzeKernelHandling,
   atAddress,
+  changesCallState,
   checkInstructionBoundary,
   type DecodedInstruction,
   decodeInstructions,
@@ -60,6 +61,7 @@ import {
 } from './ifunc.js';
 import { loadPlan, planKey, savePlan } from './plan-cache.js';
 import {
+  type EntryPastFirst,
   type ProbeSite,
   qualifyNames,
   type SiteKind,
@@ -1422,7 +1424,15 @@ function leanSite(
         return buildSite(spec, target, fn, vaddr, span, options);
       }
       probed = decoded;
-      handling = kernelHandling(spec, span, target, vaddr, probed, options);
+      try {
+        handling = kernelHandling(spec, span, target, vaddr, probed, options);
+      } catch (err) {
+        // Probed past its first instruction, or refused as buildSite() says.
+        if (err instanceof ProbeError && err.code === 'ERR_UNPROBEABLE_INSTRUCTION') {
+          return buildSite(spec, target, fn, vaddr, span, options);
+        }
+        throw err;
+      }
       if (key !== undefined && known === undefined) {
         target.shared.recurring.set(key, probed.ripRelative ? null : { probed, handling });
       }
@@ -1501,14 +1511,21 @@ function buildSite(
     goCode && fn !== undefined ? afterGoStackCheck(fn, target.elf, target.symbols()) : undefined;
   const atFunctionStart =
     usdt === undefined && spec.kind !== 'return' && fn !== undefined && entry === fn.vaddr;
-  const vaddr = !atFunctionStart
+  let vaddr = !atFunctionStart
     ? entry
     : afterStackCheck !== undefined
       ? afterStackCheck
       : goCode
         ? entry
         : variableProbeAddress(spec.fetches, variables, entry);
-  const movedEntry = atFunctionStart && afterStackCheck !== undefined;
+  // An entry the kernel cannot probe on its first instruction, probed on the second.
+  const pastFirst =
+    usdt === undefined && fn !== undefined && vaddr === fn.vaddr && !goCode
+      ? entryPastFirst(target, fn, options)
+      : undefined;
+  if (pastFirst !== undefined) vaddr = fn!.vaddr + pastFirst.offset;
+  const afterGoCheck = atFunctionStart && afterStackCheck !== undefined;
+  const movedEntry = afterGoCheck || pastFirst !== undefined;
   const elf = target.elf;
   const where = quote(target.file.displayPath);
   const hex = `0x${vaddr.toString(16)}`;
@@ -1569,7 +1586,7 @@ function buildSite(
     (kind === 'return' || (kind === 'entry' && options.returnsOfEntries === true))
       ? planReturns(
           fn,
-          afterStackCheck ?? fn.vaddr,
+          afterStackCheck ?? (pastFirst === undefined ? fn.vaddr : vaddr),
           {
             elf,
             symbols: target.symbols(),
@@ -1632,10 +1649,57 @@ function buildSite(
         }
       : {}),
     convention,
-    afterStackCheck: movedEntry ? vaddr - fn!.vaddr : undefined,
+    afterStackCheck: afterGoCheck ? vaddr - fn!.vaddr : undefined,
+    pastFirst,
     returns,
   };
   return withShownInstructions(site, decoded);
+}
+
+/**
+ * Where a function's entry probe goes on a kernel engine when the kernel cannot take one on
+ * its first instruction (it refuses it, or would mishandle it: a VEX or EVEX instruction,
+ * as the AVX2 and AVX-512 implementations of memset and strchr begin with): on the second,
+ * when the first changes nothing a probe reads (changesCallState()), the kernel can take the
+ * second, and nothing in the function jumps to the second (it would be hit again in the same
+ * call). Undefined otherwise: the first instruction's refusal stands.
+ */
+function entryPastFirst(
+  target: OpenTarget,
+  fn: FunctionSymbol,
+  options: ResolveOptions,
+): EntryPastFirst | undefined {
+  if (options.engine === 'ptrace' || fn.sizeBytes === 0n) return undefined;
+  const elf = target.elf;
+  const segment = elf.loadSegmentOf(fn.vaddr);
+  const offset = elf.vaddrToFileOffset(fn.vaddr);
+  if (segment === undefined || !segment.executable || offset === undefined) return undefined;
+  if (fn.vaddr + fn.sizeBytes > segment.vaddr + segment.fileSize) return undefined;
+  const code = elf.read(offset, Number(fn.sizeBytes));
+  const [first, second] = decodeInstructions(code, fn.vaddr, { maxCount: 2 });
+  if (first === undefined || second === undefined || first.invalid || second.invalid) {
+    return undefined;
+  }
+  const kernel = { kernel: options.kernel ?? kernelVersion() };
+  const refused = (handling: KernelHandling) =>
+    handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true);
+  const handling = analyzeKernelHandling(first, kernel);
+  if (handling.strategy !== 'refuse' && handling.strategy !== 'unsafe') return undefined;
+  if (!refused(handling) || refused(analyzeKernelHandling(second, kernel))) return undefined;
+  if (changesCallState(first.bytes, first.vaddr) !== undefined) return undefined;
+  // A jump back to the second instruction would hit the probe twice in one call; an
+  // indirect one (but a tail call through a GOT slot) might land there.
+  let moved = true;
+  sweepInstructions(code, fn.vaddr, (instruction) => {
+    const indirect = /^((notrack|bnd) )?jmp \*/.test(instruction.text) && !instruction.ripRelative;
+    if (instruction.invalid || instruction.branchTarget === second.vaddr || indirect) {
+      moved = false;
+    }
+    return moved;
+  });
+  return moved
+    ? { offset: second.vaddr - fn.vaddr, instruction: first.text, reason: handling.reason }
+    : undefined;
 }
 
 /**

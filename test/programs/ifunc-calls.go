@@ -1,6 +1,6 @@
-// Go target (cgo) for probes on an IFUNC (libc's strlen): `ifunc-calls N LENGTH` measures a
-// C string of LENGTH bytes N times with C.strlen, from Go, and prints how many it measured
-// and their total length.
+// Go target (cgo) for probes on IFUNCs (libc's strlen and memset): `ifunc-calls N LENGTH`
+// fills a C buffer of LENGTH+1 bytes with C.memset and measures a C string of LENGTH bytes with
+// C.strlen, N times each, from Go, and prints how many it measured and their total length.
 package main
 
 /*
@@ -30,8 +30,11 @@ func main() {
 	n, length := arg(1, 1000), arg(2, 73)
 	s := C.CString(strings.Repeat("x", length))
 	defer C.free(unsafe.Pointer(s))
+	buffer := C.malloc(C.size_t(length + 1))
+	defer C.free(buffer)
 	total := 0
 	for i := 0; i < n; i++ {
+		C.memset(buffer, 'y', C.size_t(length+1))
 		total += int(C.strlen(s))
 	}
 	fmt.Printf("calls=%d total=%d\n", n, total)

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { planPairSlot, reverseEffect } from './guard.js';
+import { changesCallState, planPairSlot, reverseEffect } from './guard.js';
 
 const bytes = (...b: number[]) => new Uint8Array(b);
 /** A little-endian int32, as the four bytes of a rel32 or disp32. */
@@ -97,4 +97,32 @@ test('planPairSlot() says why two instructions cannot share a slot', () => {
   assert.match(String(planPairSlot(bytes(0xe8, 0, 0, 0, 0, 0x90), 0x1000n, 0x2000n)), /branch/);
   assert.match(String(planPairSlot(bytes(0x55, 0xe8, 0, 0, 0, 0), 0x1000n, 0x2000n)), /branch/);
   assert.match(String(planPairSlot(bytes(0x55), 0x1000n, 0x2000n)), /not known/);
+});
+
+test('changesCallState(): vector, mask and flag writes leave what a probe reads alone; a general register, the stack, memory or a branch do not', () => {
+  // Assembled with `as`, read back with objdump -d.
+  const kept: [string, Uint8Array][] = [
+    ['vpbroadcastb %esi,%zmm16', bytes(0x62, 0xe2, 0x7d, 0x48, 0x7a, 0xc6)],
+    ['vmovd %esi,%xmm0', bytes(0xc5, 0xf9, 0x6e, 0xc6)],
+    ['vpxor %xmm15,%xmm15,%xmm15', bytes(0xc4, 0x41, 0x01, 0xef, 0xff)],
+    ['vzeroupper', bytes(0xc5, 0xf8, 0x77)],
+    ['kmovw %k1,%k2', bytes(0xc5, 0xf8, 0x90, 0xd1)],
+    // Reads memory (what an argument points at), writes a vector register.
+    ['vpcmpeqb (%rdi),%ymm0,%ymm1', bytes(0xc5, 0xfd, 0x74, 0x0f)],
+    ['test %rdi,%rdi', bytes(0x48, 0x85, 0xff)],
+  ];
+  for (const [text, code] of kept) assert.equal(changesCallState(code, 0x401000n), undefined, text);
+  const changed: [string, Uint8Array, string][] = [
+    ['vmovd %xmm0,%eax', bytes(0xc5, 0xf9, 0x7e, 0xc0), 'it writes %rax'],
+    ['mov %rdi,%rax', bytes(0x48, 0x89, 0xf8), 'it writes %rax'],
+    ['vmovdqu64 %zmm16,(%rdi)', bytes(0x62, 0xe1, 0xfe, 0x48, 0x7f, 0x07), 'it writes memory'],
+    ['lock addl $0x1,(%rdi)', bytes(0xf0, 0x83, 0x07, 0x01), 'it writes memory'],
+    ['push %rbp', bytes(0x55), 'it changes the stack'],
+    ['ret', bytes(0xc3), 'it is a branch'],
+    ['hlt', bytes(0xf4), 'it faults in user space'],
+    ['in $0x10,%al', bytes(0xe4, 0x10), 'it faults in user space'],
+  ];
+  for (const [text, code, why] of changed) {
+    assert.equal(changesCallState(code, 0x401000n), why, text);
+  }
 });

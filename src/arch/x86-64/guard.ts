@@ -43,34 +43,12 @@ export interface PairSlot {
  */
 export function reverseEffect(bytes: Uint8Array, vaddr: bigint): ReversibleEffect | string {
   return withInstruction(bytes, vaddr, (iced, instruction) => {
-    const { Mnemonic, OpKind, Register, FlowControl, OpAccess } = iced;
+    const { Mnemonic, OpKind, Register, FlowControl } = iced;
     const text = decodeInstructions(bytes, vaddr, { maxCount: 1 })[0]?.text ?? '?';
     if (instruction.flowControl !== FlowControl.Next) return `"${text}" is a branch`;
     if (instruction.isSaveRestoreInstruction) return `"${text}" restores registers`;
     const cannot = (what: string) => `"${text}" ${what}, which cannot be taken back`;
-    const factory = new iced.InstructionInfoFactory();
-    const written: number[] = [];
-    try {
-      const info = factory.info(instruction);
-      try {
-        for (const used of info.usedRegisters() as IcedUsedRegister[]) {
-          const access = used.access;
-          if (
-            access === OpAccess.Write ||
-            access === OpAccess.CondWrite ||
-            access === OpAccess.ReadWrite ||
-            access === OpAccess.ReadCondWrite
-          ) {
-            written.push(used.register);
-          }
-          used.free();
-        }
-      } finally {
-        info.free();
-      }
-    } finally {
-      factory.free();
-    }
+    const written = writtenBy(iced, instruction).registers;
     const other = written.find((register) => register !== Register.RSP);
     if (other !== undefined) {
       return cannot(`writes ${(Register[other] ?? 'a register').toLowerCase()}`);
@@ -117,11 +95,75 @@ export function reverseEffect(bytes: Uint8Array, vaddr: bigint): ReversibleEffec
   });
 }
 
-/** What iced's InstructionInfo.usedRegisters() holds. */
+/**
+ * Why a probe on the instruction after the one at bytes[0] would not see what a probe on it
+ * sees, or undefined when it would: the instruction falls through to the next (no branch,
+ * nothing that faults in user space) and writes no
+ * general register (arguments, %rsp) and no memory (the stack, what arguments point at),
+ * only vector, mask or flag registers (`vpbroadcastb %esi,%zmm16`, `vmovd %esi,%xmm0`,
+ * `vpxor %xmm0,%xmm0,%xmm0`), which no fetch reads at a function's entry.
+ */
+export function changesCallState(bytes: Uint8Array, vaddr: bigint): string | undefined {
+  const why = withInstruction(bytes, vaddr, (iced, instruction) => {
+    const { FlowControl, Register, RegisterExt } = iced;
+    if (instruction.flowControl !== FlowControl.Next) return 'it is a branch';
+    // hlt, cli, in, out...: the program does not run on past it.
+    if (instruction.isPrivileged) return 'it faults in user space';
+    if (instruction.isSaveRestoreInstruction || instruction.isStackInstruction) {
+      return 'it changes the stack';
+    }
+    const written = writtenBy(iced, instruction);
+    if (written.memory) return 'it writes memory';
+    const general = written.registers.find((register) => RegisterExt.isGPR(register));
+    if (general !== undefined) {
+      return `it writes %${(Register[general] ?? 'a register').toLowerCase()}`;
+    }
+    return KEPT;
+  });
+  return why === KEPT ? undefined : why;
+}
+
+const KEPT = 'kept';
+
+/** What iced's InstructionInfo.usedRegisters() holds (usedMemory()'s have `access` too). */
 interface IcedUsedRegister {
   readonly register: number;
   readonly access: number;
   free(): void;
+}
+
+/** The registers an instruction writes (iced's Register values), and whether it writes memory. */
+export function writtenBy(
+  iced: Iced,
+  instruction: IcedInstruction,
+): { registers: number[]; memory: boolean } {
+  const { OpAccess } = iced;
+  const writes = (access: number) =>
+    access === OpAccess.Write ||
+    access === OpAccess.CondWrite ||
+    access === OpAccess.ReadWrite ||
+    access === OpAccess.ReadCondWrite;
+  const registers: number[] = [];
+  let memory = false;
+  const factory = new iced.InstructionInfoFactory();
+  try {
+    const info = factory.info(instruction);
+    try {
+      for (const used of info.usedRegisters() as IcedUsedRegister[]) {
+        if (writes(used.access)) registers.push(used.register);
+        used.free();
+      }
+      for (const used of info.usedMemory() as { access: number; free(): void }[]) {
+        if (writes(used.access)) memory = true;
+        used.free();
+      }
+    } finally {
+      info.free();
+    }
+  } finally {
+    factory.free();
+  }
+  return { registers, memory };
 }
 
 /**
@@ -192,7 +234,8 @@ function conditionalJump(condition: string, at: bigint, target: bigint): Uint8Ar
   return bytes;
 }
 
-function withInstruction<T>(
+/** Decode the instruction at bytes[0] with iced and use it (freed after); why not, when invalid. */
+export function withInstruction<T>(
   bytes: Uint8Array,
   vaddr: bigint,
   use: (iced: Iced, instruction: IcedInstruction) => T | string,

@@ -10,6 +10,7 @@ export {
   sweepInstructions,
 } from './decode.js';
 export {
+  changesCallState,
   type PairSlot,
   planPairSlot,
   type ReversibleEffect,

@@ -155,6 +155,7 @@ function siteJson(site: ProbeSite, group: string) {
     handling: site.handling,
     convention: site.convention,
     afterStackCheck: site.afterStackCheck,
+    pastFirst: site.pastFirst,
     returns: site.returns,
     instructions: site.instructions.map((insn) => ({
       vaddr: insn.vaddr,
@@ -291,6 +292,15 @@ export function renderSite(site: ProbeSite, group: string, inject = false): stri
       field(
         'entry',
         `probed at +${hex(site.afterStackCheck)}, after the Go stack check: a call whose stack grows runs the function's start twice, this once`,
+      ),
+    );
+  }
+  if (site.pastFirst !== undefined) {
+    const past = site.pastFirst;
+    lines.push(
+      field(
+        'entry',
+        `probed at +${hex(past.offset)}, past "${past.instruction}" (${past.reason}), which changes no general register, the stack or memory: arguments are as at the entry`,
       ),
     );
   }
