@@ -338,6 +338,11 @@ async function run<R>(
           : `${errors.unwound} calls ended by an unwind (an exception, a panic), not timed`,
       );
     }
+    if ((errors.unreported ?? 0n) > 0n) {
+      notes.push(
+        `${errors.unreported} calls whose return the kernel did not report (it leaves out the return probes of calls nested over 64 deep in a thread), not timed; --return-probes sites catches every return`,
+      );
+    }
     if ((errors.spansLost ?? 0n) > 0n) {
       notes.push(
         `${errors.spansLost} calls timed but not sent as spans (the span buffer was full)`,

@@ -12,12 +12,12 @@ import {
   COOKIE_GOROUTINE,
   COOKIE_RETURN_SITE,
   COOKIE_TAIL_CALL,
+  COOKIE_TRAMPOLINE_RETURN,
   FRAMES_KEY_BYTES,
   FRAMES_VALUE_BYTES,
 } from './frame-programs.js';
 import type { BpfMap } from './kernel.js';
 import {
-  CALLS_VALUE_BYTES,
   type CountKey,
   CUT_MARK,
   countKeyBytes,
@@ -30,8 +30,7 @@ import {
   isStringType,
   KEY_CUT,
   KEY_HEADER_BYTES,
-  latencyEntryProgram,
-  latencyReturnProgram,
+  latencyProgram,
   SPAN_RECORD,
   STATS_BYTES,
   valueProgram,
@@ -58,8 +57,9 @@ export interface AggregateSite {
    */
   readonly probe?: number | undefined;
   /**
-   * For a return probe caught at its function's exits (uprobes of kind `entry`): a `return`
-   * at one exit, or the `frame-entry` that opens a call's frame (nothing is counted there).
+   * For a return probe caught at its function's exits (uprobes of kind `entry`), or timed
+   * through the kernel's return trampoline (a `return` of kind `return`): a `return` at one
+   * exit, or the `frame-entry` that opens a call's frame (nothing is counted there).
    */
   readonly role?: 'return' | 'frame-entry' | undefined;
   /** That function's calls are paired per goroutine (Go's register ABI), not per thread. */
@@ -90,6 +90,7 @@ function cookieOf(site: AggregateSite, index: number): number {
   if (site.role === 'return') cookie += COOKIE_RETURN_SITE;
   if (site.role !== undefined && site.goroutine === true) cookie += COOKIE_GOROUTINE;
   if (site.role === 'return' && site.tailCall === true) cookie += COOKIE_TAIL_CALL;
+  if (site.role === 'return' && site.kind === 'return') cookie += COOKIE_TRAMPOLINE_RETURN;
   return cookie;
 }
 
@@ -137,6 +138,12 @@ export interface HandlerErrors {
    * a Go panic, pthread_cancel, a longjmp) or their thread's end took away: no return.
    */
   readonly unwound: bigint;
+  /**
+   * latency: calls of functions timed through the kernel's return trampoline whose return it
+   * did not report: it leaves out the trampolines of calls nested more than 64 deep on a
+   * thread (MAX_URETPROBE_DEPTH), and a longjmp or the thread's end leaves some too.
+   */
+  readonly unreported?: bigint | undefined;
   /** latency with spans: timed calls whose span record found the span buffer full. */
   readonly spansLost?: bigint | undefined;
 }
@@ -158,7 +165,6 @@ export interface TimedCall {
 export const SPAN_BUFFER_BYTES = 2 << 20;
 
 const MAX_KEYS = 16384;
-const MAX_THREAD_CALLS = 16384;
 
 function u32(value: number): Uint8Array {
   const bytes = new Uint8Array(4);
@@ -188,12 +194,18 @@ class FrameState {
   readonly #probes: number;
   /** Per probe: its calls are kept per goroutine. */
   readonly #goroutine: boolean[];
+  /** Per probe: its returns come through the kernel's return trampoline. */
+  readonly #trampolined: boolean[];
 
   constructor(session: BpfSession, sites: readonly AggregateSite[], probes: number) {
     this.#probes = probes;
     this.#goroutine = Array.from({ length: probes }, () => false);
+    this.#trampolined = Array.from({ length: probes }, () => false);
     sites.forEach((site, i) => {
       if (site.goroutine === true) this.#goroutine[site.probe ?? i] = true;
+      if (site.role === 'return' && site.kind === 'return') {
+        this.#trampolined[site.probe ?? i] = true;
+      }
     });
     this.frames = session.map({
       kind: 'lru-hash',
@@ -246,6 +258,20 @@ class FrameState {
       counts[probe]! += frames.getBigUint64(0, true) + frames.getBigUint64(8, true);
     }
     return counts;
+  }
+
+  /**
+   * read(), summed: calls left by an unwind (or their thread's end), and calls of functions
+   * timed through the trampoline whose return the kernel did not report.
+   */
+  left(): { unwound: bigint; unreported: bigint } {
+    let unwound = 0n;
+    let unreported = 0n;
+    this.read().forEach((count, probe) => {
+      if (this.#trampolined[probe]) unreported += count;
+      else unwound += count;
+    });
+    return { unwound, unreported };
   }
 }
 
@@ -328,8 +354,8 @@ export abstract class BpfAggregation {
   }
 
   handlerErrors(): HandlerErrors {
-    const unwound = this.frameState?.read().reduce((sum, n) => sum + n, 0n) ?? 0n;
-    return readErrors(this.errors, unwound);
+    const left = this.frameState?.left() ?? { unwound: 0n, unreported: 0n };
+    return { ...readErrors(this.errors, left.unwound), unreported: left.unreported };
   }
 
   /** The frame maps, made for sites that need them (returns caught at exits). */
@@ -706,8 +732,6 @@ export class BpfValueHistograms extends BpfAggregation {
 export class BpfLatency extends BpfAggregation {
   readonly #maps: HistogramMaps;
   readonly #probes: number;
-  readonly calls: BpfMap;
-
   readonly #unitNs: number;
   /** With spans: the ring buffer each timed call is recorded in. */
   #spans: RingBuffer | undefined;
@@ -717,19 +741,13 @@ export class BpfLatency extends BpfAggregation {
     this.#maps = new HistogramMaps(this.session, probes);
     this.#probes = probes;
     this.#unitNs = unitNs;
-    this.calls = this.session.map({
-      kind: 'lru-hash',
-      name: 'calls',
-      keyBytes: 8,
-      valueBytes: CALLS_VALUE_BYTES,
-      maxEntries: MAX_THREAD_CALLS,
-    });
   }
 
   /**
    * `functions` are entry sites; each gets a return probe too, attached first: the kernel's
    * return trampoline, or, for a function whose returns are caught at its exits, a uprobe
-   * at each exit, its calls opened by a uprobe at `exits.entryOffset` and paired by frame.
+   * at each exit, its calls opened by a uprobe at `exits.entryOffset`. Either way its calls
+   * are paired by frame (see frame-programs.ts).
    */
   static open(
     functions: readonly TimedFunction[],
@@ -738,39 +756,40 @@ export class BpfLatency extends BpfAggregation {
     /** Record each timed call for readCalls() in a ring buffer of this many bytes. */
     spanBufferBytes?: number,
   ) {
-    const framedSites: AggregateSite[] = functions.flatMap((fn, probe) =>
+    const returns = functions.flatMap((fn, probe): AggregateSite[] =>
       fn.exits === undefined
-        ? []
-        : [
-            ...fn.exits.offsets.map((offset) => ({
-              path: fn.path,
-              offset,
-              kind: 'entry' as const,
-              probe,
-              role: 'return' as const,
-              goroutine: fn.exits!.goroutine,
-            })),
-          ],
-    );
-    const entries: AggregateSite[] = functions.flatMap((fn, probe) =>
-      fn.exits === undefined
-        ? []
-        : [
+        ? [
             {
               path: fn.path,
-              offset: fn.exits.entryOffset,
-              kind: 'entry' as const,
+              offset: fn.offset,
+              kind: 'return' as const,
               probe,
-              role: 'frame-entry' as const,
-              goroutine: fn.exits.goroutine,
+              role: 'return' as const,
             },
-          ],
+          ]
+        : fn.exits.offsets.map((offset) => ({
+            path: fn.path,
+            offset,
+            kind: 'entry' as const,
+            probe,
+            role: 'return' as const,
+            goroutine: fn.exits!.goroutine,
+          })),
     );
+    const entries: AggregateSite[] = functions.map((fn, probe) => ({
+      path: fn.path,
+      offset: fn.exits?.entryOffset ?? fn.offset,
+      ...(fn.refCtrOffset === undefined ? {} : { refCtrOffset: fn.refCtrOffset }),
+      kind: 'entry' as const,
+      probe,
+      role: 'frame-entry' as const,
+      goroutine: fn.exits?.goroutine ?? false,
+    }));
     return build(
       () => new BpfLatency(functions.length, unitNs),
       (self) => {
         self.follow(options);
-        const frames = self.framesFor([...framedSites, ...entries], functions.length);
+        const frames = self.framesFor([...returns, ...entries], functions.length);
         if (spanBufferBytes !== undefined) {
           self.#spans = RingBuffer.create('upscope_spans', spanBufferBytes);
         }
@@ -778,30 +797,22 @@ export class BpfLatency extends BpfAggregation {
           errors: self.errors.fd,
           hist: self.#maps.hist.fd,
           stats: self.#maps.stats.fd,
-          calls: self.calls.fd,
           frames,
           followed: self.followed,
           spans: self.#spans?.map.fd,
         };
         const filters = self.filters(options);
         // Returns first: a call already running when its entry probe arrives is not timed
-        // (its return finds no start), rather than leaving a start no return ever takes.
-        const trampolined = functions
-          .map((fn, cookie) => ({ fn, cookie }))
-          .filter(({ fn }) => fn.exits === undefined);
-        const probes = [
-          ...trampolined.map(({ fn, cookie }) => ({ ...fn, kind: 'return' as const, cookie })),
-          ...framedSites.map((site) => ({ ...site, cookie: cookieOf(site, 0) })),
-          ...trampolined.map(({ fn, cookie }) => ({ ...fn, kind: 'entry' as const, cookie })),
-          ...entries.map((site) => ({ ...site, cookie: cookieOf(site, 0) })),
-        ];
+        // (its return finds no frame), rather than leaving a frame no return ever takes.
+        const probes = [...returns, ...entries].map((site) => ({
+          ...site,
+          cookie: cookieOf(site, 0),
+        }));
+        const program = () => latencyProgram(maps, filters, unitNs);
         self.attached(
           self.session.attach(
             probes,
-            {
-              entry: () => latencyEntryProgram(maps, filters, unitNs),
-              return: () => latencyReturnProgram(maps, filters, unitNs),
-            },
+            { entry: program, return: program },
             { pid: self.attachPid, mode: options.mode, purpose: options.purpose },
           ),
         );

@@ -1,15 +1,16 @@
 /**
  * Calls paired with their returns by frame, in the kernel, for return probes caught at a
- * function's exits (no return address replaced): each owner (a thread, or a Go goroutine)
- * keeps a stack of its open calls of the function, each at its depth in the owner's stack
- * and with its start time. An entry pops the calls at its depth or deeper (an unwind or a
- * longjmp left them) and pushes itself; a return pops the deeper ones the same way and then
- * its own call. Calls left by an unwind are counted per probe.
+ * function's exits (no return address replaced) or through the kernel's return trampoline
+ * (which leaves out the returns of calls nested more than 64 deep on a thread): each owner
+ * (a thread, or a Go goroutine) keeps a stack of its open calls of the function, each at its
+ * depth in the owner's stack and with its start time. An entry pops the calls at its depth
+ * or deeper (an unwind, a longjmp or the kernel left them) and pushes itself; a return pops
+ * the deeper ones the same way and then its own call. Calls left so are counted per probe.
  *
  * Depth grows with the stack: for a thread `0 - sp` at the entry (unsigned), for a goroutine
  * `g.stack.hi - sp` (%r14 holds g under Go's register ABI, and a copy of the stack to a
  * larger one keeps that distance). The stack pointer is the same at a call's entry and at
- * its exit (`ret`, or a jump to another function).
+ * its exit (`ret`, or a jump to another function), and 8 above it at the trampoline.
  *
  * Code here is emitted into the count, histogram and latency handlers, after their prologue
  * (r6 the saved registers, r8 the attach cookie); it uses r7 (calls found unwound) and r9
@@ -45,6 +46,11 @@ export const COOKIE_RETURN_SITE = 2 ** 34;
 export const COOKIE_GOROUTINE = 2 ** 35;
 /** The attach cookie's bit for a return caught at a tail call (the result is not made yet). */
 export const COOKIE_TAIL_CALL = 2 ** 36;
+/**
+ * The attach cookie's bit for a return through the kernel's return trampoline (a uretprobe):
+ * the `ret` has popped the return address, so the stack pointer is 8 above the entry's.
+ */
+export const COOKIE_TRAMPOLINE_RETURN = 2 ** 37;
 
 /** Stack slots (from r10), below everything the other handlers use. */
 const FRAME_KEY = -512;
@@ -122,9 +128,12 @@ function emitFrames(a: Asm, maps: FrameMaps, fault: string, full: string, missin
   a.emit(call(BPF_FUNC.get_current_pid_tgid), stx('DW', 10, FRAME_KEY, 0));
   a.emit(alu64Imm('RSH', 0, 32), stx('W', 10, FRAME_KEY + 12, 0), stx('W', 10, FRAME_KEY + 8, 8));
   ifCookieBit(a, COOKIE_GOROUTINE, goroutine);
-  // A thread: owner pid_tgid (already in the key), depth 0 - sp.
-  a.emit(ldx('DW', 1, 6, USER_REGS.rsp), mov64Imm(2, 0));
-  a.emit(alu64Reg('SUB', 2, 1), stx('DW', 10, FRAME_DEPTH, 2));
+  // A thread: owner pid_tgid (already in the key), depth 0 - sp (8 - sp after a return
+  // through the trampoline: the entry's).
+  a.emit(ldx('DW', 1, 6, USER_REGS.rsp), mov64Imm(2, 0), alu64Reg('SUB', 2, 1));
+  a.emit(mov64Reg(3, 8), alu64Imm('RSH', 3, Math.log2(COOKIE_TRAMPOLINE_RETURN)));
+  a.emit(alu64Imm('AND', 3, 1), alu64Imm('LSH', 3, 3), alu64Reg('ADD', 2, 3));
+  a.emit(stx('DW', 10, FRAME_DEPTH, 2));
   a.goto(keyed);
   a.label(goroutine);
   // A goroutine: owner g (%r14), depth g.stack.hi (8 bytes into g) - sp.

@@ -56,20 +56,12 @@ import {
   UNWIND_KEY_BYTES,
 } from './unwind-program.js';
 
-/** Calls of one function by one thread that are timed at once (deeper recursion is not). */
-export const MAX_TIMED_DEPTH = 16;
-/** A `calls` value: the thread's depth in the function, then a start time per depth. */
-export const CALLS_VALUE_BYTES = 8 + 8 * MAX_TIMED_DEPTH;
-
 /** Frame layout (offsets from r10). */
 const SCRATCH = -8;
 const ONE = -16;
 const HIST_KEY = -24;
-const CALLS_KEY = -32;
 const KEY = -128;
 const COMM = -144;
-/** Where a new `calls` value is zeroed before it is inserted. */
-const CALLS_VALUE = COMM - CALLS_VALUE_BYTES;
 /** The return's time, taken first (the key at KEY ends just below it). */
 const NOW = -56;
 /** A call's duration while a predicate on the return value is evaluated. */
@@ -189,7 +181,6 @@ export interface HandlerMaps {
   readonly counts?: number | undefined;
   readonly hist?: number | undefined;
   readonly stats?: number | undefined;
-  readonly calls?: number | undefined;
   /** For returns caught at functions' exits: the open calls (see frame-programs.ts). */
   readonly frames?: Omit<FrameMaps, 'errors'> | undefined;
   /** The unwind tables and scratch of a count by user stack. */
@@ -704,12 +695,6 @@ export function valueProgram(
   return epilogue(a, out, fault, maps);
 }
 
-/** The calls key {tid, probe} at CALLS_KEY (the probe index is in r8). */
-function callsKey(a: Asm): void {
-  a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('LSH', 0, 32), alu64Imm('RSH', 0, 32));
-  a.emit(stx('W', 10, CALLS_KEY, 0), stx('W', 10, CALLS_KEY + 4, 8));
-}
-
 /**
  * The filters a call is timed by, split by where they are decided: a predicate that reads the
  * return value at the return, every other one (thread, name, a predicate on the arguments) at
@@ -724,55 +709,23 @@ function latencyFilters(filters: Filters): { entry: Filters; atReturn: Compariso
   return { entry: { ...filters, predicate: undefined }, atReturn: predicate };
 }
 
-function mapCall(a: Asm, helper: number, map: number, keyAt: number, valueAt?: number): void {
-  a.emit(ldMapFd(1, map), mov64Reg(2, 10), alu64Imm('ADD', 2, keyAt));
-  if (valueAt !== undefined) {
-    a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, valueAt), mov64Imm(4, BPF_NOEXIST));
-  }
-  a.emit(call(helper));
-}
-
 /**
- * At a function's entry: note the time in the thread's slot for the function, at its depth
- * (the calls it has not returned from yet), so that recursion keeps one start per call. A call
- * the entry's filters do not take keeps its depth with a start of 0: its return is not timed.
- * The slots are in an LRU hash: a thread's slot is made once and never deleted on the hot path.
+ * The latency handler of every uprobe of the timed functions, told apart by their cookies:
+ * the entry that opens a call pushes its frame with its start (a start of 0 when the entry's
+ * filters do not take it); a return, at one of the function's exits or through the kernel's
+ * return trampoline, pops the frame it ends and histograms the time since its start. Calls
+ * are paired by frame (the thread and its stack pointer), not by counting a thread's open
+ * calls: the kernel leaves out the return trampolines of calls nested more than 64 deep on a
+ * thread (MAX_URETPROBE_DEPTH), and a count of calls whose returns never come would never
+ * come back down (the function was not timed again on that thread).
  */
-export function latencyEntryProgram(maps: HandlerMaps, filters: Filters, unitNs = 1): Insn[] {
+export function latencyProgram(maps: HandlerMaps, filters: Filters, unitNs = 1): Insn[] {
   const a = new Asm();
   const out = 'out';
-  const calls = need(maps.calls, 'calls');
   processPrologue(a, filters, out, maps.followed);
-  const { entry, atReturn } = latencyFilters(filters);
-  if (maps.frames !== undefined) emitFramedLatency(a, maps, { entry, atReturn }, unitNs, out);
-  emitTimedDecision(a, entry);
-  callsKey(a);
-  mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
-  a.jmpImm('JNE', 0, 0, 'have');
-  for (let at = 0; at < CALLS_VALUE_BYTES; at += 8) a.emit(st('DW', 10, CALLS_VALUE + at, 0));
-  mapCall(a, BPF_FUNC.map_update_elem, calls, CALLS_KEY, CALLS_VALUE);
-  mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
-  a.jmpImm('JEQ', 0, 0, 'full');
-  a.label('have');
-  // Only this thread touches its own slot: plain loads and stores.
-  a.emit(ldx('DW', 1, 0, 0), mov64Reg(2, 1), alu64Imm('ADD', 2, 1), stx('DW', 0, 0, 2));
-  a.jmpImm('JGE', 1, MAX_TIMED_DEPTH, 'deep');
-  a.emit(alu64Imm('LSH', 1, 3), mov64Reg(7, 0), alu64Reg('ADD', 7, 1));
-  const timed = 'timed';
-  a.jmpImm('JNE', 9, 0, timed);
-  a.emit(st('DW', 7, 8, 0));
-  a.goto(out);
-  a.label(timed);
-  // The time last, so that the handler's own cost is not in the measured call.
-  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 7, 8, 0));
-  a.goto(out);
-  a.label('deep');
-  // Not timed either way: counted only when its entry's filters took it.
-  a.jmpImm('JEQ', 9, 0, out);
-  countError(a, maps, ERROR_SLOT.deep);
-  a.goto(out);
-  a.label('full');
-  countError(a, maps, ERROR_SLOT.dropped);
+  emitFramedLatency(a, maps, latencyFilters(filters), unitNs, out);
+  // A uprobe of neither kind: none is attached so.
+  countError(a, maps, ERROR_SLOT.unmatched);
   return epilogue(a, out, undefined, maps);
 }
 
@@ -792,12 +745,10 @@ function emitTimedDecision(a: Asm, entry: Filters): void {
 }
 
 /**
- * For functions whose returns are caught at their exits (a uprobe each, with the entry that
- * opens their frame): a frame entry pushes the call with its time (a start of 0 when the
- * entry's filters do not take it); a return pairs with it by frame (thread and stack pointer,
- * or goroutine and depth) and histograms the time since, when its entry took it and a
- * predicate on the return value holds; then `out`. Anything else falls through to the
- * thread-and-depth timing below.
+ * A frame entry pushes the call with its time (a start of 0 when the entry's filters do not
+ * take it); a return pairs with it by frame (thread and stack pointer, or goroutine and
+ * depth) and histograms the time since, when its entry took it and a predicate on the return
+ * value holds; then `out`. Anything else falls through.
  */
 function emitFramedLatency(
   a: Asm,
@@ -863,39 +814,4 @@ function emitSpan(a: Asm, maps: HandlerMaps): void {
   a.label(full);
   countError(a, maps, ERROR_SLOT.spansLost);
   a.label(done);
-}
-
-/**
- * At a function's return: the time since its matching entry, histogrammed per probe in units
- * of `unitNs` nanoseconds (the stats keep nanoseconds), for a call its entry took and, with a
- * predicate on the return value, that holds.
- */
-export function latencyReturnProgram(maps: HandlerMaps, filters: Filters, unitNs: number): Insn[] {
-  const a = new Asm();
-  const out = 'out';
-  const calls = need(maps.calls, 'calls');
-  // The time first, before the handler's own work.
-  a.emit(mov64Reg(6, 1), call(BPF_FUNC.ktime_get_ns), stx('DW', 10, NOW, 0), mov64Reg(1, 6));
-  processPrologue(a, filters, out, maps.followed);
-  callsKey(a);
-  mapCall(a, BPF_FUNC.map_lookup_elem, calls, CALLS_KEY);
-  const unmatched = 'unmatched';
-  a.jmpImm('JEQ', 0, 0, unmatched);
-  a.emit(ldx('DW', 1, 0, 0));
-  a.jmpImm('JEQ', 1, 0, unmatched);
-  a.emit(alu64Imm('SUB', 1, 1), stx('DW', 0, 0, 1));
-  // A call deeper than the slots was counted at its entry.
-  a.jmpImm('JGE', 1, MAX_TIMED_DEPTH, out);
-  a.emit(alu64Imm('LSH', 1, 3), alu64Reg('ADD', 0, 1));
-  // A start of 0: the entry's filters did not take the call.
-  a.emit(ldx('DW', 1, 0, 8));
-  a.jmpImm('JEQ', 1, 0, out);
-  a.emit(ldx('DW', 7, 10, NOW), alu64Reg('SUB', 7, 1));
-  emitReturnPredicate(a, latencyFilters(filters).atReturn, out);
-  emitSpan(a, maps);
-  emitRecord(a, maps, { kind: 'log2' }, false, unitNs);
-  a.goto(out);
-  a.label(unmatched);
-  countError(a, maps, ERROR_SLOT.unmatched);
-  return epilogue(a, out, undefined, maps);
 }
