@@ -17,6 +17,8 @@ export interface FunctionStats {
   /** Calls an unwind ended, calls still open when their thread ended. */
   unwound: number;
   open: number;
+  /** Calls whose return the kernel did not report (see CallEnd `unreported`). */
+  unreported: number;
 }
 
 function durationOf(node: CallNode): bigint {
@@ -47,6 +49,7 @@ export function functionStats(
           maxNs: duration,
           unwound: 0,
           open: 0,
+          unreported: 0,
         };
         rows.set(key, row);
       }
@@ -56,6 +59,7 @@ export function functionStats(
       if (duration > row.maxNs) row.maxNs = duration;
       if (node.end === 'unwind') row.unwound++;
       if (node.end === 'open') row.open++;
+      if (node.end === 'unreported') row.unreported++;
       const depth = active.get(node.fn) ?? 0;
       if (depth === 0) row.totalNs += duration;
       let children = 0n;

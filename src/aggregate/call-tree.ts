@@ -4,9 +4,18 @@ import type { CallRecord } from './call-records.js';
  * How a call ended: `return` (its return was seen), `unwind` (a longjmp, an exception or a
  * cancellation took it away: the engine said so, or a return of a caller below it on its
  * thread's stack came first), `open` (its thread ended in it, e.g. a callee called exit(), or
- * the recording ended first).
+ * the recording ended first), `unreported` (its function's returns come through the kernel's
+ * return trampoline, which the kernel did not set for it: see KERNEL_TRAMPOLINE_DEPTH; it
+ * ended, at the latest, when a call below it returned).
  */
-export type CallEnd = 'return' | 'unwind' | 'open';
+export type CallEnd = 'return' | 'unwind' | 'open' | 'unreported';
+
+/**
+ * The kernel sets a return trampoline (a uretprobe's) for at most this many calls at once on
+ * a thread, and none for a call nested deeper (MAX_URETPROBE_DEPTH, kernel/events/uprobes.c):
+ * the returns of such calls are never reported.
+ */
+export const KERNEL_TRAMPOLINE_DEPTH = 64;
 
 /** One call of a function on one thread, with the calls it made. */
 export interface CallNode {
@@ -34,6 +43,10 @@ interface Building {
   readonly pid: number;
   readonly roots: CallNode[];
   readonly stack: CallNode[];
+  /** Per call of `stack`: whether a return is to come (false: the kernel left it out). */
+  readonly awaited: boolean[];
+  /** Calls on `stack` awaiting a return through the kernel's trampoline. */
+  trampolines: number;
   readonly firstNs: bigint;
   lastNs: bigint;
   unmatched: number;
@@ -46,9 +59,19 @@ interface Building {
  * unwound (a longjmp or an exception left them). A return the engine marked as an unwind
  * closes its call as unwound. Calls still open when a thread's records end are closed as
  * `open` at the thread's last record (exit() in a callee, a thread killed).
+ *
+ * The calls of `trampolined` functions (their returns come through the kernel's return
+ * trampoline) made while KERNEL_TRAMPOLINE_DEPTH of them await theirs on the thread get no
+ * return, as the kernel does: a return is not paired with one of them (in a recursion it is
+ * one of the calls further out), and they are closed as `unreported`.
  */
 export class CallTreeBuilder {
   readonly #threads = new Map<number, Building>();
+  readonly #trampolined: (fn: number) => boolean;
+
+  constructor(options: { trampolined?: ((fn: number) => boolean) | undefined } = {}) {
+    this.#trampolined = options.trampolined ?? (() => false);
+  }
 
   push(record: CallRecord): void {
     let thread = this.#threads.get(record.tid);
@@ -58,6 +81,8 @@ export class CallTreeBuilder {
         pid: record.pid,
         roots: [],
         stack: [],
+        awaited: [],
+        trampolines: 0,
         firstNs: record.timeNs,
         lastNs: record.timeNs,
         unmatched: 0,
@@ -75,24 +100,39 @@ export class CallTreeBuilder {
         children: [],
       };
       (stack.at(-1)?.children ?? thread.roots).push(node);
+      let awaited = true;
+      if (this.#trampolined(record.fn)) {
+        awaited = thread.trampolines < KERNEL_TRAMPOLINE_DEPTH;
+        if (awaited) thread.trampolines++;
+      }
       stack.push(node);
+      thread.awaited.push(awaited);
       return;
     }
+    const { awaited } = thread;
     let i = stack.length - 1;
-    while (i >= 0 && stack[i]!.fn !== record.fn) i--;
+    while (i >= 0 && (stack[i]!.fn !== record.fn || !awaited[i])) i--;
     if (i < 0) {
       thread.unmatched++;
       return;
     }
-    while (stack.length > i + 1) close(stack.pop()!, record.timeNs, 'unwind');
-    close(stack.pop()!, record.timeNs, record.kind === 'unwind' ? 'unwind' : 'return');
+    while (stack.length > i + 1) this.#pop(thread, record.timeNs, 'unwind');
+    this.#pop(thread, record.timeNs, record.kind === 'unwind' ? 'unwind' : 'return');
+  }
+
+  /** Close the thread's innermost open call (`unreported` when no return was to come). */
+  #pop(thread: Building, endNs: bigint, end: CallEnd): void {
+    const node = thread.stack.pop()!;
+    const awaited = thread.awaited.pop()!;
+    if (awaited && this.#trampolined(node.fn)) thread.trampolines--;
+    close(node, endNs, awaited ? end : 'unreported');
   }
 
   /** Each thread's calls, by tid; calls still open are closed as `open`. */
   finish(): ThreadCalls[] {
     const out: ThreadCalls[] = [];
     for (const thread of [...this.#threads.values()].sort((a, b) => a.tid - b.tid)) {
-      while (thread.stack.length > 0) close(thread.stack.pop()!, thread.lastNs, 'open');
+      while (thread.stack.length > 0) this.#pop(thread, thread.lastNs, 'open');
       out.push({
         tid: thread.tid,
         pid: thread.pid,

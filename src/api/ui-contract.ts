@@ -236,6 +236,8 @@ export interface FunctionReportView {
   /** Calls an unwind ended (exception, longjmp), calls that never returned. */
   readonly unwound: number;
   readonly notReturned: number;
+  /** Calls whose return the kernel left out (nested over 64 deep: RecordedFunction.trampoline). */
+  readonly unreported: number;
   /**
    * Which of its probes the kernel single-stepped ('entry', 'return', 'entry and return'):
    * a trap more each call, in its times (see RecordedFunction.stepped).

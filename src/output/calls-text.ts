@@ -22,6 +22,9 @@ export type FunctionStepped = (fn: number) => string | undefined;
 const STEPPED_NOTE =
   "kernel-stepped: the kernel runs that probe's instruction out of line after a trap, where it cannot emulate it (a first instruction such as cmp or mov, or a ret probed in place): each call costs the trap more, and the times include it (record --return-probes trampoline probes no ret)";
 
+const UNREPORTED_NOTE =
+  'returns left out by the kernel: it sets no return trampoline for calls nested more than 64 deep on a thread, so their returns are not seen; such a call is timed to the return of a call below it (record --return-probes sites catches every return: a single-step each)';
+
 export type ReportSort = 'total' | 'self' | 'calls' | 'avg' | 'max' | 'name';
 export const REPORT_SORTS: readonly ReportSort[] = ['total', 'self', 'calls', 'avg', 'max', 'name'];
 
@@ -54,7 +57,13 @@ export function sortFunctionStats(
 
 /** How a call ended, when not by its return: said beside it. */
 function endNote(end: CallEnd): string {
-  return end === 'unwind' ? ' [unwound]' : end === 'open' ? ' [no return: thread ended]' : '';
+  return end === 'unwind'
+    ? ' [unwound]'
+    : end === 'open'
+      ? ' [no return: thread ended]'
+      : end === 'unreported'
+        ? ' [return left out by the kernel]'
+        : '';
 }
 
 /** `upscope report`: one line per function (per thread and function with tids). */
@@ -79,6 +88,7 @@ export function renderFunctionReportText(
     const notes = [
       r.unwound > 0 ? `${r.unwound} unwound` : '',
       r.open > 0 ? `${r.open} not returned` : '',
+      r.unreported > 0 ? `${r.unreported} returns left out by the kernel` : '',
       steps === undefined ? '' : `kernel-stepped ${steps}`,
     ].filter((n) => n !== '');
     return [
@@ -92,7 +102,11 @@ export function renderFunctionReportText(
       `${name(r.fn)}${notes.length === 0 ? '' : ` (${notes.join(', ')})`}`,
     ];
   });
-  const note = rows.some((r) => stepped(r.fn) !== undefined) ? `\n${STEPPED_NOTE}\n` : '';
+  const notes = [
+    ...(rows.some((r) => stepped(r.fn) !== undefined) ? [STEPPED_NOTE] : []),
+    ...(rows.some((r) => r.unreported > 0) ? [UNREPORTED_NOTE] : []),
+  ];
+  const note = notes.map((n) => `\n${n}\n`).join('');
   return `${renderTable(header, body)}\n${note}`;
 }
 
@@ -122,6 +136,7 @@ export function functionReportRows(
     maxNs: Number(r.maxNs),
     unwound: r.unwound,
     notReturned: r.open,
+    unreported: r.unreported,
     ...(stepped(r.fn) === undefined ? {} : { kernelStepped: stepped(r.fn) }),
   }));
 }

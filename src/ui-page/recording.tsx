@@ -273,7 +273,12 @@ function Report({ tree }: { tree: RecordingTreeView }) {
               <td class="num">{duration(r.minNs)}</td>
               <td class="num">{duration(r.avgNs)}</td>
               <td class="num">{duration(r.maxNs)}</td>
-              <td class="num">{r.unwound + r.notReturned}</td>
+              <td
+                class="num"
+                title={`${r.unwound} unwound, ${r.notReturned} not returned when the thread ended, ${r.unreported} returns left out by the kernel (calls nested over 64 deep)`}
+              >
+                {r.unwound + r.notReturned + r.unreported}
+              </td>
             </tr>
           ))}
         </tbody>

@@ -1,0 +1,128 @@
+// Calls nested deeper than the kernel sets return trampolines for: it keeps at most 64 of a
+// thread's uretprobe returns pending (MAX_URETPROBE_DEPTH) and sets none for a call made
+// while 64 are (dmesg: "omit uretprobe due to nestedness limit"). latency counted such a
+// call's entry and waited for its return for ever: after 16 of them on a thread the function
+// was not timed again there, and a recursion deeper than 64 was not timed at all; record
+// paired the returns of a recursion's outer calls with its innermost calls, and said the
+// outermost "not returned". Calls are now paired by frame in latency and as the kernel does
+// in a recording, and the calls whose return the kernel left out are said. The program says
+// how many calls it made; the kernel's 64 is the only number taken from elsewhere.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, describe, test } from 'node:test';
+import { compileProgram } from '../helpers/compile.js';
+import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+/** The kernel's MAX_URETPROBE_DEPTH (kernel/events/uprobes.c). */
+const KERNEL_LIMIT = 64;
+/** Functions in the program's chain, and calls of the chain. */
+const CHAIN = 100;
+const TIMES = 5;
+/** The recursion's depth, and its calls. */
+const DEPTH = 100;
+/** Calls of one function kept open at once by latency, the rest counted as nested too deep. */
+const KEPT = 16;
+
+const work = mkdtempSync(join(tmpdir(), 'upscope-nesting-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+function app(): string {
+  return compileProgram('nested', { flags: ['-O1'] });
+}
+
+interface Timed {
+  readonly probe: string;
+  readonly count: number;
+}
+
+function latency(command: string, spec: string, options: string[] = []) {
+  const result = runCli(['latency', '--json', ...options, '-c', command, spec]);
+  assert.equal(result.status, 0, result.stderr);
+  const counts = new Map((JSON.parse(result.stdout) as Timed[]).map((t) => [t.probe, t.count]));
+  return { counts, stderr: result.stderr };
+}
+
+interface ReportRow {
+  readonly function: string;
+  readonly calls: number;
+  readonly unwound: number;
+  readonly notReturned: number;
+  readonly unreported: number;
+}
+
+function report(command: string, spec: string, engine: string): Map<string, ReportRow> {
+  const dir = join(work, `rec-${engine}-${spec.replace(/\W/g, '')}`);
+  const recorded = runCli(['record', '--engine', engine, '-c', command, '-o', dir, spec]);
+  assert.equal(recorded.status, 0, recorded.stderr);
+  assert.match(recorded.stderr, /, 0 lost\n/);
+  const result = runCli(['report', dir, '--json']);
+  assert.equal(result.status, 0, result.stderr);
+  return new Map((JSON.parse(result.stdout) as ReportRow[]).map((r) => [r.function, r]));
+}
+
+describe('calls nested deeper than the kernel sets return trampolines for', () => {
+  afterEach(() => {
+    assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+    assert.deepEqual(ownBpfFds(), [], 'no BPF map, program, link or perf event is left open');
+    assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+  });
+
+  test('latency of a chain of 100 functions: the 64 outermost timed every call, the rest said as left out by the kernel; --return-probes sites times them all', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const command = `${app()} chain ${TIMES}`;
+    const { counts, stderr } = latency(command, `${app()}:chain_*`);
+    assert.match(stderr, new RegExp(`^calls=${CHAIN * TIMES}$`, 'm'));
+    for (let i = 0; i < CHAIN; i++) {
+      const expected = i < KERNEL_LIMIT ? TIMES : 0;
+      assert.equal(counts.get(`chain_${i}`), expected, `chain_${i}: ${stderr}`);
+    }
+    const left = (CHAIN - KERNEL_LIMIT) * TIMES;
+    assert.match(
+      stderr,
+      new RegExp(
+        `^upscope: ${left} calls whose return the kernel did not report \\(it leaves out the return probes of calls nested over 64 deep in a thread\\), not timed; --return-probes sites catches every return$`,
+        'm',
+      ),
+    );
+    const sites = latency(command, `${app()}:chain_*`, ['--return-probes', 'sites']);
+    for (let i = 0; i < CHAIN; i++) assert.equal(sites.counts.get(`chain_${i}`), TIMES);
+    assert.doesNotMatch(sites.stderr, /did not report/);
+  });
+
+  test('latency of a recursion 100 deep: the 16 outermost calls timed each time, the rest said', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const { counts, stderr } = latency(`${app()} recurse ${DEPTH} ${TIMES}`, `${app()}:recurse`);
+    const calls = (DEPTH + 1) * TIMES;
+    assert.match(stderr, new RegExp(`^calls=${calls}$`, 'm'));
+    assert.equal(counts.get('recurse'), KEPT * TIMES, stderr);
+    const deep = (KERNEL_LIMIT - KEPT) * TIMES;
+    const left = (DEPTH + 1 - KERNEL_LIMIT) * TIMES;
+    assert.match(stderr, new RegExp(`upscope: ${deep} calls nested over 16 deep, not timed, `));
+    assert.match(stderr, new RegExp(`, ${left} calls whose return the kernel did not report `));
+    assert.equal(KEPT * TIMES + deep + left, calls);
+  });
+
+  for (const engine of ['bpf', 'tracefs']) {
+    test(`record --engine ${engine}: the calls whose return the kernel left out are said, every other call paired with its own return`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const chain = report(`${app()} chain ${TIMES}`, `${app()}:chain_*`, engine);
+      for (let i = 0; i < CHAIN; i++) {
+        const row = chain.get(`chain_${i}`)!;
+        assert.equal(row.calls, TIMES, `chain_${i}`);
+        assert.equal(row.unreported, i < KERNEL_LIMIT ? 0 : TIMES, `chain_${i}`);
+        assert.equal(row.unwound + row.notReturned, 0, `chain_${i}`);
+      }
+      const recursion = report(`${app()} recurse ${DEPTH} ${TIMES}`, `${app()}:recurse`, engine);
+      const row = recursion.get('recurse')!;
+      assert.equal(row.calls, (DEPTH + 1) * TIMES);
+      assert.equal(row.unreported, (DEPTH + 1 - KERNEL_LIMIT) * TIMES);
+      // The outermost calls end with their own returns (they were said not returned).
+      assert.equal(row.unwound + row.notReturned, 0);
+    });
+  }
+});
