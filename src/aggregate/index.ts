@@ -24,6 +24,7 @@ export {
   type CallEnd,
   type CallNode,
   CallTreeBuilder,
+  KERNEL_TRAMPOLINE_DEPTH,
   type ThreadCalls,
 } from './call-tree.js';
 export {

@@ -1,6 +1,11 @@
 import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { goroutineDepth, PendingCalls, threadDepth } from '../aggregate/index.js';
+import {
+  goroutineDepth,
+  KERNEL_TRAMPOLINE_DEPTH,
+  PendingCalls,
+  threadDepth,
+} from '../aggregate/index.js';
 import {
   type AttachMode,
   BpfStream,
@@ -166,11 +171,19 @@ const HIDDEN_SUFFIX = ' (entry)';
 
 interface Timing {
   readonly hidden: boolean;
-  /** Entry times not yet matched by a return, per thread. */
+  /**
+   * Entry times not yet matched by a return, per thread (NO_RETURN for a call whose return
+   * the kernel will not report).
+   */
   readonly calls: Map<number, bigint[]>;
   /** The function's returns are paired by frame (caught at its exits), not here. */
   readonly byFrame: boolean;
+  /** Its returns come through the kernel's return trampoline (see KERNEL_TRAMPOLINE_DEPTH). */
+  readonly trampolined: boolean;
 }
+
+/** The entry time kept for a call the kernel sets no return trampoline for. */
+const NO_RETURN = -1n;
 
 /** A call whose frame is open: who made it, and when. */
 interface OpenCall {
@@ -666,6 +679,9 @@ export class Attachment {
   /** Per probe name: the entry times waiting for their return, per thread (shared by a
    * function's entry, hidden or not, and its return). */
   readonly #timing = new Map<string, Timing>();
+  /** Per thread: its calls awaiting a return through the kernel's trampoline. */
+  readonly #trampolines = new Map<number, number>();
+  #returnsLeftOut = 0;
   /** Per function whose returns are caught at its exits: its open calls. */
   readonly #frames = new Map<string, FunctionFrames>();
   /** Per probe name: the function whose frames its events open (hidden entries) or close. */
@@ -745,10 +761,17 @@ export class Attachment {
       );
     }
     const byFunction = new Map<string, Map<number, bigint[]>>();
+    const baseOf = (probe: string) =>
+      hidden.has(probe) ? probe.slice(0, -HIDDEN_SUFFIX.length) : probe;
+    const trampolined = new Set(
+      streamSites
+        .filter((site) => site.kind === 'return' && site.role?.kind !== 'return')
+        .map((site) => baseOf(site.probe)),
+    );
     for (const site of streamSites) {
       const kind = site.role?.kind;
       if (kind === 'frame-entry' || kind === 'return' || kind === 'entry-frame') continue;
-      const base = hidden.has(site.probe) ? site.probe.slice(0, -HIDDEN_SUFFIX.length) : site.probe;
+      const base = baseOf(site.probe);
       let calls = byFunction.get(base);
       if (calls === undefined) {
         calls = new Map();
@@ -758,6 +781,7 @@ export class Attachment {
         hidden: hidden.has(site.probe),
         calls,
         byFrame: this.#frameRoles.return.has(site.probe),
+        trampolined: trampolined.has(base),
       });
     }
     this.#launched = launched;
@@ -1037,12 +1061,40 @@ export class Attachment {
         stack = [];
         timing.calls.set(event.tid, stack);
       }
-      if (stack.length < MAX_PENDING_CALLS) stack.push(event.timestampNs);
+      let start = event.timestampNs;
+      if (timing.trampolined) {
+        // As the kernel does: no trampoline while the thread has 64 set.
+        const pending = this.#trampolines.get(event.tid) ?? 0;
+        if (pending < KERNEL_TRAMPOLINE_DEPTH) {
+          this.#trampolines.set(event.tid, pending + 1);
+        } else {
+          start = NO_RETURN;
+          this.#returnsLeftOut++;
+        }
+      }
+      if (stack.length < MAX_PENDING_CALLS) stack.push(start);
       return timing.hidden ? undefined : event;
     }
-    const entry = timing.calls.get(event.tid)?.pop();
+    const stack = timing.calls.get(event.tid);
+    // The calls made after this one that the kernel set no trampoline for have ended.
+    while (stack !== undefined && stack.at(-1) === NO_RETURN) stack.pop();
+    const entry = stack?.pop();
     if (entry === undefined) return event;
+    if (timing.trampolined) {
+      const pending = this.#trampolines.get(event.tid) ?? 0;
+      if (pending > 1) this.#trampolines.set(event.tid, pending - 1);
+      else this.#trampolines.delete(event.tid);
+    }
     return withTiming(event, event.fields, event.timestampNs - entry);
+  }
+
+  /**
+   * Calls of functions whose returns come through the kernel's return trampoline that the
+   * kernel set none for (made while 64 of their thread's were set): their returns are not
+   * traced.
+   */
+  get returnsLeftOut(): number {
+    return this.#returnsLeftOut;
   }
 }
 

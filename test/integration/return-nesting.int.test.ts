@@ -4,9 +4,10 @@
 // call's entry and waited for its return for ever: after 16 of them on a thread the function
 // was not timed again there, and a recursion deeper than 64 was not timed at all; record
 // paired the returns of a recursion's outer calls with its innermost calls, and said the
-// outermost "not returned". Calls are now paired by frame in latency and as the kernel does
-// in a recording, and the calls whose return the kernel left out are said. The program says
-// how many calls it made; the kernel's 64 is the only number taken from elsewhere.
+// outermost "not returned", and trace timed a return from the entry of another call. Calls
+// are now paired by frame in latency and as the kernel does in a recording and a trace, and
+// the calls whose return the kernel left out are said. The program says how many calls it
+// made, and the kernel's timestamps when; its 64 is the only number taken from elsewhere.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -106,6 +107,49 @@ describe('calls nested deeper than the kernel sets return trampolines for', () =
     assert.match(stderr, new RegExp(`, ${left} calls whose return the kernel did not report `));
     assert.equal(KEPT * TIMES + deep + left, calls);
   });
+
+  for (const engine of ['tracefs', 'bpf']) {
+    test(`trace --engine ${engine} of a recursion 100 deep: each return is timed from its own call's entry, the returns left out said`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const times = 2;
+      const result = runCli([
+        'trace',
+        '--json',
+        '--engine',
+        engine,
+        '-c',
+        `${app()} recurse ${DEPTH} ${times}`,
+        `${app()}:recurse`,
+        `r:${app()}:recurse`,
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      const events = result.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { kind: string; timeNs: string; latencyNs?: string })
+        .filter((e) => e.kind === 'entry' || e.kind === 'return');
+      // Each outer call: its 101 entries, then the returns of the 64 outermost, innermost
+      // first; the k-th return ends the call entered 65 - k deep.
+      const each = DEPTH + 1 + KERNEL_LIMIT;
+      assert.equal(events.length, each * times, result.stderr);
+      for (let call = 0; call < times; call++) {
+        const own = events.slice(call * each, (call + 1) * each);
+        const entries = own.slice(0, DEPTH + 1);
+        const returns = own.slice(DEPTH + 1);
+        assert.ok(entries.every((e) => e.kind === 'entry'));
+        returns.forEach((ret, k) => {
+          assert.equal(ret.kind, 'return');
+          const entered = BigInt(entries[KERNEL_LIMIT - 1 - k]!.timeNs);
+          assert.equal(BigInt(ret.latencyNs!), BigInt(ret.timeNs) - entered, `return ${k}`);
+        });
+      }
+      const left = (DEPTH + 1 - KERNEL_LIMIT) * times;
+      assert.match(
+        result.stderr,
+        new RegExp(`^upscope: the kernel did not report the returns of ${left} calls `, 'm'),
+      );
+    });
+  }
 
   for (const engine of ['bpf', 'tracefs']) {
     test(`record --engine ${engine}: the calls whose return the kernel left out are said, every other call paired with its own return`, (t) => {

@@ -296,6 +296,11 @@ async function trace(
   if (attachment.targetExited) io.err(`upscope: process ${options.pid} exited, ending the trace\n`);
   const stats = attachment.stats();
   io.err(`upscope: ${summaryLine(count, max, stats)}\n`);
+  if (attachment.returnsLeftOut > 0) {
+    io.err(
+      `upscope: the kernel did not report the returns of ${attachment.returnsLeftOut} calls (it leaves out the return probes of calls nested over 64 deep in a thread); --return-probes sites catches every return\n`,
+    );
+  }
   sayUnprobedProgram(io, stats.delivered, options.command, attachment.sites);
   // Ended as asked (the command's or the process's end, --duration, --max-events, a signal,
   // the reader gone): status 0; the command's own status is said, not taken.
