@@ -40,8 +40,9 @@ import {
   mangledOnly,
   openElf,
   preferName,
+  readDynamicInfo,
   runtimeToFileOffset,
-  type SymbolIndex,
+  SymbolIndex,
   withoutParameters,
 } from '../symbols/index.js';
 import {
@@ -778,6 +779,44 @@ function strippedHints(target: OpenTarget, options: ResolveOptions): string[] {
   ];
 }
 
+/** Libraries nearly every program links, left out of linkedLibrariesHint(). */
+const COMMON_LIBRARIES =
+  /^(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux[^.]*)\.so/;
+
+/**
+ * For a file with no function to probe (a stripped program whose code is in the libraries
+ * it links, as sqlite3's is in libsqlite3.so.0): those libraries (but the C and C++ runtime)
+ * with how many functions each has, in one hint; none otherwise.
+ */
+function linkedLibrariesHint(target: OpenTarget, options: ResolveOptions): string[] {
+  if (target.symbols().length > 0) return [];
+  const found: string[] = [];
+  for (const name of readDynamicInfo(target.elf)?.needed ?? []) {
+    if (COMMON_LIBRARIES.test(name)) continue;
+    try {
+      const { path } = resolveTarget(name, {
+        pid: options.pid,
+        executable: target.resolved.path,
+        libraryPath: options.libraryPath,
+      });
+      const elf = openElf(path);
+      try {
+        const functions = new SymbolIndex(elf).length;
+        if (functions > 0) found.push(`${name} (${functions.toLocaleString('en-US')} functions)`);
+      } finally {
+        elf.close();
+      }
+    } catch {
+      // Not found, or not an ELF file: left out.
+    }
+  }
+  if (found.length === 0) return [];
+  const first = found[0]!.replace(/ .*/, '');
+  return [
+    `It names no function, but the libraries it links do: ${found.slice(0, 4).join(', ')}${found.length > 4 ? ', ...' : ''}; probe those, e.g. ${shellWord(`${first}:*`)}`,
+  ];
+}
+
 function symbolNotFound(
   spec: ProbeSpec,
   location: Extract<Location, { type: 'symbol' }>,
@@ -1065,6 +1104,7 @@ function* resolveGlob(
   if (groups.length === 0) {
     const hints: string[] = [];
     if (target.symbols().stripped) hints.push(...strippedHints(target, options));
+    hints.push(...linkedLibrariesHint(target, options));
     hints.push(`List the functions with: upscope list ${spec.target.text}`);
     throw specError(
       spec,

@@ -251,3 +251,30 @@ describe("libc's own functions from libc6-dbg's debug file (by build-id)", () =>
     });
   }
 });
+
+describe('a stripped program whose code is in the libraries it links', () => {
+  test('a pattern over it names those libraries, with their functions as nm counts them', (t) => {
+    if (!requireHost(t, { commands: ['gcc', 'strip', 'nm'] })) return;
+    const lib = compileProgram('trace-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
+    const app = compileProgram('trace-target', {
+      flags: ['-O2'],
+      link: [lib, `-Wl,-rpath,${lib.slice(0, lib.lastIndexOf('/'))}`, '-lpthread'],
+      strip: true,
+    });
+    // The library is not stripped: its functions are those of its .symtab.
+    const functions = execFileSync('nm', ['--defined-only', lib], { encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => / [TtWwi] /.test(line)).length;
+    assert.ok(functions > 0);
+    const result = runCli(['resolve', `${app}:*`]);
+    assert.notEqual(result.status, 0);
+    assert.match(result.stderr, /^error\[ERR_NO_MATCH\]: Cannot expand "\*" in /m);
+    assert.match(
+      result.stderr,
+      new RegExp(
+        `^  hint: It names no function, but the libraries it links do: ${lib.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} \\(${functions} functions\\); probe those, e\\.g\\. `,
+        'm',
+      ),
+    );
+  });
+});
