@@ -115,8 +115,8 @@ export interface ProbeSite {
    * For a function's entry (or the entry a return probe opens its calls at) on a kernel
    * engine, when the kernel cannot take a probe on its first instruction (it refuses it, or
    * would mishandle it) and that instruction changes nothing a probe reads: the probe sits on
-   * the second instruction, `offset` in (`symbolOffset` stays 0), past `instruction`, for
-   * `reason` (the kernel's). Undefined elsewhere.
+   * the first instruction it can take, `offset` in (`symbolOffset` stays 0), past
+   * `instruction`, for `reason` (the kernel's, for the first). Undefined elsewhere.
    */
   readonly pastFirst?: EntryPastFirst | undefined;
   /**
@@ -129,9 +129,9 @@ export interface ProbeSite {
 /** Where an entry probe sits when it cannot sit on the first instruction (ProbeSite.pastFirst). */
 export interface EntryPastFirst {
   readonly offset: bigint;
-  /** The first instruction, as objdump writes it. */
+  /** The instructions passed, as objdump writes them (`; ` between: a VEX one and the next). */
   readonly instruction: string;
-  /** Why the kernel cannot take a probe there. */
+  /** Why the kernel cannot take a probe on the first. */
   readonly reason: string;
 }
 

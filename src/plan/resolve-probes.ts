@@ -1696,13 +1696,17 @@ function buildSite(
   return withShownInstructions(site, decoded);
 }
 
+/** Instructions an entry probe is moved past at most (see entryPastFirst()). */
+const MAX_PASSED = 4;
+
 /**
  * Where a function's entry probe goes on a kernel engine when the kernel cannot take one on
  * its first instruction (it refuses it, or would mishandle it: a VEX or EVEX instruction,
- * as the AVX2 and AVX-512 implementations of memset and strchr begin with): on the second,
- * when the first changes nothing a probe reads (changesCallState()), the kernel can take the
- * second, and nothing in the function jumps to the second (it would be hit again in the same
- * call). Undefined otherwise: the first instruction's refusal stands.
+ * as the AVX2 and AVX-512 implementations of memset and strchr begin with): on the first
+ * instruction it can take, past at most MAX_PASSED that it cannot and that change nothing a
+ * probe reads (changesCallState(): `vzeroupper`, vector loads), when nothing in the function
+ * jumps into those or to the probe (it would be hit again in the same call). Undefined
+ * otherwise: the first instruction's refusal stands.
  */
 function entryPastFirst(
   target: OpenTarget,
@@ -1716,30 +1720,52 @@ function entryPastFirst(
   if (segment === undefined || !segment.executable || offset === undefined) return undefined;
   if (fn.vaddr + fn.sizeBytes > segment.vaddr + segment.fileSize) return undefined;
   const code = elf.read(offset, Number(fn.sizeBytes));
-  const [first, second] = decodeInstructions(code, fn.vaddr, { maxCount: 2 });
-  if (first === undefined || second === undefined || first.invalid || second.invalid) {
-    return undefined;
-  }
+  const run = decodeInstructions(code, fn.vaddr, { maxCount: MAX_PASSED + 1 });
   const kernel = { kernel: options.kernel ?? kernelVersion() };
-  const refused = (handling: KernelHandling) =>
-    handling.strategy === 'refuse' || (handling.strategy === 'unsafe' && options.unsafe !== true);
-  const handling = analyzeKernelHandling(first, kernel);
-  if (handling.strategy !== 'refuse' && handling.strategy !== 'unsafe') return undefined;
-  if (!refused(handling) || refused(analyzeKernelHandling(second, kernel))) return undefined;
-  if (changesCallState(first.bytes, first.vaddr) !== undefined) return undefined;
-  // A jump back to the second instruction would hit the probe twice in one call; an
-  // indirect one (but a tail call through a GOT slot) might land there.
+  const refusal = (instruction: DecodedInstruction) => {
+    const handling = analyzeKernelHandling(instruction, kernel);
+    return handling.strategy === 'refuse' ||
+      (handling.strategy === 'unsafe' && options.unsafe !== true)
+      ? handling
+      : undefined;
+  };
+  const first = run[0];
+  const why = first === undefined || first.invalid ? undefined : refusal(first);
+  if (why === undefined) return undefined;
+  let passed = 0;
+  for (; passed < run.length; passed++) {
+    const instruction = run[passed]!;
+    if (instruction.invalid) return undefined;
+    if (passed > 0 && refusal(instruction) === undefined) break;
+    if (changesCallState(instruction.bytes, instruction.vaddr) !== undefined) return undefined;
+  }
+  // None the kernel can take within reach (or the function ends first).
+  if (passed === run.length) return undefined;
+  const probe = run[passed]!.vaddr;
+  // A jump into what was passed, or to the probe, would hit it twice in one call; an indirect
+  // one (but a tail call through a GOT slot) might land there.
   let moved = true;
   sweepInstructions(code, fn.vaddr, (instruction) => {
+    const target = instruction.branchTarget;
     const indirect = /^((notrack|bnd) )?jmp \*/.test(instruction.text) && !instruction.ripRelative;
-    if (instruction.invalid || instruction.branchTarget === second.vaddr || indirect) {
+    if (
+      instruction.invalid ||
+      (target !== undefined && target > fn.vaddr && target <= probe) ||
+      indirect
+    ) {
       moved = false;
     }
     return moved;
   });
-  return moved
-    ? { offset: second.vaddr - fn.vaddr, instruction: first.text, reason: handling.reason }
-    : undefined;
+  if (!moved) return undefined;
+  return {
+    offset: probe - fn.vaddr,
+    instruction: run
+      .slice(0, passed)
+      .map((instruction) => instruction.text)
+      .join('; '),
+    reason: why.reason,
+  };
 }
 
 /**

@@ -6,13 +6,13 @@
 // a plain `mov`.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
-import { requireHost } from '../helpers/require-host.js';
+import { requireHost, STRICT } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
@@ -273,5 +273,41 @@ describe('what a plan warns of is said before the start line', () => {
       ),
     );
     assert.match(result.stderr, /^ {2}hint: Probe one by its parameters, e\.g\. /m);
+  });
+});
+
+describe('an entry past VEX instructions the kernel cannot take', () => {
+  afterEach(() => {
+    assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+    assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+  });
+
+  test("vex_loads is probed past vzeroupper and a load, on objdump's third instruction, and counts every call; a loop back into them, or a general register written, keeps the skip", (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'objdump'] })) return;
+    // The program's instructions need AVX.
+    if (!/^flags\s*:.* avx( |$)/m.test(readFileSync('/proc/cpuinfo', 'utf8'))) {
+      if (STRICT) throw new Error('Cannot run test under CI: this CPU has no AVX');
+      t.skip('this CPU has no AVX');
+      return;
+    }
+    const app = compileProgram('vex-start', { flags: ['-O2'] });
+    const text = execFileSync('objdump', ['-d', '--no-show-raw-insn', app], { encoding: 'utf8' });
+    const third = /^[0-9a-f]+ <vex_loads>:\n(?:.*\n){2}\s*([0-9a-f]+):/m.exec(text);
+    assert.ok(third, 'objdump shows vex_loads');
+    const resolved = runCli(['resolve', '--json', `${app}:vex_*`]);
+    assert.equal(resolved.status, 0, resolved.stderr);
+    const plan = JSON.parse(resolved.stdout) as {
+      sites: { symbol: string; vaddr: string; pastFirst?: { instruction: string } }[];
+      skipped: { symbol: string }[];
+    };
+    assert.deepEqual(
+      plan.sites.map((s) => [s.symbol, BigInt(s.vaddr), s.pastFirst?.instruction]),
+      [['vex_loads', BigInt(`0x${third[1]}`), 'vzeroupper; vmovdqu (%rdi),%ymm1']],
+    );
+    assert.deepEqual(plan.skipped.map((s) => s.symbol).sort(), ['vex_gpr', 'vex_loop']);
+    const counted = runCli(['count', '--json', '-c', `${app} ${CALLS}`, `${app}:vex_*`]);
+    assert.equal(counted.status, 0, counted.stderr);
+    assert.match(counted.stderr, new RegExp(`^calls=${CALLS} `, 'm'));
+    assert.deepEqual(JSON.parse(counted.stdout), [{ probe: 'vex_loads', count: CALLS }]);
   });
 });

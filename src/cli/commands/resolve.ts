@@ -300,7 +300,7 @@ export function renderSite(site: ProbeSite, group: string, inject = false): stri
     lines.push(
       field(
         'entry',
-        `probed at +${hex(past.offset)}, past "${past.instruction}" (${past.reason}), which changes no general register, the stack or memory: arguments are as at the entry`,
+        `probed at +${hex(past.offset)}, past "${past.instruction}" (${past.reason}), which ${past.instruction.includes('; ') ? 'change' : 'changes'} no general register, the stack or memory: arguments are as at the entry`,
       ),
     );
   }
