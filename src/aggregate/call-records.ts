@@ -4,17 +4,18 @@
  * records, one per function entry or return, in the order they were read. Pure: encodes into
  * and decodes from bytes; the files are written and read by api/.
  *
- * Record (24 bytes): u8 kind (1 entry, 2 return, 3 left by an unwind), 3 bytes zero, u32 tid,
- * u32 pid, u32 function id (an index into the recording's JSON index), u64 time
- * (CLOCK_MONOTONIC, ns).
+ * Record (24 bytes): u8 kind (1 entry, 2 return, 3 left by an unwind, 4 an entry whose return
+ * will not come: the kernel set no return trampoline for it), 3 bytes zero, u32 tid, u32 pid,
+ * u32 function id (an index into the recording's JSON index), u64 time (CLOCK_MONOTONIC, ns).
+ * Version 1 had no kind 4; it is read as well.
  */
 
 export const CALLS_MAGIC = 'UPSCALLS';
-export const CALLS_VERSION = 1;
+export const CALLS_VERSION = 2;
 export const CALLS_HEADER_BYTES = 16;
 export const CALL_RECORD_BYTES = 24;
 
-export type CallRecordKind = 'entry' | 'return' | 'unwind';
+export type CallRecordKind = 'entry' | 'return' | 'unwind' | 'lone-entry';
 
 /** One entry into or return from a function, on one thread. */
 export interface CallRecord {
@@ -26,8 +27,19 @@ export interface CallRecord {
   readonly timeNs: bigint;
 }
 
-const KIND_CODE: Readonly<Record<CallRecordKind, number>> = { entry: 1, return: 2, unwind: 3 };
-const CODE_KIND: readonly (CallRecordKind | undefined)[] = [undefined, 'entry', 'return', 'unwind'];
+const KIND_CODE: Readonly<Record<CallRecordKind, number>> = {
+  entry: 1,
+  return: 2,
+  unwind: 3,
+  'lone-entry': 4,
+};
+const CODE_KIND: readonly (CallRecordKind | undefined)[] = [
+  undefined,
+  'entry',
+  'return',
+  'unwind',
+  'lone-entry',
+];
 
 /** The header a calls file starts with. */
 export function encodeCallsHeader(): Uint8Array {
@@ -47,7 +59,7 @@ export function checkCallsHeader(bytes: Uint8Array): string | undefined {
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, CALLS_HEADER_BYTES);
   const version = view.getUint32(8, true);
-  if (version !== CALLS_VERSION) {
+  if (version !== CALLS_VERSION && version !== 1) {
     return `it is version ${version}, this upscope reads version ${CALLS_VERSION}`;
   }
   if (view.getUint32(12, true) !== CALL_RECORD_BYTES) return 'its record size is not 24';

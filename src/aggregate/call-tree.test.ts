@@ -17,12 +17,22 @@ import {
   type ThreadCalls,
 } from './call-tree.js';
 
-/** Records from a script: `+f` enters f, `-f` returns from f, `~f` an unwind of f. */
+/**
+ * Records from a script: `+f` enters f, `*f` enters f with no return to come (a lone entry),
+ * `-f` returns from f, `~f` an unwind of f.
+ */
 function records(tid: number, script: string, fns: string[], t0 = 0): CallRecord[] {
   return script.split(' ').map((step, i) => {
     const name = step.slice(1);
     if (!fns.includes(name)) fns.push(name);
-    const kind = step[0] === '+' ? 'entry' : step[0] === '-' ? 'return' : 'unwind';
+    const kind =
+      step[0] === '+'
+        ? 'entry'
+        : step[0] === '*'
+          ? 'lone-entry'
+          : step[0] === '-'
+            ? 'return'
+            : 'unwind';
     return { kind, tid, pid: 1, fn: fns.indexOf(name), timeNs: BigInt(t0 + i * 10) };
   });
 }
@@ -172,26 +182,25 @@ test('checkCallsHeader accepts its own header and says why another is not one', 
   assert.match(checkCallsHeader(new Uint8Array(3))!, /shorter/);
 });
 
-test("CallTreeBuilder: a trampolined function's calls nested deeper than the kernel's 64 get no return; a return pairs with its own call", () => {
+test("CallTreeBuilder: a lone entry (no trampoline set: the kernel's 64 were) gets no return; a return pairs with its own call", () => {
   const depth = KERNEL_TRAMPOLINE_DEPTH + 6;
   const fns = ['rec'];
   // The kernel reports the returns of the 64 outermost calls only, innermost first.
   const script = [
-    ...Array.from({ length: depth }, () => '+rec'),
+    ...Array.from({ length: depth }, (_, i) => (i < KERNEL_TRAMPOLINE_DEPTH ? '+rec' : '*rec')),
     ...Array.from({ length: KERNEL_TRAMPOLINE_DEPTH }, () => '-rec'),
   ].join(' ');
-  const recs = records(1, script, fns);
-  const trampolined = new CallTreeBuilder({ trampolined: (fn) => fns[fn] === 'rec' });
-  for (const r of recs) trampolined.push(r);
-  const [t] = trampolined.finish();
+  const [t] = build(records(1, script, fns));
   const chain: CallNode[] = [];
   for (let node = t!.roots[0]; node !== undefined; node = node.children[0]) chain.push(node);
   assert.equal(chain.length, depth);
-  const ends = chain.map((n) => n.end);
-  assert.deepEqual(ends, [
-    ...Array.from({ length: KERNEL_TRAMPOLINE_DEPTH }, () => 'return'),
-    ...Array.from({ length: 6 }, () => 'unreported'),
-  ]);
+  assert.deepEqual(
+    chain.map((n) => n.end),
+    [
+      ...Array.from({ length: KERNEL_TRAMPOLINE_DEPTH }, () => 'return'),
+      ...Array.from({ length: 6 }, () => 'unreported'),
+    ],
+  );
   // The outermost call ends with the last return; the 64th with the first.
   const at = (i: number) => BigInt(i * 10);
   assert.equal(chain[0]!.endNs, at(depth + KERNEL_TRAMPOLINE_DEPTH - 1));
@@ -199,35 +208,4 @@ test("CallTreeBuilder: a trampolined function's calls nested deeper than the ker
   const [row] = functionStats([t!]);
   assert.equal(row!.unreported, 6);
   assert.equal(row!.open, 0);
-  // Without the kernel's trampolines (returns caught at the exits, or ptrace), the same
-  // records pair each return with the innermost call, as before.
-  const [plain] = build(recs);
-  assert.equal(functionStats([plain!])[0]!.unreported, 0);
-  assert.equal(functionStats([plain!])[0]!.open, 6);
-});
-
-test('CallTreeBuilder: with 64 trampolined calls awaiting their return, a further call gets none, and one after a return does', () => {
-  const fns: string[] = [];
-  const outer = Array.from({ length: KERNEL_TRAMPOLINE_DEPTH }, (_, i) => `f${i}`);
-  const script = [
-    ...outer.map((f) => `+${f}`),
-    // Not the kernel's: no return is reported for it.
-    '+over',
-    `-${outer.at(-1)}`,
-    '+again',
-    '-again',
-    ...outer
-      .slice(0, -1)
-      .reverse()
-      .map((f) => `-${f}`),
-  ].join(' ');
-  const recs = records(1, script, fns);
-  const builder = new CallTreeBuilder({ trampolined: () => true });
-  for (const r of recs) builder.push(r);
-  const [t] = builder.finish();
-  const rows = new Map(functionStats([t!]).map((r) => [fns[r.fn], r]));
-  assert.equal(rows.get('over')!.unreported, 1);
-  assert.equal(rows.get('again')!.unreported, 0);
-  assert.equal(rows.get('again')!.calls, 1);
-  for (const f of outer) assert.equal(rows.get(f)!.unreported + rows.get(f)!.open, 0, f);
 });

@@ -45,8 +45,6 @@ interface Building {
   readonly stack: CallNode[];
   /** Per call of `stack`: whether a return is to come (false: the kernel left it out). */
   readonly awaited: boolean[];
-  /** Calls on `stack` awaiting a return through the kernel's trampoline. */
-  trampolines: number;
   readonly firstNs: bigint;
   lastNs: bigint;
   unmatched: number;
@@ -60,18 +58,12 @@ interface Building {
  * closes its call as unwound. Calls still open when a thread's records end are closed as
  * `open` at the thread's last record (exit() in a callee, a thread killed).
  *
- * The calls of `trampolined` functions (their returns come through the kernel's return
- * trampoline) made while KERNEL_TRAMPOLINE_DEPTH of them await theirs on the thread get no
- * return, as the kernel does: a return is not paired with one of them (in a recursion it is
- * one of the calls further out), and they are closed as `unreported`.
+ * A `lone-entry` (a call the kernel set no return trampoline for) gets no return: a return is
+ * not paired with it (in a recursion it is one of the calls further out), and it is closed
+ * as `unreported`.
  */
 export class CallTreeBuilder {
   readonly #threads = new Map<number, Building>();
-  readonly #trampolined: (fn: number) => boolean;
-
-  constructor(options: { trampolined?: ((fn: number) => boolean) | undefined } = {}) {
-    this.#trampolined = options.trampolined ?? (() => false);
-  }
 
   push(record: CallRecord): void {
     let thread = this.#threads.get(record.tid);
@@ -82,7 +74,6 @@ export class CallTreeBuilder {
         roots: [],
         stack: [],
         awaited: [],
-        trampolines: 0,
         firstNs: record.timeNs,
         lastNs: record.timeNs,
         unmatched: 0,
@@ -91,7 +82,7 @@ export class CallTreeBuilder {
     }
     if (record.timeNs > thread.lastNs) thread.lastNs = record.timeNs;
     const { stack } = thread;
-    if (record.kind === 'entry') {
+    if (record.kind === 'entry' || record.kind === 'lone-entry') {
       const node: CallNode = {
         fn: record.fn,
         startNs: record.timeNs,
@@ -100,13 +91,8 @@ export class CallTreeBuilder {
         children: [],
       };
       (stack.at(-1)?.children ?? thread.roots).push(node);
-      let awaited = true;
-      if (this.#trampolined(record.fn)) {
-        awaited = thread.trampolines < KERNEL_TRAMPOLINE_DEPTH;
-        if (awaited) thread.trampolines++;
-      }
       stack.push(node);
-      thread.awaited.push(awaited);
+      thread.awaited.push(record.kind === 'entry');
       return;
     }
     const { awaited } = thread;
@@ -123,9 +109,7 @@ export class CallTreeBuilder {
   /** Close the thread's innermost open call (`unreported` when no return was to come). */
   #pop(thread: Building, endNs: bigint, end: CallEnd): void {
     const node = thread.stack.pop()!;
-    const awaited = thread.awaited.pop()!;
-    if (awaited && this.#trampolined(node.fn)) thread.trampolines--;
-    close(node, endNs, awaited ? end : 'unreported');
+    close(node, endNs, thread.awaited.pop()! ? end : 'unreported');
   }
 
   /** Each thread's calls, by tid; calls still open are closed as `open`. */

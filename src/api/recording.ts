@@ -62,13 +62,6 @@ export interface RecordedFunction {
    * when the kernel emulates them all (or on the ptrace and inject engines).
    */
   readonly stepped?: SteppedProbes | undefined;
-  /**
-   * Its returns come through the kernel's return trampoline (a uretprobe), which the kernel
-   * sets for at most 64 calls at once on a thread: the returns of calls nested deeper are not
-   * reported (see KERNEL_TRAMPOLINE_DEPTH). Absent when they are caught at its exits (or on
-   * the ptrace and inject engines).
-   */
-  readonly trampoline?: true | undefined;
 }
 
 /** A function's probes the kernel single-steps: at its entry, at a return, or both. */
@@ -361,9 +354,7 @@ function* readSteps(dir: string): Generator<RecordingProgress, Recording, undefi
   } catch {
     throw notOne(`it has no ${CALLS_FILE}`);
   }
-  const builder = new CallTreeBuilder({
-    trampolined: (fn) => index.functions[fn]?.trampoline === true,
-  });
+  const builder = new CallTreeBuilder();
   let records = 0;
   try {
     const totalBytes = fstatSync(fd).size;
@@ -578,7 +569,6 @@ function functionsOf(
   const functions: RecordedFunction[] = [];
   /** Per function: 1 its entry is single-stepped, 2 one of its returns is. */
   const stepped: number[] = [];
-  const trampolined = new Set<number>();
   for (const site of sites) {
     const name = probeName(site);
     let id = ids.get(name);
@@ -592,16 +582,11 @@ function functionsOf(
     if (site.handling.strategy === 'single-step') stepped[id]! |= 1;
     const exits = site.returns?.mode === 'sites' ? site.returns.sites : [];
     if (exits.some((exit) => exit.handling.strategy === 'single-step')) stepped[id]! |= 2;
-    if (site.kind === 'return' && site.returns?.mode === 'trampoline') trampolined.add(id);
   }
   return functions.map((fn, id) => {
     const bits = stepped[id]!;
-    const marked: RecordedFunction = trampolined.has(id) ? { ...fn, trampoline: true } : fn;
-    if (bits === 0) return marked;
-    return {
-      ...marked,
-      stepped: bits === 1 ? 'entry' : bits === 2 ? 'return' : 'entry and return',
-    };
+    if (bits === 0) return fn;
+    return { ...fn, stepped: bits === 1 ? 'entry' : bits === 2 ? 'return' : 'entry and return' };
   });
 }
 
@@ -684,7 +669,14 @@ async function attachFunctions<T>(
     const fn = ids.get(event.probe);
     if (fn === undefined || (event.kind !== 'entry' && event.kind !== 'return')) return undefined;
     return {
-      kind: event.kind === 'entry' ? 'entry' : event.exit === 'unwind' ? 'unwind' : 'return',
+      kind:
+        event.kind === 'entry'
+          ? event.noReturn === true
+            ? 'lone-entry'
+            : 'entry'
+          : event.exit === 'unwind'
+            ? 'unwind'
+            : 'return',
       tid: event.tid,
       pid: event.pid,
       fn,

@@ -45,6 +45,7 @@ import {
   runPlanOptions,
   type SkippedSite,
   siteName,
+  stackPointerFetch,
 } from '../plan/index.js';
 import {
   type Aggregate,
@@ -184,6 +185,16 @@ interface Timing {
 
 /** The entry time kept for a call the kernel sets no return trampoline for. */
 const NO_RETURN = -1n;
+
+/**
+ * A thread's return trampolines as the kernel keeps them, newest last: the stack pointer at
+ * each call's entry, and its function's pending calls (Timing.calls).
+ */
+interface KernelTrampolines {
+  /** Low 32 bits of the stack pointer. */
+  readonly sps: number[];
+  readonly of: Map<number, bigint[]>[];
+}
 
 /** A call whose frame is open: who made it, and when. */
 interface OpenCall {
@@ -623,11 +634,22 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
       }
     }
   }
-  /** A return probe through the trampoline is timed from its entry, probed or hidden. */
+  /**
+   * A return probe through the trampoline is timed from its entry, probed or hidden, which
+   * fetches the stack pointer: the kernel's trampolines are followed by it (see #time()).
+   */
   const timed = (site: ProbeSite) => site.kind === 'return' && site.returns?.mode !== 'sites';
   const entries = sites.some(timed)
     ? new Set(sites.filter((s) => s.kind === 'entry').map(key))
     : new Set<string>();
+  if (entries.size > 0) {
+    const timedAt = new Set(sites.filter(timed).map(key));
+    streamSites.forEach((site, i) => {
+      if (site.kind !== 'entry' || site.role.kind !== 'probe') return;
+      if (!timedAt.has(`${site.target.path}:${site.fileOffset}`)) return;
+      streamSites[i] = { ...site, fetches: [...site.fetches, stackPointerFetch()] };
+    });
+  }
   for (const site of sites) {
     if (!timed(site) || entries.has(key(site))) continue;
     entries.add(key(site));
@@ -636,7 +658,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     streamSites.push(
       namedSite(site, {
         kind: 'entry',
-        fetches: [],
+        fetches: [stackPointerFetch()],
         attach: 'uprobe',
         probe,
         role: { kind: 'timing-entry' },
@@ -679,9 +701,14 @@ export class Attachment {
   /** Per probe name: the entry times waiting for their return, per thread (shared by a
    * function's entry, hidden or not, and its return). */
   readonly #timing = new Map<string, Timing>();
-  /** Per thread: its calls awaiting a return through the kernel's trampoline. */
-  readonly #trampolines = new Map<number, number>();
+  /**
+   * Per thread: the return trampolines the kernel has set, newest last, as it keeps them:
+   * the stack pointer at the call's entry, and the function's pending calls.
+   */
+  readonly #trampolines = new Map<number, KernelTrampolines>();
   #returnsLeftOut = 0;
+  /** The events keep their frame fields (a recording, which reads no field). */
+  readonly #keepFrameFields: boolean;
   /** Per function whose returns are caught at its exits: its open calls. */
   readonly #frames = new Map<string, FunctionFrames>();
   /** Per probe name: the function whose frames its events open (hidden entries) or close. */
@@ -741,6 +768,7 @@ export class Attachment {
     this.skipped = skipped;
     this.warnings = warnings;
     this.#hidden = hidden;
+    this.#keepFrameFields = options.lean === true;
     for (const site of streamSites) {
       const role = site.role;
       if (role?.kind === 'entry-frame') this.#opensAndDelivers.add(site.probe);
@@ -1061,31 +1089,71 @@ export class Attachment {
         stack = [];
         timing.calls.set(event.tid, stack);
       }
-      let start = event.timestampNs;
-      if (timing.trampolined) {
-        // As the kernel does: no trampoline while the thread has 64 set.
-        const pending = this.#trampolines.get(event.tid) ?? 0;
-        if (pending < KERNEL_TRAMPOLINE_DEPTH) {
-          this.#trampolines.set(event.tid, pending + 1);
-        } else {
-          start = NO_RETURN;
-          this.#returnsLeftOut++;
-        }
+      if (!timing.trampolined) {
+        if (stack.length < MAX_PENDING_CALLS) stack.push(event.timestampNs);
+        return timing.hidden ? undefined : event;
       }
-      if (stack.length < MAX_PENDING_CALLS) stack.push(start);
-      return timing.hidden ? undefined : event;
+      const set = this.#setsTrampoline(event, timing.calls);
+      if (!set) this.#returnsLeftOut++;
+      if (stack.length < MAX_PENDING_CALLS) stack.push(set ? event.timestampNs : NO_RETURN);
+      if (timing.hidden) return undefined;
+      if (set && this.#keepFrameFields) return event;
+      const fields: Record<string, FieldValue> = {};
+      for (const name in event.fields) {
+        if (name !== FRAME_FIELDS.sp || this.#keepFrameFields) fields[name] = event.fields[name]!;
+      }
+      const shown = withTiming(event, fields, undefined);
+      return set ? shown : { ...shown, noReturn: true };
     }
     const stack = timing.calls.get(event.tid);
     // The calls made after this one that the kernel set no trampoline for have ended.
     while (stack !== undefined && stack.at(-1) === NO_RETURN) stack.pop();
     const entry = stack?.pop();
+    if (timing.trampolined) this.#trampolineTaken(event.tid, timing.calls);
     if (entry === undefined) return event;
-    if (timing.trampolined) {
-      const pending = this.#trampolines.get(event.tid) ?? 0;
-      if (pending > 1) this.#trampolines.set(event.tid, pending - 1);
-      else this.#trampolines.delete(event.tid);
-    }
     return withTiming(event, event.fields, event.timestampNs - entry);
+  }
+
+  /**
+   * Whether the kernel sets a return trampoline for the call `entry` opens (of the function
+   * whose pending calls are `of`), as it does: none while the thread has
+   * KERNEL_TRAMPOLINE_DEPTH set; else it first drops those a longjmp left (set at a stack
+   * pointer not above this entry's), then sets this one.
+   */
+  #setsTrampoline(entry: ProbeEvent, of: Map<number, bigint[]>): boolean {
+    let set = this.#trampolines.get(entry.tid);
+    if (set === undefined) {
+      set = { sps: [], of: [] };
+      this.#trampolines.set(entry.tid, set);
+    }
+    const { sps } = set;
+    if (sps.length >= KERNEL_TRAMPOLINE_DEPTH) return false;
+    // The low 32 bits (stackPointerFetch()): compared by their wrapped difference.
+    const field = entry.fields[FRAME_FIELDS.sp];
+    const sp =
+      typeof field === 'number'
+        ? field
+        : typeof field === 'bigint'
+          ? Number(BigInt.asUintN(32, field))
+          : 0;
+    while (sps.length > 0 && ((sps[sps.length - 1]! - sp) | 0) <= 0) {
+      sps.pop();
+      set.of.pop();
+    }
+    sps.push(sp);
+    set.of.push(of);
+    return true;
+  }
+
+  /** A return through the trampoline: the kernel drops its trampoline and those set after it. */
+  #trampolineTaken(tid: number, of: Map<number, bigint[]>): void {
+    const set = this.#trampolines.get(tid);
+    if (set === undefined) return;
+    let at = set.of.length - 1;
+    while (at >= 0 && set.of[at] !== of) at--;
+    if (at < 0) return;
+    set.of.length = at;
+    set.sps.length = at;
   }
 
   /**

@@ -27,6 +27,12 @@ export interface ProbeEvent {
    * event of its thread or goroutine, or the end of the trace, showed it).
    */
   readonly exit?: 'tail-call' | 'unwind' | undefined;
+  /**
+   * For an entry of a function whose returns come through the kernel's return trampoline:
+   * the kernel set none for this call (it sets at most 64 on a thread at once), so no return
+   * of it will come.
+   */
+  readonly noReturn?: true | undefined;
 }
 
 /** What a stream delivered and what it lost, per probe and in all. */

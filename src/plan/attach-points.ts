@@ -53,6 +53,17 @@ const FRAME: Readonly<Record<'thread' | 'goroutine', readonly FetchArg[]>> = {
 const NO_FETCHES: readonly FetchArg[] = Object.freeze([]);
 
 /** The hidden fetches that identify a call's frame at its entry and at its exits. */
+/**
+ * The stack pointer's low 32 bits, as a frame field (FRAME_FIELDS.sp): enough to order the
+ * calls of one thread, whose stack spans far less than 2 GiB (compared by their difference,
+ * wrapped), and a number, not a bigint, to read at every call of a recording.
+ */
+const SP_LOW_FIELD: FetchArg = { ...SP_FIELD, type: 'u32' };
+
+export function stackPointerFetch(): FetchArg {
+  return SP_LOW_FIELD;
+}
+
 export function frameFetches(frames: 'thread' | 'goroutine'): readonly FetchArg[] {
   return FRAME[frames];
 }

@@ -4,7 +4,9 @@
 // call's entry and waited for its return for ever: after 16 of them on a thread the function
 // was not timed again there, and a recursion deeper than 64 was not timed at all; record
 // paired the returns of a recursion's outer calls with its innermost calls, and said the
-// outermost "not returned", and trace timed a return from the entry of another call. Calls
+// outermost "not returned", and trace timed a return from the entry of another call. The
+// kernel also drops the trampolines a longjmp left when it sets the next one, by the stack
+// pointer, which the entries of such functions now fetch. Calls
 // are now paired by frame in latency and as the kernel does in a recording and a trace, and
 // the calls whose return the kernel left out are said. The program says how many calls it
 // made, and the kernel's timestamps when; its 64 is the only number taken from elsewhere.
@@ -167,6 +169,34 @@ describe('calls nested deeper than the kernel sets return trampolines for', () =
       assert.equal(row.unreported, (DEPTH + 1 - KERNEL_LIMIT) * TIMES);
       // The outermost calls end with their own returns (they were said not returned).
       assert.equal(row.unwound + row.notReturned, 0);
+    });
+
+    test(`record --engine ${engine} of calls a longjmp left: the returns of later calls as the kernel reports them`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      // dive() 30 deep: the kernel drops the trampolines the longjmp left when it sets the
+      // next; 80 deep: 64 are left set, and the kernel sets none on that thread again.
+      for (const depth of [30, KERNEL_LIMIT + 16]) {
+        const command = `${app()} jump ${depth} ${TIMES}`;
+        const specs = [`${app()}:dive`, `${app()}:recurse`];
+        // The probes the recording places: the entries and returns of both.
+        const probes = [...specs, ...specs.map((spec) => `r:${spec}`)];
+        const counted = runCli(['count', '--json', '-c', command, ...probes]);
+        assert.equal(counted.status, 0, counted.stderr);
+        const returns = (JSON.parse(counted.stdout) as Timed[]).find(
+          (c) => c.probe === 'r:recurse',
+        )!.count;
+        const dir = join(work, `jump-${engine}-${depth}`);
+        const recorded = runCli(['record', '--engine', engine, '-c', command, '-o', dir, ...specs]);
+        assert.equal(recorded.status, 0, recorded.stderr);
+        const report = runCli(['report', dir, '--json']);
+        const rows = new Map(
+          (JSON.parse(report.stdout) as ReportRow[]).map((r) => [r.function, r]),
+        );
+        const row = rows.get('recurse')!;
+        assert.equal(row.calls, 11 * TIMES, `${depth} deep`);
+        assert.equal(row.calls - row.unreported, returns, `${depth} deep: ${report.stdout}`);
+        assert.equal(row.unwound + row.notReturned, 0, `${depth} deep`);
+      }
     });
   }
 });

@@ -1,7 +1,9 @@
 // Calls nested deeper than the kernel sets return trampolines for (64 at once on a thread):
 // `nested chain N` calls a chain of 100 functions, chain_0 calling chain_1 ... chain_99, N
 // times; `nested recurse DEPTH N` calls recurse(DEPTH), which calls itself down to 0, N
-// times. It prints how many calls each made: calls=TOTAL.
+// times; `nested jump DEPTH N` N times calls dive(DEPTH), which calls itself down to 0 and
+// longjmps out of them all, then recurse(10). It prints how many calls it made: calls=TOTAL.
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,15 @@ __attribute__((noinline)) long recurse(long n) {
   return r;
 }
 
+static jmp_buf out;
+
+__attribute__((noinline)) long dive(long n) {
+  if (n == 0) longjmp(out, 1);
+  long r = dive(n - 1) + 1;
+  __asm__ volatile("" ::: "memory");
+  return r;
+}
+
 int main(int argc, char **argv) {
   if (argc > 2 && strcmp(argv[1], "chain") == 0) {
     long n = atol(argv[2]);
@@ -51,8 +62,15 @@ int main(int argc, char **argv) {
     long depth = atol(argv[2]), n = atol(argv[3]);
     for (long i = 0; i < n; i++) recurse(depth);
     printf("calls=%ld\n", (depth + 1) * n);
+  } else if (argc > 3 && strcmp(argv[1], "jump") == 0) {
+    long depth = atol(argv[2]), n = atol(argv[3]);
+    for (long i = 0; i < n; i++) {
+      if (setjmp(out) == 0) dive(depth);
+      recurse(10);
+    }
+    printf("calls=%ld\n", (depth + 1 + 11) * n);
   } else {
-    fprintf(stderr, "usage: nested chain N | nested recurse DEPTH N\n");
+    fprintf(stderr, "usage: nested chain N | nested recurse DEPTH N | nested jump DEPTH N\n");
     return 2;
   }
   return 0;

@@ -92,13 +92,15 @@ function slotReader(slot: FieldSlot): Reader {
 
 function decoder(layout: RecordLayout): Route['decode'] {
   const readers = layout.slots.map((slot) => ({ name: slot.fetch.name, read: slotReader(slot) }));
+  // A loop, not forEach: a closure made per event was a part of reading a recording's.
   return (view, bytes, start, faults, cuts) => {
     const fields: Record<string, FieldValue> = {};
-    readers.forEach(({ name, read }, index) => {
+    for (let index = 0; index < readers.length; index++) {
+      const { name, read } = readers[index]!;
       if ((faults >>> index) & 1) fields[name] = null;
       else if ((cuts >>> index) & 1) fields[name] = `${read(view, bytes, start, start)}${CUT_MARK}`;
       else fields[name] = read(view, bytes, start, start);
-    });
+    }
     return fields;
   };
 }
