@@ -649,6 +649,7 @@ async function attachFunctions<T>(
     onNotice: options.onNotice,
     onProgress: options.onProgress,
     lean: true,
+    readsNoFields: true,
     onLive: ({ sites, skipped, warnings, notes }) => {
       functions = functionsOf(sites, ids, true);
       const unloaded = options.pid === undefined ? [] : notLoadedNotes(sites, options.pid);

@@ -138,6 +138,12 @@ export interface AttachOptions extends CoverageOptions {
    */
   readonly lean?: boolean | undefined;
   /**
+   * The events' fields are not read (a recording): an entry of a function timed through the
+   * kernel's trampoline keeps the stack pointer it fetched for that (see #time()), rather
+   * than being copied without it.
+   */
+  readonly readsNoFields?: boolean | undefined;
+  /**
    * Leave out the functions whose name (as stored, or demangled) matches one of these globs,
    * e.g. `_*` (fails when that leaves nothing).
    */
@@ -707,7 +713,7 @@ export class Attachment {
    */
   readonly #trampolines = new Map<number, KernelTrampolines>();
   #returnsLeftOut = 0;
-  /** The events keep their frame fields (a recording, which reads no field). */
+  /** The events keep their frame fields (AttachOptions.readsNoFields). */
   readonly #keepFrameFields: boolean;
   /** Per function whose returns are caught at its exits: its open calls. */
   readonly #frames = new Map<string, FunctionFrames>();
@@ -768,7 +774,7 @@ export class Attachment {
     this.skipped = skipped;
     this.warnings = warnings;
     this.#hidden = hidden;
-    this.#keepFrameFields = options.lean === true;
+    this.#keepFrameFields = options.readsNoFields === true;
     for (const site of streamSites) {
       const role = site.role;
       if (role?.kind === 'entry-frame') this.#opensAndDelivers.add(site.probe);
