@@ -548,6 +548,13 @@ function mainExecutable(options: Pick<RecordOptions, 'command' | 'pid'>): string
   return program;
 }
 
+/**
+ * A recording's ring buffer per CPU, KiB (trace's is 4096): a recording's reader follows the
+ * kernel's trampolines by each entry's stack pointer, and at a million calls a second a
+ * pause of the reader (its first optimisations, a collection) overran half this.
+ */
+const RECORD_BUFFER_KB = 8192;
+
 /** Probes on the functions of a recording, and how their events become call records. */
 interface Probed {
   readonly attachment: Attachment;
@@ -642,7 +649,7 @@ async function attachFunctions<T>(
     strict: options.strict,
     commandStdout: options.commandStdout,
     engine: options.engine ?? 'bpf',
-    bufferSizeKb: options.bufferSizeKb,
+    bufferSizeKb: options.bufferSizeKb ?? RECORD_BUFFER_KB,
     debugDirs: options.debugDirs,
     exclude: options.exclude,
     signal: options.signal,

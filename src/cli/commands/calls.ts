@@ -89,7 +89,7 @@ function recordOptions<T extends Command<[string[]]>>(command: T): T {
     )
     .option(
       '--buffer-size <KiB>',
-      'ring-buffer size per CPU (default 4096); with --engine inject, of the ring in the process (default 49152, records of 192 bytes): more absorbs longer bursts of calls',
+      'ring-buffer size per CPU (default 8192); with --engine inject, of the ring in the process (default 49152, records of 192 bytes): more absorbs longer bursts of calls',
       positive('--buffer-size'),
     )
     .option(...debugDirOption)
