@@ -536,7 +536,8 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   streamSites: NamedSite[];
   hidden: Set<string>;
 } {
-  const key = (site: ProbeSite) => `${site.target.path}:${site.fileOffset}`;
+  const key = (site: { readonly target: { readonly path: string }; readonly fileOffset: bigint }) =>
+    `${site.target.path}:${site.fileOffset}`;
   const streamSites: NamedSite[] = [];
   const hidden = new Set<string>();
   /**
@@ -652,7 +653,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     const timedAt = new Set(sites.filter(timed).map(key));
     streamSites.forEach((site, i) => {
       if (site.kind !== 'entry' || site.role.kind !== 'probe') return;
-      if (!timedAt.has(`${site.target.path}:${site.fileOffset}`)) return;
+      if (!timedAt.has(key(site))) return;
       streamSites[i] = { ...site, fetches: [...site.fetches, stackPointerFetch()] };
     });
   }
@@ -1103,12 +1104,14 @@ export class Attachment {
       if (!set) this.#returnsLeftOut++;
       if (stack.length < MAX_PENDING_CALLS) stack.push(set ? event.timestampNs : NO_RETURN);
       if (timing.hidden) return undefined;
-      if (set && this.#keepFrameFields) return event;
-      const fields: Record<string, FieldValue> = {};
-      for (const name in event.fields) {
-        if (name !== FRAME_FIELDS.sp || this.#keepFrameFields) fields[name] = event.fields[name]!;
+      let shown = event;
+      if (!this.#keepFrameFields) {
+        const fields: Record<string, FieldValue> = {};
+        for (const name in event.fields) {
+          if (name !== FRAME_FIELDS.sp) fields[name] = event.fields[name]!;
+        }
+        shown = withTiming(event, fields, undefined);
       }
-      const shown = withTiming(event, fields, undefined);
       return set ? shown : { ...shown, noReturn: true };
     }
     const stack = timing.calls.get(event.tid);
@@ -1127,39 +1130,33 @@ export class Attachment {
    * pointer not above this entry's), then sets this one.
    */
   #setsTrampoline(entry: ProbeEvent, of: Map<number, bigint[]>): boolean {
-    let set = this.#trampolines.get(entry.tid);
-    if (set === undefined) {
-      set = { sps: [], of: [] };
-      this.#trampolines.set(entry.tid, set);
+    let kept = this.#trampolines.get(entry.tid);
+    if (kept === undefined) {
+      kept = { sps: [], of: [] };
+      this.#trampolines.set(entry.tid, kept);
     }
-    const { sps } = set;
+    const { sps } = kept;
     if (sps.length >= KERNEL_TRAMPOLINE_DEPTH) return false;
-    // The low 32 bits (stackPointerFetch()): compared by their wrapped difference.
+    // The low 32 bits (stackPointerFetch(), a u32): compared by their wrapped difference.
     const field = entry.fields[FRAME_FIELDS.sp];
-    const sp =
-      typeof field === 'number'
-        ? field
-        : typeof field === 'bigint'
-          ? Number(BigInt.asUintN(32, field))
-          : 0;
+    const sp = typeof field === 'number' ? field : 0;
     while (sps.length > 0 && ((sps[sps.length - 1]! - sp) | 0) <= 0) {
       sps.pop();
-      set.of.pop();
+      kept.of.pop();
     }
     sps.push(sp);
-    set.of.push(of);
+    kept.of.push(of);
     return true;
   }
 
   /** A return through the trampoline: the kernel drops its trampoline and those set after it. */
   #trampolineTaken(tid: number, of: Map<number, bigint[]>): void {
-    const set = this.#trampolines.get(tid);
-    if (set === undefined) return;
-    let at = set.of.length - 1;
-    while (at >= 0 && set.of[at] !== of) at--;
+    const kept = this.#trampolines.get(tid);
+    if (kept === undefined) return;
+    const at = kept.of.lastIndexOf(of);
     if (at < 0) return;
-    set.of.length = at;
-    set.sps.length = at;
+    kept.of.length = at;
+    kept.sps.length = at;
   }
 
   /**

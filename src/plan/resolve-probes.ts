@@ -1747,7 +1747,9 @@ function entryPastFirst(
   let moved = true;
   sweepInstructions(code, fn.vaddr, (instruction) => {
     const target = instruction.branchTarget;
-    const indirect = /^((notrack|bnd) )?jmp \*/.test(instruction.text) && !instruction.ripRelative;
+    // Read without spelling the instruction (its text is made when asked).
+    const indirect =
+      instruction.mnemonic === 'jmp' && target === undefined && !instruction.ripRelative;
     if (
       instruction.invalid ||
       (target !== undefined && target > fn.vaddr && target <= probe) ||

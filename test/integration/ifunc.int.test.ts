@@ -115,6 +115,19 @@ interface Counted {
   readonly count: number;
 }
 
+/**
+ * `trace --engine tracefs` of `spec` in the target's run: its lines that hold `field`, one per
+ * call the program made (checked), after the program ran as it does.
+ */
+function tracefsLines(target: Target, spec: string, field: string): string[] {
+  const result = runCli(['trace', '--engine', 'tracefs', '-c', target.command, spec]);
+  assert.equal(result.status, 0, result.stderr);
+  assert.match(result.stdout + result.stderr, target.says, target.language);
+  const lines = result.stdout.split('\n').filter((l) => l.includes(field));
+  assert.equal(lines.length, CALLS, `${target.language}: ${result.stderr}`);
+  return lines;
+}
+
 function countJson(args: readonly string[]): { counted: Counted[]; stderr: string } {
   const result = runCli(['count', '--json', ...args]);
   assert.equal(result.status, 0, result.stderr);
@@ -297,18 +310,7 @@ describe('probes on an IFUNC are placed on the implementations its resolver can 
   test('trace --engine tracefs r:libc:strlen: every return of the program, with its value', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'g++', 'ldd'] })) return;
     for (const target of targets()) {
-      const result = runCli([
-        'trace',
-        '--engine',
-        'tracefs',
-        '-c',
-        target.command,
-        'r:libc:strlen length=retval',
-      ]);
-      assert.equal(result.status, 0, result.stderr);
-      assert.match(result.stdout + result.stderr, target.says, target.language);
-      const returns = result.stdout.split('\n').filter((l) => l.includes(` length=${LENGTH}`));
-      assert.equal(returns.length, CALLS, `${target.language}: ${result.stderr}`);
+      const returns = tracefsLines(target, 'r:libc:strlen length=retval', ` length=${LENGTH}`);
       assert.match(returns[0]!, / r:__strlen_\w+ /, target.language);
     }
   });
@@ -316,18 +318,7 @@ describe('probes on an IFUNC are placed on the implementations its resolver can 
   test('trace --engine tracefs libc:memset: every call of the program, with its size', (t) => {
     if (!requireHost(t, { root: true, commands: ['gcc', 'g++', 'ldd'] })) return;
     for (const target of targets()) {
-      const result = runCli([
-        'trace',
-        '--engine',
-        'tracefs',
-        '-c',
-        target.command,
-        'libc:memset size=arg2',
-      ]);
-      assert.equal(result.status, 0, result.stderr);
-      assert.match(result.stdout + result.stderr, target.says, target.language);
-      const calls = result.stdout.split('\n').filter((l) => l.includes(` size=${LENGTH + 1}`));
-      assert.equal(calls.length, CALLS, `${target.language}: ${result.stderr}`);
+      const calls = tracefsLines(target, 'libc:memset size=arg2', ` size=${LENGTH + 1}`);
       assert.match(calls[0]!, / __memset_\w+ /, target.language);
     }
   });
