@@ -40,6 +40,18 @@ run('esbuild/bin/esbuild', [
   "--banner:js=import { createRequire as upscopeCreateRequire } from 'node:module'; const require = upscopeCreateRequire(import.meta.url);",
   '--log-level=warning',
 ]);
+// The worker that finds a large pattern's returns while the command plans its entries
+// (src/plan/return-scan.ts), beside the bundle that starts it.
+run('esbuild/bin/esbuild', [
+  `${root}src/plan/return-scan-worker.ts`,
+  `--outfile=${root}dist/return-scan-worker.js`,
+  '--bundle',
+  '--platform=node',
+  '--format=esm',
+  '--target=node20',
+  '--external:iced-x86',
+  '--log-level=warning',
+]);
 // The page of `upscope ui` (src/ui-page: preact, uPlot), served by upscope from dist/page/:
 // one script and one style sheet, minified, nothing fetched from elsewhere.
 run('esbuild/bin/esbuild', [

@@ -72,11 +72,13 @@ import {
 import { resolveLineAddresses } from './resolve-line.js';
 import {
   afterGoStackCheck,
+  codeRanges,
   planReturns,
   type ReturnPlan,
   type ReturnPlanContext,
   type ReturnProbeMode,
 } from './return-plan.js';
+import { ReturnScanAhead, SCAN_AHEAD_FROM } from './return-scan.js';
 import { type SkippedSite, skipCounts } from './skipped-sites.js';
 import {
   commandSearchOptions,
@@ -283,6 +285,10 @@ interface OpenTarget {
     returns?: ReturnPlanContext;
     /** The file as this very process maps it (null: it does not), for IFUNCs' picks. */
     mappedHere?: MappedObject | null;
+    /** The patterns whose functions' returns the specs plan (those of `r:` specs). */
+    readonly returnsPlanned: Set<string>;
+    /** Per pattern: the scan of its functions' returns started ahead (see return-scan.ts). */
+    readonly returnScans: Map<string, ReturnScanAhead>;
   };
 }
 
@@ -348,9 +354,10 @@ function* resolveSteps(
 ): Generator<PlanProgress, ProbePlan, undefined> {
   const plan: ProbePlan = { sites: [], errors: [], warnings: [], skipped: [] };
   const targets = new Map<string, OpenTarget>();
+  const parsedSpecs = specTexts.map((text) => parseSpec(text));
   try {
-    for (const text of specTexts) {
-      const parsed = parseSpec(text);
+    for (const [k, text] of specTexts.entries()) {
+      const parsed = parsedSpecs[k]!;
       const first = parsed.diagnostics.find((d) => d.severity === 'error');
       if (first !== undefined || parsed.spec === undefined) {
         const diagnostic = first ?? parsed.diagnostics[0];
@@ -368,6 +375,16 @@ function* resolveSteps(
       }
       try {
         const target = openTarget(parsed.spec, targets, options);
+        for (const other of parsedSpecs.slice(k)) {
+          const { spec } = other;
+          if (
+            spec?.kind === 'return' &&
+            spec.location.type === 'glob' &&
+            spec.target.text === parsed.spec.target.text
+          ) {
+            target.shared.returnsPlanned.add(spec.location.pattern);
+          }
+        }
         // A fault test's stop: symbols are being read, nothing is defined yet.
         pausePoint('resolving');
         plan.sites.push(...(yield* resolveLocation(parsed.spec, target, options, plan)));
@@ -378,6 +395,7 @@ function* resolveSteps(
     }
   } finally {
     for (const target of targets.values()) {
+      for (const scan of target.shared.returnScans.values()) scan.close();
       closeDebugInfo(target.elf);
       target.elf.close();
     }
@@ -508,7 +526,13 @@ function openTarget(
       }
       return frames.covers(vaddr);
     },
-    shared: { matches: new Map(), entries: new Map(), recurring: new Map() },
+    shared: {
+      matches: new Map(),
+      entries: new Map(),
+      recurring: new Map(),
+      returnsPlanned: new Set(),
+      returnScans: new Map(),
+    },
   };
   cache.set(resolved.path, target);
   return target;
@@ -1101,6 +1125,7 @@ function* resolveGlob(
     groups = matchGlob(target.symbols(), location.pattern);
     target.shared.matches.set(location.pattern, groups);
   }
+  if (lean) scanReturnsAhead(spec, location.pattern, groups, target, options);
   if (groups.length === 0) {
     const hints: string[] = [];
     if (target.symbols().stripped) hints.push(...strippedHints(target, options));
@@ -1264,6 +1289,44 @@ function* resolveGlob(
     else write();
   }
   return sites;
+}
+
+/**
+ * Starts finding the returns of a pattern's functions on a worker (see return-scan.ts), when
+ * this spec or a later one plans them at their exits and they are many.
+ */
+function scanReturnsAhead(
+  spec: ProbeSpec,
+  pattern: string,
+  groups: readonly FunctionSymbol[][],
+  target: OpenTarget,
+  options: ResolveOptions,
+): void {
+  const { returnScans } = target.shared;
+  const planned =
+    spec.kind === 'return' ||
+    options.returnsOfEntries === true ||
+    target.shared.returnsPlanned.has(pattern);
+  const mode = options.returnProbes ?? 'auto';
+  if (
+    !planned ||
+    groups.length < SCAN_AHEAD_FROM ||
+    returnScans.has(pattern) ||
+    mode === 'trampoline' ||
+    (mode === 'auto' && target.unwinder() === undefined)
+  ) {
+    return;
+  }
+  const functions: FunctionSymbol[] = [];
+  for (const group of groups) {
+    const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
+    if (main.type !== 'ifunc' && !isColdPart(main) && main.sizeBytes > 0n) functions.push(main);
+  }
+  const symbols = target.symbols();
+  const scan = ReturnScanAhead.start(target.file, functions, (fn) =>
+    codeRanges(fn, target.elf, symbols),
+  );
+  if (scan !== undefined) returnScans.set(pattern, scan);
 }
 
 /** The functions a glob matches, grouped by address (aliases together), in address order. */
@@ -1501,6 +1564,13 @@ function leanSite(
       kernelEngine: true,
       kernel: options.kernel ?? kernelVersion(),
       retHandlings: new Map(),
+      scannedAhead: (scanned) => {
+        for (const scan of target.shared.returnScans.values()) {
+          const found = scan.scanOf(scanned, elf);
+          if (found !== undefined) return found;
+        }
+        return undefined;
+      },
     };
     returns = planReturns(fn, vaddr, target.shared.returns, { text: spec.text, span });
   }

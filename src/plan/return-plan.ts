@@ -6,6 +6,7 @@ import {
   findReturnInstructions,
   type KernelHandling,
   type ReturnInstruction,
+  type ReturnScan,
 } from '../arch/index.js';
 import { ProbeError, quote } from '../errors/index.js';
 import {
@@ -15,6 +16,7 @@ import {
   type SymbolIndex,
 } from '../symbols/index.js';
 import type { CallingConvention } from './calling-convention.js';
+import type { CodeRange } from './return-scan.js';
 
 /**
  * How return probes are placed: `trampoline` replaces the return address at the entry with a
@@ -79,6 +81,11 @@ export interface ReturnPlanContext {
    * by its bytes across the functions of a file.
    */
   readonly retHandlings?: Map<number, KernelHandling> | undefined;
+  /**
+   * The scan of a function's code for its exits, when it was done ahead (see
+   * return-scan.ts); undefined: scan it here.
+   */
+  readonly scannedAhead?: ((fn: FunctionSymbol) => ReturnScan | undefined) | undefined;
 }
 
 /** The ways a spec names, to point errors at: its text and the span of its location. */
@@ -186,8 +193,7 @@ function findSites(
   if (fn.sizeBytes === 0n) {
     throw refuse('its symbol has no size, so where its code ends is not known');
   }
-  const parts = codeParts(fn, context);
-  const scan = findReturnInstructions(parts);
+  const scan = context.scannedAhead?.(fn) ?? findReturnInstructions(codeParts(fn, context));
   if (!scan.ok) throw refuse(`its returns cannot be found safely: ${scan.reason}`);
   const sites: ReturnSitePlan[] = [];
   for (const exit of scan.exits) {
@@ -258,18 +264,30 @@ class PlannedExit implements ReturnSitePlan {
   }
 }
 
-/** The function's code, and its cold part (`f.cold`, which gcc moves away from the hot path). */
-function codeParts(fn: FunctionSymbol, context: ReturnPlanContext): CodePart[] {
-  const read = (vaddr: bigint, size: bigint): CodePart => {
-    const fileOffset = context.elf.vaddrToFileOffset(vaddr);
-    if (fileOffset === undefined) return { vaddr, bytes: new Uint8Array(0) };
-    return { vaddr, bytes: context.elf.view(fileOffset, Number(size)) };
-  };
-  const parts = [read(fn.vaddr, fn.sizeBytes)];
-  for (const cold of context.symbols.coldPartsOf(fn.name)) {
-    if (cold.sizeBytes > 0n) parts.push(read(cold.vaddr, cold.sizeBytes));
+/**
+ * Where the function's code is: its body, and its cold part (`f.cold`, which gcc moves away
+ * from the hot path).
+ */
+export function codeRanges(fn: FunctionSymbol, elf: ElfFile, symbols: SymbolIndex): CodeRange[] {
+  const range = (vaddr: bigint, size: bigint) => ({
+    vaddr,
+    fileOffset: elf.vaddrToFileOffset(vaddr),
+    size,
+  });
+  const ranges = [range(fn.vaddr, fn.sizeBytes)];
+  for (const cold of symbols.coldPartsOf(fn.name)) {
+    if (cold.sizeBytes > 0n) ranges.push(range(cold.vaddr, cold.sizeBytes));
   }
-  return parts;
+  return ranges;
+}
+
+/** The bytes of the function's code (see codeRanges()). */
+function codeParts(fn: FunctionSymbol, context: ReturnPlanContext): CodePart[] {
+  return codeRanges(fn, context.elf, context.symbols).map(({ vaddr, fileOffset, size }) => ({
+    vaddr,
+    bytes:
+      fileOffset === undefined ? new Uint8Array(0) : context.elf.view(fileOffset, Number(size)),
+  }));
 }
 
 /** How many instructions from a Go function's start its stack check may take. */

@@ -25,6 +25,7 @@ export {
 export { type EntryPatchPlan, jumpRel32, PATCH_BYTES, planEntryPatch } from './patch.js';
 export {
   type CodePart,
+  exitInstructionAt,
   findReturnInstructions,
   type ReturnInstruction,
   type ReturnScan,

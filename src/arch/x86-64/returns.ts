@@ -205,6 +205,27 @@ class QuickExit implements DecodedInstruction {
   }
 }
 
+/**
+ * A way out of a function found elsewhere (a worker's scan), made again from its bytes as the
+ * scan made it: a ret or direct jmp the quick decoder knows as such (spelled when asked), any
+ * other by iced. Undefined when the bytes are not one instruction of that length.
+ */
+export function exitInstructionAt(
+  vaddr: bigint,
+  bytes: Uint8Array,
+): DecodedInstruction | undefined {
+  const length = quickLength(bytes, 0, bytes.length);
+  if (length === bytes.length && (quick.flow === QUICK_FLOW.ret || quick.flow === QUICK_FLOW.jmp)) {
+    return new QuickExit(
+      { vaddr, bytes },
+      0,
+      length,
+      quick.flow === QUICK_FLOW.ret ? 'ret' : 'jmp',
+    );
+  }
+  return decodeOne({ vaddr, bytes }, 0, bytes.length);
+}
+
 /** The instruction at `at` of `part` by iced, if iced agrees on its length. */
 function decodeOne(part: CodePart, at: number, length: number): DecodedInstruction | undefined {
   const [instruction] = decodeInstructions(
