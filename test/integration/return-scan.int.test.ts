@@ -1,8 +1,9 @@
 // The returns of a large pattern's functions found ahead on a worker (src/plan/return-scan.ts)
-// against those the planning finds itself: every function of node planned with --return-probes=sites both ways must give the same
-// exits (address, kind, instruction, its bytes, its target) or the same refusal; and the worker
-// must really have scanned them (a worker that never answered would pass the comparison).
-// node's functions are many kinds: 1,021 with a .cold part, jump tables, calls that never return.
+// against those the planning finds itself: every other function of node planned with
+// --return-probes=sites both ways must give the same exits (address, kind, instruction, its
+// bytes, its target) or the same refusal; and the worker must really have scanned them (a
+// worker that never answered would pass the comparison). node's functions are of many kinds:
+// with a .cold part, jump tables, calls that never return.
 import assert from 'node:assert/strict';
 import { existsSync, statSync } from 'node:fs';
 import { test } from 'node:test';
@@ -45,7 +46,8 @@ function compare(path: string): {
     const symbols = new SymbolIndex(elf);
     const functions: FunctionSymbol[] = [];
     const seen = new Set<bigint>();
-    for (let k = 0; k < symbols.length; k++) {
+    // Every other function (the suite's time): still tens of thousands, many batches.
+    for (let k = 0; k < symbols.length; k += 2) {
       const fn = symbols.function(k);
       if (fn.type !== 'func' || fn.sizeBytes === 0n || seen.has(fn.vaddr)) continue;
       if (!elf.loadSegmentOf(fn.vaddr)?.executable) continue;
@@ -104,10 +106,10 @@ function compare(path: string): {
   }
 }
 
-test("a worker finds every function's returns as the planning does: node", () => {
+test("a worker finds the functions' returns as the planning does: every other function of node", () => {
   const tally = compare('/usr/bin/node');
   console.log(`/usr/bin/node: ${JSON.stringify(tally)}`);
-  assert.ok(tally.functions > 50_000 && tally.refused > 100 && tally.exits > tally.functions);
+  assert.ok(tally.functions > 30_000 && tally.refused > 100 && tally.exits > tally.functions);
   assert.ok(tally.withColdParts > 100);
 });
 
