@@ -30,7 +30,7 @@ import type { ReturnPlan, ReturnSitePlan } from './return-plan.js';
 import type { SkippedSite } from './skipped-sites.js';
 
 /** Bumped whenever what a plan holds, or how it is made, changes. */
-const FORMAT = 4;
+const FORMAT = 5;
 /** A kept plan's file name ends so (a `.json` one is of an earlier format: removed). */
 const PLAN_SUFFIX = '.plan';
 /** Plans kept at most (the least recently made go first). */

@@ -116,7 +116,10 @@ export interface ProbeSite {
    * engine, when the kernel cannot take a probe on its first instruction (it refuses it, or
    * would mishandle it) and that instruction changes nothing a probe reads: the probe sits on
    * the first instruction it can take, `offset` in (`symbolOffset` stays 0), past
-   * `instruction`, for `reason` (the kernel's, for the first). Undefined elsewhere.
+   * `instruction`, for `reason` (the kernel's, for the first). Also when the kernel would
+   * single-step the first (a trap more each call) and the first it emulates is a few
+   * instructions on, past ones that change only the flags, %rax or %r11 (`changes`), where
+   * the probe reads nothing else. Undefined elsewhere.
    */
   readonly pastFirst?: EntryPastFirst | undefined;
   /**
@@ -131,8 +134,13 @@ export interface EntryPastFirst {
   readonly offset: bigint;
   /** The instructions passed, as objdump writes them (`; ` between: a VEX one and the next). */
   readonly instruction: string;
-  /** Why the kernel cannot take a probe on the first. */
+  /** Why the kernel cannot take a probe on the first (or would single-step it). */
   readonly reason: string;
+  /**
+   * What the instructions passed change, when they change more than vector registers: `only
+   * the flags`, or `only the flags and %rax or %r11, ...`.
+   */
+  readonly changes?: string | undefined;
 }
 
 /**

@@ -6,8 +6,14 @@ import {
   checkInstructionBoundary,
   type DecodedInstruction,
   decodeInstructions,
+  findReturnInstructions,
   type KernelHandling,
+  passableAtEntry,
   planXol,
+  QUICK_FLOW,
+  quick,
+  quickLength,
+  type ReturnScan,
   recurringKey,
   sweepInstructions,
 } from '../arch/index.js';
@@ -17,6 +23,7 @@ import { closest, didYouMean } from '../internal/index.js';
 import { loadNative } from '../native/index.js';
 import {
   type FetchArg,
+  type FetchExpr,
   globToRegExp,
   isGlob,
   type Location,
@@ -289,11 +296,16 @@ interface OpenTarget {
     readonly returnsPlanned: Set<string>;
     /** Per pattern: the scan of its functions' returns started ahead (see return-scan.ts). */
     readonly returnScans: Map<string, ReturnScanAhead>;
+    /** The scans of functions' code made here already (entryPastStepped()), by address. */
+    readonly scanned: Map<bigint, ReturnScan>;
   };
 }
 
 /** What the lean sites of a function share: its first instruction, how the kernel runs it. */
 interface LeanEntry {
+  /** Where the probe sits: the function's start, or past what entryPastStepped() passed. */
+  readonly vaddr: bigint;
+  readonly pastFirst: EntryPastFirst | undefined;
   readonly probed: DecodedInstruction;
   readonly instructions: readonly DecodedInstruction[];
   readonly handling: KernelHandling;
@@ -532,6 +544,7 @@ function openTarget(
       recurring: new Map(),
       returnsPlanned: new Set(),
       returnScans: new Map(),
+      scanned: new Map(),
     },
   };
   cache.set(resolved.path, target);
@@ -1540,13 +1553,28 @@ function leanSite(
         target.shared.recurring.set(key, probed.ripRelative ? null : { probed, handling });
       }
     }
-    entry = {
-      probed,
-      instructions: [probed],
-      handling,
-      fileOffset,
-      runtimeAddress: runtimeAddressOf(target, fileOffset),
-    };
+    const stepped =
+      handling.strategy === 'single-step' ? entryPastStepped(target, fn, options) : undefined;
+    entry =
+      stepped === undefined
+        ? {
+            vaddr,
+            pastFirst: undefined,
+            probed,
+            instructions: [probed],
+            handling,
+            fileOffset,
+            runtimeAddress: runtimeAddressOf(target, fileOffset),
+          }
+        : {
+            vaddr: stepped.vaddr,
+            pastFirst: stepped.past,
+            probed: stepped.probed,
+            instructions: [stepped.probed],
+            handling: stepped.handling,
+            fileOffset: stepped.fileOffset,
+            runtimeAddress: runtimeAddressOf(target, stepped.fileOffset),
+          };
     target.shared.entries.set(vaddr, entry);
   }
   const kind: SiteKind = spec.kind === 'return' ? 'return' : 'entry';
@@ -1565,6 +1593,8 @@ function leanSite(
       kernel: options.kernel ?? kernelVersion(),
       retHandlings: new Map(),
       scannedAhead: (scanned) => {
+        const here = target.shared.scanned.get(scanned.vaddr);
+        if (here !== undefined) return here;
         for (const scan of target.shared.returnScans.values()) {
           const found = scan.scanOf(scanned, elf);
           if (found !== undefined) return found;
@@ -1572,7 +1602,7 @@ function leanSite(
         return undefined;
       },
     };
-    returns = planReturns(fn, vaddr, target.shared.returns, { text: spec.text, span });
+    returns = planReturns(fn, entry.vaddr, target.shared.returns, { text: spec.text, span });
   }
   return {
     spec: spec.text,
@@ -1583,13 +1613,14 @@ function leanSite(
     aliases: NONE,
     symbolFile: target.symbols().debugFile,
     symbolOffset: 0n,
-    vaddr,
+    vaddr: entry.vaddr,
     fileOffset: entry.fileOffset,
     usdt: undefined,
     instructions: entry.instructions,
     handling: entry.handling,
     fetches: NONE,
     runtimeAddress: entry.runtimeAddress,
+    pastFirst: entry.pastFirst,
     returns,
   };
 }
@@ -1628,11 +1659,15 @@ function buildSite(
       : goCode
         ? entry
         : variableProbeAddress(spec.fetches, variables, entry);
-  // An entry the kernel cannot probe on its first instruction, probed on the second.
-  const pastFirst =
-    usdt === undefined && fn !== undefined && vaddr === fn.vaddr && !goCode
-      ? entryPastFirst(target, fn, options)
-      : undefined;
+  // An entry the kernel cannot probe on its first instruction, probed on the second; one
+  // it would single-step, on the first it emulates when that is near.
+  const atStart = usdt === undefined && fn !== undefined && vaddr === fn.vaddr && !goCode;
+  const pastFirst = atStart
+    ? (entryPastFirst(target, fn, options) ??
+      (spec.kind === 'return' || fetchesKeptPast(spec, options)
+        ? entryPastStepped(target, fn, options)?.past
+        : undefined))
+    : undefined;
   if (pastFirst !== undefined) vaddr = fn!.vaddr + pastFirst.offset;
   const afterGoCheck = atFunctionStart && afterStackCheck !== undefined;
   const movedEntry = afterGoCheck || pastFirst !== undefined;
@@ -1838,6 +1873,211 @@ function entryPastFirst(
       .join('; '),
     reason: why.reason,
   };
+}
+
+/** An entry probe moved past instructions the kernel would single-step (entryPastStepped()). */
+interface SteppedEntry {
+  readonly past: EntryPastFirst;
+  /** Where the probe sits, the instruction there and how the kernel runs it (emulated). */
+  readonly vaddr: bigint;
+  readonly fileOffset: bigint;
+  readonly probed: DecodedInstruction;
+  readonly handling: KernelHandling;
+}
+
+/**
+ * The instructions an entry probe was moved past, spelled when asked (resolve shows them;
+ * spelling them for every function of a large program would cost a decoder's call each).
+ */
+class PassedInstructions implements EntryPastFirst {
+  readonly reason = 'the kernel single-steps it: a trap more each call';
+  readonly #bytes: Uint8Array;
+  readonly #vaddr: bigint;
+
+  constructor(
+    readonly offset: bigint,
+    bytes: Uint8Array,
+    vaddr: bigint,
+    readonly changes: string,
+  ) {
+    this.#bytes = bytes;
+    this.#vaddr = vaddr;
+  }
+
+  get instruction(): string {
+    return decodeInstructions(this.#bytes, this.#vaddr)
+      .map((instruction) => instruction.text)
+      .join('; ');
+  }
+}
+
+/**
+ * Where a function's entry probe goes on a kernel engine when the kernel would single-step its
+ * first instruction (a trap more each call: 10 µs and more where traps are slow, as in a
+ * virtual machine): on the first instruction after it that the kernel emulates (a jcc, push,
+ * call or nop; not a ret or jmp, where returns are probed), past at most MAX_PASSED that
+ * change only the flags, %rax or %r11 (passableAtEntry(): a test or cmp; a mov, lea or xor
+ * into %rax), so that every argument, the stack and memory are as at the entry. Only when the
+ * probe reads nothing else (see fetchesKeptPast()), nothing in the function (its .cold parts
+ * too) jumps into what is passed or to the probe, and no other function starts there.
+ */
+function entryPastStepped(
+  target: OpenTarget,
+  fn: FunctionSymbol,
+  options: ResolveOptions,
+): SteppedEntry | undefined {
+  if (options.engine === 'ptrace' || fn.sizeBytes === 0n) return undefined;
+  const elf = target.elf;
+  const segment = elf.loadSegmentOf(fn.vaddr);
+  const offset = elf.vaddrToFileOffset(fn.vaddr);
+  if (segment === undefined || !segment.executable || offset === undefined) return undefined;
+  if (fn.vaddr + fn.sizeBytes > segment.vaddr + segment.fileSize) return undefined;
+  const size = Number(fn.sizeBytes);
+  const start = elf.view(offset, Math.min(size, (MAX_PASSED + 1) * MAX_INSTRUCTION_BYTES));
+  let at = 0;
+  let scratch = false;
+  let probed: DecodedInstruction | undefined;
+  let handling: KernelHandling | undefined;
+  /** Where each instruction passed after the first, and the probe, begin. */
+  const boundaries: bigint[] = [];
+  for (let passed = 0; passed <= MAX_PASSED && at < start.length; passed++) {
+    if (passed > 0) boundaries.push(fn.vaddr + BigInt(at));
+    const pass = passableAtEntry(start, at, start.length);
+    if (pass !== undefined) {
+      if (passed === MAX_PASSED) return undefined;
+      scratch ||= pass.change === 'scratch';
+      at += pass.length;
+      continue;
+    }
+    if (passed === 0 || !mayBeEmulated(start, at)) return undefined;
+    const next = decodeInstructions(start.subarray(at), fn.vaddr + BigInt(at), { maxCount: 1 })[0];
+    if (next === undefined || next.invalid || next.mnemonic === 'ret' || next.mnemonic === 'jmp') {
+      return undefined;
+    }
+    const kernel = analyzeKernelHandling(next, { kernel: options.kernel ?? kernelVersion() });
+    if (kernel.strategy !== 'emulate') return undefined;
+    probed = next;
+    handling = kernel;
+    break;
+  }
+  if (probed === undefined || handling === undefined) return undefined;
+  const probe = probed.vaddr;
+  // Another function starting in what is passed, or at the probe, would be seen as this one.
+  const symbols = target.symbols();
+  if (boundaries.some((vaddr) => symbols.at(vaddr).length > 0)) return undefined;
+  // A jump into what was passed, or to the probe, would hit it twice in one call, or miss
+  // it; one through a jump table might land there. The quick decoder finds the direct ones;
+  // an indirect jmp (a tail call, or a table's) or an instruction it does not know, and the
+  // sweep that finds the function's exits tells (kept for its returns' planning).
+  const low = Number(fn.vaddr);
+  const high = Number(probe);
+  if (!Number.isSafeInteger(high)) return undefined;
+  const parts = codeRanges(fn, elf, symbols).map(({ vaddr, fileOffset, size }) => ({
+    vaddr,
+    bytes: fileOffset === undefined ? new Uint8Array(0) : elf.view(fileOffset, Number(size)),
+  }));
+  let unsure = false;
+  for (const part of parts) {
+    const code = part.bytes;
+    const base = Number(part.vaddr);
+    for (let i = 0; i < code.length && !unsure; ) {
+      const length = quickLength(code, i, code.length);
+      if (length === 0) {
+        unsure = true;
+      } else if (quick.flow === QUICK_FLOW.jmpIndirect) {
+        const through = indirectJump(code, i);
+        if (through === 'table') return undefined;
+        if (through === 'register') unsure = true;
+      } else if (quick.flow !== QUICK_FLOW.none && quick.flow !== QUICK_FLOW.ret) {
+        const jumpTarget = base + i + length + quick.displacement;
+        if (jumpTarget > low && jumpTarget <= high) return undefined;
+      }
+      i += length;
+    }
+  }
+  if (unsure) {
+    let into = false;
+    const scan = findReturnInstructions(parts, (jumpTarget) => {
+      if (jumpTarget === undefined || (jumpTarget > low && jumpTarget <= high)) into = true;
+    });
+    target.shared.scanned.set(fn.vaddr, scan);
+    if (!scan.ok || into) return undefined;
+  }
+  return steppedEntry(fn, start, at, scratch, probed, handling, offset);
+}
+
+/** The entry `at` bytes into `fn`, past the instructions `start` begins with. */
+function steppedEntry(
+  fn: FunctionSymbol,
+  start: Uint8Array,
+  at: number,
+  scratch: boolean,
+  probed: DecodedInstruction,
+  handling: KernelHandling,
+  fileOffset: bigint,
+): SteppedEntry {
+  return {
+    past: new PassedInstructions(
+      BigInt(at),
+      start.slice(0, at),
+      fn.vaddr,
+      scratch ? 'only the flags and %rax or %r11, in which no argument arrives' : 'only the flags',
+    ),
+    vaddr: probed.vaddr,
+    fileOffset: fileOffset + BigInt(at),
+    probed,
+    handling,
+  };
+}
+
+/**
+ * What an indirect jmp (`ff /4`, which quickLength() has read) at `code[at]` jumps through,
+ * by its bytes: a memory operand with an index register (a jump table's entry), one without
+ * (a pointer at a fixed place or in a structure: a tail call), or a register (either: the
+ * sweep that finds the function's exits tells which).
+ */
+function indirectJump(code: Uint8Array, at: number): 'table' | 'pointer' | 'register' {
+  let i = at;
+  // notrack (CET's mark of a jump table's jmp), then REX.
+  if (code[i] === 0x3e) return 'table';
+  let rex = 0;
+  if ((code[i]! & 0xf0) === 0x40) rex = code[i++]!;
+  const modrm = code[i + 1] ?? 0;
+  if (modrm >> 6 === 3) return 'register';
+  if ((modrm & 7) !== 4) return 'pointer';
+  const index = ((code[i + 2] ?? 0) >> 3) & 7;
+  return index !== 4 || (rex & 2) !== 0 ? 'table' : 'pointer';
+}
+
+/**
+ * Whether the kernel may emulate the instruction at `code[at]`, by its bytes: a direct jcc or
+ * call, a push of a register, a nop (analyzeKernelHandling() says for sure; this spares a
+ * decoder's call on the instructions it never emulates).
+ */
+function mayBeEmulated(code: Uint8Array, at: number): boolean {
+  if (quickLength(code, at, code.length) === 0) return true;
+  if (quick.flow === QUICK_FLOW.jcc || quick.flow === QUICK_FLOW.call) return true;
+  let op = code[at]!;
+  if (op === 0x66) op = code[at + 1] ?? 0;
+  if ((op & 0xf0) === 0x40) op = code[at + 1 + (code[at] === 0x66 ? 1 : 0)] ?? 0;
+  return (op >= 0x50 && op <= 0x57) || op === 0x90 || op === 0x0f;
+}
+
+/**
+ * Whether what a probe fetches is the same past instructions that change only the flags,
+ * %rax and %r11: arguments, the stack pointer, the thread's name, memory they point at.
+ */
+function fetchesKeptPast(spec: ProbeSpec, options: ResolveOptions): boolean {
+  const kept = (expr: FetchExpr): boolean =>
+    expr.kind === 'arg' ||
+    expr.kind === 'sp' ||
+    expr.kind === 'comm' ||
+    expr.kind === 'constant' ||
+    (expr.kind === 'deref' && kept(expr.inner));
+  return (
+    spec.fetches.every((fetch) => kept(fetch.expr)) &&
+    (options.optionFetches ?? []).every((fetch) => kept(fetch.fetch.expr))
+  );
 }
 
 /**

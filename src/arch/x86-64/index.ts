@@ -9,6 +9,7 @@ export {
   ripRelativeTargets,
   sweepInstructions,
 } from './decode.js';
+export { type PassedChange, passableAtEntry } from './entry-pass.js';
 export {
   changesCallState,
   type PairSlot,
@@ -23,10 +24,12 @@ export {
   type KernelHandlingOptions,
 } from './kernel-handling.js';
 export { type EntryPatchPlan, jumpRel32, PATCH_BYTES, planEntryPatch } from './patch.js';
+export { QUICK_FLOW, quick, quickLength } from './quick-length.js';
 export {
   type CodePart,
   exitInstructionAt,
   findReturnInstructions,
+  type JumpObserver,
   type ReturnInstruction,
   type ReturnScan,
 } from './returns.js';

@@ -41,12 +41,25 @@ const INDEXED_MEMORY = /\([^)]*,%[a-z0-9]+,[1248]\)/;
  * code, or a size that cuts an instruction), or when it leaves by a conditional jump to
  * another function: a probe there cannot tell a taken jump from one not taken.
  */
-export function findReturnInstructions(parts: readonly CodePart[]): ReturnScan {
-  return quickReturnInstructions(parts) ?? sweptReturnInstructions(parts);
+export function findReturnInstructions(
+  parts: readonly CodePart[],
+  onJump?: JumpObserver,
+): ReturnScan {
+  return quickReturnInstructions(parts, onJump) ?? sweptReturnInstructions(parts, onJump);
 }
 
+/**
+ * Told, while the code is swept, each direct jmp, jcc or call's target, and undefined for an
+ * indirect jmp that stays in the function (through a jump table, which may land anywhere in
+ * it). A target may be told twice (a sweep begun again with iced).
+ */
+export type JumpObserver = (target: number | undefined) => void;
+
 /** findReturnInstructions() through iced alone, every instruction decoded in full. */
-export function sweptReturnInstructions(parts: readonly CodePart[]): ReturnScan {
+export function sweptReturnInstructions(
+  parts: readonly CodePart[],
+  onJump?: JumpObserver,
+): ReturnScan {
   const inside = (address: bigint) =>
     parts.some((part) => address >= part.vaddr && address < part.vaddr + BigInt(part.bytes.length));
   const exits: ReturnInstruction[] = [];
@@ -67,6 +80,11 @@ export function sweptReturnInstructions(parts: readonly CodePart[]): ReturnScan 
         failure = conditionalExit(instruction);
         return false;
       }
+      if (onJump !== undefined) {
+        const target = instruction.branchTarget;
+        if (target !== undefined) onJump(Number(target));
+        else if (kind === undefined && instruction.mnemonic === 'jmp') onJump(undefined);
+      }
       if (kind !== undefined) exits.push({ instruction, kind });
       recent.push(instruction);
       if (recent.length > TABLE_LOOKBACK) recent.shift();
@@ -82,7 +100,10 @@ export function sweptReturnInstructions(parts: readonly CodePart[]): ReturnScan 
  * (and what an indirect jmp needs); undefined when the quick decoder does not know an
  * instruction of the code (iced then does it all, and says why if it fails).
  */
-function quickReturnInstructions(parts: readonly CodePart[]): ReturnScan | undefined {
+function quickReturnInstructions(
+  parts: readonly CodePart[],
+  onJump: JumpObserver | undefined,
+): ReturnScan | undefined {
   const starts = parts.map((part) => Number(part.vaddr));
   if (starts.some((start) => !Number.isSafeInteger(start + 2 ** 32))) return undefined;
   const inside = (address: number) =>
@@ -114,8 +135,10 @@ function quickReturnInstructions(parts: readonly CodePart[]): ReturnScan | undef
           }
           if (instruction === undefined) return undefined;
           kind = exitKind(instruction, before, insideBig);
+          if (kind === undefined) onJump?.(undefined);
         } else {
           const target = starts[k]! + at + length + quick.displacement;
+          onJump?.(target);
           if (flow === QUICK_FLOW.call || inside(target)) kind = undefined;
           else kind = flow === QUICK_FLOW.jmp ? 'tail-call' : 'conditional';
         }

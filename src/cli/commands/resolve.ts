@@ -155,7 +155,16 @@ function siteJson(site: ProbeSite, group: string) {
     handling: site.handling,
     convention: site.convention,
     afterStackCheck: site.afterStackCheck,
-    pastFirst: site.pastFirst,
+    // Written out: the instructions passed may be spelled by a getter.
+    pastFirst:
+      site.pastFirst === undefined
+        ? undefined
+        : {
+            offset: site.pastFirst.offset,
+            instruction: site.pastFirst.instruction,
+            reason: site.pastFirst.reason,
+            changes: site.pastFirst.changes,
+          },
     returns: site.returns,
     instructions: site.instructions.map((insn) => ({
       vaddr: insn.vaddr,
@@ -300,7 +309,7 @@ export function renderSite(site: ProbeSite, group: string, inject = false): stri
     lines.push(
       field(
         'entry',
-        `probed at +${hex(past.offset)}, past "${past.instruction}" (${past.reason}), which ${past.instruction.includes('; ') ? 'change' : 'changes'} no general register, the stack or memory: arguments are as at the entry`,
+        `probed at +${hex(past.offset)}, past "${past.instruction}" (${past.reason}), which ${past.instruction.includes('; ') ? 'change' : 'changes'} ${past.changes ?? 'no general register, the stack or memory'}: arguments are as at the entry`,
       ),
     );
   }
