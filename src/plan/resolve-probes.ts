@@ -1664,7 +1664,7 @@ function buildSite(
   const atStart = usdt === undefined && fn !== undefined && vaddr === fn.vaddr && !goCode;
   const pastFirst = atStart
     ? (entryPastFirst(target, fn, options) ??
-      (spec.kind === 'return' || fetchesKeptPast(spec, options)
+      (fetchesKeptPast(spec, options)
         ? entryPastStepped(target, fn, options)?.past
         : undefined))
     : undefined;
@@ -2065,11 +2065,13 @@ function mayBeEmulated(code: Uint8Array, at: number): boolean {
 
 /**
  * Whether what a probe fetches is the same past instructions that change only the flags,
- * %rax and %r11: arguments, the stack pointer, the thread's name, memory they point at.
+ * %rax and %r11: arguments, the stack pointer, the thread's name, memory they point at (and
+ * for a return probe, what it returns, read at the return).
  */
 function fetchesKeptPast(spec: ProbeSpec, options: ResolveOptions): boolean {
   const kept = (expr: FetchExpr): boolean =>
     expr.kind === 'arg' ||
+    (expr.kind === 'retval' && spec.kind === 'return') ||
     expr.kind === 'sp' ||
     expr.kind === 'comm' ||
     expr.kind === 'constant' ||

@@ -256,7 +256,10 @@ describe('probes on an IFUNC are placed on the implementations its resolver can 
       pastFirst?: { offset: string; instruction: string; reason: string };
     };
     const { sites } = JSON.parse(result.stdout) as { sites: Site[] };
-    const moved = sites.filter((site) => site.pastFirst !== undefined);
+    // Those moved for the kernel's refusal (not those it would single-step: stepped-entry.int).
+    const moved = sites.filter(
+      (site) => site.pastFirst !== undefined && !/single-steps/.test(site.pastFirst.reason),
+    );
     // This libc's AVX2 and AVX-512 memsets (any x86-64 CPU's libc has them).
     assert.ok(moved.length >= 2, result.stdout);
     const sizes = new Map(

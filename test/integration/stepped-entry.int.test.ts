@@ -89,6 +89,15 @@ describe('an entry the kernel would single-step, probed on the next instruction 
       assert.match(at(fn).pastFirst!.reason, /single-steps/);
       assert.equal(at(fn).handling.strategy, 'emulate');
     }
+    // What the probe fetches decides too: arguments are as at the entry, %rax is not.
+    const fetching = (spec: string) => BigInt(resolved([spec])[0]!.vaddr);
+    const flags = disassembly(app, 'flags_first');
+    assert.equal(fetching(`${app}:flags_first arg0 arg1`), flags[1]!.vaddr);
+    assert.equal(fetching(`r:${app}:flags_first retval`), flags[1]!.vaddr);
+    assert.equal(
+      fetching(`${app}:scratch_first %rax`),
+      disassembly(app, 'scratch_first')[0]!.vaddr,
+    );
     for (const fn of ['arg_written', 'loop_back', 'table_jump', 'shared_head', 'register_table']) {
       assert.equal(BigInt(at(fn).vaddr), disassembly(app, fn)[0]!.vaddr, fn);
       assert.equal(at(fn).pastFirst, undefined, fn);
