@@ -1664,9 +1664,7 @@ function buildSite(
   const atStart = usdt === undefined && fn !== undefined && vaddr === fn.vaddr && !goCode;
   const pastFirst = atStart
     ? (entryPastFirst(target, fn, options) ??
-      (fetchesKeptPast(spec, options)
-        ? entryPastStepped(target, fn, options)?.past
-        : undefined))
+      (fetchesKeptPast(spec, options) ? entryPastStepped(target, fn, options)?.past : undefined))
     : undefined;
   if (pastFirst !== undefined) vaddr = fn!.vaddr + pastFirst.offset;
   const afterGoCheck = atFunctionStart && afterStackCheck !== undefined;
