@@ -544,9 +544,16 @@ describe('upscope leaks', () => {
     let child: ChildProcess | undefined;
     try {
       const truthFile = join(dir, 'truth');
-      // The shell waits for upscope's start line, then runs the target in its own process.
-      child = spawn('sh', ['-c', `read go; exec ${target()} ${truthFile}`], {
-        stdio: ['pipe', 'ignore', 'inherit'],
+      // The target waits (hold) for upscope's start line, runs, and exits when its stdin ends.
+      // (Not a shell that execs it: a process that execs under -p has its new program's unwind
+      // tables read at the next tick, 25 ms on, and its stacks cut before then.)
+      child = spawn(target(), [truthFile, 'hold'], { stdio: ['pipe', 'pipe', 'inherit'] });
+      await new Promise<void>((resolve) => {
+        let out = '';
+        child!.stdout!.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          if (out.includes('ready\n')) resolve();
+        });
       });
       const cli = spawn(
         process.execPath,
