@@ -301,7 +301,9 @@ describe('the ptrace engine and a kernel uprobe on the same function', () => {
           await new Promise((resolve) => setTimeout(resolve, 200));
         }
         running.child.kill('SIGINT');
-        await ended(running);
+        // bpftrace 0.17 at times does not end on SIGINT (here, once or twice a run, each time
+        // waited for 30 s): what it printed last is the count, killed or not.
+        await ended(running, 5_000);
         return prints(running).at(-1)!;
       };
       let other = first === 'bpftrace' ? await bpftrace() : undefined;
