@@ -79,6 +79,7 @@ import {
 import { resolveLineAddresses } from './resolve-line.js';
 import {
   afterGoStackCheck,
+  codeParts,
   codeRanges,
   planReturns,
   type ReturnPlan,
@@ -367,6 +368,14 @@ function* resolveSteps(
   const plan: ProbePlan = { sites: [], errors: [], warnings: [], skipped: [] };
   const targets = new Map<string, OpenTarget>();
   const parsedSpecs = specTexts.map((text) => parseSpec(text));
+  /** Per target as the specs name it: the patterns `r:` specs plan the returns of. */
+  const returnGlobs = new Map<string, string[]>();
+  for (const { spec } of parsedSpecs) {
+    if (spec?.kind !== 'return' || spec.location.type !== 'glob') continue;
+    const globs = returnGlobs.get(spec.target.text) ?? [];
+    globs.push(spec.location.pattern);
+    returnGlobs.set(spec.target.text, globs);
+  }
   try {
     for (const [k, text] of specTexts.entries()) {
       const parsed = parsedSpecs[k]!;
@@ -387,15 +396,8 @@ function* resolveSteps(
       }
       try {
         const target = openTarget(parsed.spec, targets, options);
-        for (const other of parsedSpecs.slice(k)) {
-          const { spec } = other;
-          if (
-            spec?.kind === 'return' &&
-            spec.location.type === 'glob' &&
-            spec.target.text === parsed.spec.target.text
-          ) {
-            target.shared.returnsPlanned.add(spec.location.pattern);
-          }
+        for (const glob of returnGlobs.get(parsed.spec.target.text) ?? []) {
+          target.shared.returnsPlanned.add(glob);
         }
         // A fault test's stop: symbols are being read, nothing is defined yet.
         pausePoint('resolving');
@@ -1164,7 +1166,7 @@ function* resolveGlob(
       yield { done, total: groups.length, target: target.file.displayPath };
     }
     done++;
-    const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
+    const main = namedBy(group);
     if (main.type === 'ifunc') {
       resolvers.push(main);
       continue;
@@ -1332,7 +1334,7 @@ function scanReturnsAhead(
   }
   const functions: FunctionSymbol[] = [];
   for (const group of groups) {
-    const main = group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
+    const main = namedBy(group);
     if (main.type !== 'ifunc' && !isColdPart(main) && main.sizeBytes > 0n) functions.push(main);
   }
   const symbols = target.symbols();
@@ -1340,6 +1342,11 @@ function scanReturnsAhead(
     codeRanges(fn, target.elf, symbols),
   );
   if (scan !== undefined) returnScans.set(pattern, scan);
+}
+
+/** The function of a group of aliases a pattern's site is planned by (its preferred name). */
+function namedBy(group: readonly FunctionSymbol[]): FunctionSymbol {
+  return group.reduce((best, fn) => (preferName(fn, best) ? fn : best));
 }
 
 /** The functions a glob matches, grouped by address (aliases together), in address order. */
@@ -1980,10 +1987,7 @@ function entryPastStepped(
   const low = Number(fn.vaddr);
   const high = Number(probe);
   if (!Number.isSafeInteger(high)) return undefined;
-  const parts = codeRanges(fn, elf, symbols).map(({ vaddr, fileOffset, size }) => ({
-    vaddr,
-    bytes: fileOffset === undefined ? new Uint8Array(0) : elf.view(fileOffset, Number(size)),
-  }));
+  const parts = codeParts(fn, elf, symbols);
   let unsure = false;
   for (const part of parts) {
     const code = part.bytes;
@@ -2065,9 +2069,10 @@ function indirectJump(code: Uint8Array, at: number): 'table' | 'pointer' | 'regi
 function mayBeEmulated(code: Uint8Array, at: number): boolean {
   if (quickLength(code, at, code.length) === 0) return true;
   if (quick.flow === QUICK_FLOW.jcc || quick.flow === QUICK_FLOW.call) return true;
-  let op = code[at]!;
-  if (op === 0x66) op = code[at + 1] ?? 0;
-  if ((op & 0xf0) === 0x40) op = code[at + 1 + (code[at] === 0x66 ? 1 : 0)] ?? 0;
+  let i = at;
+  if (code[i] === 0x66) i++;
+  if ((code[i]! & 0xf0) === 0x40) i++;
+  const op = code[i] ?? 0;
   return (op >= 0x50 && op <= 0x57) || op === 0x90 || op === 0x0f;
 }
 

@@ -16,7 +16,6 @@ import {
   type SymbolIndex,
 } from '../symbols/index.js';
 import type { CallingConvention } from './calling-convention.js';
-import type { CodeRange } from './return-scan.js';
 
 /**
  * How return probes are placed: `trampoline` replaces the return address at the entry with a
@@ -193,7 +192,9 @@ function findSites(
   if (fn.sizeBytes === 0n) {
     throw refuse('its symbol has no size, so where its code ends is not known');
   }
-  const scan = context.scannedAhead?.(fn) ?? findReturnInstructions(codeParts(fn, context));
+  const scan =
+    context.scannedAhead?.(fn) ??
+    findReturnInstructions(codeParts(fn, context.elf, context.symbols));
   if (!scan.ok) throw refuse(`its returns cannot be found safely: ${scan.reason}`);
   const sites: ReturnSitePlan[] = [];
   for (const exit of scan.exits) {
@@ -264,6 +265,13 @@ class PlannedExit implements ReturnSitePlan {
   }
 }
 
+/** A part of a function's code: where it is, and where in the file (undefined: not in it). */
+export interface CodeRange {
+  readonly vaddr: bigint;
+  readonly fileOffset: bigint | undefined;
+  readonly size: bigint;
+}
+
 /**
  * Where the function's code is: its body, and its cold part (`f.cold`, which gcc moves away
  * from the hot path).
@@ -282,11 +290,10 @@ export function codeRanges(fn: FunctionSymbol, elf: ElfFile, symbols: SymbolInde
 }
 
 /** The bytes of the function's code (see codeRanges()). */
-function codeParts(fn: FunctionSymbol, context: ReturnPlanContext): CodePart[] {
-  return codeRanges(fn, context.elf, context.symbols).map(({ vaddr, fileOffset, size }) => ({
+export function codeParts(fn: FunctionSymbol, elf: ElfFile, symbols: SymbolIndex): CodePart[] {
+  return codeRanges(fn, elf, symbols).map(({ vaddr, fileOffset, size }) => ({
     vaddr,
-    bytes:
-      fileOffset === undefined ? new Uint8Array(0) : context.elf.view(fileOffset, Number(size)),
+    bytes: fileOffset === undefined ? new Uint8Array(0) : elf.view(fileOffset, Number(size)),
   }));
 }
 

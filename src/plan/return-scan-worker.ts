@@ -3,19 +3,15 @@
  * their entries (see return-scan.ts): findReturnInstructions() on each function's code, read
  * from the file opened again here, the results sent back a batch at a time.
  */
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { workerData } from 'node:worker_threads';
 import { type CodePart, findReturnInstructions } from '../arch/index.js';
+import { FileSource } from '../symbols/index.js';
 import {
   SCAN_BATCH,
   SCAN_PROGRESS,
   type ScanMessage,
   type ScanRequest,
 } from './return-scan-protocol.js';
-
-/** The file is read in blocks of this size, the latest few kept. */
-const BLOCK_BYTES = 1 << 20;
-const MAX_BLOCKS = 16;
 
 const request = workerData as ScanRequest;
 
@@ -25,49 +21,8 @@ function post(message: ScanMessage, transfer: ArrayBuffer[] = []): void {
   Atomics.notify(request.progress, SCAN_PROGRESS.posted);
 }
 
-/** A file's bytes by offset, from blocks read once. */
-class BlockReader {
-  readonly #fd: number;
-  readonly #blocks = new Map<number, Buffer>();
-
-  constructor(fd: number) {
-    this.#fd = fd;
-  }
-
-  view(offset: number, length: number): Uint8Array {
-    const first = Math.floor(offset / BLOCK_BYTES);
-    if (first !== Math.floor((offset + length - 1) / BLOCK_BYTES))
-      return this.#read(offset, length);
-    let block = this.#blocks.get(first);
-    if (block === undefined) {
-      block = this.#read(first * BLOCK_BYTES, BLOCK_BYTES);
-      if (this.#blocks.size >= MAX_BLOCKS) {
-        this.#blocks.delete(this.#blocks.keys().next().value as number);
-      }
-      this.#blocks.set(first, block);
-    }
-    const at = offset - first * BLOCK_BYTES;
-    if (at + length > block.length)
-      throw new Error(`the file ends before offset ${offset + length}`);
-    return block.subarray(at, at + length);
-  }
-
-  /** Up to `length` bytes at `offset` (fewer at the file's end). */
-  #read(offset: number, length: number): Buffer {
-    const buffer = Buffer.allocUnsafeSlow(length);
-    let done = 0;
-    while (done < length) {
-      const n = readSync(this.#fd, buffer, done, length - done, offset + done);
-      if (n === 0) break;
-      done += n;
-    }
-    return buffer.subarray(0, done);
-  }
-}
-
-function scan(fd: number): void {
+function scan(reader: FileSource): void {
   const { starts, parts } = request;
-  const reader = new BlockReader(fd);
   const count = starts.length - 1;
   for (let first = 0; first < count; first += SCAN_BATCH) {
     const n = Math.min(SCAN_BATCH, count - first);
@@ -109,16 +64,15 @@ function scan(fd: number): void {
 }
 
 try {
-  const fd = openSync(request.path, 'r');
+  const source = new FileSource(request.path);
   try {
-    const stat = fstatSync(fd, { bigint: true });
-    if (stat.dev !== request.dev || stat.ino !== request.inode) {
+    if (source.dev !== request.dev || source.inode !== request.inode) {
       post({ type: 'unavailable', why: `${request.path} is not the file being planned` });
     } else {
-      scan(fd);
+      scan(source);
     }
   } finally {
-    closeSync(fd);
+    source.close();
   }
 } catch (err) {
   post({ type: 'unavailable', why: err instanceof Error ? err.message : String(err) });

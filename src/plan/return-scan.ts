@@ -16,6 +16,7 @@ import {
 } from 'node:worker_threads';
 import { type DecodedInstruction, exitInstructionAt, type ReturnScan } from '../arch/index.js';
 import type { ElfFile, FunctionSymbol } from '../symbols/index.js';
+import type { CodeRange } from './return-plan.js';
 import {
   SCAN_BATCH,
   SCAN_PROGRESS,
@@ -29,13 +30,6 @@ export const SCAN_AHEAD_FROM = 2000;
 
 /** How long the planning waits for a batch before it scans its functions itself. */
 const WAIT_MS = 5000;
-
-/** A part of a function's code: where it is, and where in the file (undefined: not in it). */
-export interface CodeRange {
-  readonly vaddr: bigint;
-  readonly fileOffset: bigint | undefined;
-  readonly size: bigint;
-}
 
 export class ReturnScanAhead {
   readonly #worker: Worker;

@@ -53,6 +53,9 @@ const MAX_BLOCKS = 32;
 
 export class FileSource implements ByteSource {
   readonly size: number;
+  /** The file opened: its device and inode (a reader elsewhere checks it has the same). */
+  readonly dev: bigint;
+  readonly inode: bigint;
   readonly #path: string;
   #fd: number | undefined;
   readonly #blocks = new Map<number, Buffer>();
@@ -67,9 +70,11 @@ export class FileSource implements ByteSource {
     }
     let isDirectory: boolean;
     try {
-      const stat = fstatSync(fd);
+      const stat = fstatSync(fd, { bigint: true });
       isDirectory = stat.isDirectory();
-      this.size = stat.size;
+      this.size = Number(stat.size);
+      this.dev = stat.dev;
+      this.inode = stat.ino;
     } catch (err) {
       closeSync(fd);
       throw openError(path, err);

@@ -1,3 +1,4 @@
+export { FileSource } from './byte-source.js';
 export {
   machineLabel,
   SHN_ABS,
