@@ -390,8 +390,19 @@ export function probeNames(sites: readonly ProbeSite[]): string[] {
  * probe caught at its exits one per exit and one at the entry that opens a call's frame.
  */
 function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
-  return sites.flatMap((site, probe) =>
-    attachPoints(site).map((point) => ({
+  return sites.flatMap((site, probe): AggregateSite[] => {
+    const returns = site.returns;
+    if (site.kind === 'return' && returns?.mode === 'trampoline' && site.usdt === undefined) {
+      // Calls paired by frame (see frame-programs.ts): the kernel sets no return trampoline
+      // for a call nested over 64 deep on a thread, and such a call is said, not counted as
+      // never made. The frame opens on the same breakpoint the trampoline is set from.
+      const path = site.target.path;
+      return [
+        { path, offset: site.fileOffset, kind: 'return', probe, role: 'return' },
+        { path, offset: returns.entry.fileOffset, kind: 'entry', probe, role: 'frame-entry' },
+      ];
+    }
+    return attachPoints(site).map((point) => ({
       path: site.target.path,
       offset: point.fileOffset,
       kind: point.attach === 'uretprobe' ? ('return' as const) : ('entry' as const),
@@ -400,8 +411,8 @@ function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
       role: point.role === 'probe' ? undefined : point.role,
       goroutine: site.returns?.frames === 'goroutine',
       tailCall: point.exit === 'tail-call',
-    })),
-  );
+    }));
+  });
 }
 
 /** Functions to time: each entry, and how its returns are caught. */

@@ -110,6 +110,79 @@ describe('calls nested deeper than the kernel sets return trampolines for', () =
     assert.equal(KEPT * TIMES + deep + left, calls);
   });
 
+  test('count and hist of the returns of a recursion 100 deep: the 64 outermost counted, the calls the kernel left out said (they were counted as never made); --return-probes sites counts them all', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const command = `${app()} recurse ${DEPTH} ${TIMES}`;
+    const calls = (DEPTH + 1) * TIMES;
+    const left = (DEPTH + 1 - KERNEL_LIMIT) * TIMES;
+    const said = new RegExp(
+      `^upscope: ${left} calls whose return the kernel did not report \\(it leaves out the return probes of calls nested over 64 deep in a thread, and a longjmp skips them\\), not counted; --return-probes sites catches every return$`,
+      'm',
+    );
+    const counted = runCli(['count', '--json', '-c', command, `r:${app()}:recurse`]);
+    assert.equal(counted.status, 0, counted.stderr);
+    assert.match(counted.stderr, new RegExp(`^calls=${calls}$`, 'm'));
+    // One row: the calls left out are not unwinds.
+    assert.deepEqual(JSON.parse(counted.stdout), [
+      { probe: 'r:recurse', count: KERNEL_LIMIT * TIMES },
+    ]);
+    assert.match(counted.stderr, said);
+    // recurse(n) returns n: the 64 outermost calls return DEPTH down to DEPTH - 63.
+    const hist = runCli(['hist', '--json', '-c', command, `r:${app()}:recurse`, 'retval']);
+    assert.equal(hist.status, 0, hist.stderr);
+    const [values] = JSON.parse(hist.stdout) as { count: number; min: number; max: number }[];
+    assert.deepEqual(
+      { count: values!.count, min: values!.min, max: values!.max },
+      { count: KERNEL_LIMIT * TIMES, min: DEPTH - KERNEL_LIMIT + 1, max: DEPTH },
+    );
+    assert.match(hist.stderr, said);
+    const every = runCli([
+      'count',
+      '--json',
+      '--return-probes',
+      'sites',
+      '-c',
+      command,
+      `r:${app()}:recurse`,
+    ]);
+    assert.equal(every.status, 0, every.stderr);
+    assert.deepEqual(JSON.parse(every.stdout), [{ probe: 'r:recurse', count: calls }]);
+    assert.doesNotMatch(every.stderr, /did not report/);
+    // 30 deep: every return comes, nothing is said.
+    const shallow = runCli([
+      'count',
+      '--json',
+      '-c',
+      `${app()} recurse 30 ${TIMES}`,
+      `r:${app()}:recurse`,
+    ]);
+    assert.equal(shallow.status, 0, shallow.stderr);
+    assert.deepEqual(JSON.parse(shallow.stdout), [{ probe: 'r:recurse', count: 31 * TIMES }]);
+    assert.doesNotMatch(shallow.stderr, /did not report/);
+  });
+
+  test('count of the returns of calls a longjmp leaves: none counted, each said', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const depth = 10;
+    const counted = runCli([
+      'count',
+      '--json',
+      '-c',
+      `${app()} jump ${depth} ${TIMES}`,
+      `r:${app()}:dive`,
+    ]);
+    assert.equal(counted.status, 0, counted.stderr);
+    assert.match(counted.stderr, new RegExp(`^calls=${(depth + 1 + 11) * TIMES}$`, 'm'));
+    assert.deepEqual(JSON.parse(counted.stdout), [{ probe: 'r:dive', count: 0 }]);
+    assert.match(
+      counted.stderr,
+      new RegExp(
+        `^upscope: ${(depth + 1) * TIMES} calls whose return the kernel did not report `,
+        'm',
+      ),
+    );
+  });
+
   for (const engine of ['tracefs', 'bpf']) {
     test(`trace --engine ${engine} of a recursion 100 deep: each return is timed from its own call's entry, the returns left out said`, (t) => {
       if (!requireHost(t, { root: true, commands: ['gcc'] })) return;

@@ -340,7 +340,7 @@ async function run<R>(
     }
     if ((errors.unreported ?? 0n) > 0n) {
       notes.push(
-        `${errors.unreported} calls whose return the kernel did not report (it leaves out the return probes of calls nested over 64 deep in a thread, and a longjmp skips them), not timed; --return-probes sites catches every return`,
+        `${errors.unreported} calls whose return the kernel did not report (it leaves out the return probes of calls nested over 64 deep in a thread, and a longjmp skips them), ${what === 'Timing' ? 'not timed' : 'not counted'}; --return-probes sites catches every return`,
       );
     }
     if ((errors.spansLost ?? 0n) > 0n) {

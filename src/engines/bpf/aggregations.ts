@@ -261,6 +261,14 @@ class FrameState {
   }
 
   /**
+   * Per probe: calls an unwind left (or their thread's end); for a probe whose returns come
+   * through the trampoline none (its calls left are the kernel's, see left()).
+   */
+  unwoundCalls(): bigint[] {
+    return this.read().map((count, probe) => (this.#trampolined[probe] ? 0n : count));
+  }
+
+  /**
    * read(), summed: calls left by an unwind (or their thread's end), and calls of functions
    * timed through the trampoline whose return the kernel did not report.
    */
@@ -520,7 +528,7 @@ export class BpfCounts extends BpfAggregation {
   /** Every count with hits, read now; then, per return probe, the calls unwinds took away. */
   read(): CountRow[] {
     const rows = this.#read();
-    const unwound = this.frameState?.read() ?? [];
+    const unwound = this.frameState?.unwoundCalls() ?? [];
     unwound.forEach((count, probe) => {
       if (count > 0n) rows.push({ probe, key: undefined, count, exit: 'unwind' });
     });
