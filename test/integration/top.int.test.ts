@@ -171,6 +171,44 @@ test('upscope top says which functions it times the kernel single-steps at entry
   assert.deepEqual(leftovers(), []);
 });
 
+// top times a function as latency does, keeping 16 calls of it open per thread: in a
+// recursion 100 deep, each outer call has 16 calls timed (its COUNT), 48 nested over 16 deep
+// and 37 the kernel sets no return trampoline for (over 64). The COUNT left the others out
+// and said nothing; they are said at the end, as latency says them. 10 deep: nothing is.
+test('upscope top says the calls of a timed function its COUNT leaves out (a recursion 100 deep)', async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+  const app = compileProgram('nested', { flags: ['-O1'] });
+  for (const depth of [100, 10]) {
+    const target = spawnCollected(app, ['recurse', String(depth), '100000000']);
+    try {
+      const result = spawnSync(
+        process.execPath,
+        [BIN, 'top', '--duration', '1', '-p', String(target.pid), `${app}:recurse`],
+        { encoding: 'utf8' },
+      );
+      assert.equal(result.status, 0, result.stderr);
+      const timed = Number(countOf(result.stdout.split('\n\n').at(-1)!, 'recurse'));
+      const note =
+        /^upscope: (?:.*, )?(\d+) calls nested over 16 deep, not timed, (\d+) calls whose return the kernel did not report .* \(a timed function's COUNT is of its calls timed\)$/m.exec(
+          result.stderr,
+        );
+      if (depth === 10) {
+        assert.ok(timed > 0, result.stdout);
+        assert.equal(note, null, result.stderr);
+        continue;
+      }
+      assert.ok(note !== null, result.stderr);
+      const [deep, unreported] = [Number(note[1]), Number(note[2])];
+      // 48 and 37 to each 16 timed, but for the calls running when top began and ended.
+      assert.ok(timed > 0 && deep > 2 * timed && unreported > 1.5 * timed, result.stderr);
+    } finally {
+      target.child.kill('SIGKILL');
+      await ended(target);
+    }
+  }
+  assert.deepEqual(leftovers(), []);
+});
+
 // top -p on a process with children started before it: said to be left out, as trace and
 // count say it; --children takes them (and says nothing); the children are /proc's.
 test('upscope top: children started before are said to be left out; --children takes them', async (t) => {

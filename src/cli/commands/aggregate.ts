@@ -202,6 +202,49 @@ function aggregateOptions(
 }
 
 /**
+ * What the handlers of an aggregation could not take, in a few words each (none when they
+ * took every hit): `what` is the command's word (Counting shows the calls unwinds took away
+ * as rows of their own; Timing says the calls it could not time).
+ */
+export function handlerNotes(
+  aggregate: Pick<Aggregate<unknown>, 'errors' | 'engine'>,
+  what: string,
+): string[] {
+  // count shows the calls unwinds took away as rows of their own; the others say how many.
+  const countsUnwinds = what === 'Counting';
+  const errors = aggregate.errors();
+  const notes: string[] = [];
+  if (errors.dropped > 0n) {
+    notes.push(
+      aggregate.engine === 'inject'
+        ? `${errors.dropped} hits not counted (the ring buffer the hooks write into was full)`
+        : `${errors.dropped} hits not counted (a map was full)`,
+    );
+  }
+  if (errors.faults > 0n) notes.push(`${errors.faults} hits whose value could not be read`);
+  if (errors.unmatched > 0n) notes.push(`${errors.unmatched} returns without their entry`);
+  if (errors.deep > 0n && what === 'Timing') {
+    notes.push(`${errors.deep} calls nested over 16 deep, not timed`);
+  }
+  if (errors.unwound > 0n && !countsUnwinds) {
+    notes.push(
+      aggregate.engine === 'inject'
+        ? `${errors.unwound} calls ended by an unwind (an exception, a panic) or in flight when an exception began, not timed`
+        : `${errors.unwound} calls ended by an unwind (an exception, a panic), not timed`,
+    );
+  }
+  if ((errors.unreported ?? 0n) > 0n) {
+    notes.push(
+      `${errors.unreported} calls whose return the kernel did not report (it leaves out the return probes of calls nested over 64 deep in a thread, and a longjmp skips them), ${what === 'Timing' ? 'not timed' : 'not counted'}; --return-probes sites catches every return`,
+    );
+  }
+  if ((errors.spansLost ?? 0n) > 0n) {
+    notes.push(`${errors.spansLost} calls timed but not sent as spans (the span buffer was full)`);
+  }
+  return notes;
+}
+
+/**
  * Run an aggregation until Ctrl-C, --duration, or the end of the command or process; print
  * it every --interval and at the end; set the command's exit status.
  */
@@ -216,8 +259,6 @@ async function run<R>(
   /** The hits a reading holds, in all (none: the run may say why, sayUnprobedProgram()). */
   hits: (reading: R) => bigint,
 ): Promise<void> {
-  // count shows the calls unwinds took away as rows of their own; the others say how many.
-  const countsUnwinds = what === 'Counting';
   const report = aggregate.attachReport;
   const how =
     aggregate.engine === 'ptrace' || aggregate.engine === 'inject'
@@ -317,37 +358,7 @@ async function run<R>(
     const reading = aggregate.read();
     print(reading, true);
     sayUnprobedProgram(io, hits(reading), options.command, aggregate.sites);
-    const errors = aggregate.errors();
-    const notes: string[] = [];
-    if (errors.dropped > 0n) {
-      notes.push(
-        aggregate.engine === 'inject'
-          ? `${errors.dropped} hits not counted (the ring buffer the hooks write into was full)`
-          : `${errors.dropped} hits not counted (a map was full)`,
-      );
-    }
-    if (errors.faults > 0n) notes.push(`${errors.faults} hits whose value could not be read`);
-    if (errors.unmatched > 0n) notes.push(`${errors.unmatched} returns without their entry`);
-    if (errors.deep > 0n && what === 'Timing') {
-      notes.push(`${errors.deep} calls nested over 16 deep, not timed`);
-    }
-    if (errors.unwound > 0n && !countsUnwinds) {
-      notes.push(
-        aggregate.engine === 'inject'
-          ? `${errors.unwound} calls ended by an unwind (an exception, a panic) or in flight when an exception began, not timed`
-          : `${errors.unwound} calls ended by an unwind (an exception, a panic), not timed`,
-      );
-    }
-    if ((errors.unreported ?? 0n) > 0n) {
-      notes.push(
-        `${errors.unreported} calls whose return the kernel did not report (it leaves out the return probes of calls nested over 64 deep in a thread, and a longjmp skips them), ${what === 'Timing' ? 'not timed' : 'not counted'}; --return-probes sites catches every return`,
-      );
-    }
-    if ((errors.spansLost ?? 0n) > 0n) {
-      notes.push(
-        `${errors.spansLost} calls timed but not sent as spans (the span buffer was full)`,
-      );
-    }
+    const notes = handlerNotes(aggregate, what);
     if (notes.length > 0) io.err(`upscope: ${notes.join(', ')}\n`);
   } finally {
     aggregate.close();

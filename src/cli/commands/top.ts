@@ -23,6 +23,7 @@ import {
   strictOption,
 } from '../options.js';
 import { stepsNote } from '../stepped.js';
+import { handlerNotes } from './aggregate.js';
 
 /** One probe's line of the table. */
 export interface TopRow {
@@ -111,7 +112,8 @@ export function registerTop(program: Command, io: Io, result: CommandResult): vo
         'second, and for functions (entries by name or pattern) p50, p90, p99 and max of ' +
         'their time from entry to return, measured in the kernel as latency does (the ' +
         'functions whose first instruction the kernel single-steps, that trap in their times, ' +
-        'are said before the table); other ' +
+        "are said before the table; the calls a function's COUNT leaves out, not timed, are said " +
+        'at the end: nested over 16 deep, ended by an unwind, or left out by the kernel); other ' +
         'probes (returns, offsets, lines, USDT) are counted as count does. On a terminal, ' +
         'keys: s sorts by the next column, r reverses the order, p (or space) pauses the ' +
         'display (the probes keep counting), q (or Ctrl-C) quits and removes the probes. When ' +
@@ -309,6 +311,14 @@ async function top(specs: string[], options: TopOptions, io: Io): Promise<void> 
     // What was measured stays on the terminal (or ends the plain output).
     state.paused = false;
     io.out(`${renderTop(sortRows(final, state.sort, state.reverse))}\n`);
+    // The calls of a timed function its COUNT leaves out (as latency says them), and the
+    // hits the counts could not take.
+    const timing = latency === undefined ? [] : handlerNotes(latency, 'Timing');
+    if (timing.length > 0) {
+      io.err(`upscope: ${timing.join(', ')} (a timed function's COUNT is of its calls timed)\n`);
+    }
+    const counting = count === undefined ? [] : handlerNotes(count, 'Counting');
+    if (counting.length > 0) io.err(`upscope: ${counting.join(', ')}\n`);
     const gone = aggregates.some((a) => a.targetExited);
     io.err(`upscope: ${gone ? `process ${options.pid} exited; ` : ''}probes removed\n`);
   }
