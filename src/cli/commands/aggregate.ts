@@ -5,6 +5,7 @@ import {
   type AggregateOptions,
   bpfAllowed,
   countHits,
+  type HandlerErrors,
   histogramOf,
   type LatencyUnit,
   latencyOf,
@@ -202,6 +203,20 @@ function aggregateOptions(
 }
 
 /**
+ * The hits and calls an aggregation's handlers could not count (or time), by reason, as the
+ * metrics export them (upscope_hits_not_counted_total).
+ */
+export function notCounted(errors: HandlerErrors): Record<string, bigint> {
+  return {
+    map_full: errors.dropped,
+    fault: errors.faults,
+    unmatched: errors.unmatched,
+    deep: errors.deep,
+    unreported: errors.unreported ?? 0n,
+  };
+}
+
+/**
  * What the handlers of an aggregation could not take, in a few words each (none when they
  * took every hit): `what` is the command's word (Counting shows the calls unwinds took away
  * as rows of their own; Timing says the calls it could not time).
@@ -312,12 +327,7 @@ async function run<R>(
         eventsLost: errors.dropped,
         probesAttached: aggregate.sites.length,
         attachErrors: aggregate.skipped.length,
-        notCounted: {
-          map_full: errors.dropped,
-          fault: errors.faults,
-          unmatched: errors.unmatched,
-          deep: errors.deep,
-        },
+        notCounted: notCounted(errors),
       };
     },
   );

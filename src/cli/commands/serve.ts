@@ -18,6 +18,7 @@ import { type MetricFamily, PrometheusExporter, type PrometheusInput } from '../
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
 import { readServeConfig, type ServedAggregation } from '../serve-config.js';
+import { notCounted } from './aggregate.js';
 
 interface Running {
   readonly config: ServedAggregation;
@@ -83,6 +84,13 @@ export function registerServe(program: Command, io: Io, result: CommandResult): 
             probesAttached: running.reduce((n, r) => n + r.aggregate.sites.length, 0),
             attachErrors,
             eventsLost: running.reduce((n, r) => n + r.aggregate.errors().dropped, 0n),
+            // Every aggregation's, summed by reason.
+            notCounted: running.reduce<Record<string, bigint>>((sum, r) => {
+              for (const [reason, n] of Object.entries(notCounted(r.aggregate.errors()))) {
+                sum[reason] = (sum[reason] ?? 0n) + n;
+              }
+              return sum;
+            }, {}),
           },
         }),
       ];
