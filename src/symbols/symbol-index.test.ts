@@ -185,3 +185,74 @@ test('demangleSome() names the functions asked for as demangle() does one by one
     elf.close();
   }
 });
+
+// A spec looks up a name or two: the first lookups scan the names' bytes, and only after 16
+// is a map of every name made (it took 100 ms for node's). Both give what readelf lists.
+test('SymbolIndex finds a name, and its GCC clones, by a scan and by a map alike, as readelf lists them', (t) => {
+  const NODE = '/usr/bin/node';
+  if (!requireHost(t, { commands: ['readelf'] })) return;
+  /** Distinct addresses of the defined functions readelf lists under each name. */
+  const listed = new Map<string, Set<bigint>>();
+  for (const line of tool('readelf', ['-s', '-W', NODE]).split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 8 || !/^\d+:$/.test(f[0]!) || f[6] === 'UND' || f[3] !== 'FUNC') continue;
+    const addresses = listed.get(f[7]!) ?? new Set<bigint>();
+    addresses.add(BigInt(`0x${f[1]}`));
+    listed.set(f[7]!, addresses);
+  }
+  const names = [...listed.keys()];
+  const shared = names.filter((name) => listed.get(name)!.size > 1).slice(0, 5);
+  const cloned = [
+    ...new Set(
+      names
+        .filter((name) => /\.(isra|cold|part|constprop)\b/.test(name))
+        .map((n) => n.split('.')[0]!),
+    ),
+  ]
+    .filter((base) => listed.has(base))
+    .slice(0, 5);
+  assert.equal(shared.length, 5, 'node has static functions that share a name');
+  assert.equal(cloned.length, 5, 'node has functions with GCC clones');
+  const plain = names.filter((_, i) => i % 9000 === 0);
+  // No such function, though it begins names that are ('uv_ru' of uv_run).
+  const asked = [...shared, ...cloned, ...plain, 'uv_run', 'uv_ru', 'no_such_function_here'];
+  const addresses = (fns: readonly { vaddr: bigint }[]) =>
+    fns.map((fn) => fn.vaddr).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const elf = openElf(NODE);
+  try {
+    const answers = (index: SymbolIndex) =>
+      asked.map((name) => [addresses(index.named(name)), addresses(index.clonesOf(name))]);
+    // A fresh index for each name: its first lookups, by scan.
+    const scanned = asked.map((name) => {
+      const fresh = new SymbolIndex(elf);
+      return [addresses(fresh.named(name)), addresses(fresh.clonesOf(name))];
+    });
+    const index = new SymbolIndex(elf);
+    for (let i = 0; i < 20; i++) index.named('warm_up_to_the_map');
+    const mapped = answers(index);
+    assert.deepEqual(scanned, mapped);
+    asked.forEach((name, i) => {
+      const [named, clones] = mapped[i]!;
+      assert.deepEqual(
+        named,
+        [...(listed.get(name) ?? [])].sort((a, b) => (a < b ? -1 : 1)),
+        name,
+      );
+      // Every clone readelf lists under `${name}.SUFFIX` is found.
+      const expected = new Set(
+        names
+          .filter(
+            (n) =>
+              n.startsWith(`${name}.`) &&
+              /^\.(isra|cold|part|constprop|lto_priv)/.test(n.slice(name.length)),
+          )
+          .flatMap((n) => [...listed.get(n)!]),
+      );
+      for (const address of expected)
+        assert.ok(clones!.includes(address), `${name}: 0x${address.toString(16)}`);
+      if (cloned.includes(name)) assert.ok(expected.size > 0, name);
+    });
+  } finally {
+    elf.close();
+  }
+});
