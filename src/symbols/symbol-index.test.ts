@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { compileProgram } from '../../test/helpers/compile.js';
-import { requireHost } from '../../test/helpers/require-host.js';
+import { requireHost, STRICT } from '../../test/helpers/require-host.js';
+import { compileRust, findRustc } from '../../test/helpers/rustc.js';
 import { tool } from '../../test/helpers/tools.js';
 import { globToRegExp } from '../spec/glob.js';
 import { demangle } from './demangle.js';
 import { openElf } from './elf/index.js';
-import { functionDisplayName, mangledOnly, SymbolIndex } from './symbol-index.js';
+import { functionDisplayName, identifiersOf, mangledOnly, SymbolIndex } from './symbol-index.js';
 
 const LIBC = '/usr/lib/x86_64-linux-gnu/libc.so.6';
 const SAMPLE = new URL('../../sample/app.c', import.meta.url).pathname;
@@ -222,14 +223,8 @@ test('SymbolIndex finds a name, and its GCC clones, by a scan and by a map alike
   try {
     const answers = (index: SymbolIndex) =>
       asked.map((name) => [addresses(index.named(name)), addresses(index.clonesOf(name))]);
-    // A fresh index for each name: its first lookups, by scan.
-    const scanned = asked.map((name) => {
-      const fresh = new SymbolIndex(elf);
-      return [addresses(fresh.named(name)), addresses(fresh.clonesOf(name))];
-    });
-    const index = new SymbolIndex(elf);
-    for (let i = 0; i < 20; i++) index.named('warm_up_to_the_map');
-    const mapped = answers(index);
+    const scanned = answers(new SymbolIndex(elf, { lookupsBeforeMaps: Infinity }));
+    const mapped = answers(new SymbolIndex(elf, { lookupsBeforeMaps: 0 }));
     assert.deepEqual(scanned, mapped);
     asked.forEach((name, i) => {
       const [named, clones] = mapped[i]!;
@@ -255,4 +250,68 @@ test('SymbolIndex finds a name, and its GCC clones, by a scan and by a map alike
   } finally {
     elf.close();
   }
+});
+
+// By a demangled name, a lookup demangles only the names that spell out every identifier of
+// its qualified name (identifiersOf()), not all of them (500 ms for node's): what it finds is
+// what a map of every demangled name finds, for names of C++ (node, libstdc++: std's
+// abbreviations, operators, constructors, destructors, templates, lambdas, anonymous
+// namespaces, clones) and Rust, whole, without parameters and as a clone's base.
+test('A function found by its demangled name is the one a map of every demangled name finds', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const files = ['/usr/bin/node', '/usr/lib/x86_64-linux-gnu/libstdc++.so.6'];
+  const rustc = findRustc();
+  if (rustc !== undefined) {
+    for (const flags of [[], ['-C', 'symbol-mangling-version=v0']]) {
+      files.push(compileRust(rustc, 'rust-names', ['-C', 'opt-level=1', ...flags]));
+    }
+  } else if (STRICT) assert.fail('rustc is needed to check Rust names');
+  for (const file of files) {
+    const elf = openElf(file);
+    try {
+      const mapped = new SymbolIndex(elf, { lookupsBeforeMaps: 0 });
+      const scanned = new SymbolIndex(elf, { lookupsBeforeMaps: Infinity });
+      const every = Math.max(1, Math.floor(mapped.length / 300));
+      const asked = new Set<string>();
+      for (let k = 0; k < mapped.length; k += every) {
+        const demangled = mapped.demangledAt(k);
+        if (demangled === undefined) continue;
+        asked.add(demangled);
+        const base = demangled.replace(/ \[clone [^\]]*\]$/, '');
+        asked.add(base);
+        const open = base.indexOf('(');
+        if (open > 0) asked.add(base.slice(0, open));
+      }
+      assert.ok(asked.size > 200, `${file}: ${asked.size} names`);
+      let found = 0;
+      for (const name of asked) {
+        const expected = mapped.demangledNamed(name).map((fn) => fn.vaddr);
+        assert.deepEqual(
+          scanned.demangledNamed(name).map((fn) => fn.vaddr),
+          expected,
+          `${file}: ${name}`,
+        );
+        if (expected.length > 0) found++;
+      }
+      assert.ok(found > asked.size / 2, `${file}: ${found} of ${asked.size} found`);
+    } finally {
+      elf.close();
+    }
+  }
+});
+
+test('identifiersOf() takes the identifiers of a qualified name, not what brackets hold', () => {
+  assert.deepEqual(identifiersOf('node::Environment::Environment(node::IsolateData*,int)'), [
+    'node',
+    'Environment',
+    'Environment',
+  ]);
+  assert.deepEqual(identifiersOf('std::vector<int,std::allocator<int>>::~vector()'), [
+    'vector',
+    'vector',
+  ]);
+  assert.deepEqual(identifiersOf('(anonymousnamespace)::Foo::operator()(int)const'), ['Foo']);
+  assert.deepEqual(identifiersOf('<alloc::vec::Vec<T>ascore::ops::drop::Drop>::drop'), ['drop']);
+  assert.deepEqual(identifiersOf('foo()::{lambda(int)#1}::operator()(int)const'), ['foo']);
+  assert.deepEqual(identifiersOf('operator new(unsigned long)'), []);
 });

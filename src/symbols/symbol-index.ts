@@ -50,6 +50,71 @@ function compactName(name: string): string {
   return name.replace(/\s+/g, '');
 }
 
+/**
+ * The forms of a demangled name demangledNamed() finds it by, compacted: the whole name, the
+ * name a GCC clone is of, and that name without its parameter list. None for a name that is
+ * not mangled.
+ */
+function demangledKeys(demangled: string | undefined): string[] {
+  if (demangled === undefined) return [];
+  const keys = [compactName(demangled)];
+  const base = cloneName(demangled)?.base ?? demangled;
+  if (base !== demangled) keys.push(compactName(base));
+  const bare = withoutParameters(base);
+  if (bare !== undefined) keys.push(compactName(bare));
+  return keys;
+}
+
+/**
+ * Identifiers the mangled name of any function demangled as `name` (compacted) spells out:
+ * those of the parts of its qualified name (`node`, `Environment` of
+ * `node::Environment::Environment(...)`, in `_ZN4node11EnvironmentC2E...`, as in Rust's
+ * legacy and v0 manglings), not what is inside <>, (), [] or {} (template arguments and
+ * parameters may be written as back-references), nor operator names, nor the parts of
+ * `std` the mangling abbreviates (`St`, `Sa`, `Ss`...). Empty when none is certain.
+ */
+export function identifiersOf(name: string): string[] {
+  const found: string[] = [];
+  let depth = 0;
+  let part = '';
+  const take = () => {
+    const word = /^~?([A-Za-z_][A-Za-z0-9_]*)/.exec(part)?.[1];
+    if (word !== undefined && !word.startsWith('operator') && !ABBREVIATED.has(word)) {
+      found.push(word);
+    }
+    part = '';
+  };
+  for (let i = 0; i < name.length; i++) {
+    const ch = name[i]!;
+    if ('<([{'.includes(ch)) depth++;
+    else if ('>)]}'.includes(ch)) depth = Math.max(0, depth - 1);
+    else if (depth === 0 && ch === ':' && name[i + 1] === ':') {
+      take();
+      i++;
+      continue;
+    }
+    // A part's own text, but for what its brackets hold (kept as a mark: `f(`).
+    if (depth === 0 || (depth === 1 && '<([{'.includes(ch))) part += ch;
+  }
+  take();
+  return found;
+}
+
+/** Names of `std` the Itanium mangling writes as abbreviations (St, Sa, Sb, Ss, Si, So, Sd). */
+const ABBREVIATED = new Set([
+  'std',
+  'allocator',
+  'basic_string',
+  'string',
+  'char_traits',
+  'basic_istream',
+  'basic_ostream',
+  'basic_iostream',
+  'istream',
+  'ostream',
+  'iostream',
+]);
+
 const STT_GNU_IFUNC = 10;
 
 interface Version {
@@ -65,6 +130,11 @@ export interface SymbolIndexOptions {
    * file's own segments, and versions come from its .dynsym.
    */
   readonly debugFile?: { readonly elf: ElfFile; readonly path: string } | undefined;
+  /**
+   * Lookups by name (named(), clonesOf(), demangledNamed()) answered by scans before maps of
+   * every name are made (LOOKUPS_BEFORE_MAPS by default): 0 makes the maps at the first.
+   */
+  readonly lookupsBeforeMaps?: number | undefined;
 }
 
 /** The suffix of the part of a function GCC moved its rarely run code to. */
@@ -73,9 +143,9 @@ const COLD_BYTES = new TextEncoder().encode(COLD_SUFFIX);
 const NO_POSITIONS: readonly number[] = [];
 const UTF8 = new TextEncoder();
 /**
- * Lookups by name (named(), clonesOf()) answered by a scan of the names' bytes before a map of
- * every name is made: a probe's spec looks up a name or two, and a map of node's 86,000 names
- * took 100 ms to make; a scan of them takes about 1 ms.
+ * Lookups by name answered by a scan of the names' bytes before a map of every name is made:
+ * a probe's spec looks up a name or two, and a map of node's 86,000 names took 100 ms to make
+ * (500 ms by demangled name); a scan of them takes a few.
  */
 const LOOKUPS_BEFORE_MAPS = 16;
 
@@ -119,6 +189,7 @@ export class SymbolIndex {
   #byName: Map<string, number[]> | undefined;
   /** Lookups by name so far: the first few scan the names' bytes, later ones a map. */
   #lookups = 0;
+  readonly #lookupsBeforeMaps: number;
   /** Positions of the `.cold` parts by the stored name they are parts of (coldPartsOf()). */
   #coldParts: Map<string, number[]> | undefined;
   /** Positions of GCC clones by the stored name they are clones of. */
@@ -132,6 +203,7 @@ export class SymbolIndex {
 
   constructor(elf: ElfFile, options: SymbolIndexOptions = {}) {
     this.#elf = elf;
+    this.#lookupsBeforeMaps = options.lookupsBeforeMaps ?? LOOKUPS_BEFORE_MAPS;
     const debug = options.debugFile;
     const fromDebug = !elf.hasSymtab && debug !== undefined && debug.elf.hasSymtab;
     this.#symbolFile = fromDebug ? debug.elf : elf;
@@ -400,25 +472,30 @@ export class SymbolIndex {
    * and their GCC clones and parts (`ns::Class::method(int) [clone .isra.0]`).
    */
   demangledNamed(name: string): readonly FunctionSymbol[] {
+    const key = compactName(name);
+    const tokens = this.#byDemangled === undefined ? identifiersOf(key) : [];
+    if (tokens.length > 0 && !this.#manyLookups()) {
+      // One lookup: only the stored names that hold every identifier of the name are
+      // demangled (demangling all of node's 86,000 took 500 ms); see identifiersOf().
+      const candidates: number[] = [];
+      this.#eachHoldingAll(tokens, (k) => candidates.push(k));
+      this.demangleSome(candidates);
+      return candidates
+        .filter((k) => demangledKeys(this.demangledAt(k)).includes(key))
+        .map((k) => this.function(k));
+    }
     if (this.#byDemangled === undefined) {
       this.demangleAll();
       this.#byDemangled = new Map();
-      const add = (key: string, k: number) => {
-        const list = this.#byDemangled!.get(key);
-        if (list === undefined) this.#byDemangled!.set(key, [k]);
-        else if (list[list.length - 1] !== k) list.push(k);
-      };
       for (let k = 0; k < this.length; k++) {
-        const demangled = this.demangledAt(k);
-        if (demangled === undefined) continue;
-        add(compactName(demangled), k);
-        const base = cloneName(demangled)?.base ?? demangled;
-        if (base !== demangled) add(compactName(base), k);
-        const bare = withoutParameters(base);
-        if (bare !== undefined) add(compactName(bare), k);
+        for (const found of demangledKeys(this.demangledAt(k))) {
+          const list = this.#byDemangled.get(found);
+          if (list === undefined) this.#byDemangled.set(found, [k]);
+          else if (list[list.length - 1] !== k) list.push(k);
+        }
       }
     }
-    return (this.#byDemangled.get(compactName(name)) ?? []).map((k) => this.function(k));
+    return (this.#byDemangled.get(key) ?? []).map((k) => this.function(k));
   }
 
   /** What follows the stored name in the display name: `@@GLIBC_2.2.5`, or ''. */
@@ -524,11 +601,11 @@ export class SymbolIndex {
   }
 
   /**
-   * Whether names have been looked up often enough (LOOKUPS_BEFORE_MAPS) to be worth a map of
+   * Whether names have been looked up often enough (lookupsBeforeMaps) to be worth a map of
    * them all; counts this lookup.
    */
   #manyLookups(): boolean {
-    return ++this.#lookups > LOOKUPS_BEFORE_MAPS;
+    return ++this.#lookups > this.#lookupsBeforeMaps;
   }
 
   /** Calls `found` with each position whose stored name's bytes begin with `prefix`'s. */
@@ -545,6 +622,29 @@ export class SymbolIndex {
       let i = 1;
       while (i < wanted.length && strings[start + i] === wanted[i]) i++;
       if (i === wanted.length) found(k);
+    }
+  }
+
+  /** Calls `found` with each position whose stored name's bytes hold every one of `words`'. */
+  #eachHoldingAll(words: readonly string[], found: (k: number) => void): void {
+    const wanted = words.map((word) => UTF8.encode(word));
+    const c = this.#columns;
+    const strings = c.strings;
+    const holds = (start: number, end: number, word: Uint8Array) => {
+      const first = word[0]!;
+      for (let at = start; at + word.length <= end; at++) {
+        if (strings[at] !== first) continue;
+        let i = 1;
+        while (i < word.length && strings[at + i] === word[i]) i++;
+        if (i === word.length) return true;
+      }
+      return false;
+    };
+    for (let k = 0; k < this.length; k++) {
+      const row = this.#order[k]!;
+      const start = c.nameStart[row]!;
+      const end = c.nameEnd[row]!;
+      if (wanted.every((word) => holds(start, end, word))) found(k);
     }
   }
 
