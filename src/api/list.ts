@@ -85,15 +85,13 @@ export async function listFunctions(
     const index = targetSymbols(elf, resolved.path, { debugDirs: options.debugDirs });
     const demangle = options.demangle !== false;
     const pattern = options.pattern === undefined ? undefined : globToRegExp(options.pattern);
-    // Every name is shown, or matched against the pattern, demangled: all at once.
-    if (demangle || pattern !== undefined) index.demangleAll();
-    // Which index positions are listed: all, or those whose name matches.
-    let picked: number[] | undefined;
-    if (pattern !== undefined) {
-      picked = [];
-      for (let k = 0; k < index.length; k++) {
-        if (index.matchesAt(k, pattern)) picked.push(k);
-      }
+    // Which index positions are listed: all, or those whose name matches (demangling only
+    // the names it must: see SymbolIndex.matching()).
+    const picked = pattern === undefined ? undefined : index.matching(options.pattern!, pattern);
+    // The names shown demangled at once: every name, or those matched.
+    if (demangle) {
+      if (picked === undefined) index.demangleAll();
+      else index.demangleSome(picked);
     }
     const at = picked === undefined ? (i: number) => i : (i: number) => picked[i]!;
     const mapped: MappedObject | undefined = resolved.mappedObject;

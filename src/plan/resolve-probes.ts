@@ -44,7 +44,6 @@ import {
   fileOffsetToRuntime,
   functionDisplayName,
   type MappedObject,
-  mangledOnly,
   openElf,
   preferName,
   readDynamicInfo,
@@ -1353,15 +1352,7 @@ function namedBy(group: readonly FunctionSymbol[]): FunctionSymbol {
 function matchGlob(index: SymbolIndex, glob: string): FunctionSymbol[][] {
   const pattern = globToRegExp(glob);
   // Demangling every name is a large part of planning a pattern over a big C++ program.
-  const stored = mangledOnly(glob);
-  if (!stored) index.demangleAll();
-  const openEnd = glob.endsWith('*');
-  const matched: number[] = [];
-  for (let k = 0; k < index.length; k++) {
-    if (stored ? index.matchesStoredAt(k, pattern, openEnd) : index.matchesAt(k, pattern)) {
-      matched.push(k);
-    }
-  }
+  const matched = index.matching(glob, pattern);
   // The names matched at once, when many are to be named (one by one, a name costs twice as
   // much).
   if (matched.length >= DEMANGLE_AT_ONCE_MATCHES) index.demangleSome(matched);

@@ -7,7 +7,13 @@ import { tool } from '../../test/helpers/tools.js';
 import { globToRegExp } from '../spec/glob.js';
 import { demangle } from './demangle.js';
 import { openElf } from './elf/index.js';
-import { functionDisplayName, identifiersOf, mangledOnly, SymbolIndex } from './symbol-index.js';
+import {
+  functionDisplayName,
+  identifiersOf,
+  mangledOnly,
+  requiredFragments,
+  SymbolIndex,
+} from './symbol-index.js';
 
 const LIBC = '/usr/lib/x86_64-linux-gnu/libc.so.6';
 const SAMPLE = new URL('../../sample/app.c', import.meta.url).pathname;
@@ -314,4 +320,70 @@ test('identifiersOf() takes the identifiers of a qualified name, not what bracke
   assert.deepEqual(identifiersOf('<alloc::vec::Vec<T>ascore::ops::drop::Drop>::drop'), ['drop']);
   assert.deepEqual(identifiersOf('foo()::{lambda(int)#1}::operator()(int)const'), ['foo']);
   assert.deepEqual(identifiersOf('operator new(unsigned long)'), []);
+});
+
+// A glob over demangled names demangles only the names that hold its requiredFragments()
+// (`uv_*` over node's 86,000 names had them all demangled, 500 ms): it matches what
+// demangling every name and matching each (matchesAt()) matches, for C++ (node, libstdc++)
+// and Rust (legacy and v0) names, with globs made from their own names and ones that reach
+// for what demanglers write themselves (`*alloc*` in `std::allocator<int>::~allocator()`).
+test('A glob matches the functions matching every demangled name finds, demangling fewer', (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const files: [string, number][] = [
+    ['/usr/bin/node', 8],
+    ['/usr/lib/x86_64-linux-gnu/libstdc++.so.6', 25],
+  ];
+  const rustc = findRustc();
+  if (rustc !== undefined) {
+    for (const flags of [[], ['-C', 'symbol-mangling-version=v0']]) {
+      files.push([compileRust(rustc, 'rust-names', ['-C', 'opt-level=1', ...flags]), 40]);
+    }
+  } else if (STRICT) assert.fail('rustc is needed to check Rust names');
+  for (const [file, samples] of files) {
+    const elf = openElf(file);
+    try {
+      const reference = new SymbolIndex(elf);
+      reference.demangleAll();
+      const globs = new Set(['*alloc*', '*string*', '*lambda*', '*operator*', 'std::*', '*5u*']);
+      for (const glob of ['*::~*', '*isra*', '*closure*', '*i32*', '*fmt*', '*[Ss]tart*']) {
+        globs.add(glob);
+      }
+      const every = Math.max(1, Math.floor(reference.length / samples));
+      for (let k = 0; k < reference.length; k += every) {
+        const demangled = reference.demangledAt(k);
+        if (demangled === undefined) continue;
+        const words = demangled.match(/[A-Za-z_][A-Za-z0-9_]*/g) ?? [];
+        if (words.length > 0) globs.add(`*${words.at(-1)}*`);
+        if (words.length > 1) globs.add(`*${words[0]}*${words.at(-1)}*`);
+        globs.add(`${demangled.slice(0, 8)}*`);
+        globs.add(`*${demangled.slice(-10)}`);
+      }
+      let narrowed = 0;
+      // One index for every glob: what one demangled does not change what another matches.
+      const index = new SymbolIndex(elf);
+      for (const glob of globs) {
+        const pattern = globToRegExp(glob);
+        const expected: number[] = [];
+        for (let k = 0; k < reference.length; k++) {
+          if (reference.matchesAt(k, pattern)) expected.push(k);
+        }
+        assert.deepEqual(index.matching(glob, pattern), expected, `${file}: ${glob}`);
+        if (requiredFragments(glob).length > 0) narrowed++;
+      }
+      assert.ok(narrowed >= 10, `${file}: ${narrowed} of ${globs.size} narrowed`);
+    } finally {
+      elf.close();
+    }
+  }
+});
+
+test('requiredFragments() takes the literal runs no demangler writes of its own', () => {
+  assert.deepEqual(requiredFragments('uv_*'), ['uv_']);
+  assert.deepEqual(requiredFragments('node::*Environment*'), ['node', 'Environment']);
+  // Parts of words demanglers write, numbers and what follows them, and classes: none.
+  assert.deepEqual(requiredFragments('*alloc*'), []);
+  assert.deepEqual(requiredFragments('*operator()*'), []);
+  assert.deepEqual(requiredFragments('foo<5u>*'), ['foo']);
+  assert.deepEqual(requiredFragments('_ZN[1-9S]*'), ['_ZN']);
+  assert.deepEqual(requiredFragments('*'), []);
 });

@@ -373,17 +373,27 @@ export class SymbolIndex {
     return { starts, ends };
   }
 
-  /** The length in UTF-8 bytes of the k-th demangled name, or -1 when it is not mangled. */
+  /**
+   * The length in UTF-8 bytes of the k-th demangled name, or -1 when it is not mangled: from
+   * every name's bytes once demangleAll() ran, else from the name (see demangleSome()).
+   */
   demangledLengthAt(k: number): number {
-    this.demangleAll();
-    const all = this.#demangledBytes!;
+    const all = this.#demangledBytes;
+    if (all === undefined) {
+      const demangled = this.demangledAt(k);
+      return demangled === undefined ? -1 : Buffer.byteLength(demangled);
+    }
     return all.start[k]! < 0 ? -1 : all.end[k]! - all.start[k]!;
   }
 
   /** Copy the k-th demangled name's bytes into `target` at `offset`; returns how many. */
   copyDemangledAt(k: number, target: Uint8Array, offset: number): number {
-    this.demangleAll();
-    const all = this.#demangledBytes!;
+    const all = this.#demangledBytes;
+    if (all === undefined) {
+      const demangled = this.demangledAt(k);
+      if (demangled === undefined) return 0;
+      return Buffer.from(target.buffer, target.byteOffset).write(demangled, offset);
+    }
     const start = all.start[k]!;
     if (start < 0) return 0;
     return copyBytes(all.bytes, start, all.end[k]!, target, offset);
@@ -393,15 +403,16 @@ export class SymbolIndex {
    * True when the k-th function's name matches `pattern`: its stored name, its name with the
    * version, its demangled name, or its demangled name without the parameter list; for a
    * GCC clone (`helper.isra.0`, `ns::f(int) [clone .cold]`), the same of the name it is a
-   * clone of.
+   * clone of. Without `demangle`, its demangled forms are not tried (it holds none of a
+   * glob's requiredFragments()).
    */
-  matchesAt(k: number, pattern: RegExp): boolean {
+  matchesAt(k: number, pattern: RegExp, demangle = true): boolean {
     const row = this.#order[k]!;
     const name = this.#nameOf(row);
     if (pattern.test(name)) return true;
     const suffix = this.versionSuffixAt(k);
     if (suffix !== '' && pattern.test(`${name}${suffix}`)) return true;
-    const demangled = this.demangledAt(k);
+    const demangled = demangle ? this.demangledAt(k) : undefined;
     if (demangled === undefined) {
       const clone = name.includes('.') ? cloneName(name) : undefined;
       return clone !== undefined && pattern.test(clone.base);
@@ -625,6 +636,37 @@ export class SymbolIndex {
     }
   }
 
+  /**
+   * The positions of the functions a glob (and `pattern`, its globToRegExp()) matches, as
+   * matchesAt() matches them: a glob that can match only stored names (mangledOnly()) is
+   * matched without demangling, and one with requiredFragments() demangles only the names
+   * that hold them; another demangles every name.
+   */
+  matching(glob: string, pattern: RegExp): number[] {
+    const stored = mangledOnly(glob);
+    const fragments = stored ? [] : requiredFragments(glob);
+    let could: Uint8Array | undefined;
+    if (fragments.length > 0) {
+      const holding: number[] = [];
+      this.#eachHoldingAll(fragments, (k) => holding.push(k));
+      could = new Uint8Array(this.length);
+      for (const k of holding) could[k] = 1;
+      this.demangleSome(holding);
+    } else if (!stored) this.demangleAll();
+    const openEnd = glob.endsWith('*');
+    const matched: number[] = [];
+    for (let k = 0; k < this.length; k++) {
+      if (
+        stored
+          ? this.matchesStoredAt(k, pattern, openEnd)
+          : this.matchesAt(k, pattern, could === undefined || could[k] === 1)
+      ) {
+        matched.push(k);
+      }
+    }
+    return matched;
+  }
+
   /** Calls `found` with each position whose stored name's bytes hold every one of `words`'. */
   #eachHoldingAll(words: readonly string[], found: (k: number) => void): void {
     const wanted = words.map((word) => UTF8.encode(word));
@@ -810,3 +852,72 @@ function sortUnique(c: FunctionColumns): Uint32Array {
 export function mangledOnly(glob: string): boolean {
   return glob.startsWith('_Z');
 }
+
+/**
+ * Runs of identifier characters a glob must match literally (between its `*`, `?` and `[...]`)
+ * that any name the glob matches holds in its mangled form as well, when the match is of its
+ * demangled form: the demanglers spell out what a mangled name spells (identifiers), and
+ * write of their own only numbers (template arguments), words of the language (`int`,
+ * `operator`, `const`), the parts of `std` the mangling abbreviates (`allocator`, `string`),
+ * and their marks (`{lambda(int)#1}`, `(anonymous namespace)`, `[clone .isra.0]`, Rust's
+ * `{closure#0}`). A run that is part of such a word, or begins with a digit, is not taken. So a name
+ * whose stored bytes lack one of these runs need not be demangled to know the glob does not
+ * match it (`uv_*`, `node::*Start*` over node's 86,000 names).
+ */
+export function requiredFragments(glob: string): string[] {
+  const found: string[] = [];
+  let run = '';
+  const take = () => {
+    const lower = run.toLowerCase();
+    // Not a number, nor what follows one (`5u`, Rust's `3usize`: literals, not spelled).
+    if (run.length >= 2 && !/^\d/.test(run) && !DEMANGLER_WORDS.some((w) => w.includes(lower))) {
+      found.push(run);
+    }
+    run = '';
+  };
+  for (let i = 0; i < glob.length; i++) {
+    const ch = glob[i]!;
+    if (ch === '[') {
+      take();
+      const end = glob.indexOf(']', i + 2);
+      if (end < 0) return []; // a `[` that matches itself: left to the full match
+      i = end;
+    } else if (/[A-Za-z0-9_]/.test(ch)) run += ch;
+    else if (ch.charCodeAt(0) > 0x7f)
+      return []; // not ASCII: left to the full match
+    else take();
+  }
+  take();
+  return found;
+}
+
+/**
+ * Words the demanglers write that no mangled name spells (lower case): C++'s types and
+ * keywords, operator and special names, std's abbreviated names, and Rust's types and marks.
+ */
+const DEMANGLER_WORDS = [
+  // C++ builtin types and qualifiers.
+  'void wchar_t bool char signed unsigned short int long float double __int128 __float128',
+  '_float16 _float32 _float64 _float128 char8_t char16_t char32_t decimal32 decimal64',
+  'decimal128 half auto decltype std::nullptr_t nullptr_t const volatile restrict',
+  '__restrict __vector __complex__ __imaginary__ _complex _imaginary _accum _fract _sat',
+  // Operators and expressions.
+  'operator new delete sizeof alignof typeid noexcept throw this true false nullptr',
+  'dynamic_cast static_cast const_cast reinterpret_cast requires co_await',
+  // Special names and marks.
+  'vtable for typeinfo name construction-vtable virtual thunk to non-virtual covariant return',
+  'guard variable transaction clone safe tls init function wrapper reference temporary',
+  'hidden alias java resource lambda unnamed type anonymous namespace string literal',
+  'isra part constprop cold lto_priv localalias abi template parameter object structured binding',
+  'module initializer vtt typeinfo fn offset override invocation block in parm default arg',
+  'class struct union enum friend transaction_safe requires java flat invalid syntax',
+  'recursion limit reached size unexpected',
+  // std's names the mangling abbreviates.
+  'std allocator basic_string char_traits basic_istream basic_ostream basic_iostream',
+  'istream ostream iostream',
+  // Rust (legacy and v0) types and marks.
+  'i8 i16 i32 i64 i128 isize u8 u16 u32 u64 u128 usize f32 f64 str closure shim impl dyn',
+  'unsafe extern fn mut as core alloc vtable',
+]
+  .join(' ')
+  .split(' ');
