@@ -392,7 +392,10 @@ export class SymbolIndex {
     if (all === undefined) {
       const demangled = this.demangledAt(k);
       if (demangled === undefined) return 0;
-      return Buffer.from(target.buffer, target.byteOffset).write(demangled, offset);
+      return Buffer.from(target.buffer, target.byteOffset, target.byteLength).write(
+        demangled,
+        offset,
+      );
     }
     const start = all.start[k]!;
     if (start < 0) return 0;
@@ -913,8 +916,7 @@ const DEMANGLER_WORDS = [
   'class struct union enum friend transaction_safe requires java flat invalid syntax',
   'recursion limit reached size unexpected',
   // std's names the mangling abbreviates.
-  'std allocator basic_string char_traits basic_istream basic_ostream basic_iostream',
-  'istream ostream iostream',
+  ...ABBREVIATED,
   // Rust (legacy and v0) types and marks.
   'i8 i16 i32 i64 i128 isize u8 u16 u32 u64 u128 usize f32 f64 str closure shim impl dyn',
   'unsafe extern fn mut as core alloc vtable',
