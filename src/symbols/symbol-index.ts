@@ -863,9 +863,9 @@ export function mangledOnly(glob: string): boolean {
  * write of their own only numbers (template arguments), words of the language (`int`,
  * `operator`, `const`), the parts of `std` the mangling abbreviates (`allocator`, `string`),
  * and their marks (`{lambda(int)#1}`, `(anonymous namespace)`, `[clone .isra.0]`, Rust's
- * `{closure#0}`). A run that is part of such a word, or begins with a digit, is not taken. So a name
- * whose stored bytes lack one of these runs need not be demangled to know the glob does not
- * match it (`uv_*`, `node::*Start*` over node's 86,000 names).
+ * `{closure#0}`). A run that is part of such a word, or begins with a digit, is not taken.
+ * So a name whose stored bytes lack one of these runs need not be demangled to know the glob
+ * does not match it (`uv_*`, `node::*Start*` over node's 86,000 names).
  */
 export function requiredFragments(glob: string): string[] {
   const found: string[] = [];
@@ -885,10 +885,14 @@ export function requiredFragments(glob: string): string[] {
       const end = glob.indexOf(']', i + 2);
       if (end < 0) return []; // a `[` that matches itself: left to the full match
       i = end;
-    } else if (/[A-Za-z0-9_]/.test(ch)) run += ch;
-    else if (ch.charCodeAt(0) > 0x7f)
-      return []; // not ASCII: left to the full match
-    else take();
+    } else if (/[A-Za-z0-9_]/.test(ch)) {
+      run += ch;
+    } else if (ch.charCodeAt(0) > 0x7f) {
+      // Not ASCII (a Rust identifier is spelled in punycode): left to the full match.
+      return [];
+    } else {
+      take();
+    }
   }
   take();
   return found;
