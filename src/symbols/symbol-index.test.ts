@@ -386,4 +386,8 @@ test('requiredFragments() takes the literal runs no demangler writes of its own'
   assert.deepEqual(requiredFragments('foo<5u>*'), ['foo']);
   assert.deepEqual(requiredFragments('_ZN[1-9S]*'), ['_ZN']);
   assert.deepEqual(requiredFragments('*'), []);
+  // A class's members are not literal: `]` first is one of them.
+  assert.deepEqual(requiredFragments('*[!]abc]Widget*'), ['Widget']);
+  assert.deepEqual(requiredFragments('*[]xyz]Start*'), ['Start']);
+  assert.deepEqual(requiredFragments('*[Ss]tart*'), ['tart']);
 });

@@ -882,7 +882,10 @@ export function requiredFragments(glob: string): string[] {
     const ch = glob[i]!;
     if (ch === '[') {
       take();
-      const end = glob.indexOf(']', i + 2);
+      // A class, read as globToRegExp() reads it: `]` right after `[` (or `[!`, `[^`) is
+      // one of its members.
+      const first = glob[i + 1] === '!' || glob[i + 1] === '^' ? i + 2 : i + 1;
+      const end = glob.indexOf(']', first + 1);
       if (end < 0) return []; // a `[` that matches itself: left to the full match
       i = end;
     } else if (/[A-Za-z0-9_]/.test(ch)) {
