@@ -224,13 +224,14 @@ function removeLeftUprobes(mark) {
 }
 
 /**
- * Patterns of /usr/bin/node's functions attached to: a few hundred, thousands, the goal's
+ * Patterns of /usr/bin/node's functions attached to: one function by its name (what most
+ * runs probe), a few hundred, thousands, the goal's
  * 50,000 (`_ZN[1-9S]*`, functions of named namespaces and of std: 49,981 in node 20), every
  * one (BENCH_ATTACH_PATTERNS='uv_*,*' picks others). upscope's links are scoped to the recorded
  * process (node is the file upscope itself runs on), so no other node process traps.
  */
 const ATTACH_PATTERNS = (
-  process.env.BENCH_ATTACH_PATTERNS ?? 'uv_*,_ZN2v88internal8compiler*,_ZN[1-9S]*,_ZN*,*'
+  process.env.BENCH_ATTACH_PATTERNS ?? 'uv_run,uv_*,_ZN2v88internal8compiler*,_ZN[1-9S]*,_ZN*,*'
 ).split(',');
 
 export async function attachNode() {
