@@ -627,8 +627,10 @@ function* resolveSymbol(
     location.version === undefined ? found : found.filter((fn) => fn.version === location.version);
   // The name as stored and the GCC clones of it (`helper.isra.0`), as gdb finds them; else a
   // C++ or Rust name as it reads demangled: `ns::Class::method`, `ns::Class::method(int)`.
-  const stored = index.named(location.name).length + index.clonesOf(location.name).length > 0;
-  let matches = byVersion(index.functionsCalled(location.name));
+  // (What functionsCalled() finds, with whether it was by the stored name: looked up once.)
+  const asStored = [...index.named(location.name), ...index.clonesOf(location.name)];
+  const stored = asStored.length > 0;
+  let matches = byVersion(stored ? asStored : index.demangledNamed(location.name));
   if (!stored) {
     if (matches.length === 0 && isGlob(location.name)) {
       return yield* resolveQuotedPattern(spec, location, target, options, plan);
