@@ -392,7 +392,7 @@ export function probeNames(sites: readonly ProbeSite[]): string[] {
 function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
   return sites.flatMap((site, probe): AggregateSite[] => {
     const returns = site.returns;
-    if (site.kind === 'return' && returns?.mode === 'trampoline' && site.usdt === undefined) {
+    if (site.kind === 'return' && returns?.mode === 'trampoline') {
       // Calls paired by frame (see frame-programs.ts): the kernel sets no return trampoline
       // for a call nested over 64 deep on a thread, and such a call is said, not counted as
       // never made. The frame opens on the same breakpoint the trampoline is set from.

@@ -84,10 +84,11 @@ export async function listFunctions(
   try {
     const index = targetSymbols(elf, resolved.path, { debugDirs: options.debugDirs });
     const demangle = options.demangle !== false;
-    const pattern = options.pattern === undefined ? undefined : globToRegExp(options.pattern);
+    const pattern = options.pattern;
     // Which index positions are listed: all, or those whose name matches (demangling only
     // the names it must: see SymbolIndex.matching()).
-    const picked = pattern === undefined ? undefined : index.matching(options.pattern!, pattern);
+    const picked =
+      pattern === undefined ? undefined : index.matching(pattern, globToRegExp(pattern));
     // The names shown demangled at once: every name, or those matched.
     if (demangle) {
       if (picked === undefined) index.demangleAll();

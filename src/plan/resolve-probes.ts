@@ -627,8 +627,8 @@ function* resolveSymbol(
     location.version === undefined ? found : found.filter((fn) => fn.version === location.version);
   // The name as stored and the GCC clones of it (`helper.isra.0`), as gdb finds them; else a
   // C++ or Rust name as it reads demangled: `ns::Class::method`, `ns::Class::method(int)`.
-  // (What functionsCalled() finds, with whether it was by the stored name: looked up once.)
-  const asStored = [...index.named(location.name), ...index.clonesOf(location.name)];
+  // (functionsCalled(), with whether it found them by the stored name.)
+  const asStored = index.storedAs(location.name);
   const stored = asStored.length > 0;
   let matches = byVersion(stored ? asStored : index.demangledNamed(location.name));
   if (!stored) {
@@ -1353,7 +1353,8 @@ function namedBy(group: readonly FunctionSymbol[]): FunctionSymbol {
 /** The functions a glob matches, grouped by address (aliases together), in address order. */
 function matchGlob(index: SymbolIndex, glob: string): FunctionSymbol[][] {
   const pattern = globToRegExp(glob);
-  // Demangling every name is a large part of planning a pattern over a big C++ program.
+  // Only the names that could match are demangled (most of planning a pattern over a big
+  // C++ program was demangling every name).
   const matched = index.matching(glob, pattern);
   // The names matched at once, when many are to be named (one by one, a name costs twice as
   // much).
@@ -1555,26 +1556,17 @@ function leanSite(
     }
     const stepped =
       handling.strategy === 'single-step' ? entryPastStepped(target, fn, options) : undefined;
-    entry =
-      stepped === undefined
-        ? {
-            vaddr,
-            pastFirst: undefined,
-            probed,
-            instructions: [probed],
-            handling,
-            fileOffset,
-            runtimeAddress: runtimeAddressOf(target, fileOffset),
-          }
-        : {
-            vaddr: stepped.vaddr,
-            pastFirst: stepped.past,
-            probed: stepped.probed,
-            instructions: [stepped.probed],
-            handling: stepped.handling,
-            fileOffset: stepped.fileOffset,
-            runtimeAddress: runtimeAddressOf(target, stepped.fileOffset),
-          };
+    // Where the probe sits: the first instruction, or the one the stepped ones are passed to.
+    const at = stepped ?? { vaddr, past: undefined, probed, handling, fileOffset };
+    entry = {
+      vaddr: at.vaddr,
+      pastFirst: at.past,
+      probed: at.probed,
+      instructions: [at.probed],
+      handling: at.handling,
+      fileOffset: at.fileOffset,
+      runtimeAddress: runtimeAddressOf(target, at.fileOffset),
+    };
     target.shared.entries.set(vaddr, entry);
   }
   const kind: SiteKind = spec.kind === 'return' ? 'return' : 'entry';

@@ -151,10 +151,12 @@ const LOOKUPS_BEFORE_MAPS = 16;
 
 /** True when bytes [start, end) of `bytes` end with `suffix`. */
 function endsWithBytes(bytes: Uint8Array, start: number, end: number, suffix: Uint8Array): boolean {
-  if (end - start < suffix.length) return false;
-  for (let i = 1; i <= suffix.length; i++) {
-    if (bytes[end - i] !== suffix[suffix.length - i]) return false;
-  }
+  return end - start >= suffix.length && bytesAt(bytes, end - suffix.length, suffix);
+}
+
+/** True when `bytes` holds `word` at `at` (the caller knows it fits). */
+function bytesAt(bytes: Uint8Array, at: number, word: Uint8Array): boolean {
+  for (let i = 0; i < word.length; i++) if (bytes[at + i] !== word[i]) return false;
   return true;
 }
 
@@ -447,8 +449,13 @@ export class SymbolIndex {
    * parameter list (with their clones and parts). Callers leave out the .cold parts they must.
    */
   functionsCalled(name: string): readonly FunctionSymbol[] {
-    const stored = [...this.named(name), ...this.clonesOf(name)];
+    const stored = this.storedAs(name);
     return stored.length > 0 ? stored : this.demangledNamed(name);
+  }
+
+  /** Functions stored under `name`, with their GCC clones and parts: functionsCalled()'s first. */
+  storedAs(name: string): readonly FunctionSymbol[] {
+    return [...this.named(name), ...this.clonesOf(name)];
   }
 
   /**
@@ -627,15 +634,10 @@ export class SymbolIndex {
     const wanted = UTF8.encode(prefix);
     if (wanted.length === 0) return;
     const c = this.#columns;
-    const strings = c.strings;
-    const first = wanted[0]!;
     for (let k = 0; k < this.length; k++) {
       const row = this.#order[k]!;
       const start = c.nameStart[row]!;
-      if (strings[start] !== first || c.nameEnd[row]! - start < wanted.length) continue;
-      let i = 1;
-      while (i < wanted.length && strings[start + i] === wanted[i]) i++;
-      if (i === wanted.length) found(k);
+      if (c.nameEnd[row]! - start >= wanted.length && bytesAt(c.strings, start, wanted)) found(k);
     }
   }
 
@@ -674,14 +676,9 @@ export class SymbolIndex {
   #eachHoldingAll(words: readonly string[], found: (k: number) => void): void {
     const wanted = words.map((word) => UTF8.encode(word));
     const c = this.#columns;
-    const strings = c.strings;
     const holds = (start: number, end: number, word: Uint8Array) => {
-      const first = word[0]!;
       for (let at = start; at + word.length <= end; at++) {
-        if (strings[at] !== first) continue;
-        let i = 1;
-        while (i < word.length && strings[at + i] === word[i]) i++;
-        if (i === word.length) return true;
+        if (c.strings[at] === word[0] && bytesAt(c.strings, at, word)) return true;
       }
       return false;
     };

@@ -32,6 +32,21 @@ async function get(url: string): Promise<{ status: number; text: string }> {
   }
 }
 
+/**
+ * `upscope serve` of these aggregations (YAML lines under `aggregations:`) on a free port,
+ * once it says it is ready: the process (added to `spawned`) and the endpoint's base URL.
+ */
+async function serveReady(dir: string, aggregations: readonly string[], spawned: Spawned[]) {
+  const port = await freePort();
+  const config = join(dir, 'upscope.yaml');
+  writeFileSync(config, [`listen: ${port}`, 'aggregations:', ...aggregations, ''].join('\n'));
+  const serve = spawnCollected(process.execPath, [BIN, 'serve', '--config', config]);
+  spawned.push(serve);
+  const base = `http://127.0.0.1:${port}`;
+  await until('ready', async () => (await get(`${base}/ready`)).status === 200, spawned);
+  return { serve, base };
+}
+
 test('serve --config (YAML): ready once attached, live metrics equal the targetâ€™s counts, SIGTERM leaves nothing', async (t) => {
   if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
   const app = compileProgram('export-target');
@@ -40,13 +55,9 @@ test('serve --config (YAML): ready once attached, live metrics equal the targetâ
   const spawned: Spawned[] = [target];
   try {
     await until('the target waits', () => target.stdout.includes('waiting'), spawned);
-    const port = await freePort();
-    const config = join(dir, 'upscope.yaml');
-    writeFileSync(
-      config,
+    const { serve, base } = await serveReady(
+      dir,
       [
-        `listen: ${port}`,
-        'aggregations:',
         '  - name: calls',
         '    kind: count',
         `    specs: ["${app}:work", "${app}:other"]`,
@@ -56,13 +67,9 @@ test('serve --config (YAML): ready once attached, live metrics equal the targetâ
         '    kind: latency',
         `    specs: "${app}:work"`,
         `    pid: ${target.pid}`,
-        '',
-      ].join('\n'),
+      ],
+      spawned,
     );
-    const serve = spawnCollected(process.execPath, [BIN, 'serve', '--config', config]);
-    spawned.push(serve);
-    const base = `http://127.0.0.1:${port}`;
-    await until('ready', async () => (await get(`${base}/ready`)).status === 200, spawned);
     assert.match(
       serve.stderr,
       /serving 2 of 2 aggregations: metrics at http:\/\/127\.0\.0\.1:\d+\/metrics/,
@@ -107,24 +114,16 @@ test('serve: the calls a latency cannot time are in upscope_hits_not_counted_tot
   const target = spawnCollected(app, ['recurse', '100', '100000000']);
   const spawned: Spawned[] = [target];
   try {
-    const port = await freePort();
-    const config = join(dir, 'upscope.yaml');
-    writeFileSync(
-      config,
+    const { serve, base } = await serveReady(
+      dir,
       [
-        `listen: ${port}`,
-        'aggregations:',
         '  - name: deep',
         '    kind: latency',
         `    specs: "${app}:recurse"`,
         `    pid: ${target.pid}`,
-        '',
-      ].join('\n'),
+      ],
+      spawned,
     );
-    const serve = spawnCollected(process.execPath, [BIN, 'serve', '--config', config]);
-    spawned.push(serve);
-    const base = `http://127.0.0.1:${port}`;
-    await until('ready', async () => (await get(`${base}/ready`)).status === 200, spawned);
     const read = async () => {
       const metrics = (await get(`${base}/metrics`)).text;
       const value = (line: RegExp) => Number(line.exec(metrics)?.[1] ?? Number.NaN);
