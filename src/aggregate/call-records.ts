@@ -17,14 +17,20 @@ export const CALL_RECORD_BYTES = 24;
 
 export type CallRecordKind = 'entry' | 'return' | 'unwind' | 'lone-entry';
 
-/** One entry into or return from a function, on one thread. */
+/** One entry into or return from a function, on one thread (or goroutine). */
 export interface CallRecord {
   readonly kind: CallRecordKind;
+  /**
+   * The thread; for a Go function's call, its goroutine's own id among the recording's
+   * threads (a goroutine may move between threads while its calls are open).
+   */
   readonly tid: number;
   readonly pid: number;
   /** The function's id: its index in the recording's function list. */
   readonly fn: number;
   readonly timeNs: bigint;
+  /** For a Go function's call: the goroutine (its g), when the record is made live. */
+  readonly goroutine?: bigint | undefined;
 }
 
 const KIND_CODE: Readonly<Record<CallRecordKind, number>> = {

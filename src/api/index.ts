@@ -165,11 +165,13 @@ export {
   CALLS_FILE,
   type CallRecorder,
   CallRecords,
+  GOROUTINE_TIDS_FROM,
   INDEX_FILE,
   loadRecording,
   type RecordCallsOptions,
   type RecordEngine,
   type RecordedFunction,
+  type RecordedThread,
   type Recording,
   type RecordingIndex,
   type RecordingProbes,
@@ -181,6 +183,8 @@ export {
   recordCalls,
   recordSpecs,
   type SteppedProbes,
+  threadLabel,
+  threadsSaid,
 } from './recording.js';
 export { type Symbolized, symbolizeAddress } from './symbolize.js';
 export {

@@ -78,13 +78,71 @@ export interface RecordingIndex {
   /** Function ids are indexes into this list. */
   readonly functions: readonly RecordedFunction[];
   readonly objects: readonly string[];
-  readonly threads: readonly { tid: number; pid: number; comm: string }[];
+  /**
+   * The threads whose calls were recorded. A Go function's calls are recorded per goroutine
+   * (one may run on several threads, and a thread runs many): such a "thread" has an id of
+   * GOROUTINE_TIDS_FROM and more, and `goroutine` (its g's address, hex).
+   */
+  readonly threads: readonly RecordedThread[];
   /** False until the recording ended cleanly (a killed upscope leaves it false). */
   readonly complete: boolean;
   readonly records: number;
   /** Events the kernel dropped (ring buffer full): calls or returns missing from the records. */
   readonly lost: number;
   readonly exit?: { code?: number | undefined; signal?: string | undefined } | undefined;
+}
+
+/** A thread of a recording's calls: an OS thread, or a goroutine (see RecordingIndex.threads). */
+export interface RecordedThread {
+  readonly tid: number;
+  readonly pid: number;
+  readonly comm: string;
+  readonly goroutine?: string | undefined;
+}
+
+/**
+ * The ids of goroutines' calls in a recording begin here, above every thread's id (the
+ * kernel's pid_max is at most 2^22).
+ */
+export const GOROUTINE_TIDS_FROM = 0x8000_0000;
+
+/** How a recording's thread is named: `thread 4707`, `goroutine 0xc000102000`. */
+export function threadLabel(thread: RecordedThread | undefined, tid: number): string {
+  return thread?.goroutine === undefined ? `thread ${tid}` : `goroutine ${thread.goroutine}`;
+}
+
+/**
+ * The ids of a recording's goroutines, by process and g: a goroutine's calls are one tree,
+ * whichever threads ran them (a g is used again only by a goroutine that begins after the
+ * one before it ended).
+ */
+class GoroutineIds {
+  readonly #ids = new Map<number, Map<bigint, number>>();
+  #count = 0;
+
+  idOf(pid: number, g: bigint): number {
+    let ofProcess = this.#ids.get(pid);
+    if (ofProcess === undefined) {
+      ofProcess = new Map();
+      this.#ids.set(pid, ofProcess);
+    }
+    let id = ofProcess.get(g);
+    if (id === undefined) {
+      id = GOROUTINE_TIDS_FROM + this.#count++;
+      ofProcess.set(g, id);
+    }
+    return id;
+  }
+}
+
+/** `2 threads`, `9 goroutines`, `1 thread and 9 goroutines`: what a recording's calls were made on. */
+export function threadsSaid(threads: readonly RecordedThread[]): string {
+  const goroutines = threads.filter((t) => t.goroutine !== undefined).length;
+  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+  const own = threads.length - goroutines;
+  if (goroutines === 0) return plural(own, 'thread');
+  const of = plural(goroutines, 'goroutine');
+  return own === 0 ? of : `${plural(own, 'thread')} and ${of}`;
 }
 
 const WRITE_CHUNK = 64 * 1024;
@@ -100,7 +158,7 @@ export class RecordingWriter {
   readonly #view = new DataView(this.#buffer.buffer);
   #used = 0;
   #records = 0;
-  readonly #threads = new Map<number, { tid: number; pid: number; comm: string }>();
+  readonly #threads = new Map<number, RecordedThread>();
   #index: RecordingIndex;
   #closed = false;
 
@@ -164,11 +222,17 @@ export class RecordingWriter {
     return this.#records;
   }
 
-  /** Notes a thread's process and name (the first time it is seen). */
-  thread(tid: number, pid: number, comm: string): void {
+  /** Notes a thread's process and name (the first time it is seen), or a goroutine's. */
+  thread(tid: number, pid: number, comm: string, goroutine?: bigint): void {
     if (tid === this.#lastTid) return;
     this.#lastTid = tid;
-    if (!this.#threads.has(tid)) this.#threads.set(tid, { tid, pid, comm });
+    if (this.#threads.has(tid)) return;
+    this.#threads.set(
+      tid,
+      goroutine === undefined
+        ? { tid, pid, comm }
+        : { tid, pid, comm, goroutine: `0x${goroutine.toString(16)}` },
+    );
   }
 
   /** The thread noted last: its records come in runs. */
@@ -681,9 +745,11 @@ async function attachFunctions<T>(
       prepared = prepare(functions);
     },
   });
+  const goroutines = new GoroutineIds();
   const toRecord = (event: ProbeEvent): CallRecord | undefined => {
     const fn = ids.get(event.probe);
     if (fn === undefined || (event.kind !== 'entry' && event.kind !== 'return')) return undefined;
+    const g = event.goroutine;
     return {
       kind:
         event.kind === 'entry'
@@ -693,10 +759,11 @@ async function attachFunctions<T>(
           : event.exit === 'unwind'
             ? 'unwind'
             : 'return',
-      tid: event.tid,
+      tid: g === undefined ? event.tid : goroutines.idOf(event.pid, g),
       pid: event.pid,
       fn,
       timeNs: event.timestampNs,
+      goroutine: g,
     };
   };
   // whileAttaching ran (attach() resolves only after it), so `prepared` is set.
@@ -734,7 +801,7 @@ export async function recordCalls(options: RecordOptions): Promise<CallRecorder>
     if (failure !== undefined) return;
     const record = toRecord(event);
     if (record === undefined) return;
-    writer.thread(event.tid, event.pid, event.comm);
+    writer.thread(record.tid, event.pid, event.comm, record.goroutine);
     try {
       writer.write(record);
     } catch (err) {
@@ -787,19 +854,22 @@ async function recordInProcess(
   };
   let writer: RecordingWriter | undefined;
   let failure: unknown;
+  const goroutines = new GoroutineIds();
   /** One record of a hit; false ends the run (a full disk: the recording ends, and says why). */
   const write = (
     kind: CallRecord['kind'],
-    tid: number,
+    thread: number,
     pid: number,
     timeNs: bigint,
     site: ProbeSite,
     comm: string,
+    goroutine?: bigint,
   ): boolean => {
     if (failure !== undefined || writer === undefined) return false;
     const fn = fnOf(site);
     if (fn === undefined) return true;
-    writer.thread(tid, pid, comm);
+    const tid = goroutine === undefined ? thread : goroutines.idOf(pid, goroutine);
+    writer.thread(tid, pid, comm, goroutine);
     try {
       writer.writeFields(kind, tid, pid, fn, timeNs);
     } catch (err) {
@@ -839,6 +909,9 @@ async function recordInProcess(
           hit.timeNs,
           site,
           comm,
+          // A Go function's calls by goroutine (%r14 under Go's register ABI; at an unwind,
+          // the entry's registers).
+          site.convention?.kind === 'go-register' ? hit.regs.get('r14') : undefined,
         ),
     },
   );

@@ -213,6 +213,8 @@ interface OpenCall {
   readonly tid: number;
   readonly comm: string;
   readonly timestampNs: bigint;
+  /** The goroutine it was made on, for a goroutine's frames. */
+  readonly goroutine: bigint | undefined;
 }
 
 /** The open calls of one function whose returns are caught at its exits. */
@@ -1095,6 +1097,7 @@ export class Attachment {
     const unwoundAt = (calls: OpenCall[]) => {
       for (const call of calls) deliver(unwoundEvent(frames, call, event.timestampNs));
     };
+    const g = frames.goroutine && typeof goroutine === 'bigint' ? goroutine : undefined;
     if (opens) {
       if (frame !== undefined) {
         const call: OpenCall = {
@@ -1102,10 +1105,13 @@ export class Attachment {
           tid: event.tid,
           comm: event.comm,
           timestampNs: event.timestampNs,
+          goroutine: g,
         };
         unwoundAt(frames.calls.enter(frame.owner, frame.depth, call));
       }
-      if (this.#opensAndDelivers.has(event.probe)) deliver(withTiming(event, fields, undefined));
+      if (this.#opensAndDelivers.has(event.probe)) {
+        deliver(withTiming(event, fields, undefined, g));
+      }
       return;
     }
     const { call, unwound } =
@@ -1118,6 +1124,7 @@ export class Attachment {
         event,
         fields,
         call === undefined ? undefined : event.timestampNs - call.timestampNs,
+        g,
       ),
     );
   }
@@ -1225,6 +1232,7 @@ function withTiming(
   event: ProbeEvent,
   fields: ProbeEvent['fields'],
   latencyNs: bigint | undefined,
+  goroutine?: bigint | undefined,
 ): ProbeEvent {
   // Written out rather than spread: a spread with one more property gives V8 a slow object.
   return {
@@ -1239,6 +1247,7 @@ function withTiming(
     fields,
     latencyNs,
     exit: event.exit,
+    goroutine,
   };
 }
 
@@ -1270,5 +1279,6 @@ function unwoundEvent(frames: FunctionFrames, call: OpenCall, timestampNs: bigin
     fields: {},
     latencyNs: undefined,
     exit: 'unwind',
+    goroutine: call.goroutine,
   };
 }

@@ -7,7 +7,7 @@ import {
   replayCalls,
   type ThreadCalls,
 } from '../aggregate/index.js';
-import type { Recording } from '../api/index.js';
+import { type Recording, threadLabel } from '../api/index.js';
 import { ProbeError } from '../errors/index.js';
 import { closest, didYouMean } from '../internal/index.js';
 import {
@@ -112,7 +112,13 @@ export function writeReplayTrace(
   write: Write,
   calls: Iterable<ReplayCall> = replayCalls(recording.threads),
 ): void {
-  const comms = new Map(recording.index.threads.map((t) => [t.tid, t.comm]));
+  // A goroutine's track is named for it (its calls may have run on several threads).
+  const comms = new Map(
+    recording.index.threads.map((t) => [
+      t.tid,
+      t.goroutine === undefined ? t.comm : threadLabel(t, t.tid),
+    ]),
+  );
   const pids = new Map(recording.threads.map((t) => [t.tid, t.pid]));
   const sink = traceSink(format, write, {
     startNs: firstCallNs(recording.threads),

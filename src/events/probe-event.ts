@@ -33,6 +33,12 @@ export interface ProbeEvent {
    * of it will come.
    */
   readonly noReturn?: true | undefined;
+  /**
+   * For the entry and return of a Go function whose calls are paired per goroutine (a
+   * recording, latency): the goroutine (its g), which may run on another thread at its return
+   * than at its entry.
+   */
+  readonly goroutine?: bigint | undefined;
 }
 
 /** What a stream delivered and what it lost, per probe and in all. */

@@ -71,6 +71,7 @@ export function renderFunctionReportText(
   rows: readonly FunctionStats[],
   name: FunctionName,
   stepped: FunctionStepped = () => undefined,
+  tidText: (tid: number) => string = String,
 ): string {
   const perThread = rows.some((r) => r.tid !== undefined);
   const header = [
@@ -92,7 +93,7 @@ export function renderFunctionReportText(
       steps === undefined ? '' : `kernel-stepped ${steps}`,
     ].filter((n) => n !== '');
     return [
-      ...(perThread ? [String(r.tid)] : []),
+      ...(perThread ? [tidText(r.tid!)] : []),
       formatDuration(r.totalNs),
       formatDuration(r.selfNs),
       String(r.calls),
@@ -193,14 +194,18 @@ export function renderReplayText(
   calls: Iterable<ReplayCall>,
   name: FunctionName,
   write: (text: string) => void,
-  options: { startNs: bigint },
+  options: {
+    startNs: bigint;
+    /** A thread's heading, `thread 4707` by default (a recording's goroutines are named). */
+    thread?: ((tid: number) => string) | undefined;
+  },
 ): void {
   let tid: number | undefined;
   let buffer = '';
   for (const call of calls) {
     if (call.tid !== tid) {
       tid = call.tid;
-      buffer += `# thread ${tid}\n`;
+      buffer += `# ${options.thread?.(tid) ?? `thread ${tid}`}\n`;
     }
     const at = formatDuration(call.startNs - options.startNs);
     buffer += `${at.padStart(12)}  ${formatDuration(call.durationNs).padStart(12)}  ${'  '.repeat(call.depth)}${name(call.fn)}${endNote(call.end)}\n`;

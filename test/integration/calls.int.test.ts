@@ -930,6 +930,64 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.deepEqual(counts['main.inner'], [innerCalls, innerCalls! - innerReturns!]);
   });
 
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    test(`Go (${engine}): each goroutine's calls are one tree of their own, closed, though it parks on one thread and runs on another`, (t) => {
+      const go = findGo();
+      if (!requireHost(t, { root: true, commands: go === undefined ? ['go'] : [] })) return;
+      const app = compileGo(go!, 'go-returns');
+      const goroutines = 12;
+      const untraced = execFileSync(app, ['chan', String(goroutines)], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
+      const { dir, stdout } = record(`${app} chan ${goroutines}`, [`${app}:main.*`], engine);
+      assert.equal(stdout, untraced, "the program's own account is unharmed");
+      const [calls, returns] = /chan calls=(\d+) returns=(\d+)/.exec(stdout)!.slice(1).map(Number);
+      assert.equal(calls, goroutines);
+      const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
+        function: string;
+        calls: number;
+        unwound: number;
+        notReturned: number;
+      }[];
+      // No call was left by an unwind, and every one returned: a call that parked on one
+      // thread and returned on another is one call of its goroutine.
+      for (const row of rows) {
+        assert.equal(row.unwound, 0, `${row.function}: none unwound`);
+        assert.equal(row.notReturned, 0, `${row.function}: every call returned`);
+      }
+      const wait = rows.find((r) => r.function === 'main.wait');
+      assert.equal(wait?.calls, returns, 'main.wait: every call, as the program counts them');
+      // Each goroutine that waited is its own thread of the recording, its tree rooted at the
+      // closure it was started with; main.main's tree holds none of their calls.
+      const index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8')) as {
+        threads: { tid: number; goroutine?: string }[];
+      };
+      const lines = replay(dir);
+      const rootsOf = new Map<number, string[]>();
+      for (const line of lines) {
+        if (line.depth === 0)
+          rootsOf.set(line.tid, [...(rootsOf.get(line.tid) ?? []), line.function]);
+      }
+      const waiting = index.threads.filter((thread) =>
+        lines.some((l) => l.tid === thread.tid && l.function === 'main.wait'),
+      );
+      assert.equal(waiting.length, goroutines, 'one thread of the recording per goroutine');
+      for (const thread of waiting) {
+        assert.match(thread.goroutine ?? '', /^0x[0-9a-f]+$/, 'named by its goroutine');
+        // One root: the closure runChan started it with (the compiler numbers them).
+        const roots = rootsOf.get(thread.tid) ?? [];
+        assert.equal(roots.length, 1, roots.join(', '));
+        assert.match(roots[0]!, /^main\.runChan\.func\d+$/);
+      }
+      const main = index.threads.find((thread) => rootsOf.get(thread.tid)?.includes('main.main'));
+      assert.ok(main !== undefined);
+      assert.ok(!lines.some((l) => l.tid === main.tid && l.function === 'main.wait'));
+      const text = runCli(['replay', dir]).stdout;
+      assert.match(text, /^# goroutine 0x[0-9a-f]+$/m);
+    });
+  }
+
   test('Rust: a panic caught by catch_unwind through a recorded function: output unchanged, calls and unwinds as the program counts them', (t) => {
     const rustc = findRustc();
     if (!requireHost(t, { root: true, commands: rustc === undefined ? ['rustc'] : [] })) return;

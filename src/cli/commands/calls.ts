@@ -4,11 +4,14 @@ import { join } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { functionStats, replayCalls } from '../../aggregate/index.js';
 import {
+  GOROUTINE_TIDS_FROM,
   loadRecording,
   type RecordEngine,
   type Recording,
   type RecordingProgress,
   recordCalls,
+  threadLabel,
+  threadsSaid,
 } from '../../api/index.js';
 import { ProbeError } from '../../errors/index.js';
 import {
@@ -239,7 +242,12 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
         if (format === 'chrome' || format === 'speedscope') {
           writeReplayTrace(recording, format, (chunk) => out.out(chunk), calls);
         } else if (format === 'json') renderReplayJson(calls, name, write);
-        else renderReplayText(calls, name, write, { startNs: firstCallNs(recording.threads) });
+        else {
+          renderReplayText(calls, name, write, {
+            startNs: firstCallNs(recording.threads),
+            thread: threadNamer(recording),
+          });
+        }
       });
     });
 
@@ -369,7 +377,7 @@ async function record(
     io.err(`upscope: process ${options.pid} exited, ending the recording\n`);
   }
   io.err(
-    `upscope: recorded ${index.records} calls and returns of ${index.threads.length} thread${index.threads.length === 1 ? '' : 's'}, ${index.lost} lost\n`,
+    `upscope: recorded ${index.records} calls and returns of ${threadsSaid(index.threads)}, ${index.lost} lost\n`,
   );
   sayUnprobedProgram(io, index.records, options.command, attachment.sites);
   const exit = attachment.exit;
@@ -397,8 +405,14 @@ function report(
     options.sort ?? 'total',
     name,
   );
-  const render = options.format === 'json' ? renderFunctionReportJson : renderFunctionReportText;
-  out.out(render(rows, name, steppedOf(recording)));
+  if (options.format === 'json') {
+    out.out(renderFunctionReportJson(rows, name, steppedOf(recording)));
+    return;
+  }
+  const thread = threadNamer(recording);
+  // A goroutine by its g, in the TID column (its id there is the recording's own).
+  const tid = (id: number) => (id >= GOROUTINE_TIDS_FROM ? thread(id) : String(id));
+  out.out(renderFunctionReportText(rows, name, steppedOf(recording), tid));
 }
 
 /** A recording at least this large says how far its reading got, on a terminal. */
@@ -452,4 +466,10 @@ function parseTime(value: string): bigint {
   }
   const scale = { ns: 1, us: 1e3, ms: 1e6, s: 1e9 }[(m[2] ?? 'us') as 'ns' | 'us' | 'ms' | 's'];
   return BigInt(Math.round(Number(m[1]) * scale));
+}
+
+/** A recording's thread by its id: `thread 4707`, or `goroutine 0xc000102000`. */
+function threadNamer(recording: Recording): (tid: number) => string {
+  const threads = new Map(recording.index.threads.map((t) => [t.tid, t]));
+  return (tid) => threadLabel(threads.get(tid), tid);
 }

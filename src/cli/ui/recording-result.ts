@@ -11,6 +11,7 @@ import {
   type RecordingTreeView,
   type RecordingView,
   recordCalls,
+  threadsSaid,
 } from '../../api/index.js';
 import {
   functionReportRows,
@@ -176,8 +177,7 @@ export class RecordingResult {
       this.#recording = recording;
       this.#functions = recording.index.functions.length;
       this.#fraction = null;
-      const threads = recording.threads.length;
-      this.#progress = `${recording.records} calls and returns of ${recording.index.functions.length} functions in ${threads} thread${threads === 1 ? '' : 's'}, ${recording.index.engine} engine, recorded ${recording.index.startedAt}`;
+      this.#progress = `${recording.records} calls and returns of ${recording.index.functions.length} functions in ${threadsSaid(recording.index.threads)}, ${recording.index.engine} engine, recorded ${recording.index.startedAt}`;
       this.#state = 'ready';
     } catch (err) {
       this.#fail(err);
