@@ -670,7 +670,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
    * Sites by file and offset, the offset as a number (a string made per site was 90 ms of
    * attaching 20,000 functions of a C program).
    */
-  const at = () => {
+  const places = () => {
     const offsets = new Map<string, Set<number>>();
     return {
       add(site: ProbeSite | NamedSite) {
@@ -686,8 +686,8 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     };
   };
   if (!sites.some(timed)) return { streamSites, hidden };
-  const entries = at();
-  const timedAt = at();
+  const entries = places();
+  const timedAt = places();
   for (const site of sites) {
     if (site.kind === 'entry') entries.add(site);
     else if (timed(site)) timedAt.add(site);

@@ -48,7 +48,7 @@ test("count 'libc:*' on a terminal says how far the planning of libc's functions
 
 test('trace --engine tracefs on a terminal says how many of its probes are attached (one uprobe event at a time), then clears the line; in a pipe it says nothing of it', (t) => {
   if (!requireHost(t, { root: true, commands: ['script'] })) return;
-  const command = `${process.execPath} ${BIN} trace --engine tracefs -c /bin/true 'libc:str*'`;
+  const command = `${process.execPath} ${BIN} trace --engine tracefs -c /bin/true 'libc:strc*'`;
   const onTerminal = execFileSync('script', ['-qec', command, '/dev/null'], {
     encoding: 'utf8',
     maxBuffer: 64 << 20,
@@ -66,7 +66,7 @@ test('trace --engine tracefs on a terminal says how many of its probes are attac
   assert.ok(said, onTerminal.slice(-2000));
   assert.equal(total, Number(said[1]!.replace(/,/g, '')), 'attached as many as it traces');
   assert.match(onTerminal, clearedBefore('Tracing'), JSON.stringify(onTerminal.slice(-400)));
-  const inPipe = runCli(['trace', '--engine', 'tracefs', '-c', '/bin/true', 'libc:str*']);
+  const inPipe = runCli(['trace', '--engine', 'tracefs', '-c', '/bin/true', 'libc:strc*']);
   assert.equal(inPipe.status, 0, inPipe.stderr);
   assert.doesNotMatch(inPipe.stderr, /attaching/);
 });

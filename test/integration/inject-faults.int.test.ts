@@ -537,9 +537,9 @@ test('count --engine inject -p: upscope and its helper SIGKILLed together under 
       processBytes(target.pid, app, 'hooked', 16),
       symbolBytes(app, 'hooked', 16),
     );
-    // They run on for a few seconds (using CPU, not stopped, not waiting on the full ring).
+    // They run on for a second (using CPU, not stopped, not waiting on the full ring).
     const before = [cpuTicks(target.pid), cpuTicks(deep.pid)];
-    await sleep(3000);
+    await sleep(1000);
     for (const [i, pid] of [target.pid, deep.pid].entries()) {
       assert.ok(alive(pid), `process ${pid} runs on`);
       assert.match(statusField(pid, 'State') ?? '', /^[RS]/, 'not stopped');

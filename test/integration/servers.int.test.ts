@@ -347,7 +347,7 @@ for (const make of [forkServer, nginx]) {
               server.command,
               '--kill-after',
               '10',
-              ...(end === 'duration' ? ['--duration', '8'] : []),
+              ...(end === 'duration' ? ['--duration', '4'] : []),
             ];
             const what = `${command} --engine ${engine} -c (${end})`;
             const run = await measure(server, args, end);

@@ -207,12 +207,12 @@ test('every command writes only its own tracefs group and instance (strace), and
     const tick = `${busy}:busy_tick`;
     const cases: Case[] = [
       {
-        args: ['trace', '--engine', 'tracefs', '--duration', '1', tick],
+        args: ['trace', '--engine', 'tracefs', '--duration', '0.3', tick],
         cleansDead: true,
         did: usedTracefs,
       },
       {
-        args: ['trace', '--engine', 'tracefs', '-p', pid, '--duration', '1', '-o', output, tick],
+        args: ['trace', '--engine', 'tracefs', '-p', pid, '--duration', '0.3', '-o', output, tick],
         cleansDead: true,
         files: [output],
         did: usedTracefs,
@@ -223,17 +223,17 @@ test('every command writes only its own tracefs group and instance (strace), and
         cleansDead: true,
         did: usedTracefs,
       },
-      { args: ['trace', '--engine', 'bpf', '-p', pid, '--duration', '1', tick] },
+      { args: ['trace', '--engine', 'bpf', '-p', pid, '--duration', '0.3', tick] },
       { args: ['trace', '--engine', 'bpf', '-c', `${counter} 10`, add], launches: true },
-      { args: ['count', '-p', pid, '--duration', '1', tick] },
+      { args: ['count', '-p', pid, '--duration', '0.3', tick] },
       { args: ['count', '-c', `${counter} 10`, add], launches: true },
-      { args: ['hist', '-p', pid, '--duration', '1', tick, 'arg0'] },
+      { args: ['hist', '-p', pid, '--duration', '0.3', tick, 'arg0'] },
       { args: ['hist', '-c', `${counter} 10`, `${counter}:tfs_add`, 'arg1'], launches: true },
-      { args: ['latency', '-p', pid, '--duration', '1', tick] },
+      { args: ['latency', '-p', pid, '--duration', '0.3', tick] },
       { args: ['latency', '-c', `${counter} 10`, `${counter}:tfs_add`], launches: true },
       // The ptrace engine writes the traced process's memory and nothing else.
       {
-        args: ['trace', '--engine', 'ptrace', '-p', pid, '--duration', '1', tick],
+        args: ['trace', '--engine', 'ptrace', '-p', pid, '--duration', '0.3', tick],
         files: [`/proc/${pid}/mem`],
       },
       { args: ['doctor'] },
