@@ -33,7 +33,7 @@ export function functionStats(
   const rows = new Map<string, FunctionStats>();
   for (const thread of threads) {
     const active = new Map<number, number>();
-    const visit = (node: CallNode) => {
+    const enter = (node: CallNode) => {
       const key = options.perThread ? `${thread.tid}:${node.fn}` : `${node.fn}`;
       const duration = durationOf(node);
       let row = rows.get(key);
@@ -66,12 +66,45 @@ export function functionStats(
       for (const child of node.children) children += durationOf(child);
       row.selfNs += duration - children;
       active.set(node.fn, depth + 1);
-      for (const child of node.children) visit(child);
-      active.set(node.fn, depth);
     };
-    for (const root of thread.roots) visit(root);
+    const leave = (node: CallNode) => active.set(node.fn, active.get(node.fn)! - 1);
+    for (const root of thread.roots) depthFirst(root, enter, leave);
   }
   return [...rows.values()];
+}
+
+/**
+ * Visit a tree depth first, `enter` before a node's children and `leave` after them, on a
+ * stack of its own: a recursion tens of thousands of calls deep is as deep a tree, deeper
+ * than a recursive walk can go on the JavaScript stack.
+ */
+export function depthFirst<T extends { readonly children: readonly T[] }>(
+  root: T,
+  enter: (node: T, depth: number) => unknown,
+  leave?: (node: T, depth: number) => void,
+): void {
+  // Each entry: a node, and the index of its next child to visit (-1: not entered yet).
+  const nodes: T[] = [root];
+  const next: number[] = [-1];
+  while (nodes.length > 0) {
+    const top = nodes.length - 1;
+    const node = nodes[top]!;
+    let at = next[top]!;
+    if (at === -1) {
+      // false from enter: its children are not visited.
+      if (enter(node, top) === false) at = node.children.length;
+      else at = 0;
+    }
+    if (at < node.children.length) {
+      next[top] = at + 1;
+      nodes.push(node.children[at]!);
+      next.push(-1);
+      continue;
+    }
+    leave?.(node, top);
+    nodes.pop();
+    next.pop();
+  }
 }
 
 /** A path of the merged call tree: a function reached by one chain of callers. */
@@ -92,25 +125,32 @@ export function callGraph(
   options: { from?: number | undefined } = {},
 ): GraphNode[] {
   const roots: GraphNode[] = [];
-  const add = (into: GraphNode[], node: CallNode) => {
-    let merged = into.find((g) => g.fn === node.fn);
-    if (merged === undefined) {
-      merged = { fn: node.fn, calls: 0, totalNs: 0n, selfNs: 0n, children: [] };
-      into.push(merged);
-    }
-    const duration = durationOf(node);
-    merged.calls++;
-    merged.totalNs += duration;
-    let children = 0n;
-    for (const child of node.children) children += durationOf(child);
-    merged.selfNs += duration - children;
-    for (const child of node.children) add(merged.children, child);
+  const add = (into: GraphNode[], top: CallNode) => {
+    // The path's node each call is merged into, by the depth of the call under `top`.
+    const path: GraphNode[][] = [into];
+    depthFirst(top, (node, depth) => {
+      const siblings = path[depth]!;
+      let merged = siblings.find((g) => g.fn === node.fn);
+      if (merged === undefined) {
+        merged = { fn: node.fn, calls: 0, totalNs: 0n, selfNs: 0n, children: [] };
+        siblings.push(merged);
+      }
+      const duration = durationOf(node);
+      merged.calls++;
+      merged.totalNs += duration;
+      let children = 0n;
+      for (const child of node.children) children += durationOf(child);
+      merged.selfNs += duration - children;
+      path[depth + 1] = merged.children;
+    });
   };
   const from = options.from;
-  const find = (node: CallNode) => {
-    if (node.fn === from) add(roots, node);
-    else for (const child of node.children) find(child);
-  };
+  const find = (root: CallNode) =>
+    depthFirst(root, (node) => {
+      if (node.fn !== from) return true;
+      add(roots, node);
+      return false;
+    });
   for (const thread of threads) {
     for (const root of thread.roots) {
       if (from === undefined) add(roots, root);
@@ -149,24 +189,35 @@ export function* replayCalls(
   options: ReplayOptions = {},
 ): Generator<ReplayCall> {
   const maxDepth = options.depth ?? Number.POSITIVE_INFINITY;
-  function* walk(
-    tid: number,
-    node: CallNode,
-    depth: number,
-    inside: boolean,
-  ): Generator<ReplayCall> {
-    if (options.hide?.has(node.fn)) return;
-    const duration = durationOf(node);
-    if (options.minDurationNs !== undefined && duration < options.minDurationNs) return;
-    const shown = inside || options.only === undefined || options.only.has(node.fn);
-    if (shown) {
-      if (depth >= maxDepth) return;
-      yield { tid, depth, fn: node.fn, startNs: node.startNs, durationNs: duration, end: node.end };
-    }
-    for (const child of node.children) yield* walk(tid, child, shown ? depth + 1 : depth, shown);
-  }
   for (const thread of threads) {
     if (options.tids !== undefined && !options.tids.has(thread.tid)) continue;
-    for (const root of thread.roots) yield* walk(thread.tid, root, 0, false);
+    for (const root of thread.roots) {
+      // On a stack of its own (see depthFirst()): each call with the depth it is shown at,
+      // and whether it is inside a call of `only`; its children pushed in reverse.
+      const stack: { node: CallNode; depth: number; inside: boolean }[] = [
+        { node: root, depth: 0, inside: false },
+      ];
+      while (stack.length > 0) {
+        const { node, depth, inside } = stack.pop()!;
+        if (options.hide?.has(node.fn)) continue;
+        const duration = durationOf(node);
+        if (options.minDurationNs !== undefined && duration < options.minDurationNs) continue;
+        const shown = inside || options.only === undefined || options.only.has(node.fn);
+        if (shown) {
+          if (depth >= maxDepth) continue;
+          yield {
+            tid: thread.tid,
+            depth,
+            fn: node.fn,
+            startNs: node.startNs,
+            durationNs: duration,
+            end: node.end,
+          };
+        }
+        for (let i = node.children.length - 1; i >= 0; i--) {
+          stack.push({ node: node.children[i]!, depth: shown ? depth + 1 : depth, inside: shown });
+        }
+      }
+    }
   }
 }

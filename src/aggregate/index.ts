@@ -1,5 +1,6 @@
 export {
   callGraph,
+  depthFirst,
   type FunctionStats,
   functionStats,
   type GraphNode,

@@ -1,9 +1,10 @@
-import type {
-  CallEnd,
-  FunctionStats,
-  GraphNode,
-  ReplayCall,
-  ThreadCalls,
+import {
+  type CallEnd,
+  depthFirst,
+  type FunctionStats,
+  type GraphNode,
+  type ReplayCall,
+  type ThreadCalls,
 } from '../aggregate/index.js';
 import type { ProbeEvent, StackFrame } from '../events/index.js';
 import { formatDuration } from './histogram.js';
@@ -142,6 +143,17 @@ export function functionReportRows(
   }));
 }
 
+/**
+ * Levels of a call tree drawn (indented) in text and JSON: a recursion thousands of calls
+ * deep would take as many columns on each of its lines (gigabytes in all). A deeper call is
+ * drawn at this level, with its depth said (`[depth 5000]`).
+ */
+export const MAX_DRAWN_DEPTH = 64;
+
+function depthLabel(depth: number): string {
+  return depth > MAX_DRAWN_DEPTH ? `[depth ${depth}] ` : '';
+}
+
 /** `upscope graph`: the merged call tree, one line per path, to `depth` levels. */
 export function renderCallGraphText(
   roots: readonly GraphNode[],
@@ -150,18 +162,26 @@ export function renderCallGraphText(
 ): string {
   const maxDepth = options.depth ?? Number.POSITIVE_INFINITY;
   const lines: string[] = ['  TOTAL        SELF         CALLS  FUNCTION'];
-  const walk = (node: GraphNode, prefix: string, last: boolean, depth: number) => {
-    const branch = depth === 0 ? '' : `${prefix}${last ? '└─ ' : '├─ '}`;
+  // Depth first on a stack of its own (a recursion can be thousands of calls deep), each
+  // path with whether it is the last of its siblings; prefixes[d]: the lines' prefix at d.
+  const stack = roots.map((node) => ({ node, depth: 0, last: true })).reverse();
+  const prefixes: string[] = [''];
+  while (stack.length > 0) {
+    const { node, depth, last } = stack.pop()!;
+    const level = Math.min(depth, MAX_DRAWN_DEPTH);
+    const branch = depth === 0 ? '' : `${prefixes[level]}${last ? '└─ ' : '├─ '}`;
     lines.push(
-      `  ${formatDuration(node.totalNs).padEnd(11)}  ${formatDuration(node.selfNs).padEnd(11)}  ${String(node.calls).padStart(5)}  ${branch}${name(node.fn)}`,
+      `  ${formatDuration(node.totalNs).padEnd(11)}  ${formatDuration(node.selfNs).padEnd(11)}  ${String(node.calls).padStart(5)}  ${branch}${depthLabel(depth)}${name(node.fn)}`,
     );
-    if (depth + 1 >= maxDepth) return;
-    const inner = depth === 0 ? '' : `${prefix}${last ? '   ' : '│  '}`;
-    node.children.forEach((child, i) => {
-      walk(child, inner, i === node.children.length - 1, depth + 1);
-    });
-  };
-  for (const root of roots) walk(root, '', true, 0);
+    if (depth + 1 >= maxDepth) continue;
+    if (depth < MAX_DRAWN_DEPTH) {
+      prefixes[depth + 1] = depth === 0 ? '' : `${prefixes[depth]}${last ? '   ' : '│  '}`;
+    }
+    const children = node.children;
+    for (let i = children.length - 1; i >= 0; i--) {
+      stack.push({ node: children[i]!, depth: depth + 1, last: i === children.length - 1 });
+    }
+  }
   return `${lines.join('\n')}\n`;
 }
 
@@ -172,18 +192,43 @@ export function renderCallGraphJson(
   options: { depth?: number | undefined } = {},
 ): string {
   const maxDepth = options.depth ?? Number.POSITIVE_INFINITY;
-  const one = (node: GraphNode, depth: number): unknown => ({
-    function: name(node.fn),
-    calls: node.calls,
-    totalNs: Number(node.totalNs),
-    selfNs: Number(node.selfNs),
-    children: depth + 1 >= maxDepth ? [] : node.children.map((c) => one(c, depth + 1)),
-  });
-  return `${JSON.stringify(
-    roots.map((r) => one(r, 0)),
-    null,
-    1,
-  )}\n`;
+  // Written out rather than by JSON.stringify, which recurses: a recursion thousands of
+  // calls deep nests as deep. As JSON.stringify(..., 1) writes it, indented to
+  // MAX_DRAWN_DEPTH levels.
+  const parts: string[] = [];
+  const indent = (level: number) => ' '.repeat(Math.min(level, 2 * MAX_DRAWN_DEPTH + 1));
+  /** Each path to write (its node, depth, and whether it is the first of its siblings), or
+   * the end of a node's children. */
+  const stack: (
+    | { readonly node: GraphNode; readonly depth: number; readonly first: boolean }
+    | { readonly close: number }
+  )[] = roots.map((node, i) => ({ node, depth: 0, first: i === 0 })).reverse();
+  parts.push('[');
+  while (stack.length > 0) {
+    const item = stack.pop()!;
+    if ('close' in item) {
+      const level = 2 * item.close + 1;
+      parts.push(`\n${indent(level + 1)}]\n${indent(level)}}`);
+      continue;
+    }
+    const { node, depth, first } = item;
+    const level = 2 * depth + 1;
+    const key = indent(level + 1);
+    parts.push(
+      `${first ? '\n' : ',\n'}${indent(level)}{\n${key}"function": ${JSON.stringify(name(node.fn))},\n${key}"calls": ${node.calls},\n${key}"totalNs": ${Number(node.totalNs)},\n${key}"selfNs": ${Number(node.selfNs)},\n${key}"children": [`,
+    );
+    const children = depth + 1 >= maxDepth ? [] : node.children;
+    if (children.length === 0) {
+      parts.push(`]\n${indent(level)}}`);
+      continue;
+    }
+    stack.push({ close: depth });
+    for (let i = children.length - 1; i >= 0; i--) {
+      stack.push({ node: children[i]!, depth: depth + 1, first: i === 0 });
+    }
+  }
+  parts.push(roots.length === 0 ? ']' : '\n]');
+  return `${parts.join('')}\n`;
 }
 
 /**
@@ -208,7 +253,8 @@ export function renderReplayText(
       buffer += `# ${options.thread?.(tid) ?? `thread ${tid}`}\n`;
     }
     const at = formatDuration(call.startNs - options.startNs);
-    buffer += `${at.padStart(12)}  ${formatDuration(call.durationNs).padStart(12)}  ${'  '.repeat(call.depth)}${name(call.fn)}${endNote(call.end)}\n`;
+    const indent = '  '.repeat(Math.min(call.depth, MAX_DRAWN_DEPTH));
+    buffer += `${at.padStart(12)}  ${formatDuration(call.durationNs).padStart(12)}  ${indent}${depthLabel(call.depth)}${name(call.fn)}${endNote(call.end)}\n`;
     if (buffer.length > 1 << 16) {
       write(buffer);
       buffer = '';
@@ -280,6 +326,13 @@ export function* callEvents(
   }
 }
 
+/**
+ * Levels of the stacks made of a call tree without `depth`: each path is a stack of every
+ * call above it, so a recursion n deep makes n stacks of up to n frames (a thousand levels
+ * are half a million frames); a deeper call's time is its caller's at the last level.
+ */
+export const MAX_STACK_DEPTH = 1024;
+
 export interface CallStacksOptions {
   /** A function id's frame: its name and object. */
   readonly frame: (fn: number) => StackFrame;
@@ -297,19 +350,23 @@ export interface CallStacksOptions {
  * (`timeNs`, so that a frame's width adds up to its inclusive time) with its calls (`count`).
  */
 export function callStacks(roots: readonly GraphNode[], options: CallStacksOptions): StackCount[] {
-  const maxDepth = options.depth ?? Number.POSITIVE_INFINITY;
+  const maxDepth = options.depth ?? MAX_STACK_DEPTH;
   const rows: StackCount[] = [];
-  const walk = (node: GraphNode, callers: StackFrame[], depth: number) => {
-    const frames = [options.frame(node.fn), ...callers];
-    const last = depth + 1 >= maxDepth;
-    rows.push({
-      probe: options.probe,
-      stack: { pid: options.pid, frames },
-      count: BigInt(node.calls),
-      timeNs: last ? node.totalNs : node.selfNs,
+  // Each path's stack, innermost first, is its caller's with its own frame before it.
+  const stackAt: StackFrame[][] = [[]];
+  for (const root of roots) {
+    depthFirst(root, (node, depth) => {
+      const frames = [options.frame(node.fn), ...stackAt[depth]!];
+      const last = depth + 1 >= maxDepth;
+      rows.push({
+        probe: options.probe,
+        stack: { pid: options.pid, frames },
+        count: BigInt(node.calls),
+        timeNs: last ? node.totalNs : node.selfNs,
+      });
+      stackAt[depth + 1] = frames;
+      return !last;
     });
-    if (!last) for (const child of node.children) walk(child, frames, depth + 1);
-  };
-  for (const root of roots) walk(root, [], 0);
+  }
   return rows;
 }

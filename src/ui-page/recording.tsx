@@ -378,8 +378,8 @@ export function RecordingCard({
             ))}
             {tree.truncated && (
               <span class="muted">
-                the {tree.paths} call paths are many: the lightest are left out here (the exports
-                have them all)
+                the {tree.paths} call paths are many: the lightest, and those over 256 levels deep,
+                are left out here (the exports have more)
               </span>
             )}
           </nav>

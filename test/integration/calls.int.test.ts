@@ -1,6 +1,7 @@
 // upscope-tests: apart python3 (its return probes on every function of python3 show in the stacks stacks.int takes of python3 at the same time).
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import {
   chmodSync,
   closeSync,
@@ -928,6 +929,97 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.deepEqual(counts['main.guard']?.[0], 300);
     assert.deepEqual(counts['main.mayPanic'], [calls, calls! - returns!]);
     assert.deepEqual(counts['main.inner'], [innerCalls, innerCalls! - innerReturns!]);
+  });
+
+  for (const returns of ['trampoline', 'sites'] as const) {
+    test(`record -p of a process busy in a recursion (--return-probes ${returns}): every call is closed by its own return, none taken for unwound or left open, from the first probe placed to the last removed`, async (t) => {
+      const app = cTarget(t);
+      if (app === undefined) return;
+      // rec(12) again and again: trees 13 calls deep, entered and left while the kernel
+      // places the probes and while it removes them.
+      const target = spawn(app, ['loop', '12'], { stdio: 'ignore' });
+      try {
+        const dir = join(work, `rec-${readdirSync(work).length}`);
+        const run = runCli([
+          'record',
+          '-p',
+          String(target.pid),
+          '--return-probes',
+          returns,
+          '--duration',
+          '0.5',
+          '-o',
+          dir,
+          `${app}:rec`,
+        ]);
+        assert.equal(run.status, 0, run.stderr);
+        const [row] = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
+          calls: number;
+          unwound: number;
+          notReturned: number;
+        }[];
+        assert.ok(row!.calls > 1000, `${row!.calls} calls`);
+        assert.equal(row!.unwound, 0, 'none unwound: the program never unwinds');
+        const calls = replay(dir);
+        // The calls still running when the recording ended, no more: one tree's worth.
+        assert.ok(row!.notReturned <= 13, `${row!.notReturned} not returned`);
+        assert.ok(Math.max(...calls.map((c) => c.depth)) <= 12, 'no tree deeper than rec(12)');
+        assert.ok(calls.filter((c) => c.depth === 0).length > 10, 'tree after tree');
+      } finally {
+        target.kill('SIGKILL');
+        await once(target, 'exit');
+      }
+    });
+  }
+
+  test('a recursion 20,000 calls deep: report, graph and replay read it whole, in every format, and say the depth past 64 levels', (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const { dir, stdout } = record(`${app} deep 20000`, [`${app}:rec`], 'bpf', [
+      '--return-probes',
+      'sites',
+    ]);
+    const calls = (JSON.parse(stdout.trim()) as { rec: number }).rec;
+    assert.equal(calls, 20001);
+    const cli = (...args: string[]) => {
+      const result = runCli(args);
+      assert.equal(result.status, 0, `${args.join(' ')}\n${result.stderr}`);
+      return result.stdout;
+    };
+    const [row] = JSON.parse(cli('report', dir, '--json')) as {
+      function: string;
+      calls: number;
+      unwound: number;
+      notReturned: number;
+    }[];
+    assert.deepEqual(row && [row.function, row.calls, row.unwound, row.notReturned], [
+      'rec',
+      calls,
+      0,
+      0,
+    ]);
+    // The merged tree: one path per level, as deep as the recursion.
+    let node = (JSON.parse(cli('graph', dir, '--json')) as { children: unknown[] }[])[0];
+    let levels = 0;
+    while (node !== undefined) {
+      levels++;
+      assert.ok(node.children.length <= 1);
+      node = node.children[0] as typeof node;
+    }
+    assert.equal(levels, calls);
+    const graph = cli('graph', dir).trimEnd().split('\n');
+    assert.equal(graph.length, calls + 1, 'a line per level and the heading');
+    assert.match(graph.at(-1)!, /^ {2}\S.* {2}\s*1 {2}(?:[│ ] {2}){63}└─ \[depth 20000\] rec$/);
+    const replayed = replay(dir);
+    assert.equal(replayed.length, calls);
+    assert.equal(Math.max(...replayed.map((l) => l.depth)), calls - 1);
+    // Times in two columns of 12, then 64 levels of indent.
+    assert.match(cli('replay', dir), /^.{28}(?: {2}){64}\[depth 20000\] rec$/m);
+    // The stack formats keep 1,024 levels.
+    const folded = cli('graph', dir, '--format', 'folded').trimEnd().split('\n');
+    assert.equal(folded.length, 1024);
+    assert.equal(folded.at(-1)!.split(' ')[0]!.split(';').length, 1024);
+    assert.match(cli('replay', dir, '--format', 'chrome'), /"traceEvents"/);
   });
 
   for (const engine of ['bpf', 'ptrace'] as const) {

@@ -8,6 +8,8 @@
  *                       (a jump at -O2), and a fork whose child runs child_work x CHILD_CALLS;
  *                       then prints its counters and argc as JSON (the child its own line)
  *   calls-target exit   main -> quitter -> ender, which calls exit(0) (printing first)
+ *   calls-target deep N main -> rec(N): a recursion N + 1 calls deep; prints rec's count
+ *   calls-target loop N main -> rec(N) again and again, until killed
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -108,6 +110,14 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "exit") == 0) {
     quitter();
     return 1;
+  }
+  if (argc > 2 && strcmp(argv[1], "loop") == 0) {
+    for (;;) rec(atol(argv[2]));
+  }
+  if (argc > 2 && strcmp(argv[1], "deep") == 0) {
+    rec(atol(argv[2]));
+    printf("{\"rec\":%ld}\n", n_rec);
+    return 0;
   }
   rec(50);
   is_even(20);

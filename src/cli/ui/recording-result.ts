@@ -1,7 +1,7 @@
 import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { functionStats, type GraphNode } from '../../aggregate/index.js';
+import { depthFirst, functionStats, type GraphNode } from '../../aggregate/index.js';
 import {
   type CallPathView,
   type CallRecorder,
@@ -31,6 +31,8 @@ import { type ExportFile, errorText, uiEngines, warningNotes } from './measureme
 
 /** Paths of the call tree sent to the page at most (the heaviest; the rest are summed up). */
 const MAX_PATHS = 20_000;
+/** Levels of the call tree the page is sent (its tree is drawn nested, level by level). */
+const MAX_VIEW_DEPTH = 256;
 
 /** What the page asked to record. */
 export interface RecordChoice {
@@ -272,14 +274,18 @@ export class RecordingResult {
     const name = namer(recording);
     const roots = graphOf(recording.threads);
     let paths = 0;
-    const count = (node: GraphNode): void => {
-      paths++;
-      for (const child of node.children) count(child);
-    };
-    for (const root of roots) count(root);
+    let deeper = false;
+    for (const root of roots) {
+      depthFirst(root, (_, depth) => {
+        paths++;
+        deeper ||= depth >= MAX_VIEW_DEPTH;
+      });
+    }
     // The heaviest paths first (depth first), until MAX_PATHS: what is left out is light.
+    // Paths deeper than MAX_VIEW_DEPTH are left out too (a recursion thousands deep).
     let budget = MAX_PATHS;
-    const view = (nodes: readonly GraphNode[]): CallPathView[] => {
+    const view = (nodes: readonly GraphNode[], depth: number): CallPathView[] => {
+      if (depth >= MAX_VIEW_DEPTH) return [];
       const kept = [...nodes]
         .sort((a, b) => (a.totalNs > b.totalNs ? -1 : a.totalNs < b.totalNs ? 1 : 0))
         .slice(0, Math.max(0, budget));
@@ -289,7 +295,7 @@ export class RecordingResult {
         calls: n.calls,
         totalNs: Number(n.totalNs),
         selfNs: Number(n.selfNs),
-        children: view(n.children),
+        children: view(n.children, depth + 1),
       }));
     };
     const report = functionReportRows(
@@ -299,10 +305,10 @@ export class RecordingResult {
     );
     this.#tree = {
       functions: recording.index.functions.map((f) => f.name),
-      roots: view(roots),
+      roots: view(roots, 0),
       report,
       paths,
-      truncated: paths > MAX_PATHS,
+      truncated: paths > MAX_PATHS || deeper,
     };
     return this.#tree;
   }

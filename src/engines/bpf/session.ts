@@ -28,6 +28,11 @@ export interface BpfProbe {
   readonly kind: 'entry' | 'return';
   readonly cookie: number;
   readonly refCtrOffset?: bigint | undefined;
+  /**
+   * A return caught at an exit: linked before the other probes of its file and removed after
+   * them (see #groups()).
+   */
+  readonly early?: boolean | undefined;
 }
 
 /**
@@ -298,8 +303,13 @@ export class BpfSession {
     let last: BpfProbe | undefined;
     let run: BpfProbe[] | undefined;
     for (const probe of probes) {
-      if (last === undefined || probe.kind !== last.kind || probe.path !== last.path) {
-        const key = `${probe.kind}\u0000${probe.path}`;
+      if (
+        last === undefined ||
+        probe.kind !== last.kind ||
+        probe.path !== last.path ||
+        probe.early !== last.early
+      ) {
+        const key = `${probe.kind}\u0000${probe.early === true}\u0000${probe.path}`;
         run = groups.get(key);
         if (run === undefined) {
           run = [];
@@ -309,8 +319,17 @@ export class BpfSession {
       run!.push(probe);
       last = probe;
     }
+    // Returns first (uretprobes, and the returns caught at exits in links of their own), and
+    // removed last (detach() closes links in the reverse order): the kernel places and removes
+    // a link's probes one by one, while a process (-p) runs on. A call entered meanwhile is
+    // seen with its return, or its return alone (a call begun before the first probe, or
+    // returning after the last), never its entry alone, which would take its return for
+    // missed and its frame for unwound.
+    const returns = (group: readonly BpfProbe[]) =>
+      group[0]!.kind === 'return' || group[0]!.early === true;
+    const ordered = [...groups.values()].sort((a, b) => Number(returns(b)) - Number(returns(a)));
     const links: { group: BpfProbe[]; pid: number | undefined; into: number[] }[] = [];
-    for (const group of groups.values()) {
+    for (const group of ordered) {
       const scope = options.pid === undefined ? this.#scope : undefined;
       if (scope === undefined || !scope.scoped(group[0]!.path)) {
         links.push({ group, pid: options.pid, into: this.#links });
@@ -482,7 +501,8 @@ export class BpfSession {
 
   /** Release the links of a process added by addProcess() or scoped at attach(), as it ends. */
   removeProcess(pid: number): void {
-    for (const fd of this.#processLinks.get(pid) ?? []) closeFd(fd);
+    // The last made first (see #groups()).
+    for (const fd of (this.#processLinks.get(pid) ?? []).toReversed()) closeFd(fd);
     this.#processLinks.delete(pid);
   }
 
@@ -505,7 +525,8 @@ export class BpfSession {
   /** Detach every probe (the maps stay readable until close()). */
   detach(): void {
     this.#detached = true;
-    for (const fd of this.#links.splice(0)) {
+    // The last made first: returns are removed after the entries (see #groups()).
+    for (const fd of this.#links.splice(0).reverse()) {
       closeFd(fd);
       // Fault tests stop here: one link closed, the others still attached.
       pausePoint('detaching');

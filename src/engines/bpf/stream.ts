@@ -235,6 +235,7 @@ export class BpfStream {
         kind: site.attach === 'uretprobe' ? 'return' : 'entry',
         refCtrOffset: site.usdt?.semaphoreFileOffset,
         cookie: this.#layoutOf[index]! * 2 ** 32 + index,
+        early: site.kind === 'return',
       })),
       programs: { entry: program, return: program },
       attach: { mode: options.mode, purpose: `the stream of ${sites.length} probes` },
