@@ -36,7 +36,13 @@ import {
   valueProgram,
 } from './programs.js';
 import { RingBuffer } from './ring-buffer.js';
-import { type AttachMode, type AttachReport, BpfSession, type MoveProbe } from './session.js';
+import {
+  type AttachMode,
+  type AttachReport,
+  type BpfProbe,
+  BpfSession,
+  type MoveProbe,
+} from './session.js';
 import { type UnwindCapacity, UnwindMaps } from './unwind-maps.js';
 import {
   FRAME_FILE_BIT,
@@ -66,6 +72,11 @@ export interface AggregateSite {
   readonly goroutine?: boolean | undefined;
   /** A return caught at a jump to another function: the result is not made yet. */
   readonly tailCall?: boolean | undefined;
+}
+
+/** The uprobe of a site: a return caught at an exit is linked before the entries (#groups()). */
+function probeOf(site: AggregateSite, cookie: number): BpfProbe {
+  return { ...site, cookie, early: site.role === 'return' && site.kind === 'entry' };
 }
 
 /** A function to time: its entry, and how its returns are caught. */
@@ -516,7 +527,7 @@ export class BpfCounts extends BpfAggregation {
           );
         self.attached(
           self.session.attach(
-            sites.map((site, index) => ({ ...site, cookie: cookieOf(site, index) })),
+            sites.map((site, index) => probeOf(site, cookieOf(site, index))),
             { entry: program, return: program },
             { pid: self.attachPid, mode: options.mode, purpose: options.purpose },
           ),
@@ -722,7 +733,7 @@ export class BpfValueHistograms extends BpfAggregation {
           );
         self.attached(
           self.session.attach(
-            sites.map((site, index) => ({ ...site, cookie: cookieOf(site, index) })),
+            sites.map((site, index) => probeOf(site, cookieOf(site, index))),
             { entry: program, return: program },
             { pid: self.attachPid, mode: options.mode, purpose: options.purpose },
           ),
@@ -812,10 +823,7 @@ export class BpfLatency extends BpfAggregation {
         const filters = self.filters(options);
         // Returns first: a call already running when its entry probe arrives is not timed
         // (its return finds no frame), rather than leaving a frame no return ever takes.
-        const probes = [...returns, ...entries].map((site) => ({
-          ...site,
-          cookie: cookieOf(site, 0),
-        }));
+        const probes = [...returns, ...entries].map((site) => probeOf(site, cookieOf(site, 0)));
         const program = () => latencyProgram(maps, filters, unitNs);
         self.attached(
           self.session.attach(
