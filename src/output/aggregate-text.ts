@@ -33,9 +33,11 @@ export function renderCountsText(
       .map((row) => {
         // Calls an unwind took away: no return was seen, so no stack either.
         if (row.exit === 'unwind') return `${row.probe} (unwound): ${row.count}`;
+        // A probe with no hits has no stack (and no process) to show.
+        if (row.stack === undefined) return `${row.probe}: ${row.count}`;
         const frames = (row.stack?.frames ?? []).map(frameText);
         const lines = frames.length === 0 ? ['[no user stack]'] : frames;
-        return `${row.probe} (pid ${row.stack?.pid}): ${row.count}\n${lines.map((f) => `    ${f}`).join('\n')}`;
+        return `${row.probe} (pid ${row.stack.pid}): ${row.count}\n${lines.map((f) => `    ${f}`).join('\n')}`;
       })
       .join('\n\n');
   }
