@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { functionStats, replayCalls } from '../../aggregate/index.js';
 import {
-  GOROUTINE_TIDS_FROM,
   loadRecording,
   type RecordEngine,
   type Recording,
@@ -128,7 +127,8 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
           'into the process (--engine inject, no trap a call), into the directory ' +
           'DIR: calls.bin (binary records, written as they come) and index.json (functions, ' +
           'threads, losses). Threads and the child processes forked while it records are ' +
-          'followed (with -p --children, those started before too). Read it with upscope ' +
+          "followed (with -p --children, those started before too); a Go function's calls are " +
+          'recorded per goroutine. Read it with upscope ' +
           'report, graph and replay. Events lost (ring buffer full) are said as they happen and ' +
           'in the index. Ctrl-C ends the recording (with -p the process runs on). With ' +
           'kernel uprobes, the plan of each pattern (which functions, where each returns) is ' +
@@ -207,8 +207,9 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     .summary("a recording's calls in time order per thread, indented, with durations")
     .description(
       'Each call of the recording in DIR on a line: per thread, in time order, indented by ' +
-        'depth, with the time since the recording began and its duration; a call an unwind ' +
-        'ended is marked [unwound], one that never returned [no return: thread ended].',
+        'depth (the depth said past 64 levels), with the time since the recording began and ' +
+        'its duration; a call an unwind ended is marked [unwound], one that never returned ' +
+        '[no return: thread ended]. A Go recording has a tree per goroutine.',
     )
     .argument('<dir>', 'a recording made by upscope record')
     .option('--depth <n>', 'show calls at most N deep', positive('--depth'))
@@ -409,9 +410,13 @@ function report(
     out.out(renderFunctionReportJson(rows, name, steppedOf(recording)));
     return;
   }
-  const thread = threadNamer(recording);
-  // A goroutine by its g, in the TID column (its id there is the recording's own).
-  const tid = (id: number) => (id >= GOROUTINE_TIDS_FROM ? thread(id) : String(id));
+  // A goroutine by its g in the TID column (its id there is the recording's own), a thread
+  // by its id.
+  const threads = new Map(recording.index.threads.map((t) => [t.tid, t]));
+  const tid = (id: number) => {
+    const thread = threads.get(id);
+    return thread?.goroutine === undefined ? String(id) : threadLabel(thread, id);
+  };
   out.out(renderFunctionReportText(rows, name, steppedOf(recording), tid));
 }
 
