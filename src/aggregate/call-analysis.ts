@@ -1,4 +1,4 @@
-import type { CallEnd, CallNode, ThreadCalls } from './call-tree.js';
+import type { CallEnd, CallNode, CallObserver, ObservedThread, ThreadCalls } from './call-tree.js';
 
 /** A function's calls, on one thread or all: counts and times in ns. */
 export interface FunctionStats {
@@ -25,52 +25,108 @@ function durationOf(node: CallNode): bigint {
   return node.endNs - node.startNs;
 }
 
+/**
+ * Tells `observers` of every call of `threads` (each thread in turn, its calls in the order
+ * they began and ended), as a CallTreeBuilder tells them while it reads the records.
+ */
+export function walkCalls(
+  threads: readonly ThreadCalls[],
+  observers: readonly CallObserver[],
+): void {
+  for (const thread of threads) {
+    const enter = (node: CallNode) => {
+      for (const observer of observers) observer.enter(thread, node.fn);
+    };
+    const leave = (node: CallNode) => {
+      const duration = durationOf(node);
+      let callees = 0n;
+      for (const child of node.children) callees += durationOf(child);
+      for (const observer of observers) {
+        observer.leave(thread, node.fn, duration, callees, node.end);
+      }
+    };
+    for (const root of thread.roots) depthFirst(root, enter, leave);
+  }
+}
+
+/**
+ * Per function (per thread with `perThread`), over every call it is told of: a recursion's
+ * time counts once in `totalNs` (its outermost call), each call in `sumNs`.
+ */
+export class FunctionStatsBuilder implements CallObserver {
+  readonly #perThread: boolean;
+  /** Rows by thread (0 for all, unless per thread), then function. */
+  readonly #rows = new Map<number, Map<number, FunctionStats>>();
+  /** Per thread: how many calls of each function are open (its recursion's depth). */
+  readonly #open = new Map<number, Map<number, number>>();
+
+  constructor(options: { readonly perThread?: boolean | undefined } = {}) {
+    this.#perThread = options.perThread === true;
+  }
+
+  enter(thread: ObservedThread, fn: number): void {
+    let open = this.#open.get(thread.tid);
+    if (open === undefined) {
+      open = new Map();
+      this.#open.set(thread.tid, open);
+    }
+    open.set(fn, (open.get(fn) ?? 0) + 1);
+  }
+
+  leave(thread: ObservedThread, fn: number, duration: bigint, callees: bigint, end: CallEnd): void {
+    const open = this.#open.get(thread.tid)!;
+    const outer = open.get(fn)! - 1;
+    open.set(fn, outer);
+    const key = this.#perThread ? thread.tid : 0;
+    let rows = this.#rows.get(key);
+    if (rows === undefined) {
+      rows = new Map();
+      this.#rows.set(key, rows);
+    }
+    let row = rows.get(fn);
+    if (row === undefined) {
+      row = {
+        fn,
+        tid: this.#perThread ? thread.tid : undefined,
+        calls: 0,
+        totalNs: 0n,
+        selfNs: 0n,
+        sumNs: 0n,
+        minNs: duration,
+        maxNs: duration,
+        unwound: 0,
+        open: 0,
+        unreported: 0,
+      };
+      rows.set(fn, row);
+    }
+    row.calls++;
+    row.sumNs += duration;
+    if (duration < row.minNs) row.minNs = duration;
+    if (duration > row.maxNs) row.maxNs = duration;
+    if (end === 'unwind') row.unwound++;
+    else if (end === 'open') row.open++;
+    else if (end === 'unreported') row.unreported++;
+    if (outer === 0) row.totalNs += duration;
+    row.selfNs += duration - callees;
+  }
+
+  /** The rows, by thread then function id. */
+  rows(): FunctionStats[] {
+    return [...this.#rows]
+      .sort(([a], [b]) => a - b)
+      .flatMap(([, rows]) => [...rows.values()].sort((a, b) => a.fn - b.fn));
+  }
+}
+
 /** Per function (per thread with `perThread`), over every call of every thread. */
 export function functionStats(
   threads: readonly ThreadCalls[],
   options: { perThread?: boolean | undefined } = {},
 ): FunctionStats[] {
-  const rows = new Map<string, FunctionStats>();
-  for (const thread of threads) {
-    const active = new Map<number, number>();
-    const enter = (node: CallNode) => {
-      const key = options.perThread ? `${thread.tid}:${node.fn}` : `${node.fn}`;
-      const duration = durationOf(node);
-      let row = rows.get(key);
-      if (row === undefined) {
-        row = {
-          fn: node.fn,
-          tid: options.perThread ? thread.tid : undefined,
-          calls: 0,
-          totalNs: 0n,
-          selfNs: 0n,
-          sumNs: 0n,
-          minNs: duration,
-          maxNs: duration,
-          unwound: 0,
-          open: 0,
-          unreported: 0,
-        };
-        rows.set(key, row);
-      }
-      row.calls++;
-      row.sumNs += duration;
-      if (duration < row.minNs) row.minNs = duration;
-      if (duration > row.maxNs) row.maxNs = duration;
-      if (node.end === 'unwind') row.unwound++;
-      if (node.end === 'open') row.open++;
-      if (node.end === 'unreported') row.unreported++;
-      const depth = active.get(node.fn) ?? 0;
-      if (depth === 0) row.totalNs += duration;
-      let children = 0n;
-      for (const child of node.children) children += durationOf(child);
-      row.selfNs += duration - children;
-      active.set(node.fn, depth + 1);
-    };
-    const leave = (node: CallNode) => active.set(node.fn, active.get(node.fn)! - 1);
-    for (const root of thread.roots) depthFirst(root, enter, leave);
-  }
-  return [...rows.values()];
+  const stats = new FunctionStatsBuilder(options);
+  walkCalls(threads, [stats]);
+  return stats.rows();
 }
 
 /**
@@ -116,6 +172,104 @@ export interface GraphNode {
   readonly children: GraphNode[];
 }
 
+/** Children past which a graph node finds its child by a map, not by looking through them. */
+const MAPPED_CHILDREN = 8;
+
+/** Where `fn` is among `siblings` (made when missing), `index` kept for long lists. */
+function childOf(
+  siblings: GraphNode[],
+  fn: number,
+  index: Map<GraphNode[], Map<number, GraphNode>>,
+): GraphNode {
+  let found: GraphNode | undefined;
+  const byFn = index.get(siblings);
+  if (byFn !== undefined) found = byFn.get(fn);
+  else found = siblings.find((g) => g.fn === fn);
+  if (found !== undefined) return found;
+  const made: GraphNode = { fn, calls: 0, totalNs: 0n, selfNs: 0n, children: [] };
+  siblings.push(made);
+  if (byFn !== undefined) byFn.set(fn, made);
+  else if (siblings.length > MAPPED_CHILDREN) {
+    index.set(siblings, new Map(siblings.map((g) => [g.fn, g])));
+  }
+  return made;
+}
+
+/**
+ * The call tree merged by path (the same chain of callers is one node), from the outermost
+ * calls, or from every call of `from` (merged under one node; a call of it inside another
+ * is part of that one's path), made as it is told of the calls: per thread, merged when asked.
+ */
+export class CallGraphBuilder implements CallObserver {
+  readonly #from: number | undefined;
+  /** Per thread: its process, its graph, and the node of each of its open calls. */
+  readonly #threads = new Map<
+    number,
+    { readonly pid: number; readonly roots: GraphNode[]; readonly path: (GraphNode | undefined)[] }
+  >();
+  /** The children lists that are long, by function. */
+  readonly #index = new Map<GraphNode[], Map<number, GraphNode>>();
+
+  constructor(options: { readonly from?: number | undefined } = {}) {
+    this.#from = options.from;
+  }
+
+  enter(thread: ObservedThread, fn: number): void {
+    let t = this.#threads.get(thread.tid);
+    if (t === undefined) {
+      t = { pid: thread.pid, roots: [], path: [] };
+      this.#threads.set(thread.tid, t);
+    }
+    const { path } = t;
+    // Inside: below a call that is in the graph (every call is, from the outermost ones).
+    const parent = path.length === 0 ? undefined : path[path.length - 1];
+    const siblings =
+      parent !== undefined
+        ? parent.children
+        : this.#from === undefined
+          ? path.length === 0
+            ? t.roots
+            : undefined
+          : fn === this.#from
+            ? t.roots
+            : undefined;
+    path.push(siblings === undefined ? undefined : childOf(siblings, fn, this.#index));
+  }
+
+  leave(thread: ObservedThread, _fn: number, duration: bigint, callees: bigint): void {
+    const node = this.#threads.get(thread.tid)!.path.pop();
+    if (node === undefined) return;
+    node.calls++;
+    node.totalNs += duration;
+    node.selfNs += duration - callees;
+  }
+
+  /** The threads' graphs (of process `pid`'s threads only, when given) merged, by tid. */
+  graph(pid?: number): GraphNode[] {
+    const threads = [...this.#threads]
+      .filter(([, t]) => pid === undefined || t.pid === pid)
+      .sort(([a], [b]) => a - b);
+    if (threads.length === 1) return threads[0]![1].roots;
+    const roots: GraphNode[] = [];
+    const index = new Map<GraphNode[], Map<number, GraphNode>>();
+    for (const [, thread] of threads) {
+      // On a stack of its own (see depthFirst()): each list merged into the one it joins.
+      const lists: [GraphNode[], GraphNode[]][] = [[thread.roots, roots]];
+      while (lists.length > 0) {
+        const [from, into] = lists.pop()!;
+        for (const node of from) {
+          const merged = childOf(into, node.fn, index);
+          merged.calls += node.calls;
+          merged.totalNs += node.totalNs;
+          merged.selfNs += node.selfNs;
+          if (node.children.length > 0) lists.push([node.children, merged.children]);
+        }
+      }
+    }
+    return roots;
+  }
+}
+
 /**
  * The call tree of every thread merged by path (the same chain of callers is one node), from
  * the outermost calls, or from every call of `from` (merged under one node).
@@ -124,40 +278,9 @@ export function callGraph(
   threads: readonly ThreadCalls[],
   options: { from?: number | undefined } = {},
 ): GraphNode[] {
-  const roots: GraphNode[] = [];
-  const add = (into: GraphNode[], top: CallNode) => {
-    // The path's node each call is merged into, by the depth of the call under `top`.
-    const path: GraphNode[][] = [into];
-    depthFirst(top, (node, depth) => {
-      const siblings = path[depth]!;
-      let merged = siblings.find((g) => g.fn === node.fn);
-      if (merged === undefined) {
-        merged = { fn: node.fn, calls: 0, totalNs: 0n, selfNs: 0n, children: [] };
-        siblings.push(merged);
-      }
-      const duration = durationOf(node);
-      merged.calls++;
-      merged.totalNs += duration;
-      let children = 0n;
-      for (const child of node.children) children += durationOf(child);
-      merged.selfNs += duration - children;
-      path[depth + 1] = merged.children;
-    });
-  };
-  const from = options.from;
-  const find = (root: CallNode) =>
-    depthFirst(root, (node) => {
-      if (node.fn !== from) return true;
-      add(roots, node);
-      return false;
-    });
-  for (const thread of threads) {
-    for (const root of thread.roots) {
-      if (from === undefined) add(roots, root);
-      else find(root);
-    }
-  }
-  return roots;
+  const graph = new CallGraphBuilder(options);
+  walkCalls(threads, [graph]);
+  return graph.graph();
 }
 
 /** One call in a replay: its thread, depth, function, start and duration, and how it ended. */

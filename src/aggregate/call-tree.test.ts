@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { callGraph, functionStats, replayCalls } from './call-analysis.js';
+import {
+  CallGraphBuilder,
+  callGraph,
+  FunctionStatsBuilder,
+  functionStats,
+  replayCalls,
+} from './call-analysis.js';
 import {
   CALL_RECORD_BYTES,
   CALLS_HEADER_BYTES,
@@ -208,4 +214,59 @@ test("CallTreeBuilder: a lone entry (no trampoline set: the kernel's 64 were) ge
   const [row] = functionStats([t!]);
   assert.equal(row!.unreported, 6);
   assert.equal(row!.open, 0);
+});
+
+test('report and graph made as the records are read, without the tree, equal those of the tree', () => {
+  // Four threads interleaved, with recursion, unwinds, lone entries, returns of calls made
+  // before the recording and calls left open, from a fixed seed.
+  let seed = 7;
+  const random = (n: number) => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed % n;
+  };
+  const recs: CallRecord[] = [];
+  const stacks: number[][] = [[], [], [], []];
+  for (let i = 0; i < 20_000; i++) {
+    const t = random(4);
+    const stack = stacks[t]!;
+    const tid = t === 3 ? 2 ** 31 + 5 : 10 + t;
+    const at = { tid, pid: t < 2 ? 1 : 2, timeNs: BigInt(i * 7 + random(5)) };
+    const roll = random(20);
+    if (stack.length === 0 || (stack.length < 30 && roll < 9)) {
+      const fn = random(12);
+      stack.push(fn);
+      recs.push({ ...at, kind: roll === 0 ? 'lone-entry' : 'entry', fn });
+    } else if (roll < 11) {
+      recs.push({ ...at, kind: 'return', fn: random(12) }); // perhaps none open: unmatched
+    } else {
+      const fn = stack.splice(Math.max(0, stack.length - 1 - random(3)))[0]!; // an unwind too
+      recs.push({ ...at, kind: roll === 12 ? 'unwind' : 'return', fn });
+    }
+  }
+  const tree = build(recs);
+  const streamed = [new FunctionStatsBuilder(), new FunctionStatsBuilder({ perThread: true })];
+  const graphs = [new CallGraphBuilder(), new CallGraphBuilder({ from: 3 })];
+  const builder = new CallTreeBuilder({ keep: false, observers: [...streamed, ...graphs] });
+  for (const r of recs) builder.push(r);
+  const threads = builder.finish();
+  assert.ok(threads.every((t) => t.roots.length === 0));
+  assert.deepEqual(
+    threads.map((t) => [t.tid, t.firstNs, t.lastNs, t.unmatched]),
+    tree.map((t) => [t.tid, t.firstNs, t.lastNs, t.unmatched]),
+  );
+  const stats = functionStats(tree);
+  assert.ok(stats.some((r) => r.unwound > 0) && stats.some((r) => r.unreported > 0));
+  assert.ok(stats.some((r) => r.open > 0) && tree.some((t) => t.unmatched > 0));
+  assert.deepEqual(streamed[0]!.rows(), stats);
+  assert.deepEqual(streamed[1]!.rows(), functionStats(tree, { perThread: true }));
+  assert.deepEqual(graphs[0]!.graph(), callGraph(tree));
+  assert.deepEqual(graphs[1]!.graph(), callGraph(tree, { from: 3 }));
+  assert.deepEqual(graphs[0]!.graph(2), callGraph(tree.filter((t) => t.pid === 2)));
+  // The graph's counts are the calls: every call is on one path.
+  const calls = (nodes: readonly { calls: number; children: readonly unknown[] }[]): number =>
+    nodes.reduce((sum, n) => sum + n.calls + calls(n.children as typeof nodes), 0);
+  assert.equal(
+    calls(graphs[0]!.graph()),
+    stats.reduce((sum, r) => sum + r.calls, 0),
+  );
 });

@@ -30,12 +30,40 @@ export interface CallNode {
 export interface ThreadCalls {
   readonly tid: number;
   readonly pid: number;
+  /** Empty when the tree was not kept (a CallTreeBuilder with `keep: false`). */
   readonly roots: CallNode[];
   /** Time of the thread's first and last record. */
   readonly firstNs: bigint;
   readonly lastNs: bigint;
   /** Returns with no entry on the thread's stack (the call began before the recording). */
   readonly unmatched: number;
+}
+
+/** A thread as a CallObserver is told of it. */
+export interface ObservedThread {
+  readonly tid: number;
+  readonly pid: number;
+}
+
+/**
+ * What is told of each thread's calls as they begin and end, in the order they do: a report
+ * or a graph made as a recording is read, without its tree kept (see CallTreeBuilder), or by
+ * walking a tree (see walkCalls()).
+ */
+export interface CallObserver {
+  /** A call of `fn` began on `thread`, inside the thread's open calls. */
+  enter(thread: ObservedThread, fn: number): void;
+  /**
+   * The innermost open call of `thread` (a call of `fn`) ended: how long it took, how long
+   * the calls it made took (added up), and how it ended.
+   */
+  leave(
+    thread: ObservedThread,
+    fn: number,
+    durationNs: bigint,
+    calleesNs: bigint,
+    end: CallEnd,
+  ): void;
 }
 
 interface Building {
@@ -45,10 +73,15 @@ interface Building {
   readonly stack: CallNode[];
   /** Per call of `stack`: whether a return is to come (false: the kernel left it out). */
   readonly awaited: boolean[];
+  /** Per call of `stack`: how long the calls it made and that ended took, added up. */
+  readonly callees: bigint[];
   readonly firstNs: bigint;
   lastNs: bigint;
   unmatched: number;
 }
+
+/** What a call made without its tree kept has as children: never added to. */
+const NOT_KEPT: CallNode[] = [];
 
 /**
  * Builds each thread's call tree from entry and return records, in the order a thread made
@@ -61,9 +94,22 @@ interface Building {
  * A `lone-entry` (a call the kernel set no return trampoline for) gets no return: a return is
  * not paired with it (in a recursion it is one of the calls further out), and it is closed
  * as `unreported`.
+ *
+ * `observers` are told of each call as it begins and ends. With `keep: false` the tree is
+ * not kept (each thread's `roots` stay empty): memory is then each thread's open calls, not
+ * every call, for a report or a graph of a recording of any size.
  */
 export class CallTreeBuilder {
   readonly #threads = new Map<number, Building>();
+  readonly #keep: boolean;
+  readonly #observers: readonly CallObserver[];
+
+  constructor(
+    options: { readonly keep?: boolean; readonly observers?: readonly CallObserver[] } = {},
+  ) {
+    this.#keep = options.keep ?? true;
+    this.#observers = options.observers ?? [];
+  }
 
   push(record: CallRecord): void {
     let thread = this.#threads.get(record.tid);
@@ -74,6 +120,7 @@ export class CallTreeBuilder {
         roots: [],
         stack: [],
         awaited: [],
+        callees: [],
         firstNs: record.timeNs,
         lastNs: record.timeNs,
         unmatched: 0,
@@ -88,11 +135,13 @@ export class CallTreeBuilder {
         startNs: record.timeNs,
         endNs: record.timeNs,
         end: 'open',
-        children: [],
+        children: this.#keep ? [] : NOT_KEPT,
       };
-      (stack.at(-1)?.children ?? thread.roots).push(node);
+      if (this.#keep) (stack.at(-1)?.children ?? thread.roots).push(node);
       stack.push(node);
       thread.awaited.push(record.kind === 'entry');
+      thread.callees.push(0n);
+      for (const observer of this.#observers) observer.enter(thread, record.fn);
       return;
     }
     const { awaited } = thread;
@@ -109,7 +158,14 @@ export class CallTreeBuilder {
   /** Close the thread's innermost open call (`unreported` when no return was to come). */
   #pop(thread: Building, endNs: bigint, end: CallEnd): void {
     const node = thread.stack.pop()!;
+    const callees = thread.callees.pop()!;
     close(node, endNs, thread.awaited.pop()! ? end : 'unreported');
+    const duration = endNs - node.startNs;
+    const top = thread.callees.length - 1;
+    if (top >= 0) thread.callees[top]! += duration;
+    for (const observer of this.#observers) {
+      observer.leave(thread, node.fn, duration, callees, node.end);
+    }
   }
 
   /** Each thread's calls, by tid; calls still open are closed as `open`. */

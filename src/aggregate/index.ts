@@ -1,12 +1,15 @@
 export {
+  CallGraphBuilder,
   callGraph,
   depthFirst,
   type FunctionStats,
+  FunctionStatsBuilder,
   functionStats,
   type GraphNode,
   type ReplayCall,
   type ReplayOptions,
   replayCalls,
+  walkCalls,
 } from './call-analysis.js';
 export { goroutineDepth, PendingCalls, threadDepth } from './call-frames.js';
 export {
@@ -24,8 +27,10 @@ export {
 export {
   type CallEnd,
   type CallNode,
+  type CallObserver,
   CallTreeBuilder,
   KERNEL_TRAMPOLINE_DEPTH,
+  type ObservedThread,
   type ThreadCalls,
 } from './call-tree.js';
 export {

@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import {
   CALL_RECORD_BYTES,
   CALLS_HEADER_BYTES,
+  type CallObserver,
   type CallRecord,
   CallRecordDecoder,
   CallTreeBuilder,
@@ -333,6 +334,7 @@ function writeError(dir: string, err: unknown): ProbeError {
 export interface Recording {
   readonly dir: string;
   readonly index: RecordingIndex;
+  /** Each thread's calls (their `roots` empty when read with `keep: false`). */
   readonly threads: ThreadCalls[];
   /** Records read. */
   readonly records: number;
@@ -354,12 +356,26 @@ export interface RecordingProgress {
  * or corrupt calls file gives what came before the damage, and says so in `problems`; a
  * directory that is not a recording throws ERR_NOT_A_RECORDING.
  */
-export function readRecording(dir: string): Recording {
-  const steps = readSteps(dir);
+export function readRecording(dir: string, options: ReadOptions = {}): Recording {
+  const steps = readSteps(dir, options);
   for (;;) {
     const step = steps.next();
     if (step.done) return step.value;
   }
+}
+
+/** How a recording is read: what is told of its calls, and whether their tree is kept. */
+export interface ReadOptions {
+  /**
+   * Told of each call as it begins and ends (a report or a graph made as the records are
+   * read): given the recording's index, before its records are read.
+   */
+  readonly observers?: ((index: RecordingIndex) => readonly CallObserver[]) | undefined;
+  /**
+   * Keep each thread's call tree (default true). Without it, memory is each thread's open
+   * calls however large the recording is, and `threads` have no `roots`.
+   */
+  readonly keep?: boolean | undefined;
 }
 
 /**
@@ -368,12 +384,12 @@ export function readRecording(dir: string): Recording {
  */
 export async function loadRecording(
   dir: string,
-  options: {
+  options: ReadOptions & {
     readonly onProgress?: ((progress: RecordingProgress) => void) | undefined;
     readonly signal?: AbortSignal | undefined;
   } = {},
 ): Promise<Recording> {
-  const steps = readSteps(dir);
+  const steps = readSteps(dir, options);
   for (;;) {
     const step = steps.next();
     if (step.done) return step.value;
@@ -387,7 +403,10 @@ export async function loadRecording(
 }
 
 /** The reading of a recording: its progress after each chunk, the recording at the end. */
-function* readSteps(dir: string): Generator<RecordingProgress, Recording, undefined> {
+function* readSteps(
+  dir: string,
+  options: ReadOptions,
+): Generator<RecordingProgress, Recording, undefined> {
   const notOne = (why: string, hint = 'Give a directory made by "upscope record -o DIR"') =>
     new ProbeError('ERR_NOT_A_RECORDING', `Cannot read the recording "${dir}": ${why}`, {
       hints: [hint],
@@ -418,7 +437,10 @@ function* readSteps(dir: string): Generator<RecordingProgress, Recording, undefi
   } catch {
     throw notOne(`it has no ${CALLS_FILE}`);
   }
-  const builder = new CallTreeBuilder();
+  const builder = new CallTreeBuilder({
+    keep: options.keep ?? true,
+    observers: options.observers?.(index) ?? [],
+  });
   let records = 0;
   try {
     const totalBytes = fstatSync(fd).size;

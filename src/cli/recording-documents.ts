@@ -1,11 +1,12 @@
 // What upscope graph and replay write of a recording in the stack and trace formats, shared by
 // those commands and by the recording view of `upscope ui` (its export buttons).
 import {
-  callGraph,
+  CallGraphBuilder,
   type GraphNode,
   type ReplayCall,
   replayCalls,
   type ThreadCalls,
+  walkCalls,
 } from '../aggregate/index.js';
 import { type Recording, threadLabel } from '../api/index.js';
 import { ProbeError } from '../errors/index.js';
@@ -32,7 +33,10 @@ export function steppedOf(recording: Recording): (fn: number) => string | undefi
 }
 
 /** The ids of the functions `func` (a name or glob) names; throws when none. */
-export function functionIds(recording: Recording, func: string): Set<number> {
+export function functionIds(
+  recording: Pick<Recording, 'dir' | 'index'>,
+  func: string,
+): Set<number> {
   const names = recording.index.functions.map((f) => f.name);
   const pattern = isGlob(func) ? globToRegExp(func) : undefined;
   const ids = new Set<number>();
@@ -50,11 +54,31 @@ export function functionIds(recording: Recording, func: string): Set<number> {
   return ids;
 }
 
+/**
+ * What makes the merged call tree from the outermost calls, or from every call of each function
+ * of `from` (a graph each): told of the calls as a recording is read, or by walkCalls().
+ */
+export function graphBuilders(from?: ReadonlySet<number>): CallGraphBuilder[] {
+  return from === undefined
+    ? [new CallGraphBuilder()]
+    : [...from].map((fn) => new CallGraphBuilder({ from: fn }));
+}
+
+/** The graphs `graphs` made (of process `pid` only, when given), one after the other. */
+export function mergedGraph(graphs: readonly CallGraphBuilder[], pid?: number): GraphNode[] {
+  return graphs.flatMap((graph) => graph.graph(pid));
+}
+
+/** graphBuilders() told of the calls of threads whose trees were kept. */
+function graphsOf(threads: readonly ThreadCalls[], from?: ReadonlySet<number>): CallGraphBuilder[] {
+  const graphs = graphBuilders(from);
+  walkCalls(threads, graphs);
+  return graphs;
+}
+
 /** The merged call tree of some threads, from the outermost calls or from every call of `from`. */
 export function graphOf(threads: readonly ThreadCalls[], from?: ReadonlySet<number>): GraphNode[] {
-  return from === undefined
-    ? callGraph(threads)
-    : [...from].flatMap((fn) => callGraph(threads, { from: fn }));
+  return mergedGraph(graphsOf(threads, from));
 }
 
 /** What the recording is of: `Calls of "./app 5"`, `Calls of process 1234`. */
@@ -71,18 +95,20 @@ export function recordingTitle(recording: Recording, func?: string): string {
 export function renderGraphStacks(
   recording: Recording,
   format: StackFormat,
-  options: { from?: ReadonlySet<number>; func?: string; depth?: number | undefined } = {},
+  options: {
+    /** Made as the recording was read (its tree not kept); else made from its tree. */
+    graphs?: readonly CallGraphBuilder[] | undefined;
+    func?: string | undefined;
+    depth?: number | undefined;
+  } = {},
 ): string | Uint8Array {
   const { index } = recording;
+  const graphs = options.graphs ?? graphsOf(recording.threads);
   const name = namer(recording);
   const title = recordingTitle(recording, options.func);
-  const byPid = new Map<number, ThreadCalls[]>();
-  for (const t of recording.threads) {
-    if (!byPid.has(t.pid)) byPid.set(t.pid, []);
-    byPid.get(t.pid)!.push(t);
-  }
-  const rows = [...byPid].flatMap(([pid, threads]) =>
-    callStacks(graphOf(threads, options.from), {
+  const pids = new Set(recording.threads.map((t) => t.pid));
+  const rows = [...pids].flatMap((pid) =>
+    callStacks(mergedGraph(graphs, pid), {
       pid,
       probe: title,
       depth: options.depth,

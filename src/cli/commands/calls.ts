@@ -2,11 +2,17 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
-import { functionStats, replayCalls } from '../../aggregate/index.js';
+import {
+  type CallGraphBuilder,
+  type CallObserver,
+  FunctionStatsBuilder,
+  replayCalls,
+} from '../../aggregate/index.js';
 import {
   loadRecording,
   type RecordEngine,
   type Recording,
+  type RecordingIndex,
   type RecordingProgress,
   recordCalls,
   threadLabel,
@@ -46,7 +52,8 @@ import { checkTerminal, chooseFormat, formatOption } from '../outputs.js';
 import { helperSignal, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import {
   functionIds,
-  graphOf,
+  graphBuilders,
+  mergedGraph,
   namer,
   renderGraphStacks,
   steppedOf,
@@ -167,7 +174,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     .action(async (dir, options) => {
       const format = chooseFormat('call-report', options);
       await withOutput(io, options.output, async (out) => {
-        report(await loadAndWarn(dir, io), { ...options, format }, out);
+        await report(dir, { ...options, format }, out, io);
       });
     });
 
@@ -189,16 +196,20 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       const format = chooseFormat('call-graph', options);
       checkTerminal(format, options.output !== undefined);
       await withOutput(io, options.output, async (out) => {
-        const recording = await loadAndWarn(dir, io);
-        const from = func === undefined ? undefined : functionIds(recording, func);
+        // Made as the records are read: the tree is not kept.
+        let graphs: CallGraphBuilder[] = [];
+        let from: Set<number> | undefined;
+        const recording = await loadAndWarn(dir, io, (index) => {
+          from = func === undefined ? undefined : functionIds({ dir, index }, func);
+          graphs = graphBuilders(from);
+          return graphs;
+        });
         if (!isStackFormat(format)) {
           const render = format === 'json' ? renderCallGraphJson : renderCallGraphText;
-          out.out(
-            render(graphOf(recording.threads, from), namer(recording), { depth: options.depth }),
-          );
+          out.out(render(mergedGraph(graphs), namer(recording), { depth: options.depth }));
           return;
         }
-        out.out(renderGraphStacks(recording, format, { from, func, depth: options.depth }));
+        out.out(renderGraphStacks(recording, format, { graphs, func, depth: options.depth }));
       });
     });
 
@@ -277,7 +288,7 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     try {
       const recorded = await record(targets, options as RecordCliOptions, join(dir, 'rec'), io);
       await withOutput(io, options.output, async (out) => {
-        report(await loadAndWarn(join(dir, 'rec'), io), { ...options, format }, out);
+        await report(join(dir, 'rec'), { ...options, format }, out, io);
       });
       result.status = recorded.status;
     } finally {
@@ -395,17 +406,17 @@ async function record(
   return { status: 0 };
 }
 
-function report(
-  recording: Recording,
+/** `upscope report`: made as the recording is read (its tree is not kept). */
+async function report(
+  dir: string,
   options: { sort?: ReportSort; threads?: true; format: string },
   out: Io,
-): void {
+  io: Io,
+): Promise<void> {
+  const stats = new FunctionStatsBuilder({ perThread: options.threads === true });
+  const recording = await loadAndWarn(dir, io, () => [stats]);
   const name = namer(recording);
-  const rows = sortFunctionStats(
-    functionStats(recording.threads, { perThread: options.threads === true }),
-    options.sort ?? 'total',
-    name,
-  );
+  const rows = sortFunctionStats(stats.rows(), options.sort ?? 'total', name);
   if (options.format === 'json') {
     out.out(renderFunctionReportJson(rows, name, steppedOf(recording)));
     return;
@@ -426,8 +437,13 @@ const PROGRESS_BYTES = 32 << 20;
 /**
  * Reads a recording and says on stderr what is wrong with it (the valid part is shown); on a
  * terminal, a large one says how far its reading got meanwhile, on one line it clears after.
+ * With `observers`, they are told of the calls and the tree is not kept.
  */
-async function loadAndWarn(dir: string, io: Io): Promise<Recording> {
+async function loadAndWarn(
+  dir: string,
+  io: Io,
+  observers?: (index: RecordingIndex) => readonly CallObserver[],
+): Promise<Recording> {
   const line = progressLine(io);
   const onProgress = (p: RecordingProgress) => {
     if (p.totalBytes < PROGRESS_BYTES) return;
@@ -436,7 +452,10 @@ async function loadAndWarn(dir: string, io: Io): Promise<Recording> {
       `upscope: reading the recording: ${Math.floor((p.bytes / p.totalBytes) * 100)}% (${mib(p.bytes)} of ${mib(p.totalBytes)} MiB, ${p.records} records)`,
     );
   };
-  const recording = await loadRecording(dir, { onProgress });
+  const recording = await loadRecording(dir, {
+    onProgress,
+    ...(observers === undefined ? {} : { observers, keep: false }),
+  });
   line.clear();
   for (const problem of recording.problems) io.err(`upscope: warning: ${problem}\n`);
   return recording;
