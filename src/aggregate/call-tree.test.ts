@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   CallGraphBuilder,
+  CallTimeline,
   callGraph,
   FunctionStatsBuilder,
   functionStats,
@@ -145,6 +146,15 @@ test('replayCalls applies depth, -F, -N, time and thread filters', () => {
   assert.deepEqual(names({ hide: new Set([fns.indexOf('a')]) }), ['1:main', '1:.c', '2:t']);
   assert.deepEqual(names({ minDurationNs: 20n }), ['1:main', '1:.a']);
   assert.deepEqual(names({ tids: new Set([2]) }), ['2:t']);
+  // A call of -F inside another counts its depth from the outer one; -N inside -F hides.
+  const nested = build(records(1, '+main +a +x +a +b -b -a -x -a +b -b -main', fns));
+  const of = (o: Parameters<typeof replayCalls>[1]) =>
+    [...replayCalls(nested, o)].map((c) => `${'.'.repeat(c.depth)}${fns[c.fn]}`);
+  assert.deepEqual(of({ only: new Set([fns.indexOf('a')]) }), ['a', '.x', '..a', '...b']);
+  assert.deepEqual(of({ only: new Set([fns.indexOf('a')]), hide: new Set([fns.indexOf('x')]) }), [
+    'a',
+  ]);
+  assert.deepEqual(of({ only: new Set([fns.indexOf('b')]), depth: 1 }), ['b', 'b']);
 });
 
 test('CallRecordDecoder reads records across chunk boundaries', () => {
@@ -246,7 +256,11 @@ test('report and graph made as the records are read, without the tree, equal tho
   const tree = build(recs);
   const streamed = [new FunctionStatsBuilder(), new FunctionStatsBuilder({ perThread: true })];
   const graphs = [new CallGraphBuilder(), new CallGraphBuilder({ from: 3 })];
-  const builder = new CallTreeBuilder({ keep: false, observers: [...streamed, ...graphs] });
+  const timeline = new CallTimeline();
+  const builder = new CallTreeBuilder({
+    keep: false,
+    observers: [...streamed, ...graphs, timeline],
+  });
   for (const r of recs) builder.push(r);
   const threads = builder.finish();
   assert.ok(threads.every((t) => t.roots.length === 0));
@@ -262,6 +276,14 @@ test('report and graph made as the records are read, without the tree, equal tho
   assert.deepEqual(graphs[0]!.graph(), callGraph(tree));
   assert.deepEqual(graphs[1]!.graph(), callGraph(tree, { from: 3 }));
   assert.deepEqual(graphs[0]!.graph(2), callGraph(tree.filter((t) => t.pid === 2)));
+  for (const filters of [
+    {},
+    { depth: 3 },
+    { only: new Set([3]), hide: new Set([5]) },
+    { minDurationNs: 40n, tids: new Set([11, 2 ** 31 + 5]) },
+  ]) {
+    assert.deepEqual([...replayCalls(timeline, filters)], [...replayCalls(tree, filters)]);
+  }
   // The graph's counts are the calls: every call is on one path.
   const calls = (nodes: readonly { calls: number; children: readonly unknown[] }[]): number =>
     nodes.reduce((sum, n) => sum + n.calls + calls(n.children as typeof nodes), 0);

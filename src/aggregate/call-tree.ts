@@ -51,8 +51,8 @@ export interface ObservedThread {
  * walking a tree (see walkCalls()).
  */
 export interface CallObserver {
-  /** A call of `fn` began on `thread`, inside the thread's open calls. */
-  enter(thread: ObservedThread, fn: number): void;
+  /** A call of `fn` began on `thread` at `startNs`, inside the thread's open calls. */
+  enter(thread: ObservedThread, fn: number, startNs: bigint): void;
   /**
    * The innermost open call of `thread` (a call of `fn`) ended: how long it took, how long
    * the calls it made took (added up), and how it ended.
@@ -141,7 +141,7 @@ export class CallTreeBuilder {
       stack.push(node);
       thread.awaited.push(record.kind === 'entry');
       thread.callees.push(0n);
-      for (const observer of this.#observers) observer.enter(thread, record.fn);
+      for (const observer of this.#observers) observer.enter(thread, record.fn, record.timeNs);
       return;
     }
     const { awaited } = thread;

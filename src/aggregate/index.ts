@@ -1,5 +1,6 @@
 export {
   CallGraphBuilder,
+  CallTimeline,
   callGraph,
   depthFirst,
   type FunctionStats,

@@ -13,6 +13,7 @@ export {
   type CallObserver,
   type CallRecord,
   type CallRecordKind,
+  CallTimeline,
   CallTreeBuilder,
   callGraph,
   type FunctionStats,

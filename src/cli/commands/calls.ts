@@ -5,6 +5,7 @@ import type { Command } from '@commander-js/extra-typings';
 import {
   type CallGraphBuilder,
   type CallObserver,
+  CallTimeline,
   FunctionStatsBuilder,
   replayCalls,
 } from '../../aggregate/index.js';
@@ -237,17 +238,26 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     .action(async (dir, options) => {
       const format = chooseFormat('calls', options);
       await withOutput(io, options.output, async (out) => {
-        const recording = await loadAndWarn(dir, io);
+        // The calls kept in columns as they are read, not as a tree; the functions -F and -N
+        // name are looked up before.
+        const timeline = new CallTimeline();
+        let only: Set<number> | undefined;
+        let hide: Set<number> | undefined;
+        const recording = await loadAndWarn(dir, io, (index) => {
+          const ids = (funcs: string[] | undefined) =>
+            funcs === undefined
+              ? undefined
+              : new Set(funcs.flatMap((f) => [...functionIds({ dir, index }, f)]));
+          only = ids(options.filter);
+          hide = ids(options.notrace);
+          return [timeline];
+        });
         const name = namer(recording);
-        const ids = (funcs: string[] | undefined) =>
-          funcs === undefined
-            ? undefined
-            : new Set(funcs.flatMap((f) => [...functionIds(recording, f)]));
-        const calls = replayCalls(recording.threads, {
+        const calls = replayCalls(timeline, {
           depth: options.depth,
           minDurationNs: options.timeFilter,
-          only: ids(options.filter),
-          hide: ids(options.notrace),
+          only,
+          hide,
           tids: options.tid === undefined ? undefined : new Set(options.tid),
         });
         const write = (text: string) => out.out(text);
