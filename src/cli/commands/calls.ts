@@ -253,13 +253,16 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
           return [timeline];
         });
         const name = namer(recording);
-        const calls = replayCalls(timeline, {
-          depth: options.depth,
-          minDurationNs: options.timeFilter,
-          only,
-          hide,
-          tids: options.tid === undefined ? undefined : new Set(options.tid),
-        });
+        const calls = untilClosed(
+          replayCalls(timeline, {
+            depth: options.depth,
+            minDurationNs: options.timeFilter,
+            only,
+            hide,
+            tids: options.tid === undefined ? undefined : new Set(options.tid),
+          }),
+          out.outputClosed,
+        );
         const write = (text: string) => out.out(text);
         if (format === 'chrome' || format === 'speedscope') {
           writeReplayTrace(recording, format, (chunk) => out.out(chunk), calls);
@@ -500,6 +503,14 @@ function parseTime(value: string): bigint {
   }
   const scale = { ns: 1, us: 1e3, ms: 1e6, s: 1e9 }[(m[2] ?? 'us') as 'ns' | 'us' | 'ms' | 's'];
   return BigInt(Math.round(Number(m[1]) * scale));
+}
+
+/** `items` until `closed` (the reader of the output went away: `upscope replay DIR | head`). */
+function* untilClosed<T>(items: Iterable<T>, closed: AbortSignal | undefined): Generator<T> {
+  for (const item of items) {
+    if (closed?.aborted === true) return;
+    yield item;
+  }
 }
 
 /** A recording's thread by its id: `thread 4707`, or `goroutine 0xc000102000`. */
