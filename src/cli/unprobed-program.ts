@@ -1,8 +1,8 @@
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { commandProgram } from '../host/index.js';
-import type { TargetFile } from '../plan/index.js';
-import { readScriptHeader } from '../symbols/index.js';
+import { resolveTarget, type TargetFile } from '../plan/index.js';
+import { openElf, readDynamicInfo, readScriptHeader } from '../symbols/index.js';
 import type { Io } from './io.js';
 
 /** A shared object's name (`libc.so.6`, `libssl.so`): a program may map it without naming it. */
@@ -52,7 +52,9 @@ function unprobedProgramNote(
   for (const target of targets) files.set(`${target.dev}:${target.inode}`, target);
   if (files.has(`${stat.dev}:${stat.ino}`)) return undefined;
   const probed = [...files.values()];
-  if (probed.some((t) => SHARED_OBJECT.test(basename(t.displayPath)))) return undefined;
+  if (probed.some((t) => SHARED_OBJECT.test(basename(t.displayPath)))) {
+    return runsOthers(command) ? undefined : unlinkedLibraryNote(program, probed);
+  }
   const named = probed.length === 1 ? probed[0]!.displayPath : `${probed.length} files`;
   const header = readScriptHeader(head(program));
   const names = new Set(probed.flatMap((t) => [basename(t.displayPath), basename(t.path)]));
@@ -64,6 +66,73 @@ function unprobedProgramNote(
         ? ` (a ${header.manager} shim, which starts the ${basename(program)} ${header.manager} picks: "${header.manager} which ${basename(program)}" names it)`
         : ` (a script run by ${basename(header.interpreter) || 'its interpreter'})`;
   return `no probe fired: the command runs ${program}${what}, not ${named}, where the probes are; probe the program that runs, or name the probed one in -c`;
+}
+
+/**
+ * Whether a word of `command` past its program names another program (a path or a name on
+ * PATH): `sh -c './app'`, `timeout 5 app`, `sh -c 'ls | wc'` may run programs other than the
+ * first, which may link what the first does not.
+ */
+function runsOthers(command: string): boolean {
+  const words = command.split(/[\s;|&()<>`'"$=]+/).slice(1);
+  return words.some((word) => word !== '' && commandProgram(word) !== undefined);
+}
+
+/** Files a program's loading may take in, past which its libraries are not looked through. */
+const MAX_LINKED_FILES = 256;
+
+/**
+ * What to say when every probed file is a shared object that the -c command's program does
+ * not link (none is among the libraries ld.so loads at its start, its DT_NEEDED and theirs):
+ * `perl` and Debian's `python3` have the interpreter built in, not in libperl.so or
+ * libpython3.so. Undefined when one of them is linked, or the program's libraries cannot be
+ * told (not an ELF file: a script).
+ */
+function unlinkedLibraryNote(program: string, probed: readonly TargetFile[]): string | undefined {
+  if (!probed.every((t) => SHARED_OBJECT.test(basename(t.displayPath)))) return undefined;
+  const linked = linkedFiles(program);
+  if (linked === undefined) return undefined;
+  if (probed.some((t) => linked.has(`${t.dev}:${t.inode}`))) return undefined;
+  const named = probed.length === 1 ? probed[0]!.displayPath : `any of ${probed.length} files`;
+  return `no probe fired: ${program} does not link ${named} (it is not among the libraries the program loads at its start), so its probes fire only if the program loads it later (dlopen()); probe the program's own functions (upscope list ${program}) or a library it links (ldd ${program})`;
+}
+
+/**
+ * The files (as dev:inode) ld.so loads to start `program`: itself and its DT_NEEDED
+ * libraries, theirs in turn, found as upscope finds a library for that program; undefined
+ * when the program is not an ELF file.
+ */
+function linkedFiles(program: string): Set<string> | undefined {
+  const keys = new Set<string>();
+  const seen = new Set<string>();
+  const queue = [program];
+  while (queue.length > 0 && seen.size < MAX_LINKED_FILES) {
+    const path = queue.shift()!;
+    if (seen.has(path)) continue;
+    seen.add(path);
+    let needed: readonly string[];
+    try {
+      const stat = statSync(path, { bigint: true });
+      keys.add(`${stat.dev}:${stat.ino}`);
+      const elf = openElf(path);
+      try {
+        needed = readDynamicInfo(elf)?.needed ?? [];
+      } finally {
+        elf.close();
+      }
+    } catch {
+      if (path === program) return undefined;
+      continue;
+    }
+    for (const name of needed) {
+      try {
+        queue.push(resolveTarget(name, { executable: program }).path);
+      } catch {
+        // Not found here: ld.so would have refused to start the program; left out.
+      }
+    }
+  }
+  return keys;
 }
 
 /** The first 4 KiB of a file (a script's header), or none when it cannot be read. */

@@ -531,6 +531,33 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.doesNotMatch(own.stderr, /no probe fired/);
   });
 
+  test("no probe fired because the command's program does not link the probed library (perl and libperl.so): said; not when it links it or the command runs other programs", (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    // A library calls-target does not link (late-target dlopen()s it).
+    const lib = compileProgram('late-lib', { flags: ['-shared', '-fPIC', '-O2'], suffix: '.so' });
+    const linked = execFileSync('ldd', [app], { encoding: 'utf8' });
+    assert.doesNotMatch(linked, new RegExp(basename(lib)), 'ldd: not linked');
+    const note = new RegExp(
+      `^upscope: no probe fired: ${app} does not link ${lib} \\(it is not among the libraries the program loads at its start\\), so its probes fire only if the program loads it later \\(dlopen\\(\\)\\); probe the program's own functions \\(upscope list ${app}\\) or a library it links \\(ldd ${app}\\)$`,
+      'm',
+    );
+    for (const command of [['count'], ['record', '-o', join(work, 'rec-unlinked')]]) {
+      const run = runCli([...command, '-c', `${app} all`, `${lib}:late_add`]);
+      assert.equal(run.status, 0, run.stderr);
+      assert.match(run.stderr, note, command[0]);
+    }
+    // A library it links (libc), whose probed function it never calls: nothing said.
+    const libc = runCli(['count', '-c', `${app} all`, 'libc:mkfifo']);
+    assert.equal(libc.status, 0, libc.stderr);
+    assert.match(libc.stdout, /^0\s+mkfifo$/m);
+    assert.doesNotMatch(libc.stderr, /no probe fired/);
+    // A command that runs another program (which might link it): nothing said.
+    const shell = runCli(['count', '-c', `sh -c '${app} all'`, `${lib}:late_add`]);
+    assert.equal(shell.status, 0, shell.stderr);
+    assert.doesNotMatch(shell.stderr, /no probe fired/);
+  });
+
   test('bad input gets one clear line: a pattern matching nothing, not a recording, a truncated one', (t) => {
     const app = cTarget(t);
     if (app === undefined) return;
