@@ -201,7 +201,8 @@ function childOf(
  * is part of that one's path), made as it is told of the calls: per thread, merged when asked.
  */
 export class CallGraphBuilder implements CallObserver {
-  readonly #from: number | undefined;
+  /** The function whose calls the graph is from; undefined: from the outermost calls. */
+  readonly from: number | undefined;
   /** Per thread: its process, its graph, and the node of each of its open calls. */
   readonly #threads = new Map<
     number,
@@ -211,7 +212,7 @@ export class CallGraphBuilder implements CallObserver {
   readonly #index = new Map<GraphNode[], Map<number, GraphNode>>();
 
   constructor(options: { readonly from?: number | undefined } = {}) {
-    this.#from = options.from;
+    this.from = options.from;
   }
 
   enter(thread: ObservedThread, fn: number): void {
@@ -226,11 +227,11 @@ export class CallGraphBuilder implements CallObserver {
     const siblings =
       parent !== undefined
         ? parent.children
-        : this.#from === undefined
+        : this.from === undefined
           ? path.length === 0
             ? t.roots
             : undefined
-          : fn === this.#from
+          : fn === this.from
             ? t.roots
             : undefined;
     path.push(siblings === undefined ? undefined : childOf(siblings, fn, this.#index));
@@ -267,6 +268,65 @@ export class CallGraphBuilder implements CallObserver {
       }
     }
     return roots;
+  }
+}
+
+/**
+ * CallGraphBuilders from the outermost calls, or one from every call of each function of
+ * `from` (a graph each, in its order), each told only of the calls inside a call of its
+ * function: a glob of hundreds of functions costs each call the graphs it is inside of.
+ */
+export class CallGraphs implements CallObserver {
+  readonly #graphs: CallGraphBuilder[];
+  readonly #byFn: Map<number, CallGraphBuilder> | undefined;
+  /** Per thread: its depth, and the graphs it is inside of with the depth each began at. */
+  readonly #threads = new Map<
+    number,
+    { depth: number; inside: { graph: CallGraphBuilder; at: number }[] }
+  >();
+
+  constructor(options: { readonly from?: Iterable<number> | undefined } = {}) {
+    if (options.from === undefined) {
+      this.#graphs = [new CallGraphBuilder()];
+      return;
+    }
+    this.#graphs = [...options.from].map((fn) => new CallGraphBuilder({ from: fn }));
+    this.#byFn = new Map(this.#graphs.map((graph) => [graph.from!, graph]));
+  }
+
+  enter(thread: ObservedThread, fn: number): void {
+    if (this.#byFn === undefined) {
+      this.#graphs[0]!.enter(thread, fn);
+      return;
+    }
+    let t = this.#threads.get(thread.tid);
+    if (t === undefined) {
+      t = { depth: 0, inside: [] };
+      this.#threads.set(thread.tid, t);
+    }
+    t.depth++;
+    for (const { graph } of t.inside) graph.enter(thread, fn);
+    const graph = this.#byFn.get(fn);
+    if (graph !== undefined && !t.inside.some((i) => i.graph === graph)) {
+      t.inside.push({ graph, at: t.depth });
+      graph.enter(thread, fn);
+    }
+  }
+
+  leave(thread: ObservedThread, fn: number, duration: bigint, callees: bigint): void {
+    if (this.#byFn === undefined) {
+      this.#graphs[0]!.leave(thread, fn, duration, callees);
+      return;
+    }
+    const t = this.#threads.get(thread.tid)!;
+    for (const { graph } of t.inside) graph.leave(thread, fn, duration, callees);
+    while (t.inside.length > 0 && t.inside[t.inside.length - 1]!.at === t.depth) t.inside.pop();
+    t.depth--;
+  }
+
+  /** The graphs (of process `pid`'s threads only, when given), one after another. */
+  graph(pid?: number): GraphNode[] {
+    return this.#graphs.flatMap((graph) => graph.graph(pid));
   }
 }
 

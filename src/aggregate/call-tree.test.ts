@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   CallGraphBuilder,
+  CallGraphs,
   CallTimeline,
   callGraph,
   FunctionStatsBuilder,
@@ -256,10 +257,12 @@ test('report and graph made as the records are read, without the tree, equal tho
   const tree = build(recs);
   const streamed = [new FunctionStatsBuilder(), new FunctionStatsBuilder({ perThread: true })];
   const graphs = [new CallGraphBuilder(), new CallGraphBuilder({ from: 3 })];
+  // Graphs from every call of each of several functions, nested in each other.
+  const several = new CallGraphs({ from: [5, 3, 9] });
   const timeline = new CallTimeline();
   const builder = new CallTreeBuilder({
     keep: false,
-    observers: [...streamed, ...graphs, timeline],
+    observers: [...streamed, ...graphs, several, timeline],
   });
   for (const r of recs) builder.push(r);
   const threads = builder.finish();
@@ -276,6 +279,10 @@ test('report and graph made as the records are read, without the tree, equal tho
   assert.deepEqual(graphs[0]!.graph(), callGraph(tree));
   assert.deepEqual(graphs[1]!.graph(), callGraph(tree, { from: 3 }));
   assert.deepEqual(graphs[0]!.graph(2), callGraph(tree.filter((t) => t.pid === 2)));
+  assert.deepEqual(
+    several.graph(),
+    [5, 3, 9].flatMap((from) => callGraph(tree, { from })),
+  );
   for (const filters of [
     {},
     { depth: 3 },

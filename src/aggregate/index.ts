@@ -1,5 +1,6 @@
 export {
   CallGraphBuilder,
+  CallGraphs,
   CallTimeline,
   callGraph,
   depthFirst,

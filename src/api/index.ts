@@ -9,6 +9,7 @@ export {
   bucketRange,
   type CallEnd,
   CallGraphBuilder,
+  CallGraphs,
   type CallNode,
   type CallObserver,
   type CallRecord,

@@ -1,7 +1,7 @@
 // What upscope graph and replay write of a recording in the stack and trace formats, shared by
 // those commands and by the recording view of `upscope ui` (its export buttons).
 import {
-  CallGraphBuilder,
+  CallGraphs,
   type GraphNode,
   type ReplayCall,
   replayCalls,
@@ -54,31 +54,16 @@ export function functionIds(
   return ids;
 }
 
-/**
- * What makes the merged call tree from the outermost calls, or from every call of each function
- * of `from` (a graph each): told of the calls as a recording is read, or by walkCalls().
- */
-export function graphBuilders(from?: ReadonlySet<number>): CallGraphBuilder[] {
-  return from === undefined
-    ? [new CallGraphBuilder()]
-    : [...from].map((fn) => new CallGraphBuilder({ from: fn }));
-}
-
-/** The graphs `graphs` made (of process `pid` only, when given), one after the other. */
-export function mergedGraph(graphs: readonly CallGraphBuilder[], pid?: number): GraphNode[] {
-  return graphs.flatMap((graph) => graph.graph(pid));
-}
-
-/** graphBuilders() told of the calls of threads whose trees were kept. */
-function graphsOf(threads: readonly ThreadCalls[], from?: ReadonlySet<number>): CallGraphBuilder[] {
-  const graphs = graphBuilders(from);
-  walkCalls(threads, graphs);
+/** graphs made from the calls of threads whose trees were kept (see CallGraphs). */
+function graphsOf(threads: readonly ThreadCalls[], from?: ReadonlySet<number>): CallGraphs {
+  const graphs = new CallGraphs({ from });
+  walkCalls(threads, [graphs]);
   return graphs;
 }
 
 /** The merged call tree of some threads, from the outermost calls or from every call of `from`. */
 export function graphOf(threads: readonly ThreadCalls[], from?: ReadonlySet<number>): GraphNode[] {
-  return mergedGraph(graphsOf(threads, from));
+  return graphsOf(threads, from).graph();
 }
 
 /** What the recording is of: `Calls of "./app 5"`, `Calls of process 1234`. */
@@ -97,7 +82,7 @@ export function renderGraphStacks(
   format: StackFormat,
   options: {
     /** Made as the recording was read (its tree not kept); else made from its tree. */
-    graphs?: readonly CallGraphBuilder[] | undefined;
+    graphs?: CallGraphs | undefined;
     func?: string | undefined;
     depth?: number | undefined;
   } = {},
@@ -108,7 +93,7 @@ export function renderGraphStacks(
   const title = recordingTitle(recording, options.func);
   const pids = new Set(recording.threads.map((t) => t.pid));
   const rows = [...pids].flatMap((pid) =>
-    callStacks(mergedGraph(graphs, pid), {
+    callStacks(graphs.graph(pid), {
       pid,
       probe: title,
       depth: options.depth,

@@ -3,7 +3,7 @@ import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import {
-  type CallGraphBuilder,
+  CallGraphs,
   type CallObserver,
   CallTimeline,
   FunctionStatsBuilder,
@@ -53,8 +53,6 @@ import { checkTerminal, chooseFormat, formatOption } from '../outputs.js';
 import { helperSignal, ptraceInHelper, runInHelper } from '../ptrace-helper.js';
 import {
   functionIds,
-  graphBuilders,
-  mergedGraph,
   namer,
   renderGraphStacks,
   steppedOf,
@@ -198,16 +196,15 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       checkTerminal(format, options.output !== undefined);
       await withOutput(io, options.output, async (out) => {
         // Made as the records are read: the tree is not kept.
-        let graphs: CallGraphBuilder[] = [];
-        let from: Set<number> | undefined;
+        let graphs = new CallGraphs();
         const recording = await loadAndWarn(dir, io, (index) => {
-          from = func === undefined ? undefined : functionIds({ dir, index }, func);
-          graphs = graphBuilders(from);
-          return graphs;
+          const from = func === undefined ? undefined : functionIds({ dir, index }, func);
+          graphs = new CallGraphs({ from });
+          return [graphs];
         });
         if (!isStackFormat(format)) {
           const render = format === 'json' ? renderCallGraphJson : renderCallGraphText;
-          out.out(render(mergedGraph(graphs), namer(recording), { depth: options.depth }));
+          out.out(render(graphs.graph(), namer(recording), { depth: options.depth }));
           return;
         }
         out.out(renderGraphStacks(recording, format, { graphs, func, depth: options.depth }));
