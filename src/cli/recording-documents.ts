@@ -1,13 +1,6 @@
 // What upscope graph and replay write of a recording in the stack and trace formats, shared by
 // those commands and by the recording view of `upscope ui` (its export buttons).
-import {
-  CallGraphs,
-  type GraphNode,
-  type ReplayCall,
-  replayCalls,
-  type ThreadCalls,
-  walkCalls,
-} from '../aggregate/index.js';
+import type { CallGraphs, ReplayCall } from '../aggregate/index.js';
 import { type Recording, threadLabel } from '../api/index.js';
 import { ProbeError } from '../errors/index.js';
 import { closest, didYouMean } from '../internal/index.js';
@@ -54,18 +47,6 @@ export function functionIds(
   return ids;
 }
 
-/** graphs made from the calls of threads whose trees were kept (see CallGraphs). */
-function graphsOf(threads: readonly ThreadCalls[], from?: ReadonlySet<number>): CallGraphs {
-  const graphs = new CallGraphs({ from });
-  walkCalls(threads, [graphs]);
-  return graphs;
-}
-
-/** The merged call tree of some threads, from the outermost calls or from every call of `from`. */
-export function graphOf(threads: readonly ThreadCalls[], from?: ReadonlySet<number>): GraphNode[] {
-  return graphsOf(threads, from).graph();
-}
-
 /** What the recording is of: `Calls of "./app 5"`, `Calls of process 1234`. */
 export function recordingTitle(recording: Recording, func?: string): string {
   const { index } = recording;
@@ -81,14 +62,14 @@ export function renderGraphStacks(
   recording: Recording,
   format: StackFormat,
   options: {
-    /** Made as the recording was read (its tree not kept); else made from its tree. */
-    graphs?: CallGraphs | undefined;
+    /** Made as the recording was read. */
+    graphs: CallGraphs;
     func?: string | undefined;
     depth?: number | undefined;
-  } = {},
+  },
 ): string | Uint8Array {
   const { index } = recording;
-  const graphs = options.graphs ?? graphsOf(recording.threads);
+  const { graphs } = options;
   const name = namer(recording);
   const title = recordingTitle(recording, options.func);
   const pids = new Set(recording.threads.map((t) => t.pid));
@@ -115,13 +96,13 @@ export function renderGraphStacks(
 
 /**
  * `upscope replay --format chrome|speedscope`: a track (chrome) or profile (speedscope) per
- * thread, each call a nested slice; every call of the recording unless `calls` are given.
+ * thread, each call of `calls` (replayCalls() of the recording's timeline) a nested slice.
  */
 export function writeReplayTrace(
   recording: Recording,
   format: 'chrome' | 'speedscope',
   write: Write,
-  calls: Iterable<ReplayCall> = replayCalls(recording.threads),
+  calls: Iterable<ReplayCall>,
 ): void {
   // A goroutine's track is named for it (its calls may have run on several threads).
   const comms = new Map(

@@ -1,7 +1,15 @@
 import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { depthFirst, functionStats, type GraphNode } from '../../aggregate/index.js';
+import {
+  CallGraphs,
+  CallTimeline,
+  depthFirst,
+  type FunctionStats,
+  FunctionStatsBuilder,
+  type GraphNode,
+  replayCalls,
+} from '../../aggregate/index.js';
 import {
   type CallPathView,
   type CallRecorder,
@@ -20,13 +28,7 @@ import {
   sortFunctionStats,
 } from '../../output/index.js';
 import { planProgressText } from '../io.js';
-import {
-  graphOf,
-  namer,
-  renderGraphStacks,
-  steppedOf,
-  writeReplayTrace,
-} from '../recording-documents.js';
+import { namer, renderGraphStacks, steppedOf, writeReplayTrace } from '../recording-documents.js';
 import { type ExportFile, errorText, uiEngines, warningNotes } from './measurement.js';
 
 /** Paths of the call tree sent to the page at most (the heaviest; the rest are summed up). */
@@ -66,6 +68,10 @@ export class RecordingResult {
   #temporary = false;
   #recorder: CallRecorder | undefined;
   #recording: Recording | undefined;
+  /** What was made of it as it was read (its tree is not kept). */
+  #made:
+    | { graph: GraphNode[]; stats: FunctionStats[]; graphs: CallGraphs; timeline: CallTimeline }
+    | undefined;
   #functions = 0;
   #stopRequested = false;
   #devNull: number | undefined;
@@ -169,7 +175,12 @@ export class RecordingResult {
     this.#progress = `reading ${dir}`;
     this.#fraction = 0;
     try {
+      const graphs = new CallGraphs();
+      const stats = new FunctionStatsBuilder();
+      const timeline = new CallTimeline();
       const recording = await loadRecording(dir, {
+        keep: false,
+        observers: () => [graphs, stats, timeline],
         signal: this.#abort.signal,
         onProgress: (p) => {
           this.#fraction = p.totalBytes > 0 ? p.bytes / p.totalBytes : null;
@@ -177,6 +188,7 @@ export class RecordingResult {
         },
       });
       this.#recording = recording;
+      this.#made = { graph: graphs.graph(), stats: stats.rows(), graphs, timeline };
       this.#functions = recording.index.functions.length;
       this.#fraction = null;
       this.#progress = `${recording.records} calls and returns of ${recording.index.functions.length} functions in ${threadsSaid(recording.index.threads)}, ${recording.index.engine} engine, recorded ${recording.index.startedAt}`;
@@ -230,6 +242,7 @@ export class RecordingResult {
     this.#abort.abort();
     this.closeSync();
     this.#recording = undefined;
+    this.#made = undefined;
     this.#tree = undefined;
     if (this.#temporary && this.#dir !== null) {
       rmSync(resolve(this.#dir, '..'), { recursive: true, force: true });
@@ -269,10 +282,11 @@ export class RecordingResult {
   /** The call tree and report, once ready (computed once). */
   tree(): RecordingTreeView | undefined {
     const recording = this.#recording;
-    if (recording === undefined) return undefined;
+    const made = this.#made;
+    if (recording === undefined || made === undefined) return undefined;
     if (this.#tree !== undefined) return this.#tree;
     const name = namer(recording);
-    const roots = graphOf(recording.threads);
+    const roots = made.graph;
     let paths = 0;
     let deeper = false;
     for (const root of roots) {
@@ -299,7 +313,7 @@ export class RecordingResult {
       }));
     };
     const report = functionReportRows(
-      sortFunctionStats(functionStats(recording.threads), 'total', name),
+      sortFunctionStats(made.stats, 'total', name),
       name,
       steppedOf(recording),
     );
@@ -320,7 +334,9 @@ export class RecordingResult {
    */
   exportFile(format: string): ExportFile | undefined {
     const recording = this.#recording;
-    if (recording === undefined) return undefined;
+    const made = this.#made;
+    if (recording === undefined || made === undefined) return undefined;
+    const { graphs } = made;
     const stamp = recording.index.startedAt.replace(/[:.]/g, '-');
     const base = `upscope-calls-${stamp}`;
     const name = namer(recording);
@@ -329,29 +345,34 @@ export class RecordingResult {
         return {
           name: `${base}.svg`,
           type: 'image/svg+xml',
-          body: renderGraphStacks(recording, 'flamegraph'),
+          body: renderGraphStacks(recording, 'flamegraph', { graphs }),
         };
       case 'folded':
         return {
           name: `${base}.folded`,
           type: 'text/plain; charset=utf-8',
-          body: renderGraphStacks(recording, 'folded'),
+          body: renderGraphStacks(recording, 'folded', { graphs }),
         };
       case 'pprof':
         return {
           name: `${base}.pb.gz`,
           type: 'application/octet-stream',
-          body: renderGraphStacks(recording, 'pprof'),
+          body: renderGraphStacks(recording, 'pprof', { graphs }),
         };
       case 'speedscope':
         return {
           name: `${base}.speedscope.json`,
           type: 'application/json',
-          body: renderGraphStacks(recording, 'speedscope'),
+          body: renderGraphStacks(recording, 'speedscope', { graphs }),
         };
       case 'chrome': {
         const chunks: (string | Uint8Array)[] = [];
-        writeReplayTrace(recording, 'chrome', (chunk) => chunks.push(chunk));
+        writeReplayTrace(
+          recording,
+          'chrome',
+          (chunk) => chunks.push(chunk),
+          replayCalls(made.timeline),
+        );
         return {
           name: `${base}.trace.json`,
           type: 'application/json',
@@ -363,7 +384,7 @@ export class RecordingResult {
           name: `${base}.report.txt`,
           type: 'text/plain; charset=utf-8',
           body: renderFunctionReportText(
-            sortFunctionStats(functionStats(recording.threads), 'total', name),
+            sortFunctionStats(made.stats, 'total', name),
             name,
             steppedOf(recording),
           ),
@@ -372,7 +393,7 @@ export class RecordingResult {
         return {
           name: `${base}.graph.json`,
           type: 'application/json',
-          body: renderCallGraphJson(graphOf(recording.threads), name),
+          body: renderCallGraphJson(made.graph, name),
         };
       default:
         return undefined;
