@@ -30,7 +30,7 @@ import {
 import { RECORD } from '../arch/index.js';
 import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
-import type { Exit } from '../host/index.js';
+import { type Exit, isRunning, type ProcessIdentity, processIdentity } from '../host/index.js';
 import {
   notLoadedNotes,
   type ProbeSite,
@@ -87,6 +87,11 @@ export interface RecordingIndex {
   readonly threads: readonly RecordedThread[];
   /** False until the recording ended cleanly (a killed upscope leaves it false). */
   readonly complete: boolean;
+  /**
+   * The upscope that writes it: while it runs, a recording not yet complete is being made,
+   * not left by a killed upscope.
+   */
+  readonly recorder?: ProcessIdentity | undefined;
   readonly records: number;
   /** Events the kernel dropped (ring buffer full): calls or returns missing from the records. */
   readonly lost: number;
@@ -208,6 +213,7 @@ export class RecordingWriter {
         format: 'upscope-calls',
         version: 1,
         complete: false,
+        recorder: processIdentity(),
         records: 0,
         threads: [],
       });
@@ -426,7 +432,9 @@ function* readSteps(
   const problems: string[] = [];
   if (!index.complete) {
     problems.push(
-      'the recording did not end cleanly (upscope was killed?): its last calls may be missing',
+      index.recorder !== undefined && isRunning(index.recorder)
+        ? `the recording is still being made (by upscope, process ${index.recorder.pid}): the calls written so far are shown, those that have not returned yet as not returned`
+        : 'the recording did not end cleanly (upscope was killed?): its last calls may be missing',
     );
   }
   if (index.lost > 0)

@@ -39,10 +39,13 @@ export {
   endProcessGroup,
   type GroupEnd,
   groupMembers,
+  isRunning,
   killProcessGroup,
   listProcesses,
   memoryImageId,
+  type ProcessIdentity,
   type ProcessInfo,
+  processIdentity,
 } from './processes.js';
 export {
   isKernelThread,

@@ -220,3 +220,44 @@ export function memoryImageId(pid: number): bigint | undefined {
   const id = BigInt(startCode) ^ BigInt(argStart);
   return id === 0n ? undefined : id;
 }
+
+/** What tells a process from any other, now or later, on this machine or another. */
+export interface ProcessIdentity {
+  readonly pid: number;
+  /** When it started, in clock ticks since boot (field 22 of /proc/PID/stat). */
+  readonly startTime: string;
+  /** The boot it started in (/proc/sys/kernel/random/boot_id). */
+  readonly bootId: string;
+}
+
+function startTimeOf(pid: number): string | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return text.slice(text.lastIndexOf(')') + 2).split(' ')[22 - 3];
+  } catch {
+    return undefined;
+  }
+}
+
+function bootId(): string | undefined {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** This process's identity (or `pid`'s), undefined when /proc does not say it. */
+export function processIdentity(pid: number = process.pid): ProcessIdentity | undefined {
+  const startTime = startTimeOf(pid);
+  const boot = bootId();
+  return startTime === undefined || boot === undefined
+    ? undefined
+    : { pid, startTime, bootId: boot };
+}
+
+/** Whether the process `identity` names is running (here, in this boot, not a later one). */
+export function isRunning(identity: ProcessIdentity): boolean {
+  const now = processIdentity(identity.pid);
+  return now?.startTime === identity.startTime && now.bootId === identity.bootId;
+}

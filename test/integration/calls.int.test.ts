@@ -558,6 +558,49 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.doesNotMatch(shell.stderr, /no probe fired/);
   });
 
+  test('a recording read while upscope still makes it says so (not that it was killed); once its upscope is killed, that it did not end cleanly', async (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    const dir = join(work, 'rec-live');
+    const target = spawnCollected(app, ['loop', '12']);
+    try {
+      const run = spawnUpscope(['record', '-p', String(target.pid), `${app}:rec`, '-o', dir]);
+      try {
+        await waitFor(run, /^Recording 1 function /m);
+        // Records are written 64 KiB at a time: wait for some.
+        const deadline = Date.now() + 20_000;
+        while (statSync(join(dir, 'calls.bin')).size < 100_000 && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        const live = runCli(['report', dir, '--json']);
+        assert.equal(live.status, 0, live.stderr);
+        assert.match(
+          live.stderr,
+          new RegExp(
+            `^upscope: warning: the recording is still being made \\(by upscope, process ${run.pid}\\): the calls written so far are shown, those that have not returned yet as not returned$`,
+            'm',
+          ),
+        );
+        assert.doesNotMatch(live.stderr, /did not end cleanly/);
+        const rows = JSON.parse(live.stdout) as { function: string; calls: number }[];
+        assert.ok((rows.find((r) => r.function === 'rec')?.calls ?? 0) > 1000, live.stdout);
+      } finally {
+        run.child.kill('SIGKILL');
+        await ended(run);
+      }
+      const killed = runCli(['report', dir]);
+      assert.equal(killed.status, 0, killed.stderr);
+      assert.match(
+        killed.stderr,
+        /^upscope: warning: the recording did not end cleanly \(upscope was killed\?\)/m,
+      );
+      assert.doesNotMatch(killed.stderr, /still being made/);
+    } finally {
+      target.child.kill('SIGKILL');
+      await ended(target);
+    }
+  });
+
   test('bad input gets one clear line: a pattern matching nothing, not a recording, a truncated one', (t) => {
     const app = cTarget(t);
     if (app === undefined) return;
