@@ -72,3 +72,36 @@ test('loadRecording reads what readRecording reads, saying how far it got and gi
     rmSync(join(dir, '..'), { recursive: true, force: true });
   }
 });
+
+test('RecordingWriter writes the records it holds within a second (a recording read as it is made shows them)', async () => {
+  const dir = join(mkdtempSync(join(tmpdir(), 'upscope-held-')), 'rec');
+  try {
+    const writer = RecordingWriter.create(dir, {
+      command: './app',
+      pid: undefined,
+      engine: 'bpf',
+      startedAt: new Date(0).toISOString(),
+      functions: [{ name: 'f', object: '/app' }],
+      objects: ['/app'],
+      lost: 0,
+    });
+    for (let i = 0; i < 10; i++) {
+      writer.write({ kind: i % 2 === 0 ? 'entry' : 'return', tid: 7, pid: 7, fn: 0, timeNs: 5n });
+    }
+    const size = () => statSync(join(dir, CALLS_FILE)).size;
+    assert.equal(size(), 16, 'held: far from the 64 KiB written at once');
+    const deadline = Date.now() + 5000;
+    while (size() === 16 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(size(), 16 + 10 * 24);
+    const live = readRecording(dir);
+    assert.equal(live.records, 10);
+    assert.match(
+      live.problems[0] ?? '',
+      /^the recording is still being made \(by upscope, process \d+\)/,
+    );
+    writer.finish({ lost: 0 });
+    assert.deepEqual(readRecording(dir).problems, []);
+  } finally {
+    rmSync(join(dir, '..'), { recursive: true, force: true });
+  }
+});

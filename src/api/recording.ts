@@ -152,6 +152,8 @@ export function threadsSaid(threads: readonly RecordedThread[]): string {
 }
 
 const WRITE_CHUNK = 64 * 1024;
+/** Records held at most this long before they are written (a recording read as it is made). */
+const FLUSH_EVERY_MS = 1000;
 
 /**
  * Writes a recording as records come: a 64 KiB buffer flushed to calls.bin (memory stays
@@ -167,6 +169,9 @@ export class RecordingWriter {
   readonly #threads = new Map<number, RecordedThread>();
   #index: RecordingIndex;
   #closed = false;
+  #timer: NodeJS.Timeout | undefined;
+  /** Why the last timely write failed: said by the next write. */
+  #failed: unknown;
 
   private constructor(dir: string, fd: number, index: RecordingIndex) {
     this.#dir = dir;
@@ -218,6 +223,8 @@ export class RecordingWriter {
         threads: [],
       });
       writer.#writeIndex();
+      writer.#timer = setInterval(() => writer.#flushHeld(), FLUSH_EVERY_MS);
+      writer.#timer.unref();
       return writer;
     } catch (err) {
       throw writeError(dir, err);
@@ -269,6 +276,7 @@ export class RecordingWriter {
   /** Flushes the records and writes the final index. Idempotent. */
   finish(end: { lost: number; exit?: Exit | undefined }): RecordingIndex {
     if (this.#closed) return this.#index;
+    clearInterval(this.#timer);
     this.#flush();
     closeSync(this.#fd);
     this.#closed = true;
@@ -288,6 +296,7 @@ export class RecordingWriter {
   abandon(): void {
     if (this.#closed) return;
     this.#closed = true;
+    clearInterval(this.#timer);
     try {
       this.#flush();
     } catch {
@@ -296,7 +305,18 @@ export class RecordingWriter {
     closeSync(this.#fd);
   }
 
+  /** Writes the records held, on a timer: a write that fails is said by the next flush. */
+  #flushHeld(): void {
+    if (this.#used === 0 || this.#closed || this.#failed !== undefined) return;
+    try {
+      this.#flush();
+    } catch (err) {
+      this.#failed = err;
+    }
+  }
+
   #flush(): void {
+    if (this.#failed !== undefined) throw this.#failed;
     let at = 0;
     try {
       while (at < this.#used) at += writeSync(this.#fd, this.#buffer, at, this.#used - at);
