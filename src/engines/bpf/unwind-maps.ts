@@ -248,7 +248,8 @@ export class UnwindMaps {
       kind: 'percpu-array',
       name: 'uw_scratch',
       keyBytes: 4,
-      valueBytes: keyBytes,
+      // The stack key, then the kind of the pc's mapping (see KIND_AT).
+      valueBytes: keyBytes + 8,
       maxEntries: 2,
     });
     this.vmaCache = session.map({
