@@ -234,6 +234,22 @@ const ATTACH_PATTERNS = (
   process.env.BENCH_ATTACH_PATTERNS ?? 'uv_run,uv_*,_ZN2v88internal8compiler*,_ZN[1-9S]*,_ZN*,*'
 ).split(',');
 
+/**
+ * bpftrace's attach points for a glob of node's functions: its wildcards have `*` alone, so a
+ * character class is spelt out as one point per character (`_ZN[1-9S]*` is `_ZN1*`, ...,
+ * `_ZN9*`, `_ZNS*`), the same functions.
+ */
+function bpftraceProbes(pattern) {
+  const m = /^(.*)\[([^\]]+)\](.*)$/.exec(pattern);
+  if (m === null) return `uprobe:/usr/bin/node:${pattern}`;
+  const chars = m[2].replace(/(.)-(.)/g, (_, a, b) =>
+    Array.from({ length: b.charCodeAt(0) - a.charCodeAt(0) + 1 }, (_, i) =>
+      String.fromCharCode(a.charCodeAt(0) + i),
+    ).join(''),
+  );
+  return [...chars].map((c) => `uprobe:/usr/bin/node:${m[1]}${c}${m[3]}`).join(',');
+}
+
 export async function attachNode() {
   const node = spawn('/usr/bin/node', ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
   const dir = mkdtempSync(join(tmpdir(), 'upscope-bench-attach-'));
@@ -311,9 +327,10 @@ export async function attachNode() {
                     '-p',
                     String(node.pid),
                     '-e',
-                    `BEGIN { printf("ready\\n"); } uprobe:/usr/bin/node:${pattern} { @n = count(); }`,
+                    `BEGIN { printf("ready\\n"); } ${bpftraceProbes(pattern)} { @n = count(); }`,
                   ],
-                  /ready/,
+                  // The line alone: an error quotes the program, whose printf says "ready".
+                  /^ready$/m,
                   ATTACH_LIMIT_S,
                   // Its default limit is 512 probes.
                   { BPFTRACE_MAX_PROBES: '1000000' },

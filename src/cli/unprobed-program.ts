@@ -100,7 +100,7 @@ function unlinkedLibraryNote(program: string, probed: readonly TargetFile[]): st
 /**
  * The files (as dev:inode) ld.so loads to start `program`: itself and its DT_NEEDED
  * libraries, theirs in turn, found as upscope finds a library for that program; undefined
- * when the program is not an ELF file.
+ * when the program is not an ELF file or one of them is not found so.
  */
 function linkedFiles(program: string): Set<string> | undefined {
   const keys = new Set<string>();
@@ -128,7 +128,9 @@ function linkedFiles(program: string): Set<string> | undefined {
       try {
         queue.push(resolveTarget(name, { executable: program }).path);
       } catch {
-        // Not found here: ld.so would have refused to start the program; left out.
+        // Not found as upscope looks (a library's own RUNPATH is not looked through): what
+        // the program links cannot be told.
+        return undefined;
       }
     }
   }
