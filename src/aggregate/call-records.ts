@@ -118,11 +118,26 @@ export class CallRecordDecoder {
 
   /** The records complete in what came so far, after this chunk of the records (no header). */
   push(chunk: Uint8Array): CallRecord[] {
-    if (this.#problem !== undefined) return [];
+    const out: CallRecord[] = [];
+    this.decode(chunk, (kind, tid, pid, fn, timeNs) => {
+      out.push({ kind, tid, pid, fn, timeNs });
+    });
+    return out;
+  }
+
+  /**
+   * push(), each record given to `visit` by its fields (no object made: the reading of a
+   * large recording); how many were.
+   */
+  decode(
+    chunk: Uint8Array,
+    visit: (kind: CallRecordKind, tid: number, pid: number, fn: number, timeNs: bigint) => void,
+  ): number {
+    if (this.#problem !== undefined) return 0;
     const bytes = this.#pending.length === 0 ? chunk : concat(this.#pending, chunk);
     const whole = bytes.length - (bytes.length % CALL_RECORD_BYTES);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-    const out: CallRecord[] = [];
+    let count = 0;
     for (let at = 0; at < whole; at += CALL_RECORD_BYTES) {
       const code = view.getUint32(at, true);
       const kind = code < CODE_KIND.length ? CODE_KIND[code] : undefined;
@@ -132,19 +147,20 @@ export class CallRecordDecoder {
           kind === undefined ? `kind ${code}` : `function id ${fn} of ${this.#functions}`
         })`;
         this.#pending = new Uint8Array(0);
-        return out;
+        return count;
       }
-      out.push({
+      visit(
         kind,
-        tid: view.getUint32(at + 4, true),
-        pid: view.getUint32(at + 8, true),
+        view.getUint32(at + 4, true),
+        view.getUint32(at + 8, true),
         fn,
-        timeNs: view.getBigUint64(at + 16, true),
-      });
+        view.getBigUint64(at + 16, true),
+      );
+      count++;
     }
     this.#offset += whole;
     this.#pending = bytes.slice(whole);
-    return out;
+    return count;
   }
 
   /** Bytes left at the end that are not a whole record (a truncated file): 0 when none. */

@@ -1,4 +1,4 @@
-import type { CallRecord } from './call-records.js';
+import type { CallRecord, CallRecordKind } from './call-records.js';
 
 /**
  * How a call ended: `return` (its return was seen), `unwind` (a longjmp, an exception or a
@@ -70,18 +70,19 @@ interface Building {
   readonly tid: number;
   readonly pid: number;
   readonly roots: CallNode[];
-  readonly stack: CallNode[];
-  /** Per call of `stack`: whether a return is to come (false: the kernel left it out). */
+  /** The open calls, outermost first: their functions and start times. */
+  readonly fns: number[];
+  readonly starts: bigint[];
+  /** Per open call: whether a return is to come (false: the kernel left it out). */
   readonly awaited: boolean[];
-  /** Per call of `stack`: how long the calls it made and that ended took, added up. */
+  /** Per open call: how long the calls it made and that ended took, added up. */
   readonly callees: bigint[];
+  /** Per open call, when the tree is kept: its node. */
+  readonly nodes: CallNode[];
   readonly firstNs: bigint;
   lastNs: bigint;
   unmatched: number;
 }
-
-/** What a call made without its tree kept has as children: never added to. */
-const NOT_KEPT: CallNode[] = [];
 
 /**
  * Builds each thread's call tree from entry and return records, in the order a thread made
@@ -112,67 +113,74 @@ export class CallTreeBuilder {
   }
 
   push(record: CallRecord): void {
-    let thread = this.#threads.get(record.tid);
+    this.pushFields(record.kind, record.tid, record.pid, record.fn, record.timeNs);
+  }
+
+  /** push() of a record given by its fields (no object: the reading of a recording). */
+  pushFields(kind: CallRecordKind, tid: number, pid: number, fn: number, timeNs: bigint): void {
+    let thread = this.#threads.get(tid);
     if (thread === undefined) {
       thread = {
-        tid: record.tid,
-        pid: record.pid,
+        tid,
+        pid,
         roots: [],
-        stack: [],
+        fns: [],
+        starts: [],
         awaited: [],
         callees: [],
-        firstNs: record.timeNs,
-        lastNs: record.timeNs,
+        nodes: [],
+        firstNs: timeNs,
+        lastNs: timeNs,
         unmatched: 0,
       };
-      this.#threads.set(record.tid, thread);
+      this.#threads.set(tid, thread);
     }
-    if (record.timeNs > thread.lastNs) thread.lastNs = record.timeNs;
-    const { stack } = thread;
-    if (record.kind === 'entry' || record.kind === 'lone-entry') {
-      const node: CallNode = {
-        fn: record.fn,
-        startNs: record.timeNs,
-        endNs: record.timeNs,
-        end: 'open',
-        children: this.#keep ? [] : NOT_KEPT,
-      };
-      if (this.#keep) (stack.at(-1)?.children ?? thread.roots).push(node);
-      stack.push(node);
-      thread.awaited.push(record.kind === 'entry');
+    if (timeNs > thread.lastNs) thread.lastNs = timeNs;
+    const { fns, awaited } = thread;
+    if (kind === 'entry' || kind === 'lone-entry') {
+      if (this.#keep) {
+        const node: CallNode = { fn, startNs: timeNs, endNs: timeNs, end: 'open', children: [] };
+        (thread.nodes.at(-1)?.children ?? thread.roots).push(node);
+        thread.nodes.push(node);
+      }
+      fns.push(fn);
+      thread.starts.push(timeNs);
+      awaited.push(kind === 'entry');
       thread.callees.push(0n);
-      for (const observer of this.#observers) observer.enter(thread, record.fn, record.timeNs);
+      for (const observer of this.#observers) observer.enter(thread, fn, timeNs);
       return;
     }
-    const { awaited } = thread;
-    let i = stack.length - 1;
-    while (i >= 0 && (stack[i]!.fn !== record.fn || !awaited[i])) i--;
+    let i = fns.length - 1;
+    while (i >= 0 && (fns[i] !== fn || !awaited[i])) i--;
     if (i < 0) {
       thread.unmatched++;
       return;
     }
-    while (stack.length > i + 1) this.#pop(thread, record.timeNs, 'unwind');
-    this.#pop(thread, record.timeNs, record.kind === 'unwind' ? 'unwind' : 'return');
+    while (fns.length > i + 1) this.#pop(thread, timeNs, 'unwind');
+    this.#pop(thread, timeNs, kind === 'unwind' ? 'unwind' : 'return');
   }
 
   /** Close the thread's innermost open call (`unreported` when no return was to come). */
-  #pop(thread: Building, endNs: bigint, end: CallEnd): void {
-    const node = thread.stack.pop()!;
+  #pop(thread: Building, endNs: bigint, how: CallEnd): void {
+    const fn = thread.fns.pop()!;
+    const duration = endNs - thread.starts.pop()!;
     const callees = thread.callees.pop()!;
-    close(node, endNs, thread.awaited.pop()! ? end : 'unreported');
-    const duration = endNs - node.startNs;
+    const end = thread.awaited.pop()! ? how : 'unreported';
+    if (this.#keep) {
+      const node = thread.nodes.pop()!;
+      node.endNs = endNs;
+      node.end = end;
+    }
     const top = thread.callees.length - 1;
     if (top >= 0) thread.callees[top]! += duration;
-    for (const observer of this.#observers) {
-      observer.leave(thread, node.fn, duration, callees, node.end);
-    }
+    for (const observer of this.#observers) observer.leave(thread, fn, duration, callees, end);
   }
 
   /** Each thread's calls, by tid; calls still open are closed as `open`. */
   finish(): ThreadCalls[] {
     const out: ThreadCalls[] = [];
     for (const thread of [...this.#threads.values()].sort((a, b) => a.tid - b.tid)) {
-      while (thread.stack.length > 0) this.#pop(thread, thread.lastNs, 'open');
+      while (thread.fns.length > 0) this.#pop(thread, thread.lastNs, 'open');
       out.push({
         tid: thread.tid,
         pid: thread.pid,
@@ -184,9 +192,4 @@ export class CallTreeBuilder {
     }
     return out;
   }
-}
-
-function close(node: CallNode, endNs: bigint, end: CallEnd): void {
-  node.endNs = endNs;
-  node.end = end;
 }

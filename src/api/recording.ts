@@ -477,16 +477,14 @@ function* readSteps(
     const wrong = checkCallsHeader(header.subarray(0, got));
     if (wrong !== undefined) throw notOne(`${CALLS_FILE} is not a calls file: ${wrong}`);
     const decoder = new CallRecordDecoder(index.functions.length);
+    const visit = builder.pushFields.bind(builder);
     const chunk = new Uint8Array(1 << 20);
     let position = CALLS_HEADER_BYTES;
     for (;;) {
       const n = readSync(fd, chunk, 0, chunk.length, position);
       if (n === 0) break;
       position += n;
-      for (const record of decoder.push(chunk.subarray(0, n))) {
-        builder.push(record);
-        records++;
-      }
+      records += decoder.decode(chunk.subarray(0, n), visit);
       if (decoder.problem !== undefined) break;
       yield { bytes: position, totalBytes, records };
     }
