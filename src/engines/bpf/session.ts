@@ -319,12 +319,11 @@ export class BpfSession {
       run!.push(probe);
       last = probe;
     }
-    // Returns first (uretprobes, and the returns caught at exits in links of their own), and
-    // removed last (detach() closes links in the reverse order): the kernel places and removes
-    // a link's probes one by one, while a process (-p) runs on. A call entered meanwhile is
-    // seen with its return, or its return alone (a call begun before the first probe, or
-    // returning after the last), never its entry alone, which would take its return for
-    // missed and its frame for unwound.
+    // Returns first (uretprobes, and the returns caught at exits in links of their own): the
+    // kernel places a link's probes one by one, while a process (-p) runs on. A call entered
+    // meanwhile is seen with its return, or its return alone (a call begun before the first
+    // probe), never its entry alone, which would take its return for missed and its frame
+    // for unwound. detach() removes them first too (see there).
     const returns = (group: readonly BpfProbe[]) =>
       group[0]!.kind === 'return' || group[0]!.early === true;
     const ordered = [...groups.values()].sort((a, b) => Number(returns(b)) - Number(returns(a)));
@@ -501,8 +500,8 @@ export class BpfSession {
 
   /** Release the links of a process added by addProcess() or scoped at attach(), as it ends. */
   removeProcess(pid: number): void {
-    // The last made first (see #groups()).
-    for (const fd of (this.#processLinks.get(pid) ?? []).toReversed()) closeFd(fd);
+    // Returns first (see detach()).
+    for (const fd of this.#processLinks.get(pid) ?? []) closeFd(fd);
     this.#processLinks.delete(pid);
   }
 
@@ -522,11 +521,19 @@ export class BpfSession {
     this.#links.push(linkPerfEvent(program, event, 0n));
   }
 
-  /** Detach every probe (the maps stay readable until close()). */
+  /**
+   * Detach every probe (the maps stay readable until close()), returns first, as they were
+   * made. Removing a link waits until no return trampoline the kernel set holds on to its
+   * uprobes (synchronize_srcu on uretprobes_srcu); a call that has not returned holds on
+   * until a timer lets go of it, and the kernel puts that timer off at every trampoline it
+   * sets. So an entry link removed while a return link stays made the removal wait as long
+   * as a program in a function that never returns (main) went on calling probed functions:
+   * forever, for a hot loop. With the returns gone first, no trampoline is set meanwhile.
+   * (What a consumer then sees of the entries alone, it leaves out: see BpfStream.stop().)
+   */
   detach(): void {
     this.#detached = true;
-    // The last made first: returns are removed after the entries (see #groups()).
-    for (const fd of this.#links.splice(0).reverse()) {
+    for (const fd of this.#links.splice(0)) {
       closeFd(fd);
       // Fault tests stop here: one link closed, the others still attached.
       pausePoint('detaching');

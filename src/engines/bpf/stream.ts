@@ -125,6 +125,8 @@ export class BpfStream {
   readonly #layoutOf: number[];
   readonly #layouts: RecordLayout[];
   #lastComm = { a: -1, b: -1, c: -1, d: -1, text: '' };
+  /** Hits after this time (CLOCK_MONOTONIC ns) are left out: set when stop() begins. */
+  #cutNs: bigint | undefined;
   #delivered = 0;
   #attach: AttachReport | undefined;
   readonly #lostInAll: boolean;
@@ -254,6 +256,8 @@ export class BpfStream {
       const pid = view.getUint32(start + RECORD_HEADER.pid, true);
       const route = this.#routes[probe];
       if (route === undefined) return;
+      const timestampNs = view.getBigUint64(start + RECORD_HEADER.timeNs, true);
+      if (this.#cutNs !== undefined && timestampNs > this.#cutNs) return;
       const faults = view.getUint32(start + RECORD_HEADER.faults, true);
       route.delivered++;
       delivered++;
@@ -265,7 +269,7 @@ export class BpfStream {
         pid,
         tid: view.getUint32(start + RECORD_HEADER.tid, true),
         cpu: view.getUint32(start + RECORD_HEADER.cpu, true),
-        timestampNs: view.getBigUint64(start + RECORD_HEADER.timeNs, true),
+        timestampNs,
         comm: this.#comm(view, start + RECORD_HEADER.comm),
         fields: route.decode(
           view,
@@ -304,8 +308,15 @@ export class BpfStream {
     return this.#session.attachMoved(move);
   }
 
-  /** Stop recording: every probe is detached (the buffer keeps what it has for a last poll). */
+  /**
+   * Stop recording: every probe is detached (the buffer keeps what it has for a last poll).
+   * What was hit after the moment stop() began is left out: the returns are removed before
+   * the entries (see BpfSession.detach()), and an entry seen without its return would be
+   * taken for a call that never returned.
+   */
   stop(): void {
+    // The records' clock (bpf_ktime_get_ns) is CLOCK_MONOTONIC, as hrtime's.
+    this.#cutNs ??= process.hrtime.bigint();
     this.#session.detach();
   }
 
