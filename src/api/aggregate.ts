@@ -319,21 +319,24 @@ export class Aggregate<R> {
   }
 
   /**
-   * Remove the probes and keep the last totals; then the command, if any, is ended as a user
+   * Remove the probes and keep the last totals; and the command, if any, is ended as a user
    * would end it: its process group gets SIGTERM (also what is left of it once the command
-   * has exited by itself), and SIGKILL after `killAfterMs`. `ended` resolves once it is gone.
+   * has exited by itself; before the probes are removed), and SIGKILL after `killAfterMs`.
+   * `ended` resolves once it is gone.
    */
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
     clearInterval(this.#timer);
     clearInterval(this.#alive);
+    // The command's SIGTERM first: removing the probes may wait on it (see Attachment.close()).
+    const ending = this.#endCommand();
     try {
       this.#engine.detach();
       this.#last = { reading: this.#read(), errors: this.#engine.handlerErrors() };
     } finally {
       this.#onStopped?.();
-      void this.#endCommand().then(
+      void ending.then(
         () => this.#resolveEnded(),
         () => this.#resolveEnded(),
       );

@@ -964,10 +964,10 @@ export class Attachment {
   }
 
   /**
-   * Stop, deliver what is still buffered, and remove every probe and the instance; then end
+   * Stop, deliver what is still buffered, and remove every probe and the instance; and end
    * the command (with `command`) as a user would: its process group gets SIGTERM (also what
-   * is left of it once the command has exited by itself), and SIGKILL after `killAfterMs`.
-   * `ended` resolves once it is gone. Idempotent.
+   * is left of it once the command has exited by itself; before the probes are removed), and
+   * SIGKILL after `killAfterMs`. `ended` resolves once it is gone. Idempotent.
    */
   async close(): Promise<void> {
     if (this.#closed) return this.ended;
@@ -979,6 +979,11 @@ export class Attachment {
     this.#closed = true;
     clearInterval(this.#timer);
     this.#replaced?.close();
+    // A command still running gets its SIGTERM before its probes are removed: the kernel
+    // removes a return probe only once no call holds on to it, and a call of a function that
+    // never returns (main) held on for as long as the program called probed functions (see
+    // BpfSession.detach()). What it does from here is left out (see the streams' stop()).
+    const ending = this.#endCommand();
     try {
       this.#removal?.();
       this.#stream.stop();
@@ -987,7 +992,7 @@ export class Attachment {
     } finally {
       this.#stream.close();
       this.#wake?.();
-      void this.#endCommand().then(
+      void ending.then(
         () => this.#resolveEnded(),
         () => this.#resolveEnded(),
       );

@@ -1043,57 +1043,61 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     });
   }
 
-  test('record -c of a program whose main never returns, calling probed functions all the time (--return-probes trampoline): ends at --duration, not when the program stops, and its trees stay whole', async (t) => {
-    const app = cTarget(t);
-    if (app === undefined) return;
-    // main -> rec(12) again and again until killed: main's return trampoline is set (it is
-    // entered after the probes), and a trampoline is set at every call of rec.
-    const dir = join(work, 'rec-endless');
-    const run = spawnUpscope([
-      'record',
-      '-c',
-      `${app} loop 12`,
-      '--return-probes',
-      'trampoline',
-      '--duration',
-      '1',
-      '-o',
-      dir,
-      `${app}:main`,
-      `${app}:rec`,
-    ]);
-    // Removing the probes waited on the program (for ever, as it never ends by itself): it
-    // is killed after 30 s so that the test ends, and that says the run waited.
-    let waited = false;
-    const timer = setTimeout(() => {
-      waited = true;
-      for (const pid of descendantsOf(run.pid)) process.kill(pid, 'SIGKILL');
-    }, 30_000);
-    let exit: Awaited<ReturnType<typeof ended>>;
-    try {
-      exit = await ended(run, 60_000);
-    } finally {
-      clearTimeout(timer);
-    }
-    assert.equal(waited, false, 'upscope ended only once the program was killed');
-    assert.equal(exit.code, 0, run.stderr);
-    assert.match(run.stderr, /--duration 1 s reached/);
-    const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
-      function: string;
-      calls: number;
-      unwound: number;
-      notReturned: number;
-    }[];
-    const rec = rows.find((r) => r.function === 'rec')!;
-    assert.ok(rec.calls > 1000, `${rec.calls} calls`);
-    assert.equal(rec.unwound, 0);
-    // The calls running when the recording ended (main's, and at most a tree of rec).
-    assert.ok(rec.notReturned <= 13, `${rec.notReturned} not returned`);
-    assert.deepEqual(
-      rows.filter((r) => r.function === 'main').map((r) => [r.calls, r.notReturned]),
-      [[1, 1]],
-    );
-  });
+  for (const engine of ['bpf', 'tracefs'] as const) {
+    test(`record -c of a program whose main never returns, calling probed functions all the time (${engine}, --return-probes trampoline): ends at --duration, not when the program stops, and its trees stay whole`, async (t) => {
+      const app = cTarget(t);
+      if (app === undefined) return;
+      // main -> rec(12) again and again until killed: main's return trampoline is set (it is
+      // entered after the probes), and a trampoline is set at every call of rec.
+      const dir = join(work, `rec-endless-${engine}`);
+      const run = spawnUpscope([
+        'record',
+        '--engine',
+        engine,
+        '-c',
+        `${app} loop 12`,
+        '--return-probes',
+        'trampoline',
+        '--duration',
+        '1',
+        '-o',
+        dir,
+        `${app}:main`,
+        `${app}:rec`,
+      ]);
+      // Removing the probes waited on the program (for ever, as it never ends by itself): it
+      // is killed after 30 s so that the test ends, and that says the run waited.
+      let waited = false;
+      const timer = setTimeout(() => {
+        waited = true;
+        for (const pid of descendantsOf(run.pid)) process.kill(pid, 'SIGKILL');
+      }, 30_000);
+      let exit: Awaited<ReturnType<typeof ended>>;
+      try {
+        exit = await ended(run, 60_000);
+      } finally {
+        clearTimeout(timer);
+      }
+      assert.equal(waited, false, 'upscope ended only once the program was killed');
+      assert.equal(exit.code, 0, run.stderr);
+      assert.match(run.stderr, /--duration 1 s reached/);
+      const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
+        function: string;
+        calls: number;
+        unwound: number;
+        notReturned: number;
+      }[];
+      const rec = rows.find((r) => r.function === 'rec')!;
+      assert.ok(rec.calls > 1000, `${rec.calls} calls`);
+      assert.equal(rec.unwound, 0);
+      // The calls running when the recording ended (main's, and at most a tree of rec).
+      assert.ok(rec.notReturned <= 13, `${rec.notReturned} not returned`);
+      assert.deepEqual(
+        rows.filter((r) => r.function === 'main').map((r) => [r.calls, r.notReturned]),
+        [[1, 1]],
+      );
+    });
+  }
 
   test('a recursion 20,000 calls deep: report, graph and replay read it whole, in every format, and say the depth past 64 levels', (t) => {
     const app = cTarget(t);

@@ -402,6 +402,9 @@ async function record(
     `upscope: recorded ${index.records} calls and returns of ${threadsSaid(index.threads)}, ${index.lost} lost\n`,
   );
   sayUnprobedProgram(io, index.records, options.command, attachment.sites);
+  // Said whether or not the command's end is known yet (it gets its SIGTERM as the probes
+  // are removed).
+  if (timedOut) io.err(`upscope: --duration ${options.duration} s reached, ending the recording\n`);
   const exit = attachment.exit;
   if (exit !== undefined) {
     io.err(`upscope: ${commandEnd(exit)}\n`);
@@ -409,7 +412,6 @@ async function record(
     if (timedOut) return { status: 0 };
     return { status: exit.code ?? 128 + (constants.signals[exit.signal!] ?? 0) };
   }
-  if (timedOut) io.err(`upscope: --duration ${options.duration} s reached, ending the recording\n`);
   if (endedBy.signal !== undefined && endedBy.signal !== 'SIGINT') {
     return { status: 128 + constants.signals[endedBy.signal] };
   }

@@ -418,10 +418,15 @@ export class TracefsSession {
     }
   }
 
-  /** Disable events (all of this session's by default) in the session's instance. */
+  /**
+   * Disable events (all of this session's by default) in the session's instance, return
+   * probes first: the kernel disables one only once no return trampoline holds on to
+   * uprobes, and a call of a function that never returns (main) held on for as long as the
+   * program kept setting trampolines (see BpfSession.detach()).
+   */
   disable(events: readonly DefinedEvent[] = this.#events): void {
     if (this.#instance === undefined) return;
-    for (const event of events) {
+    for (const event of returnsFirst(events, events.length > 1 ? this.#hitsIfRead() : [])) {
       try {
         writeControl(this.#enableFile(event), '0', 'replace');
       } catch (err) {
@@ -520,7 +525,7 @@ export class TracefsSession {
     };
     if (this.#instance !== undefined) {
       const name = this.#instance;
-      for (const event of this.#events)
+      for (const event of returnsFirst(this.#events, this.#hitsIfRead()))
         attempt(`disable ${event.event}`, () => this.disable([event]));
       attempt(`remove instance ${name}`, () => {
         removeInstanceDir(`${this.#root}/instances/${name}`);
@@ -693,4 +698,18 @@ export class TracefsSession {
       'Cannot read probe hits: uprobe_events and uprobe_profile kept changing while read',
     );
   }
+}
+
+/**
+ * `events` with the return probes (`r:` lines) first, the most hit of them first (each one
+ * disabled waits for as long as the others set trampolines on a thread with a call that
+ * never returns: the hot ones gone, that ends), then the others in their order.
+ */
+function returnsFirst(events: readonly DefinedEvent[], hits: readonly EventHits[]): DefinedEvent[] {
+  const isReturn = (event: DefinedEvent) => event.line.startsWith('r');
+  const hitsOf = new Map(hits.map((h) => [h.event, h.hits]));
+  const returns = events
+    .filter(isReturn)
+    .sort((a, b) => (hitsOf.get(b.event) ?? 0) - (hitsOf.get(a.event) ?? 0));
+  return [...returns, ...events.filter((event) => !isReturn(event))];
 }

@@ -82,6 +82,8 @@ export class TracefsStream {
   readonly #reader: BufferReader;
   /** By event id; copies in replaced files share their original's route. */
   readonly #routes = new Map<number, Route>();
+  /** Hits after this time (trace_clock mono, ns) are left out: set when stop() begins. */
+  #cutNs: bigint | undefined;
   /** One per site, in the order of the sites. */
   readonly #sites: Route[];
   readonly #threads: ThreadTable;
@@ -205,6 +207,7 @@ export class TracefsStream {
         return;
       }
       if (this.#beforeExec(tid, timestampNs)) return;
+      if (this.#cutNs !== undefined && timestampNs > this.#cutNs) return;
       const fields = route.decoder.fields(view, bytes, start, end);
       route.delivered++;
       this.#delivered++;
@@ -269,8 +272,15 @@ export class TracefsStream {
     return defined;
   }
 
-  /** Stop recording (the buffer keeps what it has for a last poll()). */
+  /**
+   * Stop recording (the buffer keeps what it has for a last poll()). What was hit after the
+   * moment stop() began is left out: the returns are disabled before the entries (see
+   * TracefsSession.disable()), and an entry without its return would be taken for a call that
+   * never returned.
+   */
   stop(): void {
+    // The instance's trace_clock is mono: hrtime's clock.
+    this.#cutNs ??= process.hrtime.bigint();
     this.#session.disable();
     this.#stopped = true;
   }
