@@ -196,24 +196,18 @@ function childOf(
 }
 
 /**
- * The call tree merged by path (the same chain of callers is one node), from the outermost
- * calls, or from every call of `from` (merged under one node; a call of it inside another
- * is part of that one's path), made as it is told of the calls: per thread, merged when asked.
+ * The calls it is told of merged by path (the same chain of callers is one node), the
+ * outermost of them as roots: per thread, merged when asked. (CallGraphs tells one the calls
+ * of a function and what they made.)
  */
-export class CallGraphBuilder implements CallObserver {
-  /** The function whose calls the graph is from; undefined: from the outermost calls. */
-  readonly from: number | undefined;
+class CallGraphBuilder implements CallObserver {
   /** Per thread: its process, its graph, and the node of each of its open calls. */
   readonly #threads = new Map<
     number,
-    { readonly pid: number; readonly roots: GraphNode[]; readonly path: (GraphNode | undefined)[] }
+    { readonly pid: number; readonly roots: GraphNode[]; readonly path: GraphNode[] }
   >();
   /** The children lists that are long, by function. */
   readonly #index = new Map<GraphNode[], Map<number, GraphNode>>();
-
-  constructor(options: { readonly from?: number | undefined } = {}) {
-    this.from = options.from;
-  }
 
   enter(thread: ObservedThread, fn: number): void {
     let t = this.#threads.get(thread.tid);
@@ -221,25 +215,12 @@ export class CallGraphBuilder implements CallObserver {
       t = { pid: thread.pid, roots: [], path: [] };
       this.#threads.set(thread.tid, t);
     }
-    const { path } = t;
-    // Inside: below a call that is in the graph (every call is, from the outermost ones).
-    const parent = path.length === 0 ? undefined : path[path.length - 1];
-    const siblings =
-      parent !== undefined
-        ? parent.children
-        : this.from === undefined
-          ? path.length === 0
-            ? t.roots
-            : undefined
-          : fn === this.from
-            ? t.roots
-            : undefined;
-    path.push(siblings === undefined ? undefined : childOf(siblings, fn, this.#index));
+    const siblings = t.path.at(-1)?.children ?? t.roots;
+    t.path.push(childOf(siblings, fn, this.#index));
   }
 
   leave(thread: ObservedThread, _fn: number, duration: bigint, callees: bigint): void {
-    const node = this.#threads.get(thread.tid)!.path.pop();
-    if (node === undefined) return;
+    const node = this.#threads.get(thread.tid)!.path.pop()!;
     node.calls++;
     node.totalNs += duration;
     node.selfNs += duration - callees;
@@ -272,12 +253,14 @@ export class CallGraphBuilder implements CallObserver {
 }
 
 /**
- * CallGraphBuilders from the outermost calls, or one from every call of each function of
- * `from` (a graph each, in its order), each told only of the calls inside a call of its
- * function: a glob of hundreds of functions costs each call the graphs it is inside of.
+ * The merged call tree from the outermost calls, or one from every call of each function of
+ * `from` (a graph each, in its order; a call of it inside another is part of that one's path),
+ * each graph told only of the calls inside a call of its function: a glob of hundreds of
+ * functions costs each call the graphs it is inside of.
  */
 export class CallGraphs implements CallObserver {
   readonly #graphs: CallGraphBuilder[];
+  /** With `from`: each function's graph. */
   readonly #byFn: Map<number, CallGraphBuilder> | undefined;
   /** Per thread: its depth, and the graphs it is inside of with the depth each began at. */
   readonly #threads = new Map<
@@ -290,8 +273,8 @@ export class CallGraphs implements CallObserver {
       this.#graphs = [new CallGraphBuilder()];
       return;
     }
-    this.#graphs = [...options.from].map((fn) => new CallGraphBuilder({ from: fn }));
-    this.#byFn = new Map(this.#graphs.map((graph) => [graph.from!, graph]));
+    this.#byFn = new Map([...options.from].map((fn) => [fn, new CallGraphBuilder()]));
+    this.#graphs = [...this.#byFn.values()];
   }
 
   enter(thread: ObservedThread, fn: number): void {
@@ -338,9 +321,9 @@ export function callGraph(
   threads: readonly ThreadCalls[],
   options: { from?: number | undefined } = {},
 ): GraphNode[] {
-  const graph = new CallGraphBuilder(options);
-  walkCalls(threads, [graph]);
-  return graph.graph();
+  const graphs = new CallGraphs({ from: options.from === undefined ? undefined : [options.from] });
+  walkCalls(threads, [graphs]);
+  return graphs.graph();
 }
 
 /** One call in a replay: its thread, depth, function, start and duration, and how it ended. */
@@ -368,12 +351,9 @@ export interface ReplayOptions {
 
 /** How a call ended, as a number (CallTimeline's column), and back. */
 const END_CODES: readonly CallEnd[] = ['return', 'unwind', 'open', 'unreported'];
-const END_CODE: Readonly<Record<CallEnd, number>> = {
-  return: 0,
-  unwind: 1,
-  open: 2,
-  unreported: 3,
-};
+const END_CODE = Object.fromEntries(END_CODES.map((end, code) => [end, code])) as Readonly<
+  Record<CallEnd, number>
+>;
 
 /** A thread's calls in the order they began, a column per field. */
 class TimelineThread {

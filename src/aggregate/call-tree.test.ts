@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  CallGraphBuilder,
   CallGraphs,
   CallTimeline,
   callGraph,
@@ -256,7 +255,7 @@ test('report and graph made as the records are read, without the tree, equal tho
   }
   const tree = build(recs);
   const streamed = [new FunctionStatsBuilder(), new FunctionStatsBuilder({ perThread: true })];
-  const graphs = [new CallGraphBuilder(), new CallGraphBuilder({ from: 3 })];
+  const graphs = [new CallGraphs(), new CallGraphs({ from: [3] })];
   // Graphs from every call of each of several functions, nested in each other.
   const several = new CallGraphs({ from: [5, 3, 9] });
   const timeline = new CallTimeline();

@@ -1,5 +1,4 @@
 export {
-  CallGraphBuilder,
   CallGraphs,
   CallTimeline,
   callGraph,

@@ -8,7 +8,6 @@ export {
   type BucketScheme,
   bucketRange,
   type CallEnd,
-  CallGraphBuilder,
   CallGraphs,
   type CallNode,
   type CallObserver,

@@ -11,21 +11,23 @@ import {
   readRecording,
 } from './recording.js';
 
+/** A writer of a recording of ./app's functions `names`, in `dir`. */
+function appWriter(dir: string, names: readonly string[]): RecordingWriter {
+  return RecordingWriter.create(dir, {
+    command: './app',
+    pid: undefined,
+    engine: 'bpf',
+    startedAt: new Date(0).toISOString(),
+    functions: names.map((name) => ({ name, object: '/app' })),
+    objects: ['/app'],
+    lost: 0,
+  });
+}
+
 test('loadRecording reads what readRecording reads, saying how far it got and giving way between chunks', async () => {
   const dir = join(mkdtempSync(join(tmpdir(), 'upscope-load-')), 'rec');
   try {
-    const writer = RecordingWriter.create(dir, {
-      command: './app',
-      pid: undefined,
-      engine: 'bpf',
-      startedAt: new Date(0).toISOString(),
-      functions: [
-        { name: 'outer', object: '/app' },
-        { name: 'inner', object: '/app' },
-      ],
-      objects: ['/app'],
-      lost: 0,
-    });
+    const writer = appWriter(dir, ['outer', 'inner']);
     // 60,000 calls of outer, each calling inner: 240,000 records, several 1 MiB chunks.
     let t = 1_000n;
     for (let i = 0; i < 60_000; i++) {
@@ -76,15 +78,7 @@ test('loadRecording reads what readRecording reads, saying how far it got and gi
 test('RecordingWriter writes the records it holds within a second (a recording read as it is made shows them)', async () => {
   const dir = join(mkdtempSync(join(tmpdir(), 'upscope-held-')), 'rec');
   try {
-    const writer = RecordingWriter.create(dir, {
-      command: './app',
-      pid: undefined,
-      engine: 'bpf',
-      startedAt: new Date(0).toISOString(),
-      functions: [{ name: 'f', object: '/app' }],
-      objects: ['/app'],
-      lost: 0,
-    });
+    const writer = appWriter(dir, ['f']);
     for (let i = 0; i < 10; i++) {
       writer.write({ kind: i % 2 === 0 ? 'entry' : 'return', tid: 7, pid: 7, fn: 0, timeNs: 5n });
     }

@@ -206,6 +206,18 @@ export function listProcesses(): ProcessInfo[] {
  * Undefined when the process has ended, has no memory map, or is not ours to read.
  */
 export function memoryImageId(pid: number): bigint | undefined {
+  const [startCode, argStart] = statFields(pid, 26, 48) ?? [];
+  if (startCode === undefined || argStart === undefined) return undefined;
+  const id = BigInt(startCode) ^ BigInt(argStart);
+  return id === 0n ? undefined : id;
+}
+
+/**
+ * Fields `ns` (from 1, as proc(5) numbers them) of /proc/PID/stat, read once; undefined when
+ * the process has ended or is not ours to read. The name (field 2, in parentheses) may hold
+ * any byte: the fields after it are plain.
+ */
+function statFields(pid: number, ...ns: number[]): (string | undefined)[] | undefined {
   let text: string;
   try {
     text = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -213,12 +225,7 @@ export function memoryImageId(pid: number): bigint | undefined {
     return undefined;
   }
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // Field n (from 1) is fields[n - 3]: the first two are the pid and the name.
-  const startCode = fields[26 - 3];
-  const argStart = fields[48 - 3];
-  if (startCode === undefined || argStart === undefined) return undefined;
-  const id = BigInt(startCode) ^ BigInt(argStart);
-  return id === 0n ? undefined : id;
+  return ns.map((n) => fields[n - 3]);
 }
 
 /** What tells a process from any other, now or later, on this machine or another. */
@@ -228,15 +235,6 @@ export interface ProcessIdentity {
   readonly startTime: string;
   /** The boot it started in (/proc/sys/kernel/random/boot_id). */
   readonly bootId: string;
-}
-
-function startTimeOf(pid: number): string | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return text.slice(text.lastIndexOf(')') + 2).split(' ')[22 - 3];
-  } catch {
-    return undefined;
-  }
 }
 
 function bootId(): string | undefined {
@@ -249,7 +247,7 @@ function bootId(): string | undefined {
 
 /** This process's identity (or `pid`'s), undefined when /proc does not say it. */
 export function processIdentity(pid: number = process.pid): ProcessIdentity | undefined {
-  const startTime = startTimeOf(pid);
+  const startTime = statFields(pid, 22)?.[0];
   const boot = bootId();
   return startTime === undefined || boot === undefined
     ? undefined

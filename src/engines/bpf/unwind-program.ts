@@ -59,8 +59,6 @@ export const UNWIND_KEY_BYTES = 8 + 8 * UNWIND_FRAMES;
 export const KIND_AT = UNWIND_KEY_BYTES;
 /** Whether the pc is exact (the probed one) or a return address, kept beside the kind. */
 const EXACT_AT = KIND_AT + 4;
-/** Bytes of the scratch map's value: the stack key, then the kind. */
-export const UNWIND_SCRATCH_BYTES = UNWIND_KEY_BYTES + 8;
 
 /** A frame keyed by file: this bit, the file's id from bit 40, its file offset below. */
 export const FRAME_FILE_BIT = 1n << 63n;
