@@ -26,7 +26,7 @@ import {
   functionStats,
   record as recordLive,
 } from '../../src/api/index.js';
-import { descendantsOf } from '../../src/host/index.js';
+import { descendantsOf, procState } from '../../src/host/index.js';
 import { compileProgram } from '../helpers/compile.js';
 import { compileGo, findGo } from '../helpers/go.js';
 import { leftovers } from '../helpers/leftovers.js';
@@ -1100,6 +1100,79 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
         rows.filter((r) => r.function === 'main').map((r) => [r.calls, r.notReturned]),
         [[1, 1]],
       );
+    });
+  }
+
+  for (const command of ['record', 'latency'] as const) {
+    test(`${command} -p of a process whose thread, started after the probes, never returns and calls probed functions of two files (bpf, --return-probes trampoline): ends at --duration, not when the program stops`, async (t) => {
+      const app = cTarget(t);
+      if (app === undefined) return;
+      // spinner -> rec(2) and leaf -> pthread_mutex_lock (libc) until killed: spinner's
+      // trampoline is set (it starts once the probes are live) and never taken, and every
+      // call of the other three sets one, in two links (a file each).
+      const target = spawnCollected(app, ['spin']);
+      const run = await (async () => {
+        await waitFor(target, /^ready$/m, 'stdout');
+        const dir = join(work, `rec-spin-${command}`);
+        const args =
+          command === 'record'
+            ? ['record', '-o', dir, `${app}:spinner`, `${app}:rec`, 'libc:pthread_mutex_lock']
+            : ['latency', `${app}:spinner`, `${app}:rec`, 'libc:pthread_mutex_lock'];
+        const started = spawnUpscope([
+          ...args.slice(0, 1),
+          '-p',
+          String(target.pid),
+          '--engine',
+          'bpf',
+          '--return-probes',
+          'trampoline',
+          '--duration',
+          '1',
+          ...args.slice(1),
+        ]);
+        await waitFor(started, command === 'record' ? /^Recording /m : /^Timing /m);
+        target.child.kill('SIGUSR1');
+        return { started, dir };
+      })();
+      // Removing the probes waited on the program, for ever: it is killed after 30 s so that
+      // the test ends, and that says the run waited.
+      let waited = false;
+      const timer = setTimeout(() => {
+        waited = true;
+        target.child.kill('SIGKILL');
+      }, 30_000);
+      try {
+        const exit = await ended(run.started, 60_000);
+        assert.equal(waited, false, 'upscope ended only once the program was killed');
+        assert.equal(exit.code, 0, run.started.stderr);
+        assert.ok(!['Z', undefined].includes(procState(target.pid)), 'the program runs on');
+      } finally {
+        clearTimeout(timer);
+        target.child.kill('SIGKILL');
+        await target.exited;
+      }
+      if (command === 'latency') {
+        // No call is left out or unwound (none nests 64 deep, nothing longjmps): the entries
+        // seen while the returns are removed (first) are not taken for such.
+        assert.doesNotMatch(run.started.stderr, /did not report|unwound|nested/);
+        // Each function timed, spinner never (its call has not returned).
+        for (const fn of ['rec', 'pthread_mutex_lock']) {
+          assert.match(run.started.stdout, new RegExp(`${fn}\\b[\\s\\S]*?count\\s+[1-9]`));
+        }
+        return;
+      }
+      const rows = JSON.parse(runCli(['report', run.dir, '--json']).stdout) as {
+        function: string;
+        calls: number;
+        notReturned: number;
+      }[];
+      const row = (fn: string) => rows.find((r) => r.function === fn);
+      assert.deepEqual([row('spinner')?.calls, row('spinner')?.notReturned], [1, 1]);
+      assert.ok(row('rec')!.calls > 1000, `${row('rec')!.calls} calls of rec`);
+      // rec(2) is 3 calls, then leaf's one lock: as many locks as rec(2)s, give or take the
+      // one running at each end.
+      const locks = row('pthread_mutex_lock')!.calls;
+      assert.ok(Math.abs(locks - row('rec')!.calls / 3) <= 2, `${locks} locks`);
     });
   }
 

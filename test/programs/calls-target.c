@@ -10,9 +10,14 @@
  *   calls-target exit   main -> quitter -> ender, which calls exit(0) (printing first)
  *   calls-target deep N main -> rec(N): a recursion N + 1 calls deep; prints rec's count
  *   calls-target loop N main -> rec(N) again and again, until killed
+ *   calls-target spin   prints "ready", waits for SIGUSR1, then starts a thread that runs
+ *                       spinner -> rec(2) and leaf (libc's pthread_mutex_lock and unlock) again
+ *                       and again, until killed: a call entered after the probes that never
+ *                       returns, calling probed functions of two files
  */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +98,14 @@ NOINLINE long tail_caller(long x) {
 
 NOINLINE void child_work(void) { n_child++; }
 
+NOINLINE void *spinner(void *arg) {
+  for (;;) {
+    rec(2);
+    leaf();
+  }
+  return arg;
+}
+
 NOINLINE void ender(void) {
   n_ender++;
   printf("{\"quitter\":%ld,\"ender\":%ld}\n", n_quitter, n_ender);
@@ -113,6 +126,19 @@ int main(int argc, char **argv) {
   }
   if (argc > 2 && strcmp(argv[1], "loop") == 0) {
     for (;;) rec(atol(argv[2]));
+  }
+  if (argc > 1 && strcmp(argv[1], "spin") == 0) {
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+    printf("ready\n");
+    fflush(stdout);
+    int sig;
+    sigwait(&usr1, &sig);
+    pthread_t thread;
+    pthread_create(&thread, NULL, spinner, NULL);
+    pthread_join(thread, NULL);
   }
   if (argc > 2 && strcmp(argv[1], "deep") == 0) {
     rec(atol(argv[2]));

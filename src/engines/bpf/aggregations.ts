@@ -183,19 +183,26 @@ function u32(value: number): Uint8Array {
   return bytes;
 }
 
-function readErrors(errors: BpfMap, unwound: bigint): HandlerErrors {
+function readErrors(errors: BpfMap): Omit<HandlerErrors, 'unwound' | 'unreported'> {
   return {
     dropped: errors.lookupSum(u32(ERROR_SLOT.dropped)),
     faults: errors.lookupSum(u32(ERROR_SLOT.faults)),
     unmatched: errors.lookupSum(u32(ERROR_SLOT.unmatched)),
     deep: errors.lookupSum(u32(ERROR_SLOT.deep)),
     spansLost: errors.lookupSum(u32(ERROR_SLOT.spansLost)),
-    unwound,
   };
 }
 
 /** Owners (threads or goroutines) kept at once with open calls of framed functions. */
 const MAX_FRAME_OWNERS = 16384;
+
+/** A thread's (or goroutine's) open calls of a probe, in the frames map. */
+interface OpenFrames {
+  readonly owner: bigint;
+  readonly probe: number;
+  readonly tgid: number;
+  readonly open: bigint;
+}
 
 /** The open calls of functions whose returns are caught at their exits, and their unwinds. */
 class FrameState {
@@ -247,28 +254,52 @@ class FrameState {
 
   /**
    * Per probe: calls the handlers found left by an unwind, and the open calls of threads
-   * (for goroutines: processes) that have ended, which no return will close.
+   * (for goroutines: processes) that have ended, which no return will close; as they were at
+   * freeze() once it was called.
    */
   read(): bigint[] {
-    const counts = Array.from({ length: this.#probes }, (_, probe) =>
-      this.unwound.lookupSum(u32(probe)),
-    );
-    for (const key of this.frames.keys()) {
-      const view = new DataView(key.buffer, key.byteOffset, key.byteLength);
-      const owner = view.getBigUint64(0, true);
-      const probe = view.getUint32(8, true);
-      const tgid = view.getUint32(12, true);
-      if (probe >= this.#probes) continue;
+    const { unwound, frames } = this.#frozen ?? this.#snapshot();
+    const counts = [...unwound];
+    for (const { owner, probe, tgid, open } of frames) {
       const alive = this.#goroutine[probe]
         ? existsSync(`/proc/${tgid}`)
         : existsSync(`/proc/${tgid}/task/${Number(owner & 0xffff_ffffn)}`);
-      if (alive) continue;
-      const value = this.frames.lookup(key);
-      if (value === undefined) continue;
-      const frames = new DataView(value.buffer, value.byteOffset, value.byteLength);
-      counts[probe]! += frames.getBigUint64(0, true) + frames.getBigUint64(8, true);
+      if (!alive) counts[probe]! += open;
     }
     return counts;
+  }
+
+  /**
+   * Keep the counts as they are now, before the probes are removed: the returns go first (see
+   * BpfSession.detach()), and the entries seen meanwhile would find the calls before them
+   * unclosed and count them left.
+   */
+  freeze(): void {
+    this.#frozen ??= this.#snapshot();
+  }
+
+  #frozen: { unwound: bigint[]; frames: OpenFrames[] } | undefined;
+
+  #snapshot(): { unwound: bigint[]; frames: OpenFrames[] } {
+    const unwound = Array.from({ length: this.#probes }, (_, probe) =>
+      this.unwound.lookupSum(u32(probe)),
+    );
+    const frames: OpenFrames[] = [];
+    for (const key of this.frames.keys()) {
+      const view = new DataView(key.buffer, key.byteOffset, key.byteLength);
+      const probe = view.getUint32(8, true);
+      if (probe >= this.#probes) continue;
+      const value = this.frames.lookup(key);
+      if (value === undefined) continue;
+      const open = new DataView(value.buffer, value.byteOffset, value.byteLength);
+      frames.push({
+        owner: view.getBigUint64(0, true),
+        probe,
+        tgid: view.getUint32(12, true),
+        open: open.getBigUint64(0, true) + open.getBigUint64(8, true),
+      });
+    }
+    return { unwound, frames };
   }
 
   /**
@@ -374,8 +405,12 @@ export abstract class BpfAggregation {
 
   handlerErrors(): HandlerErrors {
     const left = this.frameState?.left() ?? { unwound: 0n, unreported: 0n };
-    return { ...readErrors(this.errors, left.unwound), unreported: left.unreported };
+    const errors = this.#errorsAtDetach ?? readErrors(this.errors);
+    return { ...errors, unwound: left.unwound, unreported: left.unreported };
   }
+
+  /** The error map's counts as they were when detach() began (see there). */
+  #errorsAtDetach: ReturnType<typeof readErrors> | undefined;
 
   /** The frame maps, made for sites that need them (returns caught at exits). */
   protected framesFor(sites: readonly AggregateSite[], probes: number) {
@@ -392,8 +427,16 @@ export abstract class BpfAggregation {
     return this.session.attachMoved(move);
   }
 
-  /** Stop counting: every probe is removed, the maps stay readable. */
+  /**
+   * Stop counting: every probe is removed, the maps stay readable. The handlers' error counts
+   * are kept as they were before: the returns are removed first (see BpfSession.detach()),
+   * and the entries that run meanwhile would count the calls before them left (unreported or
+   * unwound) or nested too deep. The threads that end later still count their open calls
+   * left, when read.
+   */
   detach(): void {
+    this.frameState?.freeze();
+    this.#errorsAtDetach ??= readErrors(this.errors);
     this.session.detach();
   }
 

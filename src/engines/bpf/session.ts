@@ -1,6 +1,7 @@
 import { ProbeError } from '../../errors/index.js';
 import { pausePoint } from '../../host/index.js';
 import type { Subprogram } from './asm.js';
+import { closeTogether } from './close-together.js';
 import { type FollowSpec, followProcesses } from './follow.js';
 import type { Insn } from './insn.js';
 import {
@@ -136,6 +137,8 @@ export class BpfSession {
   readonly #events: number[] = [];
   /** The links and perf events of each process added by addProcess() (closed as it ends). */
   readonly #processLinks = new Map<number, number[]>();
+  /** The uprobe_multi links of uretprobes, in #links or #processLinks: closed together. */
+  readonly #returnLinks = new Set<number>();
   /** The groups attached to the followed processes one by one, for the processes added later. */
   readonly #scopedGroups: {
     readonly group: readonly BpfProbe[];
@@ -435,6 +438,7 @@ export class BpfSession {
     const { path } = group[0]!;
     if (link >= 0) {
       into.push(link);
+      if (group[0]!.kind === 'return') this.#returnLinks.add(link);
       state.multi += group.length;
       // Fault tests stop here: programs loaded, the first link attached.
       pausePoint('attaching');
@@ -500,9 +504,24 @@ export class BpfSession {
 
   /** Release the links of a process added by addProcess() or scoped at attach(), as it ends. */
   removeProcess(pid: number): void {
-    // Returns first (see detach()).
-    for (const fd of this.#processLinks.get(pid) ?? []) closeFd(fd);
+    const links = this.#processLinks.get(pid) ?? [];
     this.#processLinks.delete(pid);
+    // Returns first (see detach()).
+    this.#closeReturns(links);
+    for (const fd of links) closeFd(fd);
+  }
+
+  /** Close the uretprobe links among `links` together (see closeTogether()), taking them out. */
+  #closeReturns(...lists: number[][]): void {
+    const returns: number[] = [];
+    for (const links of lists) {
+      for (let i = links.length - 1; i >= 0; i--) {
+        if (!this.#returnLinks.delete(links[i]!)) continue;
+        returns.push(links[i]!);
+        links.splice(i, 1);
+      }
+    }
+    closeTogether(returns);
   }
 
   /**
@@ -529,10 +548,13 @@ export class BpfSession {
    * sets. So an entry link removed while a return link stays made the removal wait as long
    * as a program in a function that never returns (main) went on calling probed functions:
    * forever, for a hot loop. With the returns gone first, no trampoline is set meanwhile.
-   * (What a consumer then sees of the entries alone, it leaves out: see BpfStream.stop().)
+   * The uretprobe links of several files or processes are closed together, every process's
+   * at once: one by one, each would wait on the others' trampolines. (What a consumer then
+   * sees of the entries alone, it leaves out: see BpfStream.stop().)
    */
   detach(): void {
     this.#detached = true;
+    this.#closeReturns(this.#links, ...this.#processLinks.values());
     for (const fd of this.#links.splice(0)) {
       closeFd(fd);
       // Fault tests stop here: one link closed, the others still attached.
