@@ -1176,6 +1176,64 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     });
   }
 
+  test('record -p of a process whose child stays in a function that never returns, calling functions of two files, while another child ends (bpf, --return-probes trampoline): the run goes on and ends at --duration, the child that ended recorded whole', async (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    // Once the probes are live: a child in spinner for ever, then one in brief, which ends.
+    // Removing the links of the one that ended waited on the other child's trampolines, and
+    // stopped the run (nothing read, the end never came) as long as that child ran.
+    const target = spawnCollected(app, ['spin-fork']);
+    const dir = join(work, 'rec-spin-fork');
+    let waited = false;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await waitFor(target, /^ready$/m, 'stdout');
+      const run = spawnUpscope([
+        'record',
+        '-p',
+        String(target.pid),
+        '--engine',
+        'bpf',
+        '--return-probes',
+        'trampoline',
+        '--duration',
+        '2',
+        '-o',
+        dir,
+        `${app}:spinner`,
+        `${app}:brief`,
+        `${app}:rec`,
+        'libc:pthread_mutex_lock',
+      ]);
+      await waitFor(run, /^Recording /m);
+      target.child.kill('SIGUSR1');
+      await waitFor(target, /^brief ended$/m, 'stdout');
+      timer = setTimeout(() => {
+        waited = true;
+        for (const pid of descendantsOf(target.pid)) process.kill(pid, 'SIGKILL');
+      }, 30_000);
+      const exit = await ended(run, 60_000);
+      assert.equal(waited, false, 'upscope ended only once the child was killed');
+      assert.equal(exit.code, 0, run.stderr);
+      assert.match(run.stderr, /--duration 2 s reached/);
+    } finally {
+      clearTimeout(timer);
+      for (const pid of descendantsOf(target.pid)) process.kill(pid, 'SIGKILL');
+      target.child.kill('SIGKILL');
+      await target.exited;
+    }
+    const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
+      function: string;
+      calls: number;
+      notReturned: number;
+    }[];
+    const row = (fn: string) => rows.find((r) => r.function === fn);
+    assert.deepEqual([row('spinner')?.calls, row('spinner')?.notReturned], [1, 1]);
+    // brief's child was followed from its fork to its end: its call whole, with its locks.
+    assert.deepEqual([row('brief')?.calls, row('brief')?.notReturned], [1, 0]);
+    assert.ok(row('pthread_mutex_lock')!.calls > 1000, `${row('pthread_mutex_lock')!.calls}`);
+  });
+
   test('a recursion 20,000 calls deep: report, graph and replay read it whole, in every format, and say the depth past 64 levels', (t) => {
     const app = cTarget(t);
     if (app === undefined) return;

@@ -14,6 +14,9 @@
  *                       spinner -> rec(2) and leaf (libc's pthread_mutex_lock and unlock) again
  *                       and again, until killed: a call entered after the probes that never
  *                       returns, calling probed functions of two files
+ *   calls-target spin-fork  the same, but after SIGUSR1 forks a child that runs spinner, and
+ *                       300 ms later another that runs brief -> (rec(2) and leaf) x BRIEF_CALLS
+ *                       and exits; prints "brief ended" once it is reaped, then waits for ever
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -28,6 +31,7 @@
 #define THREADS 4
 #define THREAD_LEAVES 5
 #define CHILD_CALLS 3
+#define BRIEF_CALLS 1000
 
 static long n_rec, n_even, n_odd, n_leaf, n_body, n_deep, n_jumper, n_tail_caller, n_tail_callee,
     n_child, n_quitter, n_ender;
@@ -106,6 +110,13 @@ NOINLINE void *spinner(void *arg) {
   return arg;
 }
 
+NOINLINE void brief(void) {
+  for (int i = 0; i < BRIEF_CALLS; i++) {
+    rec(2);
+    leaf();
+  }
+}
+
 NOINLINE void ender(void) {
   n_ender++;
   printf("{\"quitter\":%ld,\"ender\":%ld}\n", n_quitter, n_ender);
@@ -127,7 +138,7 @@ int main(int argc, char **argv) {
   if (argc > 2 && strcmp(argv[1], "loop") == 0) {
     for (;;) rec(atol(argv[2]));
   }
-  if (argc > 1 && strcmp(argv[1], "spin") == 0) {
+  if (argc > 1 && (strcmp(argv[1], "spin") == 0 || strcmp(argv[1], "spin-fork") == 0)) {
     sigset_t usr1;
     sigemptyset(&usr1);
     sigaddset(&usr1, SIGUSR1);
@@ -136,9 +147,22 @@ int main(int argc, char **argv) {
     fflush(stdout);
     int sig;
     sigwait(&usr1, &sig);
-    pthread_t thread;
-    pthread_create(&thread, NULL, spinner, NULL);
-    pthread_join(thread, NULL);
+    if (strcmp(argv[1], "spin") == 0) {
+      pthread_t thread;
+      pthread_create(&thread, NULL, spinner, NULL);
+      pthread_join(thread, NULL);
+    }
+    if (fork() == 0) spinner(NULL);
+    usleep(300000);
+    pid_t short_lived = fork();
+    if (short_lived == 0) {
+      brief();
+      _exit(0);
+    }
+    waitpid(short_lived, NULL, 0);
+    printf("brief ended\n");
+    fflush(stdout);
+    for (;;) pause();
   }
   if (argc > 2 && strcmp(argv[1], "deep") == 0) {
     rec(atol(argv[2]));

@@ -1,75 +1,146 @@
 import { Worker } from 'node:worker_threads';
 import { closeFd } from './kernel.js';
 
-/** Who closes each descriptor: no one yet, a thread of its own, this thread; then done. */
+/**
+ * Closing uprobe links without waiting on other links' return trampolines. Removing a link
+ * waits until no return trampoline holds on to uprobes (uprobe_unregister_sync:
+ * synchronize_srcu on uretprobes_srcu, every uprobe of the system), and a call that has not
+ * returned holds on until a per-thread timer lets go of it, a timer the kernel puts off at
+ * every trampoline it sets on that thread. So a thread in a function that never returns,
+ * entered under a return probe, that goes on calling functions with return probes, holds up
+ * the removal of any link for as long as those other return probes stay.
+ */
+
+/** Who closes a job's descriptors: no one yet, its thread, this thread; then done. */
 const OPEN = 0;
 const CLAIMED = 1;
 const KEPT = 2;
 const CLOSED = 3;
 
-/** How long the threads get to start before this thread closes what they have not claimed. */
-const START_MS = 3000;
+/** How long the threads get to take their jobs before this thread closes what they have not. */
+const CLAIM_MS = 3000;
 
 /**
- * A closing thread: it claims its descriptor (unless this thread took it back first, so a
- * number reused meanwhile is never closed) and closes it. CommonJS, evaluated: nothing to
- * bundle or find on disk.
+ * A closing thread: for each job posted, or the one in its workerData, it claims the job
+ * (unless this thread took it back first, so a number reused meanwhile is never closed) and
+ * closes its descriptors in order. CommonJS, evaluated: nothing to bundle or find on disk.
  */
 const CLOSER = `
-const { workerData } = require('node:worker_threads');
+const { parentPort, workerData } = require('node:worker_threads');
 const { closeSync } = require('node:fs');
-const slots = new Int32Array(workerData.slots);
-if (Atomics.compareExchange(slots, workerData.index, ${OPEN}, ${CLAIMED}) === ${OPEN}) {
-  Atomics.notify(slots, workerData.index);
-  try { closeSync(workerData.fd); } catch {}
-  Atomics.store(slots, workerData.index, ${CLOSED});
-  Atomics.notify(slots, workerData.index);
+function run({ fds, slot }) {
+  const state = new Int32Array(slot);
+  if (Atomics.compareExchange(state, 0, ${OPEN}, ${CLAIMED}) !== ${OPEN}) return;
+  Atomics.notify(state, 0);
+  for (const fd of fds) {
+    try { closeSync(fd); } catch {}
+  }
+  Atomics.store(state, 0, ${CLOSED});
+  Atomics.notify(state, 0);
 }
+if (workerData !== null) run(workerData);
+else parentPort.on('message', run);
 `;
+
+interface CloseJob {
+  readonly fds: readonly number[];
+  readonly state: Int32Array;
+}
+
+function newJob(fds: readonly number[]): CloseJob {
+  return { fds, state: new Int32Array(new SharedArrayBuffer(4)) };
+}
+
+function closerThread(job: CloseJob | undefined): Worker {
+  const worker = new Worker(CLOSER, {
+    eval: true,
+    workerData: job === undefined ? null : { fds: job.fds, slot: job.state.buffer },
+    stdout: true,
+    stderr: true,
+  });
+  worker.on('error', () => {});
+  worker.unref();
+  return worker;
+}
+
+/** Wait until each job is taken by its thread, or take it back here after CLAIM_MS. */
+function claimOrKeep(jobs: readonly CloseJob[]): void {
+  const deadline = performance.now() + CLAIM_MS;
+  for (const { state } of jobs) {
+    const left = deadline - performance.now();
+    if (left > 0) Atomics.wait(state, 0, OPEN, left);
+    Atomics.compareExchange(state, 0, OPEN, KEPT);
+  }
+}
+
+/** Return once every job's descriptors are closed: those taken back, here, in order. */
+function closeAll(jobs: readonly CloseJob[]): void {
+  for (const { fds, state } of jobs) {
+    if (Atomics.load(state, 0) === KEPT) {
+      for (const fd of fds) closeFd(fd);
+      Atomics.store(state, 0, CLOSED);
+    }
+    while (Atomics.load(state, 0) !== CLOSED) Atomics.wait(state, 0, CLAIMED);
+  }
+}
 
 /**
  * Close uretprobe links at the same time, each on a thread of its own, and return once all
- * are closed. Closing one waits until no return trampoline holds on to uprobes
- * (uprobe_unregister_sync: synchronize_srcu on uretprobes_srcu), and a call that has not
- * returned holds on until a per-thread timer lets go of it, a timer the kernel puts off at
- * every trampoline it sets. So while one link's removal waits, another link's uretprobes
- * that keep firing (a thread in a function that never returns, calling functions of two
- * files) make it wait for ever. Closed together, each first takes its uprobes away, then
- * all wait: no trampoline is set meanwhile, the timer runs out, and all end.
- *
- * The first is closed here; a thread that cannot start within START_MS has its link closed
- * here too, after the others (as one by one: it may then wait as before).
+ * are closed. One by one, the removal of the first would wait on the trampolines the others
+ * keep setting (see above); closed together, each first takes its uprobes away, then all
+ * wait: no trampoline is set meanwhile, the timer runs out, and all end. The first is closed
+ * here; a link whose thread does not start within CLAIM_MS is closed here too, after the
+ * others (as one by one: it may then wait as before).
  */
 export function closeTogether(fds: readonly number[]): void {
   if (fds.length < 2) {
     for (const fd of fds) closeFd(fd);
     return;
   }
-  const slots = new Int32Array(new SharedArrayBuffer(4 * fds.length));
-  slots[0] = KEPT;
-  for (let index = 1; index < fds.length; index++) {
+  const jobs = fds.slice(1).map((fd) => {
+    const job = newJob([fd]);
     try {
-      const worker = new Worker(CLOSER, {
-        eval: true,
-        workerData: { fd: fds[index], index, slots: slots.buffer },
-        stdout: true,
-        stderr: true,
-      });
-      worker.on('error', () => {});
-      worker.unref();
+      closerThread(job);
     } catch {
       // No thread: closed here below.
     }
-  }
-  const deadline = performance.now() + START_MS;
-  for (let index = 1; index < fds.length; index++) {
-    const left = deadline - performance.now();
-    if (left > 0) Atomics.wait(slots, index, OPEN, left);
-    Atomics.compareExchange(slots, index, OPEN, KEPT);
-  }
+    return job;
+  });
+  claimOrKeep(jobs);
   closeFd(fds[0]!);
-  for (let index = 1; index < fds.length; index++) {
-    if (slots[index] === KEPT) closeFd(fds[index]!);
-    else while (Atomics.load(slots, index) !== CLOSED) Atomics.wait(slots, index, CLAIMED);
+  closeAll(jobs);
+}
+
+/**
+ * Links closed on a thread of their own, in the order given, while this thread goes on: those
+ * of a process that ended, whose removal would otherwise stop the run for as long as another
+ * process holds it up (see above). wait() returns once all are closed.
+ */
+export class ClosingLater {
+  #thread: Worker | undefined;
+  readonly #jobs: CloseJob[] = [];
+
+  close(fds: readonly number[]): void {
+    if (fds.length === 0) return;
+    const job = newJob(fds);
+    this.#jobs.push(job);
+    try {
+      this.#thread ??= closerThread(undefined);
+      this.#thread.postMessage({ fds, slot: job.state.buffer });
+    } catch {
+      // No thread: closed by wait().
+    }
+  }
+
+  /**
+   * Return once every link given to close() is closed (those the thread has not taken within
+   * CLAIM_MS closed here), and end the thread.
+   */
+  wait(): void {
+    const jobs = this.#jobs.splice(0);
+    claimOrKeep(jobs);
+    closeAll(jobs);
+    void this.#thread?.terminate();
+    this.#thread = undefined;
   }
 }

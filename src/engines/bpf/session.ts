@@ -1,7 +1,7 @@
 import { ProbeError } from '../../errors/index.js';
 import { pausePoint } from '../../host/index.js';
 import type { Subprogram } from './asm.js';
-import { closeTogether } from './close-together.js';
+import { ClosingLater, closeTogether } from './close-together.js';
 import { type FollowSpec, followProcesses } from './follow.js';
 import type { Insn } from './insn.js';
 import {
@@ -139,6 +139,8 @@ export class BpfSession {
   readonly #processLinks = new Map<number, number[]>();
   /** The uprobe_multi links of uretprobes, in #links or #processLinks: closed together. */
   readonly #returnLinks = new Set<number>();
+  /** The links of processes that ended, closed meanwhile on a thread of their own. */
+  readonly #closing = new ClosingLater();
   /** The groups attached to the followed processes one by one, for the processes added later. */
   readonly #scopedGroups: {
     readonly group: readonly BpfProbe[];
@@ -502,13 +504,19 @@ export class BpfSession {
     }
   }
 
-  /** Release the links of a process added by addProcess() or scoped at attach(), as it ends. */
+  /**
+   * Release the links of a process added by addProcess() or scoped at attach(), as it ends:
+   * on a thread of their own, as the run goes on. Removing a link waits on the return
+   * trampolines of every process (see detach()): a process that went on in a function that
+   * never returns, calling functions with return probes, would stop the run until it ended.
+   * detach() waits until they are closed.
+   */
   removeProcess(pid: number): void {
-    const links = this.#processLinks.get(pid) ?? [];
+    const links = this.#processLinks.get(pid);
+    if (links === undefined) return;
     this.#processLinks.delete(pid);
-    // Returns first (see detach()).
-    this.#closeReturns(links);
-    for (const fd of links) closeFd(fd);
+    for (const fd of links) this.#returnLinks.delete(fd);
+    this.#closing.close(links);
   }
 
   /** Close the uretprobe links among `links` together (see closeTogether()), taking them out. */
@@ -561,7 +569,9 @@ export class BpfSession {
       pausePoint('detaching');
     }
     this.#scope?.stop();
-    for (const pid of [...this.#processLinks.keys()]) this.removeProcess(pid);
+    for (const links of this.#processLinks.values()) for (const fd of links) closeFd(fd);
+    this.#processLinks.clear();
+    this.#closing.wait();
     for (const fd of this.#events.splice(0)) closeFd(fd);
   }
 
