@@ -341,12 +341,15 @@ export async function attachNode() {
         bpftraceGaveUp = `${pattern} (${count} functions) within ${ATTACH_LIMIT_S} s`;
       }
       const probes = /Attaching (\d+) probes/.exec(theirs.text ?? '')?.[1];
-      const said = (r) =>
-        (r.why ?? '')
+      // What ended a run, in a line: its last error (bpftrace warns of RLIMIT_MEMLOCK as an
+      // ERROR first, whatever the failure).
+      const said = (r) => {
+        const lines = (r.why ?? '')
           .split('\n')
           .filter((l) => /ERROR|error|ended|not run|not attached/.test(l))
-          .join(' ')
-          .slice(0, 90);
+          .filter((l) => !/RLIMIT_MEMLOCK/.test(l));
+        return (lines.at(-1) ?? r.why ?? '').replace(/^ended: /, '').slice(0, 140);
+      };
       const times = ({ planned, kept }) =>
         planned.ms === undefined || kept.ms === undefined
           ? `failed: ${said(planned.ms === undefined ? planned : kept)}`
