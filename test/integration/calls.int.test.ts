@@ -1103,23 +1103,64 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     });
   }
 
-  for (const command of ['record', 'latency'] as const) {
-    test(`${command} -p of a process whose thread, started after the probes, never returns and calls probed functions of two files (bpf, --return-probes trampoline): ends at --duration, not when the program stops`, async (t) => {
-      const app = cTarget(t);
+  /**
+   * Programs with a thread, started on a word from the test, that runs a function that never
+   * returns (`spinner`), calling `callee` (of the program) and `library` (of libc) again and
+   * again until killed: `library` is called once for every `ratio` calls of `callee`.
+   */
+  const spinners = {
+    C: {
+      // spinner -> rec(2) and leaf -> pthread_mutex_lock, on SIGUSR1.
+      build: (t: Parameters<typeof requireHost>[0]) => cTarget(t),
+      args: ['spin'],
+      stdin: 'ignore',
+      go: (target: ReturnType<typeof spawnCollected>) => target.child.kill('SIGUSR1'),
+      spinner: 'spinner',
+      callee: 'rec',
+      library: 'pthread_mutex_lock',
+      ratio: 3,
+    },
+    Rust: {
+      // spin -> step -> getpid, on a line of stdin.
+      build: (t: Parameters<typeof requireHost>[0]) => {
+        const rustc = findRustc();
+        if (!requireHost(t, { root: true, commands: rustc === undefined ? ['rustc'] : [] })) {
+          return undefined;
+        }
+        return compileRust(rustc!, 'rust-spin', ['-C', 'opt-level=2']);
+      },
+      args: [],
+      stdin: 'pipe',
+      go: (target: ReturnType<typeof spawnCollected>) => target.child.stdin!.write('go\n'),
+      spinner: 'spin',
+      callee: 'step',
+      library: 'getpid',
+      ratio: 1,
+    },
+  } as const;
+
+  for (const [language, command] of [
+    ['C', 'record'],
+    ['C', 'latency'],
+    ['Rust', 'record'],
+  ] as const) {
+    test(`${language}: ${command} -p of a process whose thread, started after the probes, never returns and calls probed functions of two files (bpf, --return-probes trampoline): ends at --duration, not when the program stops`, async (t) => {
+      const program = spinners[language];
+      const app = program.build(t);
       if (app === undefined) return;
-      // spinner -> rec(2) and leaf -> pthread_mutex_lock (libc) until killed: spinner's
-      // trampoline is set (it starts once the probes are live) and never taken, and every
-      // call of the other three sets one, in two links (a file each).
-      const target = spawnCollected(app, ['spin']);
+      // The spinner's trampoline is set (it starts once the probes are live) and never
+      // taken, and every call of the other two sets one, in two links (a file each).
+      const target = spawnCollected(app, program.args, {}, program.stdin);
+      const functions = [
+        `${app}:${program.spinner}`,
+        `${app}:${program.callee}`,
+        `libc:${program.library}`,
+      ];
       const run = await (async () => {
         await waitFor(target, /^ready$/m, 'stdout');
-        const dir = join(work, `rec-spin-${command}`);
-        const args =
-          command === 'record'
-            ? ['record', '-o', dir, `${app}:spinner`, `${app}:rec`, 'libc:pthread_mutex_lock']
-            : ['latency', `${app}:spinner`, `${app}:rec`, 'libc:pthread_mutex_lock'];
+        const dir = join(work, `rec-spin-${language}-${command}`);
         const started = spawnUpscope([
-          ...args.slice(0, 1),
+          command,
           '-p',
           String(target.pid),
           '--engine',
@@ -1128,10 +1169,11 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
           'trampoline',
           '--duration',
           '1',
-          ...args.slice(1),
+          ...(command === 'record' ? ['-o', dir] : []),
+          ...functions,
         ]);
         await waitFor(started, command === 'record' ? /^Recording /m : /^Timing /m);
-        target.child.kill('SIGUSR1');
+        program.go(target);
         return { started, dir };
       })();
       // Removing the probes waited on the program, for ever: it is killed after 30 s so that
@@ -1155,8 +1197,8 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
         // No call is left out or unwound (none nests 64 deep, nothing longjmps): the entries
         // seen while the returns are removed (first) are not taken for such.
         assert.doesNotMatch(run.started.stderr, /did not report|unwound|nested/);
-        // Each function timed, spinner never (its call has not returned).
-        for (const fn of ['rec', 'pthread_mutex_lock']) {
+        // Each function timed, the spinner never (its call has not returned).
+        for (const fn of [program.callee, program.library]) {
           assert.match(run.started.stdout, new RegExp(`${fn}\\b[\\s\\S]*?count\\s+[1-9]`));
         }
         return;
@@ -1167,12 +1209,16 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
         notReturned: number;
       }[];
       const row = (fn: string) => rows.find((r) => r.function === fn);
-      assert.deepEqual([row('spinner')?.calls, row('spinner')?.notReturned], [1, 1]);
-      assert.ok(row('rec')!.calls > 1000, `${row('rec')!.calls} calls of rec`);
-      // rec(2) is 3 calls, then leaf's one lock: as many locks as rec(2)s, give or take the
-      // one running at each end.
-      const locks = row('pthread_mutex_lock')!.calls;
-      assert.ok(Math.abs(locks - row('rec')!.calls / 3) <= 2, `${locks} locks`);
+      assert.deepEqual([row(program.spinner)?.calls, row(program.spinner)?.notReturned], [1, 1]);
+      const calls = row(program.callee)!.calls;
+      assert.ok(calls > 1000, `${calls} calls of ${program.callee}`);
+      // As many calls of the library's function as the program makes for its own, give or
+      // take the one running at each end.
+      const library = row(program.library)!.calls;
+      assert.ok(
+        Math.abs(library - calls / program.ratio) <= 2,
+        `${library} calls of ${program.library}`,
+      );
     });
   }
 
