@@ -1004,6 +1004,37 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.deepEqual(counts['main.inner'], [innerCalls, innerCalls! - innerReturns!]);
   });
 
+  test('latency -p of a process busy in a recursion (--return-probes sites): the returns of the calls begun before the probes were placed are said as such', async (t) => {
+    const app = cTarget(t);
+    if (app === undefined) return;
+    // The exits are probed before the entries: the calls of rec under way then (up to 13
+    // deep, always some) return without their entry.
+    const target = spawn(app, ['loop', '12'], { stdio: 'ignore' });
+    try {
+      const run = runCli([
+        'latency',
+        '-p',
+        String(target.pid),
+        '--engine',
+        'bpf',
+        '--return-probes',
+        'sites',
+        '--duration',
+        '0.5',
+        `${app}:rec`,
+      ]);
+      assert.equal(run.status, 0, run.stderr);
+      assert.match(run.stdout, /rec\b[\s\S]*?count\s+[1-9]/);
+      assert.match(
+        run.stderr,
+        /upscope: [1-9]\d* returns without their entry \(calls begun before the probes were placed\)/,
+      );
+    } finally {
+      target.kill('SIGKILL');
+      await once(target, 'exit');
+    }
+  });
+
   for (const returns of ['trampoline', 'sites'] as const) {
     test(`record -p of a process busy in a recursion (--return-probes ${returns}): every call is closed by its own return, none taken for unwound or left open, from the first probe placed to the last removed`, async (t) => {
       const app = cTarget(t);

@@ -219,11 +219,13 @@ export function notCounted(errors: HandlerErrors): Record<string, bigint> {
 /**
  * What the handlers of an aggregation could not take, in a few words each (none when they
  * took every hit): `what` is the command's word (Counting shows the calls unwinds took away
- * as rows of their own; Timing says the calls it could not time).
+ * as rows of their own; Timing says the calls it could not time). `running`: the probes were
+ * placed in a process already running (-p), whose calls begun before them return unmatched.
  */
 export function handlerNotes(
   aggregate: Pick<Aggregate<unknown>, 'errors' | 'engine'>,
   what: string,
+  running = false,
 ): string[] {
   // count shows the calls unwinds took away as rows of their own; the others say how many.
   const countsUnwinds = what === 'Counting';
@@ -237,7 +239,11 @@ export function handlerNotes(
     );
   }
   if (errors.faults > 0n) notes.push(`${errors.faults} hits whose value could not be read`);
-  if (errors.unmatched > 0n) notes.push(`${errors.unmatched} returns without their entry`);
+  if (errors.unmatched > 0n) {
+    notes.push(
+      `${errors.unmatched} returns without their entry${running ? ' (calls begun before the probes were placed)' : ''}`,
+    );
+  }
   if (errors.deep > 0n && what === 'Timing') {
     notes.push(`${errors.deep} calls nested over 16 deep, not timed`);
   }
@@ -368,7 +374,7 @@ async function run<R>(
     const reading = aggregate.read();
     print(reading, true);
     sayUnprobedProgram(io, hits(reading), options.command, aggregate.sites);
-    const notes = handlerNotes(aggregate, what);
+    const notes = handlerNotes(aggregate, what, options.pid !== undefined);
     if (notes.length > 0) io.err(`upscope: ${notes.join(', ')}\n`);
   } finally {
     aggregate.close();

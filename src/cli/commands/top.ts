@@ -313,11 +313,11 @@ async function top(specs: string[], options: TopOptions, io: Io): Promise<void> 
     io.out(`${renderTop(sortRows(final, state.sort, state.reverse))}\n`);
     // The calls of a timed function its COUNT leaves out (as latency says them), and the
     // hits the counts could not take.
-    const timing = latency === undefined ? [] : handlerNotes(latency, 'Timing');
+    const timing = latency === undefined ? [] : handlerNotes(latency, 'Timing', true);
     if (timing.length > 0) {
       io.err(`upscope: ${timing.join(', ')} (a timed function's COUNT is of its calls timed)\n`);
     }
-    const counting = count === undefined ? [] : handlerNotes(count, 'Counting');
+    const counting = count === undefined ? [] : handlerNotes(count, 'Counting', true);
     if (counting.length > 0) io.err(`upscope: ${counting.join(', ')}\n`);
     const gone = aggregates.some((a) => a.targetExited);
     io.err(`upscope: ${gone ? `process ${options.pid} exited; ` : ''}probes removed\n`);
