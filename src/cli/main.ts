@@ -1,4 +1,5 @@
 import { Command, CommanderError } from '@commander-js/extra-typings';
+import { setRemovalNotice } from '../engines/index.js';
 import {
   exitStatusOf,
   InternalError,
@@ -72,8 +73,20 @@ function usageError(err: CommanderError): ProbeError {
 }
 
 /** Runs the CLI and returns the exit status; never throws and never prints a stack trace. */
+/**
+ * What a removal of probes that has stopped going on for 3 s says (see watchRemoval()): the
+ * kernel waits, and neither Ctrl-C nor SIGKILL ends the wait.
+ */
+const REMOVAL_NOTICE = {
+  fd: 2,
+  afterMs: 3000,
+  text: "upscope: still removing the probes after 3 s: the kernel waits while a thread that has not returned from a call under a return probe goes on calling functions with return probes (tracefs events, or another tool's); it ends once that thread stops calling them or its process ends. --return-probes sites sets no trampoline\n",
+};
+
 export async function main(argv: readonly string[], given?: Io): Promise<number> {
   setUpPtraceHelper(argv, given === undefined);
+  // Said on stderr by a thread of its own while the main one waits in the kernel.
+  if (given === undefined) setRemovalNotice(REMOVAL_NOTICE);
   const io = given ?? processIo();
   const result: CommandResult = { status: 0 };
   const errors: string[] = [];

@@ -1218,6 +1218,7 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
         const exit = await ended(run.started, 60_000);
         assert.equal(waited, false, 'upscope ended only once the program was killed');
         assert.equal(exit.code, 0, run.started.stderr);
+        assert.doesNotMatch(run.started.stderr, /still removing the probes/);
         assert.ok(!['Z', undefined].includes(procState(target.pid)), 'the program runs on');
       } finally {
         clearTimeout(timer);

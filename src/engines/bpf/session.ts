@@ -1,7 +1,7 @@
 import { ProbeError } from '../../errors/index.js';
 import { pausePoint } from '../../host/index.js';
+import { ClosingLater, closeTogether, watchRemoval } from '../removal.js';
 import type { Subprogram } from './asm.js';
-import { ClosingLater, closeTogether } from './close-together.js';
 import { type FollowSpec, followProcesses } from './follow.js';
 import type { Insn } from './insn.js';
 import {
@@ -562,16 +562,25 @@ export class BpfSession {
    */
   detach(): void {
     this.#detached = true;
-    this.#closeReturns(this.#links, ...this.#processLinks.values());
-    for (const fd of this.#links.splice(0)) {
-      closeFd(fd);
-      // Fault tests stop here: one link closed, the others still attached.
-      pausePoint('detaching');
-    }
-    this.#scope?.stop();
-    for (const links of this.#processLinks.values()) for (const fd of links) closeFd(fd);
-    this.#processLinks.clear();
-    this.#closing.wait();
+    watchRemoval(this.#returnLinks.size > 0 || this.#processLinks.size > 0, (step) => {
+      this.#closeReturns(this.#links, ...this.#processLinks.values());
+      step();
+      for (const fd of this.#links.splice(0)) {
+        closeFd(fd);
+        step();
+        // Fault tests stop here: one link closed, the others still attached.
+        pausePoint('detaching');
+      }
+      this.#scope?.stop();
+      for (const links of this.#processLinks.values()) {
+        for (const fd of links) {
+          closeFd(fd);
+          step();
+        }
+      }
+      this.#processLinks.clear();
+      this.#closing.wait();
+    });
     for (const fd of this.#events.splice(0)) closeFd(fd);
   }
 

@@ -11,6 +11,7 @@ import {
 } from 'node:fs';
 import { InternalError, ProbeError, quote } from '../../errors/index.js';
 import { pausePoint } from '../../host/index.js';
+import { watchRemoval } from '../removal.js';
 import { EventNamer, parseUprobeEvents, sessionGroupName, sessionInstanceName } from './names.js';
 import { type EventLineSite, eventName, uprobeEventLine } from './uprobe-event-line.js';
 
@@ -415,6 +416,7 @@ export class TracefsSession {
     this.#assertOpen('enable events');
     for (const event of events) {
       this.#write(this.#enableFile(event), '1');
+      this.#disabled.delete(event);
     }
   }
 
@@ -426,15 +428,27 @@ export class TracefsSession {
    */
   disable(events: readonly DefinedEvent[] = this.#events): void {
     if (this.#instance === undefined) return;
-    for (const event of returnsFirst(events, events.length > 1 ? this.#hitsIfRead() : [])) {
-      try {
-        writeControl(this.#enableFile(event), '0', 'replace');
-      } catch (err) {
-        if (errnoOf(err) !== 'ENOENT') throw this.#writeError(this.#enableFile(event), '0', err);
+    const ordered = returnsFirst(events, events.length > 1 ? this.#hitsIfRead() : []);
+    watchRemoval(ordered.some(isReturn), (step) => {
+      for (const event of ordered) {
+        this.#disableOne(event);
+        step();
+        // Fault tests stop here: one event disabled, the rest still recording.
+        pausePoint('detaching');
       }
-      // Fault tests stop here: one event disabled, the rest still recording.
-      pausePoint('detaching');
+    });
+  }
+
+  /** The events disabled since they were last enabled (close() leaves them be). */
+  readonly #disabled = new Set<DefinedEvent>();
+
+  #disableOne(event: DefinedEvent): void {
+    try {
+      writeControl(this.#enableFile(event), '0', 'replace');
+    } catch (err) {
+      if (errnoOf(err) !== 'ENOENT') throw this.#writeError(this.#enableFile(event), '0', err);
     }
+    this.#disabled.add(event);
   }
 
   /**
@@ -525,8 +539,14 @@ export class TracefsSession {
     };
     if (this.#instance !== undefined) {
       const name = this.#instance;
-      for (const event of returnsFirst(this.#events, this.#hitsIfRead()))
-        attempt(`disable ${event.event}`, () => this.disable([event]));
+      const enabled = this.#events.filter((event) => !this.#disabled.has(event));
+      watchRemoval(enabled.some(isReturn), (step) => {
+        for (const event of returnsFirst(enabled, this.#hitsIfRead())) {
+          attempt(`disable ${event.event}`, () => this.#disableOne(event));
+          step();
+          pausePoint('detaching');
+        }
+      });
       attempt(`remove instance ${name}`, () => {
         removeInstanceDir(`${this.#root}/instances/${name}`);
         this.#instance = undefined;
@@ -705,8 +725,10 @@ export class TracefsSession {
  * disabled waits for as long as the others set trampolines on a thread with a call that
  * never returns: the hot ones gone, that ends), then the others in their order.
  */
+/** A return probe's event (a uretprobe: `r:` in uprobe_events). */
+const isReturn = (event: DefinedEvent) => event.line.startsWith('r');
+
 function returnsFirst(events: readonly DefinedEvent[], hits: readonly EventHits[]): DefinedEvent[] {
-  const isReturn = (event: DefinedEvent) => event.line.startsWith('r');
   const hitsOf = new Map(hits.map((h) => [h.event, h.hits]));
   const returns = events
     .filter(isReturn)

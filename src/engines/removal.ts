@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { closeFd } from './kernel.js';
+import { closeFd } from './bpf/kernel.js';
 
 /**
  * Closing uprobe links without waiting on other links' return trampolines. Removing a link
@@ -142,5 +142,80 @@ export class ClosingLater {
     closeAll(jobs);
     void this.#thread?.terminate();
     this.#thread = undefined;
+  }
+}
+
+/** What to say, and where, when the removal of probes stops going on (see watchRemoval()). */
+export interface RemovalNotice {
+  /** A file descriptor written to from another thread (the main one waits in the kernel). */
+  readonly fd: number;
+  /** How long a step of the removal may take before the text is written. */
+  readonly afterMs: number;
+  readonly text: string;
+}
+
+let removalNotice: RemovalNotice | undefined;
+
+/** Say `notice` when a removal of probes waits (undefined: say nothing, the default). */
+export function setRemovalNotice(notice: RemovalNotice | undefined): void {
+  removalNotice = notice;
+}
+
+/**
+ * The watch: while the removal's step count moves, it waits; once it has not moved for
+ * afterMs (and the removal has not ended), it writes the text, once.
+ */
+const WATCHER = `
+const { workerData } = require('node:worker_threads');
+const { writeSync } = require('node:fs');
+const state = new Int32Array(workerData.state);
+let seen = Atomics.load(state, 0);
+for (;;) {
+  const woken = Atomics.wait(state, 0, seen, workerData.afterMs);
+  if (Atomics.load(state, 1) === 1) break;
+  if (woken === 'timed-out') {
+    try { writeSync(workerData.fd, workerData.text); } catch {}
+    break;
+  }
+  seen = Atomics.load(state, 0);
+}
+`;
+
+/**
+ * Run `remove` (which calls `step` after each part it removes) with a thread that says the
+ * notice set by setRemovalNotice() when a part takes longer than its afterMs: a removal that
+ * waits on a return trampoline (see above) would otherwise wait in silence, and neither
+ * Ctrl-C nor SIGKILL ends it. Only when `mayWait` (return probes are among what is removed).
+ */
+export function watchRemoval<T>(mayWait: boolean, remove: (step: () => void) => T): T {
+  const notice = removalNotice;
+  if (!mayWait || notice === undefined) return remove(() => {});
+  const state = new Int32Array(new SharedArrayBuffer(8));
+  try {
+    const watcher = new Worker(WATCHER, {
+      eval: true,
+      workerData: {
+        state: state.buffer,
+        fd: notice.fd,
+        afterMs: notice.afterMs,
+        text: notice.text,
+      },
+      stdout: true,
+      stderr: true,
+    });
+    watcher.on('error', () => {});
+    watcher.unref();
+  } catch {
+    // No watch: removed in silence, as before.
+  }
+  const step = () => {
+    Atomics.add(state, 0, 1);
+    Atomics.notify(state, 0);
+  };
+  try {
+    return remove(step);
+  } finally {
+    Atomics.store(state, 1, 1);
+    step();
   }
 }

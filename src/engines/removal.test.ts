@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import { fstatSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { ClosingLater, closeTogether, setRemovalNotice, watchRemoval } from './removal.js';
+
+const isOpen = (fd: number) => {
+  try {
+    fstatSync(fd);
+    return true;
+  } catch (err) {
+    assert.equal((err as NodeJS.ErrnoException).code, 'EBADF');
+    return false;
+  }
+};
+
+test('closeTogether closes every descriptor it is given, one or many, and no other', () => {
+  for (const count of [0, 1, 2, 6]) {
+    const fds = Array.from({ length: count }, () => openSync('/dev/null', 'r'));
+    const kept = openSync('/dev/null', 'r');
+    closeTogether(fds);
+    assert.deepEqual(
+      fds.filter((fd) => isOpen(fd)),
+      [],
+      `${count}: all closed`,
+    );
+    assert.ok(isOpen(kept), `${count}: another descriptor stays open`);
+    closeTogether([kept]);
+    assert.equal(isOpen(kept), false);
+  }
+});
+
+test('ClosingLater closes what it is given meanwhile, and every one by the time wait() returns', () => {
+  const closing = new ClosingLater();
+  const batches = [0, 1, 3, 2].map((count) =>
+    Array.from({ length: count }, () => openSync('/dev/null', 'r')),
+  );
+  const kept = openSync('/dev/null', 'r');
+  for (const fds of batches) closing.close(fds);
+  closing.wait();
+  assert.deepEqual(
+    batches.flat().filter((fd) => isOpen(fd)),
+    [],
+  );
+  assert.ok(isOpen(kept));
+  closeTogether([kept]);
+  // Nothing given: wait() returns at once.
+  closing.wait();
+});
+
+test('watchRemoval says the notice once when a step of the removal takes longer than its time, and never when the steps go on or nothing may wait', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-removal-'));
+  const pause = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  const said = (run: (step: () => void) => void, mayWait = true) => {
+    const file = join(dir, `said-${Math.random()}`);
+    const fd = openSync(file, 'w');
+    setRemovalNotice({ fd, afterMs: 500, text: 'still removing\n' });
+    try {
+      watchRemoval(mayWait, run);
+      // The watch writes from a thread of its own: give it the time to.
+      pause(300);
+      return readFileSync(file, 'utf8');
+    } finally {
+      setRemovalNotice(undefined);
+      closeTogether([fd]);
+    }
+  };
+  try {
+    assert.equal(
+      said(() => pause(1500)),
+      'still removing\n',
+    );
+    // Steps every 30 ms for 900 ms: each well within the time.
+    assert.equal(
+      said((step) => {
+        for (let i = 0; i < 30; i++) {
+          pause(30);
+          step();
+        }
+      }),
+      '',
+    );
+    assert.equal(
+      said(() => pause(900), false),
+      '',
+    );
+    // What the removal returns or throws comes through.
+    assert.throws(
+      () =>
+        watchRemoval(true, () => {
+          throw new Error('refused');
+        }),
+      /refused/,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
