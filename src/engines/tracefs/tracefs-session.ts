@@ -720,14 +720,16 @@ export class TracefsSession {
   }
 }
 
-/**
- * `events` with the return probes (`r:` lines) first, the most hit of them first (each one
- * disabled waits for as long as the others set trampolines on a thread with a call that
- * never returns: the hot ones gone, that ends), then the others in their order.
- */
 /** A return probe's event (a uretprobe: `r:` in uprobe_events). */
 const isReturn = (event: DefinedEvent) => event.line.startsWith('r');
 
+/**
+ * `events` with the return probes (`r:` lines) first, the most hit of them first (each one
+ * disabled waits for as long as the others set trampolines on a thread with a call that
+ * never returns: the hot ones gone, that ends, unless two or more go on being hit; the kernel
+ * disables events one at a time under a lock, so no order or thread helps then), then the
+ * others in their order.
+ */
 function returnsFirst(events: readonly DefinedEvent[], hits: readonly EventHits[]): DefinedEvent[] {
   const hitsOf = new Map(hits.map((h) => [h.event, h.hits]));
   const returns = events
