@@ -1008,9 +1008,14 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     const app = cTarget(t);
     if (app === undefined) return;
     // The exits are probed before the entries: the calls of rec under way then (up to 13
-    // deep, always some) return without their entry.
+    // deep, always some) return without their entry. Once it runs: probes placed before its
+    // exec (its file not mapped yet) are all live before its first call.
     const target = spawn(app, ['loop', '12'], { stdio: 'ignore' });
     try {
+      while (!readFileSync(`/proc/${target.pid}/maps`, 'utf8').includes(app)) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
       const run = runCli([
         'latency',
         '-p',
