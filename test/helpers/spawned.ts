@@ -130,3 +130,48 @@ export async function ended(running: Spawned, ms = 30_000) {
     clearTimeout(timer);
   }
 }
+
+/**
+ * Wait for the process to end by itself; if it has not after `ms`, run `unblock` (end what it
+ * waits on) and wait on. `waited`: it had to be unblocked.
+ */
+export async function endedUnaided(running: Spawned, unblock: () => void, ms = 30_000) {
+  let waited = false;
+  const timer = setTimeout(() => {
+    waited = true;
+    unblock();
+  }, ms);
+  try {
+    const exit = await ended(running, 2 * ms);
+    return { exit, waited };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * `upscope COMMAND -p PID --engine ENGINE --return-probes trampoline --duration SECONDS ...rest`,
+ * once its probes are live (its start line written).
+ */
+export async function trampolineRun(
+  command: 'record' | 'latency',
+  pid: number,
+  engine: 'bpf' | 'tracefs',
+  seconds: number,
+  rest: readonly string[],
+): Promise<Spawned> {
+  const run = spawnUpscope([
+    command,
+    '-p',
+    String(pid),
+    '--engine',
+    engine,
+    '--return-probes',
+    'trampoline',
+    '--duration',
+    String(seconds),
+    ...rest,
+  ]);
+  await waitFor(run, command === 'record' ? /^Recording /m : /^Timing /m);
+  return run;
+}

@@ -33,7 +33,14 @@ import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
-import { ended, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
+import {
+  ended,
+  endedUnaided,
+  spawnCollected,
+  spawnUpscope,
+  trampolineRun,
+  waitFor,
+} from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 const work = mkdtempSync(join(tmpdir(), 'upscope-calls-test-'));
@@ -1107,17 +1114,9 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       ]);
       // Removing the probes waited on the program (for ever, as it never ends by itself): it
       // is killed after 30 s so that the test ends, and that says the run waited.
-      let waited = false;
-      const timer = setTimeout(() => {
-        waited = true;
+      const { exit, waited } = await endedUnaided(run, () => {
         for (const pid of descendantsOf(run.pid)) process.kill(pid, 'SIGKILL');
-      }, 30_000);
-      let exit: Awaited<ReturnType<typeof ended>>;
-      try {
-        exit = await ended(run, 60_000);
-      } finally {
-        clearTimeout(timer);
-      }
+      });
       assert.equal(waited, false, 'upscope ended only once the program was killed');
       assert.equal(exit.code, 0, run.stderr);
       assert.match(run.stderr, /--duration 1 s reached/);
@@ -1192,55 +1191,37 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
         `${app}:${program.callee}`,
         `libc:${program.library}`,
       ];
-      const run = await (async () => {
+      const dir = join(work, `rec-spin-${language}-${command}`);
+      let run: Awaited<ReturnType<typeof trampolineRun>>;
+      try {
         await waitFor(target, /^ready$/m, 'stdout');
-        const dir = join(work, `rec-spin-${language}-${command}`);
-        const started = spawnUpscope([
-          command,
-          '-p',
-          String(target.pid),
-          '--engine',
-          'bpf',
-          '--return-probes',
-          'trampoline',
-          '--duration',
-          '1',
+        run = await trampolineRun(command, target.pid, 'bpf', 1, [
           ...(command === 'record' ? ['-o', dir] : []),
           ...functions,
         ]);
-        await waitFor(started, command === 'record' ? /^Recording /m : /^Timing /m);
         program.go(target);
-        return { started, dir };
-      })();
-      // Removing the probes waited on the program, for ever: it is killed after 30 s so that
-      // the test ends, and that says the run waited.
-      let waited = false;
-      const timer = setTimeout(() => {
-        waited = true;
-        target.child.kill('SIGKILL');
-      }, 30_000);
-      try {
-        const exit = await ended(run.started, 60_000);
+        // Removing the probes waited on the program, for ever: it is killed after 30 s so
+        // that the test ends, and that says the run waited.
+        const { exit, waited } = await endedUnaided(run, () => target.child.kill('SIGKILL'));
         assert.equal(waited, false, 'upscope ended only once the program was killed');
-        assert.equal(exit.code, 0, run.started.stderr);
-        assert.doesNotMatch(run.started.stderr, /still removing the probes/);
+        assert.equal(exit.code, 0, run.stderr);
+        assert.doesNotMatch(run.stderr, /still removing the probes/);
         assert.ok(!['Z', undefined].includes(procState(target.pid)), 'the program runs on');
       } finally {
-        clearTimeout(timer);
         target.child.kill('SIGKILL');
         await target.exited;
       }
       if (command === 'latency') {
         // No call is left out or unwound (none nests 64 deep, nothing longjmps): the entries
         // seen while the returns are removed (first) are not taken for such.
-        assert.doesNotMatch(run.started.stderr, /did not report|unwound|nested/);
+        assert.doesNotMatch(run.stderr, /did not report|unwound|nested/);
         // Each function timed, the spinner never (its call has not returned).
         for (const fn of [program.callee, program.library]) {
-          assert.match(run.started.stdout, new RegExp(`${fn}\\b[\\s\\S]*?count\\s+[1-9]`));
+          assert.match(run.stdout, new RegExp(`${fn}\\b[\\s\\S]*?count\\s+[1-9]`));
         }
         return;
       }
-      const rows = JSON.parse(runCli(['report', run.dir, '--json']).stdout) as {
+      const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
         function: string;
         calls: number;
         notReturned: number;
@@ -1267,20 +1248,9 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     // stopped the run (nothing read, the end never came) as long as that child ran.
     const target = spawnCollected(app, ['spin-fork']);
     const dir = join(work, 'rec-spin-fork');
-    let waited = false;
-    let timer: NodeJS.Timeout | undefined;
     try {
       await waitFor(target, /^ready$/m, 'stdout');
-      const run = spawnUpscope([
-        'record',
-        '-p',
-        String(target.pid),
-        '--engine',
-        'bpf',
-        '--return-probes',
-        'trampoline',
-        '--duration',
-        '2',
+      const run = await trampolineRun('record', target.pid, 'bpf', 2, [
         '-o',
         dir,
         `${app}:spinner`,
@@ -1288,19 +1258,15 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
         `${app}:rec`,
         'libc:pthread_mutex_lock',
       ]);
-      await waitFor(run, /^Recording /m);
       target.child.kill('SIGUSR1');
       await waitFor(target, /^brief ended$/m, 'stdout');
-      timer = setTimeout(() => {
-        waited = true;
+      const { exit, waited } = await endedUnaided(run, () => {
         for (const pid of descendantsOf(target.pid)) process.kill(pid, 'SIGKILL');
-      }, 30_000);
-      const exit = await ended(run, 60_000);
+      });
       assert.equal(waited, false, 'upscope ended only once the child was killed');
       assert.equal(exit.code, 0, run.stderr);
       assert.match(run.stderr, /--duration 2 s reached/);
     } finally {
-      clearTimeout(timer);
       for (const pid of descendantsOf(target.pid)) process.kill(pid, 'SIGKILL');
       target.child.kill('SIGKILL');
       await target.exited;

@@ -12,7 +12,7 @@ import { after, afterEach, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
-import { ended, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
+import { ended, spawnCollected, trampolineRun, waitFor } from '../helpers/spawned.js';
 
 const work = mkdtempSync(join(tmpdir(), 'upscope-removal-test-'));
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -30,23 +30,13 @@ test('tracefs: record -p of a process whose thread never returns and calls probe
   let killedAt: number | undefined;
   try {
     await waitFor(target, /^ready$/m, 'stdout');
-    const run = spawnUpscope([
-      'record',
-      '-p',
-      String(target.pid),
-      '--engine',
-      'tracefs',
-      '--return-probes',
-      'trampoline',
-      '--duration',
-      '1',
+    const run = await trampolineRun('record', target.pid, 'tracefs', 1, [
       '-o',
       join(work, 'rec'),
       `${app}:spinner`,
       `${app}:rec`,
       'libc:pthread_mutex_lock',
     ]);
-    await waitFor(run, /^Recording /m);
     target.child.kill('SIGUSR1');
     await waitFor(run, /^upscope: still removing the probes after 3 s: .*--return-probes sites/m);
     assert.equal(run.child.exitCode, null, 'upscope waits');
