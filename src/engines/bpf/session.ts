@@ -135,6 +135,8 @@ export class BpfSession {
   readonly #programs = new Map<string, number>();
   readonly #links: number[] = [];
   readonly #events: number[] = [];
+  /** The links of tracepoint handlers (forks and exits): removed after every uprobe's. */
+  readonly #tracepointLinks: number[] = [];
   /** The links and perf events of each process added by addProcess() (closed as it ends). */
   readonly #processLinks = new Map<number, number[]>();
   /** The uprobe_multi links of uretprobes, in #links or #processLinks: closed together. */
@@ -545,7 +547,7 @@ export class BpfSession {
     this.#programs.set(`tracepoint:${name}`, program);
     const event = openTracepointEvent(id, name);
     this.#events.push(event);
-    this.#links.push(linkPerfEvent(program, event, 0n));
+    this.#tracepointLinks.push(linkPerfEvent(program, event, 0n));
   }
 
   /**
@@ -581,6 +583,9 @@ export class BpfSession {
       this.#processLinks.clear();
       this.#closing.wait();
     });
+    // After the uprobes: each removal waits out a grace period, and a hit after the stream's
+    // cut (see BpfStream.stop()) is left out, so the uprobes go as soon as it is made.
+    for (const fd of this.#tracepointLinks.splice(0)) closeFd(fd);
     for (const fd of this.#events.splice(0)) closeFd(fd);
   }
 
