@@ -1,7 +1,10 @@
 #!/usr/bin/env node
-// The `upscope` command. The TypeScript sources are compiled and bundled into dist/cli.mjs by `npm ci` (prepare).
-import { main } from '../dist/cli.mjs';
+// The `upscope` command. The TypeScript sources are compiled and bundled into dist/cli.cjs by
+// `npm ci` (prepare), with V8's code cache of it (see load-bundle.js).
+import { loadBundle } from './load-bundle.js';
 
-main(process.argv.slice(2)).then((status) => {
-  process.exitCode = status;
-});
+loadBundle()
+  .main(process.argv.slice(2))
+  .then((status) => {
+    process.exitCode = status;
+  });

@@ -134,8 +134,8 @@ test('a worker given another file than the one planned scans nothing: the planni
   }
 });
 
-test("the command's bundled worker (dist/return-scan-worker.js, beside dist/cli.mjs) scans as the planning does", async () => {
-  const bundle = new URL('../../dist/cli.mjs', import.meta.url);
+test("the command's bundled worker (dist/return-scan-worker.js, beside dist/cli.cjs) scans as the planning does", async () => {
+  const bundle = new URL('../../dist/cli.cjs', import.meta.url);
   const worker = new URL('./return-scan-worker.js', bundle);
   assert.ok(existsSync(worker), `${worker.pathname} is missing: npm run build makes it`);
   const path = '/usr/bin/node';

@@ -41,6 +41,9 @@ export interface BtfMember {
   readonly type: number;
 }
 
+/** The running kernel's BTF, once read (not a `static #` field: see NO_STATIC_PRIVATE in scripts/build.mjs). */
+let vmlinux: KernelBtf | undefined;
+
 /** A kernel's BTF: struct members by (nested) name, decoded only for the structs asked for. */
 export class KernelBtf {
   readonly #view: DataView;
@@ -76,11 +79,9 @@ export class KernelBtf {
     this.#count = starts.length - 1;
   }
 
-  static #vmlinux: KernelBtf | undefined;
-
   /** The running kernel's BTF (read once). */
   static vmlinux(path = '/sys/kernel/btf/vmlinux'): KernelBtf {
-    if (KernelBtf.#vmlinux !== undefined) return KernelBtf.#vmlinux;
+    if (vmlinux !== undefined) return vmlinux;
     let bytes: Uint8Array;
     try {
       bytes = readFileSync(path);
@@ -91,8 +92,8 @@ export class KernelBtf {
         { hints: ['Stacks without frame pointers need a kernel built with CONFIG_DEBUG_INFO_BTF'] },
       );
     }
-    KernelBtf.#vmlinux = new KernelBtf(bytes);
-    return KernelBtf.#vmlinux;
+    vmlinux = new KernelBtf(bytes);
+    return vmlinux;
   }
 
   #kind(id: number): number {

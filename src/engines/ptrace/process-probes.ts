@@ -483,14 +483,15 @@ export class ProcessProbes {
   }
 
   static spawn(argv: readonly string[], options: ProbesOptions & SpawnOptions = {}): ProcessProbes {
-    return ProcessProbes.#start(Tracee.spawn(argv, options), options);
+    return ProcessProbes.start(Tracee.spawn(argv, options), options);
   }
 
   static attach(pid: number, options: ProbesOptions = {}): ProcessProbes {
-    return ProcessProbes.#start(Tracee.attach(pid), options);
+    return ProcessProbes.start(Tracee.attach(pid), options);
   }
 
-  static #start(tracee: Tracee, options: ProbesOptions): ProcessProbes {
+  // Not `static #start`: see NO_STATIC_PRIVATE in scripts/build.mjs.
+  private static start(tracee: Tracee, options: ProbesOptions): ProcessProbes {
     if (options.pin ?? true) tracee.pin();
     return new ProcessProbes(tracee, options);
   }

@@ -1,0 +1,21 @@
+// The command starts from V8's code cache of its bundle (bin/load-bundle.js), made by the
+// build: this Node.js takes it, and no class of the bundle has a static private member (V8
+// compiles one wrongly from a cache: see NO_STATIC_PRIVATE in scripts/build.mjs).
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { compileBundle } from '../../bin/load-bundle.js';
+
+const BUNDLE = new URL('../../dist/cli.cjs', import.meta.url).pathname;
+
+test('the build leaves the bundle with a code cache that this Node.js takes', () => {
+  assert.ok(existsSync(`${BUNDLE}.cache`), 'dist/cli.cjs.cache is missing: npm run build makes it');
+  const script = compileBundle();
+  assert.equal(script.cachedDataRejected, false, 'V8 refused the code cache the build made');
+});
+
+test('no class of the bundle has a static private member', () => {
+  const text = readFileSync(BUNDLE, 'utf8');
+  const found = /^\s*static\s+(?:async\s+|get\s+|set\s+)?#\w+/m.exec(text);
+  assert.equal(found, null, `the bundle has ${found?.[0].trim()}`);
+});
