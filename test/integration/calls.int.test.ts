@@ -1014,10 +1014,12 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
   test('latency -p of a process busy in a recursion (--return-probes sites): the returns of the calls begun before the probes were placed are said as such', async (t) => {
     const app = cTarget(t);
     if (app === undefined) return;
-    // The exits are probed before the entries: the calls of rec under way then (up to 13
-    // deep, always some) return without their entry. Once it runs: probes placed before its
-    // exec (its file not mapped yet) are all live before its first call.
-    const target = spawn(app, ['loop', '12'], { stdio: 'ignore' });
+    // The calls of rec under way while its probes are placed (13 deep nearly always: rec(0)
+    // spins a millisecond or so) return without their entry. Without the spin, a run saw none
+    // now and then: the probes of one file are placed microseconds apart, and a recursion
+    // that is over in a microsecond may fall between them. Once it runs: probes placed before
+    // its exec (its file not mapped yet) are all live before its first call.
+    const target = spawn(app, ['loop', '12', '1000000'], { stdio: 'ignore' });
     try {
       while (!readFileSync(`/proc/${target.pid}/maps`, 'utf8').includes(app)) {
         await new Promise((resolve) => setTimeout(resolve, 10));

@@ -9,7 +9,9 @@
  *                       then prints its counters and argc as JSON (the child its own line)
  *   calls-target exit   main -> quitter -> ender, which calls exit(0) (printing first)
  *   calls-target deep N main -> rec(N): a recursion N + 1 calls deep; prints rec's count
- *   calls-target loop N main -> rec(N) again and again, until killed
+ *   calls-target loop N [SPINS]  main -> rec(N) again and again, until killed; with SPINS,
+ *                       rec(0) spins that many times first (the calls under way at any
+ *                       moment are then N + 1 deep, nearly always)
  *   calls-target spin   prints "ready", waits for SIGUSR1, then starts a thread that runs
  *                       spinner -> rec(2) and leaf (libc's pthread_mutex_lock and unlock) again
  *                       and again, until killed: a call entered after the probes that never
@@ -38,10 +40,14 @@ static long n_rec, n_even, n_odd, n_leaf, n_body, n_deep, n_jumper, n_tail_calle
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static jmp_buf jump;
 volatile long sink;
+static long leaf_spins;
 
 NOINLINE long rec(long n) {
   n_rec++;
-  if (n == 0) return 0;
+  if (n == 0) {
+    for (long i = 0; i < leaf_spins; i++) sink = i;
+    return 0;
+  }
   long r = rec(n - 1) + 1;
   sink = r;
   return r;
@@ -136,6 +142,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (argc > 2 && strcmp(argv[1], "loop") == 0) {
+    if (argc > 3) leaf_spins = atol(argv[3]);
     for (;;) rec(atol(argv[2]));
   }
   if (argc > 1 && (strcmp(argv[1], "spin") == 0 || strcmp(argv[1], "spin-fork") == 0)) {
