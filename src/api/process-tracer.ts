@@ -197,6 +197,13 @@ export class ProcessTracer {
   /** Registrations resolved again in a replaced file (id and file), tried once each. */
   readonly #tried = new Set<string>();
   readonly #notices: string[] = [];
+  /**
+   * Return probes int3s serve (see injectHookOf()), not said yet: their names by why, said
+   * by takeNotices() (in one line for many); and those said, never again (a forked child
+   * places them anew).
+   */
+  readonly #int3Returns = new Map<string, string[]>();
+  readonly #int3ReturnsSaid = new Set<string>();
   /** Entry probes are served by inline hooks where they can be (the inject engine). */
   readonly #inline: boolean;
 
@@ -483,7 +490,14 @@ export class ProcessTracer {
         site.returns?.mode === 'sites' &&
         !registration.id.startsWith('\u0000')
       ) {
-        this.#notices.push(`${probeName(site)}: served by int3s: ${injectHookOf(site).why}`);
+        const name = probeName(site);
+        const why = injectHookOf(site).why;
+        if (!this.#int3ReturnsSaid.has(`${name}\0${why}`)) {
+          this.#int3ReturnsSaid.add(`${name}\0${why}`);
+          const names = this.#int3Returns.get(why);
+          if (names === undefined) this.#int3Returns.set(why, [name]);
+          else names.push(name);
+        }
       }
       this.#probes.registerIn(pid, {
         inline,
@@ -629,6 +643,16 @@ export class ProcessTracer {
   takeNotices(): string[] {
     // Sites an int3 serves for the same reason, more than a few at once (every function of a
     // program recorded), are said in one line.
+    for (const [why, names] of this.#int3Returns) {
+      if (names.length <= GROUPED_TRAPS) {
+        for (const name of names) this.#notices.push(`${name}: served by int3s: ${why}`);
+      } else {
+        this.#notices.push(
+          `${names.length} functions (${names.slice(0, GROUPED_TRAPS).join(', ')}, ...): served by int3s: ${why}`,
+        );
+      }
+    }
+    this.#int3Returns.clear();
     // A reason's own instruction and addresses aside ("je 0x45f40e" in its first 5 bytes...).
     const kindOf = (notice: ForeignBreakpointNotice) =>
       `${notice.pid} ${(notice.reason ?? '').replace(/"[^"]*"/g, 'an instruction').replace(/0x[0-9a-f]+/g, 'an address')}`;

@@ -484,7 +484,13 @@ test('trace --engine inject -c on Rust: return values of each width, with the re
     rmSync(dir, { recursive: true, force: true });
     assert.equal(result.status, 0, result.stderr);
     if (mode === 'trampoline') assert.doesNotMatch(result.stderr, /served by (an )?int3/);
-    else assert.match(result.stderr, /widths_u8: served by int3s: its returns are caught/);
+    else {
+      // The six in one line.
+      assert.match(
+        result.stderr,
+        /upscope: 6 functions \(widths_u8, .*\): served by int3s: its returns are caught/,
+      );
+    }
     const printed = printedValues(own);
     const events = returnedFields(result.stdout);
     for (const [fn, kind] of probes) {
@@ -517,6 +523,42 @@ test('trace --engine inject --return-probes=trampoline on Go: refused in one lin
   assert.notEqual(result.status, 0);
   assert.match(result.stderr, /Cannot place a return trampoline in .*: it is a Go program/);
   assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
+  afterwards(app);
+});
+
+test('record --engine inject -c of every function of a C++ program that throws: the returns int3s serve are said in one line, with how many', (t) => {
+  if (!requireHost(t, { root: true, commands: ['g++'] })) return;
+  const app = compileProgram('cxx-unwind', { flags: ['-O2'], link: ['-lpthread'] });
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-inject-'));
+  try {
+    const result = runCli([
+      'record',
+      '--engine',
+      'inject',
+      '-o',
+      join(dir, 'rec'),
+      '-c',
+      `${app} throw 30`,
+      `${app}:*`,
+    ]);
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stdout, execFileSync(app, ['throw', '30'], { encoding: 'utf8' }));
+    // Every function with unwind information (the C++ ones) has its returns caught at its
+    // exits: one line for them all, not one each.
+    const said = result.stderr.split('\n').filter((line) => line.includes('served by int3s'));
+    assert.equal(said.length, 1, result.stderr);
+    const m =
+      /^upscope: (\d+) functions \(.*, \.\.\.\): served by int3s: its returns are caught/.exec(
+        said[0]!,
+      );
+    assert.ok(m !== null, said[0]);
+    assert.ok(Number(m[1]) > 3, said[0]);
+    for (const name of ['level1(long)', 'level2(long)', 'level3(long)', 'leaf(long)']) {
+      assert.ok(!result.stderr.includes(`upscope: ${name}: served by int3s`), name);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
   afterwards(app);
 });
 
