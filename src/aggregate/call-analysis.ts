@@ -10,7 +10,12 @@ export interface FunctionStats {
   totalNs: bigint;
   /** Time inside the function but not in the calls it made. */
   selfNs: bigint;
-  /** Every call's own duration added up (nested calls of a recursion each count). */
+  /**
+   * The calls minNs, maxNs and sumNs are of: those that ended (returned, unwound, or whose
+   * return the kernel left out), or every call when none did (a main still running).
+   */
+  timed: number;
+  /** The timed calls' own durations added up (nested calls of a recursion each count). */
   sumNs: bigint;
   minNs: bigint;
   maxNs: bigint;
@@ -91,6 +96,7 @@ export class FunctionStatsBuilder implements CallObserver {
         calls: 0,
         totalNs: 0n,
         selfNs: 0n,
+        timed: 0,
         sumNs: 0n,
         minNs: duration,
         maxNs: duration,
@@ -101,9 +107,16 @@ export class FunctionStatsBuilder implements CallObserver {
       rows.set(fn, row);
     }
     row.calls++;
-    row.sumNs += duration;
-    if (duration < row.minNs) row.minNs = duration;
-    if (duration > row.maxNs) row.maxNs = duration;
+    // A call still open when its thread ended is timed only until then (as little as 0 ns
+    // for one entered at the end): a function's times are of its calls that ended, once one
+    // has (every call is timed until then).
+    const endedBefore = row.calls - 1 - row.open;
+    if (end !== 'open') {
+      if (endedBefore === 0) row.timed = 0;
+      timeCall(row, duration);
+    } else if (endedBefore === 0) {
+      timeCall(row, duration);
+    }
     if (end === 'unwind') row.unwound++;
     else if (end === 'open') row.open++;
     else if (end === 'unreported') row.unreported++;
@@ -117,6 +130,19 @@ export class FunctionStatsBuilder implements CallObserver {
       .sort(([a], [b]) => a - b)
       .flatMap(([, rows]) => [...rows.values()].sort((a, b) => a.fn - b.fn));
   }
+}
+
+/** `duration` added to the calls `row`'s times are of (the first of them sets them). */
+function timeCall(row: FunctionStats, duration: bigint): void {
+  if (row.timed === 0) {
+    row.sumNs = 0n;
+    row.minNs = duration;
+    row.maxNs = duration;
+  }
+  row.timed++;
+  row.sumNs += duration;
+  if (duration < row.minNs) row.minNs = duration;
+  if (duration > row.maxNs) row.maxNs = duration;
 }
 
 /** Per function (per thread with `perThread`), over every call of every thread. */

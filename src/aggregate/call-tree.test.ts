@@ -298,3 +298,24 @@ test('report and graph made as the records are read, without the tree, equal tho
     stats.reduce((sum, r) => sum + r.calls, 0),
   );
 });
+
+test("report's min, avg and max are of the calls that ended; of the open ones only where none did", () => {
+  const fns: string[] = [];
+  // f returns after 10 and 30 ns; the third f is entered as the thread's records end (0 ns).
+  const [t] = build(records(1, '+main +f -f +f +g -g -f +f', fns));
+  const by = new Map(functionStats([t!]).map((r) => [fns[r.fn], r]));
+  const f = by.get('f')!;
+  assert.deepEqual([f.calls, f.open, f.timed], [3, 1, 2]);
+  assert.deepEqual([f.minNs, f.sumNs / BigInt(f.timed), f.maxNs], [10n, 20n, 30n]);
+  // main never returned: its one call is timed until the end.
+  const main = by.get('main')!;
+  assert.deepEqual(
+    [main.calls, main.open, main.timed, main.minNs, main.maxNs],
+    [1, 1, 1, 70n, 70n],
+  );
+  // An open call first, then one that ends: the open one no longer counts.
+  const later: string[] = [];
+  const threads = build(records(2, '+h', later), records(3, '+h -h', later, 100));
+  const [h] = functionStats(threads);
+  assert.deepEqual([h!.calls, h!.open, h!.timed, h!.minNs, h!.maxNs], [2, 1, 1, 10n, 10n]);
+});

@@ -30,7 +30,7 @@ export type ReportSort = 'total' | 'self' | 'calls' | 'avg' | 'max' | 'name';
 export const REPORT_SORTS: readonly ReportSort[] = ['total', 'self', 'calls', 'avg', 'max', 'name'];
 
 function avgNs(row: FunctionStats): bigint {
-  return row.calls === 0 ? 0n : row.sumNs / BigInt(row.calls);
+  return row.timed === 0 ? 0n : row.sumNs / BigInt(row.timed);
 }
 
 /** Rows sorted by `sort`, largest first (names alphabetically). */
