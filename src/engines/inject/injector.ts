@@ -95,6 +95,11 @@ const NO_BYTES = new Uint8Array(0);
 const NO_MEMORY: readonly InlineMemory[] = [];
 const SLAB_HIT_BYTES = USER_REGS.sizeBytes + 8 * STACK_WORDS;
 
+/** The stack address (see InlineHit.sp) at `at` of a record: a number, no BigInt made. */
+function stackAddress(view: DataView, at: number): number {
+  return view.getUint32(at + 4, true) * 2 ** 32 + view.getUint32(at, true);
+}
+
 /** A hooked function. */
 interface Hook {
   readonly vaddr: bigint;
@@ -664,10 +669,13 @@ export class Injector implements InlineHooks {
           vaddr,
           returns: kind === RECORD_KIND.entryWithReturn,
           dropped: (word >>> RECORD_PROBE.droppedShift) & RECORD_PROBE.droppedMask,
-          entrySp: returned ? view.getBigUint64(at + RECORD.stack + 8, true) : undefined,
+          entrySp: returned ? stackAddress(view, at + RECORD.stack + 8) : undefined,
           tid: view.getUint32(at + RECORD.tid, true),
-          sp: view.getBigUint64(at + RECORD_RSP, true),
-          timeNs: clock.toNs(view.getBigUint64(at + RECORD.tsc, true)),
+          sp: stackAddress(view, at + RECORD_RSP),
+          timeNs: clock.toNsOfWords(
+            view.getUint32(at + RECORD.tsc + 4, true),
+            view.getUint32(at + RECORD.tsc, true),
+          ),
           regs,
           stack,
           memory,

@@ -99,3 +99,28 @@ test('the conversion stays on the clock: readings jittering by 5 µs keep it wit
   const left = off.toNs(then) - then / TICKS_PER_NS;
   assert.ok(left < 2000n && left > -2000n, `off by ${left} ns after 6 s`);
 });
+
+test("a TSC value given by its two 32-bit words converts as the value itself, across updates and the low word's wrap", () => {
+  const m = machine();
+  // A TSC far above 2^32 whose low word wraps while the test runs.
+  const offset = (1n << 44n) - 2_000_000_000n;
+  const tsc = () => m.tsc() + offset;
+  const clock = new TscClock({ readTsc: tsc }, m.monotonicNs);
+  const early = tsc() - 5_000_000n;
+  const seen: bigint[] = [early];
+  for (let k = 0; k < 100; k++) {
+    m.advance(25_000_000n);
+    seen.push(tsc());
+    clock.update();
+    seen.push(tsc() + 7n);
+  }
+  assert.ok(
+    seen.some((t) => t >> 32n !== seen[0]! >> 32n),
+    'the high word moved on',
+  );
+  for (const t of seen) {
+    const high = Number(t >> 32n);
+    const low = Number(t & 0xffffffffn);
+    assert.equal(clock.toNsOfWords(high, low), clock.toNs(t), `TSC ${t}`);
+  }
+});

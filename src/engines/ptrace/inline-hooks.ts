@@ -50,12 +50,14 @@ export interface InlineHit {
   readonly dropped: number;
   /**
    * For a return: the stack pointer its call had at the entry (where its return address
-   * was), which pairs it with its entry.
+   * was), which pairs it with its entry. Stack pointers are numbers: a thread's stack is
+   * below 2^47 (where the kernel puts stacks and mappings unless a program asks for higher
+   * ones), exact as a number, and a BigInt made for each was a third of a record's reading.
    */
-  readonly entrySp: bigint | undefined;
+  readonly entrySp: number | undefined;
   readonly tid: number;
   /** The stack pointer at the entry, or just after the return. */
-  readonly sp: bigint;
+  readonly sp: number;
   /** CLOCK_MONOTONIC when the thread ran the hook, in ns. */
   readonly timeNs: bigint;
   /**

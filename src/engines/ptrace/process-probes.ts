@@ -180,6 +180,7 @@ class Registrations extends Map<string, Registration> {
   #byAddress: Map<bigint, Registration[]> | undefined;
 
   override set(id: string, registration: Registration): this {
+    this.#lastAt = undefined;
     // A new one goes last, as in the map; one that replaces another keeps that one's place.
     // The lists are copied, not changed: a hit going through one (whose handler registers or
     // unregisters) sees those there when it began.
@@ -194,6 +195,7 @@ class Registrations extends Map<string, Registration> {
   }
 
   override delete(id: string): boolean {
+    this.#lastAt = undefined;
     const registration = super.get(id);
     if (registration !== undefined && this.#byAddress !== undefined) {
       for (const at of hitAt(registration)) {
@@ -206,12 +208,22 @@ class Registrations extends Map<string, Registration> {
   }
 
   override clear(): void {
+    this.#lastAt = undefined;
     this.#byAddress = undefined;
     super.clear();
   }
 
+  /**
+   * The last address looked up, and what was found there: a recursion or a loop hits one
+   * function again and again (a BigInt's hash made for each lookup was a part of reading an
+   * inject ring). Forgotten whenever the registrations change.
+   */
+  #lastAt: bigint | undefined;
+  #lastFound: readonly Registration[] = NONE;
+
   /** The registrations hit at `vaddr`. */
   at(vaddr: bigint): readonly Registration[] {
+    if (vaddr === this.#lastAt) return this.#lastFound;
     if (this.#byAddress === undefined) {
       const index = new Map<bigint, Registration[]>();
       for (const registration of super.values()) {
@@ -223,7 +235,9 @@ class Registrations extends Map<string, Registration> {
       }
       this.#byAddress = index;
     }
-    return this.#byAddress.get(vaddr) ?? NONE;
+    this.#lastAt = vaddr;
+    this.#lastFound = this.#byAddress.get(vaddr) ?? NONE;
+    return this.#lastFound;
   }
 }
 
@@ -344,8 +358,8 @@ interface ReturnInstance {
 /** A call whose return an inline hook swapped, waiting for its return record. */
 interface InlineCall {
   readonly vaddr: bigint;
-  /** The stack pointer at its entry (where its return address is). */
-  readonly sp: bigint;
+  /** The stack pointer at its entry (where its return address is; see InlineHit.sp). */
+  readonly sp: number;
   readonly entry: Registers;
   readonly entryTimeNs: bigint;
   /** Return registrations whose entryFilter refused this call (ids). */
@@ -2048,7 +2062,7 @@ export class ProcessProbes {
     const calls = this.#inlineCalls.get(parent) ?? [];
     const stack = probes.#returns.get(probes.pid) ?? [];
     for (const { vaddr: sp, returnAddress } of swapped) {
-      const call = calls.findLast((c) => c.sp === sp);
+      const call = calls.findLast((c) => c.sp === Number(sp));
       if (call === undefined) {
         probes.#writeU64(sp, returnAddress);
         continue;
@@ -2279,18 +2293,27 @@ export class ProcessProbes {
     // A tail call returns with the call it came from (below it, same stack pointer), first.
     let first = at;
     while (calls[first]!.chained && first > 0 && calls[first - 1]!.sp === hit.entrySp) first--;
-    const returned = first === at ? [calls[at]!] : calls.slice(first, at + 1).reverse();
     // The calls made after it and not returned from were left by a longjmp or an unwind.
+    // Mostly it is the innermost call, alone: popped (a list made and the length set for
+    // each return were a tenth of reading an inject ring).
+    if (first === calls.length - 1) {
+      this.#deliverInlineReturn(hit, calls.pop()!);
+      return;
+    }
+    const returned = calls.slice(first, at + 1).reverse();
     calls.length = first;
-    for (const call of returned) {
-      for (const registration of this.#registrations.at(call.vaddr)) {
-        if (registration.event !== 'return' || registration.where !== call.vaddr) continue;
-        if (registration.returnSites !== undefined || call.declined?.has(registration.id)) {
-          continue;
-        }
-        if (isBare(registration)) registration.bareHandler!('return', hit.tid, hit.timeNs);
-        else this.#inlineDeliver(registration, this.#inlineContext(registration, hit, call));
+    for (const call of returned) this.#deliverInlineReturn(hit, call);
+  }
+
+  /** The return hit `hit` of `call`, given to its registrations. */
+  #deliverInlineReturn(hit: InlineHit, call: InlineCall): void {
+    for (const registration of this.#registrations.at(call.vaddr)) {
+      if (registration.event !== 'return' || registration.where !== call.vaddr) continue;
+      if (registration.returnSites !== undefined || call.declined?.has(registration.id)) {
+        continue;
       }
+      if (isBare(registration)) registration.bareHandler!('return', hit.tid, hit.timeNs);
+      else this.#inlineDeliver(registration, this.#inlineContext(registration, hit, call));
     }
   }
 
