@@ -199,8 +199,8 @@ export class ProcessTracer {
   readonly #notices: string[] = [];
   /**
    * Return probes int3s serve (see injectHookOf()), not said yet: their names by why, said
-   * by takeNotices() (in one line for many); and those said, never again (a forked child
-   * places them anew).
+   * by takeNotices() (in one line for many); and those said, never again (a site placed
+   * again, in another process or image, is the same site).
    */
   readonly #int3Returns = new Map<string, string[]>();
   readonly #int3ReturnsSaid = new Set<string>();

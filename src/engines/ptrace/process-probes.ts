@@ -178,6 +178,13 @@ export interface ReturnSites {
  */
 class Registrations extends Map<string, Registration> {
   #byAddress: Map<bigint, Registration[]> | undefined;
+  /**
+   * The last address looked up, and what was found there: a recursion or a loop hits one
+   * function again and again (a BigInt's hash made for each lookup was a part of reading an
+   * inject ring). Forgotten whenever the registrations change.
+   */
+  #lastAt: bigint | undefined;
+  #lastFound: readonly Registration[] = NONE;
 
   override set(id: string, registration: Registration): this {
     this.#lastAt = undefined;
@@ -212,14 +219,6 @@ class Registrations extends Map<string, Registration> {
     this.#byAddress = undefined;
     super.clear();
   }
-
-  /**
-   * The last address looked up, and what was found there: a recursion or a loop hits one
-   * function again and again (a BigInt's hash made for each lookup was a part of reading an
-   * inject ring). Forgotten whenever the registrations change.
-   */
-  #lastAt: bigint | undefined;
-  #lastFound: readonly Registration[] = NONE;
 
   /** The registrations hit at `vaddr`. */
   at(vaddr: bigint): readonly Registration[] {
