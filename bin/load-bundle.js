@@ -37,7 +37,15 @@ function cacheOf() {
 }
 
 function compile(cachedData) {
-  const source = readFileSync(BUNDLE, 'utf8');
+  let source;
+  try {
+    source = readFileSync(BUNDLE, 'utf8');
+  } catch {
+    process.stderr.write(
+      `error: cannot start upscope: ${BUNDLE} is not there; build it with: npm ci (or npm run build)\n`,
+    );
+    process.exit(1);
+  }
   return new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, {
     filename: BUNDLE,
     cachedData,
