@@ -352,9 +352,13 @@ describe('count --by comm,pid against bpftrace', () => {
       });
       return text;
     };
-    const bpftrace = spawn('bpftrace', ['-e', `uprobe:${app}:tick { @[comm, pid] = count(); }`], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    // bpftrace says "Attaching 1 probe..." before it has (CI once saw it miss the first run):
+    // its BEGIN runs once every probe is in.
+    const bpftrace = spawn(
+      'bpftrace',
+      ['-e', `BEGIN { printf("ready\\n"); } uprobe:${app}:tick { @[comm, pid] = count(); }`],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     started.push(bpftrace);
     const peer = collect(bpftrace);
     const upscope = spawn(
@@ -366,7 +370,7 @@ describe('count --by comm,pid against bpftrace', () => {
     );
     started.push(upscope);
     const ours = collect(upscope);
-    await until(() => peer.out, 'Attaching');
+    await until(() => peer.out, 'ready');
     await until(() => ours.err, 'Ctrl-C to end.');
     // Two runs of the command, and a bystander that never calls tick.
     for (const n of ['30', '70']) spawnSync(app, [n], { stdio: 'ignore' });
