@@ -7,6 +7,7 @@ import type { Insn } from './insn.js';
 import {
   BpfMap,
   closeFd,
+  closeFdsLater,
   linkPerfEvent,
   linkUprobeMulti,
   linkUprobeMultiAsync,
@@ -583,10 +584,9 @@ export class BpfSession {
       this.#processLinks.clear();
       this.#closing.wait();
     });
-    // After the uprobes: each removal waits out a grace period, and a hit after the stream's
-    // cut (see BpfStream.stop()) is left out, so the uprobes go as soon as it is made.
-    for (const fd of this.#tracepointLinks.splice(0)) closeFd(fd);
-    for (const fd of this.#events.splice(0)) closeFd(fd);
+    // After the uprobes, and without waiting: each removal waits out grace periods, and what
+    // the tracepoints see after the stream's cut (see BpfStream.stop()) is left out.
+    closeFdsLater([...this.#tracepointLinks.splice(0), ...this.#events.splice(0)]);
   }
 
   close(): void {
