@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { closeSync, fstatSync, mkdtempSync, openSync, read, rmSync, writeSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,14 +7,7 @@ import { test } from 'node:test';
 import { requireHost } from '../../../test/helpers/require-host.js';
 import { ProbeError } from '../../errors/index.js';
 import { call, exit, mov64Imm, mov64Reg } from './insn.js';
-import {
-  BpfMap,
-  closeFd,
-  closeFdsLater,
-  loadProgram,
-  uprobePmu,
-  verifierReason,
-} from './kernel.js';
+import { BpfMap, closeFd, loadProgram, uprobePmu, verifierReason } from './kernel.js';
 
 test('a program the verifier refuses gives its reason in one line, and the whole log in the details', (t) => {
   if (!requireHost(t, { root: true })) return;
@@ -112,54 +104,5 @@ test('a program loads under a sampling profiler (the verifier gives up at a sign
   } finally {
     await session.post('Profiler.stop');
     session.disconnect();
-  }
-});
-
-test('closeFdsLater() returns before the descriptors are closed, and then closes each', async () => {
-  // libuv's threads held (each reads a FIFO nothing is written to yet): the closes wait
-  // behind them, so that what is open as closeFdsLater() returns is seen whatever the timing.
-  const dir = mkdtempSync(join(tmpdir(), 'upscope-close-'));
-  const fifo = join(dir, 'fifo');
-  execFileSync('mkfifo', [fifo]);
-  const holder = openSync(fifo, 'r+');
-  const threads = Number(process.env['UV_THREADPOOL_SIZE'] ?? 4);
-  const held = Array.from(
-    { length: threads },
-    () => new Promise((resolve) => read(holder, Buffer.alloc(1), 0, 1, null, resolve)),
-  );
-  let released = false;
-  const release = async () => {
-    if (!released) writeSync(holder, Buffer.alloc(threads));
-    released = true;
-    await Promise.all(held);
-  };
-  try {
-    const fds = [openSync('/dev/null', 'r'), openSync('/dev/null', 'r')];
-    closeFdsLater(fds);
-    const open = fds.map((fd) => {
-      try {
-        return fstatSync(fd).isCharacterDevice();
-      } catch {
-        return false;
-      }
-    });
-    await release();
-    assert.deepEqual(open, [true, true], 'still open as closeFdsLater() returns');
-    const closed = (fd: number) => {
-      try {
-        fstatSync(fd);
-        return false;
-      } catch (err) {
-        return (err as NodeJS.ErrnoException).code === 'EBADF';
-      }
-    };
-    for (let i = 0; i < 200 && !fds.every(closed); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    assert.deepEqual(fds.map(closed), [true, true]);
-  } finally {
-    await release();
-    closeSync(holder);
-    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -3,7 +3,7 @@
  * bpf(2), perf_event_open(2) and close(2). Each failure becomes a ProbeError that says which
  * object could not be made, why (errno in words), and what would allow it.
  */
-import { close, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { ProbeError } from '../../errors/index.js';
 import {
   BPF_ATTACH_TYPE,
@@ -840,15 +840,4 @@ export function multiLinkError(path: string, errno: number): ProbeError {
 
 export function closeFd(fd: number): void {
   loadNative().close(fd);
-}
-
-/**
- * Close descriptors on libuv's threads, together, while this thread goes on (the process
- * waits for them before it ends). For what need not be gone before the caller goes on: the
- * removal of a tracepoint's program and event each waits out RCU grace periods (28-50 ms
- * each here, 150-250 ms the run's four to six one by one, said before its counts); together,
- * the waits overlap.
- */
-export function closeFdsLater(fds: readonly number[]): void {
-  for (const fd of fds) close(fd, () => {});
 }
