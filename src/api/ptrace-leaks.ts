@@ -196,6 +196,7 @@ export async function ptraceLeaks(
       probes: sites.length,
       multi: 0,
       perf: 0,
+      sessions: 0,
       fallbackReason: undefined,
       milliseconds: run.milliseconds,
     },

@@ -250,10 +250,12 @@ test('runDoctor() warns about kernels too old for some engines', async () => {
 
 test("runDoctor() with the bpf engine's feature checks: each tried only when BPF works, each missing one explained", async () => {
   const tried: string[] = [];
-  const features = (program: number, ringBuffer: number, uprobeMulti: number) => () => {
-    tried.push('tried');
-    return { program, ringBuffer, uprobeMulti };
-  };
+  const features =
+    (program: number, ringBuffer: number, uprobeMulti: number, uprobeSession = uprobeMulti) =>
+    () => {
+      tried.push('tried');
+      return { program, ringBuffer, uprobeMulti, uprobeSession };
+    };
   const run = async (machine: FakeMachine, probe: ReturnType<typeof features>) =>
     new Map(
       (await runDoctor({ host: fakeHost(machine), bpfFeatures: probe })).checks.map((c) => [
@@ -263,14 +265,18 @@ test("runDoctor() with the bpf engine's feature checks: each tried only when BPF
     );
   const all = await run(rootMachine(), features(0, 0, 0));
   assert.deepEqual(
-    ['bpf-program', 'bpf-ring-buffer', 'uprobe-multi'].map((id) => all.get(id)!.status),
-    ['ok', 'ok', 'ok'],
+    ['bpf-program', 'bpf-ring-buffer', 'uprobe-multi', 'uprobe-session'].map(
+      (id) => all.get(id)!.status,
+    ),
+    ['ok', 'ok', 'ok', 'ok'],
   );
   const old = await run(rootMachine(), features(0, -22, -22));
   assert.equal(old.get('bpf-ring-buffer')!.status, 'warn');
   assert.match(old.get('bpf-ring-buffer')!.detail, /EINVAL.*5\.8.*cannot stream/);
   assert.equal(old.get('uprobe-multi')!.status, 'warn');
   assert.match(old.get('uprobe-multi')!.detail, /6\.6.*one perf event per probe/);
+  assert.equal(old.get('uprobe-session')!.status, 'info');
+  assert.match(old.get('uprobe-session')!.detail, /EINVAL.*6\.13.*a link each/);
   const refused = await run(rootMachine(), features(EPERM, EPERM, EPERM));
   assert.equal(refused.get('bpf-program')!.status, 'fail');
   assert.match(refused.get('bpf-program')!.fix!, /CAP_BPF.*--engine tracefs or ptrace/);

@@ -41,6 +41,7 @@ export interface BpfFeatureResults {
   readonly program: number;
   readonly ringBuffer: number;
   readonly uprobeMulti: number;
+  readonly uprobeSession: number;
 }
 
 const ROOT_FIX = 'Run upscope as root (sudo)';
@@ -408,6 +409,7 @@ function bpfFeatureChecks(bpf: DoctorCheck, probe: () => BpfFeatureResults): Doc
     ['bpf-program', 'BPF uprobe handler'],
     ['bpf-ring-buffer', 'BPF ring buffer'],
     ['uprobe-multi', 'uprobe_multi links'],
+    ['uprobe-session', 'uprobe session links'],
   ] as const;
   if (bpf.status !== 'ok') {
     return ids.map(([id, title]) => check(id, title, 'info', 'not checked: BPF is not usable'));
@@ -446,6 +448,19 @@ function bpfFeatureChecks(bpf: DoctorCheck, probe: () => BpfFeatureResults): Doc
           'warn',
           `a uprobe_multi link ${failed(found.uprobeMulti)} (Linux 6.6 has them): the bpf engine attaches one perf event per probe, slowly for thousands`,
           'Use Linux 6.6 or newer to attach many probes at once',
+        ),
+    found.uprobeSession === 0
+      ? check(
+          'uprobe-session',
+          ids[3][1],
+          'ok',
+          "one uprobe serves a call's entry and its return (record and trace pair them: one link, not two)",
+        )
+      : check(
+          'uprobe-session',
+          ids[3][1],
+          'info',
+          `a uprobe session link ${failed(found.uprobeSession)} (Linux 6.13 has them): an entry and its return through the trampoline take a link each`,
         ),
   ];
 }

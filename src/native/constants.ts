@@ -64,6 +64,8 @@ export const BPF_ATTACH_TYPE = {
  */
 export const UPROBE_MULTI = {
   BPF_TRACE_UPROBE_MULTI: 48,
+  /** One program at a call's entry and at its return (kernel 6.13+). */
+  BPF_TRACE_UPROBE_SESSION: 57,
   BPF_F_UPROBE_MULTI_RETURN: 1,
   /** Offsets in the link_create part of `union bpf_attr`. */
   path: 16,

@@ -377,8 +377,8 @@ for (const engine of ENGINES) {
           const target = await startTarget(host.app, host.dir, 'plain', calls);
           for (const phase of PHASES) {
             const what = `round ${round} ${phase}`;
-            // Two probes (entry and return: two events, two links), so that attaching and
-            // detaching stop half way.
+            // Two probes (entry and return: two events; two links, or one uprobe session with
+            // trace), so that attaching and detaching stop half way or at their one link.
             const specs = [`${host.app}:kf_tick p=arg0`, `r:${host.app}:kf_tick`];
             const args =
               command === 'trace'

@@ -121,6 +121,21 @@ export class KernelBtf {
     return new TextDecoder().decode(this.#strings.subarray(nameOff, end));
   }
 
+  /** The type id of function `name` (a kernel function or kfunc), or undefined. */
+  functionId(name: string): number | undefined {
+    const wanted = new TextEncoder().encode(name);
+    for (let id = 1; id <= this.#count; id++) {
+      if (this.#kind(id) !== KIND.FUNC) continue;
+      if (this.#nameIs(this.#view.getUint32(this.#at[id]!, true), wanted)) return id;
+    }
+    return undefined;
+  }
+
+  /** How many parameters function `id` takes (of its prototype). */
+  parameterCount(id: number): number {
+    return this.#vlen(this.#ref(id));
+  }
+
   /** The members of struct `structName`, anonymous ones flattened, with their offsets. */
   members(structName: string): BtfMember[] {
     const known = this.#members.get(structName);

@@ -1,12 +1,13 @@
 /**
  * What the bpf engine can use on this kernel, found by trying each thing once: a uprobe
- * handler loads, a ring buffer can be made, a uprobe_multi link can be made. Every object made
- * is closed at once.
+ * handler loads, a ring buffer can be made, a uprobe_multi link can be made, a uprobe session
+ * link can be made. Every object made is closed at once.
  */
 import { ProbeError } from '../../errors/index.js';
 import { errnoNumber } from '../../native/index.js';
-import { exit, mov64Imm } from './insn.js';
+import { callKfunc, exit, mov64Imm, mov64Reg } from './insn.js';
 import { BpfMap, closeFd, linkUprobeMulti, loadProgram } from './kernel.js';
+import { findSessionKfunc } from './stream-programs.js';
 
 /** Each result: 0 when it worked, else the `-errno` the kernel gave. */
 export interface BpfFeatures {
@@ -16,6 +17,8 @@ export interface BpfFeatures {
   readonly ringBuffer: number;
   /** A uprobe_multi link can be made (Linux 6.6). */
   readonly uprobeMulti: number;
+  /** A uprobe session link can be made, its handler asking bpf_session_is_return() (6.13). */
+  readonly uprobeSession: number;
 }
 
 const EINVAL = -(errnoNumber('EINVAL') ?? 22);
@@ -31,9 +34,11 @@ function errnoOf(err: unknown): number {
   return EINVAL;
 }
 
-function tryLoad(multi: boolean): number {
+function tryLoad(multi: boolean | 'session'): number {
   try {
-    return loadProgram([mov64Imm(0, 0), exit()], {
+    const session = multi === 'session' ? findSessionKfunc() : undefined;
+    const asks = session === undefined ? [] : [mov64Reg(1, 1), callKfunc(session.btfId)];
+    return loadProgram([...asks, mov64Imm(0, 0), exit()], {
       name: 'upscope_probe',
       purpose: 'a feature check',
       multi,
@@ -66,22 +71,28 @@ export function probeBpfFeatures(): BpfFeatures {
   } catch (err) {
     ringBuffer = errnoOf(err);
   }
-  let uprobeMulti: number;
-  const multi = tryLoad(true);
-  if (multi < 0) {
-    uprobeMulti = multi;
-  } else {
-    // A link on a directory: a kernel with uprobe_multi refuses the file (EBADF); one
-    // without it refuses the attach type (EINVAL).
-    const link = linkUprobeMulti(multi, {
-      path: '/',
-      offsets: [0n],
-      cookies: [0n],
-      retprobe: false,
-    });
-    if (link >= 0) closeFd(link);
-    uprobeMulti = link >= 0 || link === EBADF ? 0 : link;
-    closeFd(multi);
-  }
-  return { program: Math.min(program, 0), ringBuffer, uprobeMulti };
+  return {
+    program: Math.min(program, 0),
+    ringBuffer,
+    uprobeMulti: tryLink(false),
+    uprobeSession: tryLink(true),
+  };
+}
+
+/** 0 when a uprobe_multi link (a session link with `session`) can be made, else `-errno`. */
+function tryLink(session: boolean): number {
+  const program = tryLoad(session ? 'session' : true);
+  if (program < 0) return program;
+  // A link on a directory: a kernel with such links refuses the file (EBADF); one without
+  // them refuses the attach type (EINVAL).
+  const link = linkUprobeMulti(program, {
+    path: '/',
+    offsets: [0n],
+    cookies: [0n],
+    retprobe: false,
+    session,
+  });
+  if (link >= 0) closeFd(link);
+  closeFd(program);
+  return link >= 0 || link === EBADF ? 0 : link;
 }

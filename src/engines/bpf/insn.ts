@@ -76,6 +76,8 @@ export const PSEUDO_MAP_FD = 1;
 export const PSEUDO_CALL = 1;
 /** `src` of a 64-bit immediate load whose immediate is a subprogram's offset (a callback). */
 export const PSEUDO_FUNC = 4;
+/** A call's src_reg: imm is the BTF id of a kernel function (a kfunc) in vmlinux's BTF. */
+export const PSEUDO_KFUNC_CALL = 2;
 
 /** Registers: r0 return value, r1-r5 arguments, r6-r9 kept across calls, r10 frame pointer. */
 export type Reg = 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10;
@@ -193,6 +195,11 @@ export function call(helper: number): Insn {
 /** Call the subprogram `off` instructions after this one (arguments r1-r5, result r0). */
 export function callSub(off: number): Insn {
   return insn(CLASS.JMP | JMP.CALL, 0, PSEUDO_CALL, 0, off);
+}
+
+/** Call the kfunc whose type id in vmlinux's BTF is `btfId` (arguments r1-r5, result r0). */
+export function callKfunc(btfId: number): Insn {
+  return insn(CLASS.JMP | JMP.CALL, 0, PSEUDO_KFUNC_CALL, 0, btfId);
 }
 
 /** Return r0. */

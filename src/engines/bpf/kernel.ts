@@ -339,8 +339,8 @@ export interface ProgramOptions {
   readonly name: string;
   /** What the program is for, in errors: `the count handler of libc:malloc`. */
   readonly purpose: string;
-  /** For uprobe_multi links. */
-  readonly multi?: boolean | undefined;
+  /** For uprobe_multi links; `session` for uprobe session links (entry and return). */
+  readonly multi?: boolean | 'session' | undefined;
   /** A tracepoint's handler (its context is the tracepoint's record), not a uprobe's. */
   readonly tracepoint?: boolean | undefined;
   /** The main program and its subprograms (Asm's `subprograms`), when it has any. */
@@ -444,10 +444,12 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
         view.setBigUint64(BPF_PROG_LOAD_ATTR.func_info, btf.funcInfo.address, true);
         view.setUint32(BPF_PROG_LOAD_ATTR.func_info_cnt, subprograms.length, true);
       }
-      if (options.multi === true) {
+      if (options.multi !== undefined && options.multi !== false) {
         view.setUint32(
           BPF_PROG_LOAD_ATTR.expected_attach_type,
-          UPROBE_MULTI.BPF_TRACE_UPROBE_MULTI,
+          options.multi === 'session'
+            ? UPROBE_MULTI.BPF_TRACE_UPROBE_SESSION
+            : UPROBE_MULTI.BPF_TRACE_UPROBE_MULTI,
           true,
         );
       }
@@ -741,6 +743,8 @@ export interface MultiLinkSpec {
   /** Semaphore file offsets (0 for none), or undefined when no probe has one. */
   readonly refCtrOffsets?: readonly bigint[] | undefined;
   readonly retprobe: boolean;
+  /** A uprobe session link: its program runs at each entry and at that call's return. */
+  readonly session?: boolean | undefined;
   readonly pid?: number | undefined;
 }
 
@@ -809,7 +813,13 @@ function multiLinkAttr(
   }
   const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
   view.setUint32(BPF_LINK_CREATE_ATTR.prog_fd, programFd, true);
-  view.setUint32(BPF_LINK_CREATE_ATTR.attach_type, UPROBE_MULTI.BPF_TRACE_UPROBE_MULTI, true);
+  view.setUint32(
+    BPF_LINK_CREATE_ATTR.attach_type,
+    spec.session === true
+      ? UPROBE_MULTI.BPF_TRACE_UPROBE_SESSION
+      : UPROBE_MULTI.BPF_TRACE_UPROBE_MULTI,
+    true,
+  );
   view.setBigUint64(UPROBE_MULTI.path, path.address, true);
   view.setBigUint64(UPROBE_MULTI.offsets, offsets.address, true);
   if (refs !== undefined) view.setBigUint64(UPROBE_MULTI.ref_ctr_offsets, refs.address, true);

@@ -21,19 +21,23 @@ import {
   uprobePmu,
 } from './kernel.js';
 import { FollowedScope } from './scope.js';
+import { fitsSessionCookie, sessionCookie } from './stream-programs.js';
 
 /** One uprobe to attach: where, which way, and the cookie its handler reads (the probe index). */
 export interface BpfProbe {
   readonly path: string;
   readonly offset: bigint;
-  readonly kind: 'entry' | 'return';
-  readonly cookie: number;
+  /** `session`: an entry and a return probe at one place, made one (see pairSessions()). */
+  readonly kind: 'entry' | 'return' | 'session';
+  readonly cookie: number | bigint;
   readonly refCtrOffset?: bigint | undefined;
   /**
    * A return caught at an exit: linked before the other probes of its file and removed after
    * them (see #groups()).
    */
   readonly early?: boolean | undefined;
+  /** A session's entry and return probes, attached apart where no session link is made. */
+  readonly parts?: readonly [BpfProbe, BpfProbe] | undefined;
 }
 
 /**
@@ -48,6 +52,13 @@ export interface AttachReport {
   /** Probes attached through uprobe_multi links, and through perf events. */
   readonly multi: number;
   readonly perf: number;
+  /**
+   * Of `multi`, the entry and return probes paired in uprobe session links (two probes each,
+   * one uprobe).
+   */
+  readonly sessions: number;
+  /** Why entry and return probes were not paired in uprobe sessions, when they could be. */
+  readonly sessionsRefused?: string | undefined;
   /** Why uprobe_multi was not used, when it was not. */
   readonly fallbackReason: string | undefined;
   readonly milliseconds: number;
@@ -66,7 +77,14 @@ export type BuiltProgram =
   | Insn[]
   | { readonly insns: Insn[]; readonly subprograms: readonly Subprogram[] };
 
-export type Programs = Readonly<Record<'entry' | 'return', (() => BuiltProgram) | undefined>>;
+export type Programs = Readonly<Record<'entry' | 'return', (() => BuiltProgram) | undefined>> & {
+  /**
+   * The handler of uprobe session links, given, where the entry and return programs are one,
+   * to pair an entry and a return probe at the same place into one session probe (see
+   * pairSessions()); it throws ProbeError where the kernel has no sessions.
+   */
+  readonly session?: (() => BuiltProgram) | undefined;
+};
 
 /** Where the copy of a probe goes in the file now at its file's path (replaced on disk). */
 export interface MovedProbe {
@@ -91,6 +109,10 @@ interface LinkState {
   perf: number;
   fallbackReason: string | undefined;
   multiWorks: boolean;
+  /** Probes (an entry and a return each) attached through uprobe session links. */
+  sessions: number;
+  /** Why no uprobe session link was made where probes could have been paired. */
+  sessionsRefused?: string | undefined;
 }
 
 function linkState(options: AttachOptions): LinkState {
@@ -99,6 +121,7 @@ function linkState(options: AttachOptions): LinkState {
     perf: 0,
     fallbackReason: undefined,
     multiWorks: (options.mode ?? 'auto') !== 'perf',
+    sessions: 0,
   };
 }
 
@@ -107,6 +130,8 @@ function attachReport(probes: number, state: LinkState, began: number): AttachRe
     probes,
     multi: state.multi,
     perf: state.perf,
+    sessions: state.sessions,
+    sessionsRefused: state.sessionsRefused,
     fallbackReason: state.fallbackReason,
     milliseconds: performance.now() - began,
   };
@@ -121,8 +146,55 @@ function multiLinkSpec(group: readonly BpfProbe[], pid: number | undefined): Mul
     cookies: group.map((p) => p.cookie),
     refCtrOffsets: semaphores ? group.map((p) => p.refCtrOffset ?? 0n) : undefined,
     retprobe: group[0]!.kind === 'return',
+    session: group[0]!.kind === 'session',
     pid,
   };
+}
+
+/**
+ * The probes with each entry probe and return probe at the same place (a call's entry, where
+ * the return's trampoline is set) made one uprobe session probe: the kernel runs its handler
+ * at the entry and at that call's return, on one uprobe (one link for both, not one each).
+ * Only where exactly one of each is there, without a semaphore, and their cookies fit one
+ * (see sessionCookie()). The session takes the return's place in the order (see #groups()).
+ */
+export function pairSessions(probes: readonly BpfProbe[]): BpfProbe[] {
+  const place = (probe: BpfProbe) => `${probe.offset}\u0000${probe.path}`;
+  const at = new Map<string, { entry?: number; ret?: number; more?: boolean }>();
+  probes.forEach((probe, index) => {
+    // An early entry probe is a return caught at an exit (see BpfProbe.early): not a call's entry.
+    if (probe.refCtrOffset !== undefined || (probe.kind === 'entry' && probe.early === true))
+      return;
+    const key = place(probe);
+    const here = at.get(key) ?? {};
+    at.set(key, here);
+    const side = probe.kind === 'entry' ? 'entry' : probe.kind === 'return' ? 'ret' : undefined;
+    if (side === undefined || here[side] !== undefined) here.more = true;
+    else here[side] = index;
+  });
+  const paired = new Map<number, BpfProbe>();
+  const taken = new Set<number>();
+  for (const { entry, ret, more } of at.values()) {
+    if (more === true || entry === undefined || ret === undefined) continue;
+    const e = probes[entry]!;
+    const r = probes[ret]!;
+    if (typeof e.cookie !== 'number' || typeof r.cookie !== 'number') continue;
+    if (!fitsSessionCookie(e.cookie, r.cookie)) continue;
+    paired.set(ret, {
+      path: r.path,
+      offset: r.offset,
+      kind: 'session',
+      cookie: sessionCookie(e.cookie, r.cookie),
+      parts: [e, r],
+    });
+    taken.add(entry);
+  }
+  if (paired.size === 0) return [...probes];
+  const out: BpfProbe[] = [];
+  probes.forEach((probe, index) => {
+    if (!taken.has(index)) out.push(paired.get(index) ?? probe);
+  });
+  return out;
 }
 
 /**
@@ -166,19 +238,20 @@ export class BpfSession {
     return map;
   }
 
-  #program(kind: 'entry' | 'return', multi: boolean, programs: Programs, purpose: string): number {
+  #program(kind: BpfProbe['kind'], multi: boolean, programs: Programs, purpose: string): number {
     const key = `${kind}:${multi}`;
     let fd = this.#programs.get(key);
     if (fd === undefined) {
       const build = programs[kind];
       if (build === undefined) throw new Error(`no ${kind} handler`);
       const built = build();
+      const as = kind === 'session' ? 'session' : multi;
       fd = Array.isArray(built)
-        ? loadProgram(built, { name: `upscope_${kind}`, purpose, multi })
+        ? loadProgram(built, { name: `upscope_${kind}`, purpose, multi: as })
         : loadProgram(built.insns, {
             name: `upscope_${kind}`,
             purpose,
-            multi,
+            multi: as,
             subprograms: built.subprograms,
           });
       this.#programs.set(key, fd);
@@ -274,7 +347,8 @@ export class BpfSession {
   #attach(probes: readonly BpfProbe[], programs: Programs, options: AttachOptions): AttachReport {
     const began = performance.now();
     const state = linkState(options);
-    for (const { group, pid, into } of this.#groups(probes, programs, options)) {
+    const linked = this.#sessions(probes, programs, options, state);
+    for (const { group, pid, into } of this.#groups(linked, programs, options)) {
       this.#link(group, programs, options, pid, state, into);
     }
     return attachReport(probes.length, state, began);
@@ -289,10 +363,35 @@ export class BpfSession {
   ): Promise<AttachReport> {
     const began = performance.now();
     const state = linkState(options);
-    for (const { group, pid, into } of this.#groups(probes, programs, options)) {
+    const linked = this.#sessions(probes, programs, options, state);
+    for (const { group, pid, into } of this.#groups(linked, programs, options)) {
       await this.#linkAsync(group, programs, options, pid, state, into, whileLinking);
     }
     return attachReport(probes.length, state, began);
+  }
+
+  /**
+   * The probes as linked: with uprobe sessions paired (pairSessions()) where the programs have
+   * a session handler and the kernel loads it (uprobe_multi links, kernel 6.13+); else as
+   * given, the reason said in the report when none other is.
+   */
+  #sessions(
+    probes: readonly BpfProbe[],
+    programs: Programs,
+    options: AttachOptions,
+    state: LinkState,
+  ): readonly BpfProbe[] {
+    if (programs.session === undefined || !state.multiWorks) return probes;
+    const paired = pairSessions(probes);
+    if (paired.length === probes.length) return probes;
+    try {
+      this.#program('session', true, programs, options.purpose);
+      return paired;
+    } catch (err) {
+      if (err instanceof ProbeError && err.code === 'ERR_PRIVILEGES') throw err;
+      state.sessionsRefused ??= `uprobe sessions not used: ${(err as Error).message}`;
+      return probes;
+    }
   }
 
   /**
@@ -332,7 +431,7 @@ export class BpfSession {
     // probe), never its entry alone, which would take its return for missed and its frame
     // for unwound. detach() removes them first too (see there).
     const returns = (group: readonly BpfProbe[]) =>
-      group[0]!.kind === 'return' || group[0]!.early === true;
+      group[0]!.kind !== 'entry' || group[0]!.early === true;
     const ordered = [...groups.values()].sort((a, b) => Number(returns(b)) - Number(returns(a)));
     const links: { group: BpfProbe[]; pid: number | undefined; into: number[] }[] = [];
     for (const group of ordered) {
@@ -442,8 +541,9 @@ export class BpfSession {
     const { path } = group[0]!;
     if (link >= 0) {
       into.push(link);
-      if (group[0]!.kind === 'return') this.#returnLinks.add(link);
-      state.multi += group.length;
+      if (group[0]!.kind !== 'entry') this.#returnLinks.add(link);
+      if (group[0]!.kind === 'session') state.sessions += group.length;
+      state.multi += group[0]!.kind === 'session' ? group.length * 2 : group.length;
       // Fault tests stop here: programs loaded, the first link attached.
       pausePoint('attaching');
       return true;
@@ -468,8 +568,12 @@ export class BpfSession {
     into: number[],
   ): boolean {
     this.#pmu ??= uprobePmu();
-    const program = this.#program(group[0]!.kind, false, programs, options.purpose);
-    for (const probe of group) {
+    // A session's parts apart: the returns first, as their groups are (see #groups()).
+    const probes = group.some((probe) => probe.parts !== undefined)
+      ? [...group.map((p) => p.parts?.[1] ?? p), ...group.flatMap((p) => p.parts?.[0] ?? [])]
+      : group;
+    for (const probe of probes) {
+      const program = this.#program(probe.kind, false, programs, options.purpose);
       const event = openUprobeEvent(this.#pmu, {
         path: probe.path,
         offset: probe.offset,
@@ -493,7 +597,13 @@ export class BpfSession {
   addProcess(pid: number): void {
     if (this.#detached || this.#closed || this.#processLinks.has(pid)) return;
     const into = this.#linksOf(pid);
-    const state: LinkState = { multi: 0, perf: 0, fallbackReason: undefined, multiWorks: true };
+    const state: LinkState = {
+      multi: 0,
+      perf: 0,
+      fallbackReason: undefined,
+      multiWorks: true,
+      sessions: 0,
+    };
     for (const { group, programs, options } of this.#scopedGroups) {
       state.multiWorks = (options.mode ?? 'auto') !== 'perf';
       try {
@@ -521,8 +631,11 @@ export class BpfSession {
     this.#closing.close(links);
   }
 
-  /** Close the uretprobe links among `links` together (see closeTogether()), taking them out. */
-  #closeReturns(...lists: number[][]): void {
+  /**
+   * Close the uretprobe links among `links` together (see closeTogether()), taking them out;
+   * how many there were.
+   */
+  #closeReturns(...lists: number[][]): number {
     const returns: number[] = [];
     for (const links of lists) {
       for (let i = links.length - 1; i >= 0; i--) {
@@ -532,6 +645,7 @@ export class BpfSession {
       }
     }
     closeTogether(returns);
+    return returns.length;
   }
 
   /**
@@ -565,12 +679,14 @@ export class BpfSession {
   detach(): void {
     this.#detached = true;
     watchRemoval(this.#returnLinks.size > 0 || this.#processLinks.size > 0, (step) => {
-      this.#closeReturns(this.#links, ...this.#processLinks.values());
+      // Fault tests stop at the first removal: the returns (a uprobe session's entries with
+      // them), or else one link; the others still attached.
+      const returns = this.#closeReturns(this.#links, ...this.#processLinks.values());
       step();
+      if (returns > 0) pausePoint('detaching');
       for (const fd of this.#links.splice(0)) {
         closeFd(fd);
         step();
-        // Fault tests stop here: one link closed, the others still attached.
         pausePoint('detaching');
       }
       this.#scope?.stop();

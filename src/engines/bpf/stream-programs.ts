@@ -4,16 +4,20 @@
  *
  * A probe's attach cookie is `layout << 32 | probe`: `probe` is the probe's index in the
  * stream, `layout` the index of its record layout (probes fetching the same things share
- * one), so that one program serves every probe with a jump to its layout's code.
+ * one), so that one program serves every probe with a jump to its layout's code. A uprobe
+ * session's probe (one uprobe whose program runs at a call's entry and again at its return)
+ * holds both: see SESSION_COOKIE.
  */
 import { ProbeError } from '../../errors/index.js';
 import { BPF_FUNC } from '../../native/index.js';
 import { type FetchArg, printFetchExpr } from '../../spec/index.js';
 import { Asm } from './asm.js';
+import { KernelBtf } from './btf.js';
 import {
   alu64Imm,
   alu64Reg,
   call,
+  callKfunc,
   type Insn,
   ldMapFd,
   ldx,
@@ -26,10 +30,11 @@ import {
   BPF_RB_NO_WAKEUP,
   emitAddress,
   emitFetch,
+  emitHitFilters,
   type Filters,
   fetchType,
   isStringType,
-  prologue,
+  processPrologue,
 } from './programs.js';
 
 /** Bytes kept of a fetched string (longer ones are cut, and marked so: see `cuts`). */
@@ -112,10 +117,14 @@ export function streamProgram(
   maps: StreamMaps,
   layouts: readonly RecordLayout[],
   filters: Filters,
+  /** For a uprobe session link: the kfunc that tells a return from an entry. */
+  session?: SessionKfunc | undefined,
 ): Insn[] {
   const a = new Asm();
   const out = 'out';
-  prologue(a, filters, out, maps.followed);
+  processPrologue(a, filters, out, maps.followed);
+  if (session !== undefined) emitSessionCookie(a, session);
+  emitHitFilters(a, filters, out);
   a.emit(mov64Reg(7, 8), alu64Imm('RSH', 7, 32));
   for (let index = 0; index < layouts.length; index++) a.jmpImm('JEQ', 7, index, `layout.${index}`);
   a.goto(out);
@@ -133,6 +142,66 @@ export function streamProgram(
   a.label(out);
   a.returnZero();
   return a.finish();
+}
+
+/**
+ * The cookie of a uprobe session's probe: the entry's probe index (bits 0-23), the return's
+ * (24-47), the entry's layout (48-55) and the return's (56-63). Its program makes the cookie
+ * of the side it runs for (`layout << 32 | probe`) before anything reads it.
+ */
+export const SESSION_COOKIE = { probes: 2 ** 24, layouts: 2 ** 8 } as const;
+
+/** The session cookie of an entry and a return probe (`layout << 32 | probe` each). */
+export function sessionCookie(entry: number, ret: number): bigint {
+  const probe = (cookie: number) => BigInt(cookie % 2 ** 32);
+  const layout = (cookie: number) => BigInt(Math.floor(cookie / 2 ** 32));
+  return probe(entry) | (probe(ret) << 24n) | (layout(entry) << 48n) | (layout(ret) << 56n);
+}
+
+/** Whether the two probes' cookies fit one session cookie. */
+export function fitsSessionCookie(entry: number, ret: number): boolean {
+  return [entry, ret].every(
+    (cookie) =>
+      cookie % 2 ** 32 < SESSION_COOKIE.probes &&
+      Math.floor(cookie / 2 ** 32) < SESSION_COOKIE.layouts,
+  );
+}
+
+/** The kernel's bpf_session_is_return(): its BTF id, and whether it takes the context. */
+export interface SessionKfunc {
+  readonly btfId: number;
+  readonly takesContext: boolean;
+}
+
+/**
+ * The running kernel's bpf_session_is_return() (kernel 6.13+, found in its BTF); throws
+ * ProbeError ERR_NOT_SUPPORTED where it has none.
+ */
+export function findSessionKfunc(): SessionKfunc {
+  const btf = KernelBtf.vmlinux();
+  const btfId = btf.functionId('bpf_session_is_return');
+  if (btfId === undefined) {
+    throw new ProbeError(
+      'ERR_NOT_SUPPORTED',
+      'the kernel has no bpf_session_is_return() (uprobe sessions came in Linux 6.13)',
+    );
+  }
+  return { btfId, takesContext: btf.parameterCount(btfId) > 0 };
+}
+
+/** Turn the session cookie in r8 into the cookie of the side this run is for (r7 clobbered). */
+function emitSessionCookie(a: Asm, session: SessionKfunc): void {
+  if (session.takesContext) a.emit(mov64Reg(1, 6));
+  a.emit(callKfunc(session.btfId));
+  a.jmpImm('JNE', 0, 0, 'session.return');
+  a.emit(mov64Reg(7, 8), alu64Imm('AND', 7, SESSION_COOKIE.probes - 1));
+  a.emit(mov64Reg(1, 8), alu64Imm('RSH', 1, 48), alu64Imm('AND', 1, SESSION_COOKIE.layouts - 1));
+  a.goto('session.cookie');
+  a.label('session.return');
+  a.emit(mov64Reg(7, 8), alu64Imm('RSH', 7, 24), alu64Imm('AND', 7, SESSION_COOKIE.probes - 1));
+  a.emit(mov64Reg(1, 8), alu64Imm('RSH', 1, 56));
+  a.label('session.cookie');
+  a.emit(alu64Imm('LSH', 1, 32), alu64Reg('OR', 7, 1), mov64Reg(8, 7));
 }
 
 /** Reserve a record (r9), fill it, submit it; a full buffer jumps to `lost`. */

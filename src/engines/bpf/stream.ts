@@ -22,9 +22,11 @@ import {
 } from './session.js';
 import {
   type FieldSlot,
+  findSessionKfunc,
   RECORD_HEADER,
   type RecordLayout,
   recordLayout,
+  type SessionKfunc,
   streamProgram,
 } from './stream-programs.js';
 
@@ -219,7 +221,7 @@ export class BpfStream {
   ): { probes: BpfProbe[]; programs: Programs; attach: AttachOptions } {
     const followed =
       options.follow === undefined ? undefined : this.#session.follow(options.follow);
-    const program = () =>
+    const program = (session?: SessionKfunc) =>
       streamProgram(
         {
           ring: this.#ring.map.fd,
@@ -229,6 +231,7 @@ export class BpfStream {
         },
         this.#layouts,
         options.filters ?? {},
+        session,
       );
     return {
       probes: sites.map((site, index) => ({
@@ -239,7 +242,8 @@ export class BpfStream {
         cookie: this.#layoutOf[index]! * 2 ** 32 + index,
         early: site.kind === 'return',
       })),
-      programs: { entry: program, return: program },
+      // A return through the trampoline and its function's entry: one uprobe session.
+      programs: { entry: program, return: program, session: () => program(findSessionKfunc()) },
       attach: { mode: options.mode, purpose: `the stream of ${sites.length} probes` },
     };
   }
