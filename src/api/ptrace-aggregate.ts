@@ -367,7 +367,6 @@ export async function ptraceAggregate<A extends PtraceAggregation>(
       probes: sites.length,
       multi: 0,
       perf: 0,
-      sessions: 0,
       fallbackReason: undefined,
       milliseconds: run.milliseconds,
     },

@@ -196,7 +196,6 @@ export async function ptraceLeaks(
       probes: sites.length,
       multi: 0,
       perf: 0,
-      sessions: 0,
       fallbackReason: undefined,
       milliseconds: run.milliseconds,
     },

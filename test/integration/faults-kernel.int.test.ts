@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { descendantsOf, processEnded, procState } from '../../src/host/index.js';
 import { compileProgram } from '../helpers/compile.js';
+import { fdInfos } from '../helpers/fdinfo.js';
 import { leftovers, TRACEFS } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
@@ -79,13 +80,7 @@ function assertSpawned(pid: number, what: string) {
 /** The BPF programs, maps and links whose descriptors a process holds (its fdinfo). */
 function bpfIdsOf(pid: number): string[] {
   const ids: string[] = [];
-  for (const fd of readdirSync(`/proc/${pid}/fdinfo`)) {
-    let info: string;
-    try {
-      info = readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8');
-    } catch {
-      continue;
-    }
+  for (const info of fdInfos(pid)) {
     for (const kind of ['prog', 'map', 'link'] as const) {
       const id = new RegExp(`^${kind}_id:\\s+(\\d+)$`, 'm').exec(info)?.[1];
       // A link's fdinfo names its program too: both are held.

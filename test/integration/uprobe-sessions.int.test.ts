@@ -4,11 +4,12 @@
 // /proc/PID/fdinfo (a uretprobe_multi link is a return link of its own), and the program's own
 // arguments and results.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
+import { fdInfos } from '../helpers/fdinfo.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
@@ -41,13 +42,7 @@ function kernelHasSessions(): boolean {
 /** The uprobe links process `pid` holds on `path`, as the kernel describes them. */
 function uprobeLinks(pid: number, path: string): { type: string; uprobes: number }[] {
   const links: { type: string; uprobes: number }[] = [];
-  for (const fd of readdirSync(`/proc/${pid}/fdinfo`)) {
-    let info: string;
-    try {
-      info = readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8');
-    } catch {
-      continue;
-    }
+  for (const info of fdInfos(pid)) {
     const type = /^link_type:\s+(\S+)$/m.exec(info)?.[1];
     if (type === undefined || /^path:\s+(.*)$/m.exec(info)?.[1] !== path) continue;
     links.push({ type, uprobes: Number(/^uprobe_cnt:\s+(\d+)$/m.exec(info)?.[1]) });

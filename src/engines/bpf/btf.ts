@@ -286,3 +286,25 @@ export function programBtf(functions: readonly BtfFunction[]): {
   bytes.set(strings, HEADER_BYTES + typeBytes);
   return { bytes, typeIds };
 }
+
+/** The kernel's bpf_session_is_return(): its BTF id, and whether it takes the context. */
+export interface SessionKfunc {
+  readonly btfId: number;
+  readonly takesContext: boolean;
+}
+
+/**
+ * The running kernel's bpf_session_is_return() (kernel 6.13+, found in its BTF); throws
+ * ProbeError ERR_NOT_SUPPORTED where it has none.
+ */
+export function findSessionKfunc(): SessionKfunc {
+  const btf = KernelBtf.vmlinux();
+  const btfId = btf.functionId('bpf_session_is_return');
+  if (btfId === undefined) {
+    throw new ProbeError(
+      'ERR_NOT_SUPPORTED',
+      'the kernel has no bpf_session_is_return() (uprobe sessions came in Linux 6.13)',
+    );
+  }
+  return { btfId, takesContext: btf.parameterCount(btfId) > 0 };
+}

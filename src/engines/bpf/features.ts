@@ -5,9 +5,9 @@
  */
 import { ProbeError } from '../../errors/index.js';
 import { errnoNumber } from '../../native/index.js';
-import { callKfunc, exit, mov64Imm, mov64Reg } from './insn.js';
+import { findSessionKfunc } from './btf.js';
+import { callKfunc, exit, mov64Imm } from './insn.js';
 import { BpfMap, closeFd, linkUprobeMulti, loadProgram } from './kernel.js';
-import { findSessionKfunc } from './stream-programs.js';
 
 /** Each result: 0 when it worked, else the `-errno` the kernel gave. */
 export interface BpfFeatures {
@@ -37,7 +37,8 @@ function errnoOf(err: unknown): number {
 function tryLoad(multi: boolean | 'session'): number {
   try {
     const session = multi === 'session' ? findSessionKfunc() : undefined;
-    const asks = session === undefined ? [] : [mov64Reg(1, 1), callKfunc(session.btfId)];
+    // The context is in r1 already, for a kfunc that takes it.
+    const asks = session === undefined ? [] : [callKfunc(session.btfId)];
     return loadProgram([...asks, mov64Imm(0, 0), exit()], {
       name: 'upscope_probe',
       purpose: 'a feature check',

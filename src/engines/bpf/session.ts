@@ -52,13 +52,6 @@ export interface AttachReport {
   /** Probes attached through uprobe_multi links, and through perf events. */
   readonly multi: number;
   readonly perf: number;
-  /**
-   * Of `multi`, the entry and return probes paired in uprobe session links (two probes each,
-   * one uprobe).
-   */
-  readonly sessions: number;
-  /** Why entry and return probes were not paired in uprobe sessions, when they could be. */
-  readonly sessionsRefused?: string | undefined;
   /** Why uprobe_multi was not used, when it was not. */
   readonly fallbackReason: string | undefined;
   readonly milliseconds: number;
@@ -109,10 +102,6 @@ interface LinkState {
   perf: number;
   fallbackReason: string | undefined;
   multiWorks: boolean;
-  /** Probes (an entry and a return each) attached through uprobe session links. */
-  sessions: number;
-  /** Why no uprobe session link was made where probes could have been paired. */
-  sessionsRefused?: string | undefined;
 }
 
 function linkState(options: AttachOptions): LinkState {
@@ -121,7 +110,6 @@ function linkState(options: AttachOptions): LinkState {
     perf: 0,
     fallbackReason: undefined,
     multiWorks: (options.mode ?? 'auto') !== 'perf',
-    sessions: 0,
   };
 }
 
@@ -130,8 +118,6 @@ function attachReport(probes: number, state: LinkState, began: number): AttachRe
     probes,
     multi: state.multi,
     perf: state.perf,
-    sessions: state.sessions,
-    sessionsRefused: state.sessionsRefused,
     fallbackReason: state.fallbackReason,
     milliseconds: performance.now() - began,
   };
@@ -158,38 +144,47 @@ function multiLinkSpec(group: readonly BpfProbe[], pid: number | undefined): Mul
  * Only where exactly one of each is there, without a semaphore, and their cookies fit one
  * (see sessionCookie()). The session takes the return's place in the order (see #groups()).
  */
-export function pairSessions(probes: readonly BpfProbe[]): BpfProbe[] {
-  const place = (probe: BpfProbe) => `${probe.offset}\u0000${probe.path}`;
-  const at = new Map<string, { entry?: number; ret?: number; more?: boolean }>();
+export function pairSessions(probes: readonly BpfProbe[]): readonly BpfProbe[] {
+  // Most patterns have no return through the trampoline (C++, Rust, Go: exits): no key made.
+  if (!probes.some((probe) => probe.kind === 'return')) return probes;
+  /** Per file, per offset (a number: no string per probe): the probes there, by index. */
+  const at = new Map<string, Map<number, { entry?: number; ret?: number; more?: boolean }>>();
   probes.forEach((probe, index) => {
     // An early entry probe is a return caught at an exit (see BpfProbe.early): not a call's entry.
     if (probe.refCtrOffset !== undefined || (probe.kind === 'entry' && probe.early === true))
       return;
-    const key = place(probe);
-    const here = at.get(key) ?? {};
-    at.set(key, here);
+    let file = at.get(probe.path);
+    if (file === undefined) {
+      file = new Map();
+      at.set(probe.path, file);
+    }
+    const offset = Number(probe.offset);
+    const here = file.get(offset) ?? {};
+    file.set(offset, here);
     const side = probe.kind === 'entry' ? 'entry' : probe.kind === 'return' ? 'ret' : undefined;
     if (side === undefined || here[side] !== undefined) here.more = true;
     else here[side] = index;
   });
   const paired = new Map<number, BpfProbe>();
   const taken = new Set<number>();
-  for (const { entry, ret, more } of at.values()) {
-    if (more === true || entry === undefined || ret === undefined) continue;
-    const e = probes[entry]!;
-    const r = probes[ret]!;
-    if (typeof e.cookie !== 'number' || typeof r.cookie !== 'number') continue;
-    if (!fitsSessionCookie(e.cookie, r.cookie)) continue;
-    paired.set(ret, {
-      path: r.path,
-      offset: r.offset,
-      kind: 'session',
-      cookie: sessionCookie(e.cookie, r.cookie),
-      parts: [e, r],
-    });
-    taken.add(entry);
+  for (const file of at.values()) {
+    for (const { entry, ret, more } of file.values()) {
+      if (more === true || entry === undefined || ret === undefined) continue;
+      const e = probes[entry]!;
+      const r = probes[ret]!;
+      if (typeof e.cookie !== 'number' || typeof r.cookie !== 'number') continue;
+      if (!fitsSessionCookie(e.cookie) || !fitsSessionCookie(r.cookie)) continue;
+      paired.set(ret, {
+        path: r.path,
+        offset: r.offset,
+        kind: 'session',
+        cookie: sessionCookie(e.cookie, r.cookie),
+        parts: [e, r],
+      });
+      taken.add(entry);
+    }
   }
-  if (paired.size === 0) return [...probes];
+  if (paired.size === 0) return probes;
   const out: BpfProbe[] = [];
   probes.forEach((probe, index) => {
     if (!taken.has(index)) out.push(paired.get(index) ?? probe);
@@ -372,8 +367,8 @@ export class BpfSession {
 
   /**
    * The probes as linked: with uprobe sessions paired (pairSessions()) where the programs have
-   * a session handler and the kernel loads it (uprobe_multi links, kernel 6.13+); else as
-   * given, the reason said in the report when none other is.
+   * a session handler and the kernel loads it (kernel 6.13+); else as given (what the kernel
+   * takes is for `upscope doctor` to say).
    */
   #sessions(
     probes: readonly BpfProbe[],
@@ -383,13 +378,12 @@ export class BpfSession {
   ): readonly BpfProbe[] {
     if (programs.session === undefined || !state.multiWorks) return probes;
     const paired = pairSessions(probes);
-    if (paired.length === probes.length) return probes;
+    if (paired === probes) return probes;
     try {
       this.#program('session', true, programs, options.purpose);
       return paired;
     } catch (err) {
       if (err instanceof ProbeError && err.code === 'ERR_PRIVILEGES') throw err;
-      state.sessionsRefused ??= `uprobe sessions not used: ${(err as Error).message}`;
       return probes;
     }
   }
@@ -542,7 +536,6 @@ export class BpfSession {
     if (link >= 0) {
       into.push(link);
       if (group[0]!.kind !== 'entry') this.#returnLinks.add(link);
-      if (group[0]!.kind === 'session') state.sessions += group.length;
       state.multi += group[0]!.kind === 'session' ? group.length * 2 : group.length;
       // Fault tests stop here: programs loaded, the first link attached.
       pausePoint('attaching');
@@ -602,7 +595,6 @@ export class BpfSession {
       perf: 0,
       fallbackReason: undefined,
       multiWorks: true,
-      sessions: 0,
     };
     for (const { group, programs, options } of this.#scopedGroups) {
       state.multiWorks = (options.mode ?? 'auto') !== 'perf';

@@ -12,7 +12,7 @@ import { ProbeError } from '../../errors/index.js';
 import { BPF_FUNC } from '../../native/index.js';
 import { type FetchArg, printFetchExpr } from '../../spec/index.js';
 import { Asm } from './asm.js';
-import { KernelBtf } from './btf.js';
+import type { SessionKfunc } from './btf.js';
 import {
   alu64Imm,
   alu64Reg,
@@ -158,35 +158,12 @@ export function sessionCookie(entry: number, ret: number): bigint {
   return probe(entry) | (probe(ret) << 24n) | (layout(entry) << 48n) | (layout(ret) << 56n);
 }
 
-/** Whether the two probes' cookies fit one session cookie. */
-export function fitsSessionCookie(entry: number, ret: number): boolean {
-  return [entry, ret].every(
-    (cookie) =>
-      cookie % 2 ** 32 < SESSION_COOKIE.probes &&
-      Math.floor(cookie / 2 ** 32) < SESSION_COOKIE.layouts,
+/** Whether a probe's cookie (`layout << 32 | probe`) fits its half of a session cookie. */
+export function fitsSessionCookie(cookie: number): boolean {
+  return (
+    cookie % 2 ** 32 < SESSION_COOKIE.probes &&
+    Math.floor(cookie / 2 ** 32) < SESSION_COOKIE.layouts
   );
-}
-
-/** The kernel's bpf_session_is_return(): its BTF id, and whether it takes the context. */
-export interface SessionKfunc {
-  readonly btfId: number;
-  readonly takesContext: boolean;
-}
-
-/**
- * The running kernel's bpf_session_is_return() (kernel 6.13+, found in its BTF); throws
- * ProbeError ERR_NOT_SUPPORTED where it has none.
- */
-export function findSessionKfunc(): SessionKfunc {
-  const btf = KernelBtf.vmlinux();
-  const btfId = btf.functionId('bpf_session_is_return');
-  if (btfId === undefined) {
-    throw new ProbeError(
-      'ERR_NOT_SUPPORTED',
-      'the kernel has no bpf_session_is_return() (uprobe sessions came in Linux 6.13)',
-    );
-  }
-  return { btfId, takesContext: btf.parameterCount(btfId) > 0 };
 }
 
 /** Turn the session cookie in r8 into the cookie of the side this run is for (r7 clobbered). */

@@ -7,6 +7,7 @@
 import type { FieldValue, ProbeEvent, StreamStats } from '../../events/index.js';
 import { fetchTypeBytes } from '../../spec/index.js';
 import { integerReader, type Reader, recordText } from '../tracefs/index.js';
+import { findSessionKfunc, type SessionKfunc } from './btf.js';
 import type { FollowSpec } from './follow.js';
 import { type BpfMap, sumSlots } from './kernel.js';
 import { CUT_MARK, type Filters, fetchType, isSigned } from './programs.js';
@@ -22,11 +23,9 @@ import {
 } from './session.js';
 import {
   type FieldSlot,
-  findSessionKfunc,
   RECORD_HEADER,
   type RecordLayout,
   recordLayout,
-  type SessionKfunc,
   streamProgram,
 } from './stream-programs.js';
 
