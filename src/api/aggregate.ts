@@ -37,7 +37,7 @@ import {
 } from '../plan/index.js';
 import { type FetchArg, parseComparisonOrThrow, parseFetchOrThrow } from '../spec/index.js';
 import { BpfStacks } from './bpf-stacks.js';
-import { type Coverage, type CoverageOptions, coverage, tracefsForFollowing } from './coverage.js';
+import { type Coverage, type CoverageOptions, coverage } from './coverage.js';
 import { ptraceAggregate } from './ptrace-aggregate.js';
 import { processFamily, ReplacedFiles } from './replaced-files.js';
 import { checkTargetOptions, probeName } from './tracer.js';
@@ -486,11 +486,7 @@ function processesOf(covered: Coverage, pid: number | undefined): Processes {
   const following = covered.pids !== undefined || covered.startAtExecOf !== undefined;
   return {
     follow: following
-      ? {
-          pids: covered.pids ?? [],
-          startAtExecOf: covered.startAtExecOf,
-          tracefs: tracefsForFollowing(),
-        }
+      ? { pids: covered.pids ?? [], startAtExecOf: covered.startAtExecOf }
       : undefined,
     pid,
     exclude: covered.exclude,

@@ -3,7 +3,7 @@
  * with `children`, the processes it has already forked), or a command started with -c, each
  * with the children forked while the run lasts; or every process but upscope's own.
  */
-import { descendantsOf, ensureTracefs } from '../host/index.js';
+import { descendantsOf } from '../host/index.js';
 
 /** What the caller asked for. */
 export interface CoverageOptions {
@@ -73,14 +73,4 @@ export function uncoveredNote(pid: number, descendants: readonly number[]): stri
   const more = descendants.length > 8 ? `, ... (${descendants.length} in all)` : '';
   const n = descendants.length;
   return `process ${pid} has ${n} child process${n === 1 ? '' : 'es'} started before this run (${shown}${more}), not covered: add --children to take ${n === 1 ? 'it' : 'them'} too`;
-}
-
-/** tracefs's mount point for the sched tracepoints that follow processes, when there is one. */
-export function tracefsForFollowing(): string | undefined {
-  try {
-    return ensureTracefs();
-  } catch {
-    // Not mounted, and not root to mount it: following says so when it is needed.
-    return undefined;
-  }
 }

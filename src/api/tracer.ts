@@ -303,10 +303,10 @@ export class Tracer {
     if (whileLinking !== undefined) linking = () => whileLinking(sites);
     const engine = chooseEngine(options.engine, streamSites, options.onNotice);
     // The tracefs engine defines its probes in tracefs (and first removes what a killed
-    // upscope left there); the bpf engine defines nothing there, and reads it only to follow a
-    // process (the sched tracepoints), so CAP_BPF and CAP_PERFMON are enough without -p or -c.
+    // upscope left there); the bpf engine never reads it (it follows processes on raw
+    // tracepoints), so CAP_BPF and CAP_PERFMON are enough for it.
     const following = options.pid !== undefined || options.command !== undefined;
-    const tracefs = engine === 'tracefs' || following ? ensureTracefs() : undefined;
+    const tracefs = engine === 'tracefs' ? ensureTracefs() : undefined;
     if (engine === 'tracefs') cleanStaleGroups(tracefs!, { notice: options.onNotice });
     let launched: Awaited<ReturnType<typeof launchStopped>> | undefined;
     try {
@@ -327,7 +327,7 @@ export class Tracer {
               streamSites,
               {
                 follow: following
-                  ? { pids: covered.pids ?? [], startAtExecOf: covered.startAtExecOf, tracefs }
+                  ? { pids: covered.pids ?? [], startAtExecOf: covered.startAtExecOf }
                   : undefined,
                 filters: { exclude: covered.exclude },
                 // One buffer for all CPUs, twice tracefs's per-CPU ones together: a record of

@@ -1,3 +1,4 @@
+export { upscopeCacheDir } from './cache-dir.js';
 export { hostCxxDemangler } from './demangler.js';
 export {
   type BpfFeatureResults,

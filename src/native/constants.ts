@@ -41,6 +41,7 @@ export const BPF_CMD = {
   BPF_MAP_GET_NEXT_KEY: 4,
   BPF_PROG_LOAD: 5,
   BPF_OBJ_GET_INFO_BY_FD: 15,
+  BPF_RAW_TRACEPOINT_OPEN: 17,
   BPF_BTF_LOAD: 18,
   BPF_MAP_LOOKUP_BATCH: 24,
   BPF_MAP_UPDATE_BATCH: 26,
@@ -50,7 +51,7 @@ export const BPF_CMD = {
 /** `enum bpf_prog_type`: uprobes run programs of the kprobe type. */
 export const BPF_PROG_TYPE = {
   BPF_PROG_TYPE_KPROBE: 2,
-  BPF_PROG_TYPE_TRACEPOINT: 5,
+  BPF_PROG_TYPE_RAW_TRACEPOINT: 17,
 } as const;
 
 /** `enum bpf_attach_type` values used by upscope. */

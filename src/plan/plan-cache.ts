@@ -20,10 +20,10 @@ import {
   statSync,
   writevSync,
 } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { decodeInstructions, type KernelHandling } from '../arch/index.js';
 import { ProbeError } from '../errors/index.js';
+import { upscopeCacheDir } from '../host/index.js';
 import { interned } from '../internal/index.js';
 import type { ProbeSite, SiteKind, TargetFile } from './probe-site.js';
 import type { ReturnPlan, ReturnSitePlan } from './return-plan.js';
@@ -36,15 +36,10 @@ const PLAN_SUFFIX = '.plan';
 /** Plans kept at most (the least recently made go first). */
 const KEPT = 24;
 
-/**
- * Where plans are kept: $UPSCOPE_CACHE_DIR (empty: nowhere), else $XDG_CACHE_HOME/upscope,
- * else ~/.cache/upscope; plans go in its `plans` directory.
- */
+/** Where plans are kept: the `plans` directory of upscope's cache (see upscopeCacheDir()). */
 export function planCacheDir(): string | undefined {
-  const own = process.env.UPSCOPE_CACHE_DIR;
-  if (own !== undefined) return own === '' ? undefined : join(own, 'plans');
-  const base = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
-  return join(base, 'upscope', 'plans');
+  const dir = upscopeCacheDir();
+  return dir === undefined ? undefined : join(dir, 'plans');
 }
 
 /** What a plan depends on, besides the file's identity. */

@@ -89,7 +89,12 @@ export class KernelBtf {
       throw new ProbeError(
         'ERR_NOT_SUPPORTED',
         `Cannot read the kernel's types from ${path}: ${err instanceof Error ? err.message : String(err)}`,
-        { hints: ['Stacks without frame pointers need a kernel built with CONFIG_DEBUG_INFO_BTF'] },
+        {
+          hints: [
+            'The bpf engine reads them to follow processes (-p, -c) and for stacks without frame pointers: a kernel built with CONFIG_DEBUG_INFO_BTF has them',
+            'Without them, use --engine tracefs or --engine ptrace',
+          ],
+        },
       );
     }
     vmlinux = new KernelBtf(bytes);
@@ -127,6 +132,25 @@ export class KernelBtf {
     for (let id = 1; id <= this.#count; id++) {
       if (this.#kind(id) !== KIND.FUNC) continue;
       if (this.#nameIs(this.#view.getUint32(this.#at[id]!, true), wanted)) return id;
+    }
+    return undefined;
+  }
+
+  /**
+   * How many arguments the tracepoint `name` (`sched_process_exit`) passes its raw handlers,
+   * from its `btf_trace_` typedef (a pointer to a prototype whose first parameter is the
+   * tracepoint's own data, not an argument); undefined where there is no such tracepoint.
+   */
+  tracepointArgs(name: string): number | undefined {
+    const wanted = new TextEncoder().encode(`btf_trace_${name}`);
+    for (let id = 1; id <= this.#count; id++) {
+      if (this.#kind(id) !== KIND.TYPEDEF) continue;
+      if (!this.#nameIs(this.#view.getUint32(this.#at[id]!, true), wanted)) continue;
+      const pointer = this.#ref(id);
+      if (this.#kind(pointer) !== KIND.PTR) return undefined;
+      const prototype = this.#ref(pointer);
+      if (this.#kind(prototype) !== KIND.FUNC_PROTO) return undefined;
+      return this.#vlen(prototype) - 1;
     }
     return undefined;
   }
@@ -291,20 +315,4 @@ export function programBtf(functions: readonly BtfFunction[]): {
 export interface SessionKfunc {
   readonly btfId: number;
   readonly takesContext: boolean;
-}
-
-/**
- * The running kernel's bpf_session_is_return() (kernel 6.13+, found in its BTF); throws
- * ProbeError ERR_NOT_SUPPORTED where it has none.
- */
-export function findSessionKfunc(): SessionKfunc {
-  const btf = KernelBtf.vmlinux();
-  const btfId = btf.functionId('bpf_session_is_return');
-  if (btfId === undefined) {
-    throw new ProbeError(
-      'ERR_NOT_SUPPORTED',
-      'the kernel has no bpf_session_is_return() (uprobe sessions came in Linux 6.13)',
-    );
-  }
-  return { btfId, takesContext: btf.parameterCount(btfId) > 0 };
 }

@@ -5,9 +5,9 @@
  */
 import { ProbeError } from '../../errors/index.js';
 import { errnoNumber } from '../../native/index.js';
-import { findSessionKfunc } from './btf.js';
 import { callKfunc, exit, mov64Imm } from './insn.js';
 import { BpfMap, closeFd, linkUprobeMulti, loadProgram } from './kernel.js';
+import { findSessionKfunc } from './kernel-facts.js';
 
 /** Each result: 0 when it worked, else the `-errno` the kernel gave. */
 export interface BpfFeatures {

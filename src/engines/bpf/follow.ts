@@ -1,19 +1,17 @@
 /**
  * Which processes a bpf run covers, decided in the kernel: a hash map of the process ids
- * followed, that every handler's prologue looks up, kept by handlers on the scheduler's
+ * followed, that every handler's prologue looks up, kept by handlers on the scheduler's raw
  * tracepoints. A process given at the start is followed with the children it forks
  * afterwards; a command that upscope started stopped before its exec (`-c`) is followed from
  * its exec on, so that the launcher's own code (a shell) is never counted; a process that
  * ends leaves the map, so that its id, once reused, is not followed by mistake.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { ProbeError } from '../../errors/index.js';
 import { BPF_FUNC } from '../../native/index.js';
-import { parseEventFormat } from '../tracefs/index.js';
 import { Asm } from './asm.js';
 import { alu64Imm, call, type Insn, ldMapFd, ldx, mov64Imm, mov64Reg, st, stx } from './insn.js';
 import type { BpfMap } from './kernel.js';
+import { type KernelFacts, kernelFacts } from './kernel-facts.js';
 import { BPF_RB_NO_WAKEUP } from './programs.js';
 import type { RingBuffer } from './ring-buffer.js';
 import { SCOPE_EXIT, SCOPE_FORK, SCOPE_RECORD } from './scope.js';
@@ -30,8 +28,6 @@ export interface FollowSpec {
   readonly startAtExecOf?: number | undefined;
   /** Follow the children the processes fork (default true). */
   readonly forks?: boolean | undefined;
-  /** Where tracefs is mounted: the sched tracepoints' ids and record formats are read there. */
-  readonly tracefs: string | undefined;
 }
 
 /** Processes followed at once (a process and its children). */
@@ -41,68 +37,16 @@ const SCRATCH = -8;
 const VALUE = -16;
 /** Where a record for user space is made (see scope.ts). */
 const RECORD = -24;
-
-/** The tracefs id of a tracepoint and its record format's fields (name -> offset). */
-function tracepoint(
-  tracefs: string | undefined,
-  system: string,
-  name: string,
-): { id: number; fields: Map<string, number> } {
-  if (tracefs === undefined) {
-    throw new ProbeError(
-      'ERR_TRACEFS_NOT_MOUNTED',
-      `Cannot use tracepoint ${system}:${name} to follow processes: tracefs is not mounted`,
-      { hints: ['Mount it as root: mount -t tracefs nodev /sys/kernel/tracing'] },
-    );
-  }
-  const dir = join(tracefs, 'events', system, name);
-  try {
-    const format = parseEventFormat(readFileSync(join(dir, 'format'), 'utf8'));
-    const id = Number(readFileSync(join(dir, 'id'), 'utf8').trim());
-    return { id, fields: new Map(format.fields.map((f) => [f.name, f.offset])) };
-  } catch (cause) {
-    const code = (cause as NodeJS.ErrnoException).code;
-    if (code === 'EACCES' || code === 'EPERM') {
-      throw new ProbeError(
-        'ERR_PRIVILEGES',
-        `Cannot read tracepoint ${system}:${name} to follow the process: ${join(dir, 'id')}: ${code}`,
-        {
-          cause,
-          hints: [
-            'Following -p or -c on the bpf engine reads the sched tracepoints in tracefs: run as root, or mount tracefs readable for you',
-            'With CAP_BPF and CAP_PERFMON alone, trace every process (no -p or -c), or use count/hist/latency -p, or --engine ptrace',
-          ],
-        },
-      );
-    }
-    throw new ProbeError(
-      'ERR_NOT_SUPPORTED',
-      `Cannot use tracepoint ${system}:${name} to follow processes: ${(cause as Error).message}`,
-      { cause, hints: ['Trace every process (no -p or -c), or use --engine tracefs'] },
-    );
-  }
-}
-
-function field(
-  point: { fields: Map<string, number> },
-  name: string,
-  tracepointName: string,
-): number {
-  const offset = point.fields.get(name);
-  if (offset === undefined) {
-    throw new ProbeError(
-      'ERR_NOT_SUPPORTED',
-      `Cannot use tracepoint ${tracepointName} to follow processes: its format has no ${name}`,
-    );
-  }
-  return offset;
-}
+/** A raw tracepoint handler's arguments, 64 bits each, from its context. */
+const ARG_BYTES = 8;
 
 /**
  * Make the map of followed processes and attach the handlers that keep it, in `session`
- * (they are detached with its probes). Returns the map, for the probes' prologue. Throws
- * ProbeError when the tracepoints cannot be read (ERR_PRIVILEGES, ERR_TRACEFS_NOT_MOUNTED,
- * ERR_NOT_SUPPORTED) before anything is attached.
+ * (they are detached with its probes), on the scheduler's raw tracepoints: their handlers
+ * take the tracepoints' arguments, and their removal waits out no grace period (as perf
+ * events on the tracepoints, 150-250 ms at the end of every run). Where a task's id is comes
+ * from the kernel's BTF (see kernelFacts()). Returns the map, for the probes' prologue.
+ * Throws ProbeError where the kernel's BTF cannot be read, before anything is attached.
  */
 export function followProcesses(
   session: BpfSession,
@@ -110,14 +54,17 @@ export function followProcesses(
   announce?: RingBuffer,
 ): BpfMap {
   const forks = spec.forks ?? true;
-  const fork = forks ? tracepoint(spec.tracefs, 'sched', 'sched_process_fork') : undefined;
-  const exit = tracepoint(spec.tracefs, 'sched', 'sched_process_exit');
-  const exec =
-    spec.startAtExecOf === undefined
-      ? undefined
-      : tracepoint(spec.tracefs, 'sched', 'sched_process_exec');
-  const childPid =
-    fork === undefined ? undefined : field(fork, 'child_pid', 'sched:sched_process_fork');
+  let facts: KernelFacts;
+  try {
+    facts = kernelFacts();
+  } catch (err) {
+    if (err instanceof ProbeError) throw err;
+    throw new ProbeError(
+      'ERR_NOT_SUPPORTED',
+      `Cannot follow processes on the bpf engine: ${err instanceof Error ? err.message : String(err)}`,
+      { hints: ['Use --engine tracefs or --engine ptrace'] },
+    );
+  }
   const followed = session.map({
     kind: 'hash',
     name: 'followed',
@@ -129,23 +76,20 @@ export function followProcesses(
   for (const pid of spec.pids) followed.update(pidKey(pid), one);
   // Exits first, then execs, then forks: a process is never left in the map by a handler
   // that came before the one that takes it out.
-  session.attachTracepoint(
-    exit.id,
-    'sched:sched_process_exit',
-    forgetExitedProgram(followed.fd, exit.fields.get('group_dead'), announce?.map.fd),
+  session.attachRawTracepoint(
+    'sched_process_exit',
+    forgetExitedProgram(followed.fd, facts.exitArgs >= 2, announce?.map.fd),
   );
-  if (exec !== undefined) {
-    session.attachTracepoint(
-      exec.id,
-      'sched:sched_process_exec',
-      followExecProgram(followed.fd, spec.startAtExecOf!),
+  if (spec.startAtExecOf !== undefined) {
+    session.attachRawTracepoint(
+      'sched_process_exec',
+      followExecProgram(followed.fd, spec.startAtExecOf),
     );
   }
-  if (fork !== undefined) {
-    session.attachTracepoint(
-      fork.id,
-      'sched:sched_process_fork',
-      followForksProgram(followed.fd, childPid!, announce?.map.fd),
+  if (forks) {
+    session.attachRawTracepoint(
+      'sched_process_fork',
+      followForksProgram(followed.fd, facts.taskPid, announce?.map.fd),
     );
   }
   return followed;
@@ -184,14 +128,14 @@ function emitAnnounce(a: Asm, ring: number, kind: number, pidAt: number): void {
 }
 
 /**
- * At `sched_process_fork`: a child of a followed process is followed too. `childPidOffset`
- * is where the tracepoint's record holds `child_pid` (from its format). A new thread's id is
- * added as well (the tracepoint does not tell threads from processes): harmless, as its
- * process is followed already, and taken out again when the thread ends.
+ * At `sched_process_fork(parent, child)`: a child of a followed process is followed too; its
+ * id is read from the child's task_struct, at `taskPidOffset` (from the kernel's BTF). A new
+ * thread's id is added as well (the tracepoint does not tell threads from processes):
+ * harmless, as its process is followed already, and taken out again when the thread ends.
  */
 export function followForksProgram(
   followed: number,
-  childPidOffset: number,
+  taskPidOffset: number,
   announce?: number,
 ): Insn[] {
   const a = new Asm();
@@ -201,7 +145,11 @@ export function followForksProgram(
   a.emit(ldMapFd(1, followed), mov64Reg(2, 10), alu64Imm('ADD', 2, SCRATCH));
   a.emit(call(BPF_FUNC.map_lookup_elem));
   a.jmpImm('JEQ', 0, 0, out);
-  a.emit(ldx('W', 1, 6, childPidOffset), stx('W', 10, SCRATCH, 1));
+  // bpf_probe_read_kernel(fp + SCRATCH, 4, &child->pid)
+  a.emit(ldx('DW', 3, 6, ARG_BYTES), alu64Imm('ADD', 3, taskPidOffset));
+  a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, SCRATCH), mov64Imm(2, 4));
+  a.emit(call(BPF_FUNC.probe_read_kernel));
+  a.jmpImm('JNE', 0, 0, out);
   emitFollow(a, followed);
   if (announce !== undefined) emitAnnounce(a, announce, SCOPE_FORK, SCRATCH);
   a.label(out);
@@ -223,14 +171,14 @@ export function followExecProgram(followed: number, pid: number): Insn[] {
 }
 
 /**
- * At `sched_process_exit` (once per thread): a thread that is not its process's leader takes
- * its own id out (a fork handler may have put it in); the last thread of a process takes the
- * process's id out (`group_dead`, at `groupDeadOffset` in the record, on kernels that have it;
- * without it, the leader's exit does).
+ * At `sched_process_exit(task[, group_dead])` (once per thread): a thread that is not its
+ * process's leader takes its own id out (a fork handler may have put it in); the last thread
+ * of a process takes the process's id out (`group_dead`, the second argument, on kernels
+ * that pass it: `groupDead`; without it, the leader's exit does).
  */
 export function forgetExitedProgram(
   followed: number,
-  groupDeadOffset: number | undefined,
+  groupDead: boolean,
   announce?: number,
 ): Insn[] {
   const a = new Asm();
@@ -243,12 +191,13 @@ export function forgetExitedProgram(
   a.emit(stx('W', 10, SCRATCH, 7));
   a.emit(ldMapFd(1, followed), mov64Reg(2, 10), alu64Imm('ADD', 2, SCRATCH));
   a.emit(call(BPF_FUNC.map_delete_elem));
-  if (groupDeadOffset === undefined) {
+  if (!groupDead) {
     a.goto(out);
     a.label(leader);
   } else {
     a.label(leader);
-    a.emit(ldx('B', 1, 6, groupDeadOffset));
+    // A bool, passed as a 64-bit word.
+    a.emit(ldx('DW', 1, 6, ARG_BYTES), alu64Imm('AND', 1, 0xff));
     a.jmpImm('JEQ', 1, 0, out);
   }
   a.emit(stx('W', 10, SCRATCH, 8));

@@ -341,8 +341,8 @@ export interface ProgramOptions {
   readonly purpose: string;
   /** For uprobe_multi links; `session` for uprobe session links (entry and return). */
   readonly multi?: boolean | 'session' | undefined;
-  /** A tracepoint's handler (its context is the tracepoint's record), not a uprobe's. */
-  readonly tracepoint?: boolean | undefined;
+  /** A raw tracepoint's handler (its context is the tracepoint's arguments), not a uprobe's. */
+  readonly tracepoint?: 'raw' | undefined;
   /** The main program and its subprograms (Asm's `subprograms`), when it has any. */
   readonly subprograms?: readonly Subprogram[] | undefined;
 }
@@ -401,9 +401,9 @@ const LOG_BYTES = 1 << 20;
 const LICENSE = 'GPL';
 
 /**
- * Load a kprobe-type program (uprobes run those). A refusal by the verifier becomes
- * ERR_BPF_VERIFIER naming the verifier's reason (its last meaningful log line), with the
- * whole log in the error's details.
+ * Load a kprobe-type program (uprobes run those), or a raw tracepoint's. A refusal by the
+ * verifier becomes ERR_BPF_VERIFIER naming the verifier's reason (its last meaningful log
+ * line), with the whole log in the error's details.
  */
 export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options: ProgramOptions) {
   const native = loadNative();
@@ -422,8 +422,8 @@ export function loadProgram(insns: readonly (Insn | readonly Insn[])[], options:
       attr.bytes.fill(0);
       const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
       const type =
-        options.tracepoint === true
-          ? BPF_PROG_TYPE.BPF_PROG_TYPE_TRACEPOINT
+        options.tracepoint === 'raw'
+          ? BPF_PROG_TYPE.BPF_PROG_TYPE_RAW_TRACEPOINT
           : BPF_PROG_TYPE.BPF_PROG_TYPE_KPROBE;
       view.setUint32(BPF_PROG_LOAD_ATTR.prog_type, type, true);
       view.setUint32(BPF_PROG_LOAD_ATTR.insn_cnt, code.length / 8, true);
@@ -678,35 +678,34 @@ export function openUprobeEvent(pmu: UprobePmu, spec: UprobeEventSpec): number {
   }
 }
 
-/** `PERF_TYPE_TRACEPOINT`: a perf event on a tracepoint, by its tracefs id. */
-const PERF_TYPE_TRACEPOINT = 2;
-
 /**
- * A perf event on the tracepoint with tracefs id `id`, for a BPF program to be linked to (the
- * program runs on every CPU: one event on CPU 0 is enough).
+ * BPF_RAW_TRACEPOINT_OPEN: program `programFd` (loaded with `tracepoint: 'raw'`) runs at every
+ * hit of the tracepoint `name` (`sched_process_fork`) until the returned descriptor is
+ * closed. Unlike a perf event's, its removal waits out no RCU grace period.
  */
-export function openTracepointEvent(id: number, name: string): number {
+export function openRawTracepoint(programFd: number, name: string): number {
   const native = loadNative();
-  const attr = native.alloc(PERF_EVENT_ATTR.sizeBytes);
+  const attr = bpfAttr(native);
+  const text = native.alloc(name.length + 1);
   try {
+    text.bytes.set(new TextEncoder().encode(name));
+    text.bytes[name.length] = 0;
     const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
-    view.setUint32(PERF_EVENT_ATTR.type, PERF_TYPE_TRACEPOINT, true);
-    view.setUint32(PERF_EVENT_ATTR.size, PERF_EVENT_ATTR.sizeBytes, true);
-    view.setBigUint64(PERF_EVENT_ATTR.config, BigInt(id), true);
-    view.setBigUint64(PERF_EVENT_ATTR.sample_period, 1n, true);
-    view.setUint32(PERF_EVENT_ATTR.wakeup_events, 1, true);
+    view.setBigUint64(0, text.address, true);
+    view.setUint32(8, programFd, true);
     const fd = native.syscall(
-      SYSCALL.perf_event_open,
+      SYSCALL.bpf,
+      BigInt(BPF_CMD.BPF_RAW_TRACEPOINT_OPEN),
       attr.address,
-      BigInt.asUintN(64, -1n),
+      BigInt(BPF_ATTR_BYTES),
       0n,
-      BigInt.asUintN(64, -1n),
-      BigInt(PERF_EVENT_IOC.PERF_FLAG_FD_CLOEXEC),
+      0n,
     );
-    if (fd < 0) throw failure(`open a perf event on tracepoint ${name}`, fd);
+    if (fd < 0) throw failure(`attach a BPF program to raw tracepoint ${name}`, fd);
     return fd;
   } finally {
     attr.free();
+    text.free();
   }
 }
 

@@ -14,7 +14,7 @@ import {
   type MapSpec,
   type MultiLinkSpec,
   multiLinkError,
-  openTracepointEvent,
+  openRawTracepoint,
   openUprobeEvent,
   privilegeError,
   type UprobePmu,
@@ -201,7 +201,6 @@ export class BpfSession {
   readonly #maps: BpfMap[] = [];
   readonly #programs = new Map<string, number>();
   readonly #links: number[] = [];
-  readonly #events: number[] = [];
   /** The links of tracepoint handlers (forks and exits): removed after every uprobe's. */
   readonly #tracepointLinks: number[] = [];
   /** The links and perf events of each process added by addProcess() (closed as it ends). */
@@ -641,19 +640,17 @@ export class BpfSession {
   }
 
   /**
-   * Run `insns` at every hit of the tracepoint with tracefs id `id` (`name` is
-   * `system:event`, for errors), until detach().
+   * Run `insns` (a raw tracepoint's handler: its context is the tracepoint's arguments) at
+   * every hit of the tracepoint `name` (`sched_process_fork`), until close().
    */
-  attachTracepoint(id: number, name: string, insns: Insn[]): void {
+  attachRawTracepoint(name: string, insns: Insn[]): void {
     const program = loadProgram(insns, {
       name: 'upscope_sched',
-      purpose: `the handler of tracepoint ${name}`,
-      tracepoint: true,
+      purpose: `the handler of tracepoint sched:${name}`,
+      tracepoint: 'raw',
     });
     this.#programs.set(`tracepoint:${name}`, program);
-    const event = openTracepointEvent(id, name);
-    this.#events.push(event);
-    this.#tracepointLinks.push(linkPerfEvent(program, event, 0n));
+    this.#tracepointLinks.push(openRawTracepoint(program, name));
   }
 
   /**
@@ -691,10 +688,10 @@ export class BpfSession {
       this.#processLinks.clear();
       this.#closing.wait();
     });
-    // The tracepoints' handlers stay until close(): each removal waits out RCU grace periods
-    // (28-50 ms each here, 150-250 ms a run's four to six), which the counts read after
-    // detach() need not wait for; what they see after the stream's cut (see BpfStream.stop())
-    // is left out, and no link is made for a process added meanwhile (see addProcess()).
+    // The tracepoints' handlers stay until close() (raw tracepoints: removed without a wait;
+    // as perf events they waited out RCU grace periods, 150-250 ms a run): what they see after
+    // the stream's cut (see BpfStream.stop()) is left out, and no link is made for a process
+    // added meanwhile (see addProcess()).
   }
 
   close(): void {
@@ -702,7 +699,6 @@ export class BpfSession {
     this.#closed = true;
     this.detach();
     for (const fd of this.#tracepointLinks.splice(0)) closeFd(fd);
-    for (const fd of this.#events.splice(0)) closeFd(fd);
     for (const fd of this.#programs.values()) closeFd(fd);
     this.#programs.clear();
     for (const map of this.#maps.splice(0)) map.close();

@@ -7,9 +7,10 @@
 import type { FieldValue, ProbeEvent, StreamStats } from '../../events/index.js';
 import { fetchTypeBytes } from '../../spec/index.js';
 import { integerReader, type Reader, recordText } from '../tracefs/index.js';
-import { findSessionKfunc, type SessionKfunc } from './btf.js';
+import type { SessionKfunc } from './btf.js';
 import type { FollowSpec } from './follow.js';
 import { type BpfMap, sumSlots } from './kernel.js';
+import { findSessionKfunc } from './kernel-facts.js';
 import { CUT_MARK, type Filters, fetchType, isSigned } from './programs.js';
 import { RingBuffer } from './ring-buffer.js';
 import {

@@ -1,0 +1,138 @@
+/**
+ * What the bpf engine needs to know of the running kernel's types, from its BTF
+ * (/sys/kernel/btf/vmlinux: 5 MB, 30-40 ms to read and index here), kept in upscope's cache
+ * for that kernel build, so that a run pays it once per kernel, not once per run.
+ */
+import { createHash } from 'node:crypto';
+import {
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { ProbeError } from '../../errors/index.js';
+import { upscopeCacheDir } from '../../host/index.js';
+import { KernelBtf, type SessionKfunc } from './btf.js';
+
+/** Bumped whenever what the facts hold, or how they are found, changes. */
+const FORMAT = 1;
+
+export interface KernelFacts {
+  readonly format: number;
+  /** Where task_struct's `pid` (the thread's id) is. */
+  readonly taskPid: number;
+  /** The arguments of the sched_process_exit tracepoint: 2 where it passes `group_dead`. */
+  readonly exitArgs: number;
+  /** bpf_session_is_return() (uprobe sessions, kernel 6.13+), or null where there is none. */
+  readonly sessionKfunc: SessionKfunc | null;
+}
+
+let known: KernelFacts | undefined;
+
+/** The running kernel's facts (see loadKernelFacts()), found once a run. */
+export function kernelFacts(): KernelFacts {
+  known ??= loadKernelFacts(upscopeCacheDir());
+  return known;
+}
+
+/**
+ * The running kernel's facts: those kept in `cacheDir` for this build, else read from its
+ * BTF and kept there (nowhere when undefined). Throws ProbeError ERR_NOT_SUPPORTED where its
+ * BTF cannot be read.
+ */
+export function loadKernelFacts(cacheDir: string | undefined): KernelFacts {
+  const path = cacheDir === undefined ? undefined : factsPath(cacheDir);
+  const kept = path === undefined ? undefined : readKept(path);
+  if (kept !== undefined) return kept;
+  const btf = KernelBtf.vmlinux();
+  const exitArgs = btf.tracepointArgs('sched_process_exit');
+  if (exitArgs === undefined) throw new Error('no sched_process_exit tracepoint in the kernel BTF');
+  const kfunc = btf.functionId('bpf_session_is_return');
+  const facts: KernelFacts = {
+    format: FORMAT,
+    taskPid: btf.offsetOf('task_struct', 'pid'),
+    exitArgs,
+    sessionKfunc:
+      kfunc === undefined ? null : { btfId: kfunc, takesContext: btf.parameterCount(kfunc) > 0 },
+  };
+  if (path !== undefined) keep(path, facts);
+  return facts;
+}
+
+/**
+ * The facts' file in `dir` for this kernel build (its release, version string with the
+ * build's date and number, and the size of its BTF), or undefined where it cannot be named.
+ */
+export function factsPath(dir: string): string | undefined {
+  try {
+    const build = [
+      readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim(),
+      readFileSync('/proc/sys/kernel/version', 'utf8').trim(),
+      String(statSync('/sys/kernel/btf/vmlinux').size),
+    ].join('\n');
+    return join(
+      dir,
+      `kernel-${createHash('sha256').update(build).digest('hex').slice(0, 24)}.json`,
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+function readKept(path: string): KernelFacts | undefined {
+  try {
+    const facts = JSON.parse(readFileSync(path, 'utf8')) as KernelFacts;
+    const kfunc = facts.sessionKfunc;
+    const valid =
+      facts.format === FORMAT &&
+      Number.isInteger(facts.taskPid) &&
+      Number.isInteger(facts.exitArgs) &&
+      (kfunc === null ||
+        (Number.isInteger(kfunc?.btfId) && typeof kfunc?.takesContext === 'boolean'));
+    return valid ? facts : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Keeps `facts` at `path`, and drops those of other kernels; a failure to is no failure. */
+function keep(path: string, facts: KernelFacts): void {
+  const dir = join(path, '..');
+  const temporary = `${path}.${process.pid}.tmp`;
+  try {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(temporary, `${JSON.stringify(facts)}\n`);
+    renameSync(temporary, path);
+    for (const name of readdirSync(dir)) {
+      if (/^kernel-\w+\.json$/.test(name) && join(dir, name) !== path) {
+        rmSync(join(dir, name), { force: true });
+      }
+    }
+  } catch {
+    try {
+      rmSync(temporary, { force: true });
+    } catch {
+      // a cache directory this user cannot even look in: nothing was written there
+    }
+  }
+}
+
+/**
+ * The running kernel's bpf_session_is_return() (kernel 6.13+, found in its BTF, or in what
+ * upscope kept of it: see kernelFacts()); throws ProbeError ERR_NOT_SUPPORTED where it has
+ * none.
+ */
+export function findSessionKfunc(): SessionKfunc {
+  const found = kernelFacts().sessionKfunc;
+  if (found === null) {
+    throw new ProbeError(
+      'ERR_NOT_SUPPORTED',
+      'the kernel has no bpf_session_is_return() (uprobe sessions came in Linux 6.13)',
+    );
+  }
+  return found;
+}
