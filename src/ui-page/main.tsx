@@ -216,8 +216,11 @@ function Functions({
   const [query, setQuery] = useState('');
   const [picked, setPicked] = useState<FunctionRow | UsdtRow | null>(null);
   const [since, setSince] = useState(Date.now());
-  useEffect(() => setFile(target.file), [target]);
+  // A new target makes a new list (see the key this is rendered with); a file picked among
+  // the process's objects, another. The answer for a file no longer shown is dropped: it
+  // may come after the one for the file shown (a small file's, after a large one's).
   useEffect(() => {
+    let shown = true;
     setListing(null);
     setError(null);
     setPicked(null);
@@ -225,8 +228,14 @@ function Functions({
     get<FunctionsView>('/api/functions', {
       target: file,
       pid: target.kind === 'pid' ? String(target.pid) : undefined,
-    }).then(setListing, (e) => setError(message(e)));
-  }, [file, target]);
+    }).then(
+      (listing) => shown && setListing(listing),
+      (e) => shown && setError(message(e)),
+    );
+    return () => {
+      shown = false;
+    };
+  }, [file]);
   const matches = useMemo(
     () => (listing === null ? [] : fuzzyFilter(listing.functions, query, (f) => f.name, 300)),
     [listing, query],
@@ -337,12 +346,22 @@ function Details(props: {
   const [error, setError] = useState<string | null>(null);
   const [since] = useState(Date.now());
   useEffect(() => {
+    // Only the answer for the spec shown (one picked before may answer after).
+    let shown = true;
+    setView(null);
+    setError(null);
     post<ResolveView>('/api/resolve', {
       specs: [props.spec],
       function: props.fn,
       target: props.file,
       pid: props.target.kind === 'pid' ? props.target.pid : undefined,
-    }).then(setView, (e) => setError(message(e)));
+    }).then(
+      (view) => shown && setView(view),
+      (e) => shown && setError(message(e)),
+    );
+    return () => {
+      shown = false;
+    };
   }, [props.spec]);
   return (
     <div data-test="details">
@@ -652,13 +671,18 @@ function SpecEditor({
       setErrors([]);
       return;
     }
+    // Only the answer for the text shown (an earlier one may answer after).
+    let shown = true;
     const timer = setTimeout(() => {
       post<ValidateView>('/api/validate', { specs }).then(
-        (v) => setErrors(v.errors.flat()),
-        (e) => setErrors([message(e)]),
+        (v) => shown && setErrors(v.errors.flat()),
+        (e) => shown && setErrors([message(e)]),
       );
     }, 200);
-    return () => clearTimeout(timer);
+    return () => {
+      shown = false;
+      clearTimeout(timer);
+    };
   }, [text]);
   const specs = text.split('\n').filter((s) => s.trim() !== '');
   return (
@@ -859,7 +883,9 @@ function App() {
           />
         </div>
         <div hidden={view !== 'functions'}>
-          {target !== null && <Functions target={target} onMeasure={start} />}
+          {target !== null && (
+            <Functions key={targetText(target)} target={target} onMeasure={start} />
+          )}
         </div>
         <section class="measure" hidden={view !== 'measure'}>
           <SpecEditor target={target} onStart={start} />

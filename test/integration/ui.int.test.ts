@@ -18,7 +18,7 @@ import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { ended, spawnCollected, waitFor } from '../helpers/spawned.js';
-import { snapshot, until } from '../helpers/ui-page.js';
+import { pickProcess, snapshot, until } from '../helpers/ui-page.js';
 import { probesHeldBy, startUi } from '../helpers/ui-server.js';
 
 const PAGE = new URL('../../dist/page/', import.meta.url).pathname;
@@ -219,6 +219,44 @@ test('upscope ui: closing the page detaches its measurements; a bad spec is said
     await ended(ui.spawned);
     target.child.kill('SIGKILL');
     await ended(target);
+  }
+  assert.deepEqual(leftovers(), []);
+});
+
+test('upscope ui: the function list is the last picked process’s, though the one picked before answers after it', async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'chromium'] })) return;
+  const app = compileProgram('export-target');
+  const target = spawnCollected(app, ['100', '1']);
+  // node's own functions (85,000: seconds to list) answer long after the small target's.
+  const large = spawnCollected(process.execPath, ['-e', 'setInterval(() => {}, 1000)']);
+  const ui = await startUi();
+  let browser: Browser | undefined;
+  try {
+    await waitFor(target, /waiting/, 'stdout');
+    browser = await openBrowser();
+    const page = await browser.context.newPage();
+    await page.goto(ui.url);
+    const largeListed = page.waitForResponse(
+      (r) => r.url().includes('/api/functions') && r.url().includes(`pid=${large.pid}`),
+      { timeout: 120_000 },
+    );
+    await pickProcess(page, large.pid);
+    await pickProcess(page, target.pid);
+    await page.locator('[data-test="function"][data-name="work"]').waitFor();
+    // The large process's list has come to the page too, after the target's: it is not shown.
+    await largeListed;
+    await new Promise((r) => setTimeout(r, 500));
+    const header = (await page.locator('.functions p.muted').first().textContent()) ?? '';
+    assert.ok(header.includes(app), `the target's list is shown: ${header}`);
+    assert.equal(await page.locator('[data-test="function"][data-name="work"]').count(), 1);
+  } finally {
+    await browser?.close();
+    ui.spawned.child.kill('SIGINT');
+    await ended(ui.spawned);
+    target.child.kill('SIGKILL');
+    await ended(target);
+    large.child.kill('SIGKILL');
+    await ended(large);
   }
   assert.deepEqual(leftovers(), []);
 });
