@@ -16,6 +16,8 @@ describe('kernel facts', () => {
     const task = /STRUCT 'task_struct' size=\d+ vlen=\d+\n((?:\t.*\n)+)/.exec(raw);
     const pid = /\t'pid' type_id=\d+ bits_offset=(\d+)/.exec(task?.[1] ?? '');
     assert.ok(pid !== null, 'bpftool shows task_struct.pid');
+    const mm = /\t'mm' type_id=\d+ bits_offset=(\d+)/.exec(task?.[1] ?? '');
+    assert.ok(mm !== null, 'bpftool shows task_struct.mm');
     // "[N] TYPEDEF 'btf_trace_sched_process_exit' type_id=P", P a pointer to a prototype
     // whose first parameter is the tracepoint's data.
     const typedef = /TYPEDEF 'btf_trace_sched_process_exit' type_id=(\d+)/.exec(raw);
@@ -34,6 +36,10 @@ describe('kernel facts', () => {
       assert.equal(facts.taskPid, Number(pid[1]) / 8);
       assert.equal(facts.exitArgs, Number(prototype[1]) - 1);
       assert.equal(facts.sessionKfunc?.btfId ?? null, kfunc === null ? null : Number(kfunc[1]));
+      // The stack walker's members, all found (btf.test checks each against bpftool).
+      assert.ok(!('missing' in facts.walker), JSON.stringify(facts.walker));
+      assert.equal(Object.keys(facts.walker).length, 19);
+      assert.equal((facts.walker as { taskMm: number }).taskMm, Number(mm[1]) / 8);
 
       // Kept under this kernel's name, the only one there.
       const path = factsPath(dir)!;
@@ -44,7 +50,12 @@ describe('kernel facts', () => {
       writeFileSync(path, JSON.stringify({ ...facts, taskPid: 8 }));
       assert.equal(loadKernelFacts(dir).taskPid, 8);
       // A file that is not the facts of this format is read again from the BTF.
-      for (const bad of ['{', JSON.stringify({ ...facts, format: 0 }), '{"taskPid":"x"}']) {
+      for (const bad of [
+        '{',
+        JSON.stringify({ ...facts, format: 0 }),
+        JSON.stringify({ ...facts, walker: { vmStart: 0 } }),
+        '{"taskPid":"x"}',
+      ]) {
         writeFileSync(path, bad);
         assert.deepEqual(loadKernelFacts(dir), facts, bad);
       }

@@ -18,8 +18,11 @@ import { ProbeError } from '../../errors/index.js';
 import { upscopeCacheDir } from '../../host/index.js';
 import { KernelBtf, type SessionKfunc } from './btf.js';
 
+/** How many offsets WalkerOffsets has. */
+const WALKER_MEMBERS = 19;
+
 /** Bumped whenever what the facts hold, or how they are found, changes. */
-const FORMAT = 1;
+const FORMAT = 2;
 
 export interface KernelFacts {
   readonly format: number;
@@ -29,6 +32,60 @@ export interface KernelFacts {
   readonly exitArgs: number;
   /** bpf_session_is_return() (uprobe sessions, kernel 6.13+), or null where there is none. */
   readonly sessionKfunc: SessionKfunc | null;
+  /** Where the stack walker's members are (see unwind-program.ts), or one this kernel lacks. */
+  readonly walker: WalkerOffsets | { readonly missing: string };
+}
+
+/** The kernel struct members the BPF stack walker reads: their byte offsets. */
+export interface WalkerOffsets {
+  readonly vmStart: number;
+  readonly vmEnd: number;
+  readonly vmPgoff: number;
+  readonly vmFile: number;
+  readonly vmFlags: number;
+  readonly fInode: number;
+  readonly iIno: number;
+  readonly iSb: number;
+  readonly sDev: number;
+  readonly taskUtask: number;
+  readonly taskMm: number;
+  readonly mmStartCode: number;
+  readonly mmArgStart: number;
+  readonly utaskReturnInstances: number;
+  readonly riStack: number;
+  readonly riOrigRetVaddr: number;
+  readonly riNext: number;
+  readonly mmXolArea: number;
+  readonly xolVaddr: number;
+}
+
+function walkerOffsets(btf: KernelBtf): KernelFacts['walker'] {
+  try {
+    return {
+      vmStart: btf.offsetOf('vm_area_struct', 'vm_start'),
+      vmEnd: btf.offsetOf('vm_area_struct', 'vm_end'),
+      vmPgoff: btf.offsetOf('vm_area_struct', 'vm_pgoff'),
+      vmFile: btf.offsetOf('vm_area_struct', 'vm_file'),
+      vmFlags: btf.offsetOf('vm_area_struct', 'vm_flags'),
+      fInode: btf.offsetOf('file', 'f_inode'),
+      iIno: btf.offsetOf('inode', 'i_ino'),
+      iSb: btf.offsetOf('inode', 'i_sb'),
+      sDev: btf.offsetOf('super_block', 's_dev'),
+      taskUtask: btf.offsetOf('task_struct', 'utask'),
+      taskMm: btf.offsetOf('task_struct', 'mm'),
+      mmStartCode: btf.offsetOf('mm_struct', 'start_code'),
+      mmArgStart: btf.offsetOf('mm_struct', 'arg_start'),
+      utaskReturnInstances: btf.offsetOf('uprobe_task', 'return_instances'),
+      riStack: btf.offsetOf('return_instance', 'stack'),
+      riOrigRetVaddr: btf.offsetOf('return_instance', 'orig_ret_vaddr'),
+      riNext: btf.offsetOf('return_instance', 'next'),
+      mmXolArea:
+        btf.offsetOf('mm_struct', 'uprobes_state') + btf.offsetOf('uprobes_state', 'xol_area'),
+      xolVaddr: btf.offsetOf('xol_area', 'vaddr'),
+    };
+  } catch (err) {
+    return { missing: err instanceof Error ? err.message : String(err) };
+  }
 }
 
 let known: KernelFacts | undefined;
@@ -58,6 +115,7 @@ export function loadKernelFacts(cacheDir: string | undefined): KernelFacts {
     exitArgs,
     sessionKfunc:
       kfunc === undefined ? null : { btfId: kfunc, takesContext: btf.parameterCount(kfunc) > 0 },
+    walker: walkerOffsets(btf),
   };
   if (path !== undefined) keep(path, facts);
   return facts;
@@ -87,12 +145,18 @@ function readKept(path: string): KernelFacts | undefined {
   try {
     const facts = JSON.parse(readFileSync(path, 'utf8')) as KernelFacts;
     const kfunc = facts.sessionKfunc;
+    const walker = facts.walker as Record<string, unknown> | undefined;
     const valid =
       facts.format === FORMAT &&
       Number.isInteger(facts.taskPid) &&
       Number.isInteger(facts.exitArgs) &&
       (kfunc === null ||
-        (Number.isInteger(kfunc?.btfId) && typeof kfunc?.takesContext === 'boolean'));
+        (Number.isInteger(kfunc?.btfId) && typeof kfunc?.takesContext === 'boolean')) &&
+      typeof walker === 'object' &&
+      walker !== null &&
+      (typeof walker.missing === 'string' ||
+        (Object.keys(walker).length === WALKER_MEMBERS &&
+          Object.values(walker).every(Number.isInteger)));
     return valid ? facts : undefined;
   } catch {
     return undefined;

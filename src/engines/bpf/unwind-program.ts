@@ -19,7 +19,6 @@
 import { CFA_KIND, RA_KIND, RBP_KIND, STOP_REASON } from '../../arch/index.js';
 import { BPF_FUNC, USER_REGS } from '../../native/index.js';
 import type { Asm } from './asm.js';
-import { KernelBtf } from './btf.js';
 import {
   alu64Imm,
   alu64Reg,
@@ -35,6 +34,7 @@ import {
   stx,
   toBigEndian,
 } from './insn.js';
+import { kernelFacts, type WalkerOffsets } from './kernel-facts.js';
 import {
   FILE_HAS_TABLE,
   FILE_TABLE_FULL,
@@ -124,56 +124,10 @@ const RETURN_INSTANCES = 8;
 const KIND = { table: 1, noTable: 2, anonymous: 3, uprobes: 4, tableFull: 5, unknown: 6 } as const;
 
 /** Offsets of the kernel struct members the walker reads, from this kernel's BTF. */
-interface KernelOffsets {
-  vmStart: number;
-  vmEnd: number;
-  vmPgoff: number;
-  vmFile: number;
-  vmFlags: number;
-  fInode: number;
-  iIno: number;
-  iSb: number;
-  sDev: number;
-  taskUtask: number;
-  taskMm: number;
-  mmStartCode: number;
-  mmArgStart: number;
-  utaskReturnInstances: number;
-  riStack: number;
-  riOrigRetVaddr: number;
-  riNext: number;
-  mmXolArea: number;
-  xolVaddr: number;
-}
-
-let offsets: KernelOffsets | undefined;
-
-function kernelOffsets(): KernelOffsets {
-  if (offsets !== undefined) return offsets;
-  const btf = KernelBtf.vmlinux();
-  offsets = {
-    vmStart: btf.offsetOf('vm_area_struct', 'vm_start'),
-    vmEnd: btf.offsetOf('vm_area_struct', 'vm_end'),
-    vmPgoff: btf.offsetOf('vm_area_struct', 'vm_pgoff'),
-    vmFile: btf.offsetOf('vm_area_struct', 'vm_file'),
-    vmFlags: btf.offsetOf('vm_area_struct', 'vm_flags'),
-    fInode: btf.offsetOf('file', 'f_inode'),
-    iIno: btf.offsetOf('inode', 'i_ino'),
-    iSb: btf.offsetOf('inode', 'i_sb'),
-    sDev: btf.offsetOf('super_block', 's_dev'),
-    taskUtask: btf.offsetOf('task_struct', 'utask'),
-    taskMm: btf.offsetOf('task_struct', 'mm'),
-    mmStartCode: btf.offsetOf('mm_struct', 'start_code'),
-    mmArgStart: btf.offsetOf('mm_struct', 'arg_start'),
-    utaskReturnInstances: btf.offsetOf('uprobe_task', 'return_instances'),
-    riStack: btf.offsetOf('return_instance', 'stack'),
-    riOrigRetVaddr: btf.offsetOf('return_instance', 'orig_ret_vaddr'),
-    riNext: btf.offsetOf('return_instance', 'next'),
-    mmXolArea:
-      btf.offsetOf('mm_struct', 'uprobes_state') + btf.offsetOf('uprobes_state', 'xol_area'),
-    xolVaddr: btf.offsetOf('xol_area', 'vaddr'),
-  };
-  return offsets;
+function kernelOffsets(): WalkerOffsets {
+  const walker = kernelFacts().walker;
+  if ('missing' in walker) throw new Error(walker.missing);
+  return walker;
 }
 
 /**
