@@ -54,6 +54,31 @@ test('ClosingLater closes what it is given meanwhile, and every one by the time 
   closing.wait();
 });
 
+test('ClosingLater gives a job to an idle thread, else to a new one, up to 8 threads: the closes of many processes wait out their grace periods together', () => {
+  const closing = new ClosingLater();
+  // One job, closed: the next one goes to the same thread.
+  const first = openSync('/dev/null', 'r');
+  closing.close([first]);
+  const pause = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  for (let waited = 0; isOpen(first) && waited < 10_000; waited += 5) pause(5);
+  assert.equal(isOpen(first), false, 'closed meanwhile');
+  pause(50); // the thread marks its job done just after the close
+  const second = openSync('/dev/null', 'r');
+  closing.close([second]);
+  assert.equal(closing.threads, 1);
+  // Twelve at once, faster than a thread starts: a new thread for each while all are busy,
+  // eight in all; the others in turn.
+  const many = Array.from({ length: 12 }, () => [openSync('/dev/null', 'r')]);
+  for (const fds of many) closing.close(fds);
+  assert.equal(closing.threads, 8);
+  closing.wait();
+  assert.deepEqual(
+    [second, ...many.flat()].filter((fd) => isOpen(fd)),
+    [],
+  );
+  assert.equal(closing.threads, 0, 'wait() ends the threads');
+});
+
 test('watchRemoval says the notice once when a step of the removal takes longer than its time, and never when the steps go on or nothing may wait', () => {
   const dir = mkdtempSync(join(tmpdir(), 'upscope-removal-'));
   const pause = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);

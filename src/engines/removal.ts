@@ -112,36 +112,70 @@ export function closeTogether(fds: readonly number[]): void {
 }
 
 /**
- * Links closed on a thread of their own, in the order given, while this thread goes on: those
- * of a process that ended, whose removal would otherwise stop the run for as long as another
- * process holds it up (see above). wait() returns once all are closed.
+ * Closing threads a ClosingLater starts at most. Each closes its jobs one after the other, and
+ * each close waits out grace periods (20-80 ms here); closes on several threads wait them out
+ * together. One thread fell behind a server forking 50 short-lived children a second (250
+ * children's links, 4-7 s still to close at the end of a 5 s run).
+ */
+const CLOSERS = 8;
+
+/**
+ * Links closed on threads of their own while this thread goes on: those of a process that
+ * ended, whose removal would otherwise stop the run for as long as another process holds it
+ * up (see above). A job's links are closed in the order given, on one thread; a job given
+ * while every thread is busy goes to a new one (up to CLOSERS). wait() returns once all are
+ * closed.
  */
 export class ClosingLater {
-  #thread: Worker | undefined;
+  readonly #threads: { readonly worker: Worker; last: CloseJob | undefined }[] = [];
   readonly #jobs: CloseJob[] = [];
+  #next = 0;
 
   close(fds: readonly number[]): void {
     if (fds.length === 0) return;
     const job = newJob(fds);
+    // Jobs closed already are let go (a long run may close thousands).
+    for (let i = this.#jobs.length - 1; i >= 0; i--) {
+      if (Atomics.load(this.#jobs[i]!.state, 0) === CLOSED) this.#jobs.splice(i, 1);
+    }
     this.#jobs.push(job);
     try {
-      this.#thread ??= closerThread(undefined);
-      this.#thread.postMessage({ fds, slot: job.state.buffer });
+      const thread = this.#thread();
+      thread.worker.postMessage({ fds, slot: job.state.buffer });
+      thread.last = job;
     } catch {
       // No thread: closed by wait().
     }
   }
 
+  /** An idle thread, else a new one, else the next busy one in turn. */
+  #thread(): { readonly worker: Worker; last: CloseJob | undefined } {
+    const idle = this.#threads.find(
+      (t) => t.last === undefined || Atomics.load(t.last.state, 0) === CLOSED,
+    );
+    if (idle !== undefined) return idle;
+    if (this.#threads.length < CLOSERS) {
+      const thread = { worker: closerThread(undefined), last: undefined };
+      this.#threads.push(thread);
+      return thread;
+    }
+    return this.#threads[this.#next++ % this.#threads.length]!;
+  }
+
+  /** How many closing threads it has started (and not ended). */
+  get threads(): number {
+    return this.#threads.length;
+  }
+
   /**
-   * Return once every link given to close() is closed (those the thread has not taken within
-   * CLAIM_MS closed here), and end the thread.
+   * Return once every link given to close() is closed (those the threads have not taken
+   * within CLAIM_MS closed here), and end the threads.
    */
   wait(): void {
     const jobs = this.#jobs.splice(0);
     claimOrKeep(jobs);
     closeAll(jobs);
-    void this.#thread?.terminate();
-    this.#thread = undefined;
+    for (const { worker } of this.#threads.splice(0)) void worker.terminate();
   }
 }
 
