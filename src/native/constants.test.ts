@@ -23,6 +23,7 @@ test('constants.ts holds the numbers this machine’s kernel headers define', (t
       BPF_MAP_BATCH_ATTR: constants.BPF_MAP_BATCH_ATTR,
       BPF_MAP_ELEM_ATTR: constants.BPF_MAP_ELEM_ATTR,
       BPF_LINK_CREATE_ATTR: constants.BPF_LINK_CREATE_ATTR,
+      BPF_RAW_TRACEPOINT_ATTR: constants.BPF_RAW_TRACEPOINT_ATTR,
       BPF_ATTR_BYTES: constants.BPF_ATTR_BYTES,
       PERF_EVENT_ATTR: constants.PERF_EVENT_ATTR,
       PERF_EVENT_IOC: constants.PERF_EVENT_IOC,

@@ -161,6 +161,12 @@ export const BPF_LINK_CREATE_ATTR = {
   bpf_cookie: 16,
 } as const;
 
+/** Offsets in the raw_tracepoint part of `union bpf_attr` (BPF_RAW_TRACEPOINT_OPEN). */
+export const BPF_RAW_TRACEPOINT_ATTR = {
+  name: 0,
+  prog_fd: 8,
+} as const;
+
 /** `sizeof(union bpf_attr)` in the build machine's headers; newer kernels take it as it is. */
 export const BPF_ATTR_BYTES = 144;
 

@@ -29,11 +29,13 @@ int main(void) {
          BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM);
   printf("\"BPF_MAP_DELETE_ELEM\":%d,\"BPF_MAP_GET_NEXT_KEY\":%d,\"BPF_PROG_LOAD\":%d,",
          BPF_MAP_DELETE_ELEM, BPF_MAP_GET_NEXT_KEY, BPF_PROG_LOAD);
-  printf("\"BPF_OBJ_GET_INFO_BY_FD\":%d,\"BPF_BTF_LOAD\":%d,\"BPF_MAP_LOOKUP_BATCH\":%d,",
-         BPF_OBJ_GET_INFO_BY_FD, BPF_BTF_LOAD, BPF_MAP_LOOKUP_BATCH);
+  printf("\"BPF_OBJ_GET_INFO_BY_FD\":%d,\"BPF_RAW_TRACEPOINT_OPEN\":%d,",
+         BPF_OBJ_GET_INFO_BY_FD, BPF_RAW_TRACEPOINT_OPEN);
+  printf("\"BPF_BTF_LOAD\":%d,\"BPF_MAP_LOOKUP_BATCH\":%d,", BPF_BTF_LOAD, BPF_MAP_LOOKUP_BATCH);
   printf("\"BPF_MAP_UPDATE_BATCH\":%d,\"BPF_LINK_CREATE\":%d},", BPF_MAP_UPDATE_BATCH,
          BPF_LINK_CREATE);
-  printf("\"BPF_PROG_TYPE\":{\"BPF_PROG_TYPE_KPROBE\":%d,\"BPF_PROG_TYPE_TRACEPOINT\":%d},", BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT);
+  printf("\"BPF_PROG_TYPE\":{\"BPF_PROG_TYPE_KPROBE\":%d,\"BPF_PROG_TYPE_RAW_TRACEPOINT\":%d},",
+         BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_RAW_TRACEPOINT);
   printf("\"BPF_ATTACH_TYPE\":{\"BPF_PERF_EVENT\":%d},", BPF_PERF_EVENT);
 #define FUNC(name) printf("\"" #name "\":%d,", BPF_FUNC_##name)
   printf("\"BPF_FUNC\":{");
@@ -65,6 +67,8 @@ int main(void) {
          ATTR(link_create.prog_fd), ATTR(link_create.target_fd), ATTR(link_create.attach_type));
   printf("\"flags\":%zu,\"bpf_cookie\":%zu},", ATTR(link_create.flags),
          ATTR(link_create.perf_event.bpf_cookie));
+  printf("\"BPF_RAW_TRACEPOINT_ATTR\":{\"name\":%zu,\"prog_fd\":%zu},", ATTR(raw_tracepoint.name),
+         ATTR(raw_tracepoint.prog_fd));
   printf("\"BPF_ATTR_BYTES\":%zu,", sizeof(union bpf_attr));
 #define PERF(field) printf("\"" #field "\":%zu,", offsetof(struct perf_event_attr, field))
   printf("\"PERF_EVENT_ATTR\":{");

@@ -16,6 +16,7 @@ import {
   BPF_MAP_TYPE,
   BPF_PROG_LOAD_ATTR,
   BPF_PROG_TYPE,
+  BPF_RAW_TRACEPOINT_ATTR,
   describeErrno,
   errnoName,
   loadNative,
@@ -691,8 +692,8 @@ export function openRawTracepoint(programFd: number, name: string): number {
     text.bytes.set(new TextEncoder().encode(name));
     text.bytes[name.length] = 0;
     const view = new DataView(attr.bytes.buffer, attr.bytes.byteOffset);
-    view.setBigUint64(0, text.address, true);
-    view.setUint32(8, programFd, true);
+    view.setBigUint64(BPF_RAW_TRACEPOINT_ATTR.name, text.address, true);
+    view.setUint32(BPF_RAW_TRACEPOINT_ATTR.prog_fd, programFd, true);
     const fd = native.syscall(
       SYSCALL.bpf,
       BigInt(BPF_CMD.BPF_RAW_TRACEPOINT_OPEN),
