@@ -84,6 +84,8 @@ export interface StraceOptions {
    */
   readonly detachOnExec?: boolean;
   readonly timeoutMs?: number;
+  /** Added to the command's environment. */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /**
@@ -113,7 +115,7 @@ export function straceChanges(argv: readonly string[], options: StraceOptions = 
       ],
       {
         encoding: 'utf8',
-        env: { ...process.env, NO_COLOR: '1' },
+        env: { ...process.env, NO_COLOR: '1', ...options.env },
         timeout: options.timeoutMs ?? 120_000,
         maxBuffer: 64 * 1024 * 1024,
       },

@@ -16,6 +16,8 @@ import { type FileChange, type StraceRun, straceChanges } from '../helpers/strac
 import { readelfFileOffset, tool } from '../helpers/tools.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
+/** upscope's cache for these runs (empty at first): it may write there, and only there. */
+const CACHE = mkdtempSync(join(tmpdir(), 'upscope-writes-cache-'));
 
 /** Append one line to uprobe_events by hand (not through our code). */
 function uprobeEvents(line: string): void {
@@ -50,6 +52,8 @@ interface Allowed {
   readonly cleansDead: boolean;
   /** Files outside tracefs it may write: the -o file, a traced process's memory. */
   readonly files: readonly string[];
+  /** Its own cache ($UPSCOPE_CACHE_DIR: kept plans, what it read in the kernel's BTF). */
+  readonly cache: string;
 }
 
 /** What is wrong with one change, or undefined when upscope may make it. */
@@ -60,6 +64,8 @@ function violation(change: FileChange, allowed: Allowed): string | undefined {
     return allowed.cleansDead && owner > 0 && owner !== allowed.pid && !alive(owner);
   };
   const what = `${change.call} ${change.path}`;
+  if (change.path === allowed.cache || change.path.startsWith(`${allowed.cache}/`))
+    return undefined;
   if (!change.path.startsWith('/')) {
     // A pipe, socket, eventfd or memfd: not a file anyone else sees.
     return /^(pipe|socket|anon_inode):/.test(change.path) ? undefined : what;
@@ -97,10 +103,10 @@ function violation(change: FileChange, allowed: Allowed): string | undefined {
   return what;
 }
 
-function check(run: StraceRun, what: string, allowed: Omit<Allowed, 'pid'>): void {
+function check(run: StraceRun, what: string, allowed: Omit<Allowed, 'pid' | 'cache'>): void {
   assert.ok(run.pid > 0, `${what}: strace traced it`);
   const bad = run.changes
-    .map((change) => violation(change, { ...allowed, pid: run.pid }))
+    .map((change) => violation(change, { ...allowed, pid: run.pid, cache: CACHE }))
     .filter((v) => v !== undefined);
   assert.deepEqual(bad, [], `${what} wrote outside its own group and instance`);
 }
@@ -254,6 +260,7 @@ test('every command writes only its own tracefs group and instance (strace), and
       const started = Date.now();
       const run = straceChanges([process.execPath, BIN, ...one.args], {
         detachOnExec: one.launches === true,
+        env: { UPSCOPE_CACHE_DIR: CACHE },
       });
       t.diagnostic(`${what}: ${Date.now() - started} ms`);
       assert.equal(run.status, 0, `${what}\n${run.stderr}`);
@@ -286,5 +293,6 @@ test('every command writes only its own tracefs group and instance (strace), and
     }
     if (existsSync(instance)) rmdirSync(instance);
     rmSync(dir, { recursive: true, force: true });
+    rmSync(CACHE, { recursive: true, force: true });
   }
 });
