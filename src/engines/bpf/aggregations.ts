@@ -113,8 +113,8 @@ function probeCount(sites: readonly AggregateSite[]): number {
 export interface AggregateOptions {
   /**
    * Only these processes, followed in the kernel: the ones given, with the children they
-   * fork, or a command from its exec (see FollowSpec). Where the sched tracepoints that
-   * follow them cannot be read (no tracefs access), `pid` alone is taken instead and
+   * fork, or a command from its exec (see FollowSpec). Where they cannot be followed (a
+   * kernel without BTF, a handler the kernel refuses), `pid` alone is taken instead and
    * `followError` says why.
    */
   readonly follow?: FollowSpec | undefined;
