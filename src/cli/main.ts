@@ -1,5 +1,5 @@
 import { Command, CommanderError } from '@commander-js/extra-typings';
-import { setRemovalNotice } from '../engines/index.js';
+import { setRemovalNotice, setUnseenChildNotice } from '../engines/index.js';
 import {
   exitStatusOf,
   InternalError,
@@ -87,6 +87,7 @@ export async function main(argv: readonly string[], given?: Io): Promise<number>
   setUpPtraceHelper(argv, given === undefined);
   // Said on stderr by a thread of its own while the main one waits in the kernel.
   if (given === undefined) setRemovalNotice(REMOVAL_NOTICE);
+  if (given === undefined) setUnseenChildNotice((text) => process.stderr.write(`${text}\n`));
   const io = given ?? processIo();
   const result: CommandResult = { status: 0 };
   const errors: string[] = [];

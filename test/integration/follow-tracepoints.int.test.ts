@@ -9,6 +9,7 @@ import { compileProgram } from '../helpers/compile.js';
 import { fdInfos } from '../helpers/fdinfo.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
 import { ended, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
@@ -87,5 +88,39 @@ describe('following processes on the bpf engine', () => {
       program.child.kill('SIGKILL');
       await ended(program);
     }
+  });
+
+  test('count -c: a child that ends before its probes in libc (placed per process) is said, once; a file only the command maps covers every child, and nothing is said', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    // libc is mapped by upscope too: probed in each followed process alone, once its fork is
+    // seen. Eight /bin/true children end in about a millisecond each, sooner than that.
+    const shell = runCli([
+      'count',
+      '--engine',
+      'bpf',
+      '-c',
+      "sh -c 'for i in 1 2 3 4 5 6 7 8; do /bin/true; done'",
+      'libc:opendir',
+    ]);
+    assert.equal(shell.status, 0, shell.stderr);
+    const said = shell.stderr
+      .split('\n')
+      .filter((l) => /^upscope: child process \d+ ended before its probes in /.test(l));
+    assert.equal(said.length, 1, shell.stderr);
+    assert.match(said[0]!, /in libc\.so\.6 were placed: its calls there are not seen/);
+    // The program's own file is probed in every process, filtered in the kernel: each child
+    // from its first instruction (rec(1) is 2 calls, rec(2) 3), and nothing to say.
+    const app = compileProgram('calls-target', { flags: ['-O2', '-g'], link: ['-lpthread'] });
+    const own = runCli([
+      'count',
+      '--engine',
+      'bpf',
+      '-c',
+      `sh -c '${app} deep 1; ${app} deep 2; ${app} deep 1'`,
+      `${app}:rec`,
+    ]);
+    assert.equal(own.status, 0, own.stderr);
+    assert.match(own.stdout, /^7\s+rec$/m, own.stdout);
+    assert.doesNotMatch(own.stderr, /ended before its probes/);
   });
 });

@@ -37,6 +37,8 @@ const SCRATCH = -8;
 const VALUE = -16;
 /** Where a record for user space is made (see scope.ts). */
 const RECORD = -24;
+/** Where the fork handler reads the child's process id. */
+const CHILD_TGID = -32;
 /** A raw tracepoint handler's arguments, 64 bits each, from its context. */
 const ARG_BYTES = 8;
 
@@ -89,7 +91,7 @@ export function followProcesses(
   if (forks) {
     session.attachRawTracepoint(
       'sched_process_fork',
-      followForksProgram(followed.fd, facts.taskPid, announce?.map.fd),
+      followForksProgram(followed.fd, facts, announce?.map.fd),
     );
   }
   return followed;
@@ -129,13 +131,14 @@ function emitAnnounce(a: Asm, ring: number, kind: number, pidAt: number): void {
 
 /**
  * At `sched_process_fork(parent, child)`: a child of a followed process is followed too; its
- * id is read from the child's task_struct, at `taskPidOffset` (from the kernel's BTF). A new
- * thread's id is added as well (the tracepoint does not tell threads from processes):
- * harmless, as its process is followed already, and taken out again when the thread ends.
+ * id is read from the child's task_struct, where the kernel's BTF says it is. A new thread's
+ * id is added as well (the tracepoint does not tell threads from processes): harmless, as its
+ * process is followed already, and taken out again when the thread ends. Only a new process
+ * (its id its process's) is told to user space.
  */
 export function followForksProgram(
   followed: number,
-  taskPidOffset: number,
+  offsets: Pick<KernelFacts, 'taskPid' | 'taskTgid'>,
   announce?: number,
 ): Insn[] {
   const a = new Asm();
@@ -146,12 +149,21 @@ export function followForksProgram(
   a.emit(call(BPF_FUNC.map_lookup_elem));
   a.jmpImm('JEQ', 0, 0, out);
   // bpf_probe_read_kernel(fp + SCRATCH, 4, &child->pid)
-  a.emit(ldx('DW', 3, 6, ARG_BYTES), alu64Imm('ADD', 3, taskPidOffset));
+  a.emit(ldx('DW', 3, 6, ARG_BYTES), alu64Imm('ADD', 3, offsets.taskPid));
   a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, SCRATCH), mov64Imm(2, 4));
   a.emit(call(BPF_FUNC.probe_read_kernel));
   a.jmpImm('JNE', 0, 0, out);
   emitFollow(a, followed);
-  if (announce !== undefined) emitAnnounce(a, announce, SCOPE_FORK, SCRATCH);
+  if (announce !== undefined) {
+    // bpf_probe_read_kernel(fp + CHILD_TGID, 4, &child->tgid); a thread is not told.
+    a.emit(ldx('DW', 3, 6, ARG_BYTES), alu64Imm('ADD', 3, offsets.taskTgid));
+    a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, CHILD_TGID), mov64Imm(2, 4));
+    a.emit(call(BPF_FUNC.probe_read_kernel));
+    a.jmpImm('JNE', 0, 0, out);
+    a.emit(ldx('W', 1, 10, SCRATCH), ldx('W', 2, 10, CHILD_TGID));
+    a.jmpReg('JNE', 1, 2, out);
+    emitAnnounce(a, announce, SCOPE_FORK, SCRATCH);
+  }
   a.label(out);
   a.returnZero();
   return a.finish();

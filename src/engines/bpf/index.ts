@@ -27,6 +27,7 @@ export {
   type LeakOptions,
 } from './leaks.js';
 export { type CountKey, CUT_MARK, type Filters, isStringType } from './programs.js';
+export { setUnseenChildNotice } from './scope.js';
 export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';
 export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';
 export { MAX_STREAM_FETCHES, STREAM_STRING_BYTES } from './stream-programs.js';

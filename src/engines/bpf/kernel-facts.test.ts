@@ -16,6 +16,8 @@ describe('kernel facts', () => {
     const task = /STRUCT 'task_struct' size=\d+ vlen=\d+\n((?:\t.*\n)+)/.exec(raw);
     const pid = /\t'pid' type_id=\d+ bits_offset=(\d+)/.exec(task?.[1] ?? '');
     assert.ok(pid !== null, 'bpftool shows task_struct.pid');
+    const tgid = /\t'tgid' type_id=\d+ bits_offset=(\d+)/.exec(task?.[1] ?? '');
+    assert.ok(tgid !== null, 'bpftool shows task_struct.tgid');
     const mm = /\t'mm' type_id=\d+ bits_offset=(\d+)/.exec(task?.[1] ?? '');
     assert.ok(mm !== null, 'bpftool shows task_struct.mm');
     // "[N] TYPEDEF 'btf_trace_sched_process_exit' type_id=P", P a pointer to a prototype
@@ -34,6 +36,7 @@ describe('kernel facts', () => {
     try {
       const facts = loadKernelFacts(dir);
       assert.equal(facts.taskPid, Number(pid[1]) / 8);
+      assert.equal(facts.taskTgid, Number(tgid[1]) / 8);
       assert.equal(facts.exitArgs, Number(prototype[1]) - 1);
       assert.equal(facts.sessionKfunc?.btfId ?? null, kfunc === null ? null : Number(kfunc[1]));
       // The stack walker's members, all found (btf.test checks each against bpftool).

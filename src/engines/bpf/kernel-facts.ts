@@ -22,12 +22,14 @@ import { KernelBtf, type SessionKfunc } from './btf.js';
 const WALKER_MEMBERS = 19;
 
 /** Bumped whenever what the facts hold, or how they are found, changes. */
-const FORMAT = 2;
+const FORMAT = 3;
 
 export interface KernelFacts {
   readonly format: number;
   /** Where task_struct's `pid` (the thread's id) is. */
   readonly taskPid: number;
+  /** Where task_struct's `tgid` (its process's id) is. */
+  readonly taskTgid: number;
   /** The arguments of the sched_process_exit tracepoint: 2 where it passes `group_dead`. */
   readonly exitArgs: number;
   /** bpf_session_is_return() (uprobe sessions, kernel 6.13+), or null where there is none. */
@@ -112,6 +114,7 @@ export function loadKernelFacts(cacheDir: string | undefined): KernelFacts {
   const facts: KernelFacts = {
     format: FORMAT,
     taskPid: btf.offsetOf('task_struct', 'pid'),
+    taskTgid: btf.offsetOf('task_struct', 'tgid'),
     exitArgs,
     sessionKfunc:
       kfunc === undefined ? null : { btfId: kfunc, takesContext: btf.parameterCount(kfunc) > 0 },
@@ -149,6 +152,7 @@ function readKept(path: string): KernelFacts | undefined {
     const valid =
       facts.format === FORMAT &&
       Number.isInteger(facts.taskPid) &&
+      Number.isInteger(facts.taskTgid) &&
       Number.isInteger(facts.exitArgs) &&
       (kfunc === null ||
         (Number.isInteger(kfunc?.btfId) && typeof kfunc?.takesContext === 'boolean')) &&

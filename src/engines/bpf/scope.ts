@@ -19,6 +19,7 @@
  * first instruction, as a command's short-lived children need.
  */
 import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { basename } from 'node:path';
 import type { FollowSpec } from './follow.js';
 import { RingBuffer } from './ring-buffer.js';
 
@@ -32,8 +33,19 @@ const SYNC_MS = 2;
 
 /** What a scope does to the links of the session it belongs to. */
 export interface ScopedLinks {
-  addProcess(pid: number): void;
+  /** Place the process's links; false when it ended before they were placed. */
+  addProcess(pid: number): boolean;
   removeProcess(pid: number): void;
+}
+
+let unseenNotice: ((text: string) => void) | undefined;
+
+/**
+ * Say `notice` once a run when a child process ends before its probes in the files placed
+ * per process were (undefined: say nothing, the default).
+ */
+export function setUnseenChildNotice(notice: ((text: string) => void) | undefined): void {
+  unseenNotice = notice;
 }
 
 /** The thread group of thread `tid`, or undefined when it has ended. */
@@ -75,6 +87,8 @@ export class FollowedScope {
   /** A -c command: its files are scoped only when upscope maps them too. */
   readonly #command: boolean;
   #timer: NodeJS.Timeout | undefined;
+  /** A child that ended before its links was said (once a run). */
+  #saidUnseen = false;
 
   constructor(spec: FollowSpec) {
     for (const pid of spec.pids) this.#pids.add(pid);
@@ -133,14 +147,30 @@ export class FollowedScope {
       const kind = view.getUint32(start + SCOPE_RECORD.kind, true);
       const pid = view.getUint32(start + SCOPE_RECORD.pid, true);
       if (kind === SCOPE_FORK) {
-        // The fork tracepoint reports threads too: a thread is covered by its process's links.
-        if (this.#pids.has(pid) || threadGroup(pid) !== pid) return;
+        // Only new processes are told (see followForksProgram()): one gone already, or gone
+        // while its links were made, is not seen in the files placed per process.
+        if (this.#pids.has(pid)) return;
+        if (threadGroup(pid) !== pid) {
+          this.#unseen(pid);
+          return;
+        }
         this.#pids.add(pid);
-        links.addProcess(pid);
+        if (!links.addProcess(pid)) this.#unseen(pid);
       } else if (kind === SCOPE_EXIT && this.#pids.delete(pid)) {
         links.removeProcess(pid);
       }
     });
+  }
+
+  /** Say, once, that child process `pid` ended before its links in the files placed per process. */
+  #unseen(pid: number): void {
+    if (this.#saidUnseen || unseenNotice === undefined) return;
+    const files = [...this.#decided].filter(([, scoped]) => scoped).map(([path]) => basename(path));
+    if (files.length === 0) return;
+    this.#saidUnseen = true;
+    unseenNotice(
+      `upscope: child process ${pid} ended before its probes in ${files.join(', ')} were placed: its calls there are not seen (a file upscope itself maps is probed in each followed process alone, once its fork is seen; trace --engine tracefs sees every child from its start)`,
+    );
   }
 
   stop(): void {

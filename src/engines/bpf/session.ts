@@ -584,10 +584,10 @@ export class BpfSession {
   /**
    * Put the probes that go in followed processes one by one (see ProcessScope) in process
    * `pid` too: a child the fork tracepoint saw. Nothing after detach(), nor for a process
-   * that has ended or was added already.
+   * that was added already. False when the process ended before its links were placed.
    */
-  addProcess(pid: number): void {
-    if (this.#detached || this.#closed || this.#processLinks.has(pid)) return;
+  addProcess(pid: number): boolean {
+    if (this.#detached || this.#closed || this.#processLinks.has(pid)) return true;
     const into = this.#linksOf(pid);
     const state: LinkState = {
       multi: 0,
@@ -598,13 +598,14 @@ export class BpfSession {
     for (const { group, programs, options } of this.#scopedGroups) {
       state.multiWorks = (options.mode ?? 'auto') !== 'perf';
       try {
-        if (!this.#link(group, programs, options, pid, state, into)) break;
+        if (!this.#link(group, programs, options, pid, state, into)) return false;
       } catch (err) {
         // A process that ended while its links were made (its perf events refuse it).
-        if (err instanceof ProbeError && err.code === 'ERR_PROCESS_NOT_FOUND') break;
+        if (err instanceof ProbeError && err.code === 'ERR_PROCESS_NOT_FOUND') return false;
         throw err;
       }
     }
+    return true;
   }
 
   /**
