@@ -36,6 +36,26 @@ export async function post<T>(path: string, body: unknown): Promise<T> {
   return answer<T>(response);
 }
 
+/**
+ * Hands an answer to `use` (or its error to `fail`) only while what asked for it is still
+ * shown: returns the effect's cleanup, after which a late answer is dropped (an earlier
+ * request may answer after a later one: a large file's list after a small one's).
+ */
+export function whileShown<T>(
+  asked: Promise<T>,
+  use: (value: T) => void,
+  fail: (err: unknown) => void,
+): () => void {
+  let shown = true;
+  asked.then(
+    (value) => shown && use(value),
+    (err) => shown && fail(err),
+  );
+  return () => {
+    shown = false;
+  };
+}
+
 /** The event stream: one per page; the server ends the page's measurements when it closes. */
 export function openStream(
   onMessage: (message: StreamMessage) => void,

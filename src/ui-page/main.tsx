@@ -21,7 +21,7 @@ import type {
   UsdtRow,
   ValidateView,
 } from '../api/ui-contract.js';
-import { exportUrl, get, openStream, post } from './api.js';
+import { exportUrl, get, openStream, post, whileShown } from './api.js';
 import { FlameGraph } from './flame.js';
 import { fuzzyFilter } from './fuzzy.js';
 import { LeakCard, LeakForm } from './leaks.js';
@@ -217,24 +217,20 @@ function Functions({
   const [picked, setPicked] = useState<FunctionRow | UsdtRow | null>(null);
   const [since, setSince] = useState(Date.now());
   // A new target makes a new list (see the key this is rendered with); a file picked among
-  // the process's objects, another. The answer for a file no longer shown is dropped: it
-  // may come after the one for the file shown (a small file's, after a large one's).
+  // the process's objects, another, and the answer for a file no longer shown is dropped.
   useEffect(() => {
-    let shown = true;
     setListing(null);
     setError(null);
     setPicked(null);
     setSince(Date.now());
-    get<FunctionsView>('/api/functions', {
-      target: file,
-      pid: target.kind === 'pid' ? String(target.pid) : undefined,
-    }).then(
-      (listing) => shown && setListing(listing),
-      (e) => shown && setError(message(e)),
+    return whileShown(
+      get<FunctionsView>('/api/functions', {
+        target: file,
+        pid: target.kind === 'pid' ? String(target.pid) : undefined,
+      }),
+      setListing,
+      (e) => setError(message(e)),
     );
-    return () => {
-      shown = false;
-    };
   }, [file]);
   const matches = useMemo(
     () => (listing === null ? [] : fuzzyFilter(listing.functions, query, (f) => f.name, 300)),
@@ -346,22 +342,18 @@ function Details(props: {
   const [error, setError] = useState<string | null>(null);
   const [since] = useState(Date.now());
   useEffect(() => {
-    // Only the answer for the spec shown (one picked before may answer after).
-    let shown = true;
     setView(null);
     setError(null);
-    post<ResolveView>('/api/resolve', {
-      specs: [props.spec],
-      function: props.fn,
-      target: props.file,
-      pid: props.target.kind === 'pid' ? props.target.pid : undefined,
-    }).then(
-      (view) => shown && setView(view),
-      (e) => shown && setError(message(e)),
+    return whileShown(
+      post<ResolveView>('/api/resolve', {
+        specs: [props.spec],
+        function: props.fn,
+        target: props.file,
+        pid: props.target.kind === 'pid' ? props.target.pid : undefined,
+      }),
+      setView,
+      (e) => setError(message(e)),
     );
-    return () => {
-      shown = false;
-    };
   }, [props.spec]);
   return (
     <div data-test="details">
@@ -671,17 +663,17 @@ function SpecEditor({
       setErrors([]);
       return;
     }
-    // Only the answer for the text shown (an earlier one may answer after).
-    let shown = true;
+    let asked: (() => void) | undefined;
     const timer = setTimeout(() => {
-      post<ValidateView>('/api/validate', { specs }).then(
-        (v) => shown && setErrors(v.errors.flat()),
-        (e) => shown && setErrors([message(e)]),
+      asked = whileShown(
+        post<ValidateView>('/api/validate', { specs }),
+        (v) => setErrors(v.errors.flat()),
+        (e) => setErrors([message(e)]),
       );
     }, 200);
     return () => {
-      shown = false;
       clearTimeout(timer);
+      asked?.();
     };
   }, [text]);
   const specs = text.split('\n').filter((s) => s.trim() !== '');

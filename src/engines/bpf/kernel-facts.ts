@@ -13,13 +13,10 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ProbeError } from '../../errors/index.js';
 import { upscopeCacheDir } from '../../host/index.js';
 import { KernelBtf, type SessionKfunc } from './btf.js';
-
-/** How many offsets WalkerOffsets has. */
-const WALKER_MEMBERS = 19;
 
 /** Bumped whenever what the facts hold, or how they are found, changes. */
 const FORMAT = 3;
@@ -38,53 +35,46 @@ export interface KernelFacts {
   readonly walker: WalkerOffsets | { readonly missing: string };
 }
 
-/** The kernel struct members the BPF stack walker reads: their byte offsets. */
-export interface WalkerOffsets {
-  readonly vmStart: number;
-  readonly vmEnd: number;
-  readonly vmPgoff: number;
-  readonly vmFile: number;
-  readonly vmFlags: number;
-  readonly fInode: number;
-  readonly iIno: number;
-  readonly iSb: number;
-  readonly sDev: number;
-  readonly taskUtask: number;
-  readonly taskMm: number;
-  readonly mmStartCode: number;
-  readonly mmArgStart: number;
-  readonly utaskReturnInstances: number;
-  readonly riStack: number;
-  readonly riOrigRetVaddr: number;
-  readonly riNext: number;
-  readonly mmXolArea: number;
-  readonly xolVaddr: number;
-}
+/**
+ * The kernel struct members the BPF stack walker reads (see unwind-program.ts), each the sum
+ * of the offsets of a path of members: `mmXolArea` is mm_struct.uprobes_state.xol_area.
+ */
+const WALKER = {
+  vmStart: [['vm_area_struct', 'vm_start']],
+  vmEnd: [['vm_area_struct', 'vm_end']],
+  vmPgoff: [['vm_area_struct', 'vm_pgoff']],
+  vmFile: [['vm_area_struct', 'vm_file']],
+  vmFlags: [['vm_area_struct', 'vm_flags']],
+  fInode: [['file', 'f_inode']],
+  iIno: [['inode', 'i_ino']],
+  iSb: [['inode', 'i_sb']],
+  sDev: [['super_block', 's_dev']],
+  taskUtask: [['task_struct', 'utask']],
+  taskMm: [['task_struct', 'mm']],
+  mmStartCode: [['mm_struct', 'start_code']],
+  mmArgStart: [['mm_struct', 'arg_start']],
+  utaskReturnInstances: [['uprobe_task', 'return_instances']],
+  riStack: [['return_instance', 'stack']],
+  riOrigRetVaddr: [['return_instance', 'orig_ret_vaddr']],
+  riNext: [['return_instance', 'next']],
+  mmXolArea: [
+    ['mm_struct', 'uprobes_state'],
+    ['uprobes_state', 'xol_area'],
+  ],
+  xolVaddr: [['xol_area', 'vaddr']],
+} as const satisfies Record<string, readonly (readonly [string, string])[]>;
+
+/** The byte offsets of the stack walker's members. */
+export type WalkerOffsets = { readonly [K in keyof typeof WALKER]: number };
 
 function walkerOffsets(btf: KernelBtf): KernelFacts['walker'] {
   try {
-    return {
-      vmStart: btf.offsetOf('vm_area_struct', 'vm_start'),
-      vmEnd: btf.offsetOf('vm_area_struct', 'vm_end'),
-      vmPgoff: btf.offsetOf('vm_area_struct', 'vm_pgoff'),
-      vmFile: btf.offsetOf('vm_area_struct', 'vm_file'),
-      vmFlags: btf.offsetOf('vm_area_struct', 'vm_flags'),
-      fInode: btf.offsetOf('file', 'f_inode'),
-      iIno: btf.offsetOf('inode', 'i_ino'),
-      iSb: btf.offsetOf('inode', 'i_sb'),
-      sDev: btf.offsetOf('super_block', 's_dev'),
-      taskUtask: btf.offsetOf('task_struct', 'utask'),
-      taskMm: btf.offsetOf('task_struct', 'mm'),
-      mmStartCode: btf.offsetOf('mm_struct', 'start_code'),
-      mmArgStart: btf.offsetOf('mm_struct', 'arg_start'),
-      utaskReturnInstances: btf.offsetOf('uprobe_task', 'return_instances'),
-      riStack: btf.offsetOf('return_instance', 'stack'),
-      riOrigRetVaddr: btf.offsetOf('return_instance', 'orig_ret_vaddr'),
-      riNext: btf.offsetOf('return_instance', 'next'),
-      mmXolArea:
-        btf.offsetOf('mm_struct', 'uprobes_state') + btf.offsetOf('uprobes_state', 'xol_area'),
-      xolVaddr: btf.offsetOf('xol_area', 'vaddr'),
-    };
+    return Object.fromEntries(
+      Object.entries(WALKER).map(([name, path]) => [
+        name,
+        path.reduce((sum, [struct, member]) => sum + btf.offsetOf(struct, member), 0),
+      ]),
+    ) as WalkerOffsets;
   } catch (err) {
     return { missing: err instanceof Error ? err.message : String(err) };
   }
@@ -159,8 +149,7 @@ function readKept(path: string): KernelFacts | undefined {
       typeof walker === 'object' &&
       walker !== null &&
       (typeof walker.missing === 'string' ||
-        (Object.keys(walker).length === WALKER_MEMBERS &&
-          Object.values(walker).every(Number.isInteger)));
+        Object.keys(WALKER).every((name) => Number.isInteger(walker[name])));
     return valid ? facts : undefined;
   } catch {
     return undefined;
@@ -169,7 +158,7 @@ function readKept(path: string): KernelFacts | undefined {
 
 /** Keeps `facts` at `path`, and drops those of other kernels; a failure to is no failure. */
 function keep(path: string, facts: KernelFacts): void {
-  const dir = join(path, '..');
+  const dir = dirname(path);
   const temporary = `${path}.${process.pid}.tmp`;
   try {
     mkdirSync(dir, { recursive: true });
