@@ -66,11 +66,11 @@ test('ClosingLater gives a job to an idle thread, else to a new one, up to 8 thr
   const second = openSync('/dev/null', 'r');
   closing.close([second]);
   assert.equal(closing.threads, 1);
-  // Twelve at once, faster than a thread starts: a new thread for each while all are busy,
-  // eight in all; the others in turn.
+  // Twelve at once: a new thread for each while all are busy (a thread that starts and
+  // closes its job meanwhile takes another), eight at most.
   const many = Array.from({ length: 12 }, () => [openSync('/dev/null', 'r')]);
   for (const fds of many) closing.close(fds);
-  assert.equal(closing.threads, 8);
+  assert.ok(closing.threads > 1 && closing.threads <= 8, `${closing.threads} threads`);
   closing.wait();
   assert.deepEqual(
     [second, ...many.flat()].filter((fd) => isOpen(fd)),

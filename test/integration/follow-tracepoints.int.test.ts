@@ -61,8 +61,9 @@ describe('following processes on the bpf engine', () => {
     counting.child.kill('SIGINT');
     const exit = await ended(counting);
     assert.equal(exit.code, 0, counting.stderr);
-    // The program's rec calls, counted while it ran.
-    assert.ok(Number(/^(\d+)\s+rec$/m.exec(counting.stdout)?.[1]) > 0, counting.stdout);
+    // Its table, printed after the run (the program may not have called rec yet when the run
+    // ended: that the children are followed is the third test's).
+    assert.match(counting.stdout, /^\d+\s+rec$/m, counting.stdout);
   });
 
   test('trace -p: the exit and fork handlers (no exec: the process runs already) are raw tracepoint links', async (t) => {
