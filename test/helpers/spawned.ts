@@ -84,16 +84,32 @@ export async function waitFor(
   for (;;) {
     const match = pattern.exec(running[stream]);
     if (match !== null) return match;
-    if (
-      running.child.exitCode !== null ||
-      running.child.signalCode !== null ||
-      Date.now() > deadline
-    ) {
+    const gone = running.child.exitCode !== null || running.child.signalCode !== null;
+    if (gone || Date.now() > deadline) {
+      // A process that has exited may still have output in its pipes (a program prints its
+      // last line and exits at once): read them to their end ('close') before giving up.
+      if (gone && (await closedBy(running, deadline))) {
+        const last = pattern.exec(running[stream]);
+        if (last !== null) return last;
+      }
       throw new Error(
         `no ${pattern} in ${stream}:\n${running[stream]}\n(stderr: ${running.stderr})`,
       );
     }
     await sleep(10);
+  }
+}
+
+/** Whether the process's pipes closed (all its output read) before `deadline`. */
+async function closedBy(running: Spawned, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([running.exited.then(() => true as const), late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
