@@ -1,8 +1,31 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { after } from 'node:test';
 import { procState } from '../../src/host/index.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
+
+/**
+ * Every process this test file starts (upscope, its helpers, the targets, theirs) carries this
+ * in its environment, inherited: a test that looks for what was left behind among all the
+ * machine's processes finds its own file's alone (see ofThisFile()), whatever files run beside.
+ */
+const OWNER = 'UPSCOPE_TEST_FILE';
+process.env[OWNER] = String(process.pid);
+
+/** Whether process `pid` was started by this test file (or by what it started). */
+export function ofThisFile(pid: number): boolean {
+  try {
+    const environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
+    if (environ !== '') return environ.split('\0').includes(`${OWNER}=${process.pid}`);
+    // A zombie's environment is gone: it is of the file when its parent is.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    return parent > 1 && parent !== pid && ofThisFile(parent);
+  } catch {
+    return false; // gone
+  }
+}
 
 /** A spawned process with its output collected as it comes. */
 export interface Spawned {

@@ -1,4 +1,3 @@
-// upscope-tests: alone (it SIGKILLs upscope and its helper mid-run).
 // Faults of the ptrace engine: the target killed, forking, execing or its file deleted or
 // replaced while probed, and upscope itself SIGKILLed at each phase of a run (its helper
 // process then restores and detaches the target). Truth comes from the target: its own count
@@ -25,7 +24,7 @@ import { test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
-import { pausedAt, spawnCollected, spawnUpscope } from '../helpers/spawned.js';
+import { ofThisFile, pausedAt, spawnCollected, spawnUpscope } from '../helpers/spawned.js';
 import { readelfFileOffset, tool } from '../helpers/tools.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
@@ -108,7 +107,7 @@ function childrenOf(pid: number): number[] {
   return found;
 }
 
-/** Processes of this test (the target program or upscope) traced, stopped or zombie. */
+/** Processes of this file (the target program or upscope) traced, stopped or zombie. */
 function strayProcesses(app: string): string[] {
   const found: string[] = [];
   for (const name of readdirSync('/proc')) {
@@ -120,6 +119,7 @@ function strayProcesses(app: string): string[] {
       continue;
     }
     if (!cmdline.includes(app) && !cmdline.includes(BIN)) continue;
+    if (!ofThisFile(Number(name))) continue;
     const state = statusField(Number(name), 'State') ?? '';
     if (/^[tTZ]/.test(state)) found.push(`${name} ${state} ${cmdline.replaceAll('\0', ' ')}`);
   }

@@ -1,5 +1,3 @@
-// upscope-tests: alone (it SIGKILLs upscope and its helper mid-run, and checks that no process of
-// the inject targets it shares with inject.int and inject-returns.int is left running).
 // The inject engine under faults: a signal handler that calls a hooked function while its
 // thread is inside it (on the thread's stack, on an alternate signal stack below it or above
 // it), a fork (the child followed, int3s in it instead of the hooks), a vfork (posix_spawn:
@@ -18,7 +16,14 @@ import { compileGo, findGo } from '../helpers/go.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
-import { ended, type Spawned, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
+import {
+  ended,
+  ofThisFile,
+  type Spawned,
+  spawnCollected,
+  spawnUpscope,
+  waitFor,
+} from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 interface JsonEvent {
@@ -30,10 +35,15 @@ interface JsonEvent {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Processes still running this program (none may be left by a test). */
+/**
+ * This file's processes still running this program (none may be left by a test; inject.int
+ * and inject-returns.int, which may run beside, run the same programs).
+ */
 function running(app: string): string[] {
   const out = execFileSync('ps', ['-eo', 'pid=,stat=,args='], { encoding: 'utf8' });
-  return out.split('\n').filter((line) => line.includes(app));
+  return out
+    .split('\n')
+    .filter((line) => line.includes(app) && ofThisFile(Number.parseInt(line, 10)));
 }
 
 function afterwards(app: string): void {
