@@ -15,10 +15,14 @@ process.env[OWNER] = String(process.pid);
 
 /** Whether process `pid` was started by this test file (or by what it started). */
 export function ofThisFile(pid: number): boolean {
+  let environ: string | undefined;
   try {
-    const environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
-    if (environ !== '') return environ.split('\0').includes(`${OWNER}=${process.pid}`);
-    // A zombie's environment is gone: it is of the file when its parent is.
+    environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
+  } catch {
+    // ESRCH: a zombie, whose environment is gone (or gone itself): see its parent.
+  }
+  if (environ !== undefined) return environ.split('\0').includes(`${OWNER}=${process.pid}`);
+  try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     return parent > 1 && parent !== pid && ofThisFile(parent);
