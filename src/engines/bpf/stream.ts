@@ -71,17 +71,14 @@ export interface BpfStreamOptions {
   readonly lostInAll?: boolean | undefined;
 }
 
-interface Route {
-  readonly site: BpfStreamSite;
-  readonly decode: (
-    view: DataView,
-    bytes: Uint8Array,
-    start: number,
-    faults: number,
-    cuts: number,
-  ) => Record<string, FieldValue>;
-  delivered: number;
-}
+/** A record layout's decoder: the fields of the record at `start`. */
+type Decode = (
+  view: DataView,
+  bytes: Uint8Array,
+  start: number,
+  faults: number,
+  cuts: number,
+) => Record<string, FieldValue>;
 
 /** Reads one slot as its fetch's type (as tracefs records are read: the same values). */
 function slotReader(slot: FieldSlot): Reader {
@@ -92,7 +89,7 @@ function slotReader(slot: FieldSlot): Reader {
   return integerReader(at, fetchTypeBytes(type), isSigned(type))!;
 }
 
-function decoder(layout: RecordLayout): Route['decode'] {
+function decoder(layout: RecordLayout): Decode {
   const readers = layout.slots.map((slot) => ({ name: slot.fetch.name, read: slotReader(slot) }));
   const names = readers.map((r) => r.name);
   const reads = readers.map((r) => r.read);
@@ -122,10 +119,17 @@ export class BpfStream {
   readonly #session = new BpfSession();
   readonly #ring: RingBuffer;
   readonly #lost: BpfMap;
-  readonly #routes: Route[];
-  /** Per probe, the index of its record layout; the layouts, each once. */
-  readonly #layoutOf: number[];
+  /**
+   * Per probe (a record's probe number is its index): its site, its record layout's index,
+   * its records delivered. Arrays, not an object per probe (a recording of every function of
+   * a large program streams over a hundred thousand probes).
+   */
+  readonly #sites: readonly BpfStreamSite[];
+  readonly #layoutOf: Int32Array;
+  readonly #deliveredOf: Float64Array;
+  /** The layouts, each once, and their decoders. */
   readonly #layouts: RecordLayout[];
+  readonly #decoders: Decode[];
   #lastComm = { a: -1, b: -1, c: -1, d: -1, text: '' };
   /** Hits after this time (CLOCK_MONOTONIC ns) are left out: set when stop() begins. */
   #cutNs: bigint | undefined;
@@ -143,33 +147,31 @@ export class BpfStream {
       valueBytes: 8,
       maxEntries: options.lostInAll === true ? 1 : Math.max(sites.length, 1),
     });
-    const layouts = new Map<
-      string,
-      { index: number; layout: RecordLayout; decode: Route['decode'] }
-    >();
+    const layouts = new Map<string, number>();
     // Sites share their fetches' array where they fetch the same (a recording's frame fields,
     // none): its layout is worked out once per array, not once per site.
-    const ofArray = new Map<
-      BpfStreamSite['fetches'],
-      { index: number; layout: RecordLayout; decode: Route['decode'] }
-    >();
-    this.#layoutOf = [];
-    this.#routes = sites.map((site) => {
-      let known = ofArray.get(site.fetches);
+    const ofArray = new Map<BpfStreamSite['fetches'], number>();
+    this.#sites = sites;
+    this.#layoutOf = new Int32Array(sites.length);
+    this.#deliveredOf = new Float64Array(sites.length);
+    this.#layouts = [];
+    this.#decoders = [];
+    for (let index = 0; index < sites.length; index++) {
+      const fetches = sites[index]!.fetches;
+      let known = ofArray.get(fetches);
       if (known === undefined) {
-        const layout = recordLayout(site.fetches);
+        const layout = recordLayout(fetches);
         known = layouts.get(layout.key);
         if (known === undefined) {
-          known = { index: layouts.size, layout, decode: decoder(layout) };
+          known = this.#layouts.length;
           layouts.set(layout.key, known);
+          this.#layouts.push(layout);
+          this.#decoders.push(decoder(layout));
         }
-        ofArray.set(site.fetches, known);
+        ofArray.set(fetches, known);
       }
-      this.#layoutOf.push(known.index);
-      // Sites with one layout share its decoder (a recording of every function has one).
-      return { site, decode: known.decode, delivered: 0 };
-    });
-    this.#layouts = [...layouts.values()].map((l) => l.layout);
+      this.#layoutOf[index] = known;
+    }
   }
 
   static open(sites: readonly BpfStreamSite[], options: BpfStreamOptions): BpfStream {
@@ -258,14 +260,13 @@ export class BpfStream {
     this.#ring.read((view, start) => {
       const probe = view.getUint32(start + RECORD_HEADER.probe, true);
       const pid = view.getUint32(start + RECORD_HEADER.pid, true);
-      const route = this.#routes[probe];
-      if (route === undefined) return;
+      const site = this.#sites[probe];
+      if (site === undefined) return;
       const timestampNs = view.getBigUint64(start + RECORD_HEADER.timeNs, true);
       if (this.#cutNs !== undefined && timestampNs > this.#cutNs) return;
       const faults = view.getUint32(start + RECORD_HEADER.faults, true);
-      route.delivered++;
+      this.#deliveredOf[probe]!++;
       delivered++;
-      const site = route.site;
       onEvent({
         probe: site.probe,
         spec: site.spec,
@@ -275,7 +276,7 @@ export class BpfStream {
         cpu: view.getUint32(start + RECORD_HEADER.cpu, true),
         timestampNs,
         comm: this.#comm(view, start + RECORD_HEADER.comm),
-        fields: route.decode(
+        fields: this.#decoders[this.#layoutOf[probe]!]!(
           view,
           this.#ring.data,
           start,
@@ -327,7 +328,7 @@ export class BpfStream {
   stats(): StreamStats {
     // Every probe's count in a few system calls (a lookup per probe was seconds at the end
     // of a recording of every function of a large program).
-    const lostOf = new Float64Array(this.#lostInAll ? 1 : this.#routes.length);
+    const lostOf = new Float64Array(this.#lostInAll ? 1 : this.#sites.length);
     const map = this.#lost;
     map.lookupBatch((keys, values, count) => {
       const view = new DataView(keys.buffer, keys.byteOffset, keys.byteLength);
@@ -338,10 +339,11 @@ export class BpfStream {
     });
     const all = this.#lostInAll;
     let lost = all ? lostOf[0]! : 0;
-    const perProbe = this.#routes.map((route, index) => {
+    const perProbe = this.#sites.map((site, index) => {
       const mine = all ? 0 : lostOf[index]!;
       lost += mine;
-      return { probe: route.site.probe, delivered: route.delivered, hits: route.delivered + mine };
+      const delivered = this.#deliveredOf[index]!;
+      return { probe: site.probe, delivered, hits: delivered + mine };
     });
     return { delivered: this.#delivered, lost, missed: undefined, perProbe };
   }
