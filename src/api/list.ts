@@ -53,6 +53,8 @@ export interface FunctionListing {
   };
   /** True when only .dynsym (exported functions) was found: no .symtab, no debug file. */
   readonly stripped: boolean;
+  /** True when the functions are a stripped Go program's, named by its `.gopclntab`. */
+  readonly goPclntab: boolean;
   /** The separate debug file whose .symtab the functions come from, when they do. */
   readonly debugFile: string | undefined;
   /** The functions as objects, sorted by address (built when first read). */
@@ -135,6 +137,7 @@ export async function listFunctions(
         type: elf.type,
       },
       stripped: index.stripped,
+      goPclntab: index.goPclntab,
       debugFile: index.debugFile,
       get functions() {
         functions ??= Array.from({ length: rows.count }, (_, i) => {

@@ -11,6 +11,7 @@ import {
   type ElfFile,
   type ElfSymbol,
   type FunctionColumns,
+  goFunctionColumns,
   SYMBOL_BINDINGS,
   type SymbolBinding,
   splitSymbolVersion,
@@ -172,6 +173,11 @@ function bytesAt(bytes: Uint8Array, at: number, word: Uint8Array): boolean {
 export class SymbolIndex {
   /** True when only .dynsym (exported functions) was available. */
   readonly stripped: boolean;
+  /**
+   * True when the functions come from a Go program's `.gopclntab` (its symbol table stripped):
+   * every function the Go toolchain built, none of cgo's C.
+   */
+  readonly goPclntab: boolean;
   /** The debug file whose .symtab the functions come from, when they come from one. */
   readonly debugFile: string | undefined;
   readonly #elf: ElfFile;
@@ -210,8 +216,11 @@ export class SymbolIndex {
     const fromDebug = !elf.hasSymtab && debug !== undefined && debug.elf.hasSymtab;
     this.#symbolFile = fromDebug ? debug.elf : elf;
     this.debugFile = fromDebug ? debug.path : undefined;
-    this.stripped = !this.#symbolFile.hasSymtab;
-    this.#columns = this.#symbolFile.functionColumns(this.stripped ? 'dynsym' : 'symtab');
+    // A Go program stripped of its symbol table still names all its functions in its pclntab.
+    const go = this.#symbolFile.hasSymtab ? undefined : goFunctionColumns(elf);
+    this.goPclntab = go !== undefined;
+    this.stripped = !this.#symbolFile.hasSymtab && go === undefined;
+    this.#columns = go ?? this.#symbolFile.functionColumns(this.stripped ? 'dynsym' : 'symtab');
     // .dynsym matters beside .symtab only for symbol versions, which exist for a file's own
     // functions only when it defines versions (.gnu.version_d: libc, not a typical program).
     if (!this.stripped && elf.section('.gnu.version_d') !== undefined) {

@@ -24,6 +24,8 @@ export function findGo(): string | undefined {
 export interface GoBuildOptions {
   /** Build with cgo (the program's C preamble compiled by gcc); off by default. */
   readonly cgo?: boolean;
+  /** Flags for the linker (`-s -w`: no symbol table, no DWARF, as release builds are). */
+  readonly ldflags?: string;
 }
 
 /**
@@ -46,7 +48,8 @@ export function compileGo(go: string, name: string, options: GoBuildOptions = {}
   copyFileSync(source, join(dir, 'main.go'));
   writeFileSync(join(dir, 'go.mod'), `module upscope.test/${name}\n\ngo 1.19\n`);
   const tmp = `${out}.${process.pid}.tmp`;
-  execFileSync(go, ['build', '-o', tmp, '.'], {
+  const ldflags = options.ldflags === undefined ? [] : [`-ldflags=${options.ldflags}`];
+  execFileSync(go, ['build', ...ldflags, '-o', tmp, '.'], {
     cwd: dir,
     stdio: 'pipe',
     env: {

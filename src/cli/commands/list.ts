@@ -132,6 +132,7 @@ function listingJson(listing: FunctionListing, demangle: boolean) {
       type: target.type,
     },
     stripped: listing.stripped,
+    goPclntab: listing.goPclntab,
     debugFile: listing.debugFile,
     functions: listing.functions.map((fn) => ({
       name: functionDisplayName(fn, { demangle }),
@@ -161,9 +162,11 @@ function renderFunctions(listing: FunctionListing): Buffer {
   const head = `VADDR             FILE OFFSET     SIZE  BIND    TYPE   ${runtime ? 'RUNTIME           ' : ''}NAME\n`;
   const note = listing.stripped
     ? ' (stripped: .dynsym only)'
-    : listing.debugFile !== undefined
-      ? ` (.symtab of its debug file ${listing.debugFile})`
-      : '';
+    : listing.goPclntab
+      ? ' (stripped Go program: named by its .gopclntab)'
+      : listing.debugFile !== undefined
+        ? ` (.symtab of its debug file ${listing.debugFile})`
+        : '';
   const tail = `${rows.count} functions in ${listing.target.displayPath}${note}\n`;
   // Sizes are padded to 7 digits but may take up to 20 (a u64): room for that on every row.
   const rowWidth = 16 + 2 + 12 + 2 + 20 + 2 + 15 + (runtime ? 18 : 0) + 1;

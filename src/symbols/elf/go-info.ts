@@ -1,4 +1,3 @@
-import { hex, invalidElf } from './elf-error.js';
 import type { ElfFile } from './types.js';
 
 /** What makes a file a Go program, and what its toolchain says about how it calls. */
@@ -115,64 +114,6 @@ function readAt(elf: ElfFile, vaddr: bigint, length: number): Uint8Array | undef
   } catch {
     return undefined;
   }
-}
-
-/** pclntab magic numbers, by the Go releases that write them. */
-const PCLNTAB_MAGIC: ReadonlyMap<number, 'go1.2' | 'go1.16' | 'go1.18' | 'go1.20'> = new Map([
-  [0xfffffffb, 'go1.2'],
-  [0xfffffffa, 'go1.16'],
-  [0xfffffff0, 'go1.18'],
-  [0xfffffff1, 'go1.20'],
-]);
-
-/**
- * The entry addresses of the functions the Go toolchain compiled or assembled, sorted, from
- * the function table of `.gopclntab` (every pclntab format from Go 1.2 on). C functions
- * linked into the same program (cgo) are not in it. Undefined without a pclntab.
- */
-export function goFunctionEntries(elf: ElfFile): Float64Array | undefined {
-  const section = elf.section('.gopclntab');
-  if (section === undefined) return undefined;
-  const bytes = elf.sectionBytes(section);
-  const where = (why: string) =>
-    invalidElf(elf.path, `its .gopclntab at ${hex(section.addr)} is not a Go pclntab: ${why}`);
-  if (bytes.length < 16) throw where('it is too short');
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const format = PCLNTAB_MAGIC.get(view.getUint32(0, true));
-  if (format === undefined) throw where(`unknown magic ${hex(view.getUint32(0, true))}`);
-  const ptrSize = bytes[7]!;
-  if (ptrSize !== 8) throw where(`pointers of ${ptrSize} bytes`);
-  const word = (at: number): number => {
-    if (at + 8 > bytes.length) throw where(`a field at ${hex(at)} is past its end`);
-    return Number(view.getBigUint64(at, true));
-  };
-  const nfunc = word(8);
-  let table: number;
-  let entryOf: (i: number) => number;
-  if (format === 'go1.2') {
-    table = 8 + ptrSize;
-    entryOf = (i) => word(table + i * 2 * ptrSize);
-  } else if (format === 'go1.16') {
-    table = word(8 + 6 * ptrSize);
-    entryOf = (i) => word(table + i * 2 * ptrSize);
-  } else {
-    // Go 1.18+: entries are 32-bit offsets from the start of the text.
-    let textStart = word(8 + 2 * ptrSize);
-    if (textStart === 0) textStart = Number(elf.section('.text')?.addr ?? 0n);
-    table = word(8 + 7 * ptrSize);
-    entryOf = (i) => {
-      const at = table + i * 8;
-      if (at + 4 > bytes.length) throw where(`its function table is past its end`);
-      return textStart + view.getUint32(at, true);
-    };
-  }
-  if (!Number.isSafeInteger(nfunc) || nfunc < 0 || nfunc > bytes.length) {
-    throw where(`${nfunc} functions`);
-  }
-  const entries = new Float64Array(nfunc);
-  for (let i = 0; i < nfunc; i++) entries[i] = entryOf(i);
-  entries.sort();
-  return entries;
 }
 
 /** Whether `vaddr` is the entry of a function in `entries` (from goFunctionEntries()). */

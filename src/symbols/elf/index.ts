@@ -8,7 +8,8 @@ export {
   SYMBOL_BINDINGS,
 } from './constants.js';
 export { fileAccessError } from './file-access.js';
-export { type GoInfo, goFunctionEntries, goInfo, isGoFunctionEntry } from './go-info.js';
+export { type GoInfo, goInfo, isGoFunctionEntry } from './go-info.js';
+export { goFunctionColumns, goFunctionEntries } from './go-pclntab.js';
 export { openElf, type ParseElfOptions, parseElf } from './parse-elf.js';
 export {
   DT,

@@ -16,7 +16,7 @@ import { hex, invalidElf } from './elf-error.js';
 import type { ElfContext } from './parse-elf.js';
 import { readSymbolVersions, type SymbolVersion, type SymbolVersions } from './read-versions.js';
 import { stringTable } from './string-table.js';
-import type { ElfSection, ElfSymbol, SymbolTableName } from './types.js';
+import type { ElfSection, ElfSymbol, SymbolSource, SymbolTableName } from './types.js';
 
 /**
  * The name as readelf and nm print it: `malloc@@GLIBC_2.2.5` (the default version),
@@ -227,7 +227,7 @@ function extendedIndices(
  * ElfSymbol, with exact bigints, for the few rows a caller wants as objects.
  */
 export interface FunctionColumns {
-  readonly table: SymbolTableName;
+  readonly table: SymbolSource;
   readonly count: number;
   /** st_value and st_size. */
   readonly address: Float64Array;

@@ -58,6 +58,9 @@ export type SymbolVisibility = 'default' | 'internal' | 'hidden' | 'protected';
 
 export type SymbolTableName = 'symtab' | 'dynsym';
 
+/** Where a symbol was read: an ELF symbol table, or a Go program's function table. */
+export type SymbolSource = SymbolTableName | 'gopclntab';
+
 export interface ElfSymbol {
   /** The name without any version (`malloc`, not `malloc@@GLIBC_2.2.5`). */
   readonly name: string;
@@ -80,7 +83,7 @@ export interface ElfSymbol {
   readonly sectionIndex: number;
   /** st_shndx !== SHN_UNDEF. */
   readonly defined: boolean;
-  readonly table: SymbolTableName;
+  readonly table: SymbolSource;
 }
 
 export interface UsdtNote {

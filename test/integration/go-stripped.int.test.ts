@@ -1,0 +1,214 @@
+// Go programs stripped of their symbol table (`go build -ldflags='-s -w'`, as release builds
+// and Debian's are): their functions are named by the pclntab Go's runtime keeps. The truth
+// is nm on the same program built with its symbol table (the same code at the same
+// addresses), the program's own counts, and Debian's stripped `go` command.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import {
+  chmodSync,
+  closeSync,
+  copyFileSync,
+  mkdtempSync,
+  openSync,
+  realpathSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, test } from 'node:test';
+import { compileGo, findGo } from '../helpers/go.js';
+import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
+import { requireHost } from '../helpers/require-host.js';
+import { runCli } from '../helpers/run-cli.js';
+import { tracedChildren } from '../helpers/tracees.js';
+
+afterEach(() => {
+  assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
+  assert.deepEqual(ownBpfFds(), [], 'no BPF map, program, link or perf event is left open');
+  assert.deepEqual(tracedChildren(), [], 'no process is left traced');
+});
+
+/** go-returns built with its symbol table, and without it (nor DWARF). */
+function builds(t: Parameters<typeof requireHost>[0]) {
+  const go = findGo();
+  if (!requireHost(t, { root: true, commands: go === undefined ? ['go', 'nm'] : ['nm'] })) {
+    return undefined;
+  }
+  return {
+    go: go!,
+    full: compileGo(go!, 'go-returns'),
+    stripped: compileGo(go!, 'go-returns', { ldflags: '-s -w' }),
+  };
+}
+
+interface Listed {
+  symbol: string;
+  vaddr: string;
+  sizeBytes: number;
+}
+
+test('list of a stripped Go program: every function nm finds in its unstripped build, at its address, of its size', (t) => {
+  const b = builds(t);
+  if (b === undefined) return;
+  const sections = execFileSync('readelf', ['-S', '-W', b.stripped], { encoding: 'utf8' });
+  assert.doesNotMatch(sections, /\s\.symtab\s/, 'the build has no symbol table');
+  const result = runCli(['list', '--json', b.stripped]);
+  assert.equal(result.status, 0, result.stderr);
+  const listing = JSON.parse(result.stdout) as {
+    stripped: boolean;
+    goPclntab: boolean;
+    functions: Listed[];
+  };
+  assert.equal(listing.stripped, false);
+  assert.equal(listing.goPclntab, true);
+  // Functions with a size (runtime.text and runtime.etext mark the text's ends); a name may
+  // hold spaces (type..eq.struct { runtime.gList; runtime.n int32 }).
+  const nm = execFileSync('nm', ['-S', '--defined-only', b.full], { encoding: 'utf8' })
+    .split('\n')
+    .map((line) => /^([0-9a-f]+) ([0-9a-f]+) [Tt] (.+)$/.exec(line))
+    .filter((m) => m !== null)
+    .map((m) => ({ vaddr: BigInt(`0x${m[1]}`), size: Number(`0x${m[2]}`), name: m[3]! }));
+  assert.ok(nm.length > 1000, `nm lists ${nm.length} functions`);
+  const byAddress = new Map(listing.functions.map((f) => [BigInt(f.vaddr), f]));
+  assert.equal(listing.functions.length, nm.length, 'as many functions as nm lists');
+  for (const sym of nm) {
+    const listed = byAddress.get(sym.vaddr);
+    assert.ok(listed !== undefined, `${sym.name} at 0x${sym.vaddr.toString(16)} is listed`);
+    assert.equal(listed.sizeBytes, sym.size, `${sym.name}: its size`);
+    // The pclntab names an assembly function without the ABI suffix the symbol table gives
+    // it (runtime.rt0_go.abi0), and an array type's equality function without its length.
+    const name = sym.name.replace(/\.abi0$/, '');
+    if (name.startsWith('type..eq.')) assert.match(listed.symbol, /^type\.\.eq\./, name);
+    else assert.equal(listed.symbol, name);
+  }
+  const text = runCli(['list', b.stripped, 'main.*']);
+  assert.equal(text.status, 0, text.stderr);
+  assert.match(text.stdout, /^0x?[0-9a-f]+ .* main\.deep$/m);
+  assert.match(text.stdout, /functions in .* \(stripped Go program: named by its \.gopclntab\)$/m);
+});
+
+test('count on a stripped Go program, bpf and ptrace: calls, returns and the calls a panic unwound, as the program counts them', (t) => {
+  const b = builds(t);
+  if (b === undefined) return;
+  const line = (stdout: string, word: string) => {
+    const found = stdout.split('\n').find((l) => l.startsWith(`${word} `));
+    assert.ok(found !== undefined, stdout);
+    return Object.fromEntries(
+      [...found.matchAll(/(\w+)=(-?\d+)/g)].map((m) => [m[1]!, Number(m[2])]),
+    );
+  };
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    const count = (command: string, specs: string[]) => {
+      const run = runCli(
+        [
+          'count',
+          '--engine',
+          engine,
+          '--json',
+          '--command-output',
+          'inherit',
+          '-c',
+          command,
+          ...specs,
+        ],
+        { timeoutMs: 300_000 },
+      );
+      assert.equal(run.status, 0, run.stderr);
+      const rows: { probe: string; count: number; exit?: string }[] = JSON.parse(
+        run.stdout.trim().split('\n').at(-1)!,
+      );
+      const by = Object.fromEntries(
+        rows.map((r) => [r.exit === 'unwind' ? `${r.probe} (unwound)` : r.probe, r.count]),
+      );
+      return { stdout: run.stdout, by };
+    };
+    const deep = count(`${b.stripped} deep 3`, [
+      `${b.stripped}:main.deep`,
+      `r:${b.stripped}:main.deep`,
+    ]);
+    const own = line(deep.stdout, 'deep');
+    assert.deepEqual(deep.by, { 'main.deep': own['calls'], 'r:main.deep': own['returns'] }, engine);
+    const panic = count(`${b.stripped} panic 20`, [`r:${b.stripped}:main.mayPanic`]);
+    const p = line(panic.stdout, 'panic');
+    assert.deepEqual(
+      panic.by,
+      { 'r:main.mayPanic': p['returns'], 'r:main.mayPanic (unwound)': p['calls']! - p['returns']! },
+      engine,
+    );
+  }
+});
+
+test("Debian's go command (stripped): its functions listed and probed by name", (t) => {
+  const go = findGo();
+  if (!requireHost(t, { root: true, commands: go === undefined ? ['go'] : [] })) return;
+  // The go command itself: Debian's golang-go builds it without a symbol table.
+  const command = realpathSync(go!);
+  const sections = execFileSync('readelf', ['-S', '-W', command], { encoding: 'utf8' });
+  assert.doesNotMatch(sections, /\s\.symtab\s/, `${command} is stripped, as Debian builds it`);
+  const listed = runCli(['list', command, 'main.main']);
+  assert.equal(listed.status, 0, listed.stderr);
+  assert.match(listed.stdout, / main\.main$/m);
+  // `go version` runs main.main once, and prints the version its own build info holds.
+  const run = runCli([
+    'count',
+    '--engine',
+    'bpf',
+    '--json',
+    '--command-output',
+    'inherit',
+    '-c',
+    `${command} version`,
+    `${command}:main.main`,
+    `${command}:runtime.newproc`,
+  ]);
+  assert.equal(run.status, 0, run.stderr);
+  assert.match(run.stdout, /^go version go\d+\.\d+/m);
+  const rows: { probe: string; count: number }[] = JSON.parse(
+    run.stdout.trim().split('\n').at(-1)!,
+  );
+  assert.deepEqual(
+    rows.filter((r) => r.probe.startsWith('main.')),
+    [{ probe: 'main.main', count: 1 }],
+    run.stdout,
+  );
+  // runtime.newproc is two functions in the pclntab (the function, and its ABI0 wrapper that
+  // assembly calls: `.abi0` in a symbol table): both probed, each named with its address.
+  const newproc = rows.filter((r) => /^runtime\.newproc \(0x[0-9a-f]+\)$/.test(r.probe));
+  assert.equal(newproc.length, 2, run.stdout);
+  assert.ok(newproc.reduce((n, r) => n + r.count, 0) > 0, `goroutines were started: ${run.stdout}`);
+});
+
+test('a stripped Go program whose pclntab is cut short: one line says so, and nothing runs', (t) => {
+  const b = builds(t);
+  if (b === undefined) return;
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-go-stripped-'));
+  try {
+    const bad = join(dir, 'bad');
+    copyFileSync(b.stripped, bad);
+    chmodSync(bad, 0o755);
+    // The function count (8 bytes into the table, offset from readelf) made 2^31 - 1.
+    const line = execFileSync('readelf', ['-S', '-W', bad], { encoding: 'utf8' })
+      .split('\n')
+      .find((l) => l.includes(' .gopclntab '))!;
+    const offset = Number.parseInt(/PROGBITS\s+[0-9a-f]+\s+([0-9a-f]+)/.exec(line)![1]!, 16);
+    const fd = openSync(bad, 'r+');
+    writeSync(fd, Buffer.from([0xff, 0xff, 0xff, 0x7f]), 0, 4, offset + 8);
+    closeSync(fd);
+    for (const args of [
+      ['list', bad],
+      ['count', '-c', `${bad} deep 1`, `${bad}:main.deep`],
+    ]) {
+      const run = runCli(args);
+      assert.notEqual(run.status, 0, run.stdout);
+      assert.match(
+        run.stderr,
+        /^error\[ERR_ELF_INVALID\]: Cannot read ELF file ".*": its \.gopclntab at 0x[0-9a-f]+ is not a Go pclntab: 2147483647 functions$/m,
+      );
+      assert.equal(run.stderr.trim().split('\n').length, 1, run.stderr);
+      assert.doesNotMatch(run.stdout, /deep calls/, 'the command was not run');
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
