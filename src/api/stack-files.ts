@@ -5,7 +5,7 @@
  * file stays open after its process has ended, so that its frames are still named.
  */
 import { readFileSync, realpathSync, statSync } from 'node:fs';
-import { compileUnwindTable, type UnwindTable } from '../arch/index.js';
+import { type CfiRowInput, compileUnwindTable, type UnwindTable } from '../arch/index.js';
 import { isDebugInfo, lookupDebugInfo, targetSymbols } from '../plan/index.js';
 import {
   CallFrames,
@@ -14,12 +14,36 @@ import {
   dwarfSections,
   type ElfFile,
   type FunctionSymbol,
+  goStackDeltas,
   type LineTable,
   type MapEntry,
   openElf,
   type SymbolIndex,
   splitDev,
 } from '../symbols/index.js';
+
+/**
+ * A Go program's frames as call frame rows, from its pclntab's pc-sp tables: the CFA is the
+ * stack pointer plus the function's delta there plus the return address's 8, the return
+ * address just below it; rbp is left as it is, as the .debug_frame Go's linker writes says.
+ */
+function* goFrameRows(elf: ElfFile): Generator<CfiRowInput> {
+  const returnAddress = new Map([[RIP_COLUMN, { kind: 'offset' as const, offset: -8n }]]);
+  for (const { low, high, delta } of goStackDeltas(elf) ?? []) {
+    yield {
+      low,
+      high,
+      cfa: { kind: 'register', register: RSP_COLUMN, offset: BigInt(delta + 8) },
+      registers: returnAddress,
+      returnColumn: RIP_COLUMN,
+      signalFrame: false,
+    };
+  }
+}
+
+/** DWARF's x86-64 register numbers of the stack pointer and of the return address. */
+const RSP_COLUMN = 7;
+const RIP_COLUMN = 16;
 
 /** A file as the kernel knows a mapping of it: its superblock's dev_t (major << 20 | minor). */
 export interface FileIdentity {
@@ -72,19 +96,29 @@ export class StackFile {
     return this.#elf;
   }
 
-  /** The unwind table from its .eh_frame and .debug_frame (undefined when it has neither). */
+  /**
+   * The unwind table from its .eh_frame and .debug_frame, else for a Go program stripped of
+   * them from its pclntab (undefined when it has none of those).
+   */
   table(): UnwindTable | undefined {
     if (this.#table === null) {
+      const toFileOffset = (vaddr: bigint) => this.#elf.vaddrToFileOffset(vaddr);
       try {
         const frames = new CallFrames(dwarfSections(this.#elf), {
           dataRelBase: this.#elf.section('.got')?.addr,
         });
-        const table = compileUnwindTable(frames.rows(), (vaddr) =>
-          this.#elf.vaddrToFileOffset(vaddr),
-        );
+        const table = compileUnwindTable(frames.rows(), toFileOffset);
         this.#table = table.starts.length === 0 ? undefined : table;
       } catch {
         this.#table = undefined;
+      }
+      if (this.#table === undefined) {
+        try {
+          const table = compileUnwindTable(goFrameRows(this.#elf), toFileOffset);
+          this.#table = table.starts.length === 0 ? undefined : table;
+        } catch {
+          this.#table = undefined;
+        }
       }
     }
     return this.#table;

@@ -139,6 +139,48 @@ test('count on a stripped Go program, bpf and ptrace: calls, returns and the cal
   }
 });
 
+test('count --by ustack on a stripped Go program, bpf and ptrace: the stacks of its unstripped build, walked by its pclntab', (t) => {
+  const b = builds(t);
+  if (b === undefined) return;
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    /** The stacks and their counts, frames without the file name and `.abi0`. */
+    const stacks = (app: string) => {
+      const run = runCli(
+        [
+          'count',
+          '--engine',
+          engine,
+          '--by',
+          'ustack',
+          '--json',
+          '-c',
+          `${app} deep 2`,
+          `${app}:main.deep`,
+        ],
+        { timeoutMs: 300_000 },
+      );
+      assert.equal(run.status, 0, run.stderr);
+      const rows: { frames: string[]; count: number }[] = JSON.parse(
+        run.stdout.trim().split('\n').at(-1)!,
+      );
+      return rows
+        .map(
+          (r) =>
+            `${r.count} ${r.frames.map((f) => f.replace(/ \(.*\)$/, '').replace('.abi0+', '+')).join(' < ')}`,
+        )
+        .sort();
+    };
+    // The unstripped build's stacks come from the .debug_frame Go's linker writes.
+    const full = stacks(b.full);
+    const stripped = stacks(b.stripped);
+    assert.ok(
+      full.length > 1 && full.every((s) => / < runtime\.goexit\+0x1$/.test(s)),
+      full.join('\n'),
+    );
+    assert.deepEqual(stripped, full, engine);
+  }
+});
+
 test("Debian's go command (stripped): its functions listed and probed by name", (t) => {
   const go = findGo();
   if (!requireHost(t, { root: true, commands: go === undefined ? ['go'] : [] })) return;

@@ -36,6 +36,8 @@ interface Pclntab {
   name(i: number): { start: number; end: number };
   /** The length of function i's code from its pc-sp table, or undefined without one. */
   codeLength(i: number): number | undefined;
+  /** Function i's pc-sp table: how far below its entry's the stack pointer is, per range. */
+  stackDeltas(i: number, step: (from: number, to: number, delta: number) => void): void;
 }
 
 /**
@@ -103,7 +105,11 @@ function readPclntab(elf: ElfFile): Pclntab | undefined {
     },
     codeLength(i) {
       const pcsp = data.readUInt32LE(func(i) + 12);
-      return pcsp === 0 ? undefined : coveredBy(data, pctab + pcsp, quantum);
+      return pcsp === 0 ? undefined : pcValues(data, pctab + pcsp, quantum);
+    },
+    stackDeltas(i, step) {
+      const pcsp = data.readUInt32LE(func(i) + 12);
+      if (pcsp !== 0) pcValues(data, pctab + pcsp, quantum, step);
     },
   };
 }
@@ -181,6 +187,33 @@ export function goFunctionColumns(elf: ElfFile): FunctionColumns | undefined {
   };
 }
 
+/** A range of a Go function's code and how far its stack pointer is below its entry's. */
+export interface GoStackDelta {
+  readonly low: bigint;
+  readonly high: bigint;
+  readonly delta: number;
+}
+
+/**
+ * Every Go function's pc-sp table as address ranges (what Go's runtime unwinds its stacks by:
+ * the caller's stack pointer is the callee's plus the delta plus the return address's 8), or
+ * undefined without a pclntab of a layout read here. A stripped Go program has no other
+ * unwind table (`-w` drops .debug_frame, and Go writes no .eh_frame).
+ */
+export function goStackDeltas(elf: ElfFile): GoStackDelta[] | undefined {
+  const magic = elf.section('.gopclntab') === undefined ? undefined : pclntabMagic(elf);
+  if (magic === undefined || !PCLNTAB_MAGIC.has(magic)) return undefined;
+  const table = readPclntab(elf)!;
+  const rows: GoStackDelta[] = [];
+  for (let i = 0; i < table.count; i++) {
+    const entry = table.entry(i);
+    table.stackDeltas(i, (from, to, delta) => {
+      if (to > from) rows.push({ low: BigInt(entry + from), high: BigInt(entry + to), delta });
+    });
+  }
+  return rows;
+}
+
 function pclntabMagic(elf: ElfFile): number | undefined {
   const bytes = elf.sectionBytes(elf.section('.gopclntab')!);
   return bytes.length < 4
@@ -189,21 +222,29 @@ function pclntabMagic(elf: ElfFile): number | undefined {
 }
 
 /**
- * The bytes a pc-value table covers from its function's entry (the pc of its last step), or
- * undefined where it runs past the data. Each step: the value's change (a zigzag varint; 0
- * ends the table, except as the first), then the pc's (a varint, in instruction quanta).
+ * Walks a pc-value table: `step(from, to, value)` for each range of its function's code
+ * (offsets from its entry) with its value. Each step is the value's change (a zigzag varint;
+ * 0 ends the table, except as the first, from -1), then the pc's (a varint, in instruction
+ * quanta). Returns the bytes covered (the end of the last range), or undefined where the
+ * table runs past the data.
  */
-function coveredBy(data: Buffer, at: number, quantum: number): number | undefined {
+function pcValues(
+  data: Buffer,
+  at: number,
+  quantum: number,
+  step?: (from: number, to: number, value: number) => void,
+): number | undefined {
   let pc = 0;
+  let value = -1;
   let first = true;
   let i = at;
   const varint = (): number | undefined => {
-    let value = 0;
+    let result = 0;
     for (let shift = 0; shift < 35; shift += 7) {
       if (i >= data.length) return undefined;
       const byte = data[i++]!;
-      value += (byte & 0x7f) * 2 ** shift;
-      if ((byte & 0x80) === 0) return value;
+      result += (byte & 0x7f) * 2 ** shift;
+      if ((byte & 0x80) === 0) return result;
     }
     return undefined;
   };
@@ -212,8 +253,10 @@ function coveredBy(data: Buffer, at: number, quantum: number): number | undefine
     if (change === undefined) return undefined;
     if (change === 0 && !first) return pc;
     first = false;
-    const step = varint();
-    if (step === undefined) return undefined;
-    pc += step * quantum;
+    value += change % 2 === 1 ? -(change + 1) / 2 : change / 2;
+    const length = varint();
+    if (length === undefined) return undefined;
+    step?.(pc, pc + length * quantum, value);
+    pc += length * quantum;
   }
 }

@@ -9,7 +9,12 @@ export {
 } from './constants.js';
 export { fileAccessError } from './file-access.js';
 export { type GoInfo, goInfo, isGoFunctionEntry } from './go-info.js';
-export { goFunctionColumns, goFunctionEntries } from './go-pclntab.js';
+export {
+  type GoStackDelta,
+  goFunctionColumns,
+  goFunctionEntries,
+  goStackDeltas,
+} from './go-pclntab.js';
 export { openElf, type ParseElfOptions, parseElf } from './parse-elf.js';
 export {
   DT,
