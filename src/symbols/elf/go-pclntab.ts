@@ -65,8 +65,9 @@ function readPclntab(elf: ElfFile): Pclntab | undefined {
   };
   const count = word(8);
   if (count > data.length) throw where(`${count} functions`);
-  // Where the function table, the names and the pc-value tables are (offsets from the
-  // header; before Go 1.16 the names and tables are offsets from it too).
+  // Where the function table, the names and the pc-value tables are: since Go 1.16 the
+  // header gives each one's offset; before, names and tables are offsets from the header
+  // itself, and the function table follows the count.
   const since118 = format === 'go1.18' || format === 'go1.20';
   const fields = format === 'go1.2' ? undefined : since118 ? 32 : 24;
   const functab = fields === undefined ? 8 + ptrSize : word(fields + 32);
