@@ -41,6 +41,10 @@ function* goFrameRows(elf: ElfFile): Generator<CfiRowInput> {
   }
 }
 
+function* chain<T>(...parts: Iterable<T>[]): Generator<T> {
+  for (const part of parts) yield* part;
+}
+
 /** DWARF's x86-64 register numbers of the stack pointer and of the return address. */
 const RSP_COLUMN = 7;
 const RIP_COLUMN = 16;
@@ -97,25 +101,27 @@ export class StackFile {
   }
 
   /**
-   * The unwind table from its .eh_frame and .debug_frame, else for a Go program stripped of
-   * them from its pclntab (undefined when it has none of those).
+   * The unwind table from its .eh_frame and .debug_frame, and for a Go program from its
+   * pclntab where those do not cover its code: a stripped one has no .debug_frame, and cgo's
+   * C parts bring an .eh_frame of their own (undefined when it has none of those).
    */
   table(): UnwindTable | undefined {
     if (this.#table === null) {
-      const toFileOffset = (vaddr: bigint) => this.#elf.vaddrToFileOffset(vaddr);
+      const elf = this.#elf;
+      const toFileOffset = (vaddr: bigint) => elf.vaddrToFileOffset(vaddr);
+      const compiled = (rows: Iterable<CfiRowInput>) => {
+        const table = compileUnwindTable(rows, toFileOffset);
+        return table.starts.length === 0 ? undefined : table;
+      };
       try {
-        const frames = new CallFrames(dwarfSections(this.#elf), {
-          dataRelBase: this.#elf.section('.got')?.addr,
+        const frames = new CallFrames(dwarfSections(elf), {
+          dataRelBase: elf.section('.got')?.addr,
         });
-        const table = compileUnwindTable(frames.rows(), toFileOffset);
-        this.#table = table.starts.length === 0 ? undefined : table;
+        this.#table = compiled(chain(frames.rows(), goFrameRows(elf)));
       } catch {
-        this.#table = undefined;
-      }
-      if (this.#table === undefined) {
+        // Call frame information it cannot read: the pclntab's rows alone.
         try {
-          const table = compileUnwindTable(goFrameRows(this.#elf), toFileOffset);
-          this.#table = table.starts.length === 0 ? undefined : table;
+          this.#table = compiled(goFrameRows(elf));
         } catch {
           this.#table = undefined;
         }

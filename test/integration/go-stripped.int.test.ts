@@ -139,12 +139,17 @@ test('count on a stripped Go program, bpf and ptrace: calls, returns and the cal
   }
 });
 
-test('count --by ustack on a stripped Go program, bpf and ptrace: the stacks of its unstripped build, walked by its pclntab', (t) => {
+test('count --by ustack on stripped Go programs (one with cgo), bpf and ptrace: the stacks of their unstripped builds, walked by the pclntab', (t) => {
   const b = builds(t);
   if (b === undefined) return;
+  // With cgo, C's objects bring an .eh_frame, which covers none of the Go code.
+  const cgo = {
+    full: compileGo(b.go, 'go-cgo', { cgo: true }),
+    stripped: compileGo(b.go, 'go-cgo', { cgo: true, ldflags: '-s -w' }),
+  };
   for (const engine of ['bpf', 'ptrace'] as const) {
     /** The stacks and their counts, frames without the file name and `.abi0`. */
-    const stacks = (app: string) => {
+    const stacks = (app: string, args: string, where: string) => {
       const run = runCli(
         [
           'count',
@@ -154,8 +159,8 @@ test('count --by ustack on a stripped Go program, bpf and ptrace: the stacks of 
           'ustack',
           '--json',
           '-c',
-          `${app} deep 2`,
-          `${app}:main.deep`,
+          `${app}${args}`,
+          `${app}:${where}`,
         ],
         { timeoutMs: 300_000 },
       );
@@ -170,14 +175,25 @@ test('count --by ustack on a stripped Go program, bpf and ptrace: the stacks of 
         )
         .sort();
     };
-    // The unstripped build's stacks come from the .debug_frame Go's linker writes.
-    const full = stacks(b.full);
-    const stripped = stacks(b.stripped);
-    assert.ok(
-      full.length > 1 && full.every((s) => / < runtime\.goexit\+0x1$/.test(s)),
-      full.join('\n'),
-    );
-    assert.deepEqual(stripped, full, engine);
+    const cases: { app: { full: string; stripped: string }; args: string; where: string }[] = [
+      { app: b, args: ' deep 2', where: 'main.deep' },
+      { app: cgo, args: '', where: 'main.goAdd3' },
+    ];
+    for (const { app, args, where } of cases) {
+      // The unstripped build's stacks come from the .debug_frame Go's linker writes.
+      const full = stacks(app.full, args, where);
+      const stripped = stacks(app.stripped, args, where);
+      const what = `${engine}: ${where}`;
+      assert.ok(full.length > 0, what);
+      for (const stack of full) {
+        assert.match(
+          stack,
+          / < runtime\.main\+0x[0-9a-f]+ < runtime\.goexit\+0x1$|main\.runDeep\.func2\+0x[0-9a-f]+ < runtime\.goexit\+0x1$/,
+          what,
+        );
+      }
+      assert.deepEqual(stripped, full, what);
+    }
   }
 });
 
