@@ -905,9 +905,11 @@ function symbolNotFound(
   hints.push(`List candidates with: upscope list ${spec.target.text} '${name.slice(0, 3)}*'`);
   const table = index.stripped
     ? '.dynsym'
-    : index.debugFile !== undefined
-      ? `the .symtab of its debug file ${index.debugFile} or its .dynsym`
-      : '.symtab or .dynsym';
+    : index.goPclntab
+      ? 'its .gopclntab (a stripped Go program: its Go functions by the names its runtime gives them)'
+      : index.debugFile !== undefined
+        ? `the .symtab of its debug file ${index.debugFile} or its .dynsym`
+        : '.symtab or .dynsym';
   return specError(
     spec,
     location.span,

@@ -82,6 +82,14 @@ test('list of a stripped Go program: every function nm finds in its unstripped b
     if (name.startsWith('type..eq.')) assert.match(listed.symbol, /^type\.\.eq\./, name);
     else assert.equal(listed.symbol, name);
   }
+  // A name it does not hold: said where names were looked for, with the nearest.
+  const missing = runCli(['resolve', `${b.stripped}:main.dep`]);
+  assert.equal(missing.status, 3, missing.stderr);
+  assert.match(
+    missing.stderr,
+    /^error\[ERR_SYMBOL_NOT_FOUND\]: Cannot resolve symbol "main\.dep" in ".*": not in its \.gopclntab \(a stripped Go program: its Go functions by the names its runtime gives them\)$/m,
+  );
+  assert.match(missing.stderr, /main\.deep/, 'the nearest name is suggested');
   const text = runCli(['list', b.stripped, 'main.*']);
   assert.equal(text.status, 0, text.stderr);
   assert.match(text.stdout, /^0x?[0-9a-f]+ .* main\.deep$/m);
