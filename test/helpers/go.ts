@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
@@ -10,6 +11,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { TEST_CACHE } from './cache-dir.js';
+import { runCli } from './run-cli.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
 
@@ -65,4 +67,52 @@ export function compileGo(go: string, name: string, options: GoBuildOptions = {}
   });
   renameSync(tmp, out);
   return out;
+}
+
+/** The values of `name=N` in the test programs' own lines (`deep calls=588 returns=588`). */
+export function programCounts(text: string): Record<string, number> {
+  return Object.fromEntries([...text.matchAll(/(\w+)=(-?\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
+}
+
+/** A row of `count --json`: `frames` with `--by ustack`, `exit: 'unwind'` for unwound calls. */
+export interface CountRow {
+  readonly probe: string;
+  readonly count: number;
+  readonly exit?: string;
+  readonly frames?: readonly string[];
+}
+
+/**
+ * `count --json --command-output inherit -c COMMAND SPECS` on one engine (`extra` options
+ * before -c): the run, its rows, and the counts by probe (the calls an unwind ended as
+ * `PROBE (unwound)`).
+ */
+export function countOn(
+  engine: 'bpf' | 'ptrace',
+  command: string,
+  specs: readonly string[],
+  extra: readonly string[] = [],
+) {
+  const result = runCli(
+    [
+      'count',
+      '--engine',
+      engine,
+      '--json',
+      '--command-output',
+      'inherit',
+      ...extra,
+      '-c',
+      command,
+      ...specs,
+    ],
+    { timeoutMs: 600_000 },
+  );
+  assert.equal(result.status, 0, result.stderr);
+  const rows: CountRow[] = JSON.parse(result.stdout.trim().split('\n').at(-1)!);
+  const byProbe: Record<string, number> = {};
+  for (const row of rows) {
+    byProbe[row.exit === 'unwind' ? `${row.probe} (unwound)` : row.probe] = row.count;
+  }
+  return { result, rows, byProbe };
 }

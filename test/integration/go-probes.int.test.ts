@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { afterEach, describe, test } from 'node:test';
-import { compileGo, findGo } from '../helpers/go.js';
+import { compileGo, countOn, findGo, programCounts } from '../helpers/go.js';
 import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
@@ -119,30 +119,6 @@ describe('Go programs: entry probes', () => {
   });
 });
 
-/** The values of `name=` in a line of the program's. */
-function counts(line: string): Record<string, number> {
-  return Object.fromEntries([...line.matchAll(/(\w+)=(-?\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
-}
-
-/** count --json on one engine: rows by probe, the unwound ones as "PROBE (unwound)". */
-function countOn(engine: 'bpf' | 'ptrace', command: string, specs: string[]) {
-  const result = runCli(
-    ['count', '--engine', engine, '--json', '--command-output', 'inherit', '-c', command, ...specs],
-    {
-      timeoutMs: 600_000,
-    },
-  );
-  assert.equal(result.status, 0, result.stderr);
-  const rows: { probe: string; count: number; exit?: string }[] = JSON.parse(
-    result.stdout.trim().split('\n').at(-1)!,
-  );
-  const byProbe: Record<string, number> = {};
-  for (const row of rows) {
-    byProbe[row.exit === 'unwind' ? `${row.probe} (unwound)` : row.probe] = row.count;
-  }
-  return { result, byProbe };
-}
-
 describe('Go programs: return probes, with return addresses left alone', () => {
   for (const engine of ENGINES) {
     test(`${engine}: returns from growing stacks, several return paths and a recovered panic are each seen, with the values returned; the program runs as without probes`, (t) => {
@@ -156,10 +132,10 @@ describe('Go programs: return probes, with return addresses left alone', () => {
       ]);
       const own = split(deep.stdout, 'deep');
       assert.equal(own.program, unprobed(app, 'deep', rounds), 'the output is unchanged');
-      const calls = counts(own.program)['calls']!;
+      const calls = programCounts(own.program)['calls']!;
       const returns = own.events.filter((e) => e.kind === 'return');
       assert.equal(own.events.filter((e) => e.kind === 'entry').length, calls);
-      assert.equal(returns.length, counts(own.program)['returns']!);
+      assert.equal(returns.length, programCounts(own.program)['returns']!);
       assert.ok(returns.every((e) => e.exit === undefined && e.latencyNs !== undefined));
 
       // Four return paths: each call's result is what the program printed.
@@ -190,7 +166,7 @@ describe('Go programs: return probes, with return addresses left alone', () => {
       ]);
       const p = split(panic.stdout, 'panic');
       assert.equal(p.program, unprobed(app, 'panic', 30));
-      const own2 = counts(p.program);
+      const own2 = programCounts(p.program);
       const of = (probe: string, unwound: boolean) =>
         p.events.filter((e) => e.probe === probe && (e.exit === 'unwind') === unwound).length;
       assert.equal(of('main.mayPanic', false), own2['returns']);
@@ -251,7 +227,7 @@ describe('Go programs: return probes, with return addresses left alone', () => {
       if (app === undefined) return;
       const rounds = engine === 'ptrace' ? 3 : 50;
       const deep = countOn(engine, `${app} deep ${rounds}`, [`r:${app}:main.deep`]);
-      const own = counts(deep.result.stdout.split('\n').find((l) => l.startsWith('deep '))!);
+      const own = programCounts(deep.result.stdout.split('\n').find((l) => l.startsWith('deep '))!);
       assert.deepEqual(deep.byProbe, { 'r:main.deep': own['returns'] });
       const panic = countOn(engine, `${app} panic 30`, [
         `r:${app}:main.mayPanic`,
@@ -259,7 +235,7 @@ describe('Go programs: return probes, with return addresses left alone', () => {
       ]);
       const line = panic.result.stdout.split('\n').find((l) => l.startsWith('panic '))!;
       assert.equal(`${line}\n`, unprobed(app, 'panic', 30));
-      const p = counts(line);
+      const p = programCounts(line);
       assert.deepEqual(panic.byProbe, {
         'r:main.mayPanic': p['returns'],
         'r:main.mayPanic (unwound)': p['calls']! - p['returns']!,

@@ -17,7 +17,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, test } from 'node:test';
-import { compileGo, findGo } from '../helpers/go.js';
+import { compileGo, countOn, findGo, programCounts } from '../helpers/go.js';
 import { leftovers, ownBpfFds } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
@@ -99,48 +99,27 @@ test('list of a stripped Go program: every function nm finds in its unstripped b
 test('count on a stripped Go program, bpf and ptrace: calls, returns and the calls a panic unwound, as the program counts them', (t) => {
   const b = builds(t);
   if (b === undefined) return;
-  const line = (stdout: string, word: string) => {
-    const found = stdout.split('\n').find((l) => l.startsWith(`${word} `));
-    assert.ok(found !== undefined, stdout);
-    return Object.fromEntries(
-      [...found.matchAll(/(\w+)=(-?\d+)/g)].map((m) => [m[1]!, Number(m[2])]),
-    );
+  /** The program's own counts, from its line starting with `word`. */
+  const own = (stdout: string, word: string) => {
+    const line = stdout.split('\n').find((l) => l.startsWith(`${word} `));
+    assert.ok(line !== undefined, stdout);
+    return programCounts(line);
   };
   for (const engine of ['bpf', 'ptrace'] as const) {
-    const count = (command: string, specs: string[]) => {
-      const run = runCli(
-        [
-          'count',
-          '--engine',
-          engine,
-          '--json',
-          '--command-output',
-          'inherit',
-          '-c',
-          command,
-          ...specs,
-        ],
-        { timeoutMs: 300_000 },
-      );
-      assert.equal(run.status, 0, run.stderr);
-      const rows: { probe: string; count: number; exit?: string }[] = JSON.parse(
-        run.stdout.trim().split('\n').at(-1)!,
-      );
-      const by = Object.fromEntries(
-        rows.map((r) => [r.exit === 'unwind' ? `${r.probe} (unwound)` : r.probe, r.count]),
-      );
-      return { stdout: run.stdout, by };
-    };
-    const deep = count(`${b.stripped} deep 3`, [
+    const deep = countOn(engine, `${b.stripped} deep 3`, [
       `${b.stripped}:main.deep`,
       `r:${b.stripped}:main.deep`,
     ]);
-    const own = line(deep.stdout, 'deep');
-    assert.deepEqual(deep.by, { 'main.deep': own['calls'], 'r:main.deep': own['returns'] }, engine);
-    const panic = count(`${b.stripped} panic 20`, [`r:${b.stripped}:main.mayPanic`]);
-    const p = line(panic.stdout, 'panic');
+    const d = own(deep.result.stdout, 'deep');
     assert.deepEqual(
-      panic.by,
+      deep.byProbe,
+      { 'main.deep': d['calls'], 'r:main.deep': d['returns'] },
+      engine,
+    );
+    const panic = countOn(engine, `${b.stripped} panic 20`, [`r:${b.stripped}:main.mayPanic`]);
+    const p = own(panic.result.stdout, 'panic');
+    assert.deepEqual(
+      panic.byProbe,
       { 'r:main.mayPanic': p['returns'], 'r:main.mayPanic (unwound)': p['calls']! - p['returns']! },
       engine,
     );
@@ -158,28 +137,11 @@ test('count --by ustack on stripped Go programs (one with cgo), bpf and ptrace: 
   for (const engine of ['bpf', 'ptrace'] as const) {
     /** The stacks and their counts, frames without the file name and `.abi0`. */
     const stacks = (app: string, args: string, where: string) => {
-      const run = runCli(
-        [
-          'count',
-          '--engine',
-          engine,
-          '--by',
-          'ustack',
-          '--json',
-          '-c',
-          `${app}${args}`,
-          `${app}:${where}`,
-        ],
-        { timeoutMs: 300_000 },
-      );
-      assert.equal(run.status, 0, run.stderr);
-      const rows: { frames: string[]; count: number }[] = JSON.parse(
-        run.stdout.trim().split('\n').at(-1)!,
-      );
+      const { rows } = countOn(engine, `${app}${args}`, [`${app}:${where}`], ['--by', 'ustack']);
       return rows
         .map(
           (r) =>
-            `${r.count} ${r.frames.map((f) => f.replace(/ \(.*\)$/, '').replace('.abi0+', '+')).join(' < ')}`,
+            `${r.count} ${r.frames!.map((f) => f.replace(/ \(.*\)$/, '').replace('.abi0+', '+')).join(' < ')}`,
         )
         .sort();
     };
@@ -216,23 +178,11 @@ test("Debian's go command (stripped): its functions listed and probed by name", 
   assert.equal(listed.status, 0, listed.stderr);
   assert.match(listed.stdout, / main\.main$/m);
   // `go version` runs main.main once, and prints the version its own build info holds.
-  const run = runCli([
-    'count',
-    '--engine',
-    'bpf',
-    '--json',
-    '--command-output',
-    'inherit',
-    '-c',
-    `${command} version`,
+  const { result: run, rows } = countOn('bpf', `${command} version`, [
     `${command}:main.main`,
     `${command}:runtime.newproc`,
   ]);
-  assert.equal(run.status, 0, run.stderr);
   assert.match(run.stdout, /^go version go\d+\.\d+/m);
-  const rows: { probe: string; count: number }[] = JSON.parse(
-    run.stdout.trim().split('\n').at(-1)!,
-  );
   assert.deepEqual(
     rows.filter((r) => r.probe.startsWith('main.')),
     [{ probe: 'main.main', count: 1 }],

@@ -134,9 +134,8 @@ export function goFunctionEntries(elf: ElfFile): Float64Array | undefined {
  * its code's), or undefined when it has none or one of a layout not read here.
  */
 export function goFunctionColumns(elf: ElfFile): FunctionColumns | undefined {
-  const magic = elf.section('.gopclntab') === undefined ? undefined : pclntabMagic(elf);
-  if (magic === undefined || !PCLNTAB_MAGIC.has(magic)) return undefined;
-  const table = readPclntab(elf)!;
+  const table = knownPclntab(elf);
+  if (table === undefined) return undefined;
   const { data, count } = table;
   const address = new Float64Array(count);
   const size = new Float64Array(count);
@@ -202,9 +201,8 @@ export interface GoStackDelta {
  * unwind table (`-w` drops .debug_frame, and Go writes no .eh_frame).
  */
 export function goStackDeltas(elf: ElfFile): GoStackDelta[] | undefined {
-  const magic = elf.section('.gopclntab') === undefined ? undefined : pclntabMagic(elf);
-  if (magic === undefined || !PCLNTAB_MAGIC.has(magic)) return undefined;
-  const table = readPclntab(elf)!;
+  const table = knownPclntab(elf);
+  if (table === undefined) return undefined;
   const rows: GoStackDelta[] = [];
   for (let i = 0; i < table.count; i++) {
     const entry = table.entry(i);
@@ -215,11 +213,17 @@ export function goStackDeltas(elf: ElfFile): GoStackDelta[] | undefined {
   return rows;
 }
 
-function pclntabMagic(elf: ElfFile): number | undefined {
-  const bytes = elf.sectionBytes(elf.section('.gopclntab')!);
-  return bytes.length < 4
-    ? undefined
-    : Buffer.from(bytes.buffer, bytes.byteOffset, 4).readUInt32LE(0);
+/**
+ * readPclntab() where the file has a pclntab of a layout read here; undefined otherwise (a Go
+ * release after these: its functions are then what its other tables say).
+ */
+function knownPclntab(elf: ElfFile): Pclntab | undefined {
+  const section = elf.section('.gopclntab');
+  if (section === undefined) return undefined;
+  const bytes = elf.sectionBytes(section);
+  if (bytes.length < 4) return undefined;
+  const magic = new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true);
+  return PCLNTAB_MAGIC.has(magic) ? readPclntab(elf) : undefined;
 }
 
 /**
