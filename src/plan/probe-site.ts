@@ -199,13 +199,15 @@ export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
 }
 
 /**
- * A copy of `site` with `nameQualifier`: a spread, unless its instructions are decoded when
- * first read (a spread would decode them); then its properties as they are, which is slower
- * (thousands of a large C++ program's functions share a name with another).
+ * A copy of `site` with `nameQualifier`: its properties assigned, unless its instructions are
+ * decoded when first read (a copy would decode them); then its properties as they are, which
+ * is slower (thousands of a large C++ program's functions share a name with another). Not a
+ * spread: V8 gives each object a spread makes in a loop a hidden class of its own, and the
+ * 10,656 qualified functions of node made every later read of a site's fields megamorphic.
  */
 function withQualifier<T extends ProbeSite>(site: T, nameQualifier: string): T {
   if (Object.getOwnPropertyDescriptor(site, 'instructions')?.get === undefined) {
-    return { ...site, nameQualifier };
+    return Object.assign({}, site, { nameQualifier });
   }
   const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(site)) as T;
   return Object.assign(copy, { nameQualifier });

@@ -76,7 +76,11 @@ export interface AggregateSite {
 
 /** The uprobe of a site: a return caught at an exit is linked before the entries (#groups()). */
 function probeOf(site: AggregateSite, cookie: number): BpfProbe {
-  return { ...site, cookie, early: site.role === 'return' && site.kind === 'entry' };
+  // Assigned, not spread: a spread in a loop makes a hidden class per object (see withQualifier()).
+  return Object.assign({}, site, {
+    cookie,
+    early: site.role === 'return' && site.kind === 'entry',
+  });
 }
 
 /** A function to time: its entry, and how its returns are caught. */
