@@ -24,6 +24,8 @@ export interface FunctionStats {
   open: number;
   /** Calls whose return the kernel did not report (see CallEnd `unreported`). */
   unreported: number;
+  /** Calls of a function whose returns are not probed (see CallEnd `untimed`): not timed. */
+  untimed: number;
 }
 
 function durationOf(node: CallNode): bigint {
@@ -103,10 +105,15 @@ export class FunctionStatsBuilder implements CallObserver {
         unwound: 0,
         open: 0,
         unreported: 0,
+        untimed: 0,
       };
       rows.set(fn, row);
     }
     row.calls++;
+    if (end === 'untimed') {
+      row.untimed++;
+      return;
+    }
     // A call still open when its thread ended is timed only until then (as little as 0 ns
     // for one entered at the end): a function's times are of its calls that ended, once one
     // has (every call is timed until then).
@@ -376,7 +383,7 @@ export interface ReplayOptions {
 }
 
 /** How a call ended, as a number (CallTimeline's column), and back. */
-const END_CODES: readonly CallEnd[] = ['return', 'unwind', 'open', 'unreported'];
+const END_CODES: readonly CallEnd[] = ['return', 'unwind', 'open', 'unreported', 'untimed'];
 const END_CODE = Object.fromEntries(END_CODES.map((end, code) => [end, code])) as Readonly<
   Record<CallEnd, number>
 >;

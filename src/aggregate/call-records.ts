@@ -5,17 +5,23 @@
  * and decodes from bytes; the files are written and read by api/.
  *
  * Record (24 bytes): u8 kind (1 entry, 2 return, 3 left by an unwind, 4 an entry whose return
- * will not come: the kernel set no return trampoline for it), 3 bytes zero, u32 tid, u32 pid,
- * u32 function id (an index into the recording's JSON index), u64 time (CLOCK_MONOTONIC, ns).
- * Version 1 had no kind 4; it is read as well.
+ * will not come: the kernel set no return trampoline for it, 5 a call of a function whose
+ * returns are not probed), 3 bytes zero, u32 tid, u32 pid, u32 function id (an index into the
+ * recording's JSON index), u64 time (CLOCK_MONOTONIC, ns). Version 1 had no kind 4, version 2
+ * no kind 5; they are read as well.
  */
 
 export const CALLS_MAGIC = 'UPSCALLS';
-export const CALLS_VERSION = 2;
+export const CALLS_VERSION = 3;
 export const CALLS_HEADER_BYTES = 16;
 export const CALL_RECORD_BYTES = 24;
 
-export type CallRecordKind = 'entry' | 'return' | 'unwind' | 'lone-entry';
+/**
+ * `lone-entry`: an entry the kernel set no return trampoline for (its return will not come).
+ * `call`: an entry of a function whose returns are not probed (they cannot be found safely):
+ * counted, not timed, and no frame of its own (what it calls is its caller's).
+ */
+export type CallRecordKind = 'entry' | 'return' | 'unwind' | 'lone-entry' | 'call';
 
 /** One entry into or return from a function, on one thread (or goroutine). */
 export interface CallRecord {
@@ -38,6 +44,7 @@ const KIND_CODE: Readonly<Record<CallRecordKind, number>> = {
   return: 2,
   unwind: 3,
   'lone-entry': 4,
+  call: 5,
 };
 const CODE_KIND: readonly (CallRecordKind | undefined)[] = [
   undefined,
@@ -45,6 +52,7 @@ const CODE_KIND: readonly (CallRecordKind | undefined)[] = [
   'return',
   'unwind',
   'lone-entry',
+  'call',
 ];
 
 /** The header a calls file starts with. */
@@ -65,7 +73,7 @@ export function checkCallsHeader(bytes: Uint8Array): string | undefined {
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, CALLS_HEADER_BYTES);
   const version = view.getUint32(8, true);
-  if (version !== CALLS_VERSION && version !== 1) {
+  if (version < 1 || version > CALLS_VERSION) {
     return `it is version ${version}, this upscope reads version ${CALLS_VERSION}`;
   }
   if (view.getUint32(12, true) !== CALL_RECORD_BYTES) return 'its record size is not 24';

@@ -26,7 +26,7 @@ import {
 
 /**
  * Records from a script: `+f` enters f, `*f` enters f with no return to come (a lone entry),
- * `-f` returns from f, `~f` an unwind of f.
+ * `=f` a call of f whose returns are not probed, `-f` returns from f, `~f` an unwind of f.
  */
 function records(tid: number, script: string, fns: string[], t0 = 0): CallRecord[] {
   return script.split(' ').map((step, i) => {
@@ -37,9 +37,11 @@ function records(tid: number, script: string, fns: string[], t0 = 0): CallRecord
         ? 'entry'
         : step[0] === '*'
           ? 'lone-entry'
-          : step[0] === '-'
-            ? 'return'
-            : 'unwind';
+          : step[0] === '='
+            ? 'call'
+            : step[0] === '-'
+              ? 'return'
+              : 'unwind';
     return { kind, tid, pid: 1, fn: fns.indexOf(name), timeNs: BigInt(t0 + i * 10) };
   });
 }
@@ -47,7 +49,8 @@ function records(tid: number, script: string, fns: string[], t0 = 0): CallRecord
 /** A thread's tree as text: f(g h) with a mark for calls not ended by their return. */
 function shape(thread: ThreadCalls, fns: string[]): string {
   const one = (n: CallNode): string => {
-    const mark = n.end === 'return' ? '' : n.end === 'unwind' ? '!' : '?';
+    const mark =
+      n.end === 'return' ? '' : n.end === 'unwind' ? '!' : n.end === 'untimed' ? '=' : '?';
     const inner = n.children.map(one).join(' ');
     return `${fns[n.fn]}${mark}${inner === '' ? '' : `(${inner})`}`;
   };
@@ -89,6 +92,24 @@ test('CallTreeBuilder leaves a thread that ended in a callee (exit()) open, per 
   assert.equal(shape(threads[0]!, fns), 'main?(work?(quit?))');
   assert.equal(threads[0]!.roots[0]!.endNs, 20n);
   assert.equal(shape(threads[1]!, fns), 'worker');
+});
+
+test('CallTreeBuilder ends a call whose returns are not probed as it begins: what follows is its caller’s', () => {
+  const fns: string[] = [];
+  const [t] = build(records(1, '+main +f =odd +g -g =odd -f -main', fns));
+  assert.equal(shape(t!, fns), 'main(f(odd= g odd=))');
+  const by = new Map(functionStats([t!]).map((r) => [fns[r.fn], r]));
+  assert.deepEqual(
+    [by.get('odd')!.calls, by.get('odd')!.untimed, by.get('odd')!.totalNs],
+    [2, 2, 0n],
+  );
+  assert.deepEqual([by.get('f')!.unwound, by.get('f')!.open, by.get('f')!.totalNs], [0, 0, 50n]);
+  // g's time is f's callees' alone.
+  assert.equal(by.get('f')!.selfNs, 40n);
+  // Written and read back as such.
+  const bytes = new Uint8Array(CALL_RECORD_BYTES);
+  encodeCallRecord(records(1, '=odd', ['odd'])[0]!, bytes, 0);
+  assert.equal(new CallRecordDecoder(1).push(bytes)[0]!.kind, 'call');
 });
 
 test('CallTreeBuilder counts a return whose call began before the recording', () => {
@@ -195,6 +216,11 @@ test('checkCallsHeader accepts its own header and says why another is not one', 
   const other = encodeCallsHeader();
   other[8] = 9;
   assert.match(checkCallsHeader(other)!, /version 9/);
+  // Recordings of the versions before (no kind 5, no kind 4) are read too.
+  for (const version of [1, 2]) {
+    other[8] = version;
+    assert.equal(checkCallsHeader(other), undefined);
+  }
   assert.match(checkCallsHeader(new Uint8Array(3))!, /shorter/);
 });
 

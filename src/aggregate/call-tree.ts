@@ -6,9 +6,10 @@ import type { CallRecord, CallRecordKind } from './call-records.js';
  * thread's stack came first), `open` (its thread ended in it, e.g. a callee called exit(), or
  * the recording ended first), `unreported` (its function's returns come through the kernel's
  * return trampoline, which the kernel did not set for it: see KERNEL_TRAMPOLINE_DEPTH; it
- * ended, at the latest, when a call below it returned).
+ * ended, at the latest, when a call below it returned), `untimed` (its function's returns are
+ * not probed: a `call` record, a call of no duration and no callees, its callees its caller's).
  */
-export type CallEnd = 'return' | 'unwind' | 'open' | 'unreported';
+export type CallEnd = 'return' | 'unwind' | 'open' | 'unreported' | 'untimed';
 
 /**
  * The kernel sets a return trampoline (a uretprobe's) for at most this many calls at once on
@@ -94,7 +95,8 @@ interface Building {
  *
  * A `lone-entry` (a call the kernel set no return trampoline for) gets no return: a return is
  * not paired with it (in a recursion it is one of the calls further out), and it is closed
- * as `unreported`.
+ * as `unreported`. A `call` (of a function whose returns are not probed) is ended as it
+ * begins, `untimed`: no call is put inside it, nor is one above it taken for unwound.
  *
  * `observers` are told of each call as it begins and ends. With `keep: false` the tree is
  * not kept (each thread's `roots` stay empty): memory is then each thread's open calls, not
@@ -137,6 +139,17 @@ export class CallTreeBuilder {
     }
     if (timeNs > thread.lastNs) thread.lastNs = timeNs;
     const { fns, awaited } = thread;
+    if (kind === 'call') {
+      if (this.#keep) {
+        const node: CallNode = { fn, startNs: timeNs, endNs: timeNs, end: 'untimed', children: [] };
+        (thread.nodes.at(-1)?.children ?? thread.roots).push(node);
+      }
+      for (const observer of this.#observers) {
+        observer.enter(thread, fn, timeNs);
+        observer.leave(thread, fn, 0n, 0n, 'untimed');
+      }
+      return;
+    }
     if (kind === 'entry' || kind === 'lone-entry') {
       if (this.#keep) {
         const node: CallNode = { fn, startNs: timeNs, endNs: timeNs, end: 'open', children: [] };

@@ -63,6 +63,12 @@ export interface RecordedFunction {
    * when the kernel emulates them all (or on the ptrace and inject engines).
    */
   readonly stepped?: SteppedProbes | undefined;
+  /**
+   * Its entry is probed, its returns are not (they cannot be found safely: `upscope resolve
+   * r:FUNC` says why): its calls are `call` records, counted, not timed, and what it calls is
+   * under its caller in the tree.
+   */
+  readonly untimed?: true | undefined;
 }
 
 /** A function's probes the kernel single-steps: at its entry, at a return, or both. */
@@ -688,6 +694,8 @@ function functionsOf(
   const functions: RecordedFunction[] = [];
   /** Per function: 1 its entry is single-stepped, 2 one of its returns is. */
   const stepped: number[] = [];
+  /** Per function: 1 its entry is probed, 2 its return. */
+  const probed: number[] = [];
   for (const site of sites) {
     const name = probeName(site);
     let id = ids.get(name);
@@ -696,7 +704,9 @@ function functionsOf(
       ids.set(name, id);
       functions.push({ name, object: site.target.path });
       stepped.push(0);
+      probed.push(0);
     }
+    probed[id]! |= site.kind === 'return' ? 2 : 1;
     if (!kernel) continue;
     if (site.handling.strategy === 'single-step') stepped[id]! |= 1;
     const exits = site.returns?.mode === 'sites' ? site.returns.sites : [];
@@ -704,12 +714,15 @@ function functionsOf(
   }
   return functions.map((fn, id) => {
     const bits = stepped[id]!;
-    if (bits === 0) return fn;
+    const untimed = probed[id] === 1 ? true : undefined;
+    if (bits === 0 && untimed === undefined) return fn;
     // A literal, not a spread: tens of thousands of spreads each made a hidden class of its own.
     return {
       name: fn.name,
       object: fn.object,
-      stepped: bits === 1 ? 'entry' : bits === 2 ? 'return' : 'entry and return',
+      stepped:
+        bits === 0 ? undefined : bits === 1 ? 'entry' : bits === 2 ? 'return' : 'entry and return',
+      untimed,
     };
   });
 }
@@ -801,9 +814,11 @@ async function attachFunctions<T>(
     return {
       kind:
         event.kind === 'entry'
-          ? event.noReturn === true
-            ? 'lone-entry'
-            : 'entry'
+          ? functions[fn]!.untimed === true
+            ? 'call'
+            : event.noReturn === true
+              ? 'lone-entry'
+              : 'entry'
           : event.exit === 'unwind'
             ? 'unwind'
             : 'return',
@@ -919,7 +934,13 @@ async function recordInProcess(
     const tid = goroutine === undefined ? thread : goroutines.idOf(pid, goroutine);
     writer.thread(tid, pid, comm, goroutine);
     try {
-      writer.writeFields(kind, tid, pid, fn, timeNs);
+      writer.writeFields(
+        kind === 'entry' && functions[fn]!.untimed === true ? 'call' : kind,
+        tid,
+        pid,
+        fn,
+        timeNs,
+      );
     } catch (err) {
       failure = err;
       return false;

@@ -23,6 +23,9 @@ export type FunctionStepped = (fn: number) => string | undefined;
 const STEPPED_NOTE =
   "kernel-stepped: the kernel runs that probe's instruction out of line after a trap, where it cannot emulate it (a first instruction such as cmp or mov, or a ret probed in place): each call costs the trap more, and the times include it (record --return-probes trampoline probes no ret)";
 
+const UNTIMED_NOTE =
+  "returns not probed: that function's returns cannot be found safely (upscope resolve r:FUNCTION says why), so its calls are counted, not timed, and what it calls is shown under its caller (record --return-probes trampoline times it, if no throw or longjmp passes through it)";
+
 const UNREPORTED_NOTE =
   'returns left out by the kernel: it sets no return trampoline for calls nested more than 64 deep on a thread, so their returns are not seen; such a call is timed to the return of a call below it (record --return-probes sites catches every return: a single-step each)';
 
@@ -64,7 +67,9 @@ function endNote(end: CallEnd): string {
       ? ' [no return: thread ended]'
       : end === 'unreported'
         ? ' [return left out by the kernel]'
-        : '';
+        : end === 'untimed'
+          ? ' [returns not probed]'
+          : '';
 }
 
 /** `upscope report`: one line per function (per thread and function with tids). */
@@ -91,22 +96,26 @@ export function renderFunctionReportText(
       r.unwound > 0 ? `${r.unwound} unwound` : '',
       r.open > 0 ? `${r.open} not returned` : '',
       r.unreported > 0 ? `${r.unreported} returns left out by the kernel` : '',
+      r.untimed > 0 ? 'returns not probed' : '',
       steps === undefined ? '' : `kernel-stepped ${steps}`,
     ].filter((n) => n !== '');
+    // A function whose returns are not probed has no times, not times of 0.
+    const time = (ns: bigint) => (r.untimed === r.calls ? '-' : formatDuration(ns));
     return [
       ...(perThread ? [tidText(r.tid!)] : []),
-      formatDuration(r.totalNs),
-      formatDuration(r.selfNs),
+      time(r.totalNs),
+      time(r.selfNs),
       String(r.calls),
-      formatDuration(r.minNs),
-      formatDuration(avgNs(r)),
-      formatDuration(r.maxNs),
+      time(r.minNs),
+      time(avgNs(r)),
+      time(r.maxNs),
       `${name(r.fn)}${notes.length === 0 ? '' : ` (${notes.join(', ')})`}`,
     ];
   });
   const notes = [
     ...(rows.some((r) => stepped(r.fn) !== undefined) ? [STEPPED_NOTE] : []),
     ...(rows.some((r) => r.unreported > 0) ? [UNREPORTED_NOTE] : []),
+    ...(rows.some((r) => r.untimed > 0) ? [UNTIMED_NOTE] : []),
   ];
   const note = notes.map((n) => `\n${n}\n`).join('');
   return `${renderTable(header, body)}\n${note}`;
@@ -139,6 +148,7 @@ export function functionReportRows(
     unwound: r.unwound,
     notReturned: r.open,
     unreported: r.unreported,
+    untimed: r.untimed,
     ...(stepped(r.fn) === undefined ? {} : { kernelStepped: stepped(r.fn) }),
   }));
 }
@@ -254,7 +264,7 @@ export function renderReplayText(
     }
     const at = formatDuration(call.startNs - options.startNs);
     const indent = '  '.repeat(Math.min(call.depth, MAX_DRAWN_DEPTH));
-    buffer += `${at.padStart(12)}  ${formatDuration(call.durationNs).padStart(12)}  ${indent}${depthLabel(call.depth)}${name(call.fn)}${endNote(call.end)}\n`;
+    buffer += `${at.padStart(12)}  ${(call.end === 'untimed' ? '-' : formatDuration(call.durationNs)).padStart(12)}  ${indent}${depthLabel(call.depth)}${name(call.fn)}${endNote(call.end)}\n`;
     if (buffer.length > 1 << 16) {
       write(buffer);
       buffer = '';

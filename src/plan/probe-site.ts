@@ -157,16 +157,19 @@ export function siteName(site: ProbeSite): string {
 }
 
 /**
- * The sites with a nameQualifier on each whose name (and kind) another site of a different
- * place shares: the address when they are in one file, the file when at one address, both
- * otherwise. Two sites at the same place (one function named by two specs) keep one name.
+ * The sites with a nameQualifier on each whose name another site of a different place shares:
+ * the address when they are in one file, the file when at one address, both otherwise. Two
+ * sites at the same place (one function named by two specs, its entry and its return) keep
+ * one name. Entries and returns are qualified together: a function's entry and return always
+ * have one name, even where another function of its name has its entry probed and not its
+ * return (a recording pairs them by name).
  */
 export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
-  // Entries and returns apart, by index; a name's one site kept as is (an array per site,
-  // and a lookup by object, were a part of planning every function of a large program).
-  const groups = [new Map<string, number | number[]>(), new Map<string, number | number[]>()];
+  // By index; a name's one site kept as is (an array per site, and a lookup by object, were
+  // a part of planning every function of a large program).
+  const groups = [new Map<string, number | number[]>()];
   sites.forEach((site, index) => {
-    const named = groups[site.kind === 'return' ? 1 : 0]!;
+    const named = groups[0]!;
     const name = siteName(site);
     const had = named.get(name);
     if (had === undefined) named.set(name, index);
@@ -178,13 +181,13 @@ export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
     for (const group of named.values()) {
       if (!Array.isArray(group)) continue;
       const members = group.map((index) => sites[index]!);
-      const places = new Set(members.map((s) => `${s.target.path}:${s.vaddr}`));
+      const places = new Set(members.map((s) => `${s.target.path}:${placeOf(s)}`));
       if (places.size < 2) continue;
       const files = new Set(members.map((s) => s.target.path)).size;
-      const addresses = new Set(members.map((s) => s.vaddr)).size;
+      const addresses = new Set(members.map(placeOf)).size;
       for (const index of group) {
         const site = sites[index]!;
-        const address = `0x${site.vaddr.toString(16)}`;
+        const address = `0x${placeOf(site).toString(16)}`;
         const nameQualifier =
           files === 1
             ? address
@@ -196,6 +199,15 @@ export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
     }
   }
   return out;
+}
+
+/**
+ * Where a site's calls begin: a return probe's entry (where its calls are timed from, the
+ * function's entry probe's place: past a Go stack check, or a first instruction the kernel
+ * would single-step), else the site itself. A function's entry and return are one place.
+ */
+function placeOf(site: ProbeSite): bigint {
+  return site.kind === 'return' ? (site.returns?.entry.vaddr ?? site.vaddr) : site.vaddr;
 }
 
 /**

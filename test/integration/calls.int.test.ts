@@ -59,7 +59,7 @@ interface ReplayLine {
   tid: number;
   depth: number;
   function: string;
-  end: 'return' | 'unwind' | 'open';
+  end: 'return' | 'unwind' | 'open' | 'untimed';
 }
 
 /**
@@ -192,12 +192,86 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
         shape(all.filter((l) => l.tid === child['pid'])),
         Array(child['child_work']).fill('0 child_work'),
       );
-      // Closed: every call returned, except those the longjmp unwound and _start, which ends
-      // the process through exit() without returning.
+      // Closed: every call returned, except those the longjmp unwound and _start, the
+      // program's entry point, whose return is not probed (it has none: exit() ends it).
       const notReturned = all
         .filter((l) => l.end !== 'return')
         .map((l) => `${l.function} ${l.end}`);
-      assert.deepEqual(notReturned.sort(), ['_start open', ...Array(6).fill('deep unwind')]);
+      assert.deepEqual(notReturned.sort(), ['_start untimed', ...Array(6).fill('deep unwind')]);
+    });
+
+  // A function whose returns cannot be found safely (it leaves by a conditional jump into
+  // another function) has its entry probed alone: its calls are counted, not timed, and the
+  // calls its caller makes next are not put inside it (nor its caller taken for unwound).
+  // The other function of its name returns as any does: its entry and return are one name.
+  for (const engine of ['bpf', 'ptrace'] as const)
+    test(`${engine}: C++: calls of a function whose returns are not probed are counted, untimed, and what follows is its caller's`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['g++'] })) return;
+      const twin = new URL('../programs/untimed-twin.c', import.meta.url).pathname;
+      const app = compileProgram('untimed-calls', { flags: ['-O2'], link: [twin] });
+      const { dir, stdout } = record(`${app} 4`, [`${app}:*`], engine, [
+        '--return-probes',
+        'sites',
+      ]);
+      const own = JSON.parse(stdout) as Record<string, number>;
+      // The two twin(int)s by nm's addresses: the asm one's probe may sit past its first
+      // instruction (the kernel would single-step it), so its name is said apart.
+      const nm = execFileSync('nm', [app], { encoding: 'utf8' });
+      const local = [...nm.matchAll(/^([0-9a-f]+) t _ZL4twini$/gm)].map((m) =>
+        Number.parseInt(m[1]!, 16),
+      );
+      assert.equal(local.length, 2, nm);
+      const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
+        function: string;
+        calls: number;
+        untimed: number;
+        unwound: number;
+        notReturned: number;
+        totalNs: number;
+      }[];
+      const row = (name: string) => rows.find((r) => r.function === name);
+      const twins = rows.filter((r) => r.function.startsWith('twin(int) ('));
+      assert.equal(twins.length, 2, JSON.stringify(rows));
+      const [untimedTwin, cTwin] = twins.sort((a, b) => b.untimed - a.untimed);
+      for (const r of [row('leaves_oddly'), untimedTwin]) {
+        assert.deepEqual([r?.calls, r?.untimed, r?.totalNs], [own['outer'], own['outer'], 0]);
+      }
+      for (const r of [row('outer(int)'), row('after(int)'), cTwin]) {
+        assert.deepEqual(
+          [r?.calls, r?.untimed, r?.unwound, r?.notReturned],
+          [own['outer'], 0, 0, 0],
+        );
+        assert.ok(r!.totalNs > 0, JSON.stringify(r));
+      }
+      // The C twin is the one at the higher address (untimed-twin.c links after the asm).
+      assert.match(cTwin!.function, new RegExp(`\\(0x${Math.max(...local).toString(16)}\\)$`));
+      // Each call of outer: its five callees at one depth below it, the C twin under its caller.
+      const lines = replay(dir);
+      const outers = lines.filter((l) => l.function === 'outer(int)');
+      assert.equal(outers.length, own['outer']);
+      const depth = outers[0]!.depth;
+      const under = shape(
+        lines.slice(lines.indexOf(outers[0]!), lines.indexOf(outers[1]!)).map((l) => ({
+          ...l,
+          depth: l.depth - depth,
+          function: l.function.replace(/ \(0x[0-9a-f]+\)$/, ''),
+        })),
+      );
+      assert.deepEqual(under, [
+        '0 outer(int)',
+        '1 leaves_oddly untimed',
+        '1 after(int)',
+        '1 call_asm_twin(int)',
+        '1 twin(int) untimed',
+        '1 call_c_twin(int)',
+        '2 twin(int)',
+      ]);
+      const text = runCli(['replay', dir]).stdout;
+      assert.match(text, /^\s+[\d.]+ [mun]?s\s+-\s+leaves_oddly \[returns not probed\]$/m);
+      assert.match(
+        runCli(['report', dir]).stdout,
+        /^-\s+-\s+4\s+-\s+-\s+-\s+leaves_oddly \(returns not probed\)$/m,
+      );
     });
 
   for (const engine of ['ptrace', 'inject'] as const)
