@@ -1190,7 +1190,12 @@ export class Attachment {
    * Whether the kernel sets a return trampoline for the call `entry` opens (of the function
    * whose pending calls are `of`), as it does: none while the thread has
    * KERNEL_TRAMPOLINE_DEPTH set; else it first drops those a longjmp left (set at a stack
-   * pointer not above this entry's), then sets this one.
+   * pointer not above this entry's), then sets this one. An entry at the stack pointer of the
+   * last one set was jumped to by that call (a tail call): its return address is the
+   * trampoline already, and the kernel keeps that one too (a chained return: both return at
+   * once), so each function of a chain of tail calls holds one of the 64. (The one place this
+   * differs from the kernel: a call whose trampoline is the last set, left by a longjmp
+   * without one set after it, and a call then made at its stack pointer: taken for chained.)
    */
   #setsTrampoline(entry: ProbeEvent, of: Map<number, bigint[]>): boolean {
     let kept = this.#trampolines.get(entry.tid);
@@ -1203,7 +1208,8 @@ export class Attachment {
     // The low 32 bits (stackPointerFetch(), a u32): compared by their wrapped difference.
     const field = entry.fields[FRAME_FIELDS.sp];
     const sp = typeof field === 'number' ? field : 0;
-    while (sps.length > 0 && ((sps[sps.length - 1]! - sp) | 0) <= 0) {
+    const chained = sps.length > 0 && sps[sps.length - 1] === sp;
+    while (!chained && sps.length > 0 && ((sps[sps.length - 1]! - sp) | 0) <= 0) {
       sps.pop();
       kept.of.pop();
     }

@@ -95,7 +95,9 @@ export function renderFunctionReportText(
     const notes = [
       r.unwound > 0 ? `${r.unwound} unwound` : '',
       r.open > 0 ? `${r.open} not returned` : '',
-      r.unreported > 0 ? `${r.unreported} returns left out by the kernel` : '',
+      r.unreported > 0
+        ? `${r.unreported} return${r.unreported === 1 ? '' : 's'} left out by the kernel`
+        : '',
       r.untimed > 0 ? 'returns not probed' : '',
       steps === undefined ? '' : `kernel-stepped ${steps}`,
     ].filter((n) => n !== '');

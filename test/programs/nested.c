@@ -2,7 +2,9 @@
 // `nested chain N` calls a chain of 100 functions, chain_0 calling chain_1 ... chain_99, N
 // times; `nested recurse DEPTH N` calls recurse(DEPTH), which calls itself down to 0, N
 // times; `nested jump DEPTH N` N times calls dive(DEPTH), which calls itself down to 0 and
-// longjmps out of them all, then recurse(10). It prints how many calls it made: calls=TOTAL.
+// longjmps out of them all, then recurse(10); `nested hops DEPTH N` N times calls
+// rec_hop(DEPTH), which calls hop, which jumps to rec_hop (a tail call: the kernel keeps the
+// trampoline of each, chained), down to 0. It prints how many calls it made: calls=TOTAL.
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,22 @@ __attribute__((noinline)) long recurse(long n) {
   return r;
 }
 
+/** Jumps to rec_hop: a tail call, its return address rec_hop's caller's. */
+long hop(long n);
+__asm__(".text\n"
+        ".globl hop\n"
+        ".type hop, @function\n"
+        "hop:\n"
+        "  jmp rec_hop\n"
+        ".size hop, .-hop\n");
+
+__attribute__((noinline)) long rec_hop(long n) {
+  if (n == 0) return 0;
+  long r = hop(n - 1) + 1;
+  __asm__ volatile("" ::: "memory");
+  return r;
+}
+
 static jmp_buf out;
 
 __attribute__((noinline)) long dive(long n) {
@@ -69,8 +87,14 @@ int main(int argc, char **argv) {
       recurse(10);
     }
     printf("calls=%ld\n", (depth + 1 + 11) * n);
+  } else if (argc > 3 && strcmp(argv[1], "hops") == 0) {
+    long depth = atol(argv[2]), n = atol(argv[3]);
+    for (long i = 0; i < n; i++) rec_hop(depth);
+    printf("calls=%ld\n", (2 * depth + 1) * n);
   } else {
-    fprintf(stderr, "usage: nested chain N | nested recurse DEPTH N | nested jump DEPTH N\n");
+    fprintf(stderr,
+            "usage: nested chain N | nested recurse DEPTH N | nested jump DEPTH N | nested hops "
+            "DEPTH N\n");
     return 2;
   }
   return 0;
