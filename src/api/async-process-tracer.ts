@@ -171,6 +171,7 @@ export class AsyncProcessTracer implements AsyncDisposable {
         strict: registration.strict,
         returnProbes: registration.returnProbes,
         unwinds: registration.unwinds,
+        openAtThreadEnd: registration.openAtThreadEnd,
         handler: registration.handler !== undefined,
         filter: registration.filter !== undefined,
       },

@@ -79,6 +79,11 @@ export interface ProcessRegistration {
    * their thread's end took away, with `exit` 'unwind' and no `retval` (default false).
    */
   readonly unwinds?: boolean | undefined;
+  /**
+   * With `unwinds`: the calls still open when their thread ends are closed without a call,
+   * not taken for unwound (a recording's tree closes them as not returned).
+   */
+  readonly openAtThreadEnd?: boolean | undefined;
   /** For a spec: fetches given apart from it, lowered at each site (ProbeSite.optionFetches). */
   readonly optionFetches?: readonly OptionFetch[] | undefined;
   /** For a spec: leave out the functions whose name matches one of these globs. */
@@ -509,6 +514,7 @@ export class ProcessTracer {
         guardable: site.nextIsJumpTarget === false,
         returnSites: registration.event === 'return' ? returnSitesIn(objects, site) : undefined,
         unwinds: registration.unwinds,
+        openAtThreadEnd: registration.openAtThreadEnd,
         bareHandler:
           registration.bareHandler === undefined
             ? undefined

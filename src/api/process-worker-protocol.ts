@@ -43,6 +43,7 @@ export interface RegistrationRequest {
   readonly strict: boolean | undefined;
   readonly returnProbes?: 'auto' | 'sites' | 'trampoline' | undefined;
   readonly unwinds?: boolean | undefined;
+  readonly openAtThreadEnd?: boolean | undefined;
   /** What runs in the caller's thread: the worker asks it at each hit. */
   readonly handler: boolean;
   readonly filter: boolean;

@@ -232,8 +232,19 @@ class Server {
 
   /** The registration as the tracer takes it: what runs in the caller's thread is asked for. */
   #registration(request: Extract<Request, { op: 'register' }>) {
-    const { id, event, where, unsafe, debugDirs, strict, returnProbes, unwinds, handler, filter } =
-      request.registration;
+    const {
+      id,
+      event,
+      where,
+      unsafe,
+      debugDirs,
+      strict,
+      returnProbes,
+      unwinds,
+      openAtThreadEnd,
+      handler,
+      filter,
+    } = request.registration;
     return {
       id,
       event,
@@ -243,6 +254,7 @@ class Server {
       strict,
       returnProbes,
       unwinds,
+      openAtThreadEnd,
       handler: handler
         ? (hit: HitContext, site: ProbeSite | undefined) => {
             this.#ask(hit, site);

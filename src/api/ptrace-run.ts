@@ -52,6 +52,8 @@ export interface PtraceRunOptions {
   readonly onNotice?: ((text: string) => void) | undefined;
   /** Leave out the functions whose name matches one of these globs. */
   readonly exclude?: readonly string[] | undefined;
+  /** Calls open when their thread ends are left open, not unwound (see Registration). */
+  readonly openAtThreadEnd?: boolean | undefined;
   /** On `inject`: how many records its ring holds (a power of two; 65,536 by default). */
   readonly ringRecords?: number | undefined;
   /** Fetches given apart from the specs, lowered at each site (ProbeSite.optionFetches). */
@@ -259,6 +261,7 @@ export class PtraceRun {
                   },
             // Calls an unwind took away are shown (trace) and counted (count) as such.
             unwinds: true,
+            openAtThreadEnd: options.openAtThreadEnd,
             inProcess: inProcessOf(options.inProcess, returns),
             handler,
             entryFilter:

@@ -787,6 +787,7 @@ async function attachFunctions<T>(
     onProgress: options.onProgress,
     lean: true,
     readsNoFields: true,
+    openAtThreadEnd: true,
     // Named while the kernel attaches them (50,000 functions: 60 ms).
     whileLinking: (sites) => {
       functions = functionsOf(sites, ids, true);
@@ -965,6 +966,8 @@ async function recordInProcess(
       // thread: 35,000 records lost with the default ring, none with this one).
       ringRecords: options.engine === 'inject' ? ringRecordsOf(options.bufferSizeKb) : undefined,
       onNotice: options.onNotice,
+      // A thread's end leaves its calls open (the tree says so), no unwind.
+      openAtThreadEnd: true,
     },
     {
       returns: (spec) => spec.startsWith('r:'),

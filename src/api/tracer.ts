@@ -149,6 +149,13 @@ export interface AttachOptions extends CoverageOptions {
    */
   readonly readsNoFields?: boolean | undefined;
   /**
+   * Calls (of functions whose returns are caught at their exits) still open when their
+   * thread has ended are left so, not delivered as returns marked `unwound` at the end: a
+   * recording's tree closes them as not returned (a process's exit ends its threads in the
+   * calls they wait in, which no unwind left).
+   */
+  readonly openAtThreadEnd?: boolean | undefined;
+  /**
    * Leave out the functions whose name (as stored, or demangled) matches one of these globs,
    * e.g. `_*` (fails when that leaves nothing).
    */
@@ -769,6 +776,8 @@ export class Attachment {
   #returnsLeftOut = 0;
   /** The events keep their frame fields (AttachOptions.readsNoFields). */
   readonly #keepFrameFields: boolean;
+  /** AttachOptions.openAtThreadEnd. */
+  readonly #openAtThreadEnd: boolean;
   /** Per function whose returns are caught at its exits: its open calls. */
   readonly #frames = new Map<string, FunctionFrames>();
   /** Per probe name: the function whose frames its events open (hidden entries) or close. */
@@ -829,6 +838,7 @@ export class Attachment {
     this.warnings = warnings;
     this.#hidden = hidden;
     this.#keepFrameFields = options.readsNoFields === true;
+    this.#openAtThreadEnd = options.openAtThreadEnd === true;
     for (const site of streamSites) {
       const role = site.role;
       if (role?.kind === 'entry-frame') this.#opensAndDelivers.add(site.probe);
@@ -1134,8 +1144,12 @@ export class Attachment {
     );
   }
 
-  /** The open calls of threads (or processes, for goroutines) that have ended: unwound. */
+  /**
+   * The open calls of threads (or processes, for goroutines) that have ended: unwound,
+   * unless they are left open (AttachOptions.openAtThreadEnd).
+   */
   #closeEnded(deliver: (event: ProbeEvent) => void): void {
+    if (this.#openAtThreadEnd) return;
     const now = process.hrtime.bigint();
     for (const frames of this.#frames.values()) {
       const ended = frames.calls.drop((owner) => {

@@ -386,6 +386,37 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       assert.match(text.stdout, /ender \[no return: thread ended\]/);
     });
 
+  // A process's exit ends its other threads in the calls they wait in: not returned, not
+  // unwound (no unwind left them), on every engine, with returns caught at exits (as C++,
+  // Rust and Go functions' are).
+  for (const engine of ENGINES)
+    test(`${engine}: a thread the process's exit ends in a call: that call not returned, not unwound`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = compileProgram('thread-at-exit', { flags: ['-O2'], link: ['-lpthread'] });
+      const { dir, stdout } = record(app, [`${app}:wait_here`, `${app}:work`], engine, [
+        '--return-probes',
+        'sites',
+      ]);
+      const own = JSON.parse(stdout) as Record<string, number>;
+      const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
+        function: string;
+        calls: number;
+        unwound: number;
+        notReturned: number;
+      }[];
+      const row = (name: string) => {
+        const r = rows.find((r) => r.function === name);
+        return [r?.calls, r?.notReturned, r?.unwound];
+      };
+      assert.deepEqual(row('wait_here'), [own['wait_here'], 1, 0]);
+      assert.deepEqual(row('work'), [own['work'], 0, 0]);
+      const waits = replay(dir).filter((l) => l.function === 'wait_here');
+      assert.deepEqual(
+        waits.map((l) => `${l.depth} ${l.end}`),
+        ['0 open'],
+      );
+    });
+
   // --return-probes, as trace and count take it: at a tail call (a jmp, objdump the truth), a
   // return caught at the function's exits closes the caller as it jumps (the callee its
   // sibling); one caught by the trampoline when the callee returns for it (the callee nested).

@@ -128,6 +128,11 @@ export interface Registration {
    */
   readonly unwinds?: boolean | undefined;
   /**
+   * With `unwinds`: the calls still open when their thread ends are closed without an event,
+   * not delivered as unwound (a recording's tree closes them as not returned).
+   */
+  readonly openAtThreadEnd?: boolean | undefined;
+  /**
    * For a return: whether the call is wanted, decided at the function's entry (with the
    * entry's registers and memory); a call it refuses gives no return event.
    */
@@ -1721,7 +1726,7 @@ export class ProcessProbes {
       const registration = this.#registrations.get(id);
       if (registration === undefined) continue;
       const ended = calls.drop((owner) => tid === undefined || owner === String(tid));
-      if (registration.unwinds !== true) continue;
+      if (registration.unwinds !== true || registration.openAtThreadEnd === true) continue;
       for (const call of ended) {
         if (call.declined) continue;
         const hit: HitContext = {
