@@ -120,6 +120,9 @@ export function writeReplayTrace(
       engine: recording.index.engine,
     },
     exactEnds: true,
+    // Every call is its return event but those of functions whose returns are not probed:
+    // their entries, instants.
+    returning: new Set(),
   });
   sink.begin();
   const thread = (tid: number) => ({ pid: pids.get(tid) ?? tid, comm: comms.get(tid) ?? '' });

@@ -311,7 +311,8 @@ export function firstCallNs(threads: readonly ThreadCalls[]): bigint {
  * events (a Chrome trace, a speedscope trace) makes complete calls of: each call is its return
  * event, at its end, carrying its duration (`latencyNs`), so no entry has to wait for its
  * return however deep the calls nest. A call an unwind ended, or that never returned, says so
- * in its `ended` field.
+ * in its `ended` field. A call of a function whose returns are not probed is its entry alone
+ * (give the sink no `returning` probe: it is an instant).
  */
 export function* callEvents(
   calls: Iterable<ReplayCall>,
@@ -326,6 +327,24 @@ export function* callEvents(
       of = thread(tid);
     }
     const ended = call.end === 'return' ? undefined : endNote(call.end).slice(2, -1);
+    if (call.end === 'untimed') {
+      // No duration: its entry alone, which a sink that knows no return comes (`returning`
+      // empty) makes an instant.
+      yield {
+        spec: '',
+        pid: of.pid,
+        tid,
+        cpu: 0,
+        comm: of.comm,
+        probe: name(call.fn),
+        kind: 'entry',
+        timestampNs: call.startNs,
+        fields: { ended: ended! },
+        latencyNs: undefined,
+        exit: undefined,
+      };
+      continue;
+    }
     // Every field written out (a spread of the thread's would make each event slowly).
     yield {
       spec: '',

@@ -68,11 +68,16 @@ interface ReportRow {
   calls: number;
   totalNs: number;
   selfNs: number;
+  untimed: number;
 }
 
+/**
+ * The report's rows of functions with times: not those whose returns are not probed (_start,
+ * the program's entry point), whose calls are counted, not timed (instants in a trace).
+ */
 function report(dir: string): Map<string, ReportRow> {
   const rows = JSON.parse(cli(['report', dir, '--json'])) as ReportRow[];
-  return new Map(rows.map((r) => [r.function, r]));
+  return new Map(rows.filter((r) => r.untimed < r.calls).map((r) => [r.function, r]));
 }
 
 interface Slice {
@@ -170,6 +175,14 @@ test('replay --format chrome: a track per thread, each call a complete slice nes
     Array(child['child_work']).fill(`0 child_work ${child['pid']}`),
   );
   assert.equal(threads.size, 1 + parent['thread_body']! + 1, 'a track per thread with calls');
+  // _start, whose return is not probed (the program's entry point): an instant, not a slice.
+  const instants = trace.traceEvents.filter(
+    (e: { ph: string; tid: number }) => e.ph === 'i' && e.tid === parent['pid'],
+  );
+  assert.deepEqual(
+    instants.map((e: { name: string; args: { ended: string } }) => `${e.name} ${e.args.ended}`),
+    ['_start returns not probed'],
+  );
   // Every track is named after its thread (metadata events).
   const named = trace.traceEvents
     .filter((e: { ph: string; name: string }) => e.ph === 'M' && e.name === 'thread_name')
@@ -292,7 +305,7 @@ test('graph --format folded and flamegraph weigh each call path by time: frames 
   assert.equal(total, rootTime(rec.dir));
   const rows = report(rec.dir);
   for (const [fn, row] of rows) assert.equal(inclusive.get(fn), row.totalNs, fn);
-  const deepest = `_start;main;${Array(51).fill('rec').join(';')} `;
+  const deepest = `main;${Array(51).fill('rec').join(';')} `;
   assert.equal(folded.filter((l) => l.startsWith(deepest)).length, 1, 'rec, 51 deep');
 
   // From a function: every thread_body, with its leaf calls.
