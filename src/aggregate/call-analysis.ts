@@ -200,6 +200,8 @@ export function depthFirst<T extends { readonly children: readonly T[] }>(
 export interface GraphNode {
   readonly fn: number;
   calls: number;
+  /** Of the calls, those of a function whose returns are not probed (not timed). */
+  untimed: number;
   totalNs: bigint;
   selfNs: bigint;
   readonly children: GraphNode[];
@@ -219,7 +221,7 @@ function childOf(
   if (byFn !== undefined) found = byFn.get(fn);
   else found = siblings.find((g) => g.fn === fn);
   if (found !== undefined) return found;
-  const made: GraphNode = { fn, calls: 0, totalNs: 0n, selfNs: 0n, children: [] };
+  const made: GraphNode = { fn, calls: 0, untimed: 0, totalNs: 0n, selfNs: 0n, children: [] };
   siblings.push(made);
   if (byFn !== undefined) byFn.set(fn, made);
   else if (siblings.length > MAPPED_CHILDREN) {
@@ -252,9 +254,16 @@ class CallGraphBuilder implements CallObserver {
     t.path.push(childOf(siblings, fn, this.#index));
   }
 
-  leave(thread: ObservedThread, _fn: number, duration: bigint, callees: bigint): void {
+  leave(
+    thread: ObservedThread,
+    _fn: number,
+    duration: bigint,
+    callees: bigint,
+    end: CallEnd,
+  ): void {
     const node = this.#threads.get(thread.tid)!.path.pop()!;
     node.calls++;
+    if (end === 'untimed') node.untimed++;
     node.totalNs += duration;
     node.selfNs += duration - callees;
   }
@@ -275,6 +284,7 @@ class CallGraphBuilder implements CallObserver {
         for (const node of from) {
           const merged = childOf(into, node.fn, index);
           merged.calls += node.calls;
+          merged.untimed += node.untimed;
           merged.totalNs += node.totalNs;
           merged.selfNs += node.selfNs;
           if (node.children.length > 0) lists.push([node.children, merged.children]);
@@ -329,13 +339,13 @@ export class CallGraphs implements CallObserver {
     }
   }
 
-  leave(thread: ObservedThread, fn: number, duration: bigint, callees: bigint): void {
+  leave(thread: ObservedThread, fn: number, duration: bigint, callees: bigint, end: CallEnd): void {
     if (this.#byFn === undefined) {
-      this.#graphs[0]!.leave(thread, fn, duration, callees);
+      this.#graphs[0]!.leave(thread, fn, duration, callees, end);
       return;
     }
     const t = this.#threads.get(thread.tid)!;
-    for (const { graph } of t.inside) graph.leave(thread, fn, duration, callees);
+    for (const { graph } of t.inside) graph.leave(thread, fn, duration, callees, end);
     while (t.inside.length > 0 && t.inside[t.inside.length - 1]!.at === t.depth) t.inside.pop();
     t.depth--;
   }

@@ -182,8 +182,11 @@ export function renderCallGraphText(
     const { node, depth, last } = stack.pop()!;
     const level = Math.min(depth, MAX_DRAWN_DEPTH);
     const branch = depth === 0 ? '' : `${prefixes[level]}${last ? '└─ ' : '├─ '}`;
+    // A function whose returns are not probed has no times, not times of 0.
+    const untimed = node.untimed === node.calls;
+    const time = (ns: bigint) => (untimed ? '-' : formatDuration(ns)).padEnd(11);
     lines.push(
-      `  ${formatDuration(node.totalNs).padEnd(11)}  ${formatDuration(node.selfNs).padEnd(11)}  ${String(node.calls).padStart(5)}  ${branch}${depthLabel(depth)}${name(node.fn)}`,
+      `  ${time(node.totalNs)}  ${time(node.selfNs)}  ${String(node.calls).padStart(5)}  ${branch}${depthLabel(depth)}${name(node.fn)}${untimed ? endNote('untimed') : ''}`,
     );
     if (depth + 1 >= maxDepth) continue;
     if (depth < MAX_DRAWN_DEPTH) {
@@ -227,7 +230,7 @@ export function renderCallGraphJson(
     const level = 2 * depth + 1;
     const key = indent(level + 1);
     parts.push(
-      `${first ? '\n' : ',\n'}${indent(level)}{\n${key}"function": ${JSON.stringify(name(node.fn))},\n${key}"calls": ${node.calls},\n${key}"totalNs": ${Number(node.totalNs)},\n${key}"selfNs": ${Number(node.selfNs)},\n${key}"children": [`,
+      `${first ? '\n' : ',\n'}${indent(level)}{\n${key}"function": ${JSON.stringify(name(node.fn))},\n${key}"calls": ${node.calls},\n${key}"untimed": ${node.untimed},\n${key}"totalNs": ${Number(node.totalNs)},\n${key}"selfNs": ${Number(node.selfNs)},\n${key}"children": [`,
     );
     const children = depth + 1 >= maxDepth ? [] : node.children;
     if (children.length === 0) {
