@@ -268,6 +268,13 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       ]);
       const text = runCli(['replay', dir]).stdout;
       assert.match(text, /^\s+[\d.]+ [mun]?s\s+-\s+leaves_oddly \[returns not probed\]$/m);
+      // graph: no times on its paths, said, its node's untimed calls in --json.
+      assert.match(
+        runCli(['graph', dir]).stdout,
+        /^ {2}- {12}- {12}\s+4 {2}\s*├─ leaves_oddly \[returns not probed\]$/m,
+      );
+      const graphed = JSON.stringify(JSON.parse(runCli(['graph', dir, '--json']).stdout));
+      assert.match(graphed, /"function":"leaves_oddly","calls":4,"untimed":4,"totalNs":0/);
       assert.match(
         runCli(['report', dir]).stdout,
         /^-\s+-\s+4\s+-\s+-\s+-\s+leaves_oddly \(returns not probed\)$/m,
