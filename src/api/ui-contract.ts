@@ -218,6 +218,8 @@ export interface RecordingView {
 export interface CallPathView {
   readonly fn: number;
   readonly calls: number;
+  /** Of the calls, those of a function whose returns are not probed: not timed. */
+  readonly untimed: number;
   readonly totalNs: number;
   readonly selfNs: number;
   /** The heaviest (total time) first. */
@@ -238,6 +240,11 @@ export interface FunctionReportView {
   readonly notReturned: number;
   /** Calls whose return the kernel left out (nested over 64 deep: RecordedFunction.trampoline). */
   readonly unreported: number;
+  /**
+   * Calls of a function whose returns are not probed (they cannot be found safely): counted,
+   * not timed (RecordedFunction.untimed).
+   */
+  readonly untimed: number;
   /**
    * Which of its probes the kernel single-stepped ('entry', 'return', 'entry and return'):
    * a trap more each call, in its times (see RecordedFunction.stepped).

@@ -172,6 +172,8 @@ function CallRow({
   const [open, setOpen] = useState(depth === 0);
   const name = tree.functions[node.fn] ?? `#${node.fn}`;
   const share = whole > 0 ? (node.totalNs / whole) * 100 : 0;
+  // A function whose returns are not probed: counted, not timed.
+  const untimed = node.untimed === node.calls;
   return (
     <>
       <tr data-test="call-row" data-name={name} data-depth={depth} data-calls={node.calls}>
@@ -190,12 +192,22 @@ function CallRow({
             <span class="toggle" />
           )}{' '}
           {name}
+          {untimed ? (
+            <span
+              class="stepped"
+              data-test="untimed"
+              title="Its returns cannot be found safely (upscope resolve r:FUNCTION says why): its calls are counted, not timed, and what it calls is under its caller"
+            >
+              {' '}
+              returns not probed
+            </span>
+          ) : null}
         </td>
         <td class="num" data-test="calls">
           {node.calls}
         </td>
-        <td class="num">{duration(node.totalNs)}</td>
-        <td class="num">{duration(node.selfNs)}</td>
+        <td class="num">{duration(untimed ? null : node.totalNs)}</td>
+        <td class="num">{duration(untimed ? null : node.selfNs)}</td>
         <td class="num share">
           <span class="bar" style={{ width: `${Math.min(100, share)}%` }} />
           <span class="pct">{share.toFixed(1)}%</span>
@@ -264,15 +276,25 @@ function Report({ tree }: { tree: RecordingTreeView }) {
                     kernel-stepped {r.kernelStepped}
                   </span>
                 )}
+                {r.untimed === 0 ? null : (
+                  <span
+                    class="stepped"
+                    data-test="untimed"
+                    title="Its returns cannot be found safely (upscope resolve r:FUNCTION says why): its calls are counted, not timed"
+                  >
+                    {' '}
+                    returns not probed
+                  </span>
+                )}
               </td>
               <td class="num" data-test="calls">
                 {r.calls}
               </td>
-              <td class="num">{duration(r.totalNs)}</td>
-              <td class="num">{duration(r.selfNs)}</td>
-              <td class="num">{duration(r.minNs)}</td>
-              <td class="num">{duration(r.avgNs)}</td>
-              <td class="num">{duration(r.maxNs)}</td>
+              <td class="num">{duration(r.untimed === r.calls ? null : r.totalNs)}</td>
+              <td class="num">{duration(r.untimed === r.calls ? null : r.selfNs)}</td>
+              <td class="num">{duration(r.untimed === r.calls ? null : r.minNs)}</td>
+              <td class="num">{duration(r.untimed === r.calls ? null : r.avgNs)}</td>
+              <td class="num">{duration(r.untimed === r.calls ? null : r.maxNs)}</td>
               <td
                 class="num"
                 title={`${r.unwound} unwound, ${r.notReturned} not returned when the thread ended, ${r.unreported} returns left out by the kernel (calls nested over 64 deep)`}

@@ -307,6 +307,7 @@ export class RecordingResult {
       return kept.map((n) => ({
         fn: n.fn,
         calls: n.calls,
+        untimed: n.untimed,
         totalNs: Number(n.totalNs),
         selfNs: Number(n.selfNs),
         children: view(n.children, depth + 1),
