@@ -71,12 +71,20 @@ function unprobedProgramNote(
 /**
  * Whether a word of `command` past its program names another program (a path or a name on
  * PATH): `sh -c './app'`, `timeout 5 app`, `sh -c 'ls | wc'` may run programs other than the
- * first, which may link what the first does not.
+ * first, which may link what the first does not. Quoted text is a shell's commands, but
+ * another program's data (`perl -e 'print scalar(...)'` runs no `scalar`), unless a word
+ * outside the quotes names a program that runs it (`timeout 5 sh -c '...'`).
  */
 function runsOthers(command: string): boolean {
-  const words = command.split(/[\s;|&()<>`'"$=]+/).slice(1);
+  const program = commandProgram(command);
+  const shell = program !== undefined && SHELL.test(basename(program));
+  const text = shell ? command : command.replace(/'[^']*'|"(?:\\.|[^"\\])*"/g, ' ');
+  const words = text.split(/[\s;|&()<>`'"$=]+/).slice(1);
   return words.some((word) => word !== '' && commandProgram(word) !== undefined);
 }
+
+/** Programs whose quoted arguments are commands they run. */
+const SHELL = /^(?:sh|bash|dash|zsh|ksh|mksh|ash|fish|busybox)$/;
 
 /** Files a program's loading may take in, past which its libraries are not looked through. */
 const MAX_LINKED_FILES = 256;

@@ -673,9 +673,16 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.match(libc.stdout, /^0\s+mkfifo$/m);
     assert.doesNotMatch(libc.stderr, /no probe fired/);
     // A command that runs another program (which might link it): nothing said.
-    const shell = runCli(['count', '-c', `sh -c '${app} all'`, `${lib}:late_add`]);
-    assert.equal(shell.status, 0, shell.stderr);
-    assert.doesNotMatch(shell.stderr, /no probe fired/);
+    for (const command of [`sh -c '${app} all'`, `timeout 60 sh -c '${app} all'`]) {
+      const shell = runCli(['count', '-c', command, `${lib}:late_add`]);
+      assert.equal(shell.status, 0, shell.stderr);
+      assert.doesNotMatch(shell.stderr, /no probe fired/, command);
+    }
+    // Quoted words of a program that is no shell are its data, not programs it runs (as
+    // `perl -e 'print scalar(keys %h)'`, where git's scalar is on PATH): said.
+    const data = runCli(['count', '-c', `${app} all 'ls; sh'`, `${lib}:late_add`]);
+    assert.equal(data.status, 0, data.stderr);
+    assert.match(data.stderr, note);
   });
 
   test('a recording read while upscope still makes it says so (not that it was killed); once its upscope is killed, that it did not end cleanly', async (t) => {
