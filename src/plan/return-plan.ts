@@ -299,8 +299,12 @@ export function codeParts(fn: FunctionSymbol, elf: ElfFile, symbols: SymbolIndex
 
 /** How many instructions from a Go function's start its stack check may take. */
 const STACK_CHECK_INSTRUCTIONS = 8;
-/** How far into the block a stack check jumps to its `call runtime.morestack*` is. */
-const MORESTACK_BLOCK_INSTRUCTIONS = 8;
+/**
+ * How far into the block a stack check jumps to its `call runtime.morestack*` is: the
+ * register arguments are spilled first, up to 9 integer and 15 floating-point ones under
+ * Go's register ABI (runtime.concatstring4's 9 moves and a nop were past 8).
+ */
+const MORESTACK_BLOCK_INSTRUCTIONS = 32;
 
 /**
  * Where a Go function's work starts: after the stack check at its start (`cmp 0x10(%r14),%rsp;
@@ -321,28 +325,36 @@ export function afterGoStackCheck(
     const bytes = elf.read(fileOffset, Math.min(available, count * 15));
     return decodeInstructions(bytes, vaddr, { maxCount: count }).filter((i) => !i.invalid);
   };
-  const callsMorestack = (vaddr: bigint) =>
-    decode(vaddr, MORESTACK_BLOCK_INSTRUCTIONS).some(
-      (insn) =>
-        insn.mnemonic === 'call' &&
-        insn.branchTarget !== undefined &&
-        symbols.containing(insn.branchTarget)?.name.startsWith('runtime.morestack') === true,
+  /**
+   * Whether the block at `vaddr` is the stack check's: its first call is to
+   * runtime.morestack*. Not a block that calls runtime.throw first, which the compiler may
+   * place just before it (mallocgc's `if gcphase == _GCmarktermination { throw(...) }`, a
+   * branch of its first instructions too, was taken for the check: its entry was probed past
+   * the frame's `sub $0x70,%rsp`, and no return matched its call).
+   */
+  const callsMorestack = (vaddr: bigint) => {
+    const call = decode(vaddr, MORESTACK_BLOCK_INSTRUCTIONS).find(
+      (insn) => insn.mnemonic === 'call' || insn.mnemonic === 'jmp' || insn.mnemonic === 'ret',
     );
+    return (
+      call?.mnemonic === 'call' &&
+      call.branchTarget !== undefined &&
+      symbols.containing(call.branchTarget)?.name.startsWith('runtime.morestack') === true
+    );
+  };
   const start = decode(fn.vaddr, STACK_CHECK_INSTRUCTIONS + 1);
-  let after: bigint | undefined;
-  start.slice(0, STACK_CHECK_INSTRUCTIONS).forEach((insn, i) => {
+  // After the last branch to that block: a large frame's check has two (`jb` where the
+  // frame's size would wrap below 0, then `jbe` against the stack guard).
+  const at = start.slice(0, STACK_CHECK_INSTRUCTIONS).findLastIndex((insn) => {
     const target = insn.branchTarget;
-    if (
-      target === undefined ||
-      insn.mnemonic === 'jmp' ||
-      insn.mnemonic === 'call' ||
-      target <= insn.vaddr ||
-      target >= fn.vaddr + fn.sizeBytes ||
-      !callsMorestack(target)
-    ) {
-      return;
-    }
-    after = start[i + 1]?.vaddr;
+    return (
+      target !== undefined &&
+      insn.mnemonic !== 'jmp' &&
+      insn.mnemonic !== 'call' &&
+      target > insn.vaddr &&
+      target < fn.vaddr + fn.sizeBytes &&
+      callsMorestack(target)
+    );
   });
-  return after;
+  return at < 0 ? undefined : start[at + 1]?.vaddr;
 }

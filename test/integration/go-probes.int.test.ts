@@ -245,6 +245,79 @@ describe('Go programs: return probes, with return addresses left alone', () => {
     });
   }
 
+  // runtime.mallocgc's first instructions hold two forward branches: its stack check's (to a
+  // block that calls runtime.morestack) and `if gcphase == _GCmarktermination` (to a block
+  // that calls runtime.throw, placed just before). The entry was probed after the second,
+  // past the frame's `sub $0x70,%rsp`, and no return was paired with its call.
+  for (const engine of ['bpf', 'ptrace'] as const)
+    test(`${engine}: runtime.mallocgc (a branch to a throw beside its stack check): every return paired with its call`, (t) => {
+      const app = target(t);
+      if (app === undefined) return;
+      const run = countOn(engine, `${app} deep 3`, [
+        `${app}:runtime.mallocgc`,
+        `r:${app}:runtime.mallocgc`,
+      ]);
+      const calls = run.byProbe['runtime.mallocgc'];
+      assert.ok(calls !== undefined && calls > 0, JSON.stringify(run.byProbe));
+      assert.deepEqual(run.byProbe, {
+        'runtime.mallocgc': calls,
+        'r:runtime.mallocgc': calls,
+      });
+      assert.doesNotMatch(run.result.stderr, /without their entry/);
+    });
+
+  test("every Go function's entry is probed right after its stack check, as objdump shows it", (t) => {
+    const app = target(t);
+    if (app === undefined) return;
+    // objdump's functions: the instruction after the first conditional jump that follows a
+    // `cmp 0x10(%r14),...` (the goroutine's stack guard) among its first 8 instructions.
+    const expected = new Map<string, number>();
+    let name: string | undefined;
+    let insns: { at: number; text: string }[] = [];
+    const done = () => {
+      if (name === undefined) return;
+      const cmp = insns.slice(0, 8).findIndex((i) => /^cmp\s+0x10\(%r14\),/.test(i.text));
+      const jump =
+        cmp < 0 ? -1 : insns.findIndex((i, k) => k > cmp && /^j(?!mp)[a-z]+\s/.test(i.text));
+      if (jump >= 0 && jump < 8 && insns[jump + 1] !== undefined) {
+        expected.set(name, insns[jump + 1]!.at);
+      }
+    };
+    for (const line of execFileSync('objdump', ['-d', '--no-show-raw-insn', app], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 28,
+    }).split('\n')) {
+      const fn = /^([0-9a-f]+) <(.+)>:$/.exec(line);
+      if (fn !== null) {
+        done();
+        name = fn[2];
+        insns = [];
+        continue;
+      }
+      const insn = /^\s+([0-9a-f]+):\s+(.*)$/.exec(line);
+      if (insn !== null && name !== undefined) {
+        insns.push({ at: Number.parseInt(insn[1]!, 16), text: insn[2]!.trim() });
+      }
+    }
+    done();
+    const resolved = runCli(['resolve', '--json', `${app}:*`], { timeoutMs: 600_000 });
+    assert.equal(resolved.status, 0, resolved.stderr);
+    const sites = (JSON.parse(resolved.stdout) as { sites: { symbol: string; vaddr: string }[] })
+      .sites;
+    let compared = 0;
+    const wrong: string[] = [];
+    for (const site of sites) {
+      const want = expected.get(site.symbol);
+      if (want === undefined) continue;
+      compared++;
+      if (Number(site.vaddr) !== want) {
+        wrong.push(`${site.symbol}: ${site.vaddr}, objdump 0x${want.toString(16)}`);
+      }
+    }
+    assert.ok(compared > 1000 && expected.has('runtime.mallocgc'), `${compared} compared`);
+    assert.deepEqual(wrong, []);
+  });
+
   test('--return-probes=trampoline on Go code is refused in one line, before anything runs', (t) => {
     const app = target(t);
     if (app === undefined) return;
