@@ -727,6 +727,18 @@ function functionsOf(
   });
 }
 
+/**
+ * Per function id, 1 where its returns are not probed (RecordedFunction.untimed): read at
+ * every record, as a byte, not a property of one of two shapes of object.
+ */
+function untimedIds(functions: readonly RecordedFunction[]): Uint8Array {
+  const untimed = new Uint8Array(functions.length);
+  functions.forEach((fn, id) => {
+    if (fn.untimed === true) untimed[id] = 1;
+  });
+  return untimed;
+}
+
 /** Whether the ELF file at `path` has a .symtab (false when it cannot be read). */
 function hasSymtab(path: string): boolean {
   try {
@@ -769,6 +781,7 @@ async function attachFunctions<T>(
 ): Promise<Probed & { readonly prepared: T }> {
   const ids = new Map<string, number>();
   let functions: RecordedFunction[] = [];
+  let untimed: Uint8Array = new Uint8Array(0);
   let prepared: T | undefined;
   const attachment = await new Tracer().attach(recordSpecs(options), {
     command: options.command,
@@ -791,6 +804,7 @@ async function attachFunctions<T>(
     // Named while the kernel attaches them (50,000 functions: 60 ms).
     whileLinking: (sites) => {
       functions = functionsOf(sites, ids, true);
+      untimed = untimedIds(functions);
     },
     onLive: ({ sites, skipped, warnings, notes }) => {
       const unloaded = options.pid === undefined ? [] : notLoadedNotes(sites, options.pid);
@@ -815,7 +829,7 @@ async function attachFunctions<T>(
     return {
       kind:
         event.kind === 'entry'
-          ? functions[fn]!.untimed === true
+          ? untimed[fn] === 1
             ? 'call'
             : event.noReturn === true
               ? 'lone-entry'
@@ -918,6 +932,7 @@ async function recordInProcess(
   };
   let writer: RecordingWriter | undefined;
   let failure: unknown;
+  let untimed: Uint8Array = new Uint8Array(0);
   const goroutines = new GoroutineIds();
   /** One record of a hit; false ends the run (a full disk: the recording ends, and says why). */
   const write = (
@@ -936,7 +951,7 @@ async function recordInProcess(
     writer.thread(tid, pid, comm, goroutine);
     try {
       writer.writeFields(
-        kind === 'entry' && functions[fn]!.untimed === true ? 'call' : kind,
+        kind === 'entry' && untimed[fn] === 1 ? 'call' : kind,
         tid,
         pid,
         fn,
@@ -988,6 +1003,7 @@ async function recordInProcess(
     },
   );
   const functions = functionsOf(run.sites, ids, false);
+  untimed = untimedIds(functions);
   try {
     await sayStripped(functions, options);
     writer = RecordingWriter.create(options.dir, {
