@@ -216,9 +216,12 @@ test('upscope top: children started before are said to be left out; --children t
   const parent = spawnCollected('sh', ['-c', 'sleep 60 & sleep 60 & echo started; wait']);
   try {
     await waitFor(parent, /started/, 'stdout');
+    // By pid, as /proc lists processes (the order they started in differs once pids wrap
+    // past pid_max: CI once had 32767, then 300).
     const children = readFileSync(`/proc/${parent.pid}/task/${parent.pid}/children`, 'utf8')
       .trim()
-      .split(/\s+/);
+      .split(/\s+/)
+      .sort((a, b) => Number(a) - Number(b));
     assert.equal(children.length, 2, 'sh has started its 2 sleeps');
     // top's stderr, its status 0.
     const run = (...extra: string[]) => {
