@@ -232,29 +232,10 @@ class Server {
 
   /** The registration as the tracer takes it: what runs in the caller's thread is asked for. */
   #registration(request: Extract<Request, { op: 'register' }>) {
-    const {
-      id,
-      event,
-      where,
-      unsafe,
-      debugDirs,
-      strict,
-      returnProbes,
-      unwinds,
-      openAtThreadEnd,
-      handler,
-      filter,
-    } = request.registration;
+    // The request's own fields as they are; the two it says are asked for become functions.
+    const { handler, filter, ...fields } = request.registration;
     return {
-      id,
-      event,
-      where,
-      unsafe,
-      debugDirs,
-      strict,
-      returnProbes,
-      unwinds,
-      openAtThreadEnd,
+      ...fields,
       handler: handler
         ? (hit: HitContext, site: ProbeSite | undefined) => {
             this.#ask(hit, site);

@@ -330,24 +330,9 @@ export function* callEvents(
       of = thread(tid);
     }
     const ended = call.end === 'return' ? undefined : endNote(call.end).slice(2, -1);
-    if (call.end === 'untimed') {
-      // No duration: its entry alone, which a sink that knows no return comes (`returning`
-      // empty) makes an instant.
-      yield {
-        spec: '',
-        pid: of.pid,
-        tid,
-        cpu: 0,
-        comm: of.comm,
-        probe: name(call.fn),
-        kind: 'entry',
-        timestampNs: call.startNs,
-        fields: { ended: ended! },
-        latencyNs: undefined,
-        exit: undefined,
-      };
-      continue;
-    }
+    // A call of no duration is its entry alone, which a sink that knows no return comes
+    // (`returning` empty) makes an instant.
+    const untimed = call.end === 'untimed';
     // Every field written out (a spread of the thread's would make each event slowly).
     yield {
       spec: '',
@@ -356,11 +341,11 @@ export function* callEvents(
       cpu: 0,
       comm: of.comm,
       probe: name(call.fn),
-      kind: 'return',
-      timestampNs: call.startNs + call.durationNs,
+      kind: untimed ? 'entry' : 'return',
+      timestampNs: untimed ? call.startNs : call.startNs + call.durationNs,
       fields: ended === undefined ? {} : { ended },
-      latencyNs: call.durationNs,
-      exit: call.end === 'return' ? undefined : 'unwind',
+      latencyNs: untimed ? undefined : call.durationNs,
+      exit: call.end === 'return' || untimed ? undefined : 'unwind',
     };
   }
 }

@@ -167,9 +167,8 @@ export function siteName(site: ProbeSite): string {
 export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
   // By index; a name's one site kept as is (an array per site, and a lookup by object, were
   // a part of planning every function of a large program).
-  const groups = [new Map<string, number | number[]>()];
+  const named = new Map<string, number | number[]>();
   sites.forEach((site, index) => {
-    const named = groups[0]!;
     const name = siteName(site);
     const had = named.get(name);
     if (had === undefined) named.set(name, index);
@@ -177,25 +176,23 @@ export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
     else named.set(name, [had, index]);
   });
   const out = [...sites];
-  for (const named of groups) {
-    for (const group of named.values()) {
-      if (!Array.isArray(group)) continue;
-      const members = group.map((index) => sites[index]!);
-      const places = new Set(members.map((s) => `${s.target.path}:${placeOf(s)}`));
-      if (places.size < 2) continue;
-      const files = new Set(members.map((s) => s.target.path)).size;
-      const addresses = new Set(members.map(placeOf)).size;
-      for (const index of group) {
-        const site = sites[index]!;
-        const address = `0x${placeOf(site).toString(16)}`;
-        const nameQualifier =
-          files === 1
-            ? address
-            : addresses === 1
-              ? site.target.displayPath
-              : `${site.target.displayPath} ${address}`;
-        out[index] = withQualifier(site, nameQualifier);
-      }
+  for (const group of named.values()) {
+    if (!Array.isArray(group)) continue;
+    const members = group.map((index) => sites[index]!);
+    const places = new Set(members.map((s) => `${s.target.path}:${placeOf(s)}`));
+    if (places.size < 2) continue;
+    const files = new Set(members.map((s) => s.target.path)).size;
+    const addresses = new Set(members.map(placeOf)).size;
+    for (const index of group) {
+      const site = sites[index]!;
+      const address = `0x${placeOf(site).toString(16)}`;
+      const nameQualifier =
+        files === 1
+          ? address
+          : addresses === 1
+            ? site.target.displayPath
+            : `${site.target.displayPath} ${address}`;
+      out[index] = withQualifier(site, nameQualifier);
     }
   }
   return out;

@@ -5,6 +5,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import type {
   CallPathView,
+  FunctionReportView,
   RecordingTreeView,
   RecordingView,
   StackRowView,
@@ -147,6 +148,11 @@ export function RecordForms({
 }
 
 /** Each call path as a stack weighed by the time spent in its last function itself. */
+/** A report row's time: none for a function whose returns are not probed (not 0). */
+function timeOf(r: FunctionReportView, ns: number): string {
+  return duration(r.untimed === r.calls ? null : ns);
+}
+
 function flameRows(tree: RecordingTreeView): StackRowView[] {
   const rows: StackRowView[] = [];
   const walk = (node: CallPathView, callers: readonly string[]) => {
@@ -290,11 +296,11 @@ function Report({ tree }: { tree: RecordingTreeView }) {
               <td class="num" data-test="calls">
                 {r.calls}
               </td>
-              <td class="num">{duration(r.untimed === r.calls ? null : r.totalNs)}</td>
-              <td class="num">{duration(r.untimed === r.calls ? null : r.selfNs)}</td>
-              <td class="num">{duration(r.untimed === r.calls ? null : r.minNs)}</td>
-              <td class="num">{duration(r.untimed === r.calls ? null : r.avgNs)}</td>
-              <td class="num">{duration(r.untimed === r.calls ? null : r.maxNs)}</td>
+              <td class="num">{timeOf(r, r.totalNs)}</td>
+              <td class="num">{timeOf(r, r.selfNs)}</td>
+              <td class="num">{timeOf(r, r.minNs)}</td>
+              <td class="num">{timeOf(r, r.avgNs)}</td>
+              <td class="num">{timeOf(r, r.maxNs)}</td>
               <td
                 class="num"
                 title={`${r.unwound} unwound, ${r.notReturned} not returned when the thread ended, ${r.unreported} returns left out by the kernel (calls nested over 64 deep)`}

@@ -218,7 +218,8 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
       'Each call of the recording in DIR on a line: per thread, in time order, indented by ' +
         'depth (the depth said past 64 levels), with the time since the recording began and ' +
         'its duration; a call an unwind ended is marked [unwound], one that never returned ' +
-        '[no return: thread ended]. A Go recording has a tree per goroutine.',
+        '[no return: thread ended], one whose returns are not probed (they cannot be found ' +
+        'safely) [returns not probed], without a duration. A Go recording has a tree per goroutine.',
     )
     .argument('<dir>', 'a recording made by upscope record')
     .option('--depth <n>', 'show calls at most N deep', positive('--depth'))
