@@ -554,6 +554,9 @@ function namedSite(
   };
 }
 
+/** The role of a probe's own site: one object for them all. */
+const PROBE_ROLE: StreamRole = Object.freeze({ kind: 'probe' });
+
 /**
  * Sites to stream: each site's uprobes (see attachPoints(): one, or one per exit of a return
  * probe caught in place plus the entry that opens its frame), and a hidden entry for each
@@ -568,18 +571,73 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   const streamSites: NamedSite[] = [];
   const hidden = new Set<string>();
   /**
-   * The stream sites of plain entry probes, by file and offset: frames open there too. By
-   * file, then by offset as a number (a string key per function was a part of attaching
-   * every function of a large program).
+   * Sites by file and offset, the offset as a number (a string key per site was a part of
+   * attaching every function of a large program).
    */
-  const entryAt = new Map<string, Map<number, number>>();
-  const entryIn = (path: string) => {
-    const at = entryAt.get(path) ?? new Map<number, number>();
-    entryAt.set(path, at);
-    return at;
+  const places = <V>() => {
+    const byFile = new Map<string, Map<number, V>>();
+    return {
+      in(path: string): Map<number, V> {
+        let at = byFile.get(path);
+        if (at === undefined) {
+          at = new Map();
+          byFile.set(path, at);
+        }
+        return at;
+      },
+      get: (path: string, offset: bigint): V | undefined => byFile.get(path)?.get(Number(offset)),
+    };
   };
+  /**
+   * A return probe through the trampoline is timed from its entry, probed or hidden, which
+   * fetches the stack pointer: the kernel's trampolines are followed by it (see #time()).
+   */
+  const timed = (site: ProbeSite) => site.kind === 'return' && site.returns?.mode !== 'sites';
+  const timedAt = places<true>();
+  for (const site of sites) {
+    if (timed(site)) timedAt.in(site.target.path).set(Number(site.fileOffset), true);
+  }
+  /**
+   * A site's fetches with the stack pointer's after them: one array for the sites that fetch
+   * the same (every entry of a recording fetches nothing), whose record layout the stream then
+   * works out once, not once per site. `unjoined` gives an array's fetches without it.
+   */
+  const withStackPointer = new Map<NamedSite['fetches'], NamedSite['fetches']>();
+  const unjoined = new Map<NamedSite['fetches'], NamedSite['fetches']>();
+  const timedFetches = (fetches: NamedSite['fetches']) => {
+    let joined = withStackPointer.get(fetches);
+    if (joined === undefined) {
+      joined = [...fetches, stackPointerFetch()];
+      withStackPointer.set(fetches, joined);
+      unjoined.set(joined, fetches);
+    }
+    return joined;
+  };
+  /** The stream sites of plain entry probes, by file and offset: frames open there too. */
+  const entryAt = places<number>();
   for (const site of sites) {
     const probe = probeName(site);
+    const returns = site.returns;
+    if (site.kind !== 'return' || returns === undefined || returns.mode === 'trampoline') {
+      // attachPoints()'s one point, without the array and the point made for it; an entry
+      // that times a return through the trampoline fetches the stack pointer as well.
+      let fetches = site.fetches;
+      if (site.kind === 'entry') {
+        const offset = Number(site.fileOffset);
+        entryAt.in(site.target.path).set(offset, streamSites.length);
+        if (timedAt.in(site.target.path).has(offset)) fetches = timedFetches(fetches);
+      }
+      streamSites.push(
+        namedSite(site, {
+          kind: site.kind,
+          fetches,
+          attach: site.kind === 'return' ? 'uretprobe' : 'uprobe',
+          probe,
+          role: PROBE_ROLE,
+        }),
+      );
+      continue;
+    }
     // One key and one role of each kind for all of a site's points (a function may have tens
     // of exits): a string and an object per point were a part of attaching a large program.
     let functionKey: string | undefined;
@@ -588,20 +646,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     let tailCallRole: StreamRole | undefined;
     for (const point of attachPoints(site, { frameFields: true })) {
       const attach = point.attach;
-      if (point.role === 'probe') {
-        if (site.kind === 'entry' && attach === 'uprobe') {
-          entryIn(site.target.path).set(Number(point.fileOffset), streamSites.length);
-        }
-        streamSites.push(
-          namedSite(site, {
-            kind: site.kind,
-            fetches: site.fetches,
-            attach,
-            probe,
-            role: { kind: 'probe' },
-          }),
-        );
-      } else if (point.role === 'return') {
+      if (point.role === 'return') {
         const exit = point.exit ?? 'ret';
         let returnRole = exit === 'ret' ? retRole : tailCallRole;
         if (returnRole === undefined) {
@@ -626,9 +671,11 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         functionKey ??= key(site);
         // The function's entry is probed already (entry and return asked for, as a recording
         // does): that probe opens the frames as well, with the frame's fields fetched there.
-        const at = entryAt.get(site.target.path)?.get(Number(point.fileOffset));
+        const at = entryAt.get(site.target.path, point.fileOffset);
         const entry = at === undefined ? undefined : streamSites[at]!;
         if (entry !== undefined && entry.role.kind === 'probe') {
+          // Its own fetches (not the stack pointer a trampoline's return has it fetch).
+          const own = unjoined.get(entry.fetches) ?? entry.fetches;
           // The entry's own fields, written out (a spread of each was a part of attaching
           // every function of a large program).
           streamSites[at!] = {
@@ -639,8 +686,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
             usdt: entry.usdt,
             // The frame's fields alone, shared, where the entry fetches nothing (a recording):
             // the stream works out a record's layout once per array.
-            fetches:
-              entry.fetches.length === 0 ? point.fetches : [...entry.fetches, ...point.fetches],
+            fetches: own.length === 0 ? point.fetches : [...own, ...point.fetches],
             attach: entry.attach,
             symbol: entry.symbol,
             symbolOffset: entry.symbolOffset,
@@ -668,58 +714,13 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
       }
     }
   }
-  /**
-   * A return probe through the trampoline is timed from its entry, probed or hidden, which
-   * fetches the stack pointer: the kernel's trampolines are followed by it (see #time()).
-   */
-  const timed = (site: ProbeSite) => site.kind === 'return' && site.returns?.mode !== 'sites';
-  /**
-   * Sites by file and offset, the offset as a number (a string made per site was 90 ms of
-   * attaching 20,000 functions of a C program).
-   */
-  const places = () => {
-    const offsets = new Map<string, Set<number>>();
-    return {
-      add(site: ProbeSite | NamedSite) {
-        let set = offsets.get(site.target.path);
-        if (set === undefined) {
-          set = new Set();
-          offsets.set(site.target.path, set);
-        }
-        set.add(Number(site.fileOffset));
-      },
-      has: (site: ProbeSite | NamedSite) =>
-        offsets.get(site.target.path)?.has(Number(site.fileOffset)) === true,
-    };
-  };
-  if (!sites.some(timed)) return { streamSites, hidden };
-  const entries = places();
-  const timedAt = places();
+  // A return through the trampoline whose entry is not probed is timed from a hidden one.
   for (const site of sites) {
-    if (site.kind === 'entry') entries.add(site);
-    else if (timed(site)) timedAt.add(site);
-  }
-  /**
-   * A site's fetches with the stack pointer's after them: one array for the sites that fetch
-   * the same (every entry of a recording fetches nothing), whose record layout the stream then
-   * works out once, not once per site.
-   */
-  const withStackPointer = new Map<NamedSite['fetches'], NamedSite['fetches']>();
-  const timedFetches = (fetches: NamedSite['fetches']) => {
-    let joined = withStackPointer.get(fetches);
-    if (joined === undefined) {
-      joined = [...fetches, stackPointerFetch()];
-      withStackPointer.set(fetches, joined);
-    }
-    return joined;
-  };
-  streamSites.forEach((site, i) => {
-    if (site.kind !== 'entry' || site.role.kind !== 'probe' || !timedAt.has(site)) return;
-    streamSites[i] = { ...site, fetches: timedFetches(site.fetches) };
-  });
-  for (const site of sites) {
-    if (!timed(site) || entries.has(site)) continue;
-    entries.add(site);
+    if (!timed(site)) continue;
+    const at = entryAt.in(site.target.path);
+    const offset = Number(site.fileOffset);
+    if (at.has(offset)) continue;
+    at.set(offset, streamSites.length);
     const probe = `${probeName(site)}${HIDDEN_SUFFIX}`;
     hidden.add(probe);
     streamSites.push(

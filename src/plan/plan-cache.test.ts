@@ -106,7 +106,11 @@ describe('plan cache', () => {
   });
 
   test('a plan kept is given back as it was made: sites, returns, skipped sites, warnings', () => {
-    const sites = [site('return', 0x1100n), site('return', 0x1200n)];
+    const trampoline = site('return', 0x1200n);
+    const sites = [
+      site('return', 0x1100n),
+      { ...trampoline, returns: { ...trampoline.returns!, mode: 'trampoline' as const } },
+    ];
     const error = (message: string) =>
       Object.assign(new Error(message), { code: 'ERR_RETURNS_NOT_FOUND', hints: ['Probe it'] });
     savePlan('k.plan', 'return', {
@@ -127,7 +131,7 @@ describe('plan cache', () => {
       spec: 'r:/bin/app:*',
       file,
       path: '/nonexistent',
-      runtimeAddress: (offset) => offset + 0x7f00_0000_0000n,
+      runtimeAddress: (offset) => BigInt(offset) + 0x7f00_0000_0000n,
     });
     assert.ok(back !== undefined);
     assert.equal(back.sites.length, 2);
@@ -149,6 +153,17 @@ describe('plan cache', () => {
         [0x1114n, 0x114n, 'tail-call'],
       ],
     );
+    // Through the trampoline, its exits are still given back (made when read).
+    const other = back.sites[1]!.returns!;
+    assert.equal(other.mode, 'trampoline');
+    assert.deepEqual(
+      other.sites.map((s) => [s.vaddr, s.fileOffset, s.kind]),
+      [
+        [0x1209n, 0x209n, 'ret'],
+        [0x1214n, 0x214n, 'tail-call'],
+      ],
+    );
+    assert.equal(other.sites, other.sites, 'made once');
     assert.equal(back.skipped[0]!.symbol, 'g');
     assert.equal(back.skipped[0]!.reason, 'returns not found');
     assert.equal(back.skipped[0]!.error.code, 'ERR_RETURNS_NOT_FOUND');

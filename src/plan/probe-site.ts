@@ -165,22 +165,22 @@ export function siteName(site: ProbeSite): string {
  * return (a recording pairs them by name).
  */
 export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
-  // By index; a name's one site kept as is (an array per site, and a lookup by object, were
-  // a part of planning every function of a large program).
-  const named = new Map<string, number | number[]>();
+  // By index: a name's last site, and each site's previous one of its name (-1: none). An
+  // array per name, a set per name, and a lookup by object, were each a part of planning every
+  // function of a large program (whose entries and returns share every name).
+  const last = new Map<string, number>();
+  const previous = new Int32Array(sites.length);
   sites.forEach((site, index) => {
     const name = siteName(site);
-    const had = named.get(name);
-    if (had === undefined) named.set(name, index);
-    else if (Array.isArray(had)) had.push(index);
-    else named.set(name, [had, index]);
+    previous[index] = last.get(name) ?? -1;
+    last.set(name, index);
   });
   const out = [...sites];
-  for (const group of named.values()) {
-    if (!Array.isArray(group)) continue;
+  for (const index of last.values()) {
+    if (previous[index] === -1 || onePlace(sites, index, previous)) continue;
+    const group: number[] = [];
+    for (let at = index; at !== -1; at = previous[at]!) group.push(at);
     const members = group.map((index) => sites[index]!);
-    const places = new Set(members.map((s) => `${s.target.path}:${placeOf(s)}`));
-    if (places.size < 2) continue;
     const files = new Set(members.map((s) => s.target.path)).size;
     const addresses = new Set(members.map(placeOf)).size;
     for (const index of group) {
@@ -196,6 +196,20 @@ export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
     }
   }
   return out;
+}
+
+/**
+ * Whether the sites of a name (its last, and each one's previous) are all at one place, as most sites that share a name are (a
+ * function's entry and return): said without a set made for each name.
+ */
+function onePlace(sites: readonly ProbeSite[], last: number, previous: Int32Array): boolean {
+  const first = sites[last]!;
+  const place = placeOf(first);
+  for (let at = previous[last]!; at !== -1; at = previous[at]!) {
+    const site = sites[at]!;
+    if (site.target.path !== first.target.path || placeOf(site) !== place) return false;
+  }
+  return true;
 }
 
 /**

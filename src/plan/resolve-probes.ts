@@ -47,6 +47,7 @@ import {
   openElf,
   preferName,
   readDynamicInfo,
+  runtimeAddressesOf,
   runtimeToFileOffset,
   SymbolIndex,
   withoutParameters,
@@ -1127,7 +1128,10 @@ function* resolveGlob(
           spec: spec.text,
           file: target.file,
           path: target.resolved.path,
-          runtimeAddress: (fileOffset) => runtimeAddressOf(target, fileOffset),
+          runtimeAddress:
+            target.resolved.mappedObject === undefined
+              ? () => undefined
+              : runtimeAddressesOf(target.resolved.mappedObject),
         });
   if (kept !== undefined) {
     plan.skipped.push(...kept.skipped);

@@ -39,6 +39,29 @@ export function fileOffsetToRuntime(object: MappedObject, fileOffset: bigint): b
   return best === undefined ? undefined : best.start + (fileOffset - best.offset);
 }
 
+/**
+ * fileOffsetToRuntime() of one object for many offsets, as numbers (a plan keeps them so):
+ * its areas' numbers worked out once, not two bigint sums per area per offset.
+ */
+export function runtimeAddressesOf(
+  object: MappedObject,
+): (fileOffset: number) => bigint | undefined {
+  const areas = object.mappings.map((m) => ({
+    offset: Number(m.offset),
+    end: Number(m.offset + mappedSize(m)),
+    start: m.start,
+    executable: m.executable,
+  }));
+  return (fileOffset) => {
+    let best: (typeof areas)[number] | undefined;
+    for (const area of areas) {
+      if (fileOffset < area.offset || fileOffset >= area.end) continue;
+      if (best === undefined || (area.executable && !best.executable)) best = area;
+    }
+    return best === undefined ? undefined : best.start + BigInt(fileOffset - best.offset);
+  };
+}
+
 /** A loadable segment of the object's ELF file (PT_LOAD p_vaddr and p_offset). */
 export interface LoadSegment {
   readonly vaddr: bigint;

@@ -3,6 +3,7 @@ export {
   findMapping,
   type LoadSegment,
   loadBias,
+  runtimeAddressesOf,
   runtimeToFileOffset,
 } from './address.js';
 export { makeDev, splitDev } from './dev.js';

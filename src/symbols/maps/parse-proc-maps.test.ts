@@ -12,6 +12,7 @@ import {
   makeDev,
   mappedObjects,
   parseProcMaps,
+  runtimeAddressesOf,
   runtimeToFileOffset,
   splitDev,
 } from './index.js';
@@ -255,6 +256,24 @@ describe('address conversion', () => {
     for (let address = 0x555555554000n; address < 0x555555557000n; address += 0x321n) {
       const hit = runtimeToFileOffset(entries, address)!;
       assert.equal(fileOffsetToRuntime(demo, hit.fileOffset), address);
+    }
+  });
+
+  it('runtimeAddressesOf() answers as fileOffsetToRuntime() does, for offsets as numbers', () => {
+    assert.ok(demo);
+    const tiny = mappedObjects(
+      parseProcMaps(
+        [
+          '00400000-00401000 r--p 00000000 fe:00 6 /opt/tiny',
+          '00600000-00601000 r-xp 00000000 fe:00 6 /opt/tiny',
+        ].join('\n'),
+      ),
+    )[0]!;
+    for (const object of [demo, tiny]) {
+      const runtime = runtimeAddressesOf(object);
+      for (let offset = 0n; offset < 0x5000n; offset += 0x123n) {
+        assert.equal(runtime(Number(offset)), fileOffsetToRuntime(object, offset), hex(offset));
+      }
     }
   });
 
