@@ -382,7 +382,10 @@ export interface ReplayCall {
 export interface ReplayOptions {
   /** Only calls at most this deep (1: the outermost). */
   readonly depth?: number | undefined;
-  /** Hide calls shorter than this (and what they called). */
+  /**
+   * Hide calls shorter than this (and what they called); a call whose returns are not probed
+   * (untimed) is kept.
+   */
   readonly minDurationNs?: bigint | undefined;
   /** Only calls of these functions and what they called (depth counts from them). */
   readonly only?: ReadonlySet<number> | undefined;
@@ -490,9 +493,12 @@ export class CallTimeline implements CallObserver {
         const duration = t.durationNs[i]!;
         const depth = level === 0 ? 0 : shownAt[level - 1]!;
         const within = level === 0 ? false : inside[level - 1]!;
+        // A call whose returns are not probed has no time: not known to be short, it is kept.
         if (
           options.hide?.has(fn) === true ||
-          (options.minDurationNs !== undefined && duration < options.minDurationNs)
+          (options.minDurationNs !== undefined &&
+            duration < options.minDurationNs &&
+            t.end[i] !== END_CODE.untimed)
         ) {
           skipBelow = level;
           continue;

@@ -166,6 +166,14 @@ test('replayCalls applies depth, -F, -N, time and thread filters', () => {
   assert.deepEqual(names({ only: new Set([fns.indexOf('a')]) }), ['1:a', '1:.b']);
   assert.deepEqual(names({ hide: new Set([fns.indexOf('a')]) }), ['1:main', '1:.c', '2:t']);
   assert.deepEqual(names({ minDurationNs: 20n }), ['1:main', '1:.a']);
+  // A call whose returns are not probed has no time to compare: it is kept.
+  const untimed = build(records(1, '+main =odd +a -a -main', fns));
+  assert.deepEqual(
+    [...replayCalls(untimed, { minDurationNs: 20n })].map(
+      (c) => `${'.'.repeat(c.depth)}${fns[c.fn]}`,
+    ),
+    ['main', '.odd'],
+  );
   assert.deepEqual(names({ tids: new Set([2]) }), ['2:t']);
   // A call of -F inside another counts its depth from the outer one; -N inside -F hides.
   const nested = build(records(1, '+main +a +x +a +b -b -a -x -a +b -b -main', fns));

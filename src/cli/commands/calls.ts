@@ -223,7 +223,11 @@ export function registerCalls(program: Command, io: Io, result: CommandResult): 
     )
     .argument('<dir>', 'a recording made by upscope record')
     .option('--depth <n>', 'show calls at most N deep', positive('--depth'))
-    .option('--time-filter <time>', 'hide calls shorter than TIME (e.g. 10us, 2ms)', parseTime)
+    .option(
+      '--time-filter <time>',
+      'hide calls shorter than TIME (e.g. 10us, 2ms; calls whose returns are not probed have no time and stay)',
+      parseTime,
+    )
     .option('-F, --filter <func>', 'only calls of FUNC and what they call; repeatable', collect)
     .option('-N, --notrace <func>', 'hide calls of FUNC and what they call; repeatable', collect)
     .option('--tid <tid>', 'only this thread; repeatable', (v, prev: number[] | undefined) => [
