@@ -55,3 +55,19 @@ test('PendingCalls keeps at most `limit` calls per owner', () => {
   assert.deepEqual(calls.leave('t', 4n), { call: undefined, unwound: [] });
   assert.deepEqual(calls.leave('t', 2n), { call: 1, unwound: [] });
 });
+
+test('PendingCalls.goesOn: an entry at an open call’s depth goes on with it; deeper calls were left', () => {
+  const calls = new PendingCalls<string>();
+  assert.equal(calls.goesOn('t', threadDepth(0x7000n)), undefined, 'nothing open: a call');
+  calls.enter('t', threadDepth(0x7000n), 'outer');
+  calls.enter('t', threadDepth(0x6f00n), 'inner');
+  // Back at the outer call's entry: the inner one was left; the outer goes on.
+  assert.deepEqual(calls.goesOn('t', threadDepth(0x7000n)), ['inner']);
+  assert.equal(calls.size, 1);
+  assert.deepEqual(calls.leave('t', threadDepth(0x7000n)), { call: 'outer', unwound: [] });
+  // At a depth no call is open at: a call (enter() it).
+  calls.enter('t', threadDepth(0x7000n), 'a');
+  assert.equal(calls.goesOn('t', threadDepth(0x6e00n)), undefined);
+  assert.equal(calls.goesOn('other', threadDepth(0x7000n)), undefined);
+  assert.equal(calls.size, 1);
+});

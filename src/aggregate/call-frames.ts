@@ -46,6 +46,21 @@ export class PendingCalls<T> {
   }
 
   /**
+   * Whether an entry at `depth` goes on with the owner's call pending there (its function
+   * jumped back to its entry: see ReturnPlan.loopsAtEntry), rather than beginning one: the
+   * calls deeper than it, which an unwind left, are taken out and returned; undefined when no
+   * call is pending at `depth` (enter() it then).
+   */
+  goesOn(owner: string, depth: bigint): T[] | undefined {
+    const stack = this.#ownersMap?.get(owner);
+    if (stack === undefined) return undefined;
+    let at = stack.length - 1;
+    while (at >= 0 && stack[at]!.depth > depth) at--;
+    if (at < 0 || stack[at]!.depth !== depth) return undefined;
+    return popWhile(stack, (frame) => frame.depth > depth);
+  }
+
+  /**
    * A call returns at `depth`: the call it ends, when one was kept there, and the deeper
    * ones, which an unwind left.
    */

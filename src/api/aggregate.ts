@@ -402,7 +402,14 @@ function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
       const path = site.target.path;
       return [
         { path, offset: site.fileOffset, kind: 'return', probe, role: 'return' },
-        { path, offset: returns.entry.fileOffset, kind: 'entry', probe, role: 'frame-entry' },
+        {
+          path,
+          offset: returns.entry.fileOffset,
+          kind: 'entry',
+          probe,
+          role: 'frame-entry',
+          chains: true,
+        },
       ];
     }
     return attachPoints(site).map((point) => ({
@@ -413,6 +420,7 @@ function aggregateSites(sites: readonly ProbeSite[]): AggregateSite[] {
       probe,
       role: point.role === 'probe' ? undefined : point.role,
       goroutine: site.returns?.frames === 'goroutine',
+      loops: point.role === 'frame-entry' && site.returns?.loopsAtEntry === true,
       tailCall: point.exit === 'tail-call',
     }));
   });
@@ -432,6 +440,7 @@ function timedFunctions(sites: readonly ProbeSite[]): TimedFunction[] {
               entryOffset: returns.entry.fileOffset,
               offsets: returns.sites.map((exit) => exit.fileOffset),
               goroutine: returns.frames === 'goroutine',
+              loops: returns.loopsAtEntry === true,
             }
           : undefined,
     };

@@ -42,6 +42,7 @@ import {
   planProbes,
   type ResolveOptions,
   type ReturnProbeMode,
+  returnAddressFetch,
   runPlanOptions,
   type SkippedSite,
   siteName,
@@ -192,7 +193,7 @@ interface Timing {
   readonly hidden: boolean;
   /**
    * Entry times not yet matched by a return, per thread (NO_RETURN for a call whose return
-   * the kernel will not report).
+   * the kernel will not report, CONTINUED for a return of a call that went on).
    */
   readonly calls: Map<number, bigint[]>;
   /** The function's returns are paired by frame (caught at its exits), not here. */
@@ -205,6 +206,12 @@ interface Timing {
 const NO_RETURN = -1n;
 
 /**
+ * What is kept for an entry that goes on with a call (see #setsTrampoline()): the kernel set a
+ * trampoline for it, whose return is the call's own, reported once.
+ */
+const CONTINUED = -2n;
+
+/**
  * A thread's return trampolines as the kernel keeps them, newest last: the stack pointer at
  * each call's entry, and its function's pending calls (Timing.calls).
  */
@@ -212,6 +219,8 @@ interface KernelTrampolines {
   /** Low 32 bits of the stack pointer. */
   readonly sps: number[];
   readonly of: Map<number, bigint[]>[];
+  /** Low 32 bits of the return address the call's entry found (the one the kernel replaced). */
+  readonly returnAddresses: number[];
 }
 
 /** A call whose frame is open: who made it, and when. */
@@ -232,6 +241,11 @@ interface FunctionFrames {
   spec: string;
   /** Frames are kept per goroutine (else per thread). */
   readonly goroutine: boolean;
+  /**
+   * The function jumps back to its entry (ReturnPlan.loopsAtEntry): an entry at its call's
+   * frame goes on with that call.
+   */
+  loops: boolean;
 }
 
 /** Return instances kept per thread and function: deeper recursion than this is not paired. */
@@ -522,9 +536,10 @@ const NO_FETCHES: NamedSite['fetches'] = [];
 type StreamRole =
   | { readonly kind: 'probe' }
   | { readonly kind: 'return'; readonly function: string; readonly exit: 'ret' | 'tail-call' }
-  | { readonly kind: 'frame-entry'; readonly function: string }
+  /** `loops`: the function jumps back to its entry (ReturnPlan.loopsAtEntry). */
+  | { readonly kind: 'frame-entry'; readonly function: string; readonly loops: boolean }
   /** A probe's own entry that also opens its function's frames (one uprobe, not two). */
-  | { readonly kind: 'entry-frame'; readonly function: string }
+  | { readonly kind: 'entry-frame'; readonly function: string; readonly loops: boolean }
   | { readonly kind: 'timing-entry' };
 
 /**
@@ -607,7 +622,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   const timedFetches = (fetches: NamedSite['fetches']) => {
     let joined = withStackPointer.get(fetches);
     if (joined === undefined) {
-      joined = [...fetches, stackPointerFetch()];
+      joined = [...fetches, stackPointerFetch(), returnAddressFetch()];
       withStackPointer.set(fetches, joined);
       unjoined.set(joined, fetches);
     }
@@ -693,13 +708,21 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
             spec: entry.spec,
             probe: entry.probe,
             exit: entry.exit,
-            role: { kind: 'entry-frame', function: functionKey },
+            role: {
+              kind: 'entry-frame',
+              function: functionKey,
+              loops: returns.loopsAtEntry === true,
+            },
           };
           continue;
         }
         const name = `${probe}${HIDDEN_SUFFIX}`;
         hidden.add(name);
-        frameRole ??= { kind: 'frame-entry', function: functionKey };
+        frameRole ??= {
+          kind: 'frame-entry',
+          function: functionKey,
+          loops: returns.loopsAtEntry === true,
+        };
         streamSites.push(
           namedSite(site, {
             kind: 'entry',
@@ -847,9 +870,16 @@ export class Attachment {
       let frames = this.#frames.get(role.function);
       if (frames === undefined) {
         const goroutine = site.fetches.some((f) => f.name === FRAME_FIELDS.goroutine);
-        frames = { calls: new PendingCalls(MAX_PENDING_CALLS), probe: '', spec: '', goroutine };
+        frames = {
+          calls: new PendingCalls(MAX_PENDING_CALLS),
+          probe: '',
+          spec: '',
+          goroutine,
+          loops: false,
+        };
         this.#frames.set(role.function, frames);
       }
+      if (role.kind !== 'return' && role.loops) frames.loops = true;
       if (role.kind === 'return') {
         frames.probe = site.probe;
         frames.spec = site.spec;
@@ -1115,6 +1145,15 @@ export class Attachment {
     };
     const g = frames.goroutine && typeof goroutine === 'bigint' ? goroutine : undefined;
     if (opens) {
+      // Its function went back to its entry within the call open there: no call begins.
+      const left =
+        frames.loops && frame !== undefined
+          ? frames.calls.goesOn(frame.owner, frame.depth)
+          : undefined;
+      if (left !== undefined) {
+        unwoundAt(left);
+        return;
+      }
       if (frame !== undefined) {
         const call: OpenCall = {
           pid: event.pid,
@@ -1178,7 +1217,12 @@ export class Attachment {
         if (stack.length < MAX_PENDING_CALLS) stack.push(event.timestampNs);
         return timing.hidden ? undefined : event;
       }
-      const set = this.#setsTrampoline(event, timing.calls);
+      const { set, continues } = this.#setsTrampoline(event, timing.calls);
+      if (continues) {
+        // No call: the function went back to its first instruction (a loop there).
+        if (set && stack.length < MAX_PENDING_CALLS) stack.push(CONTINUED);
+        return undefined;
+      }
       if (!set) this.#returnsLeftOut++;
       if (stack.length < MAX_PENDING_CALLS) stack.push(set ? event.timestampNs : NO_RETURN);
       if (timing.hidden) return undefined;
@@ -1186,7 +1230,9 @@ export class Attachment {
       if (!this.#keepFrameFields) {
         const fields: Record<string, FieldValue> = {};
         for (const name in event.fields) {
-          if (name !== FRAME_FIELDS.sp) fields[name] = event.fields[name]!;
+          if (name !== FRAME_FIELDS.sp && name !== FRAME_FIELDS.returnAddress) {
+            fields[name] = event.fields[name]!;
+          }
         }
         shown = withTiming(event, fields, undefined);
       }
@@ -1197,6 +1243,8 @@ export class Attachment {
     while (stack !== undefined && stack.at(-1) === NO_RETURN) stack.pop();
     const entry = stack?.pop();
     if (timing.trampolined) this.#trampolineTaken(event.tid, timing.calls);
+    // The trampoline of an entry that went on with its call: that call's return comes after.
+    if (entry === CONTINUED) return undefined;
     if (entry === undefined) return event;
     return withTiming(event, event.fields, event.timestampNs - entry);
   }
@@ -1211,26 +1259,45 @@ export class Attachment {
    * once), so each function of a chain of tail calls holds one of the 64. (The one place this
    * differs from the kernel: a call whose trampoline is the last set, left by a longjmp
    * without one set after it, and a call then made at its stack pointer: taken for chained.)
+   *
+   * `continues`: the last one set is this function's, at this stack pointer, and the return
+   * address the entry finds is not the one that call's entry found: the kernel's trampoline
+   * replaced it, so no call was made. The function went back to its start within that call
+   * (a loop whose head is its first instruction, a call to itself made a jump), and the entry
+   * goes on with it; the kernel chains a trampoline to that call's, and both return at once.
+   * (A call made again at the stack pointer of one a longjmp left finds its caller's return
+   * address, as the one left found it: a call.)
    */
-  #setsTrampoline(entry: ProbeEvent, of: Map<number, bigint[]>): boolean {
+  #setsTrampoline(
+    entry: ProbeEvent,
+    of: Map<number, bigint[]>,
+  ): { readonly set: boolean; readonly continues: boolean } {
     let kept = this.#trampolines.get(entry.tid);
     if (kept === undefined) {
-      kept = { sps: [], of: [] };
+      kept = { sps: [], of: [], returnAddresses: [] };
       this.#trampolines.set(entry.tid, kept);
     }
     const { sps } = kept;
-    if (sps.length >= KERNEL_TRAMPOLINE_DEPTH) return false;
     // The low 32 bits (stackPointerFetch(), a u32): compared by their wrapped difference.
     const field = entry.fields[FRAME_FIELDS.sp];
     const sp = typeof field === 'number' ? field : 0;
-    const chained = sps.length > 0 && sps[sps.length - 1] === sp;
+    const ra = entry.fields[FRAME_FIELDS.returnAddress];
+    let returnAddress = typeof ra === 'number' ? ra : 0;
+    const top = sps.length - 1;
+    const chained = top >= 0 && sps[top] === sp;
+    const continues = chained && kept.of[top] === of && kept.returnAddresses[top] !== returnAddress;
+    // A chained trampoline stands for the call it goes on with: the address that call found.
+    if (continues) returnAddress = kept.returnAddresses[top]!;
+    if (sps.length >= KERNEL_TRAMPOLINE_DEPTH) return { set: false, continues };
     while (!chained && sps.length > 0 && ((sps[sps.length - 1]! - sp) | 0) <= 0) {
       sps.pop();
       kept.of.pop();
+      kept.returnAddresses.pop();
     }
     sps.push(sp);
     kept.of.push(of);
-    return true;
+    kept.returnAddresses.push(returnAddress);
+    return { set: true, continues };
   }
 
   /** A return through the trampoline: the kernel drops its trampoline and those set after it. */
@@ -1241,6 +1308,7 @@ export class Attachment {
     if (at < 0) return;
     kept.of.length = at;
     kept.sps.length = at;
+    kept.returnAddresses.length = at;
   }
 
   /**

@@ -29,6 +29,8 @@ export interface AttachPoint {
  */
 export const FRAME_FIELDS = {
   sp: '__frame_sp',
+  /** The return address's low 32 bits, at an entry timed through the kernel's trampoline. */
+  returnAddress: '__frame_ra',
   goroutine: '__frame_g',
   stackTop: '__frame_hi',
 } as const;
@@ -63,6 +65,26 @@ const SP_LOW_FIELD: FetchArg = { ...SP_FIELD, type: 'u32' };
 export function stackPointerFetch(): FetchArg {
   return SP_LOW_FIELD;
 }
+
+/**
+ * The low 32 bits of the return address at a call's entry (`*(u64 *)sp`), as a frame field
+ * (FRAME_FIELDS.returnAddress): where the kernel set a return trampoline for a call of the
+ * function at this stack pointer, an entry that finds it replaced went back to its entry
+ * within that call (see Attachment's #setsTrampoline()).
+ */
+export function returnAddressFetch(): FetchArg {
+  return RA_LOW_FIELD;
+}
+
+const RA_LOW_FIELD: FetchArg = {
+  ...field(FRAME_FIELDS.returnAddress, {
+    kind: 'deref',
+    offset: 0n,
+    inner: { kind: 'sp', span: NO_SPAN },
+    span: NO_SPAN,
+  }),
+  type: 'u32',
+};
 
 export function frameFetches(frames: 'thread' | 'goroutine'): readonly FetchArg[] {
   return FRAME[frames];

@@ -4,6 +4,7 @@ export {
   attachPoints,
   FRAME_FIELDS,
   frameFetches,
+  returnAddressFetch,
   stackPointerFetch,
 } from './attach-points.js';
 export {

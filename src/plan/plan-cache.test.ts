@@ -107,8 +107,9 @@ describe('plan cache', () => {
 
   test('a plan kept is given back as it was made: sites, returns, skipped sites, warnings', () => {
     const trampoline = site('return', 0x1200n);
+    const looping = site('return', 0x1100n);
     const sites = [
-      site('return', 0x1100n),
+      { ...looping, returns: { ...looping.returns!, loopsAtEntry: true } },
       { ...trampoline, returns: { ...trampoline.returns!, mode: 'trampoline' as const } },
     ];
     const error = (message: string) =>
@@ -144,6 +145,7 @@ describe('plan cache', () => {
     assert.deepEqual(one!.handling, { strategy: 'emulate', what: 'push' });
     const returns = one!.returns!;
     assert.equal(returns.mode, 'sites');
+    assert.equal(returns.loopsAtEntry, true);
     assert.equal(returns.why, 'an unwinder can pass through it');
     assert.deepEqual(returns.entry, { vaddr: 0x1100n, fileOffset: 0x100n });
     assert.deepEqual(
@@ -156,6 +158,7 @@ describe('plan cache', () => {
     // Through the trampoline, its exits are still given back (made when read).
     const other = back.sites[1]!.returns!;
     assert.equal(other.mode, 'trampoline');
+    assert.equal(other.loopsAtEntry, undefined);
     assert.deepEqual(
       other.sites.map((s) => [s.vaddr, s.fileOffset, s.kind]),
       [

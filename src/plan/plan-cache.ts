@@ -30,7 +30,7 @@ import type { ReturnPlan, ReturnSitePlan } from './return-plan.js';
 import type { SkippedSite } from './skipped-sites.js';
 
 /** Bumped whenever what a plan holds, or how it is made, changes. */
-const FORMAT = 5;
+const FORMAT = 6;
 /** A kept plan's file name ends so (a `.json` one is of an earlier format: removed). */
 const PLAN_SUFFIX = '.plan';
 /** Plans kept at most (the least recently made go first). */
@@ -131,6 +131,8 @@ interface PlanColumns {
   readonly why: Int32Array;
   /** 0 thread, 1 goroutine. */
   readonly frames: Int32Array;
+  /** 1 where the function jumps back to where its calls begin (ReturnPlan.loopsAtEntry). */
+  readonly loops: Int32Array;
   /** Per site, its first exit; one more at the end (the number of exits). */
   readonly exitStart: Int32Array;
   /** 0 ret, 1 tail-call. */
@@ -151,6 +153,7 @@ function columnShapes(sites: number, exits: number): [keyof PlanColumns, 'f64' |
     ['returnMode', 'i32', sites],
     ['why', 'i32', sites],
     ['frames', 'i32', sites],
+    ['loops', 'i32', sites],
     ['exitStart', 'i32', sites + 1],
     ['exitKind', 'i32', exits],
     ['exitHandling', 'i32', exits],
@@ -239,6 +242,7 @@ function encodePlan(kind: SiteKind, glob: CachedGlob): Buffer[] {
     columns.returnMode[i] = r.mode === 'trampoline' ? 0 : 1;
     columns.why[i] = whys.id(r.why);
     columns.frames[i] = r.frames === 'thread' ? 0 : 1;
+    columns.loops[i] = r.loopsAtEntry === true ? 1 : 0;
     columns.entryVaddr[i] = Number(r.entry.vaddr);
     columns.entryOffset[i] = Number(r.entry.fileOffset);
     for (const e of r.sites) {
@@ -438,6 +442,7 @@ class KeptReturns implements ReturnPlan {
   readonly why: string;
   readonly frames: 'thread' | 'goroutine';
   readonly entry: { readonly vaddr: bigint; readonly fileOffset: bigint };
+  readonly loopsAtEntry: true | undefined;
   #sites: ReturnSitePlan[] | undefined;
   readonly #index: number;
   readonly #plan: { readonly header: PlanHeader; readonly columns: PlanColumns };
@@ -457,6 +462,7 @@ class KeptReturns implements ReturnPlan {
     this.mode = columns.returnMode[index] === 0 ? 'trampoline' : 'sites';
     this.why = header.whys[columns.why[index]!]!;
     this.frames = columns.frames[index] === 0 ? 'thread' : 'goroutine';
+    this.loopsAtEntry = columns.loops[index] === 1 ? true : undefined;
     const entryVaddr = columns.entryVaddr[index]!;
     const entryOffset = columns.entryOffset[index]!;
     // The site's own numbers where the call begins at the function's start (no bigint more).

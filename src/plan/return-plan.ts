@@ -57,6 +57,15 @@ export interface ReturnPlan {
    * which a copy of the stack keeps.
    */
   readonly frames: 'thread' | 'goroutine';
+  /**
+   * With sites: a jump of the function goes back to where its calls begin (a loop whose head
+   * is its first instruction, or a call to itself made a jump), so its entry probe is hit
+   * again within a call: an entry at the stack pointer of the function's call still open on
+   * its thread goes on with that call, rather than closing it as unwound and opening another.
+   * Not said of Go functions (their stack check's block jumps back to the start, before the
+   * entry probe).
+   */
+  readonly loopsAtEntry?: boolean | undefined;
 }
 
 /** What planning a function's returns needs to know about its file and the program. */
@@ -163,8 +172,10 @@ export function planReturns(
     }
     why = `an exception or a forced unwind (pthread_cancel) can pass through it: it has unwind information and ${unwinder}`;
   }
-  const sites = findSites(fn, context, where, spec);
-  return { mode: 'sites', why, sites, entry, frames };
+  const { sites, startJump } = findSites(fn, context, where, spec);
+  const loopsAtEntry =
+    !context.goProgram && startJump !== undefined && startJump <= entry.vaddr ? true : undefined;
+  return { mode: 'sites', why, sites, entry, frames, loopsAtEntry };
 }
 
 function findSites(
@@ -172,7 +183,7 @@ function findSites(
   context: ReturnPlanContext,
   where: () => string,
   spec: SpecRef,
-): ReturnSitePlan[] {
+): { sites: ReturnSitePlan[]; startJump: bigint | undefined } {
   // A pattern leaves such a function out (said with the others skipped), not the whole pattern.
   const refuse = (reason: string, hints: string[] = [], skipReason = 'returns not found') =>
     new ProbeError(
@@ -219,7 +230,7 @@ function findSites(
       ),
     );
   }
-  return sites;
+  return { sites, startJump: scan.startJump };
 }
 
 /** How the kernel runs a probe on an exit: worked out once per kind of `ret`. */

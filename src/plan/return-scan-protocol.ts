@@ -36,6 +36,8 @@ export interface ScanResults {
   readonly ends: Uint32Array;
   /** Per exit: its address, its length, and 0 for a `ret` or 1 for a tail call. */
   readonly exits: Float64Array;
+  /** Per function: ReturnScan.startJump, or -1 for none. */
+  readonly startJumps: Float64Array;
   /** Per failed function: its place in the batch, why, and where (-1: nowhere in particular). */
   readonly failures: readonly (readonly [number, string, number])[];
 }

@@ -28,6 +28,7 @@ function scan(reader: FileSource): void {
     const n = Math.min(SCAN_BATCH, count - first);
     const found = new Uint8Array(n);
     const ends = new Uint32Array(n);
+    const startJumps = new Float64Array(n).fill(-1);
     const exits: number[] = [];
     const failures: [number, string, number][] = [];
     for (let i = 0; i < n; i++) {
@@ -42,6 +43,7 @@ function scan(reader: FileSource): void {
       const result = findReturnInstructions(code);
       if (result.ok) {
         found[i] = 1;
+        if (result.startJump !== undefined) startJumps[i] = Number(result.startJump);
         for (const exit of result.exits) {
           exits.push(
             Number(exit.instruction.vaddr),
@@ -55,10 +57,11 @@ function scan(reader: FileSource): void {
       ends[i] = exits.length / 3;
     }
     const packed = Float64Array.from(exits);
-    post({ type: 'results', first, found, ends, exits: packed, failures }, [
+    post({ type: 'results', first, found, ends, exits: packed, startJumps, failures }, [
       found.buffer,
       ends.buffer,
       packed.buffer,
+      startJumps.buffer,
     ]);
   }
 }

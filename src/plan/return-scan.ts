@@ -129,7 +129,8 @@ export class ReturnScanAhead {
       if (instruction === undefined) return undefined;
       exits.push({ instruction, kind: batch.exits[3 * e + 2] === 0 ? 'ret' : 'tail-call' });
     }
-    return { ok: true, exits };
+    const startJump = batch.startJumps[i]!;
+    return { ok: true, exits, startJump: startJump < 0 ? undefined : BigInt(startJump) };
   }
 
   /** Ends the worker, if it still runs. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type CodePart, findReturnInstructions } from './returns.js';
+import { type CodePart, findReturnInstructions, sweptReturnInstructions } from './returns.js';
 
 const BASE = 0x401000n;
 
@@ -95,4 +95,36 @@ test('findReturnInstructions() refuses code it cannot decode, a conditional jump
   const loop = findReturnInstructions([part('eb fe')]);
   assert.ok(!loop.ok);
   assert.match(loop.reason, /no ret or jump out of it/);
+});
+
+test('findReturnInstructions() tells the lowest of its first bytes a jmp or jcc goes back to, not a call', () => {
+  // The quick decoder's answer, and iced's the same.
+  const startJump = (...parts: CodePart[]) => {
+    const scan = findReturnInstructions(parts);
+    const swept = sweptReturnInstructions(parts);
+    assert.ok(scan.ok && swept.ok);
+    assert.equal(swept.startJump, scan.startJump);
+    return scan.startJump;
+  };
+  //   401000: ff cf           dec %edi
+  //   401002: 75 fc           jne 0x401000       (the loop's head is the entry)
+  //   401004: c3              ret
+  assert.equal(startJump(part('ff cf  75 fc  c3')), BASE);
+  //   401000: 55              push %rbp
+  //   401001: ff cf           dec %edi
+  //   401003: 75 fc           jne 0x401001       (the second instruction)
+  //   401005: 5d              pop %rbp
+  //   401006: c3              ret
+  assert.equal(startJump(part('55  ff cf  75 fc  5d  c3')), BASE + 1n);
+  //   401000: e8 fb ff ff ff  call 0x401000      (a call to itself: a call, not a loop)
+  //   401005: c3              ret
+  assert.equal(startJump(part('e8 fb ff ff ff  c3')), undefined);
+  //   401000: 85 ff           test %edi,%edi
+  //   401002: 74 05           je 0x401009        (forward, within the first bytes: told)
+  //   401004: e8 f7 ff ff ff  call 0x401000
+  //   401009: c3              ret
+  assert.equal(startJump(part('85 ff  74 05  e8 f7 ff ff ff  c3')), BASE + 9n);
+  // A cold part jumping back to the function's start.
+  //   402000: eb fe ... jmp 0x401000 from the cold part: e9 fb ef ff ff
+  assert.equal(startJump(part('85 ff  74 01  c3  c3'), part('e9 fb ef ff ff', 0x402000n)), BASE);
 });

@@ -19,8 +19,19 @@ export interface ReturnInstruction {
 }
 
 export type ReturnScan =
-  | { readonly ok: true; readonly exits: readonly ReturnInstruction[] }
+  | {
+      readonly ok: true;
+      readonly exits: readonly ReturnInstruction[];
+      /**
+       * The lowest address of the function's first START_BYTES that a jmp or jcc of its own
+       * goes to (a loop whose head is where its calls begin), or undefined.
+       */
+      readonly startJump?: bigint | undefined;
+    }
   | { readonly ok: false; readonly reason: string; readonly at: bigint | undefined };
+
+/** How far from a function's start a jump back is told (ReturnScan.startJump). */
+export const START_BYTES = 16;
 
 /** How many instructions before an indirect `jmp` are searched for its jump-table load. */
 const TABLE_LOOKBACK = 4;
@@ -63,6 +74,8 @@ export function sweptReturnInstructions(
   const inside = (address: bigint) =>
     parts.some((part) => address >= part.vaddr && address < part.vaddr + BigInt(part.bytes.length));
   const exits: ReturnInstruction[] = [];
+  const start = parts[0]?.vaddr ?? 0n;
+  let startJump: bigint | undefined;
   for (const part of parts) {
     const recent: DecodedInstruction[] = [];
     let failure: ReturnScan | undefined;
@@ -80,8 +93,17 @@ export function sweptReturnInstructions(
         failure = conditionalExit(instruction);
         return false;
       }
+      const target = instruction.branchTarget;
+      if (
+        target !== undefined &&
+        instruction.mnemonic !== 'call' &&
+        target >= start &&
+        target < start + BigInt(START_BYTES) &&
+        (startJump === undefined || target < startJump)
+      ) {
+        startJump = target;
+      }
       if (onJump !== undefined) {
-        const target = instruction.branchTarget;
         if (target !== undefined) onJump(Number(target));
         else if (kind === undefined && instruction.mnemonic === 'jmp') onJump(undefined);
       }
@@ -92,7 +114,7 @@ export function sweptReturnInstructions(
     });
     if (failure !== undefined) return failure;
   }
-  return exits.length === 0 ? NO_EXIT : { ok: true, exits };
+  return exits.length === 0 ? NO_EXIT : { ok: true, exits, startJump };
 }
 
 /**
@@ -110,6 +132,7 @@ function quickReturnInstructions(
     parts.some((part, k) => address >= starts[k]! && address < starts[k]! + part.bytes.length);
   const insideBig = (address: bigint) => inside(Number(address));
   const exits: ReturnInstruction[] = [];
+  let startJump: number | undefined;
   const recent = new Int32Array(TABLE_LOOKBACK);
   for (let k = 0; k < parts.length; k++) {
     const part = parts[k]!;
@@ -139,6 +162,14 @@ function quickReturnInstructions(
         } else {
           const target = starts[k]! + at + length + quick.displacement;
           onJump?.(target);
+          if (
+            flow !== QUICK_FLOW.call &&
+            target >= starts[0]! &&
+            target < starts[0]! + START_BYTES &&
+            (startJump === undefined || target < startJump)
+          ) {
+            startJump = target;
+          }
           if (flow === QUICK_FLOW.call || inside(target)) kind = undefined;
           else kind = flow === QUICK_FLOW.jmp ? 'tail-call' : 'conditional';
         }
@@ -156,7 +187,9 @@ function quickReturnInstructions(
       at += length;
     }
   }
-  return exits.length === 0 ? NO_EXIT : { ok: true, exits };
+  return exits.length === 0
+    ? NO_EXIT
+    : { ok: true, exits, startJump: startJump === undefined ? undefined : BigInt(startJump) };
 }
 
 /** The scan of a function that has no way out. */

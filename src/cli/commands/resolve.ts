@@ -328,6 +328,14 @@ export function renderSite(site: ProbeSite, group: string, inject = false): stri
         `calls paired by ${returns.frames === 'goroutine' ? 'goroutine (%r14) and depth in its stack' : 'thread and stack pointer'}; a frame an unwind or longjmp leaves is closed as unwound`,
       ),
     );
+    if (returns.loopsAtEntry === true) {
+      lines.push(
+        field(
+          '',
+          'it jumps back to its entry (a loop there): an entry at the stack pointer of its open call goes on with that call',
+        ),
+      );
+    }
     for (const exit of returns.sites) {
       const how = exit.kind === 'tail-call' ? 'tail call: no result yet' : 'ret';
       lines.push(

@@ -8,8 +8,10 @@ import { ProbeError } from '../../errors/index.js';
 import { type FetchArg, printFetchExpr } from '../../spec/index.js';
 import type { FollowSpec } from './follow.js';
 import {
+  COOKIE_CHAINS,
   COOKIE_FRAME_ENTRY,
   COOKIE_GOROUTINE,
+  COOKIE_LOOPS,
   COOKIE_RETURN_SITE,
   COOKIE_TAIL_CALL,
   COOKIE_TRAMPOLINE_RETURN,
@@ -70,6 +72,10 @@ export interface AggregateSite {
   readonly role?: 'return' | 'frame-entry' | undefined;
   /** That function's calls are paired per goroutine (Go's register ABI), not per thread. */
   readonly goroutine?: boolean | undefined;
+  /** That function jumps back to its entry (ReturnPlan.loopsAtEntry; a `frame-entry`). */
+  readonly loops?: boolean | undefined;
+  /** A `frame-entry` of returns through the kernel's trampoline (see COOKIE_CHAINS). */
+  readonly chains?: boolean | undefined;
   /** A return caught at a jump to another function: the result is not made yet. */
   readonly tailCall?: boolean | undefined;
 }
@@ -94,6 +100,8 @@ export interface TimedFunction extends AggregateSite {
         readonly entryOffset: bigint;
         readonly offsets: readonly bigint[];
         readonly goroutine: boolean;
+        /** The function jumps back to its entry (ReturnPlan.loopsAtEntry). */
+        readonly loops?: boolean | undefined;
       }
     | undefined;
 }
@@ -106,6 +114,8 @@ function cookieOf(site: AggregateSite, index: number): number {
   if (site.role !== undefined && site.goroutine === true) cookie += COOKIE_GOROUTINE;
   if (site.role === 'return' && site.tailCall === true) cookie += COOKIE_TAIL_CALL;
   if (site.role === 'return' && site.kind === 'return') cookie += COOKIE_TRAMPOLINE_RETURN;
+  if (site.role === 'frame-entry' && site.loops === true) cookie += COOKIE_LOOPS;
+  if (site.role === 'frame-entry' && site.chains === true) cookie += COOKIE_CHAINS;
   return cookie;
 }
 
@@ -850,6 +860,8 @@ export class BpfLatency extends BpfAggregation {
       probe,
       role: 'frame-entry' as const,
       goroutine: fn.exits?.goroutine ?? false,
+      loops: fn.exits?.loops === true,
+      chains: fn.exits === undefined,
     }));
     return build(
       () => new BpfLatency(functions.length, unitNs),

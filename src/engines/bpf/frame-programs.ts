@@ -30,6 +30,7 @@ import {
   st,
   stx,
 } from './insn.js';
+import { kernelFacts, type WalkerOffsets } from './kernel-facts.js';
 
 /** Open calls kept per owner and function; deeper ones are counted but not timed or paired. */
 export const MAX_FRAMES = 16;
@@ -51,6 +52,18 @@ export const COOKIE_TAIL_CALL = 2 ** 36;
  * the `ret` has popped the return address, so the stack pointer is 8 above the entry's.
  */
 export const COOKIE_TRAMPOLINE_RETURN = 2 ** 37;
+/**
+ * The attach cookie's bit for the frame entry of a function that jumps back to its entry
+ * (ReturnPlan.loopsAtEntry): an entry at the depth of its owner's open call goes on with it.
+ */
+export const COOKIE_LOOPS = 2 ** 38;
+/**
+ * The attach cookie's bit for the frame entry of a return through the kernel's trampoline: an
+ * entry at the depth of its owner's open call is that call's function gone back to its entry
+ * (the kernel chains a trampoline to the one it set: both return at once), so a frame with no
+ * start is pushed over it, whose return is paired and not timed.
+ */
+export const COOKIE_CHAINS = 2 ** 39;
 
 /** Stack slots (from r10), below everything the other handlers use. */
 const FRAME_KEY = -512;
@@ -167,12 +180,55 @@ function emitFrames(a: Asm, maps: FrameMaps, fault: string, full: string, missin
   a.emit(mov64Reg(9, 0));
 }
 
+/** Where the kernel's return trampoline is found, or undefined where its BTF does not say. */
+function trampolineOffsets(): WalkerOffsets | undefined {
+  try {
+    const walker = kernelFacts().walker;
+    return 'missing' in walker ? undefined : walker;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Falls through when the return address on top of the stack (at an entry) is the kernel's
+ * return trampoline (task->mm->uprobes_state.xol_area->vaddr), else jumps to `not`:
+ * the entry was not reached by a call, the kernel having replaced the address a call left.
+ * Uses FRAME_START and SCRATCH, and r1-r5.
+ */
+function emitReturnsToTrampoline(
+  a: Asm,
+  o: Pick<WalkerOffsets, 'taskMm' | 'mmXolArea' | 'xolVaddr'>,
+  not: string,
+): void {
+  const read = (helper: number, at: number, from: () => void) => {
+    from();
+    a.emit(mov64Reg(1, 10), alu64Imm('ADD', 1, at), mov64Imm(2, 8), call(helper));
+    a.jmpImm('JNE', 0, 0, not);
+  };
+  // The return address: *(u64 *)rsp.
+  read(BPF_FUNC.probe_read_user, FRAME_START, () => a.emit(ldx('DW', 3, 6, USER_REGS.rsp)));
+  // The trampoline: task->mm, ->uprobes_state.xol_area, ->vaddr (none yet: no trampoline).
+  a.emit(call(BPF_FUNC.get_current_task), stx('DW', 10, SCRATCH, 0));
+  for (const offset of [o.taskMm, o.mmXolArea, o.xolVaddr]) {
+    read(BPF_FUNC.probe_read_kernel, SCRATCH, () => {
+      a.emit(ldx('DW', 3, 10, SCRATCH));
+      a.jmpImm('JEQ', 3, 0, not);
+      a.emit(alu64Imm('ADD', 3, offset));
+    });
+  }
+  a.emit(ldx('DW', 1, 10, FRAME_START), ldx('DW', 2, 10, SCRATCH));
+  a.jmpReg('JNE', 1, 2, not);
+}
+
 /** `missing` of emitFrames(): make the owner's value. */
 const MAKE = '';
 
 /**
  * At the entry of a call: its frame is pushed, with the time, after popping the calls at its
- * depth or deeper (counted as unwound). Past MAX_FRAMES open calls it is only counted. With
+ * depth or deeper (counted as unwound); with COOKIE_LOOPS, an entry at the depth of an open
+ * call goes on with that call (only the deeper ones are popped, nothing is pushed). Past
+ * MAX_FRAMES open calls it is only counted. With
  * `timedAt`, a stack slot (FRAME_TIMED) that holds 0 for a call not to be timed: its frame is
  * pushed with a start of 0, so that its return pairs with it but is not timed.
  * Then jumps to `out`.
@@ -187,6 +243,9 @@ export function emitFrameEnter(
   const full = a.fresh('frames.full');
   const fault = a.fresh('frames.fault');
   const push = a.fresh('frames.push');
+  const pushed = a.fresh('frames.pushed');
+  const chained = a.fresh('frames.chained');
+  const walker = trampolineOffsets();
   a.emit(mov64Imm(7, 0));
   emitFrames(a, maps, fault, full, MAKE);
   for (let k = 0; k < MAX_FRAMES; k++) {
@@ -197,11 +256,24 @@ export function emitFrameEnter(
     a.emit(ldx('DW', 3, 2, 16), ldx('DW', 4, 10, FRAME_DEPTH));
     // Shallower than the new call: still running.
     a.jmpReg('JLT', 3, 4, push);
+    const pop = a.fresh('frames.pop');
+    a.jmpReg('JNE', 3, 4, pop);
+    // At its depth: the same call, gone back to its entry, where the function loops there.
+    a.emit(mov64Reg(5, 8), alu64Imm('RSH', 5, Math.log2(COOKIE_LOOPS)), alu64Imm('AND', 5, 1));
+    a.jmpImm('JNE', 5, 0, pushed);
+    if (walker !== undefined) {
+      a.emit(mov64Reg(5, 8), alu64Imm('RSH', 5, Math.log2(COOKIE_CHAINS)), alu64Imm('AND', 5, 1));
+      a.jmpImm('JEQ', 5, 0, pop);
+      emitReturnsToTrampoline(a, walker, pop);
+      a.goto(chained);
+    }
+    a.label(pop);
+    // r1 (the number of frames) again, after the calls of the check.
+    a.emit(ldx('DW', 1, 9, 0));
     popUnwound(a);
   }
   a.label(push);
   const deep = a.fresh('frames.deep');
-  const pushed = a.fresh('frames.pushed');
   a.emit(ldx('DW', 1, 9, 0));
   a.jmpImm('JGE', 1, MAX_FRAMES, deep);
   a.emit(mov64Reg(2, 1), alu64Imm('LSH', 2, 4), alu64Reg('ADD', 2, 9));
@@ -218,6 +290,14 @@ export function emitFrameEnter(
   // The time last, so that the handler's own cost is not in the measured call.
   a.emit(mov64Reg(1, 2), stx('DW', 10, FRAME_START, 1), call(BPF_FUNC.ktime_get_ns));
   a.emit(ldx('DW', 2, 10, FRAME_START), stx('DW', 2, 24, 0));
+  a.goto(pushed);
+  a.label(chained);
+  // A frame at the same depth with no start (n, known below MAX_FRAMES, in r1).
+  a.emit(ldx('DW', 1, 9, 0));
+  a.jmpImm('JGE', 1, MAX_FRAMES, deep);
+  a.emit(mov64Reg(2, 1), alu64Imm('LSH', 2, 4), alu64Reg('ADD', 2, 9));
+  a.emit(ldx('DW', 4, 10, FRAME_DEPTH), stx('DW', 2, 16, 4), st('DW', 2, 24, 0));
+  a.emit(alu64Imm('ADD', 1, 1), stx('DW', 9, 0, 1));
   a.goto(pushed);
   a.label(deep);
   a.emit(ldx('DW', 1, 9, 8), alu64Imm('ADD', 1, 1), stx('DW', 9, 8, 1));
