@@ -487,7 +487,7 @@ export class ProcessTracer {
         !registration.id.startsWith('\u0000') &&
         ((registration.event === 'breakpoint' && site.kind === 'entry') ||
           (registration.event === 'return' && site.returns?.mode === 'trampoline'))
-          ? this.#inlineFor(site, registration.inProcess)
+          ? this.#inlineFor(site, registration.inProcess, address)
           : undefined;
       if (
         this.#inline &&
@@ -599,6 +599,7 @@ export class ProcessTracer {
   #inlineFor(
     site: ProbeSite,
     inProcess: ProcessRegistration['inProcess'],
+    address: bigint,
   ):
     | {
         jumpTargets: readonly bigint[] | undefined;
@@ -616,7 +617,10 @@ export class ProcessTracer {
     }
     const value = typeof inProcess === 'object' ? inProcess.value(site) : undefined;
     return {
-      jumpTargets: site.jumpTargetsNear,
+      // Where the function's jumps land in the process, as its entry is (a PIE's code is
+      // not at its file's addresses: compared as they were, a jump into the bytes a patch
+      // covers went unseen, and the program crashed there).
+      jumpTargets: site.jumpTargetsNear?.map((target) => address + (target - site.vaddr)),
       aggregate: inProcess === true || value !== undefined,
       value,
       reads: reads.reads,
@@ -903,6 +907,7 @@ function returnSitesIn(objects: readonly MappedObject[], site: ProbeSite): Retur
     entry,
     exits: exits as { vaddr: bigint; kind: 'ret' | 'tail-call' }[],
     frames: returns.frames,
+    loopsAtEntry: returns.loopsAtEntry === true,
   };
 }
 

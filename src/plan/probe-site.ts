@@ -94,9 +94,9 @@ export interface ProbeSite {
    */
   readonly nextIsJumpTarget?: boolean | undefined;
   /**
-   * The addresses in the 32 bytes after the site (the site itself excluded) that a direct
-   * jump or call of its function lands on: the inject engine patches over the first bytes
-   * of a function only where none does. Resolved for the ptrace engine only; undefined when
+   * The addresses in the 32 bytes after the site that a direct jump or call of its function
+   * lands on, and the site itself where a jump (not a call) lands there (a loop whose head it
+   * is): the inject engine patches over the first bytes of a function only where none does. Resolved for the ptrace engine only; undefined when
    * not known (no extent for the function, or code that does not decode to its end).
    */
   readonly jumpTargetsNear?: readonly bigint[] | undefined;

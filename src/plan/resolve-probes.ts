@@ -2189,9 +2189,9 @@ function nextIsJumpTarget(
 const NEAR_BYTES = 32n;
 
 /**
- * The addresses in the NEAR_BYTES after `vaddr` (the site excluded) that a direct jump or
- * call of the site's function lands on (see ProbeSite.jumpTargetsNear); undefined without
- * the function's extent.
+ * The addresses in the NEAR_BYTES after `vaddr` that a direct jump or call of the site's
+ * function lands on, and `vaddr` itself where a jump (not a call) lands there (see
+ * ProbeSite.jumpTargetsNear); undefined without the function's extent.
  */
 function jumpTargetsNear(
   elf: ElfFile,
@@ -2210,6 +2210,8 @@ function jumpTargetsNear(
     }
     const target = instruction.branchTarget;
     if (target !== undefined && target > vaddr && target < vaddr + NEAR_BYTES) targets.add(target);
+    // A jump (not a call) back to the site itself: a loop whose head it is.
+    if (target === vaddr && instruction.mnemonic !== 'call') targets.add(target);
     return true;
   });
   // Code that does not decode to its end may hide a jump.

@@ -6,8 +6,9 @@
 // stack pointer of the function's own call still open now goes on with that call: where the
 // returns are caught at the exits, for a function whose code jumps back to its entry (the plan
 // says so); through the trampoline, where the return address found there is the trampoline
-// (no call was made). A function called again at the stack pointer of a call a longjmp left
-// is still a call. The program counts its calls; nothing else here is a number to trust.
+// (no call was made), on the kernel engines and on ptrace and inject (whose own trampoline
+// it is). A function called again at the stack pointer of a call a longjmp left is still a
+// call. The program counts its calls; nothing else here is a number to trust.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -40,11 +41,12 @@ function said(result: { stdout: string; stderr: string }): {
   spin: number;
   leave: number;
   returned: number;
+  inner: number;
 } {
   const text = `${result.stdout}\n${result.stderr}`;
-  const m = /spin=(\d+) leave=(\d+) leave_returned=(\d+)/.exec(text);
+  const m = /spin=(\d+) leave=(\d+) leave_returned=(\d+) inner=(\d+)/.exec(text);
   assert.ok(m, text);
-  return { spin: Number(m[1]), leave: Number(m[2]), returned: Number(m[3]) };
+  return { spin: Number(m[1]), leave: Number(m[2]), returned: Number(m[3]), inner: Number(m[4]) };
 }
 
 interface ReportRow {
@@ -64,7 +66,7 @@ describe('a function that loops at its entry', () => {
     assert.deepEqual(tracedChildren(), [], 'no process is left traced');
   });
 
-  for (const engine of ['bpf', 'tracefs'] as const) {
+  for (const engine of ['bpf', 'tracefs', 'ptrace', 'inject'] as const) {
     for (const mode of MODES) {
       test(`record (${engine}, returns ${mode === 'sites' ? 'at exits' : 'through the trampoline'}): its calls are the program's, none unwound; a call after a longjmp at one stack pointer is a call`, (t) => {
         if (!requireHost(t, { root: true, commands: ['gcc', 'objdump'] })) return;
@@ -177,6 +179,39 @@ describe('a function that loops at its entry', () => {
     };
     assert.equal(says('spin'), true);
     assert.equal(says('leave'), false);
+  });
+
+  test('inject: no hook is patched over bytes a jump of the function lands in, in a PIE (the program ran on, counted)', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'objdump'] })) return;
+    const app = compileProgram('entry-loop', { flags: ['-O1'] });
+    // objdump's truth: inner_loop's jne goes 1 byte in, and the file is a PIE (DYN).
+    const code = runObjdump(app);
+    const start = /^([0-9a-f]+) <inner_loop>:/m.exec(code.inner_loop ?? '');
+    const back = /jne\s+([0-9a-f]+) <inner_loop\+0x1>/.exec(code.inner_loop ?? '');
+    assert.ok(start !== null && back !== null, code.inner_loop);
+    assert.match(execFileSync('readelf', ['-h', app], { encoding: 'utf8' }), /Type:\s+DYN/);
+    const result = runCli(
+      [
+        'count',
+        '--json',
+        '--engine',
+        'inject',
+        '-c',
+        `${app} ${CALLS}`,
+        `${app}:inner_loop`,
+        `${app}:spin`,
+      ],
+      { timeoutMs: 60_000 },
+    );
+    assert.equal(result.status, 0, result.stderr);
+    assert.doesNotMatch(result.stderr, /SIGSEGV|killed/);
+    const truth = said(result);
+    const rows = JSON.parse(result.stdout) as { probe: string; count: number }[];
+    assert.equal(rows.find((r) => r.probe === 'inner_loop')?.count, truth.inner);
+    assert.equal(rows.find((r) => r.probe === 'spin')?.count, truth.spin * 5);
+    // Both served by int3s, and why.
+    assert.match(result.stderr, /inner_loop .*int3.*lands at 0x[0-9a-f]+, inside the \d+ bytes/);
+    assert.match(result.stderr, /spin .*served by an int3/);
   });
 
   test('count at the exits: each return once, and the entry probe each time it is hit', (t) => {

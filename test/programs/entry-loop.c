@@ -2,8 +2,9 @@
 // stack pointer of a call a longjmp left: `entry-loop N` makes N calls of spin(5), an asm
 // loop (`spin: dec %edi; jnz spin; ret`) whose entry is reached five times a call, each from
 // count_spin(); then N calls of leave(i) at one stack pointer, each after a setjmp, the odd
-// ones left by a longjmp from their callee. It prints what it did:
-// spin=N leave=N leave_returned=N/2 (rounded up).
+// ones left by a longjmp from their callee; then N calls of inner_loop(5), whose loop's head
+// is its second instruction, one byte in (what a 5-byte patch of its entry would cover). It
+// prints what it did: spin=N leave=N leave_returned=N/2 (rounded up) inner=N.
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,28 @@ __asm__(
     ".size spin, .-spin\n");
 void spin(int times);
 
+__asm__(
+    ".text\n"
+    ".globl inner_loop\n"
+    ".type inner_loop,@function\n"
+    "inner_loop:\n"
+    "\tpush %rbx\n"
+    "1:\n"
+    "\tdec %edi\n"
+    "\tnop\n"
+    "\tnop\n"
+    "\tnop\n"
+    "\tnop\n"
+    "\tnop\n"
+    "\tnop\n"
+    "\tjnz 1b\n"
+    "\tpop %rbx\n"
+    "\tret\n"
+    ".size inner_loop, .-inner_loop\n");
+void inner_loop(int times);
+
 static jmp_buf back;
-static volatile int spins, leaves, returned;
+static volatile int spins, leaves, returned, inners;
 
 __attribute__((noinline)) void count_spin(void) {
   spins++;
@@ -46,6 +67,10 @@ int main(int argc, char **argv) {
   for (volatile int i = 0; i < n; i++) {
     if (setjmp(back) == 0) leave(i);
   }
-  printf("spin=%d leave=%d leave_returned=%d\n", spins, leaves, returned);
+  for (int i = 0; i < n; i++) {
+    inners++;
+    inner_loop(5);
+  }
+  printf("spin=%d leave=%d leave_returned=%d inner=%d\n", spins, leaves, returned, inners);
   return 0;
 }

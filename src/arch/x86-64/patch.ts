@@ -74,6 +74,13 @@ export function planEntryPatch(
     parts.push(plan.slotBytes.subarray(0, plan.length));
     length += plan.length;
   }
+  if (jumpTargets.includes(vaddr)) {
+    return {
+      kind: 'refuse',
+      reason:
+        'a jump of the function goes back to its first instruction (a loop there): a hook would take each pass for a call',
+    };
+  }
   const end = vaddr + BigInt(length);
   const inside = jumpTargets.find((target) => target > vaddr && target < end);
   if (inside !== undefined) {

@@ -173,6 +173,8 @@ export interface ReturnSites {
   readonly entry: bigint;
   readonly exits: readonly { readonly vaddr: bigint; readonly kind: 'ret' | 'tail-call' }[];
   readonly frames: 'thread' | 'goroutine';
+  /** The function jumps back to its entry (ReturnPlan.loopsAtEntry). */
+  readonly loopsAtEntry?: boolean | undefined;
 }
 
 /**
@@ -1548,6 +1550,9 @@ export class ProcessProbes {
     // entry or exit of their function) are delivered before anything else of this stop, the
     // returns at an exit after the hits of the instruction there.
     const returned: [Registration, HitContext][] = [];
+    // The function here went back to its entry within a call of it still open (a loop whose
+    // head is its first instruction): no call begins, its entry probes are not hit.
+    let goesOn = hasReturn && this.#goesOnThroughTrampoline(tid, at, regs);
     for (const registration of here) {
       const sites = registration.returnSites;
       if (sites === undefined) continue;
@@ -1555,13 +1560,16 @@ export class ProcessProbes {
       const exit = sites.exits.find((e) => e.vaddr === at);
       if (!atEntry && exit === undefined) continue;
       hits.push(registration.id);
-      for (const hit of this.#framedReturns(registration, tid, regs, timeNs, atEntry, exit)) {
+      const framed = this.#framedReturns(registration, tid, regs, timeNs, atEntry, exit);
+      if (framed.goesOn) goesOn = true;
+      for (const hit of framed.hits) {
         if (hit.exit === 'unwind') deliver(registration, hit);
         else returned.push([registration, hit]);
       }
     }
     for (const registration of here) {
       if (registration.returnSites !== undefined || registration.where !== at) continue;
+      if (goesOn) continue;
       hits.push(registration.id);
       if (registration.event === 'return' && registration.entryFilter !== undefined) {
         const entry = this.#context(
@@ -1585,7 +1593,7 @@ export class ProcessProbes {
       );
     }
     for (const [registration, hit] of returned) deliver(registration, hit);
-    if (hasReturn) this.#pushReturn(tid, at, regs, declined);
+    if (hasReturn && !goesOn) this.#pushReturn(tid, at, regs, declined);
     this.#stop({ probes: this, tid, regs, pending, resume });
     // A fault test's stop: a probe's hit has been delivered (its thread may be held still);
     // upscope's own hooks (ids starting with NUL: the loader's, the unwinder's) do not count.
@@ -1655,10 +1663,10 @@ export class ProcessProbes {
     timeNs: bigint,
     atEntry: boolean,
     exit: ReturnSites['exits'][number] | undefined,
-  ): HitContext[] {
+  ): { hits: HitContext[]; goesOn: boolean } {
     const calls = this.#openCalls.get(registration.id);
     const frame = this.#frameOf(registration.returnSites!, tid, regs);
-    if (calls === undefined || frame === undefined) return [];
+    if (calls === undefined || frame === undefined) return { hits: [], goesOn: false };
     const hits: HitContext[] = [];
     const unwound = (call: OpenCall) => {
       if (registration.unwinds !== true || call.declined) return;
@@ -1676,6 +1684,16 @@ export class ProcessProbes {
         exit: 'unwind',
       });
     };
+    // A function that jumps back to its entry, at the depth of its call still open there:
+    // that call goes on (the deeper ones were left).
+    const left =
+      atEntry && registration.returnSites!.loopsAtEntry === true
+        ? calls.goesOn(frame.owner, frame.depth)
+        : undefined;
+    if (left !== undefined) {
+      for (const call of left) unwound(call);
+      return { hits, goesOn: true };
+    }
     if (atEntry) {
       const declined =
         registration.entryFilter !== undefined &&
@@ -1688,7 +1706,7 @@ export class ProcessProbes {
     if (exit !== undefined) {
       const { call, unwound: left } = calls.leave(frame.owner, frame.depth);
       for (const one of left) unwound(one);
-      if (call?.declined === true) return hits;
+      if (call?.declined === true) return { hits, goesOn: false };
       const retval = exit.kind === 'ret' ? regs.get('rax') : undefined;
       hits.push({
         ...this.#context(registration, tid, regs, timeNs, call?.entry, retval, undefined),
@@ -1696,7 +1714,7 @@ export class ProcessProbes {
         exit: exit.kind === 'tail-call' ? 'tail-call' : undefined,
       });
     }
-    return hits;
+    return { hits, goesOn: false };
   }
 
   /** Who owns a call's frame (a thread, or a goroutine), and how deep in its stack it is. */
@@ -1748,6 +1766,22 @@ export class ProcessProbes {
       }
     }
     return pending;
+  }
+
+  /**
+   * Whether the entry hit at `at` is its function gone back to its start within its own call
+   * (a loop whose head is its first instruction): its return address is the trampoline, and
+   * the thread's newest return instance is that function's, at this stack pointer.
+   */
+  #goesOnThroughTrampoline(tid: number, at: bigint, regs: Registers): boolean {
+    const top = this.#returns.get(tid)?.at(-1);
+    if (top === undefined || top.function !== at || top.stackVaddr !== regs.rsp) return false;
+    try {
+      return this.tracee.readU64(regs.rsp) === this.#trampoline;
+    } catch (err) {
+      if (err instanceof ProbeError) return false;
+      throw err;
+    }
   }
 
   #pushReturn(
