@@ -16,7 +16,7 @@ import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
-import { ended, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
+import { ended, ofThisFile, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
 interface JsonEvent {
@@ -66,10 +66,16 @@ function untraced(app: string, args: readonly string[]): Truth {
   return truthOf(execFileSync(app, args, { encoding: 'utf8' }));
 }
 
-/** Processes still running this program (none may be left by a test). */
+/**
+ * This file's processes still running this program (none may be left by a test; inject.int
+ * and inject-faults.int, which may run beside, run the same programs: a target of
+ * inject-faults.int's was once taken for one left here).
+ */
 function running(app: string): string[] {
   const out = execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' });
-  return out.split('\n').filter((line) => line.includes(app));
+  return out
+    .split('\n')
+    .filter((line) => line.includes(app) && ofThisFile(Number.parseInt(line, 10)));
 }
 
 function afterwards(app: string): void {
