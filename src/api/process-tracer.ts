@@ -512,6 +512,7 @@ export class ProcessTracer {
         label: probeName(site),
         fileCode: fileCode(site),
         guardable: site.nextIsJumpTarget === false,
+        functionEntry: registration.event === 'breakpoint' && site.kind === 'entry',
         returnSites: registration.event === 'return' ? returnSitesIn(objects, site) : undefined,
         unwinds: registration.unwinds,
         openAtThreadEnd: registration.openAtThreadEnd,

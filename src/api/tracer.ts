@@ -605,7 +605,8 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   };
   /**
    * A return probe through the trampoline is timed from its entry, probed or hidden, which
-   * fetches the stack pointer: the kernel's trampolines are followed by it (see #time()).
+   * fetches the stack pointer and the return address: the kernel's trampolines are followed by
+   * them (see #time() and #setsTrampoline()).
    */
   const timed = (site: ProbeSite) => site.kind === 'return' && site.returns?.mode !== 'sites';
   const timedAt = places<true>();
@@ -613,9 +614,10 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     if (timed(site)) timedAt.in(site.target.path).set(Number(site.fileOffset), true);
   }
   /**
-   * A site's fetches with the stack pointer's after them: one array for the sites that fetch
-   * the same (every entry of a recording fetches nothing), whose record layout the stream then
-   * works out once, not once per site. `unjoined` gives an array's fetches without it.
+   * A site's fetches with the stack pointer's and the return address's after them: one array
+   * for the sites that fetch the same (every entry of a recording fetches nothing), whose
+   * record layout the stream then works out once, not once per site. `unjoined` gives an
+   * array's fetches without them.
    */
   const withStackPointer = new Map<NamedSite['fetches'], NamedSite['fetches']>();
   const unjoined = new Map<NamedSite['fetches'], NamedSite['fetches']>();
@@ -635,7 +637,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     const returns = site.returns;
     if (site.kind !== 'return' || returns === undefined || returns.mode === 'trampoline') {
       // attachPoints()'s one point, without the array and the point made for it; an entry
-      // that times a return through the trampoline fetches the stack pointer as well.
+      // that times a return through the trampoline fetches what follows the trampolines too.
       let fetches = site.fetches;
       if (site.kind === 'entry') {
         const offset = Number(site.fileOffset);
@@ -689,7 +691,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         const at = entryAt.get(site.target.path, point.fileOffset);
         const entry = at === undefined ? undefined : streamSites[at]!;
         if (entry !== undefined && entry.role.kind === 'probe') {
-          // Its own fetches (not the stack pointer a trampoline's return has it fetch).
+          // Its own fetches (not those a trampoline's return has it fetch).
           const own = unjoined.get(entry.fetches) ?? entry.fetches;
           // The entry's own fields, written out (a spread of each was a part of attaching
           // every function of a large program).

@@ -226,11 +226,12 @@ const MAKE = '';
 
 /**
  * At the entry of a call: its frame is pushed, with the time, after popping the calls at its
- * depth or deeper (counted as unwound); with COOKIE_LOOPS, an entry at the depth of an open
- * call goes on with that call (only the deeper ones are popped, nothing is pushed). Past
- * MAX_FRAMES open calls it is only counted. With
- * `timedAt`, a stack slot (FRAME_TIMED) that holds 0 for a call not to be timed: its frame is
- * pushed with a start of 0, so that its return pairs with it but is not timed.
+ * depth or deeper (counted as unwound). An entry at the depth of an open call that is its
+ * function gone back to its start goes on with that call: with COOKIE_LOOPS nothing is
+ * pushed; with COOKIE_CHAINS, where the return address is the kernel's trampoline, a frame
+ * with no start (the kernel's chained return). Past MAX_FRAMES open calls it is only counted.
+ * With `timedAt`, a stack slot (FRAME_TIMED) that holds 0 for a call not to be timed: its
+ * frame is pushed with a start of 0, so that its return pairs with it but is not timed.
  * Then jumps to `out`.
  */
 export function emitFrameEnter(

@@ -115,6 +115,11 @@ export interface Registration {
    */
   readonly guardable?: boolean | undefined;
   /**
+   * A breakpoint at a function's entry (an entry probe, not an instruction's): not hit where
+   * the function goes back to its start within its own call (a loop there).
+   */
+  readonly functionEntry?: boolean | undefined;
+  /**
    * For a return: catch it at the instructions the function leaves by, instead of through a
    * trampoline's address put in place of its return address (which a Go runtime or a C++
    * unwinder walking the stack cannot read). `entry` is where a call begins (a Go
@@ -1569,7 +1574,7 @@ export class ProcessProbes {
     }
     for (const registration of here) {
       if (registration.returnSites !== undefined || registration.where !== at) continue;
-      if (goesOn) continue;
+      if (goesOn && registration.functionEntry === true) continue;
       hits.push(registration.id);
       if (registration.event === 'return' && registration.entryFilter !== undefined) {
         const entry = this.#context(
