@@ -600,7 +600,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         }
         return at;
       },
-      get: (path: string, offset: bigint): V | undefined => byFile.get(path)?.get(Number(offset)),
+      get: (path: string, offset: number): V | undefined => byFile.get(path)?.get(offset),
     };
   };
   /**
@@ -642,7 +642,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
       if (site.kind === 'entry') {
         const offset = Number(site.fileOffset);
         entryAt.in(site.target.path).set(offset, streamSites.length);
-        if (timedAt.in(site.target.path).has(offset)) fetches = timedFetches(fetches);
+        if (timedAt.get(site.target.path, offset) === true) fetches = timedFetches(fetches);
       }
       streamSites.push(
         namedSite(site, {
@@ -688,7 +688,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         functionKey ??= key(site);
         // The function's entry is probed already (entry and return asked for, as a recording
         // does): that probe opens the frames as well, with the frame's fields fetched there.
-        const at = entryAt.get(site.target.path, point.fileOffset);
+        const at = entryAt.get(site.target.path, Number(point.fileOffset));
         const entry = at === undefined ? undefined : streamSites[at]!;
         if (entry !== undefined && entry.role.kind === 'probe') {
           // Its own fetches (not those a trampoline's return has it fetch).

@@ -96,8 +96,9 @@ export interface ProbeSite {
   /**
    * The addresses in the 32 bytes after the site that a direct jump or call of its function
    * lands on, and the site itself where a jump (not a call) lands there (a loop whose head it
-   * is): the inject engine patches over the first bytes of a function only where none does. Resolved for the ptrace engine only; undefined when
-   * not known (no extent for the function, or code that does not decode to its end).
+   * is): the inject engine patches over the first bytes of a function only where none does.
+   * Resolved for the ptrace engine only; undefined when not known (no extent for the
+   * function, or code that does not decode to its end).
    */
   readonly jumpTargetsNear?: readonly bigint[] | undefined;
   /**
@@ -199,8 +200,9 @@ export function qualifyNames<T extends ProbeSite>(sites: readonly T[]): T[] {
 }
 
 /**
- * Whether the sites of a name (its last, and each one's previous) are all at one place, as most sites that share a name are (a
- * function's entry and return): said without a set made for each name.
+ * Whether the sites of a name (its last, and each one's previous) are all at one place, as
+ * most sites that share a name are (a function's entry and return): said without a set made
+ * for each name.
  */
 function onePlace(sites: readonly ProbeSite[], last: number, previous: Int32Array): boolean {
   const first = sites[last]!;

@@ -31,7 +31,21 @@ export type ReturnScan =
   | { readonly ok: false; readonly reason: string; readonly at: bigint | undefined };
 
 /** How far from a function's start a jump back is told (ReturnScan.startJump). */
-export const START_BYTES = 16;
+const START_BYTES = 16;
+
+/**
+ * ReturnScan.startJump, as the sweep goes: `lowest` (the lowest so far) or the target of a
+ * jmp or jcc (not a call) at `target`, where it is among the START_BYTES from `start`.
+ */
+function lowerStartJump(
+  lowest: number | undefined,
+  target: number,
+  call: boolean,
+  start: number,
+): number | undefined {
+  if (call || target < start || target >= start + START_BYTES) return lowest;
+  return lowest === undefined || target < lowest ? target : lowest;
+}
 
 /** How many instructions before an indirect `jmp` are searched for its jump-table load. */
 const TABLE_LOOKBACK = 4;
@@ -74,8 +88,8 @@ export function sweptReturnInstructions(
   const inside = (address: bigint) =>
     parts.some((part) => address >= part.vaddr && address < part.vaddr + BigInt(part.bytes.length));
   const exits: ReturnInstruction[] = [];
-  const start = parts[0]?.vaddr ?? 0n;
-  let startJump: bigint | undefined;
+  const start = Number(parts[0]?.vaddr ?? 0n);
+  let startJump: number | undefined;
   for (const part of parts) {
     const recent: DecodedInstruction[] = [];
     let failure: ReturnScan | undefined;
@@ -94,14 +108,13 @@ export function sweptReturnInstructions(
         return false;
       }
       const target = instruction.branchTarget;
-      if (
-        target !== undefined &&
-        instruction.mnemonic !== 'call' &&
-        target >= start &&
-        target < start + BigInt(START_BYTES) &&
-        (startJump === undefined || target < startJump)
-      ) {
-        startJump = target;
+      if (target !== undefined) {
+        startJump = lowerStartJump(
+          startJump,
+          Number(target),
+          instruction.mnemonic === 'call',
+          start,
+        );
       }
       if (onJump !== undefined) {
         if (target !== undefined) onJump(Number(target));
@@ -114,7 +127,7 @@ export function sweptReturnInstructions(
     });
     if (failure !== undefined) return failure;
   }
-  return exits.length === 0 ? NO_EXIT : { ok: true, exits, startJump };
+  return scanned(exits, startJump);
 }
 
 /**
@@ -162,14 +175,7 @@ function quickReturnInstructions(
         } else {
           const target = starts[k]! + at + length + quick.displacement;
           onJump?.(target);
-          if (
-            flow !== QUICK_FLOW.call &&
-            target >= starts[0]! &&
-            target < starts[0]! + START_BYTES &&
-            (startJump === undefined || target < startJump)
-          ) {
-            startJump = target;
-          }
+          startJump = lowerStartJump(startJump, target, flow === QUICK_FLOW.call, starts[0]!);
           if (flow === QUICK_FLOW.call || inside(target)) kind = undefined;
           else kind = flow === QUICK_FLOW.jmp ? 'tail-call' : 'conditional';
         }
@@ -187,9 +193,13 @@ function quickReturnInstructions(
       at += length;
     }
   }
-  return exits.length === 0
-    ? NO_EXIT
-    : { ok: true, exits, startJump: startJump === undefined ? undefined : BigInt(startJump) };
+  return scanned(exits, startJump);
+}
+
+/** A sweep's result: its exits and its startJump, or NO_EXIT. */
+function scanned(exits: ReturnInstruction[], startJump: number | undefined): ReturnScan {
+  if (exits.length === 0) return NO_EXIT;
+  return { ok: true, exits, startJump: startJump === undefined ? undefined : BigInt(startJump) };
 }
 
 /** The scan of a function that has no way out. */

@@ -31,28 +31,28 @@ function mappedSize(entry: MapEntry): bigint {
  * segments share a page), an executable area wins, then the lowest address.
  */
 export function fileOffsetToRuntime(object: MappedObject, fileOffset: bigint): bigint | undefined {
-  let best: MapEntry | undefined;
-  for (const m of object.mappings) {
-    if (fileOffset < m.offset || fileOffset >= m.offset + mappedSize(m)) continue;
-    if (best === undefined || (m.executable && !best.executable)) best = m;
-  }
-  return best === undefined ? undefined : best.start + (fileOffset - best.offset);
+  return runtimeAddressesOf(object)(Number(fileOffset));
 }
 
+/** runtimeAddressesOf()'s answer for each object asked of. */
+const runtimeAddresses = new WeakMap<MappedObject, (fileOffset: number) => bigint | undefined>();
+
 /**
- * fileOffsetToRuntime() of one object for many offsets, as numbers (a plan keeps them so):
- * its areas' numbers worked out once, not two bigint sums per area per offset.
+ * fileOffsetToRuntime() of one object, for offsets as numbers (a plan keeps them so): its
+ * areas' numbers worked out once per object, not two bigint sums per area per offset.
  */
 export function runtimeAddressesOf(
   object: MappedObject,
 ): (fileOffset: number) => bigint | undefined {
+  const known = runtimeAddresses.get(object);
+  if (known !== undefined) return known;
   const areas = object.mappings.map((m) => ({
     offset: Number(m.offset),
     end: Number(m.offset + mappedSize(m)),
     start: m.start,
     executable: m.executable,
   }));
-  return (fileOffset) => {
+  const runtime = (fileOffset: number) => {
     let best: (typeof areas)[number] | undefined;
     for (const area of areas) {
       if (fileOffset < area.offset || fileOffset >= area.end) continue;
@@ -60,6 +60,8 @@ export function runtimeAddressesOf(
     }
     return best === undefined ? undefined : best.start + BigInt(fileOffset - best.offset);
   };
+  runtimeAddresses.set(object, runtime);
+  return runtime;
 }
 
 /** A loadable segment of the object's ELF file (PT_LOAD p_vaddr and p_offset). */
