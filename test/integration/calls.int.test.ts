@@ -1209,6 +1209,49 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     });
   }
 
+  test('record -p (bpf, --return-probes sites) of a busy recursion among 4,096 other functions of its file: its exits are placed before its entry in their one link, so no call is taken for unwound', async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'nm'] })) return;
+    // -O0: gcc makes rec() a loop otherwise.
+    const app = compileProgram('many-functions', { flags: ['-O0'] });
+    const functions = execFileSync('nm', [app], { encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => / T f[0-3]{6}$/.test(line)).length;
+    assert.equal(functions, 4096, 'nm: the functions besides rec()');
+    // Placing one probe after another takes the kernel tens of milliseconds here: entries
+    // before exits would see rec()'s calls of that time enter without their return.
+    const target = spawn(app, ['12'], { stdio: 'ignore' });
+    try {
+      const dir = join(work, `rec-${readdirSync(work).length}`);
+      const run = runCli([
+        'record',
+        '-p',
+        String(target.pid),
+        '--return-probes',
+        'sites',
+        '--duration',
+        '0.5',
+        '-o',
+        dir,
+        `${app}:*`,
+      ]);
+      assert.equal(run.status, 0, run.stderr);
+      assert.match(run.stderr, /Recording 4\d{3} functions/);
+      const rows = JSON.parse(runCli(['report', dir, '--json']).stdout) as {
+        function: string;
+        calls: number;
+        unwound: number;
+        notReturned: number;
+      }[];
+      const row = rows.find((r) => r.function === 'rec');
+      assert.ok(row !== undefined && row.calls > 1000, `${row?.calls} calls of rec`);
+      assert.equal(row.unwound, 0, 'none unwound: the program never unwinds');
+      assert.ok(row.notReturned <= 13, `${row.notReturned} not returned: one tree's worth`);
+    } finally {
+      target.kill('SIGKILL');
+      await once(target, 'exit');
+    }
+  });
+
   // bpf alone: on tracefs the same run ends at once here too, but once in CI it waited until
   // the program was killed (cause not found).
   for (const engine of ['bpf'] as const) {

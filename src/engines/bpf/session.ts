@@ -32,8 +32,8 @@ export interface BpfProbe {
   readonly cookie: number | bigint;
   readonly refCtrOffset?: bigint | undefined;
   /**
-   * A return caught at an exit: linked before the other probes of its file and removed after
-   * them (see #groups()).
+   * A return caught at an exit: first in its file's link, so placed before the entries there
+   * and removed before them (see #groups()).
    */
   readonly early?: boolean | undefined;
   /** A session's entry and return probes, attached apart where no session link is made. */
@@ -397,7 +397,11 @@ export class BpfSession {
     programs: Programs,
     options: AttachOptions,
   ): { group: BpfProbe[]; pid: number | undefined; into: number[] }[] {
-    const groups = new Map<string, BpfProbe[]>();
+    // One link per file and direction, a file's returns caught at exits (early probes) first in
+    // its entries' link: the kernel places a link's probes in their order, and removes them in
+    // it too. One link of node's 119,751 probes took 380-443 ms where the exits' link and the
+    // entries' one took 473-534 ms together.
+    const groups = new Map<string, { early: BpfProbe[]; others: BpfProbe[] }>();
     // Probes come in runs of one file and direction: a key made per run, not per probe.
     let last: BpfProbe | undefined;
     let run: BpfProbe[] | undefined;
@@ -408,24 +412,29 @@ export class BpfSession {
         probe.path !== last.path ||
         probe.early !== last.early
       ) {
-        const key = `${probe.kind}\u0000${probe.early === true}\u0000${probe.path}`;
-        run = groups.get(key);
-        if (run === undefined) {
-          run = [];
-          groups.set(key, run);
+        const key = `${probe.kind}\u0000${probe.path}`;
+        let group = groups.get(key);
+        if (group === undefined) {
+          group = { early: [], others: [] };
+          groups.set(key, group);
         }
+        run = probe.early === true ? group.early : group.others;
       }
       run!.push(probe);
       last = probe;
     }
-    // Returns first (uretprobes, and the returns caught at exits in links of their own): the
+    // Returns first (uretprobes, and the returns caught at exits, first in their link): the
     // kernel places a link's probes one by one, while a process (-p) runs on. A call entered
     // meanwhile is seen with its return, or its return alone (a call begun before the first
     // probe), never its entry alone, which would take its return for missed and its frame
     // for unwound. detach() removes them first too (see there).
     const returns = (group: readonly BpfProbe[]) =>
       group[0]!.kind !== 'entry' || group[0]!.early === true;
-    const ordered = [...groups.values()].sort((a, b) => Number(returns(b)) - Number(returns(a)));
+    const ordered = [...groups.values()]
+      .map(({ early, others }) =>
+        early.length === 0 ? others : others.length === 0 ? early : early.concat(others),
+      )
+      .sort((a, b) => Number(returns(b)) - Number(returns(a)));
     const links: { group: BpfProbe[]; pid: number | undefined; into: number[] }[] = [];
     for (const group of ordered) {
       const scope = options.pid === undefined ? this.#scope : undefined;
