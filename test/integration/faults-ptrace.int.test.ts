@@ -451,3 +451,37 @@ test('ptrace: upscope SIGKILLed mid-flood of hits, no pause: the target is resto
   }
   assertNothingLeft(app);
 });
+
+for (const engine of ['ptrace', 'inject'] as const) {
+  test(`${engine}: the program exits while its threads stop for their clone events (exit_group kills them in the stop): upscope ends with the program, its counts said, several rounds`, {
+    timeout: 120_000,
+  }, async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = compileProgram('clone-churn', { flags: ['-O1'], link: ['-lpthread'] });
+    // 16 threads making threads: 9 of 20 ptrace runs, 1 of 10 inject ones, failed before
+    // (Cannot read the event of thread N: ESRCH, and no count said).
+    for (let round = 0; round < 8; round++) {
+      const run = spawnUpscope([
+        'count',
+        '--json',
+        '--engine',
+        engine,
+        '-c',
+        `${app} 16 30`,
+        `${app}:mark`,
+      ]);
+      const { code } = await run.exited;
+      const what = `round ${round}: ${run.stderr.slice(-400)}`;
+      assert.equal(code, 0, what);
+      assert.doesNotMatch(run.stderr, /error/, what);
+      // With --json to a pipe, the command's stdout is upscope's stderr.
+      assert.match(run.stderr, /^marks=10$/m, 'the program ran to its exit');
+      const counts = JSON.parse(run.stdout) as {
+        probe: string;
+        count: number;
+      }[];
+      assert.deepEqual(counts, [{ probe: 'mark', count: 10 }], what);
+    }
+    assertNothingLeft(app);
+  });
+}

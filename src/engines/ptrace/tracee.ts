@@ -416,7 +416,12 @@ export class Tracee {
       }
       const signal = (s >> 8) & 0xff;
       const event = (s >> 16) & 0xff;
-      if (event !== 0) owner.#messages.set(tid, this.#readEventMessage(tid));
+      if (MESSAGE_EVENTS.has(event)) {
+        const message = this.#eventMessageAtStop(tid);
+        // Killed in the stop (another thread's exit_group): its end is the next report.
+        if (message === undefined) continue;
+        owner.#messages.set(tid, message);
+      }
       if (event === PTRACE_EVENT.PTRACE_EVENT_CLONE) {
         // A new thread seen already (its first stop, perhaps its end, came first) is known.
         const thread = Number(this.eventMessage(tid));
@@ -576,6 +581,22 @@ export class Tracee {
    */
   eventMessage(tid: number): bigint {
     return this.#messages.get(tid) ?? this.#readEventMessage(tid);
+  }
+
+  /**
+   * The event message of a thread waitpid just reported in an event stop, or undefined when it
+   * has left that stop since: a SIGKILL (its process's exit_group, run by another thread)
+   * takes a thread out of a ptrace-stop at once, and ptrace then says ESRCH.
+   */
+  #eventMessageAtStop(tid: number): bigint | undefined {
+    try {
+      return this.#readEventMessage(tid);
+    } catch (err) {
+      if (err instanceof ProbeError && err.code === 'ERR_TARGET_GONE' && leftStop(tid)) {
+        return undefined;
+      }
+      throw err;
+    }
   }
 
   #readEventMessage(tid: number): bigint {
@@ -981,6 +1002,28 @@ const SIGINFO_BYTES = 128;
 const SIGSET_BYTES = 8n;
 /** Signals a thread may stop for while one injected system call runs, before that is an error. */
 const MAX_KEPT_SIGNALS = 16;
+
+/**
+ * The ptrace events whose stop has a message (PTRACE_GETEVENTMSG): the new thread or child's
+ * id, the former id of a thread that execs. Not PTRACE_EVENT_STOP (an interrupt or a group
+ * stop).
+ */
+const MESSAGE_EVENTS: ReadonlySet<number> = new Set([
+  PTRACE_EVENT.PTRACE_EVENT_CLONE,
+  PTRACE_EVENT.PTRACE_EVENT_FORK,
+  PTRACE_EVENT.PTRACE_EVENT_VFORK,
+  PTRACE_EVENT.PTRACE_EVENT_VFORK_DONE,
+  PTRACE_EVENT.PTRACE_EVENT_EXEC,
+]);
+
+/** Whether thread `tid` is no longer in a ptrace-stop: running on its way out, a zombie, gone. */
+function leftStop(tid: number): boolean {
+  try {
+    return procState(tid) !== 't';
+  } catch {
+    return true;
+  }
+}
 
 /**
  * Whether thread `tid` cannot report anything to its tracer by itself now: it is in a
