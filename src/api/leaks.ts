@@ -160,12 +160,7 @@ export function allocatorTarget(
         },
       );
     }
-    const elf = openElf(program);
-    try {
-      statically = interpreterOf(elf) === undefined;
-    } finally {
-      elf.close();
-    }
+    statically = staticProgram(program);
     path = statically ? program : resolveTarget('libc', search).path;
   }
   const elf = openElf(path);
@@ -195,6 +190,26 @@ export function allocatorTarget(
     );
   }
   return { path, kinds };
+}
+
+/**
+ * Whether the command's program is statically linked (it is its own allocator). A script
+ * (`#!`: a wrapper, a version manager's shim) is not: the program it runs in the end, found
+ * at run time, is taken to use the C library, as its interpreter does.
+ */
+function staticProgram(program: string): boolean {
+  let elf: ReturnType<typeof openElf>;
+  try {
+    elf = openElf(program);
+  } catch (err) {
+    if (err instanceof ProbeError && err.code === 'ERR_SCRIPT_TARGET') return false;
+    throw err;
+  }
+  try {
+    return interpreterOf(elf) === undefined;
+  } finally {
+    elf.close();
+  }
 }
 
 /** The specs of the allocator's functions (entry probes). */

@@ -49,7 +49,18 @@ export async function ptraceLeaks(
     pendingFull: 0n,
     faults: 0n,
     unmatched: 0n,
+    releasedByExec: 0n,
   } satisfies Record<keyof LeakCounters, bigint>;
+
+  /** An exec replaced process `pid`'s image: its blocks went with it. */
+  const execed = (pid: number) => {
+    const prefix = `${pid}:`;
+    for (const key of blocks.keys()) {
+      if (!key.startsWith(prefix)) continue;
+      blocks.delete(key);
+      counters.releasedByExec++;
+    }
+  };
 
   const release = (pid: number, address: bigint) => {
     if (address === 0n) return;
@@ -154,6 +165,7 @@ export async function ptraceLeaks(
     },
     {
       returns: (spec) => !releases(kindOf.get(spec) ?? 'free'),
+      exec: execed,
       entryFilter: (hit, site) => {
         const kind = kindOf.get(site.spec);
         if (kind !== undefined) atEntry(hit, kind);

@@ -109,6 +109,8 @@ export interface PtraceConsumer {
     | undefined;
   /** After each batch of hits; false ends the run. */
   readonly polled?: (() => boolean) | undefined;
+  /** A traced process exec'd (its thread still stopped there, no hit of its new image yet). */
+  readonly exec?: ((pid: number) => void) | undefined;
 }
 
 /** The signals that end a wait for hits (their listeners then run, and may stop the run). */
@@ -240,6 +242,10 @@ export class PtraceRun {
       const sites: ProbeSite[] = [];
       const skipped: SkippedSite[] = [];
       const warnings: ProbeError[] = [];
+      const exec = consumer.exec;
+      if (exec !== undefined) {
+        await tracer.register({ id: 'exec', event: 'exec', handler: (hit) => exec(hit.pid) });
+      }
       for (const [i, spec] of specs.entries()) {
         const returns = consumer.returns(spec);
         sites.push(

@@ -27,6 +27,7 @@ const report: LeakReport = {
     failed: 0n,
     dropped: 0n,
     stacksFull: 0n,
+    releasedByExec: 0n,
   },
   growth: [
     {

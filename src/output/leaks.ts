@@ -27,6 +27,8 @@ export interface LeakCounterValues {
   readonly failed: bigint;
   readonly dropped: bigint;
   readonly stacksFull: bigint;
+  /** Blocks an exec released (the image it replaced had not freed them): not shown. */
+  readonly releasedByExec: bigint;
 }
 
 export interface LeakReport {

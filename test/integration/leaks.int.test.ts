@@ -12,6 +12,7 @@ import {
   readlinkSync,
   realpathSync,
   rmSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -387,6 +388,39 @@ describe('upscope leaks', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    test(`an exec releases the blocks of the program it replaces: only the new program's are outstanding, the released counted; a wrapper script that execs the program is a command like any (${engine})`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+      const app = compileProgram('leaks-exec', { flags: ['-O1'] });
+      const dir = tempDir();
+      try {
+        const final = (command: string) => {
+          const run = runCli(['leaks', '--json', '--engine', engine, '-c', command]);
+          assert.equal(run.status, 0, run.stderr);
+          noStackTrace(run.stderr);
+          assert.match(run.stderr, /\d+ blocks not shown: an exec released them/);
+          return reports(run.stdout).at(-1)!;
+        };
+        // The program's own counts: 5 blocks of 4242 bytes before its exec, 3 of 1234 after.
+        const direct = final(`${app} before`);
+        assert.deepEqual(direct.outstanding, { count: 3, bytes: 3702, stacks: 3 });
+        assert.deepEqual(through(direct, 'after_exec'), { count: 3, bytes: 3702 });
+        assert.deepEqual(through(direct, 'before_exec'), { count: 0, bytes: 0 });
+        assert.equal(direct.counters['releasedByExec'], 5);
+        // The shell's blocks go with its exec too.
+        const script = join(dir, 'run.sh');
+        writeFileSync(script, `#!/bin/sh\nSETTING=up\nexport SETTING\nexec ${app} before\n`);
+        chmodSync(script, 0o755);
+        const wrapped = final(script);
+        assert.equal(wrapped.outstanding.count, 3);
+        assert.equal(wrapped.outstanding.bytes, 3702);
+        assert.ok(wrapped.counters['releasedByExec']! > 5, 'the shell left blocks too');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
 
   test('C++: blocks leaked through new show demangled frames', (t) => {
     if (!requireHost(t, { root: true, commands: ['g++'] })) return;

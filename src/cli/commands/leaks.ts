@@ -298,5 +298,10 @@ function countersLine(snapshot: LeakSnapshot): string {
     parts.push(`${c.stacksFull} allocations kept without their stack (the map of stacks was full)`);
   if (c.pendingFull > 0n) parts.push(`${c.pendingFull} calls not followed (too many threads)`);
   if (c.faults > 0n) parts.push(`${c.faults} posix_memalign results that could not be read`);
+  if (c.releasedByExec > 0n) {
+    parts.push(
+      `${c.releasedByExec} blocks not shown: an exec released them (the program it replaced had not freed them)`,
+    );
+  }
   return parts.join(', ');
 }

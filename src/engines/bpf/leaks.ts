@@ -2,6 +2,8 @@
  * Outstanding allocations, paired in the kernel (see leak-programs.ts): the maps, the
  * allocator's probes, and readers of the records and of the stacks they were made on.
  */
+
+import { BPF_FUNC } from '../../native/index.js';
 import {
   type AggregateOptions,
   BpfAggregation,
@@ -9,6 +11,9 @@ import {
   type StackFrameKey,
   type StackOptions,
 } from './aggregations.js';
+import { Asm } from './asm.js';
+import { MAX_FOLLOWED } from './follow.js';
+import { alu64Imm, call, type Insn, ldMapFd, mov64Imm, mov64Reg, stx } from './insn.js';
 import type { BpfMap } from './kernel.js';
 import {
   ALLOC_KEY_BYTES,
@@ -57,6 +62,11 @@ export interface LeakCounters {
   readonly pendingFull: bigint;
   readonly faults: bigint;
   readonly unmatched: bigint;
+  /**
+   * Blocks an exec released: not freed by the program whose image the exec replaced (its
+   * memory went with it), as of the last allocations().
+   */
+  readonly releasedByExec: bigint;
 }
 
 export interface LeakOptions extends AggregateOptions {
@@ -83,6 +93,9 @@ export class BpfLeaks extends BpfAggregation {
   readonly #allocs: BpfMap;
   readonly #stackIds: BpfMap;
   readonly #nextId: BpfMap;
+  /** Per process, when it last exec'd (CLOCK_MONOTONIC ns). */
+  readonly #execs: BpfMap;
+  #releasedByExec = 0n;
   /** Stacks read so far, by id (ids are never reused). */
   readonly #stacks = new Map<number, { pid: number; frames: StackFrameKey[] }>();
   #stacksSeen = 0;
@@ -126,6 +139,13 @@ export class BpfLeaks extends BpfAggregation {
       valueBytes: 8,
       maxEntries: 1,
     });
+    this.#execs = this.session.map({
+      kind: 'hash',
+      name: 'leak_execs',
+      keyBytes: 4,
+      valueBytes: 8,
+      maxEntries: MAX_FOLLOWED,
+    });
   }
 
   /**
@@ -148,6 +168,10 @@ export class BpfLeaks extends BpfAggregation {
         followed: self.followed,
       };
       const filters = self.filters(options);
+      self.session.attachRawTracepoint(
+        'sched_process_exec',
+        execTimeProgram(self.#execs.fd, self.followed),
+      );
       const cookie = (site: AllocatorSite) => ALLOCATOR_KINDS.indexOf(site.kind);
       // Returns first: a call in flight when its entry probe arrives leaves no slot behind
       // that no return would close (its return finds none, and is counted unmatched).
@@ -186,11 +210,24 @@ export class BpfLeaks extends BpfAggregation {
       pendingFull: slot(LEAK_SLOT.pendingFull),
       faults: slot(LEAK_SLOT.faults),
       unmatched: slot(LEAK_SLOT.unmatched),
+      releasedByExec: this.#releasedByExec,
     };
   }
 
-  /** Every block recorded and not freed yet. */
+  /**
+   * Every block recorded and not freed yet, but those of an image an exec has replaced since
+   * (counted in counters().releasedByExec): they stay in the map until the new image
+   * allocates at their address, or for good.
+   */
   allocations(): AllocationRecord[] {
+    const execs = new Map<number, bigint>();
+    this.#execs.lookupBatch((keys, values, count) => {
+      const k = new DataView(keys.buffer, keys.byteOffset, keys.byteLength);
+      const v = new DataView(values.buffer, values.byteOffset, values.byteLength);
+      for (let i = 0; i < count; i++)
+        execs.set(k.getUint32(i * 4, true), v.getBigUint64(i * 8, true));
+    });
+    let released = 0n;
     const records: AllocationRecord[] = [];
     this.#allocs.lookupBatch((keys, values, count) => {
       const k = new DataView(keys.buffer, keys.byteOffset, keys.byteLength);
@@ -198,16 +235,24 @@ export class BpfLeaks extends BpfAggregation {
       for (let i = 0; i < count; i++) {
         const ko = i * ALLOC_KEY_BYTES;
         const vo = i * ALLOC_VALUE_BYTES;
+        const pid = k.getUint32(ko, true);
+        const timeNs = v.getBigUint64(vo + 8, true);
+        const exec = execs.get(pid);
+        if (exec !== undefined && timeNs < exec) {
+          released++;
+          continue;
+        }
         records.push({
-          pid: k.getUint32(ko, true),
+          pid,
           address: k.getBigUint64(ko + 8, true),
           sizeBytes: v.getBigUint64(vo, true),
-          timeNs: v.getBigUint64(vo + 8, true),
+          timeNs,
           stackId: v.getUint32(vo + 16, true),
           tid: v.getUint32(vo + 20, true),
         });
       }
     });
+    this.#releasedByExec = released;
     return records;
   }
 
@@ -228,4 +273,29 @@ export class BpfLeaks extends BpfAggregation {
     }, 256);
     return this.#stacks;
   }
+}
+
+/**
+ * At `sched_process_exec`: `execs[tgid] = now` for a followed process (`followed`, the map of
+ * them; every process without one). Blocks of a process allocated before its last exec are
+ * then told from those after.
+ */
+function execTimeProgram(execs: number, followed: number | undefined): Insn[] {
+  const a = new Asm();
+  const out = 'out';
+  const PID = -8;
+  const TIME = -16;
+  a.emit(call(BPF_FUNC.get_current_pid_tgid), alu64Imm('RSH', 0, 32), stx('W', 10, PID, 0));
+  if (followed !== undefined) {
+    a.emit(ldMapFd(1, followed), mov64Reg(2, 10), alu64Imm('ADD', 2, PID));
+    a.emit(call(BPF_FUNC.map_lookup_elem));
+    a.jmpImm('JEQ', 0, 0, out);
+  }
+  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 10, TIME, 0));
+  a.emit(ldMapFd(1, execs), mov64Reg(2, 10), alu64Imm('ADD', 2, PID));
+  a.emit(mov64Reg(3, 10), alu64Imm('ADD', 3, TIME), mov64Imm(4, 0));
+  a.emit(call(BPF_FUNC.map_update_elem));
+  a.label(out);
+  a.returnZero();
+  return a.finish();
 }

@@ -659,7 +659,8 @@ export class BpfSession {
       purpose: `the handler of tracepoint sched:${name}`,
       tracepoint: 'raw',
     });
-    this.#programs.set(`tracepoint:${name}`, program);
+    // A key of its own: another handler of the same tracepoint keeps its program (closed too).
+    this.#programs.set(`tracepoint:${name}:${this.#tracepointLinks.length}`, program);
     this.#tracepointLinks.push(openRawTracepoint(program, name));
   }
 
