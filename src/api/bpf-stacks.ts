@@ -4,17 +4,24 @@
  * command's program, interpreter and libraries), those it gets as the walker meets them (a
  * library loaded later, another process's), and the names of the stacks it counted.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readlinkSync } from 'node:fs';
 import {
   EntryStop,
+  ExecStop,
   type ProcessMapping,
   type StackFrameKey,
   type StackOptions,
   type UnwindMaps,
 } from '../engines/index.js';
 import { commandProgram, memoryImageId, procState } from '../host/index.js';
-import { type ProbeSite, readProcessMaps, resolveTarget } from '../plan/index.js';
-import { isFileMapping, type MapEntry, readDynamicInfo, splitDev } from '../symbols/index.js';
+import { fileHead, type ProbeSite, readProcessMaps, resolveTarget } from '../plan/index.js';
+import {
+  isFileMapping,
+  type MapEntry,
+  readDynamicInfo,
+  readScriptHeader,
+  splitDev,
+} from '../symbols/index.js';
 import { interpreterOf, kernelDev, type StackFile, StackFiles } from './stack-files.js';
 import { type FrameRef, type NamedFrame, StackNamer } from './stack-namer.js';
 
@@ -38,7 +45,26 @@ export interface BpfStacksOptions {
 /** The files a command will map: its program, its interpreter, and the libraries they need. */
 function commandFiles(files: StackFiles, command: string): StackFile[] {
   const program = commandProgram(command);
-  if (program === undefined) return [];
+  return program === undefined ? [] : programFiles(files, execedFile(program));
+}
+
+/**
+ * The file the kernel runs when `program` is exec'd: itself, or for a script (`#!`) the
+ * interpreter its first line names (a script's interpreter may be a script too, 4 deep at
+ * most, as the kernel allows).
+ */
+function execedFile(program: string): string {
+  let path = program;
+  for (let depth = 0; depth < 4; depth++) {
+    const header = readScriptHeader(fileHead(path, 256));
+    if (header === undefined || header.program === '') return path;
+    path = header.program;
+  }
+  return path;
+}
+
+/** The files a program maps as it starts: itself, its interpreter, the libraries they need. */
+function programFiles(files: StackFiles, program: string): StackFile[] {
   const found: StackFile[] = [];
   const seen = new Set<string>();
   const queue: { name: string; path: string | undefined }[] = [{ name: program, path: program }];
@@ -113,6 +139,14 @@ export class BpfStacks {
   /** A command's program file (see #holdAtEntry), and the stop armed at its entry. */
   readonly #program: StackFile | undefined;
   #hold: EntryStop | undefined;
+  /**
+   * A command's stop at each exec it makes after its first (a wrapper script that execs the
+   * program it sets up), and the execs followed so far (the first one by #watchExec()).
+   */
+  #execStop: ExecStop | undefined;
+  #execsFollowed = 1;
+  /** Which exec of the command is being followed to its program's entry, if one is. */
+  #following: 'first' | 'later' | undefined;
   #ticks = 0;
   #closed = false;
 
@@ -128,7 +162,7 @@ export class BpfStacks {
       if (file !== undefined && !preload.includes(file)) preload.push(file);
     };
     const program = options.command === undefined ? undefined : commandProgram(options.command);
-    this.#program = program === undefined ? undefined : this.files.fromPath(program);
+    this.#program = program === undefined ? undefined : this.files.fromPath(execedFile(program));
     if (options.command !== undefined) {
       for (const file of commandFiles(this.files, options.command)) add(file);
     } else if (options.pid !== undefined) {
@@ -192,7 +226,14 @@ export class BpfStacks {
     if (pid !== undefined && !launched) this.namer.snapshot(pid);
     this.#timer = setInterval(() => this.#tick(), 25);
     this.#timer.unref();
-    if (pid !== undefined && launched) this.#watchExec(pid);
+    if (pid !== undefined && launched) {
+      try {
+        this.#execStop = ExecStop.open(pid);
+      } catch {
+        // later execs are synced at the ticks alone
+      }
+      this.#watchExec(pid);
+    }
   }
 
   /**
@@ -207,13 +248,40 @@ export class BpfStacks {
    */
   #watchExec(pid: number): void {
     const launcher = memoryImageId(pid);
-    const hold = this.#holdAtEntry(pid);
-    let phase: 'exec' | 'stop' | 'late' = 'exec';
+    this.#awaitEntry(pid, launcher, this.#program, 'exec');
+  }
+
+  /**
+   * Follow process `pid` from image `launcher` to the entry of `program` (see #watchExec()):
+   * from its exec (`exec`), or from a stop at a later exec (`stop`: see #laterExec()).
+   */
+  #awaitEntry(
+    pid: number,
+    launcher: bigint | undefined,
+    program: StackFile | undefined,
+    from: 'exec' | 'stop',
+  ): void {
+    this.#following = from === 'exec' ? 'first' : 'later';
+    const hold = this.#holdAtEntry(pid, program);
+    let phase: 'exec' | 'stop' | 'late' = from;
     let looks = 0;
     const finish = () => {
       clearInterval(timer);
       this.#letGo(pid, launcher);
+      this.#following = undefined;
+      // An exec made meanwhile, stopped at already: followed now.
+      if (this.#execStop !== undefined) this.#laterExec(pid);
     };
+    if (from === 'stop') {
+      // Out of the stop at its exec, on to the program's entry (where none can be held, its
+      // mappings now: the program and its dynamic linker).
+      if (hold === undefined) this.#sync(pid);
+      continueProcess(pid);
+      if (hold === undefined) {
+        this.#following = undefined;
+        return;
+      }
+    }
     const timer = setInterval(() => {
       looks++;
       const image = memoryImageId(pid);
@@ -250,12 +318,45 @@ export class BpfStacks {
   #letGo(pid: number, launcher: bigint | undefined): void {
     this.#hold?.close();
     this.#hold = undefined;
+    // Stopped at (or on its way to a stop at) a later exec: that exec is followed next.
+    if ((this.#execStop?.execs() ?? 0) > this.#execsFollowed) return;
     const image = memoryImageId(pid);
     if (image === undefined || image === launcher || procState(pid) !== 'T') return;
+    continueProcess(pid);
+  }
+
+  /**
+   * At a tick: the command stopped at a later exec (ExecStop counted one more than were
+   * followed, and it is stopped): its program's files given to the walker, then followed to
+   * its entry as the first one was. An exec a stop of its own came before is left to the next
+   * tick; one followed already leaves it alone (a stop of its own, after).
+   */
+  #laterExec(pid: number): void {
+    const execs = this.#execStop?.execs() ?? 0;
+    if (execs <= this.#execsFollowed || procState(pid) !== 'T') return;
+    this.#execsFollowed = execs;
+    let program: StackFile | undefined;
     try {
-      process.kill(pid, 'SIGCONT');
+      program = this.files.fromPath(readlinkSync(`/proc/${pid}/exe`));
     } catch {
-      // it has ended
+      program = undefined;
+    }
+    if (program !== undefined) this.#load(programFiles(this.files, program.path));
+    // No launcher image: whatever image it is stopped in then, it is let go.
+    this.#awaitEntry(pid, undefined, program, 'stop');
+  }
+
+  /** Give the walker the tables of `files` it does not have yet. */
+  #load(files: readonly StackFile[]): void {
+    const maps = this.#maps;
+    if (maps === undefined) return;
+    for (const file of files) {
+      if (maps.fileId(file.identity) !== undefined) continue;
+      try {
+        this.files.setId(maps.addFile(file.identity, file.table()), file);
+      } catch {
+        return; // the files map is full
+      }
     }
   }
 
@@ -264,8 +365,7 @@ export class BpfStacks {
    * known, not an ELF file with an entry, or the kernel refuses the probe: the exec is then
    * watched for without a hold).
    */
-  #holdAtEntry(pid: number): EntryStop | undefined {
-    const program = this.#program;
+  #holdAtEntry(pid: number, program: StackFile | undefined): EntryStop | undefined {
     if (program === undefined || program.elf.entry === 0n) return undefined;
     const offset = program.elf.vaddrToFileOffset(program.elf.entry);
     if (offset === undefined) return undefined;
@@ -281,6 +381,9 @@ export class BpfStacks {
     this.#ticks++;
     this.loadMissing();
     const pid = this.#pid;
+    if (pid !== undefined && this.#execStop !== undefined && this.#following === undefined) {
+      this.#laterExec(pid);
+    }
     if (pid !== undefined && (this.#ticks <= 40 || this.#ticks % 40 === 0)) {
       if (existsSync(`/proc/${pid}`)) this.#sync(pid);
     }
@@ -365,7 +468,25 @@ export class BpfStacks {
     this.stop();
     this.#closed = true;
     this.#hold?.close();
+    // A command stopped at a later exec not followed yet (its stop perhaps not delivered
+    // yet: a SIGCONT cancels it), or held on its way from one to its entry, goes on; a stop of
+    // its own stays.
+    const pid = this.#pid;
+    const execs = this.#execStop?.execs() ?? 0;
+    this.#execStop?.close();
+    if (pid !== undefined) {
+      if (execs > this.#execsFollowed) continueProcess(pid);
+      else if (this.#following === 'later' && procState(pid) === 'T') continueProcess(pid);
+    }
     this.namer.close();
     this.files.close();
+  }
+}
+
+function continueProcess(pid: number): void {
+  try {
+    process.kill(pid, 'SIGCONT');
+  } catch {
+    // it has ended
   }
 }

@@ -415,6 +415,8 @@ describe('upscope leaks', () => {
         const wrapped = final(script);
         assert.equal(wrapped.outstanding.count, 3);
         assert.equal(wrapped.outstanding.bytes, 3702);
+        // Its stacks whole, though the program was started by a later exec.
+        assert.deepEqual(through(wrapped, 'after_exec'), { count: 3, bytes: 3702 });
         assert.ok(wrapped.counters['releasedByExec']! > 5, 'the shell left blocks too');
       } finally {
         rmSync(dir, { recursive: true, force: true });

@@ -7,7 +7,14 @@
  * milliseconds, and a process whose program was replaced on disk, named as gdb names them.
  */
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
@@ -178,6 +185,30 @@ describe('count --by ustack: whole stacks without frame pointers, equal to gdb b
         assert.ok(shown.name !== undefined && shown.object !== undefined, `named: ${frame}`);
       }
       assertSameStack(frames, gdb);
+    });
+
+    test(`${engine}: a command that is a wrapper script, which execs env, which execs the program: every frame named, equal to gdb bt`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gcc', 'gdb', 'readelf', 'sh', 'env'] })) {
+        return;
+      }
+      const { app } = cBuild();
+      const gdb = gdbStack([app, '3', '0'], 'unwind_leaf');
+      const dir = mkdtempSync(join(tmpdir(), 'upscope-wrapper-'));
+      try {
+        // Three execs after the launcher's: the script's interpreter, env, the program (that
+        // lives a few milliseconds: gone before the walker would meet its files by itself).
+        const script = join(dir, 'run.sh');
+        writeFileSync(script, `#!/bin/sh\nexec env WRAPPED=1 ${app} 20 5\n`, { mode: 0o755 });
+        const { account, rows } = countStacks(engine, script, `${app}:unwind_leaf`);
+        const frames = onlyStack(rows, account.calls);
+        for (const frame of frames) {
+          const shown = parseFrame(frame);
+          assert.ok(shown.name !== undefined && shown.object !== undefined, `named: ${frame}`);
+        }
+        assertSameStack(frames, gdb);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     test(`${engine}: -p on a program replaced on disk while it runs: the names gdb gives`, async (t) => {

@@ -14,7 +14,7 @@ export {
   type TimedFunction,
 } from './aggregations.js';
 export { KernelBtf } from './btf.js';
-export { EntryStop } from './entry-stop.js';
+export { EntryStop, ExecStop } from './entry-stop.js';
 export { type BpfFeatures, bpfAllowed, probeBpfFeatures } from './features.js';
 export { type FollowSpec, MAX_FOLLOWED } from './follow.js';
 export { BpfMap, loadProgram, verifierReason } from './kernel.js';

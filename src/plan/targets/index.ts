@@ -6,6 +6,7 @@ export {
   type NameMatch,
 } from './library-name.js';
 export {
+  fileHead,
   findInLdCache,
   findInLibraryDirs,
   findOnPath,

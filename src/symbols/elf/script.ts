@@ -7,6 +7,8 @@ export interface ScriptHeader {
   readonly line: string;
   /** The interpreter as named: `/usr/bin/python3`, or `bash` for `#!/usr/bin/env bash`. */
   readonly interpreter: string;
+  /** The file the kernel runs for it: the line's first word (`/usr/bin/env`). */
+  readonly program: string;
   /**
    * The version manager whose shim this is (`pyenv`, `rbenv`, `asdf`...), when the script
    * names one: a shim runs the program the manager picks, not its interpreter's code.
@@ -36,7 +38,7 @@ export function readScriptHeader(bytes: Uint8Array): ScriptHeader | undefined {
     interpreter = words.slice(1).find((w) => !w.startsWith('-') && !w.includes('=')) ?? interpreter;
   }
   const manager = MANAGERS.exec(text)?.[1];
-  return { line, interpreter, manager };
+  return { line, interpreter, program: words[0] ?? '', manager };
 }
 
 /**
