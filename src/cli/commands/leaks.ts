@@ -133,6 +133,9 @@ export function registerLeaks(program: Command, io: Io, result: CommandResult): 
         'stacks holding the most bytes are printed (--top) with their blocks, bytes and the ' +
         'age of the oldest, frames named, demangled, with file:line where debug info has ' +
         'them. With -c, the last report is what the command had not freed when it exited. ' +
+        'An exec releases what the program it replaces had not freed: those blocks are ' +
+        'left out and counted (a wrapper script that execs the program shows its blocks ' +
+        'alone). ' +
         'Needs root or CAP_BPF and CAP_PERFMON; without them it runs on the ptrace engine ' +
         '(said on stderr; far slower per call).',
     )

@@ -64,7 +64,7 @@ export interface LeakCounters {
   readonly unmatched: bigint;
   /**
    * Blocks an exec released: not freed by the program whose image the exec replaced (its
-   * memory went with it), as of the last allocations().
+   * memory went with it), each counted once, as allocations() found them.
    */
   readonly releasedByExec: bigint;
 }
@@ -95,7 +95,11 @@ export class BpfLeaks extends BpfAggregation {
   readonly #nextId: BpfMap;
   /** Per process, when it last exec'd (CLOCK_MONOTONIC ns). */
   readonly #execs: BpfMap;
-  #releasedByExec = 0n;
+  /**
+   * The blocks found released by an exec (process, address and time: the map's entry stays
+   * until the new image allocates at that address, whose entry is then another block).
+   */
+  readonly #released = new Set<string>();
   /** Stacks read so far, by id (ids are never reused). */
   readonly #stacks = new Map<number, { pid: number; frames: StackFrameKey[] }>();
   #stacksSeen = 0;
@@ -210,14 +214,13 @@ export class BpfLeaks extends BpfAggregation {
       pendingFull: slot(LEAK_SLOT.pendingFull),
       faults: slot(LEAK_SLOT.faults),
       unmatched: slot(LEAK_SLOT.unmatched),
-      releasedByExec: this.#releasedByExec,
+      releasedByExec: BigInt(this.#released.size),
     };
   }
 
   /**
    * Every block recorded and not freed yet, but those of an image an exec has replaced since
-   * (counted in counters().releasedByExec): they stay in the map until the new image
-   * allocates at their address, or for good.
+   * (counted in counters().releasedByExec).
    */
   allocations(): AllocationRecord[] {
     const execs = new Map<number, bigint>();
@@ -227,7 +230,6 @@ export class BpfLeaks extends BpfAggregation {
       for (let i = 0; i < count; i++)
         execs.set(k.getUint32(i * 4, true), v.getBigUint64(i * 8, true));
     });
-    let released = 0n;
     const records: AllocationRecord[] = [];
     this.#allocs.lookupBatch((keys, values, count) => {
       const k = new DataView(keys.buffer, keys.byteOffset, keys.byteLength);
@@ -239,7 +241,7 @@ export class BpfLeaks extends BpfAggregation {
         const timeNs = v.getBigUint64(vo + 8, true);
         const exec = execs.get(pid);
         if (exec !== undefined && timeNs < exec) {
-          released++;
+          this.#released.add(`${pid}:${k.getBigUint64(ko + 8, true)}:${timeNs}`);
           continue;
         }
         records.push({
@@ -252,7 +254,6 @@ export class BpfLeaks extends BpfAggregation {
         });
       }
     });
-    this.#releasedByExec = released;
     return records;
   }
 

@@ -431,9 +431,7 @@ export class BpfSession {
     const returns = (group: readonly BpfProbe[]) =>
       group[0]!.kind !== 'entry' || group[0]!.early === true;
     const ordered = [...groups.values()]
-      .map(({ early, others }) =>
-        early.length === 0 ? others : others.length === 0 ? early : early.concat(others),
-      )
+      .map(({ early, others }) => early.concat(others))
       .sort((a, b) => Number(returns(b)) - Number(returns(a)));
     const links: { group: BpfProbe[]; pid: number | undefined; into: number[] }[] = [];
     for (const group of ordered) {

@@ -28,6 +28,7 @@ import { readCopied, readCopiedString } from './inline-reads.js';
 import { Registers } from './registers.js';
 import {
   cannotReport,
+  leftStop,
   SIGTRAP,
   type SpawnOptions,
   type StopReport,
@@ -2541,7 +2542,7 @@ function killedMeanwhile(action: () => void, tid: number): void {
   try {
     action();
   } catch (err) {
-    if (!(err instanceof ProbeError) || !dying(tid)) throw err;
+    if (!(err instanceof ProbeError) || !leftStop(tid)) throw err;
     if (err.code === 'ERR_TARGET_GONE') return;
     // Memory that cannot be written is an end only for a thread being killed (or gone).
     if (err.code === 'ERR_TARGET_MEMORY' && killed(tid)) return;
@@ -2559,19 +2560,6 @@ function killed(tid: number): boolean {
   }
   if (state === undefined || state === 'Z' || state === 'X') return true;
   return (pendingSignals(tid) & (1n << BigInt(constants.signals.SIGKILL - 1))) !== 0n;
-}
-
-/**
- * Whether a thread is no longer in the ptrace-stop the tracer thought it was in: gone, a
- * zombie, or running on its way out (a SIGKILL takes a thread out of its stop at once). Its
- * next report, an exit, comes through the wait.
- */
-function dying(tid: number): boolean {
-  try {
-    return procState(tid) !== 't';
-  } catch {
-    return false;
-  }
 }
 
 function ended(pid: number): ProbeError {

@@ -1016,12 +1016,16 @@ const MESSAGE_EVENTS: ReadonlySet<number> = new Set([
   PTRACE_EVENT.PTRACE_EVENT_EXEC,
 ]);
 
-/** Whether thread `tid` is no longer in a ptrace-stop: running on its way out, a zombie, gone. */
-function leftStop(tid: number): boolean {
+/**
+ * Whether thread `tid` is no longer in the ptrace-stop the tracer thought it was in: gone, a
+ * zombie, or running on its way out (a SIGKILL takes a thread out of its stop at once). Its
+ * next report, an exit, comes through the wait. False when its state cannot be read.
+ */
+export function leftStop(tid: number): boolean {
   try {
     return procState(tid) !== 't';
   } catch {
-    return true;
+    return false;
   }
 }
 
