@@ -86,7 +86,10 @@ export function encodeCallRecord(record: CallRecord, into: Uint8Array, offset: n
   encodeCallFields(view, offset, record.kind, record.tid, record.pid, record.fn, record.timeNs);
 }
 
-/** A record given by its fields, written at `offset` of `view`. */
+/**
+ * A record given by its fields, written at `offset` of `view`; its time a bigint, or a
+ * number where one holds it exactly (an inject engine's hit: no BigInt made per record).
+ */
 export function encodeCallFields(
   view: DataView,
   offset: number,
@@ -94,13 +97,21 @@ export function encodeCallFields(
   tid: number,
   pid: number,
   fn: number,
-  timeNs: bigint,
+  timeNs: number | bigint,
 ): void {
   view.setUint32(offset, KIND_CODE[kind], true);
   view.setUint32(offset + 4, tid, true);
   view.setUint32(offset + 8, pid, true);
   view.setUint32(offset + 12, fn, true);
-  view.setBigUint64(offset + 16, timeNs, true);
+  if (typeof timeNs === 'bigint') {
+    view.setBigUint64(offset + 16, timeNs, true);
+  } else if (Number.isSafeInteger(timeNs) && timeNs >= 0) {
+    const low = timeNs % 2 ** 32;
+    view.setUint32(offset + 16, low, true);
+    view.setUint32(offset + 20, (timeNs - low) / 2 ** 32, true);
+  } else {
+    view.setBigUint64(offset + 16, BigInt(timeNs), true);
+  }
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   type CallRecord,
   CallRecordDecoder,
   checkCallsHeader,
+  encodeCallFields,
   encodeCallRecord,
   encodeCallsHeader,
 } from './call-records.js';
@@ -201,6 +202,21 @@ test('CallRecordDecoder reads records across chunk boundaries', () => {
   assert.deepEqual(out, recs);
   assert.equal(decoder.partialBytes, 0);
   assert.equal(decoder.problem, undefined);
+});
+
+test('a record whose time is given as a number reads back as the same time as a bigint', () => {
+  // Below 2^32, across it (the high word), and the largest a number holds exactly.
+  const times = [123_456_789, 2 ** 32 + 5, 8_640_000_123_456_789, Number.MAX_SAFE_INTEGER];
+  const bytes = new Uint8Array(times.length * CALL_RECORD_BYTES);
+  const view = new DataView(bytes.buffer);
+  times.forEach((time, i) => {
+    encodeCallFields(view, i * CALL_RECORD_BYTES, 'entry', 7, 6, 0, time);
+  });
+  const decoded = new CallRecordDecoder(1).push(bytes).map((r) => r.timeNs);
+  assert.deepEqual(
+    decoded,
+    times.map((time) => BigInt(time)),
+  );
 });
 
 test('CallRecordDecoder keeps the valid part of a truncated or corrupt file and says where', () => {

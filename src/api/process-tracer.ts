@@ -2,6 +2,7 @@ import {
   addInlineAggregates,
   type ForeignBreakpointNotice,
   type HitContext,
+  type HookTimeNs,
   type InlineAggregate,
   type InlineReads,
   type InlineValue,
@@ -97,7 +98,7 @@ export interface ProcessRegistration {
     | ((
         event: 'breakpoint' | 'return',
         tid: number,
-        timeNs: bigint,
+        timeNs: HookTimeNs,
         site: ProbeSite | undefined,
       ) => void)
     | undefined;

@@ -8,6 +8,7 @@ import type { BucketScheme } from '../aggregate/index.js';
 import {
   alarmEvery,
   type HitContext,
+  type HookTimeNs,
   Injector,
   type InlineAggregate,
   type InlineValue,
@@ -102,7 +103,7 @@ export interface PtraceConsumer {
         event: 'breakpoint' | 'return',
         tid: number,
         pid: number,
-        timeNs: bigint,
+        timeNs: HookTimeNs,
         site: ProbeSite,
         comm: string,
       ) => boolean)
@@ -233,7 +234,12 @@ export class PtraceRun {
       // by what its thread is called while it is stopped there (it may rename itself or exec).
       let served: ((hit: HitContext, site: ProbeSite) => void) | undefined;
       let bare:
-        | ((event: 'breakpoint' | 'return', tid: number, timeNs: bigint, site: ProbeSite) => void)
+        | ((
+            event: 'breakpoint' | 'return',
+            tid: number,
+            timeNs: HookTimeNs,
+            site: ProbeSite,
+          ) => void)
         | undefined;
       const handler = (hit: HitContext, site: ProbeSite | undefined) => {
         if (site !== undefined) served?.(hit, site);
@@ -306,6 +312,9 @@ export class PtraceRun {
   }
 
   #qualified = new Map<ProbeSite, ProbeSite>();
+  /** The site a bare hit was last of, and its qualified one (hits come in runs of a site). */
+  #bareSite: ProbeSite | undefined;
+  #bareQualified: ProbeSite | undefined;
   #more = true;
   #hits = 0;
   #yieldAt = Number.POSITIVE_INFINITY;
@@ -325,14 +334,18 @@ export class PtraceRun {
     }
   }
 
-  #bareHit(event: 'breakpoint' | 'return', tid: number, timeNs: bigint, site: ProbeSite): void {
+  #bareHit(event: 'breakpoint' | 'return', tid: number, timeNs: HookTimeNs, site: ProbeSite): void {
     if (!this.#more) return;
+    if (site !== this.#bareSite) {
+      this.#bareSite = site;
+      this.#bareQualified = this.#qualified.get(site) ?? site;
+    }
     this.#more = this.#consumer.bareHit!(
       event,
       tid,
       this.pid,
       timeNs,
-      this.#qualified.get(site) ?? site,
+      this.#bareQualified!,
       this.#names.name(tid),
     );
     if (!this.#more || ((++this.#hits & 63) === 0 && performance.now() >= this.#yieldAt)) {

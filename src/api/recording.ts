@@ -265,13 +265,16 @@ export class RecordingWriter {
     this.#records++;
   }
 
-  /** write() of a record given by its fields (no object made: a recording's hot path). */
+  /**
+   * write() of a record given by its fields (no object made: a recording's hot path); its
+   * time a number where exact (see encodeCallFields()).
+   */
   writeFields(
     kind: CallRecord['kind'],
     tid: number,
     pid: number,
     fn: number,
-    timeNs: bigint,
+    timeNs: number | bigint,
   ): void {
     if (this.#used + CALL_RECORD_BYTES > WRITE_CHUNK) this.#flush();
     encodeCallFields(this.#view, this.#used, kind, tid, pid, fn, timeNs);
@@ -925,7 +928,8 @@ async function recordInProcess(
   // A hit's site is one of a few objects: its function's id found once for each.
   const idOf = new Map<ProbeSite, number | undefined>();
   const fnOf = (site: ProbeSite): number | undefined => {
-    if (idOf.has(site)) return idOf.get(site);
+    const known = idOf.get(site);
+    if (known !== undefined || idOf.has(site)) return known;
     const fn = ids.get(probeName(site));
     idOf.set(site, fn);
     return fn;
@@ -939,7 +943,7 @@ async function recordInProcess(
     kind: CallRecord['kind'],
     thread: number,
     pid: number,
-    timeNs: bigint,
+    timeNs: number | bigint,
     site: ProbeSite,
     comm: string,
     goroutine?: bigint,

@@ -17,6 +17,9 @@ export class ThreadNames {
   readonly #fresh = new Set<number>();
   readonly #buffer = Buffer.alloc(64);
   readonly #cached: boolean;
+  /** With `cached`: the thread asked for last and its name (hits come in runs of a thread). */
+  #lastTid = -1;
+  #lastName = '';
 
   /**
    * `cached`: a name read since the last refresh() is given again, not read (for hits read
@@ -30,13 +33,22 @@ export class ThreadNames {
   /** With `cached`: names are read again when next asked for. */
   refresh(): void {
     this.#fresh.clear();
+    this.#lastTid = -1;
   }
 
   name(tid: number): string {
     if (this.#cached) {
-      if (this.#fresh.has(tid)) return this.#last.get(tid) ?? '';
+      if (tid === this.#lastTid) return this.#lastName;
+      const name = this.#fresh.has(tid) ? (this.#last.get(tid) ?? '') : this.#read(tid);
       this.#fresh.add(tid);
+      this.#lastTid = tid;
+      this.#lastName = name;
+      return name;
     }
+    return this.#read(tid);
+  }
+
+  #read(tid: number): string {
     for (let attempt = 0; attempt < 2; attempt++) {
       let fd = this.#fds.get(tid);
       if (fd === undefined) {
@@ -67,6 +79,7 @@ export class ThreadNames {
     if (this.#last.size >= MAX_OPEN * 16) {
       this.#last.clear();
       this.#fresh.clear();
+      this.#lastTid = -1;
     }
   }
 

@@ -13,9 +13,9 @@ const TICKS_PER_NS = 3n;
  * never by the real time the test takes (on a loaded machine, with its code not compiled yet,
  * the first test's readings were microseconds apart, and its result 1.3 µs off: CI failed).
  */
-function machine() {
+function machine(bootNs = 1_000_000_000n) {
   let extra = 0n;
-  let read = 1_000_000_000n;
+  let read = bootNs;
   const state = {
     /** Time lost between the next TSC read and the clock read after it (once). */
     preemptNs: 0n,
@@ -100,27 +100,36 @@ test('the conversion stays on the clock: readings jittering by 5 µs keep it wit
   assert.ok(left < 2000n && left > -2000n, `off by ${left} ns after 6 s`);
 });
 
-test("a TSC value given by its two 32-bit words converts as the value itself, across updates and the low word's wrap", () => {
-  const m = machine();
-  // A TSC far above 2^32 whose low word wraps while the test runs.
-  const offset = (1n << 44n) - 2_000_000_000n;
-  const tsc = () => m.tsc() + offset;
-  const clock = new TscClock({ readTsc: tsc }, m.monotonicNs);
-  const early = tsc() - 5_000_000n;
-  const seen: bigint[] = [early];
-  for (let k = 0; k < 100; k++) {
-    m.advance(25_000_000n);
-    seen.push(tsc());
-    clock.update();
-    seen.push(tsc() + 7n);
-  }
-  assert.ok(
-    seen.some((t) => t >> 32n !== seen[0]! >> 32n),
-    'the high word moved on',
-  );
-  for (const t of seen) {
-    const high = Number(t >> 32n);
-    const low = Number(t & 0xffffffffn);
-    assert.equal(clock.toNsOfWords(high, low), clock.toNs(t), `TSC ${t}`);
-  }
-});
+for (const [when, bootNs] of [
+  ['', 1_000_000_000n],
+  // Past 2^53 ns (104 days), where a time is no longer exact as a number.
+  [', on a clock past 104 days', (1n << 53n) + 12_345n],
+] as const) {
+  test(`a TSC value given by its two 32-bit words converts as the value itself, across updates and the low word's wrap${when}`, () => {
+    const m = machine(bootNs);
+    // A TSC far above 2^32 whose low word wraps while the test runs.
+    const offset = (1n << 44n) - 2_000_000_000n;
+    const tsc = () => m.tsc() + offset;
+    const clock = new TscClock({ readTsc: tsc }, m.monotonicNs);
+    const early = tsc() - 5_000_000n;
+    const seen: bigint[] = [early];
+    for (let k = 0; k < 100; k++) {
+      m.advance(25_000_000n);
+      seen.push(tsc());
+      clock.update();
+      seen.push(tsc() + 7n);
+    }
+    assert.ok(
+      seen.some((t) => t >> 32n !== seen[0]! >> 32n),
+      'the high word moved on',
+    );
+    for (const t of seen) {
+      const high = Number(t >> 32n);
+      const low = Number(t & 0xffffffffn);
+      const ns = clock.toNsOfWords(high, low);
+      assert.equal(BigInt(ns), clock.toNs(t), `TSC ${t}`);
+      // A number while exact, a bigint past it.
+      assert.equal(typeof ns, bootNs < 2n ** 53n ? 'number' : 'bigint');
+    }
+  });
+}

@@ -47,8 +47,15 @@ interface Segment {
   readonly high: number;
   readonly low: number;
   readonly ns: bigint;
+  /** `ns` as a number: exact (a monotonic clock's first 104 days), else undefined. */
+  readonly nsNumber: number | undefined;
   readonly slope: number;
   readonly read: Pair;
+}
+
+/** `ns` as a number where one holds it exactly. */
+function exactNumber(ns: bigint): number | undefined {
+  return ns <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(ns) : undefined;
 }
 
 /**
@@ -80,7 +87,15 @@ export class TscClock {
     const nap = new Int32Array(new SharedArrayBuffer(4));
     while (performance.now() < until) Atomics.wait(nap, 0, 0, 1);
     this.#nsPerTick = rate(first, this.#read());
-    this.#segments = [{ ...first, ...words(first.tsc), slope: this.#nsPerTick, read: first }];
+    this.#segments = [
+      {
+        ...first,
+        ...words(first.tsc),
+        nsNumber: exactNumber(first.ns),
+        slope: this.#nsPerTick,
+        read: first,
+      },
+    ];
   }
 
   /**
@@ -120,6 +135,7 @@ export class TscClock {
       tsc: now.tsc,
       ...words(now.tsc),
       ns: given,
+      nsNumber: exactNumber(given),
       slope: this.#nsPerTick * (1 + slew),
       read: now,
     });
@@ -142,10 +158,11 @@ export class TscClock {
 
   /**
    * toNs() of the TSC value whose high and low 32 bits are `high` and `low`, as a record
-   * holds it: the same value, without a BigInt made of the TSC and one of its distance to the
-   * segment (the two were a third of the time to read an inject ring's record).
+   * holds it: the same value, as a number while one holds it exactly (below 2^53 ns), else a
+   * bigint. No BigInt is made of the TSC, nor of its distance to the segment, nor of the time
+   * while it is a number (they were a third of the time to read an inject ring's record).
    */
-  toNsOfWords(high: number, low: number): bigint {
+  toNsOfWords(high: number, low: number): number | bigint {
     const segments = this.#segments;
     let i = segments.length - 1;
     let line = segments[i]!;
@@ -154,7 +171,10 @@ export class TscClock {
     }
     // Exact while the distance is below 2^53 ticks (a month at 3 GHz), as toNs()'s Number().
     const ticks = (high - line.high) * 2 ** 32 + (low - line.low);
-    return line.ns + BigInt(Math.round(ticks * line.slope));
+    const distance = Math.round(ticks * line.slope);
+    // A number while the sum is exact (no BigInt made: two were a third of reading a record).
+    const sum = line.nsNumber === undefined ? Number.NaN : line.nsNumber + distance;
+    return sum <= Number.MAX_SAFE_INTEGER ? sum : line.ns + BigInt(distance);
   }
 }
 

@@ -1,6 +1,7 @@
 export { evaluateFetch, type FetchSource } from './fetch.js';
 export {
   addInlineAggregates,
+  type HookTimeNs,
   type InlineAggregate,
   type InlineHit,
   type InlineHooks,

@@ -29,6 +29,12 @@ export interface InlineMemory {
   readonly asked: number;
 }
 
+/**
+ * A time in CLOCK_MONOTONIC ns: a number where it is exact, else a bigint. A BigInt made for
+ * each hit was a fifth of reading a recording's records (BigInt(time) gives the bigint).
+ */
+export type HookTimeNs = number | bigint;
+
 /** A hit an inline hook recorded in the process, read back by the tracer. */
 export interface InlineHit {
   /**
@@ -58,8 +64,11 @@ export interface InlineHit {
   readonly tid: number;
   /** The stack pointer at the entry, or just after the return. */
   readonly sp: number;
-  /** CLOCK_MONOTONIC when the thread ran the hook, in ns. */
-  readonly timeNs: bigint;
+  /**
+   * CLOCK_MONOTONIC when the thread ran the hook, in ns: a number while one holds it exactly
+   * (below 2^53 ns, a clock's first 104 days), a bigint after (HookTimeNs).
+   */
+  readonly timeNs: HookTimeNs;
   /**
    * The thread's registers at the function's entry (%rip is the entry), or just after its
    * return (%rip is the address returned to); all zero where the hook is bare (setBare()).

@@ -16,6 +16,7 @@ import { pausePoint, procState } from '../../host/index.js';
 import { PTRACE_EVENT, SYSCALL } from '../../native/index.js';
 import {
   addInlineAggregates,
+  type HookTimeNs,
   type InlineAggregate,
   type InlineHit,
   type InlineHooks,
@@ -160,7 +161,7 @@ export interface Registration {
    * read bare, several times faster; a recording of calls). Not with `filter`.
    */
   readonly bareHandler?:
-    | ((event: 'breakpoint' | 'return', tid: number, timeNs: bigint) => void)
+    | ((event: 'breakpoint' | 'return', tid: number, timeNs: HookTimeNs) => void)
     | undefined;
   readonly inline?:
     | {
@@ -373,7 +374,7 @@ interface InlineCall {
   /** The stack pointer at its entry (where its return address is; see InlineHit.sp). */
   readonly sp: number;
   readonly entry: Registers;
-  readonly entryTimeNs: bigint;
+  readonly entryTimeNs: HookTimeNs;
   /** Return registrations whose entryFilter refused this call (ids). */
   readonly declined: ReadonlySet<string> | undefined;
   /**
@@ -2117,7 +2118,7 @@ export class ProcessProbes {
         stackVaddr: sp,
         returnAddress,
         entry: call.entry,
-        entryTimeNs: call.entryTimeNs,
+        entryTimeNs: BigInt(call.entryTimeNs),
         declined: call.declined,
       });
       probes.#writeU64(sp, probes.#trampoline!);
@@ -2384,12 +2385,12 @@ export class ProcessProbes {
       event: call === undefined ? 'breakpoint' : 'return',
       pid: this.pid,
       tid: hit.tid,
-      timeNs: hit.timeNs,
+      timeNs: BigInt(hit.timeNs),
       where: hit.vaddr,
       regs: hit.regs,
       retval: call === undefined ? undefined : hit.regs.get('rax'),
       entry: call?.entry,
-      entryTimeNs: call?.entryTimeNs,
+      entryTimeNs: call === undefined ? undefined : BigInt(call.entryTimeNs),
       detail: undefined,
       readU64: (vaddr) => new DataView(fromStack(vaddr, 8).buffer).getBigUint64(0, true),
       read: fromStack,
