@@ -1,3 +1,4 @@
+import { basename, isAbsolute } from 'node:path';
 import { decodeInstructions } from '../arch/index.js';
 import { ProbeError, quote, type Span } from '../errors/index.js';
 import { closest, didYouMean } from '../internal/index.js';
@@ -169,6 +170,21 @@ function lowerFetch(
     const hints: string[] = [];
     const suggestion = didYouMean(closest(variable.name, names, 3));
     if (suggestion !== undefined) hints.push(suggestion);
+    const split = scopes.length === 0 ? dwarf.unreadSplitAt(site.vaddr) : undefined;
+    if (split !== undefined) {
+      const dwo = split.why === 'missing' ? ` ${quote(split.name)}` : '';
+      throw fail(
+        `the debug info of ${quote(target.displayPath)} at ${hex} is split into a .dwo file${dwo} (-gsplit-dwarf), ${split.why === 'missing' ? `which is not ${isAbsolute(split.name) || split.compDir === undefined ? 'there' : `in ${quote(split.compDir)}`} nor beside the program` : 'in the split format of DWARF 4 (gcc -gdwarf-4 -gsplit-dwarf, rustc -C split-debuginfo=unpacked), which upscope does not read'}`,
+        split.why === 'missing'
+          ? [
+              `Put ${quote(basename(split.name))} beside ${quote(target.displayPath)}, or build without -gsplit-dwarf`,
+            ]
+          : [
+              'Build with DWARF 5 (gcc -gdwarf-5, the default of GCC 11 and later), or keep the debug info in the program (without -gsplit-dwarf; rustc -C split-debuginfo=off)',
+            ],
+        'ERR_NO_DEBUG_INFO',
+      );
+    }
     if (scopes.length === 0) {
       throw fail(
         `no function in the debug info of ${quote(target.displayPath)} covers ${hex}, and no global has that name`,

@@ -12,7 +12,7 @@ import {
 import { basename, join } from 'node:path';
 import { TEST_CACHE } from './cache-dir.js';
 
-const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
+export const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
 const CACHE = TEST_CACHE;
 
 export interface CompileOptions {

@@ -1,8 +1,12 @@
 // Fetching variables by name: the values each engine reads through DWARF must be the values
 // test/programs/dwarf-vars.c prints just before each call.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
-import { compileProgram } from '../helpers/compile.js';
+import { compileProgram, PROGRAMS } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
@@ -37,44 +41,131 @@ afterEach(() => {
   assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
 });
 
+/** Traces dwarf-vars.c's calls with `engine`: each fetched value must be what it printed. */
+function expectPrintedValues(engine: 'tracefs' | 'ptrace' | 'bpf', app: string): void {
+  const spec = `${app}:handle ${FETCHES.map(([fetch]) => fetch).join(' ')}`;
+  const result = runCli([
+    'trace',
+    '--engine',
+    engine,
+    '--json',
+    '--command-output',
+    'inherit',
+    '-c',
+    `${app} ${CALLS} ${SEED}`,
+    spec,
+  ]);
+  assert.equal(result.status, 0, result.stderr);
+  const lines = result.stdout.split('\n');
+  const printed = lines
+    .filter((l) => l.startsWith('call '))
+    .map((l) => new Map([...l.slice(5).matchAll(/(\w+)=(\S*)/g)].map((m) => [m[1]!, m[2]!])));
+  const events = lines
+    .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
+    .map((l) => JSON.parse(l) as { fields: Record<string, unknown> });
+  assert.equal(printed.length, CALLS, result.stdout);
+  assert.equal(events.length, CALLS, result.stdout);
+  for (let i = 0; i < CALLS; i++) {
+    for (const [fetch, field, name] of FETCHES) {
+      assert.equal(String(events[i]!.fields[field]), printed[i]!.get(name), `call ${i}: ${fetch}`);
+    }
+  }
+}
+
 describe('trace with variables by name', () => {
   for (const engine of ['tracefs', 'ptrace', 'bpf'] as const) {
     for (const [label, flags] of Object.entries(BUILDS)) {
       test(`${engine}, ${label}: every fetched value is what the target passed`, (t) => {
         if (!requireHost(t, { root: engine !== 'ptrace', commands: ['gcc'] })) return;
-        const app = compileProgram('dwarf-vars', { flags });
-        const spec = `${app}:handle ${FETCHES.map(([fetch]) => fetch).join(' ')}`;
-        const result = runCli([
-          'trace',
-          '--engine',
-          engine,
-          '--json',
-          '--command-output',
-          'inherit',
-          '-c',
-          `${app} ${CALLS} ${SEED}`,
-          spec,
-        ]);
-        assert.equal(result.status, 0, result.stderr);
-        const lines = result.stdout.split('\n');
-        const printed = lines
-          .filter((l) => l.startsWith('call '))
-          .map((l) => new Map([...l.slice(5).matchAll(/(\w+)=(\S*)/g)].map((m) => [m[1]!, m[2]!])));
-        const events = lines
-          .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
-          .map((l) => JSON.parse(l) as { fields: Record<string, unknown> });
-        assert.equal(printed.length, CALLS, result.stdout);
-        assert.equal(events.length, CALLS, result.stdout);
-        for (let i = 0; i < CALLS; i++) {
-          for (const [fetch, field, name] of FETCHES) {
-            assert.equal(
-              String(events[i]!.fields[field]),
-              printed[i]!.get(name),
-              `call ${i}: ${fetch}`,
-            );
-          }
-        }
+        expectPrintedValues(engine, compileProgram('dwarf-vars', { flags }));
       });
     }
+  }
+});
+
+/**
+ * dwarf-vars.c built with -gsplit-dwarf (and `flags`) into a directory of its own: the
+ * program and its .dwo file (which gcc names after the program).
+ */
+function splitBuild(flags: readonly string[]): { dir: string; app: string; dwo: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-split-'));
+  const app = join(dir, 'app');
+  // Named relative to the build directory, as a build system names it: the .dwo is found
+  // through the unit's compilation directory.
+  execFileSync(
+    'gcc',
+    ['-g', '-gsplit-dwarf', ...flags, '-o', 'app', join(PROGRAMS, 'dwarf-vars.c')],
+    {
+      cwd: dir,
+      stdio: 'pipe',
+    },
+  );
+  const dwo = readdirSync(dir).find((name) => name.endsWith('.dwo'));
+  assert.ok(dwo !== undefined, `gcc wrote no .dwo file in ${dir}`);
+  return { dir, app, dwo: join(dir, dwo) };
+}
+
+describe('trace with variables by name, the debug info split into .dwo files (-gsplit-dwarf)', () => {
+  for (const engine of ['tracefs', 'ptrace', 'bpf'] as const) {
+    test(`${engine}, -O2: every fetched value is what the target passed, read from its .dwo`, (t) => {
+      if (!requireHost(t, { root: engine !== 'ptrace', commands: ['gcc'] })) return;
+      const { dir, app, dwo } = splitBuild(['-O2']);
+      try {
+        // The program's own DWARF has no function: only the .dwo does.
+        const own = execFileSync('readelf', ['--debug-dump=info,no-follow-links', app], {
+          encoding: 'utf8',
+        });
+        assert.doesNotMatch(own, /DW_TAG_subprogram/);
+        assert.match(own, /DW_AT_dwo_name/);
+        assert.ok(existsSync(dwo));
+        expectPrintedValues(engine, app);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+
+  test('a .dwo moved with its program is found beside it', (t) => {
+    if (!requireHost(t, { commands: ['gcc'] })) return;
+    const { dir, app, dwo } = splitBuild(['-O2']);
+    const moved = mkdtempSync(join(tmpdir(), 'upscope-moved-'));
+    try {
+      const there = join(moved, 'app');
+      renameSync(app, there);
+      renameSync(dwo, join(moved, basename(dwo)));
+      rmSync(dir, { recursive: true, force: true });
+      expectPrintedValues('ptrace', there);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(moved, { recursive: true, force: true });
+    }
+  });
+
+  for (const [what, flags, expected] of [
+    [
+      'its .dwo gone',
+      ['-O2'],
+      /is split into a \.dwo file "app-dwarf-vars\.dwo" \(-gsplit-dwarf\), which is not in "\/[^"]*upscope-split-[^"]*" nor beside the program/,
+    ],
+    [
+      'DWARF 4',
+      ['-O2', '-gdwarf-4'],
+      /is split into a \.dwo file \(-gsplit-dwarf\), in the split format of DWARF 4/,
+    ],
+  ] as const) {
+    test(`${what}: one line says where the variables are and what to do`, (t) => {
+      if (!requireHost(t, { commands: ['gcc'] })) return;
+      const { dir, app, dwo } = splitBuild(flags);
+      try {
+        if (what === 'its .dwo gone') rmSync(dwo);
+        const result = runCli(['resolve', `${app}:handle n`]);
+        assert.notEqual(result.status, 0);
+        assert.match(result.stderr, expected);
+        assert.match(result.stderr, /hint: /);
+        assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
   }
 });

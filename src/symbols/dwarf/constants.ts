@@ -68,10 +68,12 @@ export const DW_AT = {
   linkage_name: 0x6e,
   str_offsets_base: 0x72,
   addr_base: 0x73,
+  dwo_name: 0x76,
   rnglists_base: 0x74,
   loclists_base: 0x8c,
   MIPS_linkage_name: 0x2007,
   GNU_ranges_base: 0x2132,
+  GNU_dwo_name: 0x2130,
   GNU_addr_base: 0x2133,
 } as const;
 

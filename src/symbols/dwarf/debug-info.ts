@@ -42,7 +42,28 @@ export interface Unit {
   readonly abbrevOffset: number;
   /** Offset of the first DIE. */
   readonly dieOffset: number;
+  /** A skeleton's or split unit's id (DWARF 5), which pairs them. */
+  readonly dwoId?: bigint | undefined;
+  /** A split unit (read from a .dwo file in place of its skeleton: see DebugInfo.root()). */
+  readonly split?: SplitUnit | undefined;
 }
+
+/**
+ * Where a split unit is (-gsplit-dwarf): the sections of its .dwo file (which keep its DIEs,
+ * strings and location lists; its addresses stay in the binary's .debug_addr) and the
+ * skeleton unit in the binary that names it (with the addresses' base, the code's ranges and
+ * the line program).
+ */
+export interface SplitUnit {
+  readonly sections: DwarfSections;
+  readonly skeleton: Unit;
+}
+
+/** Opens the .dwo file a skeleton names: its sections, or undefined where it is not found. */
+export type OpenSplitDwarf = (
+  dwoName: string,
+  compDir: string | undefined,
+) => DwarfSections | undefined;
 
 /** An address range, `[low, high)`. */
 export interface AddressRange {
@@ -73,12 +94,18 @@ interface ParsedUnit {
  */
 export class DebugInfo {
   private unitList: Unit[] | undefined;
-  private readonly parsed = new Map<number, ParsedUnit>();
-  private readonly roots = new Map<number, Die>();
-  private readonly abbrevs = new Map<number, Map<number, Abbrev>>();
+  /** By unit (a split unit's offsets are in its .dwo: they are no key). */
+  private readonly parsed = new Map<Unit, ParsedUnit>();
+  private readonly roots = new Map<Unit, Die>();
+  /** By abbreviation section (the file's, or a .dwo's), then offset. */
+  private readonly abbrevs = new Map<Uint8Array, Map<number, Map<number, Abbrev>>>();
   private arangeList: { low: bigint; high: bigint; unit: number }[] | undefined;
 
-  constructor(readonly sections: DwarfSections) {}
+  /** `openSplit`: finds the .dwo files of split units (without it, skeletons stay as they are). */
+  constructor(
+    readonly sections: DwarfSections,
+    private readonly openSplit?: OpenSplitDwarf | undefined,
+  ) {}
 
   get hasInfo(): boolean {
     return this.sections.info.length > 0;
@@ -86,49 +113,74 @@ export class DebugInfo {
 
   /** Every unit header of .debug_info, in section order. */
   units(): readonly Unit[] {
-    if (this.unitList !== undefined) return this.unitList;
-    const info = this.sections.info;
-    const units: Unit[] = [];
-    const c = new Cursor(info, '.debug_info');
-    while (!c.atEnd) {
-      const offset = c.offset;
-      const { length, offsetSize } = c.initialLength();
-      const body = c.sub(length);
-      const end = body.end;
-      const version = body.u16();
-      if (version < 2 || version > 5) body.fail(offset + 4, `unsupported DWARF version ${version}`);
-      let unitType: number = DW_UT.compile;
-      let addressSize: number;
-      let abbrevOffset: number;
-      if (version >= 5) {
-        unitType = body.u8();
-        addressSize = body.u8();
-        abbrevOffset = body.sectionOffset(offsetSize);
-        if (unitType === DW_UT.skeleton || unitType === DW_UT.split_compile) body.skip(8);
-        else if (unitType === DW_UT.type || unitType === DW_UT.split_type) {
-          body.skip(8 + offsetSize);
-        }
-      } else {
-        abbrevOffset = body.sectionOffset(offsetSize);
-        addressSize = body.u8();
-      }
-      if (addressSize !== 4 && addressSize !== 8) {
-        body.fail(offset, `unit has address size ${addressSize}`);
-      }
-      units.push({
-        offset,
-        end,
-        version,
-        unitType,
-        addressSize,
-        offsetSize,
-        abbrevOffset,
-        dieOffset: body.offset,
-      });
-    }
-    this.unitList = units;
-    return units;
+    this.unitList ??= readUnits(this.sections.info, '.debug_info', undefined);
+    return this.unitList;
   }
+
+  /**
+   * The sections a unit's DIEs are read from: a split unit's .dwo (its addresses excepted:
+   * see indexedAddress()), else the file's.
+   */
+  sectionsOf(unit: Unit): DwarfSections {
+    return unit.split?.sections ?? this.sections;
+  }
+
+  /**
+   * A skeleton unit's split unit, read from the .dwo file it names (checked by its id);
+   * undefined for other units and where the file is not found or holds no such unit.
+   */
+  splitOf(unit: Unit): Unit | undefined {
+    if (unit.unitType !== DW_UT.skeleton || this.openSplit === undefined) return undefined;
+    if (this.splits.has(unit)) return this.splits.get(unit);
+    let found: Unit | undefined;
+    const root = this.ownRoot(unit);
+    const name = this.string(root, DW_AT.dwo_name);
+    const sections =
+      name === undefined ? undefined : this.openSplit(name, this.string(root, DW_AT.comp_dir));
+    if (sections !== undefined) {
+      const split = { sections, skeleton: unit };
+      found = readUnits(sections.info, '.debug_info.dwo', split).find(
+        (u) => u.unitType === DW_UT.split_compile && u.dwoId === unit.dwoId,
+      );
+    }
+    this.splits.set(unit, found);
+    return found;
+  }
+
+  /**
+   * The DIE that holds a unit's line program (DW_AT_stmt_list) and compilation directory: its
+   * top DIE, or for a split unit (and a skeleton) the skeleton's.
+   */
+  lineRoot(unit: Unit): Die {
+    return this.ownRoot(unit.split?.skeleton ?? unit);
+  }
+
+  /**
+   * Where a unit's DIEs are in a .dwo file this reader did not read: its name, the unit's
+   * compilation directory, and why (`missing`: not found; `gnu`: the split format GCC wrote
+   * for DWARF 4, which this reader does not take). Undefined for every other unit.
+   */
+  unreadSplit(
+    unit: Unit,
+  ): { name: string; compDir: string | undefined; why: 'missing' | 'gnu' } | undefined {
+    let why: 'missing' | 'gnu';
+    let at: number;
+    if (unit.unitType === DW_UT.skeleton) {
+      if (this.splitOf(unit) !== undefined) return undefined;
+      why = 'missing';
+      at = DW_AT.dwo_name;
+    } else if (unit.version < 5) {
+      why = 'gnu';
+      at = DW_AT.GNU_dwo_name;
+    } else return undefined;
+    const root = this.ownRoot(unit);
+    const name = this.string(root, at);
+    return name === undefined
+      ? undefined
+      : { name, compDir: this.string(root, DW_AT.comp_dir), why };
+  }
+
+  private readonly splits = new Map<Unit, Unit | undefined>();
 
   /** The unit holding a .debug_info offset. */
   unitAt(offset: number): Unit | undefined {
@@ -157,7 +209,7 @@ export class DebugInfo {
     const described = new Set(aranges.map((r) => r.unit));
     for (const unit of this.units()) {
       if (described.has(unit.offset) || !isCodeUnit(unit)) continue;
-      const root = this.root(unit);
+      const root = this.ownRoot(unit);
       if (this.ranges(root).some((r) => vaddr >= r.low && vaddr < r.high)) return unit;
     }
     return undefined;
@@ -194,39 +246,58 @@ export class DebugInfo {
   }
 
   private abbrevTable(unit: Unit): Map<number, Abbrev> {
-    let table = this.abbrevs.get(unit.abbrevOffset);
+    const section = this.sectionsOf(unit).abbrev;
+    let tables = this.abbrevs.get(section);
+    if (tables === undefined) {
+      tables = new Map();
+      this.abbrevs.set(section, tables);
+    }
+    let table = tables.get(unit.abbrevOffset);
     if (table === undefined) {
-      table = parseAbbrevTable(this.sections.abbrev, unit.abbrevOffset);
-      this.abbrevs.set(unit.abbrevOffset, table);
+      table = parseAbbrevTable(section, unit.abbrevOffset);
+      tables.set(unit.abbrevOffset, table);
     }
     return table;
   }
 
-  /** The unit's top DIE (compile unit), without its children unless already parsed. */
+  /**
+   * The unit's top DIE (compile unit), without its children unless already parsed; for a
+   * skeleton whose .dwo is found, its split unit's (see splitOf()).
+   */
   root(unit: Unit): Die {
-    const parsed = this.parsed.get(unit.offset);
+    return this.ownRoot(this.splitOf(unit) ?? unit);
+  }
+
+  /** The unit's own top DIE (a skeleton's, not its split unit's). */
+  private ownRoot(unit: Unit): Die {
+    const parsed = this.parsed.get(unit);
     if (parsed !== undefined) return parsed.root;
-    let root = this.roots.get(unit.offset);
+    let root = this.roots.get(unit);
     if (root === undefined) {
-      const c: Cursor = new Cursor(this.sections.info, '.debug_info', unit.dieOffset, unit.end);
+      const c: Cursor = this.unitCursor(unit);
       const die = this.readDie(c, unit, this.abbrevTable(unit), undefined);
       if (die === undefined) c.fail(unit.dieOffset, 'unit has no DIE');
       root = die.die;
-      this.roots.set(unit.offset, root);
+      this.roots.set(unit, root);
     }
     return root;
   }
 
-  /** All the DIEs of a unit, as a tree (parsed once). */
+  private unitCursor(unit: Unit): Cursor {
+    const name = unit.split === undefined ? '.debug_info' : '.debug_info.dwo';
+    return new Cursor(this.sectionsOf(unit).info, name, unit.dieOffset, unit.end);
+  }
+
+  /** All the DIEs of a unit, as a tree (parsed once); a skeleton's split unit's, as root(). */
   tree(unit: Unit): Die {
-    return this.parseUnit(unit).root;
+    return this.parseUnit(this.splitOf(unit) ?? unit).root;
   }
 
   private parseUnit(unit: Unit): ParsedUnit {
-    const known = this.parsed.get(unit.offset);
+    const known = this.parsed.get(unit);
     if (known !== undefined) return known;
     const abbrevs = this.abbrevTable(unit);
-    const c: Cursor = new Cursor(this.sections.info, '.debug_info', unit.dieOffset, unit.end);
+    const c: Cursor = this.unitCursor(unit);
     const byOffset = new Map<number, Die>();
     const first = this.readDie(c, unit, abbrevs, undefined);
     if (first === undefined) c.fail(unit.dieOffset, 'unit has no DIE');
@@ -245,8 +316,8 @@ export class DebugInfo {
       if (read.hasChildren) stack.push(read.die);
     }
     const parsed = { root, byOffset };
-    this.parsed.set(unit.offset, parsed);
-    this.roots.delete(unit.offset);
+    this.parsed.set(unit, parsed);
+    this.roots.delete(unit);
     return parsed;
   }
 
@@ -254,7 +325,7 @@ export class DebugInfo {
   dieAt(offset: number): Die | undefined {
     const unit = this.unitAt(offset);
     if (unit === undefined) return undefined;
-    return this.parseUnit(unit).byOffset.get(offset);
+    return this.parseUnit(this.splitOf(unit) ?? unit).byOffset.get(offset);
   }
 
   /** Reads one DIE; undefined for a null entry (end of siblings). */
@@ -283,7 +354,11 @@ export class DebugInfo {
   // ---- attribute values ----
 
   private unitBase(unit: Unit, at: number, fallback?: number): number | undefined {
-    const root = this.root(unit);
+    // A split unit's addresses are the skeleton's (in the binary's .debug_addr).
+    if (unit.split !== undefined && at === DW_AT.addr_base) {
+      return this.unitBase(unit.split.skeleton, at, fallback);
+    }
+    const root = this.ownRoot(unit);
     let value = root.attrs.get(at);
     if (value === undefined && at === DW_AT.addr_base) value = root.attrs.get(DW_AT.GNU_addr_base);
     if (value === undefined) return fallback;
@@ -301,16 +376,17 @@ export class DebugInfo {
         return value.value;
       case 'strp':
         return value.section === 'str'
-          ? stringAt(this.sections.str, '.debug_str', value.offset)
-          : stringAt(this.sections.lineStr, '.debug_line_str', value.offset);
+          ? stringAt(this.sectionsOf(die.unit).str, '.debug_str', value.offset)
+          : stringAt(this.sectionsOf(die.unit).lineStr, '.debug_line_str', value.offset);
       case 'strx': {
         const unit = die.unit;
+        const sections = this.sectionsOf(unit);
         const base = this.unitBase(unit, DW_AT.str_offsets_base, unit.offsetSize === 4 ? 8 : 16)!;
-        const bytes = this.sections.strOffsets;
+        const bytes = sections.strOffsets;
         const c = new Cursor(bytes, '.debug_str_offsets');
         c.offset = base + value.index * unit.offsetSize;
         if (c.offset > bytes.length) c.fail(base, `string index ${value.index} past the end`);
-        return stringAt(this.sections.str, '.debug_str', c.sectionOffset(unit.offsetSize));
+        return stringAt(sections.str, '.debug_str', c.sectionOffset(unit.offsetSize));
       }
       default:
         return undefined;
@@ -353,7 +429,7 @@ export class DebugInfo {
   ref(die: Die, at: number): Die | undefined {
     const value = die.attrs.get(at);
     if (value?.kind !== 'ref') return undefined;
-    const local = this.parsed.get(die.unit.offset)?.byOffset.get(value.offset);
+    const local = this.parsed.get(die.unit)?.byOffset.get(value.offset);
     return local ?? this.dieAt(value.offset);
   }
 
@@ -401,6 +477,11 @@ export class DebugInfo {
 
   /** The code ranges of a DIE: low_pc/high_pc (end address or length) or DW_AT_ranges. */
   ranges(die: Die): AddressRange[] {
+    // A split unit's code is the skeleton's to say.
+    const split = die.unit.split;
+    if (split !== undefined && die.parent === undefined) {
+      return this.ranges(this.ownRoot(split.skeleton));
+    }
     const low = this.address(die, DW_AT.low_pc);
     const highValue = die.attrs.get(DW_AT.high_pc);
     if (low !== undefined && highValue !== undefined) {
@@ -456,7 +537,7 @@ export class DebugInfo {
 
   /** The unit's base address (the compile unit's low_pc; 0 without one). */
   baseAddress(unit: Unit): bigint {
-    return this.address(this.root(unit), DW_AT.low_pc) ?? 0n;
+    return this.address(this.lineRoot(unit), DW_AT.low_pc) ?? 0n;
   }
 
   private listOffset(
@@ -466,7 +547,7 @@ export class DebugInfo {
     index: number,
   ): number {
     const base = this.unitBase(unit, baseAt, unit.offsetSize === 4 ? 12 : 20)!;
-    const bytes = this.sections[section];
+    const bytes = this.sectionsOf(unit)[section];
     const name = section === 'rngLists' ? '.debug_rnglists' : '.debug_loclists';
     const c = new Cursor(bytes, name);
     const at = base + index * unit.offsetSize;
@@ -679,7 +760,7 @@ function readRngList(
   offset: number,
   unitBase: bigint,
 ): AddressRange[] {
-  const bytes = info.sections.rngLists;
+  const bytes = info.sectionsOf(unit).rngLists;
   const c = new Cursor(bytes, '.debug_rnglists');
   if (offset > bytes.length) c.fail(offset, 'range list offset past the end');
   c.offset = offset;
@@ -778,7 +859,7 @@ function readLocList(
   unitBase: bigint,
   pc: bigint,
 ): Uint8Array | undefined {
-  const bytes = info.sections.locLists;
+  const bytes = info.sectionsOf(unit).locLists;
   const c = new Cursor(bytes, '.debug_loclists');
   if (offset > bytes.length) c.fail(offset, 'location list offset past the end');
   c.offset = offset;
@@ -832,4 +913,54 @@ function readLocList(
     const e = expr();
     if (pc >= low && pc < high) return e;
   }
+}
+
+/**
+ * The unit headers of a .debug_info section (or a .dwo's .debug_info.dwo, whose units are
+ * `split`), in section order.
+ */
+function readUnits(info: Uint8Array, name: string, split: SplitUnit | undefined): Unit[] {
+  const units: Unit[] = [];
+  const c = new Cursor(info, name);
+  while (!c.atEnd) {
+    const offset = c.offset;
+    const { length, offsetSize } = c.initialLength();
+    const body = c.sub(length);
+    const end = body.end;
+    const version = body.u16();
+    if (version < 2 || version > 5) body.fail(offset + 4, `unsupported DWARF version ${version}`);
+    let unitType: number = DW_UT.compile;
+    let addressSize: number;
+    let abbrevOffset: number;
+    let dwoId: bigint | undefined;
+    if (version >= 5) {
+      unitType = body.u8();
+      addressSize = body.u8();
+      abbrevOffset = body.sectionOffset(offsetSize);
+      if (unitType === DW_UT.skeleton || unitType === DW_UT.split_compile) {
+        dwoId = body.unsigned(8);
+      } else if (unitType === DW_UT.type || unitType === DW_UT.split_type) {
+        body.skip(8 + offsetSize);
+      }
+    } else {
+      abbrevOffset = body.sectionOffset(offsetSize);
+      addressSize = body.u8();
+    }
+    if (addressSize !== 4 && addressSize !== 8) {
+      body.fail(offset, `unit has address size ${addressSize}`);
+    }
+    units.push({
+      offset,
+      end,
+      version,
+      unitType,
+      addressSize,
+      offsetSize,
+      abbrevOffset,
+      dieOffset: body.offset,
+      dwoId,
+      split,
+    });
+  }
+  return units;
 }

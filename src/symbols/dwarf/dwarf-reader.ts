@@ -1,10 +1,11 @@
-import type { ElfFile } from '../elf/index.js';
+import { basename, dirname, isAbsolute, join } from 'node:path';
+import { type ElfFile, openElf } from '../elf/index.js';
 import { CallFrames } from './call-frames.js';
 import { DW_AT, DW_TAG } from './constants.js';
-import { DebugInfo, type Die, type Unit } from './debug-info.js';
+import { DebugInfo, type Die, type OpenSplitDwarf, type Unit } from './debug-info.js';
 import { type DwarfType, TypeReader, typeSize } from './dwarf-types.js';
 import { type AddressExpr, evaluateLocation, type VariableLocation } from './location.js';
-import { type DwarfSections, dwarfSections } from './sections.js';
+import { type DwarfSections, dwarfSections, splitDwarfSections } from './sections.js';
 
 /** A subprogram, lexical block or inlined instance whose code covers a pc. */
 export interface Scope {
@@ -74,17 +75,21 @@ export class DwarfReader {
   readonly types: TypeReader;
   readonly frames: CallFrames;
 
+  /** `path`: the binary's, where a split unit's .dwo may be when its build directory is not. */
   constructor(
     readonly sections: DwarfSections,
-    options: { readonly dataRelBase?: bigint | undefined } = {},
+    options: { readonly dataRelBase?: bigint | undefined; readonly path?: string | undefined } = {},
   ) {
-    this.info = new DebugInfo(sections);
+    this.info = new DebugInfo(sections, splitOpener(sections, options.path));
     this.types = new TypeReader(this.info);
     this.frames = new CallFrames(sections, { dataRelBase: options.dataRelBase });
   }
 
   static fromElf(elf: ElfFile): DwarfReader {
-    return new DwarfReader(dwarfSections(elf), { dataRelBase: elf.section('.got')?.addr });
+    return new DwarfReader(dwarfSections(elf), {
+      dataRelBase: elf.section('.got')?.addr,
+      path: elf.path,
+    });
   }
 
   /**
@@ -100,7 +105,10 @@ export class DwarfReader {
       ehFrame: { get: () => binary.ehFrame },
       ehFrameVaddr: { get: () => binary.ehFrameVaddr },
     });
-    return new DwarfReader(sections, { dataRelBase: code.section('.got')?.addr });
+    return new DwarfReader(sections, {
+      dataRelBase: code.section('.got')?.addr,
+      path: code.path ?? debug.path,
+    });
   }
 
   get hasInfo(): boolean {
@@ -115,7 +123,7 @@ export class DwarfReader {
     if (this.#compDirs === undefined) {
       this.#compDirs = new Map();
       for (const unit of this.info.units()) {
-        const root = this.info.root(unit);
+        const root = this.info.lineRoot(unit);
         const stmtList = root.attrs.get(DW_AT.stmt_list);
         const offset =
           stmtList?.kind === 'sec-offset'
@@ -191,7 +199,7 @@ export class DwarfReader {
     let context: InlineContext | undefined;
     for (const scope of scopes) {
       const die = scope.die;
-      const stmtList = this.info.root(die.unit).attrs.get(DW_AT.stmt_list);
+      const stmtList = this.info.lineRoot(die.unit).attrs.get(DW_AT.stmt_list);
       context = {
         kind: scope.kind === 'inlined' ? 'inlined' : 'subprogram',
         name: scope.name,
@@ -431,6 +439,12 @@ export class DwarfReader {
     return undefined;
   }
 
+  /** DebugInfo.unreadSplit() of the unit whose code covers `vaddr`. */
+  unreadSplitAt(vaddr: bigint): ReturnType<DebugInfo['unreadSplit']> {
+    const unit = this.info.unitForAddress(vaddr);
+    return unit === undefined ? undefined : this.info.unreadSplit(unit);
+  }
+
   /** The producer string of the unit holding `vaddr` (e.g. `GNU C17 12.2.0 -mtune=generic -O2 -g`). */
   producerAt(vaddr: bigint): string | undefined {
     const unit = this.info.unitForAddress(vaddr);
@@ -438,12 +452,40 @@ export class DwarfReader {
   }
 }
 
+/** A compile or partial unit, or a skeleton whose split unit is found (its root is that one's). */
 function isCompileUnit(info: DebugInfo, unit: Unit): boolean {
-  if (unit.unitType !== 1 && unit.unitType !== 3) return false;
+  if (unit.unitType !== 1 && unit.unitType !== 3 && unit.unitType !== 4) return false;
   const tag = info.root(unit).tag;
   return tag === DW_TAG.compile_unit || tag === DW_TAG.partial_unit;
 }
 
 function numberOrUndefined(value: bigint | undefined): number | undefined {
   return value === undefined ? undefined : Number(value);
+}
+
+/**
+ * Finds a split unit's .dwo file: where its name says (relative to the unit's compilation
+ * directory), else beside the binary (a build tree moved, or installed with its .dwo files).
+ */
+function splitOpener(binary: DwarfSections, path: string | undefined): OpenSplitDwarf {
+  return (name, compDir) => {
+    const places = isAbsolute(name) ? [name] : compDir === undefined ? [] : [join(compDir, name)];
+    if (path !== undefined) places.push(join(dirname(path), basename(name)));
+    for (const place of places) {
+      let dwo: ElfFile;
+      try {
+        dwo = openElf(place);
+      } catch {
+        continue;
+      }
+      try {
+        return splitDwarfSections(dwo, binary);
+      } catch {
+        // not a .dwo this reader can take: the next place, or none
+      } finally {
+        dwo.close();
+      }
+    }
+    return undefined;
+  };
 }

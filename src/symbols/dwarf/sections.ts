@@ -86,6 +86,36 @@ export function dwarfSections(elf: ElfFile): DwarfSections {
   };
 }
 
+/**
+ * The DWARF sections of a split unit's .dwo file (-gsplit-dwarf), read now (the file may be
+ * closed after), with `binary`'s .debug_addr, where the split units' addresses are.
+ */
+export function splitDwarfSections(dwo: ElfFile, binary: DwarfSections): DwarfSections {
+  const read = (name: string): Uint8Array => {
+    const section = dwo.section(`${name}.dwo`);
+    return section === undefined ? EMPTY : dwo.sectionBytes(section);
+  };
+  return {
+    info: read('.debug_info'),
+    abbrev: read('.debug_abbrev'),
+    line: read('.debug_line'),
+    lineStr: EMPTY,
+    str: read('.debug_str'),
+    strOffsets: read('.debug_str_offsets'),
+    get addr() {
+      return binary.addr;
+    },
+    ranges: EMPTY,
+    rngLists: read('.debug_rnglists'),
+    loc: EMPTY,
+    locLists: read('.debug_loclists'),
+    aranges: EMPTY,
+    frame: EMPTY,
+    ehFrame: EMPTY,
+    ehFrameVaddr: 0n,
+  };
+}
+
 /** True when the file carries DWARF of its own (a .debug_info or .debug_line section). */
 export function hasDwarf(elf: ElfFile): boolean {
   return elf.section('.debug_info') !== undefined || elf.section('.debug_line') !== undefined;
