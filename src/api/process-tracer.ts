@@ -1,3 +1,4 @@
+import { readlinkSync } from 'node:fs';
 import {
   addInlineAggregates,
   type ForeignBreakpointNotice,
@@ -13,7 +14,7 @@ import {
   type ReturnSites,
   type SpawnOptions,
 } from '../engines/index.js';
-import { ProbeError } from '../errors/index.js';
+import { ProbeError, quote } from '../errors/index.js';
 import { descendantsOf } from '../host/index.js';
 import {
   excludeSites,
@@ -24,6 +25,7 @@ import {
   type ReturnProbeMode,
   runPlanOptions,
   type SkippedSite,
+  type TargetFile,
 } from '../plan/index.js';
 import {
   fileOffsetToRuntime,
@@ -345,7 +347,13 @@ export class ProcessTracer {
     try {
       this.#hookLoader();
     } catch (err) {
-      if (!(err instanceof ProbeError) || waiting) throw err;
+      if (!(err instanceof ProbeError)) throw err;
+      // No loader to wait for: the sites are placed where the process has them mapped, and
+      // a file it has not mapped never will be (a static program loads no library).
+      if (waiting) {
+        const file = added.find((s) => addressIn(objects, s.site) === undefined)!.site.target;
+        throw err.code === 'ERR_NOT_MAPPED' ? staticProgramError(this.pid, spec, file) : err;
+      }
     }
     for (const pid of this.#ownImages) this.#hookLoaderIn(pid);
     this.#ids.set(registration.id, this.#ids.get(registration.id) ?? []);
@@ -930,4 +938,26 @@ function semaphoreAddress(
   const semaphore = site?.usdt?.semaphoreVaddr;
   if (semaphore === undefined || where === undefined || site === undefined) return undefined;
   return where + (semaphore - site.vaddr);
+}
+
+/**
+ * The error for `spec`'s sites in `file`, a library process `pid` will never map: its program
+ * is statically linked (it has no dynamic loader to wait for).
+ */
+function staticProgramError(pid: number, spec: string, file: TargetFile): ProbeError {
+  let program = `/proc/${pid}/exe`;
+  try {
+    program = readlinkSync(program);
+  } catch {
+    // gone: named by its /proc link
+  }
+  return new ProbeError(
+    'ERR_NOT_MAPPED',
+    `Cannot probe ${quote(spec)} in process ${pid}: ${quote(program)} is statically linked (no dynamic loader), so it loads no library and ${quote(file.displayPath)} is never mapped in it`,
+    {
+      hints: [
+        `The library functions it uses are in it: probe them there (upscope list ${program})`,
+      ],
+    },
+  );
 }

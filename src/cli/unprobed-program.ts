@@ -98,10 +98,13 @@ const MAX_LINKED_FILES = 256;
  */
 function unlinkedLibraryNote(program: string, probed: readonly TargetFile[]): string | undefined {
   if (!probed.every((t) => SHARED_OBJECT.test(basename(t.displayPath)))) return undefined;
+  const named = probed.length === 1 ? probed[0]!.displayPath : `any of ${probed.length} files`;
+  if (isStatic(program)) {
+    return `no probe fired: ${program} is statically linked: it loads no library, ${named} included; the library functions it uses are in it: probe them there (upscope list ${program})`;
+  }
   const linked = linkedFiles(program);
   if (linked === undefined) return undefined;
   if (probed.some((t) => linked.has(`${t.dev}:${t.inode}`))) return undefined;
-  const named = probed.length === 1 ? probed[0]!.displayPath : `any of ${probed.length} files`;
   return `no probe fired: ${program} does not link ${named} (it is not among the libraries the program loads at its start), so its probes fire only if the program loads it later (dlopen()); probe the program's own functions (upscope list ${program}) or a library it links (ldd ${program})`;
 }
 
@@ -156,5 +159,26 @@ function head(path: string): Uint8Array {
     return new Uint8Array(0);
   } finally {
     if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/** ELF's p_type of the segment naming a program's dynamic loader. */
+const PT_INTERP = 3;
+
+/** Whether `program` is an ELF program that names no dynamic loader (statically linked). */
+function isStatic(program: string): boolean {
+  try {
+    const elf = openElf(program);
+    try {
+      return (
+        (elf.type === 'exec' || elf.type === 'dyn') &&
+        elf.entry !== 0n &&
+        !elf.segments.some((segment) => segment.type === PT_INTERP)
+      );
+    } finally {
+      elf.close();
+    }
+  } catch {
+    return false;
   }
 }

@@ -731,6 +731,38 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     assert.match(data.stderr, note);
   });
 
+  test('a library probed in a statically linked program: said after a bpf run without hits; refused at once by ptrace and inject, with where to probe instead', (t) => {
+    if (cTarget(t) === undefined) return;
+    const app = compileProgram('calls-target', { flags: ['-O2', '-static'], link: ['-lpthread'] });
+    const headers = execFileSync('readelf', ['--program-headers', app], { encoding: 'utf8' });
+    assert.doesNotMatch(headers, /INTERP/, 'readelf: no dynamic loader');
+    const counted = runCli(['count', '-c', `${app} all`, 'libc:malloc']);
+    assert.equal(counted.status, 0, counted.stderr);
+    assert.match(
+      counted.stderr,
+      new RegExp(
+        `^upscope: no probe fired: ${app} is statically linked: it loads no library, \\S*libc\\.so\\.6 included; the library functions it uses are in it: probe them there \\(upscope list ${app}\\)$`,
+        'm',
+      ),
+    );
+    for (const engine of ['ptrace', 'inject']) {
+      const run = runCli(['trace', '--engine', engine, '-c', `${app} all`, 'libc:malloc']);
+      assert.notEqual(run.status, 0, engine);
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `^error\\[ERR_NOT_MAPPED\\]: Cannot probe "libc:malloc" in process \\d+: "${app}" is statically linked \\(no dynamic loader\\), so it loads no library and "\\S*libc\\.so\\.6" is never mapped in it\\n  hint: The library functions it uses are in it: probe them there \\(upscope list ${app}\\)\\n$`,
+        ),
+        engine,
+      );
+    }
+    // Its own copy of the C library is what to probe: the count is the program's.
+    const own = runCli(['count', '-c', `${app} all`, `${app}:malloc`]);
+    assert.equal(own.status, 0, own.stderr);
+    assert.ok(Number(/^(\d+)\s+malloc$/m.exec(own.stdout)?.[1]) > 0, own.stdout);
+    assert.doesNotMatch(own.stderr, /no probe fired/);
+  });
+
   test('a recording read while upscope still makes it says so (not that it was killed); once its upscope is killed, that it did not end cleanly', async (t) => {
     const app = cTarget(t);
     if (app === undefined) return;
