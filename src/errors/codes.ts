@@ -102,6 +102,10 @@ export const ERROR_CODES = {
   ),
   ERR_TARGET_GONE: code('target', 'The traced process or thread ended while upscope worked on it'),
   ERR_TARGET_MEMORY: code('target', "The traced process's memory cannot be read or written there"),
+  ERR_SECCOMP: code(
+    'target',
+    "The traced process's seccomp filter would not let a system call upscope makes there run",
+  ),
   ERR_XOL_UNAVAILABLE: code(
     'target',
     'No room for the out-of-line area within reach of the probed code in the traced process',

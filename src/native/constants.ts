@@ -12,6 +12,7 @@
 export const SYSCALL = {
   close: 3,
   mmap: 9,
+  mprotect: 10,
   munmap: 11,
   rt_sigprocmask: 14,
   ioctl: 16,
@@ -249,6 +250,7 @@ export const PTRACE = {
   PTRACE_LISTEN: 0x4208,
   PTRACE_GETSIGMASK: 0x420a,
   PTRACE_SETSIGMASK: 0x420b,
+  PTRACE_SECCOMP_GET_FILTER: 0x420c,
 } as const;
 
 /** PTRACE_SETOPTIONS / PTRACE_SEIZE options (`PTRACE_O_*`). */

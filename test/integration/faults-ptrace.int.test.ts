@@ -24,7 +24,7 @@ import { test } from 'node:test';
 import { compileProgram } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
-import { ofThisFile, pausedAt, spawnCollected, spawnUpscope } from '../helpers/spawned.js';
+import { ofThisFile, pausedAt, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
 import { readelfFileOffset, tool } from '../helpers/tools.js';
 
 const BIN = new URL('../../bin/upscope.js', import.meta.url).pathname;
@@ -482,6 +482,77 @@ for (const engine of ['ptrace', 'inject'] as const) {
       }[];
       assert.deepEqual(counts, [{ probe: 'mark', count: 10 }], what);
     }
+    assertNothingLeft(app);
+  });
+}
+
+for (const engine of ['ptrace', 'inject'] as const) {
+  test(`${engine}: a process whose seccomp filter kills at, or refuses, executable memory: refused before any call, the process unharmed; a filter that refuses something else: probed`, {
+    timeout: 60_000,
+  }, async (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc'] })) return;
+    const app = compileProgram('seccomp-target', { flags: ['-O1'] });
+    for (const [mode, verdict] of [
+      ['kill', 'kill the process'],
+      ['errno', 'fail it \\(EPERM\\)'],
+    ] as const) {
+      const target = spawnCollected(app, [mode]);
+      await waitFor(target, /^ready$/m, 'stdout');
+      assert.match(readFileSync(`/proc/${target.pid}/status`, 'utf8'), /^Seccomp:\s+2$/m);
+      const run = spawnUpscope([
+        'count',
+        '--engine',
+        engine,
+        '-p',
+        String(target.pid),
+        '--duration',
+        '1',
+        `${app}:tick`,
+      ]);
+      const { code } = await run.exited;
+      assert.notEqual(code, 0, `${mode}: ${run.stderr}`);
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `^error\\[ERR_SECCOMP\\]: Cannot place probes in process ${target.pid} with this engine: it needs to run mmap\\(\\) there, and its seccomp filter would ${verdict} at that call$`,
+          'm',
+        ),
+        mode,
+      );
+      assert.match(
+        run.stderr,
+        /^ {2}hint: Use --engine bpf: kernel probes make no system call in the process$/m,
+      );
+      assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
+      // Unharmed: running, untraced, and it ends as it does.
+      assert.equal(target.child.exitCode, null, `${mode}: the target is running`);
+      assert.match(readFileSync(`/proc/${target.pid}/status`, 'utf8'), /^TracerPid:\s+0$/m);
+      target.child.kill('SIGTERM');
+      const end = await target.exited;
+      assert.deepEqual(end, { code: 0, signal: null }, `${mode}: ${target.stderr}`);
+      assert.match(target.stdout, /^ticks=\d+$/m);
+    }
+    // A filter that leaves upscope's calls alone: probed as any process.
+    const target = spawnCollected(app, ['other']);
+    await waitFor(target, /^ready$/m, 'stdout');
+    const run = spawnUpscope([
+      'count',
+      '--json',
+      '--engine',
+      engine,
+      '-p',
+      String(target.pid),
+      '--duration',
+      '1',
+      `${app}:tick`,
+    ]);
+    const { code } = await run.exited;
+    assert.equal(code, 0, run.stderr);
+    const counts = JSON.parse(run.stdout) as { probe: string; count: number }[];
+    assert.equal(counts[0]?.probe, 'tick');
+    assert.ok(counts[0]!.count > 0, run.stdout);
+    target.child.kill('SIGTERM');
+    assert.deepEqual(await target.exited, { code: 0, signal: null }, target.stderr);
     assertNothingLeft(app);
   });
 }

@@ -302,3 +302,50 @@ test('as nobody with CAP_BPF and CAP_PERFMON: trace --engine bpf streams every p
     await new Promise((r) => target.once('exit', r));
   }
 });
+
+test("as nobody, a process of nobody's with a seccomp filter of its own: refused before any call (its filter cannot be read without CAP_SYS_ADMIN), the process unharmed", async (t) => {
+  if (!requireHost(t, { root: true, commands: ['gcc', 'setpriv'] })) return;
+  if (yamaScope() > 0) {
+    const why = 'Yama ptrace_scope keeps nobody from tracing a process it did not start';
+    assert.notEqual(process.env['CI'], 'true', why);
+    t.skip(why);
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-nobody-'));
+  chmodSync(dir, 0o755);
+  const app = join(dir, 'seccomp-target');
+  copyFileSync(compileProgram('seccomp-target', { flags: ['-O1'] }), app);
+  chmodSync(app, 0o755);
+  // A filter that would let upscope's calls run: what is refused is not knowing it.
+  const target = spawn(
+    'setpriv',
+    ['--reuid=65534', '--regid=65534', '--clear-groups', app, 'other'],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  );
+  try {
+    await new Promise<void>((resolve) => target.stdout!.once('data', () => resolve()));
+    for (const engine of ['ptrace', 'inject']) {
+      const run = runCli(
+        ['count', '--engine', engine, '-p', String(target.pid), '--duration', '1', `${app}:tick`],
+        { asNobody: true },
+      );
+      assert.notEqual(run.status, 0, run.stderr);
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `^error\\[ERR_SECCOMP\\]: Cannot place probes in process ${target.pid} with this engine: it needs to run \\w+\\(\\) there, and the process has seccomp filters of its own, which upscope cannot read without CAP_SYS_ADMIN \\(root\\)$`,
+          'm',
+        ),
+        engine,
+      );
+      assert.match(run.stderr, /^ {2}hint: Run as root: upscope then reads the filters/m);
+      assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
+      assert.equal(target.exitCode, null, `${engine}: the target was not harmed`);
+      assert.match(readFileSync(`/proc/${target.pid}/status`, 'utf8'), /^TracerPid:\s+0$/m);
+    }
+  } finally {
+    target.kill('SIGKILL');
+    await new Promise((r) => target.once('exit', r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -16,8 +16,8 @@
 
 int main(void) {
   printf("{\"SYSCALL\":{");
-  printf("\"close\":%d,\"mmap\":%d,\"munmap\":%d,\"ioctl\":%d,\"getpid\":%d,\"wait4\":%d,", SYS_close,
-         SYS_mmap, SYS_munmap, SYS_ioctl, SYS_getpid, SYS_wait4);
+  printf("\"close\":%d,\"mmap\":%d,\"mprotect\":%d,\"munmap\":%d,\"ioctl\":%d,\"getpid\":%d,\"wait4\":%d,",
+         SYS_close, SYS_mmap, SYS_mprotect, SYS_munmap, SYS_ioctl, SYS_getpid, SYS_wait4);
   printf("\"rt_sigprocmask\":%d,", SYS_rt_sigprocmask);
   printf("\"sigaltstack\":%d,", SYS_sigaltstack);
   printf("\"kill\":%d,\"ptrace\":%d,\"mount\":%d,\"gettid\":%d,\"tgkill\":%d,\"waitid\":%d,", SYS_kill,
@@ -107,8 +107,8 @@ int main(void) {
          PTRACE_SETOPTIONS, PTRACE_GETEVENTMSG, PTRACE_GETSIGINFO);
   printf("\"PTRACE_SEIZE\":%d,\"PTRACE_INTERRUPT\":%d,\"PTRACE_LISTEN\":%d,", PTRACE_SEIZE,
          PTRACE_INTERRUPT, PTRACE_LISTEN);
-  printf("\"PTRACE_GETSIGMASK\":%d,\"PTRACE_SETSIGMASK\":%d},", PTRACE_GETSIGMASK,
-         PTRACE_SETSIGMASK);
+  printf("\"PTRACE_GETSIGMASK\":%d,\"PTRACE_SETSIGMASK\":%d,\"PTRACE_SECCOMP_GET_FILTER\":%d},",
+         PTRACE_GETSIGMASK, PTRACE_SETSIGMASK, PTRACE_SECCOMP_GET_FILTER);
   printf("\"PTRACE_O\":{\"PTRACE_O_TRACESYSGOOD\":%d,\"PTRACE_O_TRACEFORK\":%d,", PTRACE_O_TRACESYSGOOD,
          PTRACE_O_TRACEFORK);
   printf("\"PTRACE_O_TRACEVFORK\":%d,\"PTRACE_O_TRACECLONE\":%d,\"PTRACE_O_TRACEEXEC\":%d,",

@@ -16,9 +16,18 @@ import {
   PTRACE,
   PTRACE_EVENT,
   PTRACE_O,
+  SYSCALL,
   WAIT,
 } from '../../native/index.js';
 import { Registers } from './registers.js';
+import {
+  AUDIT_ARCH_X86_64,
+  allows,
+  decodeFilter,
+  describeVerdict,
+  type SockFilter,
+  seccompVerdict,
+} from './seccomp.js';
 
 /** waitpid's flag to see only the children and tracees of the calling thread. */
 const WNOTHREAD = 0x20000000;
@@ -664,6 +673,7 @@ export class Tracee {
     const saved = this.regs(tid);
     const site = this.#syscallSite(saved.rip);
     const at = site ?? saved.rip;
+    this.#checkSeccomp(tid, number, args, at + 2n);
     // No `syscall` instruction found (never seen): borrow two bytes at the thread's own.
     const original = site === undefined ? this.read(at, 2) : undefined;
     const regs = saved.clone();
@@ -709,6 +719,78 @@ export class Tracee {
         for (const signal of kept) this.#native.tgkill(this.pid, tid, signal);
       }
     }
+  }
+
+  /**
+   * Throws ProbeError ERR_SECCOMP where thread `tid`'s seccomp filters would not let system
+   * call `number` (with `args`, the instruction after it at `after`) run as made: they would
+   * kill the process, fail the call, or hand it to someone else. Strict mode lets no call
+   * upscope makes run; filters it cannot read (not root) are taken to refuse it.
+   */
+  #checkSeccomp(tid: number, number: number, args: readonly bigint[], after: bigint): void {
+    const mode = seccompMode(`/proc/${this.pid}/task/${tid}/status`);
+    if (mode === undefined || mode.mode === 0) return;
+    const name = SYSCALL_NAMES.get(number) ?? `system call ${number}`;
+    const refuse = (why: string, hints: string[] = []) =>
+      new ProbeError(
+        'ERR_SECCOMP',
+        `Cannot place probes in process ${this.pid} with this engine: it needs to run ${name}() there, and ${why}`,
+        { hints: [...hints, 'Use --engine bpf: kernel probes make no system call in the process'] },
+      );
+    if (mode.mode === 1) throw refuse('the process is in seccomp strict mode, which would kill it');
+    const filters = this.#seccompFilters(tid);
+    if (filters === undefined) {
+      // Unreadable without CAP_SYS_ADMIN. As many as upscope's own: the ones both inherited
+      // (a container's, which upscope runs under too), none of its own.
+      const own = seccompMode('/proc/thread-self/status');
+      if (own !== undefined && own.mode === 2 && own.filters === mode.filters) return;
+      throw refuse('the process has seccomp filters of its own, which upscope cannot read without CAP_SYS_ADMIN (root)', [
+        'Run as root: upscope then reads the filters and runs the call if they let it',
+      ]);
+    }
+    const verdict = seccompVerdict(filters, {
+      nr: number,
+      arch: AUDIT_ARCH_X86_64,
+      instructionPointer: after,
+      args,
+    });
+    if (verdict === undefined) {
+      throw refuse(
+        'its seccomp filters hold an instruction upscope cannot run to see what they do',
+      );
+    }
+    if (!allows(verdict)) {
+      // mmap() or mprotect() of executable memory (the out-of-line page, the hooks).
+      const exec =
+        (number === SYSCALL.mmap || number === SYSCALL.mprotect) && ((args[2] ?? 0n) & 4n) !== 0n;
+      throw refuse(
+        `its seccomp filter would ${describeVerdict(verdict)} at that call`,
+        exec
+          ? ["The filter refuses executable memory, as systemd's MemoryDenyWriteExecute=yes does"]
+          : [],
+      );
+    }
+  }
+
+  /** Thread `tid`'s seccomp filters (PTRACE_SECCOMP_GET_FILTER), or undefined if unreadable. */
+  #seccompFilters(tid: number): SockFilter[][] | undefined {
+    const filters: SockFilter[][] = [];
+    for (let index = 0; index < 64; index++) {
+      const count = this.#native.ptrace(PTRACE.PTRACE_SECCOMP_GET_FILTER, tid, BigInt(index), 0n);
+      // ENOENT past the last one.
+      if (count === -2) return filters;
+      if (count <= 0) return undefined;
+      const bytes = new Uint8Array(count * 8);
+      const got = this.#native.ptraceBuffer(
+        PTRACE.PTRACE_SECCOMP_GET_FILTER,
+        tid,
+        BigInt(index),
+        bytes,
+      );
+      if (got !== count) return undefined;
+      filters.push(decodeFilter(bytes));
+    }
+    return filters;
   }
 
   /**
@@ -1154,5 +1236,25 @@ function seizeError(pid: number, tid: number, result: number): ProbeError {
         'ERR_PROCESS_ACCESS',
         `${what}: ptrace: ${describeErrno(result)}, although upscope has CAP_SYS_PTRACE (a security module such as SELinux or AppArmor may forbid it)`,
       );
+  }
+}
+
+/** Names of the system calls upscope runs in a process, for messages. */
+const SYSCALL_NAMES = new Map<number, string>(
+  Object.entries(SYSCALL).map(([name, number]) => [number, name]),
+);
+
+/**
+ * A thread's seccomp mode (0 none, 1 strict, 2 filters) and how many filters it has, from its
+ * /proc status file; undefined if it cannot be read.
+ */
+function seccompMode(status: string): { mode: number; filters: number } | undefined {
+  try {
+    const text = readFileSync(status, 'utf8');
+    const mode = /^Seccomp:\s+(\d+)$/m.exec(text)?.[1];
+    const filters = /^Seccomp_filters:\s+(\d+)$/m.exec(text)?.[1];
+    return mode === undefined ? undefined : { mode: Number(mode), filters: Number(filters ?? -1) };
+  } catch {
+    return undefined;
   }
 }
