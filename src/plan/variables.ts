@@ -171,20 +171,7 @@ function lowerFetch(
     const suggestion = didYouMean(closest(variable.name, names, 3));
     if (suggestion !== undefined) hints.push(suggestion);
     const split = scopes.length === 0 ? dwarf.unreadSplitAt(site.vaddr) : undefined;
-    if (split !== undefined) {
-      const dwo = split.why === 'missing' ? ` ${quote(split.name)}` : '';
-      throw fail(
-        `the debug info of ${quote(target.displayPath)} at ${hex} is split into a .dwo file${dwo} (-gsplit-dwarf), ${split.why === 'missing' ? `which is not ${isAbsolute(split.name) || split.compDir === undefined ? 'there' : `in ${quote(split.compDir)}`} nor beside the program` : 'in the split format of DWARF 4 (gcc -gdwarf-4 -gsplit-dwarf, rustc -C split-debuginfo=unpacked), which upscope does not read'}`,
-        split.why === 'missing'
-          ? [
-              `Put ${quote(basename(split.name))} beside ${quote(target.displayPath)}, or build without -gsplit-dwarf`,
-            ]
-          : [
-              'Build with DWARF 5 (gcc -gdwarf-5, the default of GCC 11 and later), or keep the debug info in the program (without -gsplit-dwarf; rustc -C split-debuginfo=off)',
-            ],
-        'ERR_NO_DEBUG_INFO',
-      );
-    }
+    if (split !== undefined) throw splitDwarfError(split, target.displayPath, hex, fail);
     if (scopes.length === 0) {
       throw fail(
         `no function in the debug info of ${quote(target.displayPath)} covers ${hex}, and no global has that name`,
@@ -761,4 +748,37 @@ export function functionVariables(target: VariableTarget, name: string): Functio
     }
     throw err;
   }
+}
+
+/**
+ * The error for a fetch where the function's DWARF is in a .dwo file that was not read (see
+ * DebugInfo.unreadSplit()): where it was looked for, or that its format is not read.
+ */
+function splitDwarfError(
+  split: {
+    readonly name: string;
+    readonly compDir: string | undefined;
+    readonly why: 'missing' | 'gnu';
+  },
+  program: string,
+  hex: string,
+  fail: Fail,
+): ProbeError {
+  const what = `the debug info of ${quote(program)} at ${hex} is split into a .dwo file`;
+  if (split.why === 'gnu') {
+    return fail(
+      `${what} (-gsplit-dwarf) in the split format of DWARF 4 (gcc -gdwarf-4 -gsplit-dwarf, rustc -C split-debuginfo=unpacked), which upscope does not read`,
+      [
+        'Build with DWARF 5 (gcc -gdwarf-5, the default of GCC 11 and later), or keep the debug info in the program (without -gsplit-dwarf; rustc -C split-debuginfo=off)',
+      ],
+      'ERR_NO_DEBUG_INFO',
+    );
+  }
+  const place =
+    isAbsolute(split.name) || split.compDir === undefined ? 'there' : `in ${quote(split.compDir)}`;
+  return fail(
+    `${what} ${quote(split.name)} (-gsplit-dwarf), which is not ${place} nor beside the program (or is of another build)`,
+    [`Put ${quote(basename(split.name))} beside ${quote(program)}, or build without -gsplit-dwarf`],
+    'ERR_NO_DEBUG_INFO',
+  );
 }

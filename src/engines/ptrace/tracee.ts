@@ -744,9 +744,10 @@ export class Tracee {
       // (a container's, which upscope runs under too), none of its own.
       const own = seccompMode('/proc/thread-self/status');
       if (own !== undefined && own.mode === 2 && own.filters === mode.filters) return;
-      throw refuse('the process has seccomp filters of its own, which upscope cannot read without CAP_SYS_ADMIN (root)', [
-        'Run as root: upscope then reads the filters and runs the call if they let it',
-      ]);
+      throw refuse(
+        'the process has seccomp filters of its own, which upscope cannot read without CAP_SYS_ADMIN (root)',
+        ['Run as root: upscope then reads the filters and runs the call if they let it'],
+      );
     }
     const verdict = seccompVerdict(filters, {
       nr: number,
