@@ -609,6 +609,10 @@ export function functionProbeAddress(target: VariableTarget, entry: bigint): big
     if (err instanceof DwarfFormatError) return entry; // reported when the fetch is lowered
     throw err;
   }
+  // Where the compiler says the prologue ends (LLVM's code: rustc's -C opt-level=0 stores its
+  // arguments from %rsp, past the instructions GCC's prologues are known by).
+  const marked = dwarf.prologueEnd(entry);
+  if (marked !== undefined && marked > entry) return marked;
   const segment = target.elf.loadSegmentOf(entry);
   const fileOffset = target.elf.vaddrToFileOffset(entry);
   if (segment === undefined || fileOffset === undefined) return entry;
@@ -751,33 +755,19 @@ export function functionVariables(target: VariableTarget, name: string): Functio
 }
 
 /**
- * The error for a fetch where the function's DWARF is in a .dwo file that was not read (see
- * DebugInfo.unreadSplit()): where it was looked for, or that its format is not read.
+ * The error for a fetch where the function's DWARF is in a .dwo file that was not found (see
+ * DebugInfo.unreadSplit()), saying where it was looked for.
  */
 function splitDwarfError(
-  split: {
-    readonly name: string;
-    readonly compDir: string | undefined;
-    readonly why: 'missing' | 'gnu';
-  },
+  split: { readonly name: string; readonly compDir: string | undefined },
   program: string,
   hex: string,
   fail: Fail,
 ): ProbeError {
-  const what = `the debug info of ${quote(program)} at ${hex} is split into a .dwo file`;
-  if (split.why === 'gnu') {
-    return fail(
-      `${what} (-gsplit-dwarf) in the split format of DWARF 4 (gcc -gdwarf-4 -gsplit-dwarf, rustc -C split-debuginfo=unpacked), which upscope does not read`,
-      [
-        'Build with DWARF 5 (gcc -gdwarf-5, the default of GCC 11 and later), or keep the debug info in the program (without -gsplit-dwarf; rustc -C split-debuginfo=off)',
-      ],
-      'ERR_NO_DEBUG_INFO',
-    );
-  }
   const place =
     isAbsolute(split.name) || split.compDir === undefined ? 'there' : `in ${quote(split.compDir)}`;
   return fail(
-    `${what} ${quote(split.name)} (-gsplit-dwarf), which is not ${place} nor beside the program (or is of another build)`,
+    `the debug info of ${quote(program)} at ${hex} is split into a .dwo file ${quote(split.name)} (-gsplit-dwarf), which is not ${place} nor beside the program (or is of another build)`,
     [`Put ${quote(basename(split.name))} beside ${quote(program)}, or build without -gsplit-dwarf`],
     'ERR_NO_DEBUG_INFO',
   );

@@ -10,6 +10,7 @@ import { compileProgram, PROGRAMS } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost } from '../helpers/require-host.js';
 import { runCli } from '../helpers/run-cli.js';
+import { findRustc } from '../helpers/rustc.js';
 
 const CALLS = 4;
 const SEED = 6;
@@ -141,28 +142,79 @@ describe('trace with variables by name, the debug info split into .dwo files (-g
     }
   });
 
-  for (const [what, flags, expected] of [
-    [
-      'its .dwo gone',
-      ['-O2'],
-      /is split into a \.dwo file "app-dwarf-vars\.dwo" \(-gsplit-dwarf\), which is not in "\/[^"]*upscope-split-[^"]*" nor beside the program \(or is of another build\)$/m,
-    ],
-    [
-      'DWARF 4',
-      ['-O2', '-gdwarf-4'],
-      /is split into a \.dwo file \(-gsplit-dwarf\) in the split format of DWARF 4/,
-    ],
-  ] as const) {
-    test(`${what}: one line says where the variables are and what to do`, (t) => {
-      if (!requireHost(t, { commands: ['gcc'] })) return;
-      const { dir, app, dwo } = splitBuild(flags);
+  test("DWARF 4 (GCC's extension of it: -gdwarf-4 -gsplit-dwarf), -O2: every fetched value is what the target passed, read from its .dwo", (t) => {
+    if (!requireHost(t, { commands: ['gcc'] })) return;
+    const { dir, app } = splitBuild(['-O2', '-gdwarf-4']);
+    try {
+      const own = execFileSync('readelf', ['--debug-dump=info,no-follow-links', app], {
+        encoding: 'utf8',
+      });
+      assert.match(own, /DW_AT_GNU_dwo_name/);
+      assert.doesNotMatch(own, /DW_TAG_subprogram/);
+      expectPrintedValues('ptrace', app);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('its .dwo gone: one line says where the variables are and what to do', (t) => {
+    if (!requireHost(t, { commands: ['gcc'] })) return;
+    const { dir, app, dwo } = splitBuild(['-O2']);
+    try {
+      rmSync(dwo);
+      const result = runCli(['resolve', `${app}:handle n`]);
+      assert.notEqual(result.status, 0);
+      assert.match(
+        result.stderr,
+        /is split into a \.dwo file "app-dwarf-vars\.dwo" \(-gsplit-dwarf\), which is not in "\/[^"]*upscope-split-[^"]*" nor beside the program \(or is of another build\)$/m,
+      );
+      assert.match(result.stderr, /hint: Put "app-dwarf-vars\.dwo" beside /);
+      assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('Rust without optimization (-C opt-level=0), its debug info in the program or in .dwo files (-C split-debuginfo=unpacked)', () => {
+  for (const split of [false, true]) {
+    test(`${split ? 'in .dwo files' : 'in the program'}: each call's argument is the one main passed (read past the prologue LLVM marks)`, (t) => {
+      if (!requireHost(t, { commands: ['readelf'] })) return;
+      const rustc = findRustc();
+      if (rustc === undefined) {
+        assert.notEqual(process.env['CI'], 'true', 'rustc is needed under CI');
+        t.skip('rustc is not installed (looked on PATH and in ~/.cargo/bin)');
+        return;
+      }
+      const dir = mkdtempSync(join(tmpdir(), 'upscope-rust-'));
       try {
-        if (what === 'its .dwo gone') rmSync(dwo);
-        const result = runCli(['resolve', `${app}:handle n`]);
-        assert.notEqual(result.status, 0);
-        assert.match(result.stderr, expected);
-        assert.match(result.stderr, /hint: /);
-        assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
+        const flags = ['-C', 'opt-level=0', ...(split ? ['-C', 'split-debuginfo=unpacked'] : [])];
+        execFileSync(rustc, ['-g', ...flags, '-o', 'app', join(PROGRAMS, 'rust-vars.rs')], {
+          cwd: dir,
+          stdio: 'pipe',
+        });
+        const app = join(dir, 'app');
+        const own = execFileSync('readelf', ['--debug-dump=info,no-follow-links', app], {
+          encoding: 'utf8',
+          maxBuffer: 512 * 1024 * 1024,
+        });
+        assert.equal(/DW_AT_GNU_dwo_name/.test(own), split, 'readelf: the units name .dwo files');
+        const result = runCli([
+          'trace',
+          '--engine',
+          'ptrace',
+          '--json',
+          '-c',
+          `${app} 3`,
+          `${app}:rust_vars::process n`,
+        ]);
+        assert.equal(result.status, 0, result.stderr);
+        const ns = result.stdout
+          .split('\n')
+          .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
+          .map((l) => (JSON.parse(l) as { fields: { n: unknown } }).fields.n);
+        // main calls process(i) for i in 0..3.
+        assert.deepEqual(ns.map(String), ['0', '1', '2'], result.stdout);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

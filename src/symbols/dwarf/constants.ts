@@ -74,6 +74,7 @@ export const DW_AT = {
   MIPS_linkage_name: 0x2007,
   GNU_ranges_base: 0x2132,
   GNU_dwo_name: 0x2130,
+  GNU_dwo_id: 0x2131,
   GNU_addr_base: 0x2133,
 } as const;
 

@@ -130,21 +130,48 @@ export class DebugInfo {
    * undefined for other units and where the file is not found or holds no such unit.
    */
   splitOf(unit: Unit): Unit | undefined {
-    if (unit.unitType !== DW_UT.skeleton || this.openSplit === undefined) return undefined;
+    if (this.openSplit === undefined || unit.split !== undefined) return undefined;
     if (this.splits.has(unit)) return this.splits.get(unit);
     let found: Unit | undefined;
-    const root = this.ownRoot(unit);
-    const name = this.string(root, DW_AT.dwo_name);
-    const sections =
-      name === undefined ? undefined : this.openSplit(name, this.string(root, DW_AT.comp_dir));
+    const named = this.dwoNamed(unit);
+    const sections = named === undefined ? undefined : this.openSplit(named.name, named.compDir);
     if (sections !== undefined) {
       const split = { sections, skeleton: unit };
-      found = readUnits(sections.info, '.debug_info.dwo', split).find(
-        (u) => u.unitType === DW_UT.split_compile && u.dwoId === unit.dwoId,
-      );
+      const units = readUnits(sections.info, '.debug_info.dwo', split);
+      found =
+        unit.version >= 5
+          ? units.find((u) => u.unitType === DW_UT.split_compile && u.dwoId === unit.dwoId)
+          : units.find(
+              (u) =>
+                u.unitType === DW_UT.compile &&
+                this.constant(this.ownRoot(u), DW_AT.GNU_dwo_id) === named!.id,
+            );
     }
     this.splits.set(unit, found);
     return found;
+  }
+
+  /**
+   * The .dwo file a skeleton unit names, and the id that pairs it with its split unit: a
+   * DWARF 5 skeleton's, or a DWARF 4 compile unit's in GCC's GNU extension of it (as rustc's
+   * split-debuginfo=unpacked writes too). Undefined for other units.
+   */
+  private dwoNamed(
+    unit: Unit,
+  ): { name: string; compDir: string | undefined; id: bigint | undefined } | undefined {
+    let name: string | undefined;
+    let id: bigint | undefined;
+    if (unit.unitType === DW_UT.skeleton) {
+      name = this.string(this.ownRoot(unit), DW_AT.dwo_name);
+      id = unit.dwoId;
+    } else if (unit.version < 5 && unit.unitType === DW_UT.compile) {
+      const root = this.ownRoot(unit);
+      if (!root.attrs.has(DW_AT.GNU_dwo_name)) return undefined;
+      name = this.string(root, DW_AT.GNU_dwo_name);
+      id = this.constant(root, DW_AT.GNU_dwo_id);
+    }
+    if (name === undefined) return undefined;
+    return { name, compDir: this.string(this.ownRoot(unit), DW_AT.comp_dir), id };
   }
 
   /**
@@ -160,24 +187,10 @@ export class DebugInfo {
    * compilation directory, and why (`missing`: not found; `gnu`: the split format GCC wrote
    * for DWARF 4, which this reader does not take). Undefined for every other unit.
    */
-  unreadSplit(
-    unit: Unit,
-  ): { name: string; compDir: string | undefined; why: 'missing' | 'gnu' } | undefined {
-    let why: 'missing' | 'gnu';
-    let at: number;
-    if (unit.unitType === DW_UT.skeleton) {
-      if (this.splitOf(unit) !== undefined) return undefined;
-      why = 'missing';
-      at = DW_AT.dwo_name;
-    } else if (unit.version < 5) {
-      why = 'gnu';
-      at = DW_AT.GNU_dwo_name;
-    } else return undefined;
-    const root = this.ownRoot(unit);
-    const name = this.string(root, at);
-    return name === undefined
-      ? undefined
-      : { name, compDir: this.string(root, DW_AT.comp_dir), why };
+  unreadSplit(unit: Unit): { name: string; compDir: string | undefined } | undefined {
+    const named = this.dwoNamed(unit);
+    if (named === undefined || this.splitOf(unit) !== undefined) return undefined;
+    return { name: named.name, compDir: named.compDir };
   }
 
   private readonly splits = new Map<Unit, Unit | undefined>();
@@ -355,7 +368,7 @@ export class DebugInfo {
 
   private unitBase(unit: Unit, at: number, fallback?: number): number | undefined {
     // A split unit's addresses are the skeleton's (in the binary's .debug_addr).
-    if (unit.split !== undefined && at === DW_AT.addr_base) {
+    if (unit.split !== undefined && (at === DW_AT.addr_base || at === DW_AT.GNU_ranges_base)) {
       return this.unitBase(unit.split.skeleton, at, fallback);
     }
     const root = this.ownRoot(unit);
@@ -381,7 +394,9 @@ export class DebugInfo {
       case 'strx': {
         const unit = die.unit;
         const sections = this.sectionsOf(unit);
-        const base = this.unitBase(unit, DW_AT.str_offsets_base, unit.offsetSize === 4 ? 8 : 16)!;
+        // A DWARF 4 .dwo's string offsets have no header (GCC's extension of DWARF 4).
+        const header = unit.split !== undefined && unit.version < 5 ? 0 : unit.offsetSize * 2;
+        const base = this.unitBase(unit, DW_AT.str_offsets_base, header)!;
         const bytes = sections.strOffsets;
         const c = new Cursor(bytes, '.debug_str_offsets');
         c.offset = base + value.index * unit.offsetSize;
@@ -576,7 +591,10 @@ export class DebugInfo {
       if (value.kind === 'sec-offset') offset = value.value;
       else if (value.kind === 'constant' && !value.signed) offset = Number(value.value);
       else return { kind: 'absent' };
-      expr = readLoc(this.sections.loc, unit.addressSize, offset, base, pc);
+      expr =
+        unit.split === undefined
+          ? readLoc(this.sections.loc, unit.addressSize, offset, base, pc)
+          : readSplitLoc(this, unit, offset, pc);
     }
     return expr === undefined || expr.length === 0 ? { kind: 'none' } : { kind: 'expr', expr };
   }
@@ -836,6 +854,52 @@ function readLoc(
     const length = c.u16();
     const start = c.take(length);
     if (pc >= base + begin && pc < base + end) return bytes.subarray(start, start + length);
+  }
+}
+
+/** The entries of a DWARF 4 .dwo's .debug_loc.dwo (GCC's extension): addresses by index. */
+const DW_LLE_GNU = {
+  end_of_list: 0,
+  base_address_selection: 1,
+  start_end: 2,
+  start_length: 3,
+} as const;
+
+/**
+ * The expression of a DWARF 4 .dwo's location list that covers `pc`: its addresses are
+ * indexes into the program's .debug_addr, whole addresses (no base is added to them).
+ */
+function readSplitLoc(
+  info: DebugInfo,
+  unit: Unit,
+  offset: number,
+  pc: bigint,
+): Uint8Array | undefined {
+  const bytes = info.sectionsOf(unit).loc;
+  const c = new Cursor(bytes, '.debug_loc.dwo');
+  if (offset > bytes.length) c.fail(offset, 'location list offset past the end');
+  c.offset = offset;
+  for (;;) {
+    const kind = c.u8();
+    let low: bigint;
+    let high: bigint;
+    if (kind === DW_LLE_GNU.end_of_list) return undefined;
+    if (kind === DW_LLE_GNU.base_address_selection) {
+      c.ulebNumber();
+      continue;
+    }
+    if (kind === DW_LLE_GNU.start_end) {
+      low = info.indexedAddress(unit, c.ulebNumber());
+      high = info.indexedAddress(unit, c.ulebNumber());
+    } else if (kind === DW_LLE_GNU.start_length) {
+      low = info.indexedAddress(unit, c.ulebNumber());
+      high = low + BigInt(c.u32());
+    } else {
+      throw new DwarfFormatError('.debug_loc.dwo', c.offset - 1, `unknown entry kind ${kind}`);
+    }
+    const length = c.u16();
+    const start = c.take(length);
+    if (pc >= low && pc < high) return bytes.subarray(start, start + length);
   }
 }
 

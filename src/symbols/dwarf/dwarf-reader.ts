@@ -4,6 +4,7 @@ import { CallFrames } from './call-frames.js';
 import { DW_AT, DW_TAG } from './constants.js';
 import { DebugInfo, type Die, type OpenSplitDwarf, type Unit } from './debug-info.js';
 import { type DwarfType, TypeReader, typeSize } from './dwarf-types.js';
+import { LineTable } from './line-table.js';
 import { type AddressExpr, evaluateLocation, type VariableLocation } from './location.js';
 import { type DwarfSections, dwarfSections, splitDwarfSections } from './sections.js';
 
@@ -438,6 +439,22 @@ export class DwarfReader {
     }
     return undefined;
   }
+
+  /**
+   * Where the prologue of the function entered at `entry` ends, as its compiler marked it in
+   * the line table (DW_LNS_set_prologue_end: LLVM marks it, as rustc and clang emit; GCC does
+   * not): the first row so marked inside the function, past its entry; else undefined.
+   */
+  prologueEnd(entry: bigint): bigint | undefined {
+    const fn = this.scopesAt(entry)[0];
+    if (fn === undefined || fn.kind !== 'subprogram') return undefined;
+    const range = this.info.ranges(fn.die).find((r) => entry >= r.low && entry < r.high);
+    if (range === undefined) return undefined;
+    this.#lines ??= new LineTable(this.sections);
+    return this.#lines.rowsInRange(entry, range.high).find((row) => row.prologueEnd)?.vaddr;
+  }
+
+  #lines: LineTable | undefined;
 
   /** DebugInfo.unreadSplit() of the unit whose code covers `vaddr`. */
   unreadSplitAt(vaddr: bigint): ReturnType<DebugInfo['unreadSplit']> {

@@ -268,7 +268,7 @@ export interface LineRows {
   readonly file: Uint32Array;
   readonly line: Uint32Array;
   readonly column: Uint32Array;
-  /** Bit 0: is_stmt; bit 1: end_sequence. */
+  /** Bit 0: is_stmt; bit 1: end_sequence; bit 2: prologue_end. */
   readonly flags: Uint8Array;
   /** [first row, one past the end_sequence row) of each sequence, by lowest address. */
   readonly sequences: readonly { readonly start: number; readonly end: number }[];
@@ -278,6 +278,8 @@ export interface LineRows {
 
 export const ROW_IS_STMT = 1;
 export const ROW_END_SEQUENCE = 2;
+/** Where a function's prologue ends (DW_LNS_set_prologue_end: LLVM's, rustc's and clang's). */
+export const ROW_PROLOGUE_END = 4;
 
 export interface RunOptions {
   /**
@@ -329,6 +331,7 @@ export function runLineProgram(
   let lineNumber = 1;
   let column = 0;
   let isStmt = header.defaultIsStmt;
+  let prologueEnd = false;
   let sequenceStart = rows.count;
   /** False once the sequence's address is not one to keep (a tombstone). */
   let keep = true;
@@ -340,6 +343,7 @@ export function runLineProgram(
     lineNumber = 1;
     column = 0;
     isStmt = header.defaultIsStmt;
+    prologueEnd = false;
     sequenceStart = rows.count;
     keep = true;
   };
@@ -353,6 +357,9 @@ export function runLineProgram(
     }
   };
   const emit = (flags: number) => {
+    // Each row takes the register, which then goes back to false.
+    const marked = prologueEnd ? ROW_PROLOGUE_END : 0;
+    prologueEnd = false;
     if (!keep) return;
     if (
       rows.count === sequenceStart &&
@@ -367,7 +374,7 @@ export function runLineProgram(
       rows.truncate(sequenceStart);
       return;
     }
-    rows.push(address, file, lineNumber, column, flags | (isStmt ? ROW_IS_STMT : 0));
+    rows.push(address, file, lineNumber, column, flags | marked | (isStmt ? ROW_IS_STMT : 0));
   };
 
   while (!c.atEnd) {
@@ -441,6 +448,8 @@ export function runLineProgram(
         opIndex = 0;
         break;
       case DW_LNS_set_prologue_end:
+        prologueEnd = true;
+        break;
       case DW_LNS_set_epilogue_begin:
         break;
       case DW_LNS_set_isa:

@@ -6,6 +6,7 @@ import {
   type LineRows,
   ROW_END_SEQUENCE,
   ROW_IS_STMT,
+  ROW_PROLOGUE_END,
   readLineHeader,
   runLineProgram,
 } from './line-program.js';
@@ -20,6 +21,8 @@ export interface LineAddress {
   /** 0 when the compiler did not say. */
   readonly column: number;
   readonly isStmt: boolean;
+  /** Where the compiler said the function's prologue ends (DW_LNS_set_prologue_end). */
+  readonly prologueEnd: boolean;
 }
 
 /** Where an address is in the source. */
@@ -284,6 +287,7 @@ function rowAt(rows: LineRows, i: number, file: string): LineAddress {
     line: rows.line[i]!,
     column: rows.column[i]!,
     isStmt: (rows.flags[i]! & ROW_IS_STMT) !== 0,
+    prologueEnd: (rows.flags[i]! & ROW_PROLOGUE_END) !== 0,
   };
 }
 

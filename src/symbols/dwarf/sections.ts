@@ -105,9 +105,12 @@ export function splitDwarfSections(dwo: ElfFile, binary: DwarfSections): DwarfSe
     get addr() {
       return binary.addr;
     },
-    ranges: EMPTY,
+    // A DWARF 4 split unit's ranges are in the program's .debug_ranges (GCC's extension).
+    get ranges() {
+      return binary.ranges;
+    },
     rngLists: read('.debug_rnglists'),
-    loc: EMPTY,
+    loc: read('.debug_loc'),
     locLists: read('.debug_loclists'),
     aranges: EMPTY,
     frame: EMPTY,
