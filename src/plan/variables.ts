@@ -76,7 +76,18 @@ type VariableExpr = Extract<FetchExpr, { kind: 'variable' }>;
 /** Where a (partly accessed) value is: in memory at `base + offset`, or a computed value. */
 type Place =
   | { readonly kind: 'memory'; readonly base: FetchExpr; readonly offset: bigint }
-  | { readonly kind: 'value'; readonly expr: FetchExpr; readonly addend: bigint };
+  | { readonly kind: 'value'; readonly expr: FetchExpr; readonly addend: bigint }
+  /**
+   * A value in pieces (DW_OP_piece): each part's place (or why it cannot be read), from its
+   * byte `offset` in the value, `bytes` long. Its members are read from the part holding them.
+   */
+  | { readonly kind: 'pieces'; readonly parts: readonly PlacePiece[] };
+
+interface PlacePiece {
+  readonly place: Exclude<Place, { readonly kind: 'pieces' }> | ProbeError;
+  readonly offset: number;
+  readonly bytes: number;
+}
 
 interface SiteInfo {
   readonly vaddr: bigint;
@@ -272,9 +283,51 @@ function placeOf(
       throw unavailable(
         `the compiler replaced it by the constant ${location.value} at 0x${site.vaddr.toString(16)}: it is not in a register or memory`,
       );
+    case 'pieces': {
+      let offset = 0;
+      const parts = location.parts.map((part) => {
+        let place: PlacePiece['place'];
+        try {
+          place = placeOf(part.location, site, unavailable) as PlacePiece['place'];
+        } catch (err) {
+          if (!(err instanceof ProbeError)) throw err;
+          place = err;
+        }
+        const piece = { place, offset, bytes: part.bytes };
+        offset += part.bytes;
+        return piece;
+      });
+      return { kind: 'pieces', parts };
+    }
     case 'unavailable':
       throw unavailable(`${location.reason} (at 0x${site.vaddr.toString(16)})`);
   }
+}
+
+/**
+ * The place of the `bytes` bytes at `offset` in a value in pieces: in the part that holds
+ * them all, from its start in a register, anywhere in it in memory.
+ */
+function placeInPieces(
+  place: Extract<Place, { readonly kind: 'pieces' }>,
+  offset: number,
+  bytes: number,
+  path: string,
+  fail: Fail,
+): Place {
+  const part = place.parts.find((p) => offset >= p.offset && offset + bytes <= p.offset + p.bytes);
+  if (part === undefined) {
+    throw fail(`${quote(path)} is split across the pieces its value is kept in at this address`);
+  }
+  if (part.place instanceof ProbeError) throw part.place;
+  const within = BigInt(offset - part.offset);
+  if (part.place.kind === 'memory') {
+    return { kind: 'memory', base: part.place.base, offset: part.place.offset + within };
+  }
+  if (within !== 0n) {
+    throw fail(`${quote(path)} is in the upper bytes of a register at this address`);
+  }
+  return part.place;
 }
 
 const NOWHERE: Span = { start: 0, end: 0 };
@@ -316,7 +369,9 @@ function addressExpr(
 }
 
 /** The value a pointer place holds, as an expression plus a constant. */
-function pointerValue(place: Place): { expr: FetchExpr; addend: bigint } {
+function pointerValue(place: Place, path: string, fail: Fail): { expr: FetchExpr; addend: bigint } {
+  if (place.kind === 'pieces')
+    return pointerValue(placeInPieces(place, 0, 8, path, fail), path, fail);
   if (place.kind === 'value') return { expr: place.expr, addend: place.addend };
   return {
     expr: { kind: 'deref', offset: place.offset, inner: place.base, span: NOWHERE },
@@ -365,7 +420,7 @@ function applyStep(
       const size = typeSize(target);
       if (size === undefined)
         throw fail(`${quote(path)} points at ${kindOf(target)}, whose size is not known`);
-      const { expr, addend } = pointerValue(place);
+      const { expr, addend } = pointerValue(place, path, fail);
       return {
         place: { kind: 'memory', base: expr, offset: addend + BigInt(step.index * size) },
         type: target,
@@ -381,7 +436,7 @@ function applyStep(
     }
     const target = t.target();
     const member = findMember(target, field, path, '->', fail);
-    const { expr, addend } = pointerValue(place);
+    const { expr, addend } = pointerValue(place, path, fail);
     return {
       place: { kind: 'memory', base: expr, offset: addend + member.offset! },
       type: member.type,
@@ -393,6 +448,14 @@ function applyStep(
     ]);
   }
   const member = findMember(type, field, path, '.', fail);
+  if (place.kind === 'pieces') {
+    const size = typeSize(member.type);
+    if (size === undefined) throw fail(`the size of ${quote(`${path}.${field}`)} is not known`);
+    return {
+      place: placeInPieces(place, Number(member.offset!), size, `${path}.${field}`, fail),
+      type: member.type,
+    };
+  }
   if (place.kind !== 'memory') {
     throw fail(
       `${quote(path)} is held in registers at this address, so its members cannot be read`,
@@ -478,6 +541,9 @@ function valueExpr(place: Place, type: DwarfType, path: string, fail: Fail): Fet
   if (place.kind === 'memory') {
     return { kind: 'deref', offset: place.offset, inner: place.base, span: NOWHERE };
   }
+  if (place.kind === 'pieces') {
+    throw fail(`${quote(path)} is split into pieces at this address (DW_OP_piece)`);
+  }
   if (place.addend !== 0n) {
     throw fail(
       `its value is computed at this address (a register plus ${place.addend}), which probes cannot fetch`,
@@ -490,7 +556,7 @@ function valueExpr(place: Place, type: DwarfType, path: string, fail: Fail): Fet
 function stringExpr(place: Place, type: DwarfType, path: string, fail: Fail): FetchExpr {
   const t = resolvedType(type);
   if (t.kind === 'pointer') {
-    const { expr, addend } = pointerValue(place);
+    const { expr, addend } = pointerValue(place, path, fail);
     return { kind: 'deref', offset: addend, inner: expr, span: NOWHERE };
   }
   if (t.kind === 'array') {

@@ -337,3 +337,36 @@ describe('Go programs: return probes, with return addresses left alone', () => {
     assert.doesNotMatch(result.stdout, /deep calls/, 'the command was not started');
   });
 });
+
+describe('Go programs: arguments by name', () => {
+  for (const engine of ENGINES) {
+    test(`${engine}: a string's and a slice's members, passed in registers (pieces of the value), are what the program passed`, (t) => {
+      const go = findGo();
+      if (
+        !requireHost(t, { root: engine !== 'ptrace', commands: go === undefined ? ['go'] : [] })
+      ) {
+        return;
+      }
+      const app = compileGo(go!, 'go-args');
+      const { program, events } = split(
+        trace(engine, `${app} 4`, [
+          `${app}:main.describe n name.len vals.len vals.cap`,
+        ]).stdout.replace(/^call /gm, 'classify '),
+        'call',
+      );
+      const printed = program
+        .trim()
+        .split('\n')
+        .map((l) => Object.fromEntries([...l.matchAll(/(\w+)=(\d+)/g)].map((m) => [m[1], m[2]])));
+      assert.equal(printed.length, 4, program);
+      assert.deepEqual(
+        events.map((e) =>
+          [e.fields['n'], e.fields['name_len'], e.fields['vals_len'], e.fields['vals_cap']].map(
+            String,
+          ),
+        ),
+        printed.map((p) => [p['n'], p['len'], p['vlen'], p['cap']]),
+      );
+    });
+  }
+});

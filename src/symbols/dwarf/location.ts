@@ -23,7 +23,18 @@ export type VariableLocation =
   | { readonly kind: 'value'; readonly value: AddressExpr }
   /** The value is a constant the compiler knows (DW_OP_stack_value of literals, implicit_value). */
   | { readonly kind: 'constant'; readonly value: bigint }
+  /**
+   * The value is in parts (DW_OP_piece), each somewhere of its own, in order: a Go string's
+   * pointer and length in two registers, a small struct passed in registers.
+   */
+  | { readonly kind: 'pieces'; readonly parts: readonly VariablePiece[] }
   | { readonly kind: 'unavailable'; readonly reason: string };
+
+/** One part of a value in pieces: where it is and how many bytes of the value it holds. */
+export interface VariablePiece {
+  readonly location: Exclude<VariableLocation, { readonly kind: 'pieces' }>;
+  readonly bytes: number;
+}
 
 export interface EvaluateOptions {
   readonly addressSize: number;
@@ -62,8 +73,9 @@ export function evaluateLocation(expr: Uint8Array, options: EvaluateOptions): Va
 function evaluate(expr: Uint8Array, options: EvaluateOptions): VariableLocation {
   if (expr.length === 0) return { kind: 'unavailable', reason: 'optimized out (empty location)' };
   const c: Cursor = new Cursor(expr, 'location expression');
-  const stack: Entry[] = [];
-  let result: VariableLocation | undefined;
+  let stack: Entry[] = [];
+  let result: Exclude<VariableLocation, { readonly kind: 'pieces' }> | undefined;
+  const parts: VariablePiece[] = [];
   const pop = (): Entry => {
     const top = stack.pop();
     if (top === undefined) c.fail(c.offset, 'expression stack underflow');
@@ -73,7 +85,7 @@ function evaluate(expr: Uint8Array, options: EvaluateOptions): VariableLocation 
     if (typeof got === 'string') throw new Unavailable(`${what} is not known here: ${got}`);
     stack.push({ kind: 'address', expr: got });
   };
-  const final = (): VariableLocation => {
+  const final = (): Exclude<VariableLocation, { readonly kind: 'pieces' }> => {
     if (result !== undefined) return result;
     const top = stack[stack.length - 1];
     if (top === undefined) return { kind: 'unavailable', reason: 'optimized out (empty location)' };
@@ -227,11 +239,10 @@ function evaluate(expr: Uint8Array, options: EvaluateOptions): VariableLocation 
         break;
       }
       case DW_OP.piece: {
-        const size = c.ulebNumber();
-        if (!c.atEnd || (options.sizeBytes !== undefined && size < options.sizeBytes)) {
-          throw new Unavailable('its value is split into pieces (DW_OP_piece)');
-        }
-        result = final();
+        // The part so far (an empty one is a part optimized out), then a new one begins.
+        parts.push({ location: final(), bytes: c.ulebNumber() });
+        result = undefined;
+        stack = [];
         break;
       }
       case DW_OP.implicit_pointer:
@@ -243,7 +254,16 @@ function evaluate(expr: Uint8Array, options: EvaluateOptions): VariableLocation 
         );
     }
   }
-  return final();
+  if (parts.length === 0) return final();
+  if (result !== undefined || stack.length > 0) {
+    throw new Unavailable('its location has an unfinished part after its pieces');
+  }
+  // One piece that covers the whole value is the value's location.
+  const size = options.sizeBytes;
+  if (parts.length === 1 && (size === undefined || parts[0]!.bytes >= size)) {
+    return parts[0]!.location;
+  }
+  return { kind: 'pieces', parts };
 }
 
 function plus(entry: Entry, add: bigint): Entry {
@@ -263,6 +283,10 @@ export function describeLocation(location: VariableLocation): string {
       return `value ${describeAddress(location.value)}`;
     case 'constant':
       return `constant ${location.value}`;
+    case 'pieces':
+      return location.parts
+        .map((part) => `${describeLocation(part.location)} (${part.bytes} bytes)`)
+        .join(', ');
     case 'unavailable':
       return location.reason;
   }
