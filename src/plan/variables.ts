@@ -442,6 +442,10 @@ function applyStep(
       type: member.type,
     };
   }
+  if (t.kind === 'pointer' && t.reference) {
+    // A C++ reference is its object: "." reads through it, as in the source.
+    return applyStep({ ...step, op: '->' }, place, type, path, fail);
+  }
   if (t.kind === 'pointer') {
     throw fail(`${quote(path)} is a pointer (${kindOf(type)}), so "." does not apply`, [
       `Use "->" through a pointer: ${path}->${field}`,
@@ -484,7 +488,8 @@ function findMember(
       `${quote(path)} ${op === '->' ? 'points at' : 'is'} ${kindOf(type)}, which has no members`,
     );
   }
-  // Members of anonymous structs and unions are reached as if they were the outer one's.
+  // Members of anonymous structs and unions, and of base classes, are reached as if they
+  // were the outer one's.
   const search = (members: readonly StructMember[], base: bigint): StructMember | undefined => {
     for (const m of members) {
       if (m.name === field)

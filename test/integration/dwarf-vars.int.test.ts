@@ -221,3 +221,38 @@ describe('Rust without optimization (-C opt-level=0), its debug info in the prog
     });
   }
 });
+
+describe("C++: a reference's members read with \".\" as in the source, a base class's members as the class's own", () => {
+  for (const build of [['-O0'], ['-O2']]) {
+    test(`${build.join(' ')}: each fetched member is what the program passed`, (t) => {
+      if (!requireHost(t, { commands: ['g++'] })) return;
+      const app = compileProgram('cxx-vars', { flags: build });
+      const result = runCli([
+        'trace',
+        '--engine',
+        'ptrace',
+        '--json',
+        '--command-output',
+        'inherit',
+        '-c',
+        `${app} 4`,
+        `${app}:visit d.id d.kind d.extra p->id p->kind n`,
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      const lines = result.stdout.split('\n');
+      const printed = lines
+        .filter((l) => l.startsWith('call '))
+        .map((l) => Object.fromEntries([...l.matchAll(/(\w+)=(-?\d+)/g)].map((m) => [m[1], m[2]])));
+      const events = lines
+        .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
+        .map((l) => (JSON.parse(l) as { fields: Record<string, unknown> }).fields);
+      assert.equal(printed.length, 4, result.stdout);
+      assert.deepEqual(
+        events.map((f) =>
+          [f['d_id'], f['d_kind'], f['d_extra'], f['p_id'], f['p_kind'], f['n']].map(String),
+        ),
+        printed.map((p) => [p['id'], p['kind'], p['extra'], p['id'], p['kind'], p['n']]),
+      );
+    });
+  }
+});

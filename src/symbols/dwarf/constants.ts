@@ -7,6 +7,7 @@ export const DW_TAG = {
   formal_parameter: 0x05,
   lexical_block: 0x0b,
   member: 0x0d,
+  inheritance: 0x1c,
   pointer_type: 0x0f,
   reference_type: 0x10,
   compile_unit: 0x11,

@@ -8,6 +8,11 @@ export interface StructMember {
   /** Set for a bitfield member. */
   readonly bitSize: bigint | undefined;
   readonly type: DwarfType;
+  /**
+   * A C++ base class (DW_TAG_inheritance), unnamed: its members are found as the class's own,
+   * as an anonymous struct's are.
+   */
+  readonly base?: boolean;
 }
 
 /**
@@ -197,7 +202,7 @@ export class TypeReader {
     const info = this.info;
     const out: StructMember[] = [];
     for (const child of die.children) {
-      if (child.tag !== DW_TAG.member) continue;
+      if (child.tag !== DW_TAG.member && child.tag !== DW_TAG.inheritance) continue;
       const location = child.attrs.get(DW_AT.data_member_location);
       let offset: bigint | undefined;
       if (location === undefined) {
@@ -211,11 +216,13 @@ export class TypeReader {
       } else if (location.kind === 'constant') offset = location.value;
       else if (location.kind === 'block') offset = memberOffsetExpression(location.bytes);
       const target = info.ref(child, DW_AT.type);
+      const base = child.tag === DW_TAG.inheritance;
       out.push({
-        name: info.name(child),
+        name: base ? undefined : info.name(child),
         offset,
         bitSize: info.constant(child, DW_AT.bit_size),
         type: target === undefined ? { kind: 'void' } : this.type(target, depth + 1),
+        ...(base ? { base } : {}),
       });
     }
     return out;
