@@ -216,6 +216,14 @@ function lowerFetch(
     ({ place, type } = applyStep(step, place, type, path, fail));
     path += step.op === '[]' ? `[${step.index}]` : `${step.op}${step.field}`;
   }
+  // A C++ reference is read as its object (`const int& n` gives the int), unless its
+  // address is asked for (`+off(ref)`): as gdb shows it.
+  const referred = resolvedType(type);
+  if (offsets.length === 0 && referred.kind === 'pointer' && referred.reference) {
+    const { expr: pointer, addend } = pointerValue(place, path, fail);
+    place = { kind: 'memory', base: pointer, offset: addend };
+    type = referred.target();
+  }
   // `+off(var)`: the value is an address; the outer dereferences read memory from it.
   let expr: FetchExpr;
   let fetchType = fetch.type;

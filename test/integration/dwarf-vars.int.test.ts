@@ -222,7 +222,7 @@ describe('Rust without optimization (-C opt-level=0), its debug info in the prog
   }
 });
 
-describe("C++: a reference's members read with \".\" as in the source, a base class's members as the class's own", () => {
+describe('C++: a reference read as its object (its members with ".", as in the source), a base class\'s members as the class\'s own', () => {
   for (const build of [['-O0'], ['-O2']]) {
     test(`${build.join(' ')}: each fetched member is what the program passed`, (t) => {
       if (!requireHost(t, { commands: ['g++'] })) return;
@@ -236,7 +236,7 @@ describe("C++: a reference's members read with \".\" as in the source, a base cl
         'inherit',
         '-c',
         `${app} 4`,
-        `${app}:visit d.id d.kind d.extra p->id p->kind n`,
+        `${app}:visit d.id d.kind d.extra p->id p->kind n k`,
       ]);
       assert.equal(result.status, 0, result.stderr);
       const lines = result.stdout.split('\n');
@@ -249,9 +249,11 @@ describe("C++: a reference's members read with \".\" as in the source, a base cl
       assert.equal(printed.length, 4, result.stdout);
       assert.deepEqual(
         events.map((f) =>
-          [f['d_id'], f['d_kind'], f['d_extra'], f['p_id'], f['p_kind'], f['n']].map(String),
+          [f['d_id'], f['d_kind'], f['d_extra'], f['p_id'], f['p_kind'], f['n'], f['k']].map(
+            String,
+          ),
         ),
-        printed.map((p) => [p['id'], p['kind'], p['extra'], p['id'], p['kind'], p['n']]),
+        printed.map((p) => [p['id'], p['kind'], p['extra'], p['id'], p['kind'], p['n'], p['kind']]),
       );
     });
   }
