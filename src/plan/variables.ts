@@ -76,7 +76,13 @@ type VariableExpr = Extract<FetchExpr, { kind: 'variable' }>;
 /** Where a (partly accessed) value is: in memory at `base + offset`, or a computed value. */
 type Place =
   | { readonly kind: 'memory'; readonly base: FetchExpr; readonly offset: bigint }
-  | { readonly kind: 'value'; readonly expr: FetchExpr; readonly addend: bigint }
+  | {
+      readonly kind: 'value';
+      readonly expr: FetchExpr;
+      readonly addend: bigint;
+      /** The compiler's constant (DW_AT_const_value, DW_OP_implicit_value, stack_value). */
+      readonly constant?: boolean;
+    }
   /**
    * A value in pieces (DW_OP_piece): each part's place (or why it cannot be read), from its
    * byte `offset` in the value, `bytes` long. Its members are read from the part holding them.
@@ -288,9 +294,14 @@ function placeOf(
       return { kind: 'value', expr, addend: offset };
     }
     case 'constant':
-      throw unavailable(
-        `the compiler replaced it by the constant ${location.value} at 0x${site.vaddr.toString(16)}: it is not in a register or memory`,
-      );
+      // What the compiler knows it to be there (a parameter every call passes the same,
+      // folded by GCC's -fipa-cp): given as that constant, as gdb prints it.
+      return {
+        kind: 'value',
+        expr: { kind: 'constant', value: location.value, span: NOWHERE },
+        addend: 0n,
+        constant: true,
+      };
     case 'pieces': {
       let offset = 0;
       const parts = location.parts.map((part) => {
@@ -376,10 +387,22 @@ function addressExpr(
   }
 }
 
+/**
+ * The error for a pointer the compiler replaced by a constant: an address in the file (not
+ * where the file is loaded), which a probe neither shows as it is nor reads through.
+ */
+function constantAddress(place: Place, path: string, fail: Fail): ProbeError {
+  const value = place.kind === 'value' && place.expr.kind === 'constant' ? place.expr.value : 0n;
+  return fail(
+    `the compiler replaced ${quote(path)} by the constant 0x${value.toString(16)}, an address in the file rather than in the process, which probes do not read through`,
+  );
+}
+
 /** The value a pointer place holds, as an expression plus a constant. */
 function pointerValue(place: Place, path: string, fail: Fail): { expr: FetchExpr; addend: bigint } {
   if (place.kind === 'pieces')
     return pointerValue(placeInPieces(place, 0, 8, path, fail), path, fail);
+  if (place.kind === 'value' && place.constant === true) throw constantAddress(place, path, fail);
   if (place.kind === 'value') return { expr: place.expr, addend: place.addend };
   return {
     expr: { kind: 'deref', offset: place.offset, inner: place.base, span: NOWHERE },
@@ -557,6 +580,7 @@ function valueExpr(place: Place, type: DwarfType, path: string, fail: Fail): Fet
   if (place.kind === 'pieces') {
     throw fail(`${quote(path)} is split into pieces at this address (DW_OP_piece)`);
   }
+  if (place.constant === true && t.kind === 'pointer') throw constantAddress(place, path, fail);
   if (place.addend !== 0n) {
     throw fail(
       `its value is computed at this address (a register plus ${place.addend}), which probes cannot fetch`,
@@ -798,12 +822,8 @@ export function functionVariables(target: VariableTarget, name: string): Functio
         .filter((v) => !v.global)
         .map((v): ListedVariable => {
           const location = dwarf.locate(v, vaddr);
-          const unavailable =
-            location.kind === 'unavailable'
-              ? location.reason
-              : location.kind === 'constant'
-                ? `the constant ${location.value} (not in a register or memory)`
-                : undefined;
+          // A constant is fetched as itself (see placeOf()): its location says it.
+          const unavailable = location.kind === 'unavailable' ? location.reason : undefined;
           return {
             name: v.name,
             kind: v.parameter ? 'parameter' : 'local',

@@ -258,3 +258,41 @@ describe('C++: a reference read as its object (its members with ".", as in the s
     });
   }
 });
+
+describe('a parameter the compiler replaced by a constant (DW_AT_const_value): given as that constant', () => {
+  for (const engine of ['tracefs', 'ptrace', 'bpf'] as const) {
+    test(`${engine}: scaled.constprop.0's factor is the 3 every call passes, x what each passed`, (t) => {
+      if (!requireHost(t, { root: engine !== 'ptrace', commands: ['gcc', 'readelf'] })) return;
+      const app = compileProgram('const-param', { flags: ['-O2'] });
+      const info = execFileSync('readelf', ['--debug-dump=info', app], {
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+      });
+      assert.match(info, /DW_AT_const_value\s*:\s*3\b/, 'readelf: the DWARF gives factor as 3');
+      const result = runCli([
+        'trace',
+        '--engine',
+        engine,
+        '--json',
+        '--command-output',
+        'inherit',
+        '-c',
+        `${app} 3`,
+        `${app}:scaled x factor`,
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      const lines = result.stdout.split('\n');
+      const printed = lines
+        .filter((l) => l.startsWith('call '))
+        .map((l) => [...l.matchAll(/(\w+)=(\d+)/g)].map((m) => m[2]));
+      const events = lines
+        .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
+        .map((l) => (JSON.parse(l) as { fields: Record<string, unknown> }).fields);
+      assert.equal(printed.length, 3, result.stdout);
+      assert.deepEqual(
+        events.map((f) => [String(f['x']), String(f['factor'])]),
+        printed,
+      );
+    });
+  }
+});
