@@ -55,3 +55,13 @@ test('one piece that covers the whole value is its location; one that covers par
   });
   assert.equal(evaluateLocation(new Uint8Array([REG0 + 5, PIECE, 4]), options(8)).kind, 'pieces');
 });
+
+test('a thread-local variable is said to be one, not an operation not evaluated', () => {
+  // DW_OP_const8u 0, DW_OP_form_tls_address (GCC's __thread at -O2).
+  const location = evaluateLocation(
+    new Uint8Array([0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0x9b]),
+    options(4),
+  );
+  assert.equal(location.kind, 'unavailable');
+  assert.match(describeLocation(location), /^it is thread-local \(__thread, thread_local\)/);
+});

@@ -248,6 +248,11 @@ function evaluate(expr: Uint8Array, options: EvaluateOptions): VariableLocation 
       case DW_OP.implicit_pointer:
       case DW_OP.GNU_implicit_pointer:
         throw new Unavailable('optimized out: it points at a value that is not in memory');
+      case DW_OP.form_tls_address:
+      case DW_OP.GNU_push_tls_address:
+        throw new Unavailable(
+          "it is thread-local (__thread, thread_local): each thread's copy is where its thread pointer says, which probes do not read",
+        );
       default:
         throw new Unavailable(
           `its location uses DWARF operation 0x${op.toString(16)} at byte ${at}, which upscope does not evaluate`,
