@@ -16,13 +16,14 @@ import {
 import { commandProgram, memoryImageId, procState } from '../host/index.js';
 import { fileHead, type ProbeSite, readProcessMaps, resolveTarget } from '../plan/index.js';
 import {
+  interpreterOf,
   isFileMapping,
   type MapEntry,
   readDynamicInfo,
   readScriptHeader,
   splitDev,
 } from '../symbols/index.js';
-import { interpreterOf, kernelDev, type StackFile, StackFiles } from './stack-files.js';
+import { kernelDev, type StackFile, StackFiles } from './stack-files.js';
 import { type FrameRef, type NamedFrame, StackNamer } from './stack-namer.js';
 
 /** Room kept in the kernel's tables for files met after the start. */

@@ -21,11 +21,10 @@ import {
   resolveTarget,
   targetSymbols,
 } from '../plan/index.js';
-import { openElf } from '../symbols/index.js';
+import { interpreterOf, openElf } from '../symbols/index.js';
 import { type Aggregate, type AggregateOptions, startAggregate } from './aggregate.js';
 import { BpfStacks } from './bpf-stacks.js';
 import { ptraceLeaks } from './ptrace-leaks.js';
-import { interpreterOf } from './stack-files.js';
 import { structuredFrame } from './stack-namer.js';
 
 export interface LeaksOptions

@@ -312,15 +312,6 @@ function qualifiedName(dwarf: DwarfReader, offset: number): string | undefined {
   return parts.join('::');
 }
 
-/** The program's interpreter (PT_INTERP), if it names one. */
-export function interpreterOf(elf: ElfFile): string | undefined {
-  const segment = elf.segments.find((s) => s.typeName === 'INTERP');
-  if (segment === undefined) return undefined;
-  const bytes = elf.read(segment.offset, segment.fileSize);
-  const end = bytes.indexOf(0);
-  return Buffer.from(bytes.subarray(0, end < 0 ? bytes.length : end)).toString('utf8');
-}
-
 /** The pid a process has in its own pid namespace (its perf map is named after it). */
 export function namespacePid(pid: number): number {
   try {

@@ -2,7 +2,7 @@ import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { commandProgram } from '../host/index.js';
 import { resolveTarget, type TargetFile } from '../plan/index.js';
-import { openElf, readDynamicInfo, readScriptHeader } from '../symbols/index.js';
+import { interpreterOf, openElf, readDynamicInfo, readScriptHeader } from '../symbols/index.js';
 import type { Io } from './io.js';
 
 /** A shared object's name (`libc.so.6`, `libssl.so`): a program may map it without naming it. */
@@ -162,19 +162,12 @@ function head(path: string): Uint8Array {
   }
 }
 
-/** ELF's p_type of the segment naming a program's dynamic loader. */
-const PT_INTERP = 3;
-
 /** Whether `program` is an ELF program that names no dynamic loader (statically linked). */
 function isStatic(program: string): boolean {
   try {
     const elf = openElf(program);
     try {
-      return (
-        (elf.type === 'exec' || elf.type === 'dyn') &&
-        elf.entry !== 0n &&
-        !elf.segments.some((segment) => segment.type === PT_INTERP)
-      );
+      return elf.entry !== 0n && interpreterOf(elf) === undefined;
     } finally {
       elf.close();
     }

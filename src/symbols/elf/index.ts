@@ -21,6 +21,7 @@ export {
   DYN_ENTRY_BYTES,
   type DynamicEntry,
   type DynamicInfo,
+  interpreterOf,
   parseDynamicEntries,
   readDynamicInfo,
 } from './read-dynamic.js';

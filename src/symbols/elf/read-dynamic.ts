@@ -95,3 +95,15 @@ export function readDynamicInfo(elf: ElfFile): DynamicInfo | undefined {
     runpath: paths(DT.RUNPATH),
   };
 }
+
+/**
+ * The program's interpreter (PT_INTERP: its dynamic loader), if it names one; a program that
+ * names none is statically linked.
+ */
+export function interpreterOf(elf: ElfFile): string | undefined {
+  const segment = elf.segments.find((s) => s.typeName === 'INTERP');
+  if (segment === undefined) return undefined;
+  const bytes = elf.read(segment.offset, segment.fileSize);
+  const end = bytes.indexOf(0);
+  return Buffer.from(bytes.subarray(0, end < 0 ? bytes.length : end)).toString('utf8');
+}
