@@ -773,10 +773,14 @@ export class Tracee {
     }
   }
 
-  /** Thread `tid`'s seccomp filters (PTRACE_SECCOMP_GET_FILTER), or undefined if unreadable. */
+  /**
+   * Thread `tid`'s seccomp filters (PTRACE_SECCOMP_GET_FILTER), or undefined if they cannot
+   * all be read.
+   */
   #seccompFilters(tid: number): SockFilter[][] | undefined {
     const filters: SockFilter[][] = [];
-    for (let index = 0; index < 64; index++) {
+    // The kernel takes at most 32,768 instructions on a thread's filters, a filter at least 1.
+    for (let index = 0; index < 32_768; index++) {
       const count = this.#native.ptrace(PTRACE.PTRACE_SECCOMP_GET_FILTER, tid, BigInt(index), 0n);
       // ENOENT past the last one.
       if (count === -2) return filters;
@@ -791,7 +795,7 @@ export class Tracee {
       if (got !== count) return undefined;
       filters.push(decodeFilter(bytes));
     }
-    return filters;
+    return undefined;
   }
 
   /**
