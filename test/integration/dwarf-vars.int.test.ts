@@ -42,9 +42,19 @@ afterEach(() => {
   assert.deepEqual(leftovers(), [], 'nothing of upscope is left in tracefs');
 });
 
-/** Traces dwarf-vars.c's calls with `engine`: each fetched value must be what it printed. */
-function expectPrintedValues(engine: 'tracefs' | 'ptrace' | 'bpf', app: string): void {
-  const spec = `${app}:handle ${FETCHES.map(([fetch]) => fetch).join(' ')}`;
+type Engine = 'tracefs' | 'ptrace' | 'bpf';
+
+/**
+ * `trace --json` of `command` with `spec` on `engine`, the program's output in upscope's: what
+ * the program printed before each call (its `call name=value ...` lines, as records) and each
+ * event's fields. Exits 0, with `calls` of each.
+ */
+function traceCalls(
+  engine: Engine,
+  command: string,
+  spec: string,
+  calls: number,
+): { printed: Record<string, string>[]; events: Record<string, unknown>[] } {
   const result = runCli([
     'trace',
     '--engine',
@@ -53,22 +63,31 @@ function expectPrintedValues(engine: 'tracefs' | 'ptrace' | 'bpf', app: string):
     '--command-output',
     'inherit',
     '-c',
-    `${app} ${CALLS} ${SEED}`,
+    command,
     spec,
   ]);
   assert.equal(result.status, 0, result.stderr);
   const lines = result.stdout.split('\n');
   const printed = lines
     .filter((l) => l.startsWith('call '))
-    .map((l) => new Map([...l.slice(5).matchAll(/(\w+)=(\S*)/g)].map((m) => [m[1]!, m[2]!])));
+    .map((l) =>
+      Object.fromEntries([...l.slice(5).matchAll(/(\w+)=(\S*)/g)].map((m) => [m[1]!, m[2]!])),
+    );
   const events = lines
     .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
-    .map((l) => JSON.parse(l) as { fields: Record<string, unknown> });
-  assert.equal(printed.length, CALLS, result.stdout);
-  assert.equal(events.length, CALLS, result.stdout);
+    .map((l) => (JSON.parse(l) as { fields: Record<string, unknown> }).fields);
+  assert.equal(printed.length, calls, result.stdout);
+  assert.equal(events.length, calls, result.stdout);
+  return { printed, events };
+}
+
+/** Traces dwarf-vars.c's calls with `engine`: each fetched value must be what it printed. */
+function expectPrintedValues(engine: Engine, app: string): void {
+  const spec = `${app}:handle ${FETCHES.map(([fetch]) => fetch).join(' ')}`;
+  const { printed, events } = traceCalls(engine, `${app} ${CALLS} ${SEED}`, spec, CALLS);
   for (let i = 0; i < CALLS; i++) {
     for (const [fetch, field, name] of FETCHES) {
-      assert.equal(String(events[i]!.fields[field]), printed[i]!.get(name), `call ${i}: ${fetch}`);
+      assert.equal(String(events[i]![field]), printed[i]![name], `call ${i}: ${fetch}`);
     }
   }
 }
@@ -227,26 +246,12 @@ describe('C++: a reference read as its object (its members with ".", as in the s
     test(`${build.join(' ')}: each fetched member is what the program passed`, (t) => {
       if (!requireHost(t, { commands: ['g++'] })) return;
       const app = compileProgram('cxx-vars', { flags: build });
-      const result = runCli([
-        'trace',
-        '--engine',
+      const { printed, events } = traceCalls(
         'ptrace',
-        '--json',
-        '--command-output',
-        'inherit',
-        '-c',
         `${app} 4`,
         `${app}:visit d.id d.kind d.extra p->id p->kind n k`,
-      ]);
-      assert.equal(result.status, 0, result.stderr);
-      const lines = result.stdout.split('\n');
-      const printed = lines
-        .filter((l) => l.startsWith('call '))
-        .map((l) => Object.fromEntries([...l.matchAll(/(\w+)=(-?\d+)/g)].map((m) => [m[1], m[2]])));
-      const events = lines
-        .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
-        .map((l) => (JSON.parse(l) as { fields: Record<string, unknown> }).fields);
-      assert.equal(printed.length, 4, result.stdout);
+        4,
+      );
       assert.deepEqual(
         events.map((f) =>
           [f['d_id'], f['d_kind'], f['d_extra'], f['p_id'], f['p_kind'], f['n'], f['k']].map(
@@ -269,29 +274,10 @@ describe('a parameter the compiler replaced by a constant (DW_AT_const_value): g
         maxBuffer: 64 * 1024 * 1024,
       });
       assert.match(info, /DW_AT_const_value\s*:\s*3\b/, 'readelf: the DWARF gives factor as 3');
-      const result = runCli([
-        'trace',
-        '--engine',
-        engine,
-        '--json',
-        '--command-output',
-        'inherit',
-        '-c',
-        `${app} 3`,
-        `${app}:scaled x factor`,
-      ]);
-      assert.equal(result.status, 0, result.stderr);
-      const lines = result.stdout.split('\n');
-      const printed = lines
-        .filter((l) => l.startsWith('call '))
-        .map((l) => [...l.matchAll(/(\w+)=(\d+)/g)].map((m) => m[2]));
-      const events = lines
-        .filter((l) => l.startsWith('{') && !l.startsWith('{"command"'))
-        .map((l) => (JSON.parse(l) as { fields: Record<string, unknown> }).fields);
-      assert.equal(printed.length, 3, result.stdout);
+      const { printed, events } = traceCalls(engine, `${app} 3`, `${app}:scaled x factor`, 3);
       assert.deepEqual(
         events.map((f) => [String(f['x']), String(f['factor'])]),
-        printed,
+        printed.map((p) => [p['x'], p['factor']]),
       );
     });
   }

@@ -745,9 +745,7 @@ function readRanges(
   offset: number,
   unitBase: bigint,
 ): AddressRange[] {
-  const c = new Cursor(bytes, '.debug_ranges');
-  if (offset > bytes.length) c.fail(offset, 'range list offset past the end');
-  c.offset = offset;
+  const c = listAt(bytes, '.debug_ranges', offset, 'range');
   const all = addressSize === 8 ? MAX_ADDRESS : 0xffff_ffffn;
   let base = unitBase;
   const out: AddressRange[] = [];
@@ -779,9 +777,7 @@ function readRngList(
   unitBase: bigint,
 ): AddressRange[] {
   const bytes = info.sectionsOf(unit).rngLists;
-  const c = new Cursor(bytes, '.debug_rnglists');
-  if (offset > bytes.length) c.fail(offset, 'range list offset past the end');
-  c.offset = offset;
+  const c = listAt(bytes, '.debug_rnglists', offset, 'range');
   let base = unitBase;
   const out: AddressRange[] = [];
   const push = (low: bigint, high: bigint) => {
@@ -838,9 +834,7 @@ function readLoc(
   unitBase: bigint,
   pc: bigint,
 ): Uint8Array | undefined {
-  const c = new Cursor(bytes, '.debug_loc');
-  if (offset > bytes.length) c.fail(offset, 'location list offset past the end');
-  c.offset = offset;
+  const c = listAt(bytes, '.debug_loc', offset, 'location');
   const all = addressSize === 8 ? MAX_ADDRESS : 0xffff_ffffn;
   let base = unitBase;
   for (;;) {
@@ -876,9 +870,7 @@ function readSplitLoc(
   pc: bigint,
 ): Uint8Array | undefined {
   const bytes = info.sectionsOf(unit).loc;
-  const c = new Cursor(bytes, '.debug_loc.dwo');
-  if (offset > bytes.length) c.fail(offset, 'location list offset past the end');
-  c.offset = offset;
+  const c = listAt(bytes, '.debug_loc.dwo', offset, 'location');
   for (;;) {
     const kind = c.u8();
     let low: bigint;
@@ -924,9 +916,7 @@ function readLocList(
   pc: bigint,
 ): Uint8Array | undefined {
   const bytes = info.sectionsOf(unit).locLists;
-  const c = new Cursor(bytes, '.debug_loclists');
-  if (offset > bytes.length) c.fail(offset, 'location list offset past the end');
-  c.offset = offset;
+  const c = listAt(bytes, '.debug_loclists', offset, 'location');
   let base = unitBase;
   let fallback: Uint8Array | undefined;
   const expr = (): Uint8Array => {
@@ -1027,4 +1017,17 @@ function readUnits(info: Uint8Array, name: string, split: SplitUnit | undefined)
     });
   }
   return units;
+}
+
+/** A cursor at a list's `offset` in its section (checked to be in it). */
+function listAt(
+  bytes: Uint8Array,
+  section: string,
+  offset: number,
+  what: 'range' | 'location',
+): Cursor {
+  const c = new Cursor(bytes, section);
+  if (offset > bytes.length) c.fail(offset, `${what} list offset past the end`);
+  c.offset = offset;
+  return c;
 }
