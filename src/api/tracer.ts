@@ -33,6 +33,7 @@ import {
   processEnded,
   threadsOf,
 } from '../host/index.js';
+import { grouped } from '../internal/index.js';
 import {
   attachPoints,
   excludeSites,
@@ -437,7 +438,7 @@ function chooseEngine(
   if (asked === 'bpf') return 'bpf';
   const events = streamSites.length;
   if (events < SAY_REMOVAL_FROM) return 'tracefs';
-  const removal = `tracefs removes these ${events.toLocaleString('en-US')} probes one at a time, about ${removalTime(events)} at the end`;
+  const removal = `tracefs removes these ${grouped(events)} probes one at a time, about ${removalTime(events)} at the end`;
   if (asked !== 'auto') {
     notice?.(`${removal}; the bpf engine (--engine bpf) removes them at once`);
     return 'tracefs';
@@ -854,7 +855,7 @@ export class Attachment {
       engine === 'tracefs' && streamSites.length >= SAY_REMOVAL_FROM
         ? () =>
             options.onNotice?.(
-              `removing ${streamSites.length.toLocaleString('en-US')} probes: tracefs removes them one at a time, about ${removalTime(streamSites.length)}`,
+              `removing ${grouped(streamSites.length)} probes: tracefs removes them one at a time, about ${removalTime(streamSites.length)}`,
             )
         : undefined;
     this.notes = notes;

@@ -9,6 +9,7 @@ import {
 } from 'node:fs';
 import pc from 'picocolors';
 import { ProbeError } from '../errors/index.js';
+import { grouped } from '../internal/index.js';
 
 /** Where commands write. The CLI is the only layer that prints; tests can pass their own. */
 export interface Io {
@@ -290,7 +291,7 @@ export interface PlanStep {
  * probes (tracefs)`: said on a terminal and in the page.
  */
 export function planProgressText({ done, total, target, attaching }: PlanStep): string {
-  const counts = `${done.toLocaleString('en-US')} of ${total.toLocaleString('en-US')}`;
+  const counts = `${grouped(done)} of ${grouped(total)}`;
   return attaching === true
     ? `attaching ${counts} probes (${target})`
     : `planning ${counts} functions of ${target}`;

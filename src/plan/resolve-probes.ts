@@ -19,7 +19,7 @@ import {
 } from '../arch/index.js';
 import { InternalError, ProbeError, quote, type Span } from '../errors/index.js';
 import { kernelVersion, pausePoint } from '../host/index.js';
-import { closest, didYouMean } from '../internal/index.js';
+import { closest, didYouMean, grouped } from '../internal/index.js';
 import { loadNative } from '../native/index.js';
 import {
   type FetchArg,
@@ -843,7 +843,7 @@ function linkedLibrariesHint(target: OpenTarget, options: ResolveOptions): strin
       const elf = openElf(path);
       try {
         const functions = new SymbolIndex(elf).length;
-        if (functions > 0) found.push(`${name} (${functions.toLocaleString('en-US')} functions)`);
+        if (functions > 0) found.push(`${name} (${grouped(functions)} functions)`);
       } finally {
         elf.close();
       }

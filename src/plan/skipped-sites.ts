@@ -1,4 +1,5 @@
 import type { ProbeError } from '../errors/index.js';
+import { grouped } from '../internal/index.js';
 
 /**
  * A site a pattern matched that cannot be probed (the kernel refuses its first instruction,
@@ -24,8 +25,8 @@ export function skipCounts(skipped: readonly SkippedSite[]): string {
   const counts = new Map<string, number>();
   for (const site of skipped) counts.set(site.reason, (counts.get(site.reason) ?? 0) + 1);
   return [...counts]
-    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
-    .map(([reason, count]) => `${reason} ${count.toLocaleString('en-US')}`)
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+    .map(([reason, count]) => `${reason} ${grouped(count)}`)
     .join(', ');
 }
 
@@ -41,8 +42,8 @@ export function skipSummary(
   engine?: 'tracefs' | 'bpf' | 'ptrace',
 ): string | undefined {
   if (skipped.length === 0) return undefined;
-  const total = (probed + skipped.length).toLocaleString('en-US');
-  const count = skipped.length.toLocaleString('en-US');
+  const total = grouped(probed + skipped.length);
+  const count = grouped(skipped.length);
   const resolve = engine === 'ptrace' ? 'upscope resolve --engine ptrace' : 'upscope resolve';
   return `${count} of ${total} sites skipped: ${skipCounts(skipped)}; ${resolve} lists them`;
 }

@@ -14,6 +14,7 @@ import {
 } from '../../api/index.js';
 import { eventName, uprobeEventLine } from '../../engines/index.js';
 import { exitStatusOf, ProbeError, renderError, renderWarning } from '../../errors/index.js';
+import { grouped } from '../../internal/index.js';
 import { hex, renderJson } from '../../output/index.js';
 import type { Io } from '../io.js';
 import type { CommandResult } from '../main.js';
@@ -113,7 +114,7 @@ export function registerResolve(program: Command, io: Io, result: CommandResult)
         if (plan.skipped.length > 0) {
           const total = plan.sites.length + plan.skipped.length;
           io.err(
-            `upscope: ${plan.skipped.length} of ${total.toLocaleString('en-US')} sites skipped: ${skipCounts(plan.skipped)}\n`,
+            `upscope: ${plan.skipped.length} of ${grouped(total)} sites skipped: ${skipCounts(plan.skipped)}\n`,
           );
         }
         for (const note of notes) io.err(`upscope: ${note}\n`);

@@ -26,6 +26,7 @@ import {
   Tracer,
 } from '../../api/index.js';
 import { InternalError, ProbeError, renderError } from '../../errors/index.js';
+import { grouped } from '../../internal/index.js';
 import {
   eventJsonFormatter,
   type HexFields,
@@ -189,7 +190,7 @@ export class Measurement {
     const planning = step.done < step.total;
     this.#progress = planning
       ? planProgressText(step)
-      : `${step.total.toLocaleString('en-US')} functions of ${step.target} planned; attaching the probes`;
+      : `${grouped(step.total)} functions of ${step.target} planned; attaching the probes`;
     this.#fraction = planning && step.total > 0 ? step.done / step.total : null;
     this.onProgress?.(this.#progress, this.#fraction);
   }

@@ -21,6 +21,7 @@ import {
   recordCalls,
   threadsSaid,
 } from '../../api/index.js';
+import { grouped } from '../../internal/index.js';
 import {
   functionReportRows,
   renderCallGraphJson,
@@ -140,7 +141,7 @@ export class RecordingResult {
           const planning = step.done < step.total;
           this.#progress = planning
             ? planProgressText(step)
-            : `${step.total.toLocaleString('en-US')} functions of ${step.target} planned; attaching an entry and a return probe to each`;
+            : `${grouped(step.total)} functions of ${step.target} planned; attaching an entry and a return probe to each`;
           this.#fraction = planning && step.total > 0 ? step.done / step.total : null;
           this.onProgress?.(this.#progress, this.#fraction);
         },

@@ -1,4 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs';
+import { grouped } from '../../internal/index.js';
 import { groupOwnerPid, instanceOwnerPid, parseUprobeEvents } from './names.js';
 import { removalTime, SAY_REMOVAL_FROM } from './removal.js';
 import { errnoOf, readControl, removeEvent, removeInstanceDir } from './tracefs-session.js';
@@ -64,7 +65,7 @@ export function cleanStaleGroups(tracefs: string, options: CleanOptions = {}): C
     const enabled = enabledEvents(`${tracefs}/instances/${name}`);
     if (enabled >= SAY_REMOVAL_FROM) {
       options.notice?.(
-        `removing ${enabled.toLocaleString('en-US')} probes an upscope killed before its end (pid ${owner}) left enabled: tracefs removes them one at a time, about ${removalTime(enabled)}`,
+        `removing ${grouped(enabled)} probes an upscope killed before its end (pid ${owner}) left enabled: tracefs removes them one at a time, about ${removalTime(enabled)}`,
       );
     }
     try {
