@@ -73,7 +73,7 @@ describe('Go programs: entry probes', () => {
       const { program, events } = split(result.stdout, 'deep');
       assert.equal(program, unprobed(app, 'deep', rounds), 'the output is unchanged');
       const calls = Number(/calls=(\d+)/.exec(program)?.[1]);
-      assert.equal(events.length, calls, 'one event per call');
+      assert.equal(events.length, calls, `one event per call; upscope said:\n${result.stderr}`);
       // Goroutine g calls deep(20 + g, i), which recurses down to deep(0, ...).
       const depths = new Map<number, number>();
       for (const e of events) {
@@ -134,8 +134,9 @@ describe('Go programs: return probes, with return addresses left alone', () => {
       assert.equal(own.program, unprobed(app, 'deep', rounds), 'the output is unchanged');
       const calls = programCounts(own.program)['calls']!;
       const returns = own.events.filter((e) => e.kind === 'return');
-      assert.equal(own.events.filter((e) => e.kind === 'entry').length, calls);
-      assert.equal(returns.length, programCounts(own.program)['returns']!);
+      const said = `upscope said:\n${deep.stderr}`;
+      assert.equal(own.events.filter((e) => e.kind === 'entry').length, calls, said);
+      assert.equal(returns.length, programCounts(own.program)['returns']!, said);
       assert.ok(returns.every((e) => e.exit === undefined && e.latencyNs !== undefined));
 
       // Four return paths: each call's result is what the program printed.
