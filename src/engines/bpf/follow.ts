@@ -35,8 +35,8 @@ export const MAX_FOLLOWED = 32768;
 
 const SCRATCH = -8;
 const VALUE = -16;
-/** Where a record for user space is made (see scope.ts). */
-const RECORD = -24;
+/** Where a record for user space is made (see scope.ts): 16 bytes, below the others. */
+const RECORD = -48;
 /** Where the fork handler reads the child's process id. */
 const CHILD_TGID = -32;
 /** A raw tracepoint handler's arguments, 64 bits each, from its context. */
@@ -119,9 +119,11 @@ function emitFollow(a: Asm, followed: number): void {
 
 /**
  * Tell user space (ring buffer `ring`) that process `*(u32 *)(fp + pidAt)` came (`kind`
- * SCOPE_FORK) or went (SCOPE_EXIT). A full buffer drops the record (64 KiB: 8,000 of them).
+ * SCOPE_FORK) or went (SCOPE_EXIT), and when (bpf_ktime_get_ns(): CLOCK_MONOTONIC). A full
+ * buffer drops the record (64 KiB: 4,000 of them).
  */
 function emitAnnounce(a: Asm, ring: number, kind: number, pidAt: number): void {
+  a.emit(call(BPF_FUNC.ktime_get_ns), stx('DW', 10, RECORD + SCOPE_RECORD.timeNs, 0));
   a.emit(st('W', 10, RECORD + SCOPE_RECORD.kind, kind));
   a.emit(ldx('W', 1, 10, pidAt), stx('W', 10, RECORD + SCOPE_RECORD.pid, 1));
   a.emit(ldMapFd(1, ring), mov64Reg(2, 10), alu64Imm('ADD', 2, RECORD));

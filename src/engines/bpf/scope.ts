@@ -13,18 +13,19 @@
  *   traps, and nor does any other process;
  * - with -p, for a file other processes map too (a program running more than once): the
  *   followed processes alone pay for the probes.
- * The calls a child makes before its links exist (the first milliseconds after its fork) are
- * not seen there. Otherwise (a -c command's own files, a file only the followed processes
- * map) one link covers every process, filtered in the kernel: a child is followed from its
- * first instruction, as a command's short-lived children need.
+ * The calls a child makes before its links exist (the first milliseconds after its fork: the
+ * kernel walks every process that maps libc to place one process's breakpoints) are not seen
+ * there, and that is said. Otherwise (a -c command's own files, a file only the followed
+ * processes map) one link covers every process, filtered in the kernel: a child is followed
+ * from its first instruction, as a command's short-lived children need.
  */
 import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { FollowSpec } from './follow.js';
 import { RingBuffer } from './ring-buffer.js';
 
-/** What the fork and exit handlers write for user space (two u32: kind, pid). */
-export const SCOPE_RECORD = { kind: 0, pid: 4, bytes: 8 } as const;
+/** What the fork and exit handlers write for user space (u32 kind, u32 pid, u64 time). */
+export const SCOPE_RECORD = { kind: 0, pid: 4, timeNs: 8, bytes: 16 } as const;
 export const SCOPE_FORK = 1;
 export const SCOPE_EXIT = 2;
 
@@ -40,9 +41,14 @@ export interface ScopedLinks {
 
 let unseenNotice: ((text: string) => void) | undefined;
 
+/** Why a child's calls in a file placed per process may not be seen, and what sees them. */
+const PER_PROCESS =
+  'a file upscope itself maps is probed in each followed process alone, once its fork is seen; --engine ptrace sees every child from its start';
+
 /**
  * Say `notice` once a run when a child process ends before its probes in the files placed
- * per process were (undefined: say nothing, the default).
+ * per process were, and once when one gets them after it began (undefined: say nothing, the
+ * default).
  */
 export function setUnseenChildNotice(notice: ((text: string) => void) | undefined): void {
   unseenNotice = notice;
@@ -87,8 +93,9 @@ export class FollowedScope {
   /** A -c command: its files are scoped only when upscope maps them too. */
   readonly #command: boolean;
   #timer: NodeJS.Timeout | undefined;
-  /** A child that ended before its links was said (once a run). */
+  /** A child that ended before its links was said, and one that got them late (once a run). */
   #saidUnseen = false;
+  #saidLate = false;
 
   constructor(spec: FollowSpec) {
     for (const pid of spec.pids) this.#pids.add(pid);
@@ -156,6 +163,7 @@ export class FollowedScope {
         }
         this.#pids.add(pid);
         if (!links.addProcess(pid)) this.#unseen(pid);
+        else this.#late(pid, view.getBigUint64(start + SCOPE_RECORD.timeNs, true));
       } else if (kind === SCOPE_EXIT && this.#pids.delete(pid)) {
         links.removeProcess(pid);
       }
@@ -164,18 +172,51 @@ export class FollowedScope {
 
   /** Say, once, that child process `pid` ended before its links in the files placed per process. */
   #unseen(pid: number): void {
-    if (this.#saidUnseen || unseenNotice === undefined) return;
-    const files = [...this.#decided].filter(([, scoped]) => scoped).map(([path]) => basename(path));
-    if (files.length === 0) return;
+    if (this.#saidUnseen) return;
+    const files = this.#scopedFiles();
+    if (files === undefined) return;
     this.#saidUnseen = true;
-    unseenNotice(
-      `upscope: child process ${pid} ended before its probes in ${files.join(', ')} were placed: its calls there are not seen (a file upscope itself maps is probed in each followed process alone, once its fork is seen; trace --engine tracefs sees every child from its start)`,
+    unseenNotice!(
+      `upscope: child process ${pid} ended before its probes in ${files} were placed: its calls there are not seen (${PER_PROCESS})`,
     );
   }
 
+  /**
+   * Say, once, that children get their links in the files placed per process only once their
+   * fork is read (child process `pid` now, `forkNs` its fork, CLOCK_MONOTONIC): what they call
+   * there before is not seen. A shell's child (`ls` in `ls | wc`) may run its whole program in
+   * that time: a count said nothing of the calls it left out.
+   */
+  #late(pid: number, forkNs: bigint): void {
+    if (this.#saidLate) return;
+    const files = this.#scopedFiles();
+    if (files === undefined) return;
+    this.#saidLate = true;
+    const ms = Number(process.hrtime.bigint() - forkNs) / 1e6;
+    unseenNotice!(
+      `upscope: child processes get their probes in ${files} once their fork is seen (child process ${pid}: ${ms.toFixed(1)} ms after its fork): their calls there before that are not seen (${PER_PROCESS})`,
+    );
+  }
+
+  /** The files placed per process, named, or undefined when none is (or nothing is said). */
+  #scopedFiles(): string | undefined {
+    if (unseenNotice === undefined) return undefined;
+    const files = [...this.#decided].filter(([, scoped]) => scoped).map(([path]) => basename(path));
+    return files.length === 0 ? undefined : files.join(', ');
+  }
+
+  /**
+   * Stop reading on a timer. The forks not read yet are read now: a child that ended before
+   * they were (the last of a shell's pipeline, as the command exits) is said as unseen too.
+   */
   stop(): void {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
+    this.ring.read((view, start) => {
+      const pid = view.getUint32(start + SCOPE_RECORD.pid, true);
+      if (view.getUint32(start + SCOPE_RECORD.kind, true) !== SCOPE_FORK) return;
+      if (!this.#pids.has(pid) && threadGroup(pid) !== pid) this.#unseen(pid);
+    });
   }
 
   close(): void {
