@@ -13,9 +13,9 @@
  *   traps, and nor does any other process;
  * - with -p, for a file other processes map too (a program running more than once): the
  *   followed processes alone pay for the probes.
- * The calls a child makes before its links exist (the first milliseconds after its fork: the
- * kernel walks every process that maps libc to place one process's breakpoints) are not seen
- * there, and that is said. Otherwise (a -c command's own files, a file only the followed
+ * The calls a child makes before its links exist (the first milliseconds after its fork: its
+ * fork is read every SYNC_MS, and a link made while the child execs waits for the exec) are
+ * not seen there, and that is said. Otherwise (a -c command's own files, a file only the followed
  * processes map) one link covers every process, filtered in the kernel: a child is followed
  * from its first instruction, as a command's short-lived children need.
  */
