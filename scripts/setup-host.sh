@@ -12,6 +12,8 @@
 #   systemtap-sdt-dev: <sys/sdt.h>, USDT probes in the test programs
 #   golang-go: Go targets (return probes through moving goroutine stacks, Go's register ABI)
 #   libc6-dbg: libc's separate debug file (.symtab by build-id: _int_malloc by name)
+#   dwz: debug info shared between programs into a supplementary file, as distributions'
+#     debug packages are made
 #   nginx-light: a real forking server for -p/-c over children
 #   bpftrace: another tracer's kernel uprobe on the function the ptrace engine probes
 #   chromium: the flame graph opened as a person would (headless, driven by playwright-core),
@@ -33,6 +35,7 @@ NEEDS=(
   "echo '#include <sys/sdt.h>' | gcc -E -x c - |systemtap-sdt-dev"
   'command -v go|golang-go'
   'test -d /usr/lib/debug/.build-id && dpkg -s libc6-dbg|libc6-dbg'
+  'command -v dwz|dwz'
   'command -v nginx|nginx-light'
   'command -v bpftrace|bpftrace'
   'command -v chromium|chromium'

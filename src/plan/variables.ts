@@ -422,6 +422,8 @@ function applyStep(
   fail: Fail,
 ): { place: Place; type: DwarfType } {
   const t = resolvedType(type);
+  // Its reason, not "? has no members" (a type in a supplementary file not found).
+  if (t.kind === 'unknown') throw fail(`the type of ${quote(path)} is not known: ${t.reason}`);
   if (step.op === '[]') {
     if (t.kind === 'array') {
       const [count, ...rest] = t.dims;

@@ -2,9 +2,9 @@
 // test/programs/dwarf-vars.c prints just before each call.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { compileProgram, PROGRAMS } from '../helpers/compile.js';
 import { leftovers } from '../helpers/leftovers.js';
@@ -239,6 +239,124 @@ describe('Rust without optimization (-C opt-level=0), its debug info in the prog
       }
     });
   }
+});
+
+/**
+ * SOURCE (in test/programs) built twice (the second with a macro more: the same code) into a
+ * directory of its own, then dwz'd together as a distribution's debug packages are made (dwz
+ * -m): what the two share (types, names) moves to a supplementary file, named (by an absolute
+ * path, -M) in .gnu_debugaltlink, or with `dwarf5` in .debug_sup. readelf, the truth, shows
+ * references into it: types and names kept there.
+ */
+function dwzBuild(
+  source: string,
+  dwarf5: boolean,
+): { dir: string; app: string; shared: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'upscope-dwz-'));
+  const compiler = source.endsWith('.cpp') ? 'g++' : 'gcc';
+  const app = join(dir, 'app');
+  const twin = join(dir, 'twin');
+  const shared = join(dir, 'shared.debug');
+  for (const [out, extra] of [
+    [app, []],
+    [twin, ['-DTWIN=1']],
+  ] as const) {
+    execFileSync(compiler, ['-g', '-O2', ...extra, '-o', out, join(PROGRAMS, source)], {
+      stdio: 'pipe',
+    });
+  }
+  execFileSync('dwz', [...(dwarf5 ? ['-5'] : []), '-m', shared, '-M', shared, app, twin], {
+    stdio: 'pipe',
+  });
+  const sections = execFileSync('readelf', ['-S', app], { encoding: 'utf8' });
+  assert.match(sections, dwarf5 ? /\.debug_sup/ : /\.gnu_debugaltlink/);
+  // Types and names the DIEs refer to in the supplementary file (the abbreviations' forms).
+  const forms = execFileSync('readelf', ['--debug-dump=abbrev', app], { encoding: 'utf8' });
+  const [ref, strp] = dwarf5 ? ['ref_sup4', 'strp_sup'] : ['GNU_ref_alt', 'GNU_strp_alt'];
+  assert.match(forms, new RegExp(`DW_AT_type\\s+DW_FORM_${ref}`), 'types are there');
+  assert.match(forms, new RegExp(`DW_AT_name\\s+DW_FORM_${strp}`), 'names are there');
+  return { dir, app, shared, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+describe('trace with variables by name, the debug info shared with another program by dwz (a supplementary file)', () => {
+  for (const [engine, dwarf5] of [
+    ['tracefs', false],
+    ['ptrace', false],
+    ['bpf', false],
+    ['ptrace', true],
+    ['bpf', true],
+  ] as const) {
+    test(`${engine}, ${dwarf5 ? "DWARF 5's .debug_sup" : '.gnu_debugaltlink'}: every fetched value is what the target passed, its types read from the supplementary file`, (t) => {
+      if (!requireHost(t, { root: engine !== 'ptrace', commands: ['gcc', 'dwz', 'readelf'] })) {
+        return;
+      }
+      const { app, cleanup } = dwzBuild('dwarf-vars.c', dwarf5);
+      try {
+        expectPrintedValues(engine, app);
+      } finally {
+        cleanup();
+      }
+    });
+  }
+
+  test('C++: the classes moved to the supplementary file, their members and bases read through a reference and a pointer', (t) => {
+    if (!requireHost(t, { commands: ['g++', 'dwz', 'readelf'] })) return;
+    const { app, cleanup } = dwzBuild('cxx-vars.cpp', false);
+    try {
+      const { printed, events } = traceCalls(
+        'ptrace',
+        `${app} 4`,
+        `${app}:visit d.id d.kind d.extra p->id p->kind n k`,
+        4,
+      );
+      assert.deepEqual(
+        events.map((f) =>
+          [f['d_id'], f['d_kind'], f['d_extra'], f['p_id'], f['p_kind'], f['n'], f['k']].map(
+            String,
+          ),
+        ),
+        printed.map((p) => [p['id'], p['kind'], p['extra'], p['id'], p['kind'], p['n'], p['kind']]),
+      );
+    } finally {
+      cleanup();
+    }
+  });
+
+  test('found by its build-id under /usr/lib/debug when not where its name says; gone, one line names it', (t) => {
+    if (!requireHost(t, { root: true, commands: ['gcc', 'dwz', 'readelf'] })) return;
+    const { app, shared, cleanup } = dwzBuild('dwarf-vars.c', false);
+    const id = /Build ID: ([0-9a-f]+)/.exec(
+      execFileSync('readelf', ['-n', shared], { encoding: 'utf8' }),
+    )?.[1];
+    assert.ok(id !== undefined, 'dwz gave the supplementary file a build-id');
+    const byId = join('/usr/lib/debug/.build-id', id.slice(0, 2), `${id.slice(2)}.debug`);
+    assert.ok(!existsSync(byId), `${byId} is not there before the test`);
+    try {
+      mkdirSync(dirname(byId), { recursive: true });
+      renameSync(shared, byId);
+      expectPrintedValues('ptrace', app);
+      rmSync(byId);
+      const gone = runCli([
+        'trace',
+        '--engine',
+        'ptrace',
+        '-c',
+        `${app} 1 7`,
+        `${app}:handle req->id`,
+      ]);
+      assert.equal(gone.status, 3, gone.stderr);
+      assert.match(
+        gone.stderr,
+        new RegExp(
+          `^error\\[ERR_VARIABLE_UNAVAILABLE\\]: Cannot fetch "req->id": the type of "req" is not known: its type is in the supplementary debug file dwz moved it to \\(${shared.replace(/[.]/g, '\\.')}\\), which was not found`,
+          'm',
+        ),
+      );
+    } finally {
+      rmSync(byId, { force: true });
+      cleanup();
+    }
+  });
 });
 
 describe('C++: a reference read as its object (its members with ".", as in the source), a base class\'s members as the class\'s own', () => {

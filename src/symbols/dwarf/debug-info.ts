@@ -8,17 +8,27 @@ export type AttrValue =
   | { readonly kind: 'address'; readonly value: bigint }
   | { readonly kind: 'addrx'; readonly index: number }
   | { readonly kind: 'string'; readonly value: string }
-  | { readonly kind: 'strp'; readonly section: 'str' | 'lineStr'; readonly offset: number }
+  /** `sup`: the supplementary file's .debug_str (DW_FORM_strp_sup, GNU_strp_alt). */
+  | {
+      readonly kind: 'strp';
+      readonly section: 'str' | 'lineStr' | 'sup';
+      readonly offset: number;
+    }
   | { readonly kind: 'strx'; readonly index: number }
   /** data1..8 and udata: unsigned; sdata and implicit_const: signed. */
   | { readonly kind: 'constant'; readonly value: bigint; readonly signed: boolean }
   | { readonly kind: 'flag'; readonly value: boolean }
   /** A reference, as an offset in .debug_info. */
   | { readonly kind: 'ref'; readonly offset: number }
+  /**
+   * A reference into the supplementary file's .debug_info (DW_FORM_ref_sup4/8, GNU_ref_alt):
+   * where dwz moved what several files share (a distribution's debug packages).
+   */
+  | { readonly kind: 'sup-ref'; readonly offset: number }
   | { readonly kind: 'sec-offset'; readonly value: number }
   | { readonly kind: 'block'; readonly bytes: Uint8Array; readonly exprloc: boolean }
   | { readonly kind: 'loclistx' | 'rnglistx'; readonly index: number }
-  /** ref_sig8 (a type unit), supplementary-file and dwz forms: known but not followed. */
+  /** ref_sig8 (a type unit): known but not followed. */
   | { readonly kind: 'unsupported'; readonly form: number };
 
 export interface Die {
@@ -46,6 +56,8 @@ export interface Unit {
   readonly dwoId?: bigint | undefined;
   /** A split unit (read from a .dwo file in place of its skeleton: see DebugInfo.root()). */
   readonly split?: SplitUnit | undefined;
+  /** A unit of the supplementary file (see DebugInfo's `supplementaryLink`). */
+  readonly supplementary?: true | undefined;
 }
 
 /**
@@ -64,6 +76,15 @@ export type OpenSplitDwarf = (
   dwoName: string,
   compDir: string | undefined,
 ) => DwarfSections | undefined;
+
+/**
+ * The supplementary file the DWARF names (.gnu_debugaltlink, or DWARF 5's .debug_sup): its
+ * name as given, and open() for its sections (undefined where it is not found).
+ */
+export interface SupplementaryFile {
+  readonly name: string;
+  open(): DwarfSections | undefined;
+}
 
 /** An address range, `[low, high)`. */
 export interface AddressRange {
@@ -101,11 +122,35 @@ export class DebugInfo {
   private readonly abbrevs = new Map<Uint8Array, Map<number, Map<number, Abbrev>>>();
   private arangeList: { low: bigint; high: bigint; unit: number }[] | undefined;
 
-  /** `openSplit`: finds the .dwo files of split units (without it, skeletons stay as they are). */
+  /**
+   * `openSplit`: finds the .dwo files of split units (without it, skeletons stay as they are);
+   * `supplementaryLink`: the file what dwz shared out of this one is in (without it, or where
+   * it is not found, references into it are not followed).
+   */
   constructor(
     readonly sections: DwarfSections,
     private readonly openSplit?: OpenSplitDwarf | undefined,
+    private readonly supplementaryLink?: SupplementaryFile | undefined,
   ) {}
+
+  /** The name of the supplementary file the DWARF names, if it names one. */
+  supplementaryName(): string | undefined {
+    return this.supplementaryLink?.name;
+  }
+
+  /** The supplementary file's sections and units, opened at the first reference into it. */
+  private supplementary(): { sections: DwarfSections; units: Unit[] } | undefined {
+    if (this.supplementaryFile === undefined) {
+      const sections = this.supplementaryLink?.open();
+      this.supplementaryFile =
+        sections === undefined
+          ? null
+          : { sections, units: readUnits(sections.info, '.debug_info', undefined, true) };
+    }
+    return this.supplementaryFile ?? undefined;
+  }
+
+  private supplementaryFile: { sections: DwarfSections; units: Unit[] } | null | undefined;
 
   get hasInfo(): boolean {
     return this.sections.info.length > 0;
@@ -122,6 +167,7 @@ export class DebugInfo {
    * see indexedAddress()), else the file's.
    */
   sectionsOf(unit: Unit): DwarfSections {
+    if (unit.supplementary === true) return this.supplementary()!.sections;
     return unit.split?.sections ?? this.sections;
   }
 
@@ -197,17 +243,7 @@ export class DebugInfo {
 
   /** The unit holding a .debug_info offset. */
   unitAt(offset: number): Unit | undefined {
-    const units = this.units();
-    let lo = 0;
-    let hi = units.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      const u = units[mid]!;
-      if (offset < u.offset) hi = mid - 1;
-      else if (offset >= u.end) lo = mid + 1;
-      else return u;
-    }
-    return undefined;
+    return unitHolding(this.units(), offset);
   }
 
   /** The compile unit whose code covers `vaddr`: through .debug_aranges, else unit by unit. */
@@ -341,6 +377,13 @@ export class DebugInfo {
     return this.parseUnit(this.splitOf(unit) ?? unit).byOffset.get(offset);
   }
 
+  /** The DIE at an offset of the supplementary file's .debug_info, where it is found. */
+  private supplementaryDieAt(offset: number): Die | undefined {
+    const units = this.supplementary()?.units;
+    const unit = units === undefined ? undefined : unitHolding(units, offset);
+    return unit === undefined ? undefined : this.parseUnit(unit).byOffset.get(offset);
+  }
+
   /** Reads one DIE; undefined for a null entry (end of siblings). */
   private readDie(
     c: Cursor,
@@ -388,6 +431,10 @@ export class DebugInfo {
       case 'string':
         return value.value;
       case 'strp':
+        if (value.section === 'sup') {
+          const sup = this.supplementary()?.sections.str;
+          return sup === undefined ? undefined : stringAt(sup, '.debug_str', value.offset);
+        }
         return value.section === 'str'
           ? stringAt(this.sectionsOf(die.unit).str, '.debug_str', value.offset)
           : stringAt(this.sectionsOf(die.unit).lineStr, '.debug_line_str', value.offset);
@@ -440,17 +487,29 @@ export class DebugInfo {
     return value?.kind === 'flag' && value.value;
   }
 
-  /** The DIE a reference attribute points at. */
+  /** The DIE a reference attribute points at (in the supplementary file too). */
   ref(die: Die, at: number): Die | undefined {
     const value = die.attrs.get(at);
+    if (value?.kind === 'sup-ref') return this.supplementaryDieAt(value.offset);
     if (value?.kind !== 'ref') return undefined;
     const local = this.parsed.get(die.unit)?.byOffset.get(value.offset);
-    return local ?? this.dieAt(value.offset);
+    if (local !== undefined) return local;
+    // A supplementary file's DIEs refer within it.
+    return die.unit.supplementary === true
+      ? this.supplementaryDieAt(value.offset)
+      : this.dieAt(value.offset);
   }
 
-  /** True when the attribute is a reference this reader does not follow (ref_sig8, dwz). */
-  unfollowedRef(die: Die, at: number): boolean {
-    return die.attrs.get(at)?.kind === 'unsupported';
+  /**
+   * Why the attribute is a reference this reader does not follow: into a type unit
+   * (ref_sig8), or into a supplementary file it did not find. Undefined for any other
+   * attribute.
+   */
+  unfollowedRef(die: Die, at: number): 'type unit' | 'supplementary' | undefined {
+    const kind = die.attrs.get(at)?.kind;
+    if (kind === 'unsupported') return 'type unit';
+    if (kind === 'sup-ref' && this.supplementary() === undefined) return 'supplementary';
+    return undefined;
   }
 
   /**
@@ -705,16 +764,14 @@ function readForm(
       c.skip(8);
       return { kind: 'unsupported', form };
     case DW_FORM.ref_sup4:
-      c.skip(4);
-      return { kind: 'unsupported', form };
+      return { kind: 'sup-ref', offset: c.u32() };
     case DW_FORM.ref_sup8:
-      c.skip(8);
-      return { kind: 'unsupported', form };
-    case DW_FORM.strp_sup:
+      return { kind: 'sup-ref', offset: c.u64Number() };
     case DW_FORM.GNU_ref_alt:
+      return { kind: 'sup-ref', offset: c.sectionOffset(unit.offsetSize) };
+    case DW_FORM.strp_sup:
     case DW_FORM.GNU_strp_alt:
-      c.skip(unit.offsetSize);
-      return { kind: 'unsupported', form };
+      return { kind: 'strp', section: 'sup', offset: c.sectionOffset(unit.offsetSize) };
     case DW_FORM.indirect: {
       const actual = c.ulebNumber();
       if (actual === DW_FORM.indirect || actual === DW_FORM.implicit_const) {
@@ -973,7 +1030,12 @@ function readLocList(
  * The unit headers of a .debug_info section (or a .dwo's .debug_info.dwo, whose units are
  * `split`), in section order.
  */
-function readUnits(info: Uint8Array, name: string, split: SplitUnit | undefined): Unit[] {
+function readUnits(
+  info: Uint8Array,
+  name: string,
+  split: SplitUnit | undefined,
+  supplementary?: true,
+): Unit[] {
   const units: Unit[] = [];
   const c = new Cursor(info, name);
   while (!c.atEnd) {
@@ -1014,9 +1076,24 @@ function readUnits(info: Uint8Array, name: string, split: SplitUnit | undefined)
       dieOffset: body.offset,
       dwoId,
       split,
+      supplementary,
     });
   }
   return units;
+}
+
+/** The unit of `units` (in section order) holding a .debug_info offset. */
+function unitHolding(units: readonly Unit[], offset: number): Unit | undefined {
+  let lo = 0;
+  let hi = units.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const u = units[mid]!;
+    if (offset < u.offset) hi = mid - 1;
+    else if (offset >= u.end) lo = mid + 1;
+    else return u;
+  }
+  return undefined;
 }
 
 /** A cursor at a list's `offset` in its section (checked to be in it). */

@@ -1,12 +1,25 @@
 import { basename, dirname, isAbsolute, join } from 'node:path';
+import { DEFAULT_DEBUG_DIR } from '../debug-files.js';
 import { type ElfFile, openElf } from '../elf/index.js';
 import { CallFrames } from './call-frames.js';
 import { DW_AT, DW_TAG } from './constants.js';
-import { DebugInfo, type Die, type OpenSplitDwarf, type Unit } from './debug-info.js';
+import {
+  DebugInfo,
+  type Die,
+  type OpenSplitDwarf,
+  type SupplementaryFile,
+  type Unit,
+} from './debug-info.js';
 import { type DwarfType, TypeReader, typeSize } from './dwarf-types.js';
 import { LineTable } from './line-table.js';
 import { type AddressExpr, evaluateLocation, type VariableLocation } from './location.js';
-import { type DwarfSections, dwarfSections, splitDwarfSections } from './sections.js';
+import {
+  type DwarfSections,
+  dwarfSections,
+  splitDwarfSections,
+  supplementaryLink,
+  supplementarySections,
+} from './sections.js';
 
 /** A subprogram, lexical block or inlined instance whose code covers a pc. */
 export interface Scope {
@@ -76,12 +89,19 @@ export class DwarfReader {
   readonly types: TypeReader;
   readonly frames: CallFrames;
 
-  /** `path`: the binary's, where a split unit's .dwo may be when its build directory is not. */
+  /**
+   * `path`: the binary's, where a split unit's .dwo may be when its build directory is not;
+   * `supplementary`: the file dwz moved what the DWARF shares with other files to.
+   */
   constructor(
     readonly sections: DwarfSections,
-    options: { readonly dataRelBase?: bigint | undefined; readonly path?: string | undefined } = {},
+    options: {
+      readonly dataRelBase?: bigint | undefined;
+      readonly path?: string | undefined;
+      readonly supplementary?: SupplementaryFile | undefined;
+    } = {},
   ) {
-    this.info = new DebugInfo(sections, splitOpener(sections, options.path));
+    this.info = new DebugInfo(sections, splitOpener(sections, options.path), options.supplementary);
     this.types = new TypeReader(this.info);
     this.frames = new CallFrames(sections, { dataRelBase: options.dataRelBase });
   }
@@ -90,6 +110,7 @@ export class DwarfReader {
     return new DwarfReader(dwarfSections(elf), {
       dataRelBase: elf.section('.got')?.addr,
       path: elf.path,
+      supplementary: supplementaryOf(elf),
     });
   }
 
@@ -109,6 +130,7 @@ export class DwarfReader {
     return new DwarfReader(sections, {
       dataRelBase: code.section('.got')?.addr,
       path: code.path ?? debug.path,
+      supplementary: supplementaryOf(debug),
     });
   }
 
@@ -478,6 +500,46 @@ function isCompileUnit(info: DebugInfo, unit: Unit): boolean {
 
 function numberOrUndefined(value: bigint | undefined): number | undefined {
   return value === undefined ? undefined : Number(value);
+}
+
+/**
+ * The supplementary file `elf`'s DWARF names, found as gdb finds it: at its name (relative to
+ * the directory of `elf`), else by its build-id under /usr/lib/debug/.build-id; checked by the
+ * build-id where the link gives one. Opened when first referred to.
+ */
+function supplementaryOf(elf: ElfFile): SupplementaryFile | undefined {
+  const link = supplementaryLink(elf);
+  if (link === undefined) return undefined;
+  const places = isAbsolute(link.name)
+    ? [link.name]
+    : elf.path === undefined
+      ? []
+      : [join(dirname(elf.path), link.name)];
+  const id = link.buildId;
+  if (id !== undefined && id.length > 2) {
+    places.push(join(DEFAULT_DEBUG_DIR, '.build-id', id.slice(0, 2), `${id.slice(2)}.debug`));
+  }
+  return {
+    name: link.name,
+    open: () => {
+      for (const place of places) {
+        let file: ElfFile;
+        try {
+          file = openElf(place);
+        } catch {
+          continue;
+        }
+        try {
+          if (id === undefined || file.buildId() === id) return supplementarySections(file);
+        } catch {
+          // not a file this reader can take: the next place, or none
+        } finally {
+          file.close();
+        }
+      }
+      return undefined;
+    },
+  };
 }
 
 /**

@@ -63,7 +63,8 @@ const MAX_DEPTH = 64;
 
 /** Reads the types of one DebugInfo, cached by DIE. */
 export class TypeReader {
-  private readonly cache = new Map<number, DwarfType>();
+  /** By DIE (a supplementary file's DIEs have offsets of their own). */
+  private readonly cache = new Map<Die, DwarfType>();
 
   constructor(private readonly info: DebugInfo) {}
 
@@ -75,20 +76,32 @@ export class TypeReader {
     if (target === undefined) {
       return {
         kind: 'unknown',
-        reason: this.info.unfollowedRef(withType, DW_AT.type)
-          ? 'its type is in a type unit or a supplementary file'
-          : 'its type reference is broken',
+        reason: this.unfollowed(withType) ?? 'its type reference is broken',
       };
     }
     return this.type(target);
   }
 
+  /** Why a DIE's DW_AT_type is not followed, when it is one this reader does not follow. */
+  private unfollowed(die: Die): string | undefined {
+    switch (this.info.unfollowedRef(die, DW_AT.type)) {
+      case 'type unit':
+        return 'its type is in a type unit (-fdebug-types-section), which upscope does not read';
+      case 'supplementary': {
+        const name = this.info.supplementaryName();
+        return `its type is in the supplementary debug file dwz moved it to${name === undefined ? '' : ` (${name})`}, which was not found`;
+      }
+      default:
+        return undefined;
+    }
+  }
+
   /** The type a type DIE describes. */
   type(die: Die, depth = 0): DwarfType {
-    const known = this.cache.get(die.offset);
+    const known = this.cache.get(die);
     if (known !== undefined) return known;
     const type = this.build(die, depth);
-    this.cache.set(die.offset, type);
+    this.cache.set(die, type);
     return type;
   }
 
@@ -99,7 +112,7 @@ export class TypeReader {
       const target = info.ref(die, DW_AT.type);
       if (target === undefined) {
         return die.attrs.has(DW_AT.type)
-          ? { kind: 'unknown', reason: 'its type is in a type unit or a supplementary file' }
+          ? { kind: 'unknown', reason: this.unfollowed(die) ?? 'its type reference is broken' }
           : { kind: 'void' };
       }
       return this.type(target, depth + 1);

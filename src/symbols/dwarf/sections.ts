@@ -119,6 +119,61 @@ export function splitDwarfSections(dwo: ElfFile, binary: DwarfSections): DwarfSe
   };
 }
 
+/**
+ * The supplementary file a file's DWARF names, where dwz moved what several files share (a
+ * distribution's debug packages: Debian's -dbgsym of a package with several programs,
+ * Fedora's debuginfo): GNU's .gnu_debugaltlink (the file's name, then its build-id) or DWARF
+ * 5's .debug_sup (version, is_supplementary, name, checksum). Undefined where it names none.
+ */
+export function supplementaryLink(
+  elf: ElfFile,
+): { readonly name: string; readonly buildId: string | undefined } | undefined {
+  const alt = elf.section('.gnu_debugaltlink');
+  if (alt !== undefined) {
+    const bytes = elf.sectionBytes(alt);
+    const end = bytes.indexOf(0);
+    if (end <= 0) return undefined;
+    const id = bytes.subarray(end + 1);
+    return {
+      name: Buffer.from(bytes.subarray(0, end)).toString('utf8'),
+      buildId: id.length === 0 ? undefined : Buffer.from(id).toString('hex'),
+    };
+  }
+  const sup = elf.section('.debug_sup');
+  if (sup === undefined) return undefined;
+  const bytes = elf.sectionBytes(sup);
+  // u16 version, u8 is_supplementary (0: this file refers to one), then the name.
+  if (bytes.length < 4 || bytes[2] !== 0) return undefined;
+  const end = bytes.indexOf(0, 3);
+  if (end <= 3) return undefined;
+  return { name: Buffer.from(bytes.subarray(3, end)).toString('utf8'), buildId: undefined };
+}
+
+/** The sections of a supplementary file (see supplementaryLink()), read now. */
+export function supplementarySections(elf: ElfFile): DwarfSections {
+  const read = (name: string): Uint8Array => {
+    const section = elf.section(name);
+    return section === undefined ? EMPTY : elf.sectionBytes(section);
+  };
+  return {
+    info: read('.debug_info'),
+    abbrev: read('.debug_abbrev'),
+    line: read('.debug_line'),
+    lineStr: read('.debug_line_str'),
+    str: read('.debug_str'),
+    strOffsets: read('.debug_str_offsets'),
+    addr: EMPTY,
+    ranges: EMPTY,
+    rngLists: EMPTY,
+    loc: EMPTY,
+    locLists: EMPTY,
+    aranges: EMPTY,
+    frame: EMPTY,
+    ehFrame: EMPTY,
+    ehFrameVaddr: 0n,
+  };
+}
+
 /** True when the file carries DWARF of its own (a .debug_info or .debug_line section). */
 export function hasDwarf(elf: ElfFile): boolean {
   return elf.section('.debug_info') !== undefined || elf.section('.debug_line') !== undefined;
