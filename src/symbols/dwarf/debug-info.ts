@@ -121,6 +121,8 @@ export class DebugInfo {
   /** By abbreviation section (the file's, or a .dwo's), then offset. */
   private readonly abbrevs = new Map<Uint8Array, Map<number, Map<number, Abbrev>>>();
   private arangeList: { low: bigint; high: bigint; unit: number }[] | undefined;
+  /** The supplementary file, once opened (null: not found). */
+  private supplementaryFile: { sections: DwarfSections; units: Unit[] } | null | undefined;
 
   /**
    * `openSplit`: finds the .dwo files of split units (without it, skeletons stay as they are);
@@ -149,8 +151,6 @@ export class DebugInfo {
     }
     return this.supplementaryFile ?? undefined;
   }
-
-  private supplementaryFile: { sections: DwarfSections; units: Unit[] } | null | undefined;
 
   get hasInfo(): boolean {
     return this.sections.info.length > 0;
