@@ -14,6 +14,7 @@
 #   libc6-dbg: libc's separate debug file (.symtab by build-id: _int_malloc by name)
 #   dwz: debug info shared between programs into a supplementary file, as distributions'
 #     debug packages are made
+#   xz-utils: MiniDebugInfo (.gnu_debugdata) made and read, as Fedora's programs carry it
 #   nginx-light: a real forking server for -p/-c over children
 #   bpftrace: another tracer's kernel uprobe on the function the ptrace engine probes
 #   chromium: the flame graph opened as a person would (headless, driven by playwright-core),
@@ -36,6 +37,7 @@ NEEDS=(
   'command -v go|golang-go'
   'test -d /usr/lib/debug/.build-id && dpkg -s libc6-dbg|libc6-dbg'
   'command -v dwz|dwz'
+  'command -v xz|xz-utils'
   'command -v nginx|nginx-light'
   'command -v bpftrace|bpftrace'
   'command -v chromium|chromium'

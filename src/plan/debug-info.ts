@@ -9,6 +9,7 @@ import {
   type ElfFile,
   findDebugInfo,
   LineTable,
+  miniDebugInfo,
   SymbolIndex,
 } from '../symbols/index.js';
 
@@ -104,7 +105,8 @@ const indexes = new WeakMap<ElfFile, SymbolIndex>();
  * The function symbols of an opened target, the one index every command names functions
  * with (probes, `list`, stack frames, IFUNC implementations): its own .symtab; else, when it
  * is stripped, the .symtab of its separate debug file (the one its DWARF is read from, found
- * by build-id or .gnu_debuglink, as gdb, perf and bpftrace find it); else its .dynsym. Cached
+ * by build-id or .gnu_debuglink, as gdb, perf and bpftrace find it); else its .dynsym, with
+ * its MiniDebugInfo's .symtab where it carries one (.gnu_debugdata, as gdb and perf). Cached
  * per ElfFile; closeDebugInfo() closes a debug file opened here.
  */
 export function targetSymbols(
@@ -115,13 +117,15 @@ export function targetSymbols(
   let index = indexes.get(elf);
   if (index === undefined) {
     let debugFile: { elf: ElfFile; path: string } | undefined;
+    let mini: ElfFile | undefined;
     if (!elf.hasSymtab) {
       const info = lookupDebugInfo(elf, path, options);
       if (isDebugInfo(info) && info.source.elf !== elf) {
         debugFile = { elf: info.source.elf, path: info.source.path };
       }
+      if (debugFile?.elf.hasSymtab !== true) mini = miniDebugInfo(elf);
     }
-    index = new SymbolIndex(elf, { debugFile });
+    index = new SymbolIndex(elf, { debugFile, miniDebugInfo: mini });
     indexes.set(elf, index);
   }
   return index;

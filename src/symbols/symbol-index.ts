@@ -12,6 +12,7 @@ import {
   type ElfSymbol,
   type FunctionColumns,
   goFunctionColumns,
+  joinedColumns,
   SYMBOL_BINDINGS,
   type SymbolBinding,
   splitSymbolVersion,
@@ -132,6 +133,11 @@ export interface SymbolIndexOptions {
    */
   readonly debugFile?: { readonly elf: ElfFile; readonly path: string } | undefined;
   /**
+   * The file's MiniDebugInfo (see miniDebugInfo()), taken where neither the file nor a debug
+   * file has a .symtab: its .symtab's functions with .dynsym's, as gdb and perf list them.
+   */
+  readonly miniDebugInfo?: ElfFile | undefined;
+  /**
    * Lookups by name (named(), clonesOf(), demangledNamed()) answered by scans before maps of
    * every name are made (LOOKUPS_BEFORE_MAPS by default): 0 makes the maps at the first.
    */
@@ -214,13 +220,21 @@ export class SymbolIndex {
     this.#lookupsBeforeMaps = options.lookupsBeforeMaps ?? LOOKUPS_BEFORE_MAPS;
     const debug = options.debugFile;
     const fromDebug = !elf.hasSymtab && debug !== undefined && debug.elf.hasSymtab;
-    this.#symbolFile = fromDebug ? debug.elf : elf;
-    this.debugFile = fromDebug ? debug.path : undefined;
+    const mini =
+      !elf.hasSymtab && !fromDebug && options.miniDebugInfo?.hasSymtab === true
+        ? options.miniDebugInfo
+        : undefined;
+    this.#symbolFile = fromDebug ? debug.elf : (mini ?? elf);
+    this.debugFile = fromDebug ? debug.path : mini?.path;
     // A Go program stripped of its symbol table still names all its functions in its pclntab.
     const go = this.#symbolFile.hasSymtab ? undefined : goFunctionColumns(elf);
     this.goPclntab = go !== undefined;
     this.stripped = !this.#symbolFile.hasSymtab && go === undefined;
-    this.#columns = go ?? this.#symbolFile.functionColumns(this.stripped ? 'dynsym' : 'symtab');
+    this.#columns =
+      go ??
+      (mini === undefined
+        ? this.#symbolFile.functionColumns(this.stripped ? 'dynsym' : 'symtab')
+        : joinedColumns(elf.functionColumns('dynsym'), mini.functionColumns('symtab')));
     // .dynsym matters beside .symtab only for symbol versions, which exist for a file's own
     // functions only when it defines versions (.gnu.version_d: libc, not a typical program).
     if (!this.stripped && elf.section('.gnu.version_d') !== undefined) {

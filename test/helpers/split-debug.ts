@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { tool } from './tools.js';
 
@@ -77,4 +77,48 @@ export function symtabFunctions(path: string): { name: string; vaddr: bigint }[]
     }
   }
   return found;
+}
+
+/**
+ * `full` (built with -g) stripped as Fedora and RHEL ship programs, with MiniDebugInfo: an
+ * xz-compressed .symtab of the functions .dynsym leaves out, in a .gnu_debugdata section
+ * (made as gdb's manual says: nm's functions less the dynamic ones kept by objcopy
+ * --keep-symbols in an --only-keep-debug copy with no DWARF, then xz). Made once beside it.
+ */
+export function withMiniDebugInfo(full: string): string {
+  const app = `${full}.mini`;
+  if (existsSync(app)) return app;
+  const tmp = `${app}.${process.pid}.tmp`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  try {
+    const names = (args: string[], types: RegExp) =>
+      tool('nm', [...args, '--format=posix', '--defined-only', full])
+        .split('\n')
+        .map((line) => line.split(' '))
+        .filter((f) => f.length >= 2 && types.test(f[1]!))
+        .map((f) => f[0]!);
+    const dynamic = new Set(names(['-D'], /./));
+    const keep = names([], /^[TtD]$/).filter((name) => !dynamic.has(name));
+    writeFileSync(join(tmp, 'keep'), `${keep.join('\n')}\n`);
+    const mini = join(tmp, 'mini');
+    execFileSync('objcopy', ['--only-keep-debug', full, mini]);
+    execFileSync('objcopy', [
+      '-S',
+      '--remove-section',
+      '.gdb_index',
+      '--remove-section',
+      '.comment',
+      `--keep-symbols=${join(tmp, 'keep')}`,
+      mini,
+    ]);
+    execFileSync('xz', [mini]);
+    const out = join(tmp, 'app');
+    execFileSync('strip', ['--strip-all', '-R', '.comment', '-o', out, full]);
+    execFileSync('objcopy', ['--add-section', `.gnu_debugdata=${mini}.xz`, out]);
+    renameSync(out, app);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return app;
 }

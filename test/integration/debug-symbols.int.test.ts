@@ -12,7 +12,7 @@ import { requireHost, STRICT } from '../helpers/require-host.js';
 import { eventsPerProbe, runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
 import { type Spawned, spawnCollected, spawnUpscope, waitFor } from '../helpers/spawned.js';
-import { buildIdOf, splitDebug } from '../helpers/split-debug.js';
+import { buildIdOf, splitDebug, withMiniDebugInfo } from '../helpers/split-debug.js';
 import { tool } from '../helpers/tools.js';
 import { tracedChildren } from '../helpers/tracees.js';
 
@@ -203,6 +203,54 @@ describe('a program split by .gnu_debuglink: probes by the names only its debug 
     assert.equal(rows[0]!.frames[0], `leaf_work (${name})`);
     assert.match(rows[0]!.frames[3]!, /^__libc_start_call_main\+0x[0-9a-f]+ \(libc\.so\.6\)$/);
   });
+});
+
+describe('a program stripped with MiniDebugInfo (.gnu_debugdata, as Fedora and RHEL ship them): its static functions by name', () => {
+  test("list names them where nm names them in the unstripped build, as gdb does in the stripped one; the names' source is said", (t) => {
+    if (!requireHost(t, { commands: ['gcc', 'objcopy', 'strip', 'xz', 'nm', 'gdb'] })) return;
+    const full = compileProgram('split-names', { flags: ['-O2'] });
+    const app = withMiniDebugInfo(full);
+    assert.doesNotMatch(tool('readelf', ['-S', app]), /\.symtab/, 'no .symtab of its own');
+    assert.match(tool('readelf', ['-S', app]), /\.gnu_debugdata/);
+    const listed = runCli(['list', '--json', app]);
+    assert.equal(listed.status, 0, listed.stderr);
+    const functions = (
+      JSON.parse(listed.stdout) as { functions: { name: string; vaddr: string }[] }
+    ).functions;
+    for (const name of ['leaf_work', 'middle_step']) {
+      const nm = /^([0-9a-f]+) t /m.exec(
+        tool('nm', [full])
+          .split('\n')
+          .filter((l) => l.endsWith(` ${name}`))
+          .join('\n'),
+      )?.[1];
+      assert.ok(nm !== undefined, `nm names ${name} in the unstripped build`);
+      const ours = functions.find((f) => f.name === name);
+      assert.equal(BigInt(ours?.vaddr ?? -1), BigInt(`0x${nm}`), name);
+      const gdb = execFileSync('gdb', ['-batch', '-nx', '-ex', `info address ${name}`, app], {
+        encoding: 'utf8',
+      });
+      const at = new RegExp(`"${name}" is at (0x[0-9a-f]+) `).exec(gdb)?.[1];
+      assert.equal(BigInt(at ?? -1), BigInt(`0x${nm}`), gdb);
+    }
+    const text = runCli(['list', app]);
+    assert.match(
+      text.stdout,
+      /functions in .* \(\.symtab of its debug file .*:\.gnu_debugdata\)$/m,
+    );
+  });
+
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    test(`count --engine ${engine}: its static functions counted as the program counts them`, (t) => {
+      if (!requireHost(t, { root: engine === 'bpf', commands: ['gcc', 'objcopy', 'strip', 'xz'] }))
+        return;
+      const app = withMiniDebugInfo(compileProgram('split-names', { flags: ['-O2'] }));
+      const own = ownCounts(execFileSync(app, [String(ROUNDS)], { encoding: 'utf8' }));
+      assert.equal(own['leaf_work'], ROUNDS, 'the target counts its calls');
+      const counts = counted(engine, `${app} ${ROUNDS}`, [`${app}:leaf_work`, `${app}:middle_*`]);
+      assert.deepEqual(counts, { leaf_work: own['leaf_work'], middle_step: own['middle_step'] });
+    });
+  }
 });
 
 describe("libc's own functions from libc6-dbg's debug file (by build-id)", () => {

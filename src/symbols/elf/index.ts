@@ -15,6 +15,7 @@ export {
   goFunctionEntries,
   goStackDeltas,
 } from './go-pclntab.js';
+export { miniDebugInfo } from './mini-debuginfo.js';
 export { openElf, type ParseElfOptions, parseElf } from './parse-elf.js';
 export {
   DT,
@@ -25,7 +26,12 @@ export {
   parseDynamicEntries,
   readDynamicInfo,
 } from './read-dynamic.js';
-export { type FunctionColumns, splitSymbolVersion, symbolDisplayName } from './read-symbols.js';
+export {
+  type FunctionColumns,
+  joinedColumns,
+  splitSymbolVersion,
+  symbolDisplayName,
+} from './read-symbols.js';
 export {
   AT_BASE,
   findDebugEntry,

@@ -309,3 +309,44 @@ export function readFunctionColumns(
     },
   };
 }
+
+/**
+ * Two tables' functions as one, `first`'s rows then `second`'s: a stripped file's .dynsym
+ * and the .symtab of its MiniDebugInfo, which holds only the functions .dynsym leaves out.
+ * Versions are `first`'s (.dynsym's); `second`'s rows have none.
+ */
+export function joinedColumns(first: FunctionColumns, second: FunctionColumns): FunctionColumns {
+  const count = first.count + second.count;
+  const strings = Buffer.concat([first.strings, second.strings]);
+  const shift = first.strings.length;
+  const address = new Float64Array(count);
+  const size = new Float64Array(count);
+  const info = new Uint8Array(count);
+  const nameStart = new Uint32Array(count);
+  const nameEnd = new Uint32Array(count);
+  for (const [columns, at, by] of [
+    [first, 0, 0],
+    [second, first.count, shift],
+  ] as const) {
+    address.set(columns.address, at);
+    size.set(columns.size, at);
+    info.set(columns.info, at);
+    for (let i = 0; i < columns.count; i++) {
+      nameStart[at + i] = columns.nameStart[i]! + by;
+      nameEnd[at + i] = columns.nameEnd[i]! + by;
+    }
+  }
+  return {
+    table: 'symtab',
+    count,
+    address,
+    size,
+    info,
+    nameStart,
+    nameEnd,
+    strings,
+    name: (i) => strings.toString('utf8', nameStart[i], nameEnd[i]),
+    version: (i) => (i < first.count ? first.version(i) : undefined),
+    symbol: (i) => (i < first.count ? first.symbol(i) : second.symbol(i - first.count)),
+  };
+}
