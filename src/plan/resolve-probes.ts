@@ -812,13 +812,19 @@ function noteOverloads(
 
 /** What to say about a stripped file whose debug symbols were not found. */
 function strippedHints(target: OpenTarget, options: ResolveOptions): string[] {
+  // Stripped all the same: its MiniDebugInfo could not be inflated (see miniDebugInfo()).
+  const mini = target.elf.section('.gnu_debugdata') === undefined ? [] : [MINI_UNREAD];
   return [
     'The file is stripped: only .dynsym (exported functions) is available',
+    ...mini,
     ...missingDebugSymbolsHints(target.elf, target.file.path, target.file.displayPath, {
       debugDirs: options.debugDirs,
     }),
   ];
 }
+
+const MINI_UNREAD =
+  'Its MiniDebugInfo (.gnu_debugdata), which names the rest, was not read: it needs xz (Debian: xz-utils; Fedora: xz)';
 
 /** Libraries nearly every program links, left out of linkedLibrariesHint(). */
 const COMMON_LIBRARIES =

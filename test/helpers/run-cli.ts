@@ -19,6 +19,8 @@ export interface RunOptions {
   readonly caps?: readonly string[];
   /** Kill the process (SIGTERM) after this long; 120 s by default. */
   readonly timeoutMs?: number;
+  /** Variables set (or, undefined, unset) over this process's environment. */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /** Run the built CLI (dist/, built by `npm test` before the tests) as a user would. */
@@ -42,7 +44,7 @@ export function runNode(args: readonly string[], options: RunOptions = {}): CliR
   const result = spawnSync(command[0]!, command.slice(1), {
     encoding: 'utf8',
     cwd: options.cwd,
-    env: { ...process.env, NO_COLOR: '1' },
+    env: { ...process.env, NO_COLOR: '1', ...options.env },
     maxBuffer: 256 * 1024 * 1024,
     timeout: options.timeoutMs ?? 120_000,
   });

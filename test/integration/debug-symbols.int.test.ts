@@ -238,6 +238,13 @@ describe('a program stripped with MiniDebugInfo (.gnu_debugdata, as Fedora and R
       text.stdout,
       /functions in .* \(\.symtab of its debug file .*:\.gnu_debugdata\)$/m,
     );
+    // Without xz to inflate it: stripped, and the hint says what would name the rest.
+    const noXz = runCli(['resolve', `${app}:leaf_work`], { env: { PATH: '/nonexistent' } });
+    assert.equal(noXz.status, 3, noXz.stderr);
+    assert.match(
+      noXz.stderr,
+      /^ {2}hint: Its MiniDebugInfo \(\.gnu_debugdata\), which names the rest, was not read: it needs xz /m,
+    );
   });
 
   for (const engine of ['bpf', 'ptrace'] as const) {
