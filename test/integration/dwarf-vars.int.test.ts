@@ -2,7 +2,15 @@
 // test/programs/dwarf-vars.c prints just before each call.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
@@ -54,6 +62,7 @@ function traceCalls(
   command: string,
   spec: string,
   calls: number,
+  options: readonly string[] = [],
 ): { printed: Record<string, string>[]; events: Record<string, unknown>[] } {
   const result = runCli([
     'trace',
@@ -62,6 +71,7 @@ function traceCalls(
     '--json',
     '--command-output',
     'inherit',
+    ...options,
     '-c',
     command,
     spec,
@@ -319,6 +329,62 @@ describe('trace with variables by name, the debug info shared with another progr
       );
     } finally {
       cleanup();
+    }
+  });
+
+  test("a stripped program's debug file found through a build-id link, its supplementary file named relative to where the link points (a distribution's layout)", (t) => {
+    if (!requireHost(t, { commands: ['gcc', 'dwz', 'readelf', 'objcopy', 'strip'] })) return;
+    const dir = mkdtempSync(join(tmpdir(), 'upscope-dwz-tree-'));
+    try {
+      // DIR/usr/libexec/tool/app.debug, its supplementary file DIR/.dwz/common named from
+      // there (../../../.dwz/common), and DIR/.build-id/xx/rest.debug a link to it: from the
+      // link's directory the name leads elsewhere.
+      const build = join(dir, 'build');
+      mkdirSync(build);
+      for (const [name, extra] of [
+        ['app', []],
+        ['twin', ['-DTWIN=1']],
+      ] as const) {
+        execFileSync('gcc', [
+          '-g',
+          '-O2',
+          ...extra,
+          '-o',
+          join(build, name),
+          join(PROGRAMS, 'dwarf-vars.c'),
+        ]);
+      }
+      mkdirSync(join(dir, '.dwz'));
+      execFileSync(
+        'dwz',
+        ['-m', join(dir, '.dwz', 'common'), '-M', '../../../.dwz/common', 'app', 'twin'],
+        {
+          cwd: build,
+        },
+      );
+      const real = join(dir, 'usr', 'libexec', 'tool', 'app.debug');
+      mkdirSync(dirname(real), { recursive: true });
+      execFileSync('objcopy', ['--only-keep-debug', join(build, 'app'), real]);
+      const id = /Build ID: ([0-9a-f]+)/.exec(
+        execFileSync('readelf', ['-n', real], { encoding: 'utf8' }),
+      )![1]!;
+      const link = join(dir, '.build-id', id.slice(0, 2), `${id.slice(2)}.debug`);
+      mkdirSync(dirname(link), { recursive: true });
+      symlinkSync(join('..', '..', 'usr', 'libexec', 'tool', 'app.debug'), link);
+      const app = join(dir, 'app');
+      execFileSync('strip', ['-o', app, join(build, 'app')]);
+      const spec = `${app}:handle ${FETCHES.map(([fetch]) => fetch).join(' ')}`;
+      const { printed, events } = traceCalls('ptrace', `${app} ${CALLS} ${SEED}`, spec, CALLS, [
+        '--debug-dir',
+        dir,
+      ]);
+      for (let i = 0; i < CALLS; i++) {
+        for (const [fetch, field, name] of FETCHES) {
+          assert.equal(String(events[i]![field]), printed[i]![name], `call ${i}: ${fetch}`);
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

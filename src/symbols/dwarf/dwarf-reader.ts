@@ -1,3 +1,4 @@
+import { realpathSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { DEFAULT_DEBUG_DIR } from '../debug-files.js';
 import { type ElfFile, openElf } from '../elf/index.js';
@@ -510,11 +511,13 @@ function numberOrUndefined(value: bigint | undefined): number | undefined {
 function supplementaryOf(elf: ElfFile): SupplementaryFile | undefined {
   const link = supplementaryLink(elf);
   if (link === undefined) return undefined;
+  // A relative name is from where dwz found the file, which a distribution's build-id link
+  // (/usr/lib/debug/.build-id/ab/cdef.debug) points to from another depth: both are tried.
   const places = isAbsolute(link.name)
     ? [link.name]
     : elf.path === undefined
       ? []
-      : [join(dirname(elf.path), link.name)];
+      : [...new Set([elf.path, realPath(elf.path)])].map((at) => join(dirname(at), link.name));
   const id = link.buildId;
   if (id !== undefined && id.length > 2) {
     places.push(join(DEFAULT_DEBUG_DIR, '.build-id', id.slice(0, 2), `${id.slice(2)}.debug`));
@@ -540,6 +543,15 @@ function supplementaryOf(elf: ElfFile): SupplementaryFile | undefined {
       return undefined;
     },
   };
+}
+
+/** The file's path with its symbolic links followed, or as it is where that fails. */
+function realPath(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
 }
 
 /**
