@@ -160,6 +160,7 @@ if (PARTS.has('full')) {
   const FULL = [
     ['test/integration/process-tracer.int.test.ts', '^torture: '],
     ['test/integration/scripts.int.test.ts', '^trace --json -c on a pipe'],
+    ['test/integration/scripts.int.test.ts', '^no --by, --filter or hist value reaches'],
     ['test/integration/other-tracers.int.test.ts', 'a bpf count (starts and stops|comes and goes)'],
   ];
   console.log(`\nfull: the suite's tests at the sizes their issues name (UPSCOPE_FULL_SIZE=1)`);
