@@ -93,9 +93,9 @@ function traceCalls(
 }
 
 /** Traces dwarf-vars.c's calls with `engine`: each fetched value must be what it printed. */
-function expectPrintedValues(engine: Engine, app: string): void {
+function expectPrintedValues(engine: Engine, app: string, options: readonly string[] = []): void {
   const spec = `${app}:handle ${FETCHES.map(([fetch]) => fetch).join(' ')}`;
-  const { printed, events } = traceCalls(engine, `${app} ${CALLS} ${SEED}`, spec, CALLS);
+  const { printed, events } = traceCalls(engine, `${app} ${CALLS} ${SEED}`, spec, CALLS, options);
   for (let i = 0; i < CALLS; i++) {
     for (const [fetch, field, name] of FETCHES) {
       assert.equal(String(events[i]![field]), printed[i]![name], `call ${i}: ${fetch}`);
@@ -253,6 +253,25 @@ describe('Rust without optimization (-C opt-level=0), its debug info in the prog
 });
 
 /**
+ * Traces cxx-vars.cpp's visit() on ptrace: each member fetched through the reference `d`, the
+ * pointer `p` (a base class's among them) and `k` is what the program printed it passed.
+ */
+function expectCxxMembers(app: string): void {
+  const { printed, events } = traceCalls(
+    'ptrace',
+    `${app} 4`,
+    `${app}:visit d.id d.kind d.extra p->id p->kind n k`,
+    4,
+  );
+  assert.deepEqual(
+    events.map((f) =>
+      [f['d_id'], f['d_kind'], f['d_extra'], f['p_id'], f['p_kind'], f['n'], f['k']].map(String),
+    ),
+    printed.map((p) => [p['id'], p['kind'], p['extra'], p['id'], p['kind'], p['n'], p['kind']]),
+  );
+}
+
+/**
  * SOURCE (in test/programs) built twice (the second with a macro more: the same code) into a
  * directory of its own, then dwz'd together as a distribution's debug packages are made (dwz
  * -m): what the two share (types, names) moves to a supplementary file, named (by an absolute
@@ -314,20 +333,7 @@ describe('trace with variables by name, the debug info shared with another progr
     if (!requireHost(t, { commands: ['g++', 'dwz', 'readelf'] })) return;
     const { app, cleanup } = dwzBuild('cxx-vars.cpp', false);
     try {
-      const { printed, events } = traceCalls(
-        'ptrace',
-        `${app} 4`,
-        `${app}:visit d.id d.kind d.extra p->id p->kind n k`,
-        4,
-      );
-      assert.deepEqual(
-        events.map((f) =>
-          [f['d_id'], f['d_kind'], f['d_extra'], f['p_id'], f['p_kind'], f['n'], f['k']].map(
-            String,
-          ),
-        ),
-        printed.map((p) => [p['id'], p['kind'], p['extra'], p['id'], p['kind'], p['n'], p['kind']]),
-      );
+      expectCxxMembers(app);
     } finally {
       cleanup();
     }
@@ -374,16 +380,7 @@ describe('trace with variables by name, the debug info shared with another progr
       symlinkSync(join('..', '..', 'usr', 'libexec', 'tool', 'app.debug'), link);
       const app = join(dir, 'app');
       execFileSync('strip', ['-o', app, join(build, 'app')]);
-      const spec = `${app}:handle ${FETCHES.map(([fetch]) => fetch).join(' ')}`;
-      const { printed, events } = traceCalls('ptrace', `${app} ${CALLS} ${SEED}`, spec, CALLS, [
-        '--debug-dir',
-        dir,
-      ]);
-      for (let i = 0; i < CALLS; i++) {
-        for (const [fetch, field, name] of FETCHES) {
-          assert.equal(String(events[i]![field]), printed[i]![name], `call ${i}: ${fetch}`);
-        }
-      }
+      expectPrintedValues('ptrace', app, ['--debug-dir', dir]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -435,20 +432,7 @@ describe('C++: a reference read as its object (its members with ".", as in the s
     test(`${build.join(' ')}: each fetched member is what the program passed`, (t) => {
       if (!requireHost(t, { commands: ['g++'] })) return;
       const app = compileProgram('cxx-vars', { flags: build });
-      const { printed, events } = traceCalls(
-        'ptrace',
-        `${app} 4`,
-        `${app}:visit d.id d.kind d.extra p->id p->kind n k`,
-        4,
-      );
-      assert.deepEqual(
-        events.map((f) =>
-          [f['d_id'], f['d_kind'], f['d_extra'], f['p_id'], f['p_kind'], f['n'], f['k']].map(
-            String,
-          ),
-        ),
-        printed.map((p) => [p['id'], p['kind'], p['extra'], p['id'], p['kind'], p['n'], p['kind']]),
-      );
+      expectCxxMembers(app);
     });
   }
 });

@@ -524,24 +524,10 @@ function supplementaryOf(elf: ElfFile): SupplementaryFile | undefined {
   }
   return {
     name: link.name,
-    open: () => {
-      for (const place of places) {
-        let file: ElfFile;
-        try {
-          file = openElf(place);
-        } catch {
-          continue;
-        }
-        try {
-          if (id === undefined || file.buildId() === id) return supplementarySections(file);
-        } catch {
-          // not a file this reader can take: the next place, or none
-        } finally {
-          file.close();
-        }
-      }
-      return undefined;
-    },
+    open: () =>
+      firstRead(places, (file) =>
+        id === undefined || file.buildId() === id ? supplementarySections(file) : undefined,
+      ),
   };
 }
 
@@ -562,21 +548,33 @@ function splitOpener(binary: DwarfSections, path: string | undefined): OpenSplit
   return (name, compDir) => {
     const places = isAbsolute(name) ? [name] : compDir === undefined ? [] : [join(compDir, name)];
     if (path !== undefined) places.push(join(dirname(path), basename(name)));
-    for (const place of places) {
-      let dwo: ElfFile;
-      try {
-        dwo = openElf(place);
-      } catch {
-        continue;
-      }
-      try {
-        return splitDwarfSections(dwo, binary);
-      } catch {
-        // not a .dwo this reader can take: the next place, or none
-      } finally {
-        dwo.close();
-      }
-    }
-    return undefined;
+    return firstRead(places, (dwo) => splitDwarfSections(dwo, binary));
   };
+}
+
+/**
+ * `read` of the first of `places` that opens as an ELF file and gives something (a file it
+ * cannot take, or one that throws, is passed over); each file is closed after.
+ */
+function firstRead<T>(
+  places: readonly string[],
+  read: (elf: ElfFile) => T | undefined,
+): T | undefined {
+  for (const place of places) {
+    let elf: ElfFile;
+    try {
+      elf = openElf(place);
+    } catch {
+      continue;
+    }
+    try {
+      const found = read(elf);
+      if (found !== undefined) return found;
+    } catch {
+      // not a file this reader can take: the next place, or none
+    } finally {
+      elf.close();
+    }
+  }
+  return undefined;
 }
