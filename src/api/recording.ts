@@ -32,6 +32,7 @@ import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
 import { type Exit, isRunning, type ProcessIdentity, processIdentity } from '../host/index.js';
 import {
+  exitsByIndex,
   notLoadedNotes,
   type ProbeSite,
   type ReturnProbeMode,
@@ -712,8 +713,12 @@ function functionsOf(
     probed[id]! |= site.kind === 'return' ? 2 : 1;
     if (!kernel) continue;
     if (site.handling.strategy === 'single-step') stepped[id]! |= 1;
-    const exits = site.returns?.mode === 'sites' ? site.returns.sites : [];
-    if (exits.some((exit) => exit.handling.strategy === 'single-step')) stepped[id]! |= 2;
+    if (site.returns?.mode !== 'sites') continue;
+    // By index: a kept plan's exits are no objects (see exitsByIndex()).
+    const exits = exitsByIndex(site.returns);
+    for (let e = 0; e < exits.exitCount; e++) {
+      if (exits.exitHandling(e).strategy === 'single-step') stepped[id]! |= 2;
+    }
   }
   return functions.map((fn, id) => {
     const bits = stepped[id]!;

@@ -35,12 +35,15 @@ import {
 } from '../host/index.js';
 import { grouped } from '../internal/index.js';
 import {
-  attachPoints,
   excludeSites,
+  exitFetches,
+  exitsByIndex,
   FRAME_FIELDS,
+  frameFetches,
   type PlannedProbes,
   type ProbeSite,
   planProbes,
+  qualifyNames,
   type ResolveOptions,
   type ReturnProbeMode,
   returnAddressFetch,
@@ -317,13 +320,28 @@ export class Tracer {
       planWrites: options.engine === 'bpf' || options.engine === 'auto' ? planWrites : undefined,
       onProgress: options.onProgress,
       lean: options.lean,
+      // Named while the kernel attaches them: the kernel needs no name.
+      qualified: false,
     });
     const { skipped, warnings } = planned;
-    const sites = excludeSites(planned.sites, options.exclude);
-    const { streamSites, hidden } = streamSitesFor(sites);
+    let sites = excludeSites(planned.sites, options.exclude);
+    const toStream = streamSitesFor(sites);
+    const { streamSites, hidden } = toStream;
+    let named = false;
+    /** The sites and stream sites named (once): before the probes are defined, or meanwhile. */
+    const name = () => {
+      if (named) return;
+      named = true;
+      sites = qualifyLater(planned.sites, sites, toStream);
+    };
     const whileLinking = options.whileLinking;
-    if (whileLinking !== undefined) linking = () => whileLinking(sites);
+    linking = () => {
+      name();
+      whileLinking?.(sites);
+    };
     const engine = chooseEngine(options.engine, streamSites, options.onNotice);
+    // tracefs defines each probe by its name.
+    if (engine === 'tracefs') name();
     // The tracefs engine defines its probes in tracefs (and first removes what a killed
     // upscope left there); the bpf engine never reads it (it follows processes on raw
     // tracepoints), so CAP_BPF and CAP_PERFMON are enough for it.
@@ -581,11 +599,14 @@ const PROBE_ROLE: StreamRole = Object.freeze({ kind: 'probe' });
 function streamSitesFor(sites: readonly ProbeSite[]): {
   streamSites: NamedSite[];
   hidden: Set<string>;
+  /** Per stream site, the site it is of (see qualifyLater()). */
+  sources: ProbeSite[];
 } {
   const key = (site: { readonly target: { readonly path: string }; readonly fileOffset: bigint }) =>
     `${site.target.path}:${site.fileOffset}`;
   const streamSites: NamedSite[] = [];
   const hidden = new Set<string>();
+  const sources: ProbeSite[] = [];
   /**
    * Sites by file and offset, the offset as a number (a string key per site was a part of
    * attaching every function of a large program).
@@ -645,6 +666,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         entryAt.in(site.target.path).set(offset, streamSites.length);
         if (timedAt.get(site.target.path, offset) === true) fetches = timedFetches(fetches);
       }
+      sources.push(site);
       streamSites.push(
         namedSite(site, {
           kind: site.kind,
@@ -659,86 +681,79 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     // One key and one role of each kind for all of a site's points (a function may have tens
     // of exits): a string and an object per point were a part of attaching a large program.
     let functionKey: string | undefined;
-    let frameRole: StreamRole | undefined;
     let retRole: StreamRole | undefined;
     let tailCallRole: StreamRole | undefined;
-    for (const point of attachPoints(site, { frameFields: true })) {
-      const attach = point.attach;
-      if (point.role === 'return') {
-        const exit = point.exit ?? 'ret';
-        let returnRole = exit === 'ret' ? retRole : tailCallRole;
-        if (returnRole === undefined) {
-          functionKey ??= key(site);
-          returnRole = { kind: 'return', function: functionKey, exit };
-          if (exit === 'ret') retRole = returnRole;
-          else tailCallRole = returnRole;
-        }
-        streamSites.push(
-          namedSite(site, {
-            kind: site.kind,
-            fileOffset: point.fileOffset,
-            vaddr: point.vaddr,
-            fetches: point.fetches,
-            attach,
-            probe,
-            exit: point.exit === 'tail-call' ? 'tail-call' : undefined,
-            role: returnRole,
-          }),
-        );
-      } else {
+    // attachPoints()'s points (the exits, then the entry that opens the frame), without an
+    // object for each, the exits read by index (see exitsByIndex()).
+    const frame = frameFetches(returns.frames);
+    const exits = exitsByIndex(returns);
+    for (let e = 0; e < exits.exitCount; e++) {
+      const exit = exits.exitKind(e);
+      let returnRole = exit === 'ret' ? retRole : tailCallRole;
+      if (returnRole === undefined) {
         functionKey ??= key(site);
-        // The function's entry is probed already (entry and return asked for, as a recording
-        // does): that probe opens the frames as well, with the frame's fields fetched there.
-        const at = entryAt.get(site.target.path, Number(point.fileOffset));
-        const entry = at === undefined ? undefined : streamSites[at]!;
-        if (entry !== undefined && entry.role.kind === 'probe') {
-          // Its own fetches (not those a trampoline's return has it fetch).
-          const own = unjoined.get(entry.fetches) ?? entry.fetches;
-          // The entry's own fields, written out (a spread of each was a part of attaching
-          // every function of a large program).
-          streamSites[at!] = {
-            kind: entry.kind,
-            target: entry.target,
-            fileOffset: entry.fileOffset,
-            vaddr: entry.vaddr,
-            usdt: entry.usdt,
-            // The frame's fields alone, shared, where the entry fetches nothing (a recording):
-            // the stream works out a record's layout once per array.
-            fetches: own.length === 0 ? point.fetches : [...own, ...point.fetches],
-            attach: entry.attach,
-            symbol: entry.symbol,
-            symbolOffset: entry.symbolOffset,
-            spec: entry.spec,
-            probe: entry.probe,
-            exit: entry.exit,
-            role: {
-              kind: 'entry-frame',
-              function: functionKey,
-              loops: returns.loopsAtEntry === true,
-            },
-          };
-          continue;
-        }
-        const name = `${probe}${HIDDEN_SUFFIX}`;
-        hidden.add(name);
-        frameRole ??= {
-          kind: 'frame-entry',
-          function: functionKey,
-          loops: returns.loopsAtEntry === true,
-        };
-        streamSites.push(
-          namedSite(site, {
-            kind: 'entry',
-            fileOffset: point.fileOffset,
-            vaddr: point.vaddr,
-            fetches: point.fetches,
-            attach,
-            probe: name,
-            role: frameRole,
-          }),
-        );
+        returnRole = { kind: 'return', function: functionKey, exit };
+        if (exit === 'ret') retRole = returnRole;
+        else tailCallRole = returnRole;
       }
+      sources.push(site);
+      streamSites.push(
+        namedSite(site, {
+          kind: site.kind,
+          fileOffset: exits.exitFileOffset(e),
+          vaddr: exits.exitVaddr(e),
+          fetches: exitFetches(site, exit, frame),
+          attach: 'uprobe',
+          probe,
+          exit: exit === 'tail-call' ? 'tail-call' : undefined,
+          role: returnRole,
+        }),
+      );
     }
+    functionKey ??= key(site);
+    const loops = returns.loopsAtEntry === true;
+    // The function's entry is probed already (entry and return asked for, as a recording
+    // does): that probe opens the frames as well, with the frame's fields fetched there.
+    const at = entryAt.get(site.target.path, Number(returns.entry.fileOffset));
+    const entry = at === undefined ? undefined : streamSites[at]!;
+    if (entry !== undefined && entry.role.kind === 'probe') {
+      // Its own fetches (not those a trampoline's return has it fetch).
+      const own = unjoined.get(entry.fetches) ?? entry.fetches;
+      // The entry's own fields, written out (a spread of each was a part of attaching
+      // every function of a large program).
+      streamSites[at!] = {
+        kind: entry.kind,
+        target: entry.target,
+        fileOffset: entry.fileOffset,
+        vaddr: entry.vaddr,
+        usdt: entry.usdt,
+        // The frame's fields alone, shared, where the entry fetches nothing (a recording):
+        // the stream works out a record's layout once per array.
+        fetches: own.length === 0 ? frame : [...own, ...frame],
+        attach: entry.attach,
+        symbol: entry.symbol,
+        symbolOffset: entry.symbolOffset,
+        spec: entry.spec,
+        probe: entry.probe,
+        exit: entry.exit,
+        role: { kind: 'entry-frame', function: functionKey, loops },
+      };
+      continue;
+    }
+    const name = `${probe}${HIDDEN_SUFFIX}`;
+    hidden.add(name);
+    sources.push(site);
+    streamSites.push(
+      namedSite(site, {
+        kind: 'entry',
+        fileOffset: returns.entry.fileOffset,
+        vaddr: returns.entry.vaddr,
+        fetches: frame,
+        attach: 'uprobe',
+        probe: name,
+        role: { kind: 'frame-entry', function: functionKey, loops },
+      }),
+    );
   }
   // A return through the trampoline whose entry is not probed is timed from a hidden one.
   for (const site of sites) {
@@ -749,6 +764,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     at.set(offset, streamSites.length);
     const probe = `${probeName(site)}${HIDDEN_SUFFIX}`;
     hidden.add(probe);
+    sources.push(site);
     streamSites.push(
       namedSite(site, {
         kind: 'entry',
@@ -759,7 +775,41 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
       }),
     );
   }
-  return { streamSites, hidden };
+  return { streamSites, hidden, sources };
+}
+
+/**
+ * The names qualifyNames() gives `planned` (planned without them), put on `sites` (those of
+ * them not excluded) and, in place, on the stream sites made of them; returns the sites
+ * named. Done while the kernel attaches the probes, which need no name: for every function
+ * of a large program it took a tenth of a second before them.
+ */
+function qualifyLater(
+  planned: readonly ProbeSite[],
+  sites: readonly ProbeSite[],
+  stream: { streamSites: NamedSite[]; hidden: Set<string>; sources: readonly ProbeSite[] },
+): ProbeSite[] {
+  const renamed = new Map<ProbeSite, ProbeSite>();
+  qualifyNames(planned).forEach((site, index) => {
+    if (site !== planned[index]) renamed.set(planned[index]!, site);
+  });
+  if (renamed.size === 0) return [...sites];
+  const { streamSites, hidden, sources } = stream;
+  for (let index = 0; index < streamSites.length; index++) {
+    const source = sources[index]!;
+    const site = renamed.get(source);
+    if (site === undefined) continue;
+    const old = streamSites[index]!;
+    // A hidden entry's name is its site's with HIDDEN_SUFFIX (see streamSitesFor()).
+    const unseen = old.probe === `${probeName(source)}${HIDDEN_SUFFIX}`;
+    const probe = unseen ? `${probeName(site)}${HIDDEN_SUFFIX}` : probeName(site);
+    if (unseen) {
+      hidden.delete(old.probe);
+      hidden.add(probe);
+    }
+    streamSites[index] = { ...old, probe };
+  }
+  return sites.map((site) => renamed.get(site) ?? site);
 }
 
 /**

@@ -122,16 +122,7 @@ export function attachPoints(site: ProbeSite, options: AttachPointOptions = {}):
     attach: 'uprobe',
     role: 'return',
     exit: exit.kind,
-    // The frame's fields alone, shared, where the site fetches nothing (a recording).
-    fetches:
-      site.fetches.length === 0
-        ? frame
-        : [
-            ...(exit.kind === 'tail-call'
-              ? site.fetches.filter((f) => !readsResult(f.expr))
-              : site.fetches.map(resultFromRegister)),
-            ...frame,
-          ],
+    fetches: exitFetches(site, exit.kind, frame),
   }));
   points.push({
     vaddr: returns.entry.vaddr,
@@ -141,6 +132,25 @@ export function attachPoints(site: ProbeSite, options: AttachPointOptions = {}):
     fetches: frame,
   });
   return points;
+}
+
+/**
+ * What a return probe caught at an exit of kind `exit` fetches: the site's fetches (results
+ * from %rax; none at a tail call, whose result is not made yet), then `frame`: the frame's
+ * fields alone, shared, where the site fetches nothing (a recording).
+ */
+export function exitFetches(
+  site: ProbeSite,
+  exit: 'ret' | 'tail-call',
+  frame: readonly FetchArg[],
+): readonly FetchArg[] {
+  if (site.fetches.length === 0) return frame;
+  return [
+    ...(exit === 'tail-call'
+      ? site.fetches.filter((f) => !readsResult(f.expr))
+      : site.fetches.map(resultFromRegister)),
+    ...frame,
+  ];
 }
 
 function readsResult(expr: FetchExpr): boolean {

@@ -2,6 +2,7 @@ export {
   type AttachPoint,
   type AttachPointOptions,
   attachPoints,
+  exitFetches,
   FRAME_FIELDS,
   frameFetches,
   returnAddressFetch,
@@ -50,7 +51,13 @@ export {
   resolveProbesSync,
   runPlanOptions,
 } from './resolve-probes.js';
-export type { ReturnPlan, ReturnProbeMode, ReturnSitePlan } from './return-plan.js';
+export {
+  type ExitsByIndex,
+  exitsByIndex,
+  type ReturnPlan,
+  type ReturnProbeMode,
+  type ReturnSitePlan,
+} from './return-plan.js';
 export { type SkippedSite, skipCounts, skipSummary } from './skipped-sites.js';
 export * from './targets/index.js';
 export { fetchAtSite, fetchForSites } from './usdt-args.js';

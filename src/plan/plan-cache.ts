@@ -26,7 +26,7 @@ import { ProbeError } from '../errors/index.js';
 import { upscopeCacheDir } from '../host/index.js';
 import { interned } from '../internal/index.js';
 import type { ProbeSite, SiteKind, TargetFile } from './probe-site.js';
-import type { ReturnPlan, ReturnSitePlan } from './return-plan.js';
+import type { ExitsByIndex, ReturnPlan, ReturnSitePlan } from './return-plan.js';
 import type { SkippedSite } from './skipped-sites.js';
 
 /** Bumped whenever what a plan holds, or how it is made, changes. */
@@ -433,11 +433,11 @@ class KeptExit implements ReturnSitePlan {
 }
 
 /**
- * A kept plan of a function's returns. Its exits are made when first read: the kernel's
- * trampoline takes most functions' returns, and then nothing reads them but `resolve` (node's
- * `_ZN[1-9S]*` returns have 71,337 exits, two bigints each).
+ * A kept plan of a function's returns. Its exits are made when first read (`resolve` reads
+ * them): attaching reads them by index from the plan's columns (node's `_ZN[1-9S]*` returns
+ * have 71,337 exits, an object and two bigints each when made).
  */
-class KeptReturns implements ReturnPlan {
+class KeptReturns implements ReturnPlan, ExitsByIndex {
   readonly mode: 'trampoline' | 'sites';
   readonly why: string;
   readonly frames: 'thread' | 'goroutine';
@@ -470,12 +470,41 @@ class KeptReturns implements ReturnPlan {
       vaddr: entryVaddr === Number(vaddr) ? vaddr : BigInt(entryVaddr),
       fileOffset: entryOffset === Number(fileOffset) ? fileOffset : BigInt(entryOffset),
     };
-    if (this.mode === 'sites') this.#sites = this.#exits();
   }
 
   get sites(): readonly ReturnSitePlan[] {
     this.#sites ??= this.#exits();
     return this.#sites;
+  }
+
+  get byIndex(): ExitsByIndex {
+    return this;
+  }
+
+  get exitCount(): number {
+    const starts = this.#plan.columns.exitStart;
+    return starts[this.#index + 1]! - starts[this.#index]!;
+  }
+
+  exitVaddr(index: number): bigint {
+    return BigInt(this.#plan.columns.exitVaddr[this.#exit(index)]!);
+  }
+
+  exitFileOffset(index: number): bigint {
+    return BigInt(this.#plan.columns.exitOffset[this.#exit(index)]!);
+  }
+
+  exitKind(index: number): 'ret' | 'tail-call' {
+    return this.#plan.columns.exitKind[this.#exit(index)] === 0 ? 'ret' : 'tail-call';
+  }
+
+  exitHandling(index: number): KernelHandling {
+    return this.#plan.header.handlings[this.#plan.columns.exitHandling[this.#exit(index)]!]!;
+  }
+
+  /** The plan's index of this function's exit `index`. */
+  #exit(index: number): number {
+    return this.#plan.columns.exitStart[this.#index]! + index;
   }
 
   #exits(): ReturnSitePlan[] {

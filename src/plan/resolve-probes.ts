@@ -189,6 +189,12 @@ export interface ResolveOptions {
    */
   readonly planWrites?: (() => void)[] | undefined;
   /**
+   * false: the sites are left without their nameQualifier (see qualifyNames()), for a caller
+   * that qualifies them later, while the kernel attaches them (a tenth of a second for every
+   * function of a large program). Qualified by default.
+   */
+  readonly qualified?: boolean | undefined;
+  /**
    * Fetches given apart from the specs (`--by`, `--filter`, a histogram's value), lowered at
    * each site as a spec's own are (variables by name from DWARF) into `optionFetches`, in
    * this order: a name that cannot be fetched there fails the spec as it would in it.
@@ -414,7 +420,7 @@ function* resolveSteps(
       target.elf.close();
     }
   }
-  return { ...plan, sites: qualifyNames(plan.sites) };
+  return options.qualified === false ? plan : { ...plan, sites: qualifyNames(plan.sites) };
 }
 
 /**

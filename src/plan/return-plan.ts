@@ -66,6 +66,48 @@ export interface ReturnPlan {
    * entry probe).
    */
   readonly loopsAtEntry?: boolean | undefined;
+  /**
+   * The exits one by one without an object each, where the plan has them so (a kept plan's
+   * columns): see exitsByIndex().
+   */
+  readonly byIndex?: ExitsByIndex | undefined;
+}
+
+/** A return plan's exits by index (its `sites` as columns). */
+export interface ExitsByIndex {
+  readonly exitCount: number;
+  exitVaddr(index: number): bigint;
+  exitFileOffset(index: number): bigint;
+  exitKind(index: number): 'ret' | 'tail-call';
+  exitHandling(index: number): KernelHandling;
+}
+
+/** The exits of a plan as they are in it: a kept plan's own columns, or its `sites`. */
+class ExitSites implements ExitsByIndex {
+  constructor(readonly sites: readonly ReturnSitePlan[]) {}
+  get exitCount(): number {
+    return this.sites.length;
+  }
+  exitVaddr(index: number): bigint {
+    return this.sites[index]!.vaddr;
+  }
+  exitFileOffset(index: number): bigint {
+    return this.sites[index]!.fileOffset;
+  }
+  exitKind(index: number): 'ret' | 'tail-call' {
+    return this.sites[index]!.kind;
+  }
+  exitHandling(index: number): KernelHandling {
+    return this.sites[index]!.handling;
+  }
+}
+
+/**
+ * A plan's exits by index: what attaching every function of a large program reads of them
+ * (node's `_ZN[1-9S]*` returns have 71,337 exits, an object and two bigints each when made).
+ */
+export function exitsByIndex(plan: ReturnPlan): ExitsByIndex {
+  return plan.byIndex ?? new ExitSites(plan.sites);
 }
 
 /** What planning a function's returns needs to know about its file and the program. */
