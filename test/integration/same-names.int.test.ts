@@ -71,28 +71,41 @@ describe('functions that share a demangled name', () => {
     });
   }
 
-  test('trace --engine tracefs: events named with the address of their function', (t) => {
-    if (!requireHost(t, { root: true, commands: ['gdb'] })) return;
-    const app = target(t);
-    if (app === undefined) return;
-    const result = runCli([
-      'trace',
-      '--json',
-      '--command-output',
-      'inherit',
-      '-c',
-      `${app} ${ROUNDS}`,
-      `${app}:rust_vars::twice`,
-    ]);
-    assert.equal(result.status, 0, result.stderr);
-    const seen: Record<string, number> = {};
-    for (const line of result.stdout.split('\n')) {
-      if (line.startsWith('{') && !line.startsWith('{"command"'))
-        seen[JSON.parse(line).probe] = (seen[JSON.parse(line).probe] ?? 0) + 1;
-    }
-    assert.deepEqual(seen, {
-      [`rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u32>')})`]: ROUNDS,
-      [`rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u64>')})`]: 2 * ROUNDS,
+  // The bpf engine names its probes while the kernel attaches them (Tracer.attach()): the
+  // entries, and the returns caught at each exit of the Rust functions, named as tracefs's.
+  for (const engine of ['tracefs', 'bpf'] as const) {
+    test(`trace --engine ${engine}: entries and returns named with the address of their function`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gdb'] })) return;
+      const app = target(t);
+      if (app === undefined) return;
+      const result = runCli([
+        'trace',
+        '--engine',
+        engine,
+        '--json',
+        '--command-output',
+        'inherit',
+        '-c',
+        `${app} ${ROUNDS}`,
+        `${app}:rust_vars::twice`,
+        `r:${app}:rust_vars::twice`,
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      const seen: Record<string, number> = {};
+      for (const line of result.stdout.split('\n')) {
+        if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
+        const event = JSON.parse(line);
+        const key = `${event.kind} ${event.probe}`;
+        seen[key] = (seen[key] ?? 0) + 1;
+      }
+      const u32 = `rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u32>')})`;
+      const u64 = `rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u64>')})`;
+      assert.deepEqual(seen, {
+        [`entry ${u32}`]: ROUNDS,
+        [`entry ${u64}`]: 2 * ROUNDS,
+        [`return ${u32}`]: ROUNDS,
+        [`return ${u64}`]: 2 * ROUNDS,
+      });
     });
-  });
+  }
 });
