@@ -15,6 +15,7 @@ import {
   MAX_STREAM_FETCHES,
   type MovedProbe,
   probeBpfFeatures,
+  type RingBuffer,
   removalTime,
   SAY_REMOVAL_FROM,
   STREAM_STRING_BYTES,
@@ -45,6 +46,7 @@ import {
   planProbes,
   qualifyNames,
   type ResolveOptions,
+  type ReturnPlan,
   type ReturnProbeMode,
   returnAddressFetch,
   runPlanOptions,
@@ -315,16 +317,34 @@ export class Tracer {
       linking = undefined;
       work?.();
     };
-    const planned = await planProbes(typeof specs === 'string' ? [specs] : specs, {
-      ...runPlanOptions(options),
-      planWrites: options.engine === 'bpf' || options.engine === 'auto' ? planWrites : undefined,
-      onProgress: options.onProgress,
-      lean: options.lean,
-      // Named while the kernel attaches them: the kernel needs no name.
-      qualified: false,
-    });
+    const bufferSizeKb = options.bufferSizeKb ?? 4096;
+    // One buffer for all CPUs, twice tracefs's per-CPU ones together: a record of the bpf
+    // engine (who, when, the thread's name) is about twice the size.
+    const bufferBytes = bufferSizeKb * 1024 * availableParallelism() * 2;
+    // The bpf engine's ring buffer made first, while the heap is small (see
+    // BpfStreamOptions.ring); one that cannot be made is made again, and said, by the stream.
+    let ring = options.engine === 'bpf' ? ringAhead(bufferBytes) : undefined;
+    const closeRing = () => {
+      ring?.close();
+      ring = undefined;
+    };
+    let planned: PlannedProbes;
+    let sites: ProbeSite[];
+    try {
+      planned = await planProbes(typeof specs === 'string' ? [specs] : specs, {
+        ...runPlanOptions(options),
+        planWrites: options.engine === 'bpf' || options.engine === 'auto' ? planWrites : undefined,
+        onProgress: options.onProgress,
+        lean: options.lean,
+        // Named while the kernel attaches them: the kernel needs no name.
+        qualified: false,
+      });
+      sites = excludeSites(planned.sites, options.exclude);
+    } catch (err) {
+      closeRing();
+      throw err;
+    }
     const { skipped, warnings } = planned;
-    let sites = excludeSites(planned.sites, options.exclude);
     const toStream = streamSitesFor(sites);
     const { streamSites, hidden } = toStream;
     let named = false;
@@ -355,12 +375,15 @@ export class Tracer {
           ? undefined
           : await launchStopped(options.command, { stdout: options.commandStdout });
     } catch (err) {
+      closeRing();
       writePlans();
       throw err;
     }
     try {
       const covered = coverage(options, launched?.pid);
-      const bufferSizeKb = options.bufferSizeKb ?? 4096;
+      // The stream owns the ring from here (and closes it when it cannot open).
+      const given = ring;
+      ring = undefined;
       const opened =
         engine === 'bpf'
           ? await BpfStream.openAsync(
@@ -370,9 +393,8 @@ export class Tracer {
                   ? { pids: covered.pids ?? [], startAtExecOf: covered.startAtExecOf }
                   : undefined,
                 filters: { exclude: covered.exclude },
-                // One buffer for all CPUs, twice tracefs's per-CPU ones together: a record of
-                // the bpf engine (who, when, the thread's name) is about twice the size.
-                bufferBytes: bufferSizeKb * 1024 * availableParallelism() * 2,
+                bufferBytes,
+                ring: given,
                 mode: options.attachMode,
                 lostInAll: options.lean,
               },
@@ -431,6 +453,7 @@ export class Tracer {
       launched?.resume();
       return attachment;
     } catch (err) {
+      closeRing();
       launched?.kill();
       throw err;
     } finally {
@@ -654,30 +677,32 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
   };
   /** The stream sites of plain entry probes, by file and offset: frames open there too. */
   const entryAt = places<number>();
-  for (const site of sites) {
-    const probe = probeName(site);
-    const returns = site.returns;
-    if (site.kind !== 'return' || returns === undefined || returns.mode === 'trampoline') {
-      // attachPoints()'s one point, without the array and the point made for it; an entry
-      // that times a return through the trampoline fetches what follows the trampolines too.
-      let fetches = site.fetches;
-      if (site.kind === 'entry') {
-        const offset = Number(site.fileOffset);
-        entryAt.in(site.target.path).set(offset, streamSites.length);
-        if (timedAt.get(site.target.path, offset) === true) fetches = timedFetches(fetches);
-      }
-      sources.push(site);
-      streamSites.push(
-        namedSite(site, {
-          kind: site.kind,
-          fetches,
-          attach: site.kind === 'return' ? 'uretprobe' : 'uprobe',
-          probe,
-          role: PROBE_ROLE,
-        }),
-      );
-      continue;
+  // Each kind of site made by a function of its own, called from a loop: one loop doing both
+  // was optimized, by V8, for the entries before it met the first return, and then
+  // deoptimized and optimized again at each new branch (four times for node's functions).
+  /** An entry, or a return through the trampoline: one uprobe at the site. */
+  const addPlain = (site: ProbeSite, probe: string) => {
+    // attachPoints()'s one point, without the array and the point made for it; an entry
+    // that times a return through the trampoline fetches what follows the trampolines too.
+    let fetches = site.fetches;
+    if (site.kind === 'entry') {
+      const offset = Number(site.fileOffset);
+      entryAt.in(site.target.path).set(offset, streamSites.length);
+      if (timedAt.get(site.target.path, offset) === true) fetches = timedFetches(fetches);
     }
+    sources.push(site);
+    streamSites.push(
+      namedSite(site, {
+        kind: site.kind,
+        fetches,
+        attach: site.kind === 'return' ? 'uretprobe' : 'uprobe',
+        probe,
+        role: PROBE_ROLE,
+      }),
+    );
+  };
+  /** A return caught at its exits: an uprobe at each, and the entry that opens its frames. */
+  const addExits = (site: ProbeSite, probe: string, returns: ReturnPlan) => {
     // One key and one role of each kind for all of a site's points (a function may have tens
     // of exits): a string and an object per point were a part of attaching a large program.
     let functionKey: string | undefined;
@@ -738,7 +763,7 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         exit: entry.exit,
         role: { kind: 'entry-frame', function: functionKey, loops },
       };
-      continue;
+      return;
     }
     const name = `${probe}${HIDDEN_SUFFIX}`;
     hidden.add(name);
@@ -754,6 +779,14 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
         role: { kind: 'frame-entry', function: functionKey, loops },
       }),
     );
+  };
+  for (const site of sites) {
+    const returns = site.returns;
+    if (site.kind !== 'return' || returns === undefined || returns.mode === 'trampoline') {
+      addPlain(site, probeName(site));
+    } else {
+      addExits(site, probeName(site), returns);
+    }
   }
   // A return through the trampoline whose entry is not probed is timed from a hidden one.
   for (const site of sites) {
@@ -776,6 +809,15 @@ function streamSitesFor(sites: readonly ProbeSite[]): {
     );
   }
   return { streamSites, hidden, sources };
+}
+
+/** A bpf stream's ring buffer made ahead, or undefined where it cannot be (said by the stream). */
+function ringAhead(bytes: number): RingBuffer | undefined {
+  try {
+    return BpfStream.ring(bytes);
+  } catch {
+    return undefined;
+  }
 }
 
 /**

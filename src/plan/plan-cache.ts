@@ -363,6 +363,9 @@ export interface PlanPlace {
   readonly runtimeAddress: (fileOffset: number) => bigint | undefined;
 }
 
+/** Per file, the sites of its plans taken so far, by address (see loadPlan()). */
+const takenSites = new WeakMap<TargetFile, Map<number, ProbeSite>>();
+
 /** The plan kept under `key`, or undefined (none, or one that cannot be read). */
 export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined {
   const dir = planCacheDir();
@@ -377,16 +380,33 @@ export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined 
   const { header, columns, symbols, demangled } = plan;
   const none: readonly never[] = Object.freeze([]);
   const sites: ProbeSite[] = [];
+  // The sites of the file's plans taken before this one, by address: a site of this one at
+  // the same address and of the same names takes their strings and numbers (a recording
+  // takes the plan of its functions' entries, then of their returns: one string for each
+  // name is hashed once in the maps of names, and no bigint is made twice).
+  let taken = takenSites.get(place.file);
+  if (taken === undefined) {
+    taken = new Map();
+    takenSites.set(place.file, taken);
+  }
   for (let i = 0; i < header.sites; i++) {
-    const vaddr = BigInt(columns.vaddr[i]!);
+    const address = columns.vaddr[i]!;
+    const symbol = symbols[i]!;
+    const demangledName = demangled[i] || undefined;
+    const same = taken.get(address);
+    const known =
+      same !== undefined && same.symbol === symbol && same.demangled === demangledName
+        ? same
+        : undefined;
+    const vaddr = known?.vaddr ?? BigInt(address);
     const offset = columns.fileOffset[i]!;
-    const fileOffset = BigInt(offset);
-    sites.push({
+    const fileOffset = known?.fileOffset ?? BigInt(offset);
+    const site: ProbeSite = {
       spec: place.spec,
       kind: header.kind,
       target: place.file,
-      symbol: symbols[i],
-      demangled: demangled[i] || undefined,
+      symbol: known?.symbol ?? symbol,
+      demangled: known === undefined ? demangledName : known.demangled,
       aliases: none,
       symbolFile: header.symbolFile,
       symbolOffset: 0n,
@@ -396,12 +416,14 @@ export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined 
       instructions: none,
       handling: header.handlings[columns.handling[i]!]!,
       fetches: none,
-      runtimeAddress: place.runtimeAddress(offset),
+      runtimeAddress: known !== undefined ? known.runtimeAddress : place.runtimeAddress(offset),
       returns:
         columns.returnMode[i] === -1
           ? undefined
           : new KeptReturns(i, plan, place.path, vaddr, fileOffset),
-    });
+    };
+    sites.push(site);
+    if (same === undefined) taken.set(address, site);
   }
   return {
     sites,

@@ -27,6 +27,7 @@ export {
   type LeakOptions,
 } from './leaks.js';
 export { type CountKey, CUT_MARK, type Filters, isStringType } from './programs.js';
+export type { RingBuffer } from './ring-buffer.js';
 export { setUnseenChildNotice } from './scope.js';
 export type { AttachMode, AttachReport, MovedProbe, MoveProbe } from './session.js';
 export { BpfStream, type BpfStreamOptions, type BpfStreamSite } from './stream.js';

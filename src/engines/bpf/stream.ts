@@ -61,6 +61,13 @@ export interface BpfStreamOptions {
   readonly follow?: FollowSpec | undefined;
   /** The ring buffer's size in bytes (rounded up to a power of two). */
   readonly bufferBytes: number;
+  /**
+   * The ring buffer made ahead by BpfStream.ring() (of `bufferBytes`), which the stream then
+   * owns: made while the heap is small, the collections its mapping of tens of megabytes
+   * brings cost little (made with the stream, after every function of a large program was
+   * planned, they took tens of milliseconds).
+   */
+  readonly ring?: RingBuffer | undefined;
   readonly filters?: Omit<Filters, 'pid'> | undefined;
   readonly mode?: AttachMode | undefined;
   /**
@@ -138,7 +145,7 @@ export class BpfStream {
   readonly #lostInAll: boolean;
 
   private constructor(sites: readonly BpfStreamSite[], options: BpfStreamOptions) {
-    this.#ring = RingBuffer.create('upscope_events', options.bufferBytes);
+    this.#ring = options.ring ?? BpfStream.ring(options.bufferBytes);
     this.#lostInAll = options.lostInAll === true;
     this.#lost = this.#session.map({
       kind: 'percpu-array',
@@ -174,8 +181,19 @@ export class BpfStream {
     }
   }
 
+  /** A stream's ring buffer of `bytes`, made ahead (see BpfStreamOptions.ring); close() it if unused. */
+  static ring(bytes: number): RingBuffer {
+    return RingBuffer.create('upscope_events', bytes);
+  }
+
   static open(sites: readonly BpfStreamSite[], options: BpfStreamOptions): BpfStream {
-    const stream = new BpfStream(sites, options);
+    let stream: BpfStream;
+    try {
+      stream = new BpfStream(sites, options);
+    } catch (err) {
+      options.ring?.close();
+      throw err;
+    }
     try {
       stream.#start(sites, options);
       return stream;
@@ -203,7 +221,8 @@ export class BpfStream {
       stream.#attach = await stream.#session.attachAsync(probes, programs, attach, whileLinking);
       return stream;
     } catch (err) {
-      stream?.close();
+      if (stream === undefined) options.ring?.close();
+      else stream.close();
       throw err;
     } finally {
       // When the stream failed before its links (attachAsync() runs it otherwise).
