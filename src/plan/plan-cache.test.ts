@@ -130,6 +130,7 @@ describe('plan cache', () => {
     });
     const back = loadPlan('k.plan', {
       spec: 'r:/bin/app:*',
+      pattern: '*',
       file,
       path: '/nonexistent',
       runtimeAddress: (offset) => BigInt(offset) + 0x7f00_0000_0000n,
@@ -175,7 +176,7 @@ describe('plan cache', () => {
   });
 
   test('no plan, or one that is damaged or of another format, is none; plans of the JSON format are removed', () => {
-    const place = { spec: 's', file, path: '/x', runtimeAddress: () => undefined };
+    const place = { spec: 's', pattern: 's', file, path: '/x', runtimeAddress: () => undefined };
     assert.equal(loadPlan('none.plan', place), undefined);
     const dir = planCacheDir()!;
     mkdirSync(dir, { recursive: true });
@@ -201,7 +202,7 @@ describe('plan cache', () => {
   });
 
   test('a plan of no sites, and names of any characters, are kept', () => {
-    const place = { spec: 's', file, path: '/x', runtimeAddress: () => undefined };
+    const place = { spec: 's', pattern: 's', file, path: '/x', runtimeAddress: () => undefined };
     savePlan('empty.plan', 'entry', { sites: [], skipped: [], warnings: [] });
     assert.deepEqual(loadPlan('empty.plan', place)?.sites, []);
     const named = { ...site('entry', 0x1100n), symbol: 'caf\u00e9\u{1f600}', demangled: undefined };
@@ -218,5 +219,45 @@ describe('plan cache', () => {
         ['_Z1fi4608', 'f(int) 4608'],
       ],
     );
+  });
+
+  test("a plan of a file and pattern taken before gives another plan of them its sites' values", () => {
+    const entry = (vaddr: bigint) => site('entry', vaddr);
+    // The entries' plan, then a plan of returns that lacks one (its returns were not found),
+    // has one more, and one at an address of the first under another name (an alias).
+    savePlan('entries.plan', 'entry', {
+      sites: [entry(0x1100n), entry(0x1200n), entry(0x1300n), entry(0x1400n)],
+      skipped: [],
+      warnings: [],
+    });
+    const alias = { ...site('return', 0x1400n), symbol: 'alias', demangled: undefined };
+    savePlan('returns.plan', 'return', {
+      sites: [site('return', 0x1100n), site('return', 0x1300n), site('return', 0x1350n), alias],
+      skipped: [],
+      warnings: [],
+    });
+    const place = {
+      spec: 's',
+      pattern: 'p',
+      file: { ...file },
+      path: '/x',
+      runtimeAddress: (offset: number) => BigInt(offset) + 0x5000n,
+    };
+    const entries = loadPlan('entries.plan', place)!.sites;
+    const returns = loadPlan('returns.plan', { ...place, spec: 'r:s' })!.sites;
+    assert.deepEqual(
+      entries.map((s) => [s.kind, s.symbol, s.vaddr]),
+      [0x1100n, 0x1200n, 0x1300n, 0x1400n].map((a) => ['entry', `_Z1fi${a}`, a]),
+    );
+    assert.deepEqual(
+      returns.map((s) => [s.kind, s.symbol, s.demangled, s.vaddr, s.fileOffset, s.runtimeAddress]),
+      [
+        ['return', '_Z1fi4352', 'f(int) 4352', 0x1100n, 0x100n, 0x5100n],
+        ['return', '_Z1fi4864', 'f(int) 4864', 0x1300n, 0x300n, 0x5300n],
+        ['return', '_Z1fi4944', 'f(int) 4944', 0x1350n, 0x350n, 0x5350n],
+        ['return', 'alias', undefined, 0x1400n, 0x400n, 0x5400n],
+      ],
+    );
+    assert.ok(returns.every((s) => s.spec === 'r:s' && s.returns !== undefined));
   });
 });

@@ -353,6 +353,8 @@ function prune(dir: string): void {
 /** Where the sites of a kept plan are placed now. */
 export interface PlanPlace {
   readonly spec: string;
+  /** The spec's pattern of functions (a recording's entries and returns share one). */
+  readonly pattern: string;
   readonly file: TargetFile;
   /** The file to read an exit's instruction from, when it is shown. */
   readonly path: string;
@@ -363,8 +365,13 @@ export interface PlanPlace {
   readonly runtimeAddress: (fileOffset: number) => bigint | undefined;
 }
 
-/** Per file, the sites of its plans taken so far, by address (see loadPlan()). */
-const takenSites = new WeakMap<TargetFile, Map<number, ProbeSite>>();
+/** Per file and pattern, the sites of its first plan taken, and their addresses (see loadPlan()). */
+const takenSites = new WeakMap<
+  TargetFile,
+  Map<string, { readonly sites: readonly ProbeSite[]; readonly vaddr: Float64Array }>
+>();
+/** How far ahead of the last site matched loadPlan() looks for a site's address in another plan. */
+const WALK_AHEAD = 8;
 
 /** The plan kept under `key`, or undefined (none, or one that cannot be read). */
 export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined {
@@ -380,24 +387,33 @@ export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined 
   const { header, columns, symbols, demangled } = plan;
   const none: readonly never[] = Object.freeze([]);
   const sites: ProbeSite[] = [];
-  // The sites of the file's plans taken before this one, by address: a site of this one at
-  // the same address and of the same names takes their strings and numbers (a recording
-  // takes the plan of its functions' entries, then of their returns: one string for each
-  // name is hashed once in the maps of names, and no bigint is made twice).
-  let taken = takenSites.get(place.file);
-  if (taken === undefined) {
-    taken = new Map();
-    takenSites.set(place.file, taken);
+  // The sites of the first plan of this file and pattern taken (a recording takes the plan
+  // of its functions' entries, then of their returns): a site at an address that plan has,
+  // of the same symbol, takes its names and numbers (one string for each name is hashed in
+  // the maps of names, and no bigint is made twice). Both plans list their functions in one
+  // order: that plan is walked along, not looked up.
+  let byPattern = takenSites.get(place.file);
+  if (byPattern === undefined) {
+    byPattern = new Map();
+    takenSites.set(place.file, byPattern);
   }
+  const earlier = byPattern.get(place.pattern);
+  if (earlier === undefined) byPattern.set(place.pattern, { sites, vaddr: columns.vaddr });
+  let next = 0;
   for (let i = 0; i < header.sites; i++) {
     const address = columns.vaddr[i]!;
     const symbol = symbols[i]!;
+    let known: ProbeSite | undefined;
+    if (earlier !== undefined) {
+      const last = Math.min(next + WALK_AHEAD, earlier.vaddr.length);
+      for (let at = next; at < last; at++) {
+        if (earlier.vaddr[at] !== address) continue;
+        if (earlier.sites[at]!.symbol === symbol) known = earlier.sites[at];
+        next = at + 1;
+        break;
+      }
+    }
     const demangledName = demangled[i] || undefined;
-    const same = taken.get(address);
-    const known =
-      same !== undefined && same.symbol === symbol && same.demangled === demangledName
-        ? same
-        : undefined;
     const vaddr = known?.vaddr ?? BigInt(address);
     const offset = columns.fileOffset[i]!;
     const fileOffset = known?.fileOffset ?? BigInt(offset);
@@ -423,7 +439,6 @@ export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined 
           : new KeptReturns(i, plan, place.path, vaddr, fileOffset),
     };
     sites.push(site);
-    if (same === undefined) taken.set(address, site);
   }
   return {
     sites,

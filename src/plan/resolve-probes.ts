@@ -1138,6 +1138,7 @@ function* resolveGlob(
       ? undefined
       : loadPlan(key, {
           spec: spec.text,
+          pattern: location.pattern,
           file: target.file,
           path: target.resolved.path,
           runtimeAddress:
