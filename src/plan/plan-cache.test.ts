@@ -259,5 +259,16 @@ describe('plan cache', () => {
       ],
     );
     assert.ok(returns.every((s) => s.spec === 'r:s' && s.returns !== undefined));
+    // Planned without demangling (another run's options): its own names, none demangled.
+    savePlan('plain.plan', 'entry', {
+      sites: [{ ...entry(0x1100n), demangled: undefined }],
+      skipped: [],
+      warnings: [],
+    });
+    const plain = loadPlan('plain.plan', place)!.sites;
+    assert.deepEqual(
+      plain.map((s) => [s.symbol, s.demangled]),
+      [['_Z1fi4352', undefined]],
+    );
   });
 });

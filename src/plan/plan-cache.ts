@@ -403,17 +403,24 @@ export function loadPlan(key: string, place: PlanPlace): CachedGlob | undefined 
   for (let i = 0; i < header.sites; i++) {
     const address = columns.vaddr[i]!;
     const symbol = symbols[i]!;
+    const demangledName = demangled[i] || undefined;
     let known: ProbeSite | undefined;
     if (earlier !== undefined) {
       const last = Math.min(next + WALK_AHEAD, earlier.vaddr.length);
       for (let at = next; at < last; at++) {
         if (earlier.vaddr[at] !== address) continue;
-        if (earlier.sites[at]!.symbol === symbol) known = earlier.sites[at];
+        const there = earlier.sites[at]!;
+        // The same symbol, demangled or not alike (its demangled name is then the same).
+        if (
+          there.symbol === symbol &&
+          (there.demangled === undefined) === (demangledName === undefined)
+        ) {
+          known = there;
+        }
         next = at + 1;
         break;
       }
     }
-    const demangledName = demangled[i] || undefined;
     const vaddr = known?.vaddr ?? BigInt(address);
     const offset = columns.fileOffset[i]!;
     const fileOffset = known?.fileOffset ?? BigInt(offset);
