@@ -2,6 +2,9 @@
 // names demangle alike) are two probes with two names on every engine, each with its address
 // (gdb's `info address`), each counted as often as the target calls it.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
@@ -106,6 +109,45 @@ describe('functions that share a demangled name', () => {
         [`return ${u32}`]: ROUNDS,
         [`return ${u64}`]: 2 * ROUNDS,
       });
+    });
+  }
+
+  // A recording's bpf engine plans each function's returns with its entry and names both
+  // while the kernel attaches them: each function's calls paired under its own name.
+  for (const engine of ['bpf', 'ptrace'] as const) {
+    test(`record --engine ${engine}: a row per function, named with its address, every call returned`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gdb'] })) return;
+      const app = target(t);
+      if (app === undefined) return;
+      const dir = mkdtempSync(join(tmpdir(), 'upscope-same-names-'));
+      try {
+        const out = join(dir, 'rec');
+        const recorded = runCli([
+          'record',
+          '--engine',
+          engine,
+          '-c',
+          `${app} ${ROUNDS}`,
+          `${app}:rust_vars::twice`,
+          '-o',
+          out,
+        ]);
+        assert.equal(recorded.status, 0, recorded.stderr);
+        const report = runCli(['report', '--json', out]);
+        assert.equal(report.status, 0, report.stderr);
+        const rows: { function: string; calls: number; notReturned: number; untimed: number }[] =
+          JSON.parse(report.stdout);
+        // Calls, those not returned, those without a return probed (timed by none).
+        assert.deepEqual(
+          Object.fromEntries(rows.map((r) => [r.function, [r.calls, r.notReturned, r.untimed]])),
+          {
+            [`rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u32>')})`]: [ROUNDS, 0, 0],
+            [`rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u64>')})`]: [2 * ROUNDS, 0, 0],
+          },
+        );
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
   }
 });
