@@ -112,6 +112,42 @@ describe('functions that share a demangled name', () => {
     });
   }
 
+  // Returns alone: timed from a hidden entry each (opening the frames of returns caught at
+  // exits, or timing those through the kernel's trampoline), named while the kernel attaches
+  // them; none of those entries shows.
+  for (const mode of ['sites', 'trampoline'] as const) {
+    test(`trace --engine bpf --return-probes ${mode} of returns alone: named with the address of their function`, (t) => {
+      if (!requireHost(t, { root: true, commands: ['gdb'] })) return;
+      const app = target(t);
+      if (app === undefined) return;
+      const result = runCli([
+        'trace',
+        '--engine',
+        'bpf',
+        '--return-probes',
+        mode,
+        '--json',
+        '--command-output',
+        'inherit',
+        '-c',
+        `${app} ${ROUNDS}`,
+        `r:${app}:rust_vars::twice`,
+      ]);
+      assert.equal(result.status, 0, result.stderr);
+      const seen: Record<string, number> = {};
+      for (const line of result.stdout.split('\n')) {
+        if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
+        const event = JSON.parse(line);
+        const key = `${event.kind} ${event.probe}${event.latencyNs === undefined ? ' untimed' : ''}`;
+        seen[key] = (seen[key] ?? 0) + 1;
+      }
+      assert.deepEqual(seen, {
+        [`return rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u32>')})`]: ROUNDS,
+        [`return rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u64>')})`]: 2 * ROUNDS,
+      });
+    });
+  }
+
   // A recording's bpf engine plans each function's returns with its entry and names both
   // while the kernel attaches them: each function's calls paired under its own name.
   for (const engine of ['bpf', 'ptrace'] as const) {
