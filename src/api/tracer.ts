@@ -828,14 +828,14 @@ function ringAhead(bytes: number): RingBuffer | undefined {
  */
 function qualifyLater(
   planned: readonly ProbeSite[],
-  sites: readonly ProbeSite[],
+  sites: ProbeSite[],
   stream: { streamSites: NamedSite[]; hidden: Set<string>; sources: readonly ProbeSite[] },
 ): ProbeSite[] {
   const renamed = new Map<ProbeSite, ProbeSite>();
   qualifyNames(planned).forEach((site, index) => {
     if (site !== planned[index]) renamed.set(planned[index]!, site);
   });
-  if (renamed.size === 0) return [...sites];
+  if (renamed.size === 0) return sites;
   const { streamSites, hidden, sources } = stream;
   for (let index = 0; index < streamSites.length; index++) {
     const source = sources[index]!;

@@ -552,20 +552,17 @@ class KeptReturns implements ReturnPlan, ExitsByIndex {
   }
 
   #exits(): ReturnSitePlan[] {
-    const { header, columns } = this.#plan;
-    const sites: ReturnSitePlan[] = [];
-    for (let e = columns.exitStart[this.#index]!; e < columns.exitStart[this.#index + 1]!; e++) {
-      sites.push(
+    return Array.from(
+      { length: this.exitCount },
+      (_, e) =>
         new KeptExit(
-          BigInt(columns.exitVaddr[e]!),
-          BigInt(columns.exitOffset[e]!),
-          columns.exitKind[e] === 0 ? 'ret' : 'tail-call',
-          header.handlings[columns.exitHandling[e]!]!,
+          this.exitVaddr(e),
+          this.exitFileOffset(e),
+          this.exitKind(e),
+          this.exitHandling(e),
           this.#path,
         ),
-      );
-    }
-    return sites;
+    );
   }
 }
 

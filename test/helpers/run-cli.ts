@@ -51,16 +51,26 @@ export function runNode(args: readonly string[], options: RunOptions = {}): CliR
   return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** An event of `trace --json`, as far as the tests read it. */
+export interface TracedEvent {
+  readonly probe: string;
+  readonly kind: string;
+  readonly latencyNs?: string | undefined;
+}
+
 /**
  * Events per probe in the output of `trace --json` (each event line; the command's status
- * line and anything the command printed are left out).
+ * line and anything the command printed are left out), or per `keyOf` of each event.
  */
-export function eventsPerProbe(stdout: string): Record<string, number> {
+export function eventsPerProbe(
+  stdout: string,
+  keyOf: (event: TracedEvent) => string = (event) => event.probe,
+): Record<string, number> {
   const seen: Record<string, number> = {};
   for (const line of stdout.split('\n')) {
     if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
-    const event = JSON.parse(line) as { probe: string };
-    seen[event.probe] = (seen[event.probe] ?? 0) + 1;
+    const key = keyOf(JSON.parse(line) as TracedEvent);
+    seen[key] = (seen[key] ?? 0) + 1;
   }
   return seen;
 }

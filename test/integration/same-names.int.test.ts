@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
 import { leftovers } from '../helpers/leftovers.js';
 import { requireHost, STRICT } from '../helpers/require-host.js';
-import { runCli } from '../helpers/run-cli.js';
+import { eventsPerProbe, runCli } from '../helpers/run-cli.js';
 import { compileRust, findRustc } from '../helpers/rustc.js';
 import { tool } from '../helpers/tools.js';
 import { tracedChildren } from '../helpers/tracees.js';
@@ -35,6 +35,36 @@ function target(t: { skip(reason: string): void }): string | undefined {
     return undefined;
   }
   return compileRust(rustc, 'rust-vars', ['-C', 'opt-level=1']);
+}
+
+/** The two functions' names as upscope gives them: qualified by gdb's addresses. */
+function twiceNames(app: string): { u32: string; u64: string } {
+  return {
+    u32: `rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u32>')})`,
+    u64: `rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u64>')})`,
+  };
+}
+
+/**
+ * `trace --json` of the target with `args` (engine, specs): its events by kind and probe, a
+ * return without its time marked `untimed`.
+ */
+function tracedTwice(app: string, args: readonly string[]): Record<string, number> {
+  const result = runCli([
+    'trace',
+    '--json',
+    '--command-output',
+    'inherit',
+    ...args,
+    '-c',
+    `${app} ${ROUNDS}`,
+  ]);
+  assert.equal(result.status, 0, result.stderr);
+  return eventsPerProbe(
+    result.stdout,
+    (e) =>
+      `${e.kind} ${e.probe}${e.kind === 'return' && e.latencyNs === undefined ? ' untimed' : ''}`,
+  );
 }
 
 describe('functions that share a demangled name', () => {
@@ -81,34 +111,21 @@ describe('functions that share a demangled name', () => {
       if (!requireHost(t, { root: true, commands: ['gdb'] })) return;
       const app = target(t);
       if (app === undefined) return;
-      const result = runCli([
-        'trace',
-        '--engine',
-        engine,
-        '--json',
-        '--command-output',
-        'inherit',
-        '-c',
-        `${app} ${ROUNDS}`,
-        `${app}:rust_vars::twice`,
-        `r:${app}:rust_vars::twice`,
-      ]);
-      assert.equal(result.status, 0, result.stderr);
-      const seen: Record<string, number> = {};
-      for (const line of result.stdout.split('\n')) {
-        if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
-        const event = JSON.parse(line);
-        const key = `${event.kind} ${event.probe}`;
-        seen[key] = (seen[key] ?? 0) + 1;
-      }
-      const u32 = `rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u32>')})`;
-      const u64 = `rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u64>')})`;
-      assert.deepEqual(seen, {
-        [`entry ${u32}`]: ROUNDS,
-        [`entry ${u64}`]: 2 * ROUNDS,
-        [`return ${u32}`]: ROUNDS,
-        [`return ${u64}`]: 2 * ROUNDS,
-      });
+      const { u32, u64 } = twiceNames(app);
+      assert.deepEqual(
+        tracedTwice(app, [
+          '--engine',
+          engine,
+          `${app}:rust_vars::twice`,
+          `r:${app}:rust_vars::twice`,
+        ]),
+        {
+          [`entry ${u32}`]: ROUNDS,
+          [`entry ${u64}`]: 2 * ROUNDS,
+          [`return ${u32}`]: ROUNDS,
+          [`return ${u64}`]: 2 * ROUNDS,
+        },
+      );
     });
   }
 
@@ -120,30 +137,11 @@ describe('functions that share a demangled name', () => {
       if (!requireHost(t, { root: true, commands: ['gdb'] })) return;
       const app = target(t);
       if (app === undefined) return;
-      const result = runCli([
-        'trace',
-        '--engine',
-        'bpf',
-        '--return-probes',
-        mode,
-        '--json',
-        '--command-output',
-        'inherit',
-        '-c',
-        `${app} ${ROUNDS}`,
-        `r:${app}:rust_vars::twice`,
-      ]);
-      assert.equal(result.status, 0, result.stderr);
-      const seen: Record<string, number> = {};
-      for (const line of result.stdout.split('\n')) {
-        if (!line.startsWith('{') || line.startsWith('{"command"')) continue;
-        const event = JSON.parse(line);
-        const key = `${event.kind} ${event.probe}${event.latencyNs === undefined ? ' untimed' : ''}`;
-        seen[key] = (seen[key] ?? 0) + 1;
-      }
-      assert.deepEqual(seen, {
-        [`return rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u32>')})`]: ROUNDS,
-        [`return rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u64>')})`]: 2 * ROUNDS,
+      const { u32, u64 } = twiceNames(app);
+      const args = ['--engine', 'bpf', '--return-probes', mode, `r:${app}:rust_vars::twice`];
+      assert.deepEqual(tracedTwice(app, args), {
+        [`return ${u32}`]: ROUNDS,
+        [`return ${u64}`]: 2 * ROUNDS,
       });
     });
   }
@@ -174,12 +172,10 @@ describe('functions that share a demangled name', () => {
         const rows: { function: string; calls: number; notReturned: number; untimed: number }[] =
           JSON.parse(report.stdout);
         // Calls, those not returned, those without a return probed (timed by none).
+        const { u32, u64 } = twiceNames(app);
         assert.deepEqual(
           Object.fromEntries(rows.map((r) => [r.function, [r.calls, r.notReturned, r.untimed]])),
-          {
-            [`rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u32>')})`]: [ROUNDS, 0, 0],
-            [`rust_vars::twice (${gdbAddress(app, 'rust_vars::twice<u64>')})`]: [2 * ROUNDS, 0, 0],
-          },
+          { [u32]: [ROUNDS, 0, 0], [u64]: [2 * ROUNDS, 0, 0] },
         );
       } finally {
         rmSync(dir, { recursive: true, force: true });
