@@ -9,8 +9,10 @@ const state = (pid: number) =>
   /^State:\s+(\S)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
 
 test("ofThisFile() takes this file's processes and their children, zombies too, and no other", async () => {
-  // A shell whose child ends unreaped (exec'd sleep never waits): a zombie of this file.
-  const mine = spawnCollected('sh', ['-c', 'sleep 0 & echo child $!; exec sleep 5']);
+  // A shell whose child ends unreaped (exec'd sleep never waits): a zombie of this file. The
+  // child outlives the shell's exec: one that ended before it could be reaped by the shell
+  // (`sleep 0` was, once in CI: its /proc entry was gone).
+  const mine = spawnCollected('sh', ['-c', 'sleep 0.3 & echo child $!; exec sleep 5']);
   const other = spawnCollected('env', ['-u', 'UPSCOPE_TEST_FILE', 'sleep', '5']);
   try {
     const child = Number((await waitFor(mine, /^child (\d+)$/m, 'stdout'))[1]);
