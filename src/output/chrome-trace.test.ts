@@ -109,22 +109,51 @@ test('an entry unwound past (longjmp, an exception) becomes an instant when an o
   );
 });
 
-test('with exactEnds, slices that end together still end together when ts + dur is added as doubles', () => {
-  // 377.672 + 15.470 is not the double of 393.142: read naively, the callee would outlast its
-  // caller (speedscope then closes the wrong frame).
+/** A call as a replay gives it: its return, at its end, with its duration. */
+function call(probe: string, tid: number, startNs: number, endNs: number): ProbeEvent {
+  return { ...event('return', probe, tid, endNs), latencyNs: BigInt(endNs - startNs) };
+}
+
+/**
+ * Where speedscope ends each slice: (ts - first) + dur, each step a double, `first` the
+ * earliest ts of the thread's slices (its trace-event import, read).
+ */
+function speedscopeEnds(text: string): [string, number][] {
+  const slices = JSON.parse(text).traceEvents.filter((e: { ph: string }) => e.ph === 'X') as {
+    name: string;
+    tid: number;
+    ts: number;
+    dur: number;
+  }[];
+  return slices.map((e) => {
+    const first = Math.min(...slices.filter((o) => o.tid === e.tid).map((o) => o.ts));
+    return [e.name, e.ts - first + e.dur];
+  });
+}
+
+test('with exactEnds, slices that end together still end together when read as doubles', () => {
+  // Calls in order of their start, as a replay writes them. Thread 1's first slice starts at
+  // time zero: 377.672 + 15.470 is not the double of 393.142, and read naively the callee
+  // would outlast its caller (speedscope then closes the wrong frame). Thread 2's starts at
+  // 22.756, which speedscope subtracts first: (400.432 - 22.756) + 15.470 is not the double
+  // of 415.902 - 22.756 either, nor is a dur that makes ts + dur the double of 415.902.
   const events = [
-    event('entry', 'outer', 1, 1_000),
-    event('entry', 'inner', 1, 1_000 + 377_672),
-    event('return', 'inner', 1, 1_000 + 393_142),
-    event('return', 'outer', 1, 1_000 + 393_142),
+    call('outer', 1, 1_000, 1_000 + 393_142),
+    call('inner', 1, 1_000 + 377_672, 1_000 + 393_142),
+    call('outer', 2, 1_000 + 22_756, 1_000 + 415_902),
+    call('inner', 2, 1_000 + 400_432, 1_000 + 415_902),
   ];
   const ends = (exactEnds: boolean) =>
-    JSON.parse(renderChromeTrace(events, { startNs: 1_000n, exactEnds }))
-      .traceEvents.filter((e: { ph: string }) => e.ph === 'X')
-      .map((e: { name: string; ts: number; dur: number }) => [e.name, e.ts + e.dur]);
+    speedscopeEnds(renderChromeTrace(events, { startNs: 1_000n, exactEnds, returning: new Set() }));
+  const first = 393.142;
+  const second = 415.902 - 22.756;
   assert.deepEqual(ends(true), [
-    ['inner', 393.142],
-    ['outer', 393.142],
+    ['outer', first],
+    ['inner', first],
+    ['outer', second],
+    ['inner', second],
   ]);
-  assert.notDeepEqual(ends(false), ends(true), 'the exact decimals alone do not add up');
+  const naive = ends(false);
+  assert.notEqual(naive[0]![1], naive[1]![1], 'the exact decimals alone do not add up');
+  assert.notEqual(naive[2]![1], naive[3]![1], 'nor once the first start is taken away');
 });

@@ -16,10 +16,13 @@ export interface ChromeTraceOptions {
   /** Said in the trace's metadata (`otherData`): the command line, the engine... */
   readonly metadata?: Readonly<Record<string, string>> | undefined;
   /**
-   * Write each slice's `dur` so that `ts + dur`, added as doubles (as speedscope does), is
-   * exactly the double of its end: slices that end at one time (calls an unwind or a thread's
-   * end closed together, and their callee that returned then) still end together once read,
-   * and so nest. Such a `dur` may be written with more than three decimals. Default off.
+   * Write each slice's `dur` so that slices that end at one time (calls an unwind or a
+   * thread's end closed together, and their callee that returned then) still end together
+   * once read as doubles, and so nest. speedscope takes a slice's end as `(ts - first) + dur`,
+   * `first` the earliest `ts` of its thread's slices, each step rounded to a double: `dur` is
+   * chosen so that this is, for every slice, the double of `end - first`. Such a `dur` may be
+   * written with more than three decimals. For slices written in order of their start on each
+   * thread (a replay's calls; `first` is then its thread's first slice). Default off.
    */
   readonly exactEnds?: boolean | undefined;
 }
@@ -40,15 +43,16 @@ function nextDouble(x: number, up: boolean): number {
 }
 
 /**
- * `dur` as text such that a reader adding it to `ts` as doubles (speedscope, to find where a
- * slice ends) gets the double of the end exactly: the exact decimal when it does, else the
- * double nearest to it that does. So slices that end together (calls an unwind closed at
- * once, a caller and the callee whose end ended it) still end together once read, and nest.
+ * `dur` as text such that a reader that subtracts `first` from `ts` and adds `dur` (each step
+ * rounded to a double, as speedscope finds where a slice ends) gets the double of
+ * `end - first`: the exact decimal when it does, else the double nearest to it that does. So
+ * slices that end together (calls an unwind closed at once, a caller and the callee whose end
+ * ended it) still end together once read, and nest. With `first` 0, `ts + dur` is the end.
  */
-function durationText(tsText: string, durNs: bigint, endText: string): string {
+function durationText(tsText: string, durNs: bigint, endText: string, first: number): string {
   const exact = micros(durNs);
-  const ts = Number(tsText);
-  const end = Number(endText);
+  const ts = Number(tsText) - first;
+  const end = Number(endText) - first;
   if (ts + Number(exact) === end) return exact;
   let d = end - ts;
   for (let i = 0; i < 4 && ts + d !== end && d > 0; i++) d = nextDouble(d, ts + d < end);
@@ -72,6 +76,8 @@ export class ChromeTraceSink implements Sink<ProbeEvent> {
   readonly #pairer: CallPairer;
   /** tid -> [pid, last command name]. */
   readonly #threads = new Map<number, [number, string]>();
+  /** exactEnds: tid -> the start of its first slice (as a reader reads its ts). */
+  readonly #firstSlice = new Map<number, number>();
   #origin: bigint | undefined;
   #text = '';
   #first = true;
@@ -121,15 +127,19 @@ export class ChromeTraceSink implements Sink<ProbeEvent> {
     this.#text = '';
   }
 
-  #event(fields: Record<string, unknown>, ts?: bigint, dur?: bigint): void {
+  #event(fields: Record<string, unknown>, ts?: bigint, dur?: bigint, tid?: number): void {
     let json = JSON.stringify(fields);
     // ts and dur are written as exact decimal text, not through a float.
     const at = ts === undefined ? undefined : micros(ts - this.#origin!);
     if (dur !== undefined && at !== undefined) {
-      const text =
-        this.#options.exactEnds === true
-          ? durationText(at, dur, micros(ts! + dur - this.#origin!))
-          : micros(dur);
+      let text: string;
+      if (this.#options.exactEnds === true) {
+        const first = this.#firstSlice.get(tid!) ?? Number(at);
+        this.#firstSlice.set(tid!, first);
+        text = durationText(at, dur, micros(ts! + dur - this.#origin!), first);
+      } else {
+        text = micros(dur);
+      }
       json = `{"dur":${text},${json.slice(1)}`;
     }
     if (at !== undefined) json = `{"ts":${at},${json.slice(1)}`;
@@ -158,6 +168,7 @@ export class ChromeTraceSink implements Sink<ProbeEvent> {
       { name: ret.probe, cat: 'call', ph: 'X', pid: ret.pid, tid: ret.tid, args },
       done.startNs,
       done.endNs - done.startNs,
+      ret.tid,
     );
   }
 }
