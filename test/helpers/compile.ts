@@ -6,8 +6,10 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   renameSync,
+  rmSync,
 } from 'node:fs';
 import { basename, join } from 'node:path';
 import { TEST_CACHE } from './cache-dir.js';
@@ -89,5 +91,46 @@ export function ownCopy(program: string, dir: string): string {
   const copy = join(mkdtempSync(join(dir, 'copy-')), basename(program));
   copyFileSync(program, copy);
   chmodSync(copy, 0o755);
+  return copy;
+}
+
+const PROCESS_COPIES = 'own-';
+const processCopies = new Map<string, string>();
+let processCopyDir: string | undefined;
+
+/** Whether a process runs (one of another user is there too). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * This test process's own copy of a cached program (ownCopy()), made once, in a directory
+ * removed when the process exits (and, with the next one's, when it was killed first): the
+ * kernel uprobes other test files place on the cached program at the same time (those of
+ * the tracefs engine are in every process that maps the file) are not in the processes this
+ * one runs, where the ptrace engine would find them as another tracer's breakpoints.
+ */
+export function processCopy(program: string): string {
+  const known = processCopies.get(program);
+  if (known !== undefined) return known;
+  if (processCopyDir === undefined) {
+    for (const name of readdirSync(CACHE)) {
+      const pid = Number(name.slice(PROCESS_COPIES.length));
+      if (name.startsWith(PROCESS_COPIES) && Number.isInteger(pid) && !alive(pid)) {
+        rmSync(join(CACHE, name), { recursive: true, force: true });
+      }
+    }
+    const dir = join(CACHE, `${PROCESS_COPIES}${process.pid}`);
+    mkdirSync(dir, { recursive: true });
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+    processCopyDir = dir;
+  }
+  const copy = ownCopy(program, processCopyDir);
+  processCopies.set(program, copy);
   return copy;
 }

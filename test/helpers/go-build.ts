@@ -3,13 +3,15 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { TEST_CACHE } from './cache-dir.js';
+import { processCopy } from './compile.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
 
 /**
  * Build the Go program in test/programs/NAME/ (a main package with a go.mod of `go 1.19`)
  * with the machine's go, offline (GOFLAGS=-mod=mod, GOCACHE and GOPATH in the test cache),
- * cached by the sources' contents as compileProgram() does for C.
+ * cached by the sources' contents as compileProgram() does for C; this test process's own
+ * copy (processCopy()).
  */
 export function compileGo(name: string): string {
   const dir = join(PROGRAMS, name);
@@ -19,7 +21,7 @@ export function compileGo(name: string): string {
   const key = hash.digest('hex').slice(0, 16);
   mkdirSync(TEST_CACHE, { recursive: true });
   const out = join(TEST_CACHE, `${name}-${key}`);
-  if (existsSync(out)) return out;
+  if (existsSync(out)) return processCopy(out);
   const tmp = `${out}.${process.pid}.tmp`;
   execFileSync('go', ['build', '-o', tmp, '.'], {
     cwd: dir,
@@ -34,5 +36,5 @@ export function compileGo(name: string): string {
     },
   });
   renameSync(tmp, out);
-  return out;
+  return processCopy(out);
 }

@@ -11,6 +11,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { TEST_CACHE } from './cache-dir.js';
+import { processCopy } from './compile.js';
 import { runCli } from './run-cli.js';
 
 const PROGRAMS = new URL('../programs/', import.meta.url).pathname;
@@ -33,7 +34,8 @@ export interface GoBuildOptions {
 /**
  * Build test/programs/NAME.go as a module of its own (`go 1.19`, no dependencies, nothing
  * fetched: GOPROXY=off), with its build cache and module path inside TEST_CACHE; the result
- * is cached by source and options as compileProgram() does for C.
+ * is cached by source and options as compileProgram() does for C. What it returns is this
+ * test process's own copy (processCopy()).
  */
 export function compileGo(go: string, name: string, options: GoBuildOptions = {}): string {
   const source = join(PROGRAMS, `${name}.go`);
@@ -44,7 +46,7 @@ export function compileGo(go: string, name: string, options: GoBuildOptions = {}
     .slice(0, 16);
   mkdirSync(TEST_CACHE, { recursive: true });
   const out = join(TEST_CACHE, `${name}-${key}`);
-  if (existsSync(out)) return out;
+  if (existsSync(out)) return processCopy(out);
   const dir = join(TEST_CACHE, `go-src-${name}-${key}`);
   mkdirSync(dir, { recursive: true });
   copyFileSync(source, join(dir, 'main.go'));
@@ -66,7 +68,7 @@ export function compileGo(go: string, name: string, options: GoBuildOptions = {}
     },
   });
   renameSync(tmp, out);
-  return out;
+  return processCopy(out);
 }
 
 /** The values of `name=N` in the test programs' own lines (`deep calls=588 returns=588`). */

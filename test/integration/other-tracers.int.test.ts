@@ -238,7 +238,7 @@ describe('the ptrace engine and a kernel uprobe on the same function', () => {
     assert.notEqual(refused.status, 0);
     assert.match(
       refused.stderr,
-      /^error\[ERR_UNPROBEABLE_INSTRUCTION\]: Cannot probe co_leaf \(0x[0-9a-f]+\) in process \d+: another tracer's kernel uprobe is on its first instruction \(bpftrace, perf, or upscope's bpf or tracefs engine, .*\), and upscope cannot see its calls from the instruction after it instead: "lea [^"]*" writes \w+, which cannot be taken back$/m,
+      /^error\[ERR_UNPROBEABLE_INSTRUCTION\]: Cannot probe co_leaf \(0x[0-9a-f]+\) in process \d+: another tracer's kernel uprobe is on that instruction \(bpftrace, perf, or upscope's bpf or tracefs engine, .*\), and upscope cannot see its calls from the instruction after it instead: "lea [^"]*" writes \w+, which cannot be taken back$/m,
     );
     assert.match(refused.stderr, /^ {2}hint: Stop the other tracer first/m);
     assert.equal(await send('run 100'), 100, 'the target runs on');
@@ -329,6 +329,50 @@ describe('the ptrace engine and a kernel uprobe on the same function', () => {
 });
 
 describe('the ptrace engine beside a kernel uprobe, on C++ (throwing), Rust and Go functions', () => {
+  test("Go: a return probe whose calls' entry (after the stack check) holds a kernel uprobe is refused naming that entry; with the uprobe gone, it counts every return", async (t) => {
+    const target = COEXIST_TARGETS.find((c) => c.language === 'Go')!;
+    if (!requireHost(t, { root: true, commands: target.needs })) return;
+    const app = ownCopy(target.build(), scratch);
+    const spec = `${app}:${target.fn}`;
+    const go = join(scratch, 'go-return-entry');
+    const stop = join(scratch, 'stop-return-entry');
+    const program = spawnCollected(app, [go, stop]);
+    started.push(program);
+    const pid = Number((await waitFor(program, /^ready (\d+)$/m, 'stdout'))[1]);
+    // The entry a bpf count probes is where a return probe's calls begin: after the check.
+    const entry = /address\s+vaddr 0x([0-9a-f]+)/.exec(runCli(['resolve', spec]).stdout)![1]!;
+    const start =
+      /<main\.step>:\n\s+([0-9a-f]+):\s+cmp\s+0x10\(%r14\),%rsp\n\s+[0-9a-f]+:\s+jbe .*\n\s+([0-9a-f]+):/.exec(
+        tool('objdump', ['-d', '--no-show-raw-insn', app]),
+      );
+    assert.equal(entry, start?.[2], 'the entry is the instruction after the stack check');
+    const bpf = await counting('bpf', pid, spec);
+    const refused = runCli(['count', '--engine', 'ptrace', '-p', String(pid), `r:${spec}`]);
+    assert.equal(refused.status, 3, refused.stderr);
+    assert.match(
+      refused.stderr,
+      new RegExp(
+        `^error\\[ERR_UNPROBEABLE_INSTRUCTION\\]: Cannot probe main\\.step's calls' entry \\(0x${entry}, where its returns are paired\\) in process ${pid}: another tracer's kernel uprobe is on that instruction .*: it is not the probe's own instruction`,
+        'm',
+      ),
+    );
+    assert.match(refused.stderr, /^ {2}hint: Or probe this function with a kernel engine too/m);
+    assert.doesNotMatch(refused.stderr, /another debugger/);
+    writeFileSync(go, '');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.ok((await stopCounting(bpf, target.probe)) > 0, 'the program runs on, counted by bpf');
+    // The kernel's uprobe gone, the same return probe is placed, and sees each call return.
+    const returns = await counting('ptrace', pid, `r:${spec}`);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    writeFileSync(stop, '');
+    await waitFor(program, /^calls (\d+)/m, 'stdout');
+    await ended(program);
+    const exit = await ended(returns);
+    assert.equal(exit.code, 0, returns.stderr);
+    assert.ok(jsonCount(returns.stdout, `r:${target.probe}`) > 0, returns.stdout);
+    assert.deepEqual(tracedChildren([pid]), []);
+  });
+
   for (const target of COEXIST_TARGETS) {
     for (const first of ['ptrace', 'bpf'] as const) {
       test(`${target.language}: a ptrace count -p while bpf counts come and go (${first} first) counts every call`, async (t) => {

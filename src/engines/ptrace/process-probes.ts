@@ -1024,13 +1024,16 @@ export class ProcessProbes {
     const tracee = this.tracee;
     let bytes = this.#readCode(vaddr);
     let foreign = false;
-    const label = vaddr === registration.where ? registration.label : undefined;
-    const probed = `${label === undefined ? '' : `${label} `}(0x${vaddr.toString(16)}) in process ${this.pid}`;
+    const probed = `${placeName(vaddr, registration)} in process ${this.pid}`;
     if (bytes[0] === INT3) {
       // Another tracer's breakpoint where the file has another byte: a kernel uprobe (the
       // kernel writes only the int3 and runs its own copy of the file's instruction).
-      // The file's bytes are known at the registration's own site (not at a return's exits).
-      const file = vaddr === registration.where ? registration.fileCode : undefined;
+      // The file's bytes: the registration's at its own site; elsewhere (a return's exits,
+      // its call's entry) its first instruction as the mapped file has it.
+      const file =
+        vaddr === registration.where && registration.fileCode !== undefined
+          ? registration.fileCode
+          : this.#fileInstruction(vaddr);
       if (
         file === undefined ||
         file[0] === INT3 ||
@@ -1050,7 +1053,9 @@ export class ProcessProbes {
     const guarded =
       registration.guardable === true && vaddr === registration.where
         ? this.#planGuard(vaddr, bytes, slot, tid)
-        : 'the instruction after it may be reached by a jump';
+        : vaddr === registration.where
+          ? 'the instruction after it may be reached by a jump'
+          : "it is not the probe's own instruction (the instruction after is watched only there)";
     if (typeof guarded !== 'string') {
       this.#xol.fill(slot, guarded.pair.slotBytes);
       if (guarded.slot !== undefined && guarded.plan.kind === 'relocate') {
@@ -1096,7 +1101,7 @@ export class ProcessProbes {
       this.#xol.release(slot);
       throw new ProbeError(
         'ERR_UNPROBEABLE_INSTRUCTION',
-        `Cannot probe ${probed}: another tracer's kernel uprobe is on its first instruction (bpftrace, perf, or upscope's bpf or tracefs engine, in any process: a uprobe not limited to one process is in every process that maps the file), and upscope cannot see its calls from the instruction after it instead: ${guarded}`,
+        `Cannot probe ${probed}: another tracer's kernel uprobe is on that instruction (bpftrace, perf, or upscope's bpf or tracefs engine, in any process: a uprobe not limited to one process is in every process that maps the file), and upscope cannot see its calls from the instruction after it instead: ${guarded}`,
         {
           hints: [
             'Stop the other tracer first (kernel uprobes are listed by: bpftool link; cat /sys/kernel/tracing/uprobe_events)',
@@ -1124,6 +1129,14 @@ export class ProcessProbes {
     });
     this.#lastHitNs.set(vaddr, process.hrtime.bigint());
     tracee.write(vaddr, new Uint8Array([INT3]));
+  }
+
+  /** The instruction at `vaddr` as the file mapped there has it; undefined if unknown. */
+  #fileInstruction(vaddr: bigint): Uint8Array | undefined {
+    const file = this.tracee.fileBytes(vaddr, 16);
+    if (file === undefined) return undefined;
+    const [first] = decodeInstructions(file, vaddr, { maxCount: 1 });
+    return first === undefined ? undefined : file.subarray(0, first.length);
   }
 
   /** The code at `vaddr`: 32 bytes (two instructions), fewer at the end of a mapping. */
@@ -2623,4 +2636,20 @@ function fromXol(regs: Registers, xol: XolRegisters): void {
   regs.rsp = xol.rsp;
   regs.set('eflags', xol.rflags);
   for (const name of XOL_NAMES) regs.set(name, xol[name]);
+}
+
+/**
+ * What an address a registration arms is, for an error: its site (`label (0x...)`), its
+ * calls' entry or one of its exits (a return caught at its exits), else the address.
+ */
+function placeName(vaddr: bigint, registration: Registration): string {
+  const at = `0x${vaddr.toString(16)}`;
+  const label = registration.label;
+  if (vaddr === registration.where) return label === undefined ? `(${at})` : `${label} (${at})`;
+  if (label === undefined) return `(${at})`;
+  const sites = registration.returnSites;
+  if (sites?.entry === vaddr)
+    return `${label}'s calls' entry (${at}, where its returns are paired)`;
+  if (sites?.exits.some((exit) => exit.vaddr === vaddr)) return `${label}'s exit at ${at}`;
+  return `${label} (${at})`;
 }

@@ -19,6 +19,7 @@ import {
   SYSCALL,
   WAIT,
 } from '../../native/index.js';
+import { parseProcMaps } from '../../symbols/index.js';
 import { Registers } from './registers.js';
 import {
   AUDIT_ARCH_X86_64,
@@ -631,6 +632,47 @@ export class Tracee {
       done += got;
     }
     return bytes;
+  }
+
+  /**
+   * `length` bytes of the file mapped at `vaddr`, as the file has them (not as memory has them
+   * now: an int3 another tracer wrote is not in the file), through /proc/PID/map_files (which
+   * reaches a deleted or replaced file: root) or the mapping's path; undefined where no file
+   * is mapped or neither can be read.
+   */
+  fileBytes(vaddr: bigint, length: number): Uint8Array | undefined {
+    let maps: string;
+    try {
+      maps = readFileSync(`/proc/${this.pid}/maps`, 'utf8');
+    } catch {
+      return undefined;
+    }
+    const area = parseProcMaps(maps).find(
+      (e) => e.start <= vaddr && vaddr < e.end && e.inode !== 0n && !e.pseudo,
+    );
+    if (area === undefined) return undefined;
+    const hex = (n: bigint) => n.toString(16);
+    const at = Number(area.offset + (vaddr - area.start));
+    const places = [`/proc/${this.pid}/map_files/${hex(area.start)}-${hex(area.end)}`];
+    if (!area.deleted) places.push(`/proc/${this.pid}/root${area.path}`);
+    for (const place of places) {
+      let fd: number;
+      try {
+        fd = openSync(place, 'r');
+      } catch {
+        continue;
+      }
+      try {
+        const bytes = new Uint8Array(length);
+        const got = readSync(fd, bytes, 0, length, at);
+        if (got > 0) return bytes.subarray(0, got);
+      } catch {
+        // Unreadable: the next place, if any.
+      } finally {
+        closeSync(fd);
+      }
+    }
+    return undefined;
   }
 
   write(vaddr: bigint, bytes: Uint8Array): void {
