@@ -2,13 +2,13 @@ import {
   closeSync,
   existsSync,
   fstatSync,
-  mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
   readlinkSync,
   readSync,
   renameSync,
+  rmdirSync,
   statSync,
   writeFileSync,
   writeSync,
@@ -30,7 +30,13 @@ import {
 import { RECORD } from '../arch/index.js';
 import { ProbeError } from '../errors/index.js';
 import type { ProbeEvent } from '../events/index.js';
-import { type Exit, isRunning, type ProcessIdentity, processIdentity } from '../host/index.js';
+import {
+  type Exit,
+  isRunning,
+  makeDirectory,
+  type ProcessIdentity,
+  processIdentity,
+} from '../host/index.js';
 import {
   exitsByIndex,
   notLoadedNotes,
@@ -208,6 +214,20 @@ export class RecordingWriter {
   }
 
   /**
+   * check(), and makes `dir` when it is missing (with the directories above it), so that a
+   * path that cannot be one (under /proc, read-only, not permitted, through a file) is said
+   * before anything is attached. Returns whether it made `dir`.
+   */
+  static prepare(dir: string): boolean {
+    RecordingWriter.check(dir);
+    try {
+      return makeDirectory(dir);
+    } catch (err) {
+      throw directoryError(dir, err);
+    }
+  }
+
+  /**
    * Starts a recording in `dir`: made if missing; one that holds an older recording is
    * overwritten; any other directory with files in it is refused.
    */
@@ -217,7 +237,7 @@ export class RecordingWriter {
   ): RecordingWriter {
     RecordingWriter.check(dir);
     try {
-      mkdirSync(dir, { recursive: true });
+      makeDirectory(dir);
       const fd = openSync(join(dir, CALLS_FILE), 'w');
       writeSync(fd, encodeCallsHeader());
       const writer = new RecordingWriter(dir, fd, {
@@ -345,6 +365,25 @@ export class RecordingWriter {
       throw writeError(this.#dir, err);
     }
   }
+}
+
+/** Why `dir` cannot be made (RecordingWriter.prepare()). */
+function directoryError(dir: string, err: unknown): ProbeError {
+  const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
+  const words: Record<string, string> = {
+    ENOENT: "it cannot be made there (a directory of the kernel's, such as /proc, takes none)",
+    ENOTDIR: 'a part of its path is a file',
+    EACCES: 'permission denied',
+    EPERM: 'the operation is not permitted there',
+    EROFS: 'the file system is read-only',
+    ENOSPC: 'no space left on the device',
+    EDQUOT: 'the disk quota is exceeded',
+  };
+  return new ProbeError(
+    'ERR_RECORDING_WRITE',
+    `Cannot record into "${dir}": ${words[code] ?? (err as Error).message} (${code})`,
+    { hints: ['Give -o a directory that can be made and written, e.g. -o ./rec'], cause: err },
+  );
 }
 
 function writeError(dir: string, err: unknown): ProbeError {
@@ -861,8 +900,27 @@ async function attachFunctions<T>(
  * `options.dir`, until it ends (or the attachment is closed).
  */
 export async function recordCalls(options: RecordOptions): Promise<CallRecorder> {
-  // A bad -o is said before the probes go live (and the recording says it has begun).
-  RecordingWriter.check(options.dir);
+  // A bad -o is said before the probes go live (and the recording says it has begun); a
+  // directory made for a run that fails before it records is removed again.
+  const made = RecordingWriter.prepare(options.dir);
+  try {
+    return await recordCallsIn(options);
+  } catch (err) {
+    if (made) rmdirIfEmpty(options.dir);
+    throw err;
+  }
+}
+
+/** Removes `dir` if nothing is in it. */
+function rmdirIfEmpty(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // Not empty (a recording began), or gone: left as it is.
+  }
+}
+
+async function recordCallsIn(options: RecordOptions): Promise<CallRecorder> {
   if (options.engine === 'ptrace' || options.engine === 'inject') {
     return recordInProcess({ ...options, engine: options.engine });
   }

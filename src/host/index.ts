@@ -1,4 +1,4 @@
-export { upscopeCacheDir } from './cache-dir.js';
+export { makeDirectory, upscopeCacheDir } from './cache-dir.js';
 export { hostCxxDemangler } from './demangler.js';
 export {
   type BpfFeatureResults,

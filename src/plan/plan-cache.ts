@@ -10,7 +10,6 @@ import { createHash } from 'node:crypto';
 import {
   type BigIntStats,
   closeSync,
-  mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -23,7 +22,7 @@ import {
 import { join } from 'node:path';
 import { decodeInstructions, type KernelHandling } from '../arch/index.js';
 import { ProbeError } from '../errors/index.js';
-import { upscopeCacheDir } from '../host/index.js';
+import { makeDirectory, upscopeCacheDir } from '../host/index.js';
 import { interned } from '../internal/index.js';
 import type { ProbeSite, SiteKind, TargetFile } from './probe-site.js';
 import type { ExitsByIndex, ReturnPlan, ReturnSitePlan } from './return-plan.js';
@@ -189,7 +188,7 @@ export function savePlan(key: string, kind: SiteKind, glob: CachedGlob): void {
   const path = join(dir, key);
   const temporary = `${path}.${process.pid}.tmp`;
   try {
-    mkdirSync(dir, { recursive: true });
+    makeDirectory(dir);
     // The parts as they are, not joined into one buffer first (a copy of megabytes).
     const parts = encodePlan(kind, glob);
     const fd = openSync(temporary, 'w');

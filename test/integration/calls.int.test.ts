@@ -854,6 +854,35 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
       assert.deepEqual(leftovers(), []);
     }
     assert.deepEqual(readdirSync(others), ['notes.txt']);
+    // -o where no directory can be made: under /proc (Node.js's recursive mkdirSync loops
+    // for ever there), through a file; said before anything is attached, the command not run.
+    for (const [out, why] of [
+      ['/proc/upscope-no-such/rec', 'it cannot be made there (.*) \\(ENOENT\\)'],
+      [join(file, 'rec'), 'a part of its path is a file \\(ENOTDIR\\)'],
+    ] as const) {
+      const bad = runCli(['record', '-c', `${app} all`, '-o', out], { timeoutMs: 60_000 });
+      assert.equal(bad.status, 5, bad.stderr);
+      assert.equal(bad.stdout, '', 'the command did not run');
+      assert.match(
+        bad.stderr,
+        new RegExp(
+          `^error\\[ERR_RECORDING_WRITE\\]: Cannot record into "${out}": ${why}\n  hint: Give -o a directory that can be made and written`,
+        ),
+      );
+      assert.deepEqual(leftovers(), []);
+    }
+    // A directory made for a run that fails before it records is removed again; the
+    // directories above it, made with it, stay.
+    const made = join(work, 'made', 'rec');
+    const failed = runCli(['record', '-c', `${app} all`, '-o', made, `${app}:nomatch*`]);
+    assert.equal(failed.status, 3, failed.stderr);
+    assert.deepEqual(readdirSync(join(work, 'made')), []);
+    // A cache directory that cannot be made: nothing kept, the count made all the same.
+    const counted = runCli(['count', '-c', `${app} all`, `${app}:rec`], {
+      timeoutMs: 60_000,
+      env: { UPSCOPE_CACHE_DIR: '/proc/upscope-no-such/cache' },
+    });
+    assert.equal(counted.status, 0, counted.stderr);
 
     const start = runCli(['trace', '--engine', 'bpf', '-c', `${app} exit`, `r:${app}:_start`]);
     assert.equal(start.status, 3);

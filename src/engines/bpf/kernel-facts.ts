@@ -4,18 +4,10 @@
  * for that kernel build, so that a run pays it once per kernel, not once per run.
  */
 import { createHash } from 'node:crypto';
-import {
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { ProbeError } from '../../errors/index.js';
-import { upscopeCacheDir } from '../../host/index.js';
+import { makeDirectory, upscopeCacheDir } from '../../host/index.js';
 import { KernelBtf, type SessionKfunc } from './btf.js';
 
 /** Bumped whenever what the facts hold, or how they are found, changes. */
@@ -161,7 +153,7 @@ function keep(path: string, facts: KernelFacts): void {
   const dir = dirname(path);
   const temporary = `${path}.${process.pid}.tmp`;
   try {
-    mkdirSync(dir, { recursive: true });
+    makeDirectory(dir);
     writeFileSync(temporary, `${JSON.stringify(facts)}\n`);
     renameSync(temporary, path);
     for (const name of readdirSync(dir)) {
