@@ -18,6 +18,7 @@ import {
   closeDebugInfo,
   commandSearchOptions,
   type ProbeSite,
+  processError,
   resolveTarget,
   targetSymbols,
 } from '../plan/index.js';
@@ -108,15 +109,19 @@ function defaultTargetOfPid(pid: number): string {
   try {
     const libc = resolveTarget('libc', { pid });
     if (libc.mappedObject !== undefined) return libc.path;
-  } catch {
-    // none mapped
+  } catch (err) {
+    // A process that is gone or not ours to read is said so; else it maps no libc.
+    if (
+      err instanceof ProbeError &&
+      (err.code === 'ERR_PROCESS_NOT_FOUND' || err.code === 'ERR_PROCESS_ACCESS')
+    ) {
+      throw err;
+    }
   }
   try {
     return `/proc/${pid}/root${readlinkSync(`/proc/${pid}/exe`)}`;
   } catch (err) {
-    throw new ProbeError('ERR_PROCESS_NOT_FOUND', `Cannot find process ${pid}: it is not running`, {
-      cause: err,
-    });
+    throw processError(pid, 'read the program', err);
   }
 }
 

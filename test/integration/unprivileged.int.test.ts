@@ -106,6 +106,14 @@ const CASES: readonly Case[] = [
       ...(yamaScope() > 0 ? [/ptrace_scope/] : []),
     ],
   })),
+  {
+    // Which allocator a process uses is read from its memory map: root's is not nobody's to
+    // read (it was said to be "not running").
+    args: (_app: string, pid: number) => ['leaks', '-p', String(pid)],
+    status: 5,
+    line: /^error\[ERR_PROCESS_ACCESS\]: Cannot read the memory map of process \d+ \("busy"\): permission denied \(running as uid 65534\)$/,
+    hints: [/Run as the process's owner, or as root/],
+  },
   ...(['count', 'hist', 'latency'] as const).map((command) => ({
     args: (app: string) => [command, `${app}:busy_tick`, ...(command === 'hist' ? ['arg0'] : [])],
     status: 5,

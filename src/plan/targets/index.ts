@@ -16,6 +16,7 @@ export {
 } from './library-search.js';
 export {
   processComm,
+  processError,
   processObjects,
   readProcessMaps,
   sameMountNamespace,
