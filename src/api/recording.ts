@@ -9,6 +9,7 @@ import {
   readSync,
   renameSync,
   rmdirSync,
+  type Stats,
   statSync,
   writeFileSync,
   writeSync,
@@ -488,12 +489,31 @@ function* readSteps(
     });
   if (!existsSync(dir)) throw notOne('no such directory');
   if (!statSync(dir).isDirectory()) throw notOne('it is not a directory');
+  // Each file a regular one before it is opened: a FIFO's open waits for a writer.
+  const file = (name: string) => {
+    const path = join(dir, name);
+    let stat: Stats;
+    try {
+      stat = statSync(path);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw notOne(code === 'ENOENT' ? `it has no ${name}` : `cannot read its ${name} (${code})`);
+    }
+    if (!stat.isFile()) throw notOne(`its ${name} is not a regular file`);
+    return path;
+  };
+  let text: string;
+  try {
+    text = readFileSync(file(INDEX_FILE), 'utf8');
+  } catch (err) {
+    if (err instanceof ProbeError) throw err;
+    throw notOne(`cannot read its ${INDEX_FILE} (${(err as NodeJS.ErrnoException).code})`);
+  }
   let index: RecordingIndex;
   try {
-    index = JSON.parse(readFileSync(join(dir, INDEX_FILE), 'utf8')) as RecordingIndex;
-  } catch (err) {
-    const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-    throw notOne(missing ? `it has no ${INDEX_FILE}` : `its ${INDEX_FILE} is not valid JSON`);
+    index = JSON.parse(text) as RecordingIndex;
+  } catch {
+    throw notOne(`its ${INDEX_FILE} is not valid JSON`);
   }
   if (index.format !== 'upscope-calls' || !Array.isArray(index.functions)) {
     throw notOne(`its ${INDEX_FILE} is not an upscope call index`);
@@ -509,10 +529,11 @@ function* readSteps(
   if (index.lost > 0)
     problems.push(`${index.lost} events were lost while recording: some calls are missing`);
   let fd: number;
+  const calls = file(CALLS_FILE);
   try {
-    fd = openSync(join(dir, CALLS_FILE), 'r');
-  } catch {
-    throw notOne(`it has no ${CALLS_FILE}`);
+    fd = openSync(calls, 'r');
+  } catch (err) {
+    throw notOne(`cannot read its ${CALLS_FILE} (${(err as NodeJS.ErrnoException).code})`);
   }
   const builder = new CallTreeBuilder({
     keep: options.keep ?? true,

@@ -902,6 +902,19 @@ describe('upscope record, report, replay: the call tree of a whole command', () 
     const { dir } = record(`${app} all`);
     const whole = callCounts(dir);
     const size = readFileSync(join(dir, 'calls.bin')).length;
+    // Files that are not regular ones (a FIFO's open waits for a writer, for ever): said.
+    for (const name of ['index.json', 'calls.bin']) {
+      const odd = mkdtempSync(join(work, 'odd-'));
+      if (name === 'calls.bin') copyFileSync(join(dir, 'index.json'), join(odd, 'index.json'));
+      execFileSync('mkfifo', [join(odd, name)]);
+      const fifo = runCli(['report', odd], { timeoutMs: 30_000 });
+      assert.equal(fifo.status, 4, fifo.stderr);
+      assert.equal(
+        fifo.stderr.split('\n')[0],
+        `error[ERR_NOT_A_RECORDING]: Cannot read the recording "${odd}": its ${name} is not a regular file`,
+      );
+    }
+
     truncateSync(join(dir, 'calls.bin'), size - 30);
     const cut = runCli(['report', dir, '--json']);
     assert.equal(cut.status, 0, cut.stderr);
