@@ -88,7 +88,12 @@ export class AsyncProcessTracer implements AsyncDisposable {
     worker.on('message', (message: WorkerMessage) => {
       if (message.type === 'hit') this.#onHit(message.hit);
     });
-    worker.on('exit', () => this.#lose(threadGone()));
+    // Replies the worker sent before it ended are read first: its exit may be seen before
+    // them (detach() and kill() answer, then the thread ends), and would fail their callers.
+    worker.on('exit', () => {
+      this.#drain();
+      this.#lose(threadGone());
+    });
   }
 
   /** Start `argv` traced, held before its first instruction until the first poll(). */
@@ -352,6 +357,20 @@ export class AsyncProcessTracer implements AsyncDisposable {
     this.#waiting.delete(reply.seq);
     if (reply.error !== undefined) waiter.reject(deserializeError(reply.error));
     else waiter.resolve(reply.value);
+  }
+
+  /** Settle every reply waiting on the port. */
+  #drain(): void {
+    for (;;) {
+      let got: { message: unknown } | undefined;
+      try {
+        got = receiveMessageOnPort(this.#rpc);
+      } catch {
+        return; // the port is closed
+      }
+      if (got === undefined) return;
+      this.#settle(got.message as Reply);
+    }
   }
 
   #lose(err: Error): void {

@@ -242,6 +242,33 @@ test('poll() with a timeout resolves null; detach leaves the process running unt
   out.text();
 });
 
+test('detach() and kill() resolve though this thread was busy while the worker answered and ended', async (t) => {
+  if (!requireHost(t, { commands: ['gcc'] })) return;
+  const app = compileProgram('tgt-sleeper');
+  const busy = () => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+  for (const op of ['detach', 'kill'] as const) {
+    const out = capture();
+    const tracer = await AsyncProcessTracer.spawn([app], { stdio: [0, out.fd, 2] });
+    const pid = tracer.pid;
+    const closing = op === 'detach' ? tracer.detach() : tracer.kill();
+    // The worker replies and its thread ends meanwhile: both are seen at once after this,
+    // the end first (its reply was taken for lost: "the tracer thread has ended").
+    busy();
+    await closing;
+    if (op === 'detach') {
+      const status = execFileSync('grep', ['TracerPid', `/proc/${pid}/status`], {
+        encoding: 'utf8',
+      });
+      assert.match(status, /TracerPid:\s+0/);
+      process.kill(pid, 'SIGKILL');
+    }
+    // Not traced; killed by the tracer, reaped (detached and killed here, this process's
+    // zombie: nothing reaps a detached child but its parent, as ProcessTracer.reap() says).
+    assert.deepEqual(tracedChildren(op === 'kill' ? [pid] : []), []);
+    out.text();
+  }
+});
+
 test('the built package runs its tracer thread from dist/ (the compiled worker module)', (t) => {
   if (!requireHost(t, { commands: ['gcc'] })) return;
   const app = compileProgram('ptrace-target', { flags: ['-O2'], link: ['-lpthread'] });
