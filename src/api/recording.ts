@@ -368,41 +368,45 @@ export class RecordingWriter {
   }
 }
 
-/** Why `dir` cannot be made (RecordingWriter.prepare()). */
-function directoryError(dir: string, err: unknown): ProbeError {
+/** System errors of making and writing a recording, in words. */
+const WRITE_ERRORS: Readonly<Record<string, string>> = {
+  ENOSPC: 'no space left on the device',
+  EDQUOT: 'the disk quota is exceeded',
+  EACCES: 'permission denied',
+  EPERM: 'the operation is not permitted there',
+  EROFS: 'the file system is read-only',
+  ENOTDIR: 'a part of its path is a file',
+};
+
+/** ERR_RECORDING_WRITE for a system error: `what` went wrong, in words where known. */
+function recordingError(what: string, err: unknown, hint: string, words = WRITE_ERRORS) {
   const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
-  const words: Record<string, string> = {
-    ENOENT: "it cannot be made there (a directory of the kernel's, such as /proc, takes none)",
-    ENOTDIR: 'a part of its path is a file',
-    EACCES: 'permission denied',
-    EPERM: 'the operation is not permitted there',
-    EROFS: 'the file system is read-only',
-    ENOSPC: 'no space left on the device',
-    EDQUOT: 'the disk quota is exceeded',
-  };
   return new ProbeError(
     'ERR_RECORDING_WRITE',
-    `Cannot record into "${dir}": ${words[code] ?? (err as Error).message} (${code})`,
-    { hints: ['Give -o a directory that can be made and written, e.g. -o ./rec'], cause: err },
+    `${what}: ${words[code] ?? (err as Error).message} (${code})`,
+    { hints: [hint], cause: err },
+  );
+}
+
+/** Why `dir` cannot be made (RecordingWriter.prepare()). */
+function directoryError(dir: string, err: unknown): ProbeError {
+  return recordingError(
+    `Cannot record into "${dir}"`,
+    err,
+    'Give -o a directory that can be made and written, e.g. -o ./rec',
+    {
+      ...WRITE_ERRORS,
+      ENOENT: "it cannot be made there (a directory of the kernel's, such as /proc, takes none)",
+    },
   );
 }
 
 function writeError(dir: string, err: unknown): ProbeError {
   if (err instanceof ProbeError) return err;
-  const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
-  const words: Record<string, string> = {
-    ENOSPC: 'no space left on the device',
-    EDQUOT: 'the disk quota is exceeded',
-    EACCES: 'permission denied',
-    EROFS: 'the file system is read-only',
-  };
-  return new ProbeError(
-    'ERR_RECORDING_WRITE',
-    `Cannot write the recording "${dir}": ${words[code] ?? (err as Error).message} (${code})`,
-    {
-      hints: ['Free space there, or give -o a directory on another file system'],
-      cause: err,
-    },
+  return recordingError(
+    `Cannot write the recording "${dir}"`,
+    err,
+    'Free space there, or give -o a directory on another file system',
   );
 }
 
@@ -502,11 +506,11 @@ function* readSteps(
     if (!stat.isFile()) throw notOne(`its ${name} is not a regular file`);
     return path;
   };
+  const indexPath = file(INDEX_FILE);
   let text: string;
   try {
-    text = readFileSync(file(INDEX_FILE), 'utf8');
+    text = readFileSync(indexPath, 'utf8');
   } catch (err) {
-    if (err instanceof ProbeError) throw err;
     throw notOne(`cannot read its ${INDEX_FILE} (${(err as NodeJS.ErrnoException).code})`);
   }
   let index: RecordingIndex;

@@ -134,8 +134,11 @@ export class ChromeTraceSink implements Sink<ProbeEvent> {
     if (dur !== undefined && at !== undefined) {
       let text: string;
       if (this.#options.exactEnds === true) {
-        const first = this.#firstSlice.get(tid!) ?? Number(at);
-        this.#firstSlice.set(tid!, first);
+        let first = this.#firstSlice.get(tid!);
+        if (first === undefined) {
+          first = Number(at);
+          this.#firstSlice.set(tid!, first);
+        }
         text = durationText(at, dur, micros(ts! + dur - this.#origin!), first);
       } else {
         text = micros(dur);
